@@ -1,0 +1,24 @@
+// The compiler's entry point: an ONNX model in, a plan file out.
+#pragma once
+
+#include "hetc/runtime/Status.h"
+
+#include <cstdint>
+#include <string>
+
+namespace hetc::compiler {
+
+struct CompileOptions {
+  std::string onnxPath;
+  std::string outputPath;
+  std::string target = "host";      // only "host" is known until targets arrive as data
+  uint32_t maxBatch = 4;            // sequence slots
+  uint64_t maxSeq = 4096;           // positions per sequence
+  uint32_t maxStepTokens = 512;     // tokens one step processes (prefill chunk)
+  bool verbose = false;             // print the IR after each stage to stderr
+};
+
+// Imports, raises, plans and emits. Every failure is one message naming the node, op or limit.
+Status compileOnnxToPlan(const CompileOptions &options);
+
+} // namespace hetc::compiler

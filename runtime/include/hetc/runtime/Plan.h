@@ -1,0 +1,45 @@
+// A plan file mapped into memory and verified: the loader's output, the executor's input.
+#pragma once
+
+#include "hetc/runtime/Status.h"
+#include "hplan_generated.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace hetc {
+
+// Schema version this runtime reads and writes: major << 16 | minor.
+constexpr uint32_t kPlanSchemaMajor = 1;
+constexpr uint32_t kPlanSchemaMinor = 0;
+constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
+constexpr uint64_t kSegmentAlignment = 4096;
+
+// A verified, read-only plan. Weights are read in place from the mapping.
+class Plan {
+public:
+  // Maps `path` and verifies structure (FlatBuffers verifier), version, CPU features, segment
+  // bounds and checksums, and meaning (indices, sizes, arity). Any failure is one clear message.
+  static Result<std::unique_ptr<Plan>> load(const std::string &path);
+  // Verifies a plan already in memory (used by tests and fuzzing); `bytes` must outlive the Plan.
+  static Result<std::unique_ptr<Plan>> fromBytes(const uint8_t *bytes, size_t size);
+  ~Plan();
+  Plan(const Plan &) = delete;
+  Plan &operator=(const Plan &) = delete;
+
+  const plan::PlanDef &def() const { return *def_; }
+  // Start of tensor `index`'s payload (its segment) in the mapping.
+  const void *tensorData(uint32_t index) const;
+  size_t fileSize() const { return size_; }
+
+private:
+  Plan() = default;
+  const uint8_t *bytes_ = nullptr;
+  size_t size_ = 0;
+  void *mapping_ = nullptr; // owned mmap, or null when the bytes belong to the caller
+  const plan::PlanDef *def_ = nullptr;
+};
+
+} // namespace hetc
