@@ -1,0 +1,255 @@
+// The hetc dialect.
+//
+// Two levels live here. The importer produces the ONNX level: one generic `hetc.onnx.node` per
+// ONNX node, `hetc.constant` for small initializers and Constant nodes, `hetc.weight` for large
+// initializers (their bytes stay outside the IR, in the compiler's weight store). The raising
+// passes replace recognised computations with the LLM level: embedding, rms_norm, linear, rope,
+// attention with its KV cache, swiglu, add, lm_head. LLM-level activations keep the source
+// model's leading dimensions ([batch, seq, features]); only the last dimension is the feature
+// dimension, which is what lets the runtime pack tokens of different sequences into rows.
+
+#ifndef HETC_DIALECT_HETCOPS_TD
+#define HETC_DIALECT_HETCOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Hetc_Dialect : Dialect {
+  let name = "hetc";
+  let summary = "LLM inference graphs, from imported ONNX nodes to planned LLM ops";
+  let description = [{
+    The hetc dialect carries a model from import to plan emission. Imported ONNX nodes are
+    generic (`hetc.onnx.node`); raising passes turn decomposed computations into LLM ops whose
+    attributes record every decision the compiler makes (layer, sublayer, device, buffers,
+    tasks), so that each decision can be inspected in the IR and in the plan.
+  }];
+  let cppNamespace = "::hetc";
+}
+
+class Hetc_Op<string mnemonic, list<Trait> traits = []> :
+    Op<Hetc_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// ONNX level
+//===----------------------------------------------------------------------===//
+
+def Hetc_OnnxNodeOp : Hetc_Op<"onnx.node"> {
+  let summary = "one ONNX node as imported, not yet understood";
+  let description = [{
+    A node of the source ONNX graph. `op_type` is the ONNX operator, `node_name` the node's name
+    in the source (for error messages), `onnx_attrs` its attributes converted to MLIR attributes
+    (ints as i64, floats as f32, strings, tensors as dense elements, lists as arrays). A missing
+    optional input is a value of type `none` from `hetc.onnx.none`.
+
+    Example:
+    ```mlir
+    %2 = hetc.onnx.node "Mul"(%0, %1) {node_name = "/layers.0/Mul"}
+           : (tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$op_type, StrAttr:$node_name,
+                       OptionalAttr<DictionaryAttr>:$onnx_attrs,
+                       Variadic<AnyType>:$inputs);
+  let results = (outs Variadic<AnyType>:$outputs);
+  let assemblyFormat = [{
+    $op_type `(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs)
+  }];
+  let hasVerifier = 1;
+}
+
+def Hetc_OnnxNoneOp : Hetc_Op<"onnx.none", [Pure]> {
+  let summary = "an absent optional ONNX input";
+  let description = [{
+    Stands for an optional input left empty in the source node.
+
+    Example: `%none = hetc.onnx.none`
+  }];
+  let results = (outs NoneType:$result);
+  let assemblyFormat = "attr-dict";
+}
+
+def Hetc_ConstantOp : Hetc_Op<"constant",
+    [Pure, ConstantLike, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a small constant tensor held in the IR";
+  let description = [{
+    Shape constants, epsilons, scales and other small initializers or Constant nodes.
+
+    Example: `%eps = hetc.constant dense<1.0e-05> : tensor<f32>`
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+def Hetc_WeightOp : Hetc_Op<"weight", [Pure]> {
+  let summary = "a model weight whose bytes live in the weight store";
+  let description = [{
+    A large initializer of the source model. Its bytes stay outside the IR (in the weight store,
+    possibly mapped from ONNX external data); `name` is the initializer's name and the key into
+    the store. The type is static.
+
+    Example: `%w = hetc.weight "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>`
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// LLM level
+//===----------------------------------------------------------------------===//
+
+def Hetc_EmbeddingOp : Hetc_Op<"embedding", [Pure]> {
+  let summary = "token embedding lookup";
+  let description = [{
+    `result[..., :] = table[ids[...], :]` with `table : [vocab, hidden]`.
+
+    Example:
+    ```mlir
+    %h = hetc.embedding %table, %ids
+           : (tensor<256x64xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$table, AnyTensor:$ids);
+  let results = (outs AnyTensor:$result);
+  let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Hetc_RmsNormOp : Hetc_Op<"rms_norm", [Pure]> {
+  let summary = "RMSNorm over the last dimension";
+  let description = [{
+    `result = x / sqrt(mean(x^2, -1) + epsilon) * gamma`, computed in float32.
+
+    Example:
+    ```mlir
+    %y = hetc.rms_norm %x, %gamma {epsilon = 1.0e-05 : f32}
+           : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyTensor:$x, AnyRankedTensor:$gamma, F32Attr:$epsilon);
+  let results = (outs AnyTensor:$result);
+  let assemblyFormat = "$x `,` $gamma attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Hetc_LinearOp : Hetc_Op<"linear", [Pure]> {
+  let summary = "a matmul with a weight, in ONNX MatMul orientation";
+  let description = [{
+    `result = x @ w` with `w : [in_features, out_features]` (the orientation of ONNX MatMul; the
+    plan emitter packs it in the layout the kernels read).
+
+    Example:
+    ```mlir
+    %q = hetc.linear %x, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyTensor:$x, AnyRankedTensor:$w);
+  let results = (outs AnyTensor:$result);
+  let assemblyFormat = "$x `,` $w attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Hetc_RopeOp : Hetc_Op<"rope", [Pure]> {
+  let summary = "rotary position embedding, rotate-half form";
+  let description = [{
+    `x : [..., heads * head_dim]`, each head rotated by angles `position * inv_freq` with
+    `inv_freq : [head_dim / 2]` and the rotate-half convention of Hugging Face Llama.
+
+    Example:
+    ```mlir
+    %qr = hetc.rope %q, %pos, %inv_freq {heads = 4 : i64, head_dim = 16 : i64}
+            : (tensor<?x?x64xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyTensor:$x, AnyTensor:$positions, AnyRankedTensor:$inv_freq,
+                       I64Attr:$heads, I64Attr:$head_dim);
+  let results = (outs AnyTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $positions `,` $inv_freq attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Hetc_AttentionOp : Hetc_Op<"attention", [Pure]> {
+  let summary = "causal grouped-query attention with its KV cache";
+  let description = [{
+    Appends `k` and `v` (`[..., kv_heads * head_dim]`, already rotated) to the cache given by
+    `past_key` / `past_value` (`[batch, kv_heads, past, head_dim]`), then computes
+    `softmax(scale * q k^T + causal mask) v` for every query head, query head `h` reading KV head
+    `h / (heads / kv_heads)`. `present_key` / `present_value` are the cache after the append.
+    Padding masks are not represented: sequences of different lengths are never padded.
+
+    Example:
+    ```mlir
+    %o, %pk, %pv = hetc.attention %q, %k, %v, %past_k, %past_v
+        {heads = 4 : i64, kv_heads = 2 : i64, head_dim = 16 : i64, scale = 0.25 : f32}
+        : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>,
+           tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>)
+        -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>)
+    ```
+  }];
+  let arguments = (ins AnyTensor:$q, AnyTensor:$k, AnyTensor:$v,
+                       AnyTensor:$past_key, AnyTensor:$past_value,
+                       I64Attr:$heads, I64Attr:$kv_heads, I64Attr:$head_dim, F32Attr:$scale);
+  let results = (outs AnyTensor:$result, AnyTensor:$present_key, AnyTensor:$present_value);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $past_key `,` $past_value attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Hetc_SwiGluOp : Hetc_Op<"swiglu", [Pure]> {
+  let summary = "SiLU-gated product";
+  let description = [{
+    `result = gate * sigmoid(gate) * up`.
+
+    Example:
+    ```mlir
+    %a = hetc.swiglu %g, %u : (tensor<?x?x176xf32>, tensor<?x?x176xf32>) -> tensor<?x?x176xf32>
+    ```
+  }];
+  let arguments = (ins AnyTensor:$gate, AnyTensor:$up);
+  let results = (outs AnyTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Hetc_AddOp : Hetc_Op<"add", [Pure]> {
+  let summary = "residual addition of two activations of the same shape";
+  let description = [{
+    `result = lhs + rhs`, both `[..., features]` with the same feature size.
+
+    Example:
+    ```mlir
+    %h1 = hetc.add %h, %o : (tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyTensor:$lhs, AnyTensor:$rhs);
+  let results = (outs AnyTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Hetc_LmHeadOp : Hetc_Op<"lm_head", [Pure]> {
+  let summary = "the final projection to vocabulary logits";
+  let description = [{
+    `result = x @ w` with `w : [hidden, vocab]`. Only the rows whose logits are asked for (the
+    last token of each sequence in a step) are computed at run time.
+
+    Example:
+    ```mlir
+    %logits = hetc.lm_head %x, %w
+                : (tensor<?x?x64xf32>, tensor<64x256xf32>) -> tensor<?x?x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyTensor:$x, AnyRankedTensor:$w);
+  let results = (outs AnyTensor:$result);
+  let assemblyFormat = "$x `,` $w attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+#endif // HETC_DIALECT_HETCOPS_TD

@@ -1,0 +1,129 @@
+// Verifiers of the hetc ops. Shapes are often partly dynamic at this level, so every check
+// compares only the dimensions that are known.
+#include "hetc/Dialect/HetcDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include <optional>
+
+using namespace mlir;
+using namespace hetc;
+
+namespace {
+
+// The static size of the last (feature) dimension, if the type says it.
+std::optional<int64_t> featureSize(Type type) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  if (!ranked || ranked.getRank() == 0 || ranked.isDynamicDim(ranked.getRank() - 1))
+    return std::nullopt;
+  return ranked.getDimSize(ranked.getRank() - 1);
+}
+
+// Fails when both feature sizes are known and differ.
+LogicalResult checkFeatureSize(Operation *op, Value value, int64_t expected, StringRef what) {
+  std::optional<int64_t> actual = featureSize(value.getType());
+  if (actual && *actual != expected)
+    return op->emitOpError() << what << " has " << *actual << " features, expected " << expected;
+  return success();
+}
+
+LogicalResult checkMatrixWeight(Operation *op, Value x, Value w, Value result) {
+  auto wType = cast<RankedTensorType>(w.getType());
+  if (wType.getRank() != 2 || !wType.hasStaticShape())
+    return op->emitOpError() << "weight must be a static 2-D tensor, got " << wType;
+  if (failed(checkFeatureSize(op, x, wType.getDimSize(0), "input")) ||
+      failed(checkFeatureSize(op, result, wType.getDimSize(1), "result")))
+    return failure();
+  return success();
+}
+
+} // namespace
+
+LogicalResult OnnxNodeOp::verify() {
+  if (getOpType().empty())
+    return emitOpError("has an empty op_type");
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult EmbeddingOp::verify() {
+  auto table = cast<RankedTensorType>(getTable().getType());
+  if (table.getRank() != 2 || !table.hasStaticShape())
+    return emitOpError() << "table must be a static [vocab, hidden] tensor, got " << table;
+  return checkFeatureSize(*this, getResult(), table.getDimSize(1), "result");
+}
+
+LogicalResult RmsNormOp::verify() {
+  auto gamma = cast<RankedTensorType>(getGamma().getType());
+  if (gamma.getRank() != 1 || !gamma.hasStaticShape())
+    return emitOpError() << "gamma must be a static 1-D tensor, got " << gamma;
+  if (!(getEpsilon().convertToFloat() > 0.0f))
+    return emitOpError("epsilon must be positive");
+  if (failed(checkFeatureSize(*this, getX(), gamma.getDimSize(0), "input")))
+    return failure();
+  return checkFeatureSize(*this, getResult(), gamma.getDimSize(0), "result");
+}
+
+LogicalResult LinearOp::verify() { return checkMatrixWeight(*this, getX(), getW(), getResult()); }
+
+LogicalResult LmHeadOp::verify() { return checkMatrixWeight(*this, getX(), getW(), getResult()); }
+
+LogicalResult RopeOp::verify() {
+  int64_t heads = getHeads(), headDim = getHeadDim();
+  if (heads <= 0 || headDim <= 0 || headDim % 2 != 0)
+    return emitOpError() << "needs positive heads and an even head_dim, got heads = " << heads
+                         << ", head_dim = " << headDim;
+  auto invFreq = cast<RankedTensorType>(getInvFreq().getType());
+  if (invFreq.getRank() != 1 || invFreq.getDimSize(0) != headDim / 2)
+    return emitOpError() << "inv_freq must be [" << headDim / 2 << "], got " << invFreq;
+  if (failed(checkFeatureSize(*this, getX(), heads * headDim, "input")))
+    return failure();
+  return checkFeatureSize(*this, getResult(), heads * headDim, "result");
+}
+
+LogicalResult AttentionOp::verify() {
+  int64_t heads = getHeads(), kvHeads = getKvHeads(), headDim = getHeadDim();
+  if (heads <= 0 || kvHeads <= 0 || headDim <= 0)
+    return emitOpError("needs positive heads, kv_heads and head_dim");
+  if (heads % kvHeads != 0)
+    return emitOpError() << heads << " query heads cannot be grouped over " << kvHeads
+                         << " KV heads";
+  if (!(getScale().convertToFloat() > 0.0f))
+    return emitOpError("scale must be positive");
+  if (failed(checkFeatureSize(*this, getQ(), heads * headDim, "q")) ||
+      failed(checkFeatureSize(*this, getK(), kvHeads * headDim, "k")) ||
+      failed(checkFeatureSize(*this, getV(), kvHeads * headDim, "v")) ||
+      failed(checkFeatureSize(*this, getResult(), heads * headDim, "result")))
+    return failure();
+  for (Value cache : {getPastKey(), getPastValue(), getPresentKey(), getPresentValue()}) {
+    auto ranked = dyn_cast<RankedTensorType>(cache.getType());
+    if (!ranked)
+      continue;
+    if (ranked.getRank() != 4)
+      return emitOpError() << "KV cache tensors are [batch, kv_heads, positions, head_dim], got "
+                           << ranked;
+    if (!ranked.isDynamicDim(1) && ranked.getDimSize(1) != kvHeads)
+      return emitOpError() << "KV cache has " << ranked.getDimSize(1) << " heads, expected "
+                           << kvHeads;
+    if (failed(checkFeatureSize(*this, cache, headDim, "KV cache")))
+      return failure();
+  }
+  return success();
+}
+
+static LogicalResult checkSameFeatures(Operation *op, Value a, Value b, Value result) {
+  std::optional<int64_t> fa = featureSize(a.getType()), fb = featureSize(b.getType());
+  if (fa && fb && *fa != *fb)
+    return op->emitOpError() << "operands have " << *fa << " and " << *fb << " features";
+  std::optional<int64_t> known = fa ? fa : fb;
+  return known ? checkFeatureSize(op, result, *known, "result") : success();
+}
+
+LogicalResult SwiGluOp::verify() { return checkSameFeatures(*this, getGate(), getUp(), getResult()); }
+
+LogicalResult AddOp::verify() { return checkSameFeatures(*this, getLhs(), getRhs(), getResult()); }
+
+#define GET_OP_CLASSES
+#include "hetc/Dialect/HetcOps.cpp.inc"
