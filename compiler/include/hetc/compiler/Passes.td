@@ -1,0 +1,70 @@
+// The compiler's passes. Flags are hetc-<verb>-<noun>; class <VerbNoun>Pass; file <VerbNoun>.cpp;
+// lit test tests/lit/<verb_noun>.mlir (and <verb_noun>_invalid.mlir for its errors).
+#ifndef HETC_COMPILER_PASSES_TD
+#define HETC_COMPILER_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+//===- Raising: ONNX level to LLM level ------------------------------------===//
+
+def FoldConstants : Pass<"hetc-fold-constants", "mlir::func::FuncOp"> {
+  let summary = "Fold ONNX nodes whose inputs are all constants, and drop no-op nodes";
+  let description = [{
+    Evaluates shape and scalar arithmetic that an export left unfolded (Cast, Sqrt, Div, Unsqueeze,
+    Concat, ... on `hetc.constant`s) and removes Identity and same-type Cast nodes, so the raising
+    patterns see the same graph whether the exporter folded constants or not.
+  }];
+}
+
+def RaiseEmbedding : Pass<"hetc-raise-embedding", "mlir::func::FuncOp"> {
+  let summary = "Raise Gather(weight, ids) to hetc.embedding";
+}
+
+def RaiseRmsNorm : Pass<"hetc-raise-rms-norm", "mlir::func::FuncOp"> {
+  let summary = "Raise the decomposed RMSNorm (pow/mean/add/sqrt/div/mul) to hetc.rms_norm";
+}
+
+def RaiseLinear : Pass<"hetc-raise-linear", "mlir::func::FuncOp"> {
+  let summary = "Raise MatMul with a weight (possibly transposed) to hetc.linear";
+}
+
+def RaiseSwiGlu : Pass<"hetc-raise-swiglu", "mlir::func::FuncOp"> {
+  let summary = "Raise gate * sigmoid(gate) * up to hetc.swiglu";
+}
+
+def RaiseAttention : Pass<"hetc-raise-attention", "mlir::func::FuncOp"> {
+  let summary = "Raise rotate-half RoPE, the KV concat, repeat_kv, mask and softmax to hetc.rope and hetc.attention";
+}
+
+def RaiseResidualAdd : Pass<"hetc-raise-residual-add", "mlir::func::FuncOp"> {
+  let summary = "Raise Add of two LLM-level activations to hetc.add";
+}
+
+def RaiseLmHead : Pass<"hetc-raise-lm-head", "mlir::func::FuncOp"> {
+  let summary = "Raise the linear that produces the logits output to hetc.lm_head";
+}
+
+def CheckRaised : Pass<"hetc-check-raised", "mlir::func::FuncOp"> {
+  let summary = "Fail, naming the node and op, if anything the outputs need was not raised";
+}
+
+//===- Planning ------------------------------------------------------------===//
+
+def GroupSublayers : Pass<"hetc-group-sublayers", "mlir::ModuleOp"> {
+  let summary = "Assign each LLM op its layer, sublayer (attention or feed-forward) and device";
+}
+
+def PlanMemory : Pass<"hetc-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Plan every activation buffer and the KV cache statically for the bounds";
+  let options = [
+    Option<"maxBatch", "max-batch", "uint32_t", "4", "sequence slots">,
+    Option<"maxSeq", "max-seq", "uint64_t", "4096", "positions per sequence">,
+    Option<"maxStepTokens", "max-step-tokens", "uint32_t", "512", "tokens per step">,
+  ];
+}
+
+def PartitionTasks : Pass<"hetc-partition-tasks", "mlir::ModuleOp"> {
+  let summary = "Split each LLM op into independent tasks with a fixed grain";
+}
+
+#endif // HETC_COMPILER_PASSES_TD
