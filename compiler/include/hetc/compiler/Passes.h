@@ -14,3 +14,15 @@ namespace hetc {
 #include "hetc/compiler/Passes.h.inc"
 
 } // namespace hetc
+
+namespace hetc {
+// Fold, raise every recognised computation, clean up, and check nothing is left unraised.
+void addRaisingPasses(mlir::OpPassManager &pm);
+struct PlanBounds {
+  uint32_t maxBatch;
+  uint64_t maxSeq;
+  uint32_t maxStepTokens;
+};
+// Group sublayers, plan memory for the bounds, partition into tasks.
+void addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds);
+} // namespace hetc

@@ -34,7 +34,8 @@ class Hetc_Op<string mnemonic, list<Trait> traits = []> :
 // ONNX level
 //===----------------------------------------------------------------------===//
 
-def Hetc_OnnxNodeOp : Hetc_Op<"onnx.node"> {
+def Hetc_OnnxNodeOp : Hetc_Op<"onnx.node", [NoMemoryEffect]> {
+  // The ONNX operators an LLM export uses are pure functions, so a node nobody reads is dead.
   let summary = "one ONNX node as imported, not yet understood";
   let description = [{
     A node of the source ONNX graph. `op_type` is the ONNX operator, `node_name` the node's name
