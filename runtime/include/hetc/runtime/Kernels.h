@@ -1,0 +1,98 @@
+// Portable float32 kernels, one per op kind of the plan.
+//
+// Every kernel works on a half-open range of its op's split axis (rows, columns or attention work
+// items) so the thread pool can hand disjoint ranges to threads. The arithmetic that produces one
+// output element never depends on where a range starts or ends, nor on how many rows a step has:
+// results are bit-identical for any thread count and any batching of the same tokens.
+//
+// Activations are rows of floats: element (row, col) lives at data[row * stride + col], with the
+// stride in elements.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hetc::kernels {
+
+// Dot products accumulate in this many interleaved float partial sums, combined in a fixed tree.
+// The compiler can vectorise the lanes without reassociating anything, so the order is the
+// source's on every ISA.
+constexpr size_t kDotLanes = 8;
+
+// sum_i a[i] * b[i] in the fixed lane order above.
+float dot(const float *a, const float *b, size_t n);
+
+// The KV cache of the plan, in elements: K element (layer, slot, head, pos, d) is at
+// keys[layer*layerStride + slot*slotStride + head*headStride + pos*posStride + d]; V likewise.
+struct KvCacheView {
+  float *keys = nullptr;
+  float *values = nullptr;
+  size_t layerStride = 0;
+  size_t slotStride = 0;
+  size_t headStride = 0;
+  size_t posStride = 0;
+
+  size_t offset(size_t layer, size_t slot, size_t head, size_t pos) const {
+    return layer * layerStride + slot * slotStride + head * headStride + pos * posStride;
+  }
+};
+
+// Shape of one attention op: `heads` query heads share `kvHeads` KV heads in groups of
+// heads / kvHeads consecutive query heads.
+struct AttentionShape {
+  size_t layer = 0;
+  size_t heads = 0;
+  size_t kvHeads = 0;
+  size_t headDim = 0;
+  float scale = 1.0f;
+};
+
+// out[t] = table[tokens[t]] for rows [rowBegin, rowEnd); table is [vocab, hidden] row-major.
+void embedding(const int32_t *tokens, const float *table, size_t hidden, float *out,
+               size_t outStride, size_t rowBegin, size_t rowEnd);
+
+// y = gamma * (x * 1/sqrt(mean(x^2) + eps)) per row; the sum of squares is taken in double.
+// y may be x.
+void rmsNorm(const float *x, size_t xStride, const float *gamma, size_t cols, float eps, float *y,
+             size_t yStride, size_t rowBegin, size_t rowEnd);
+
+// y[t, n] = sum_k x[t, k] * w[n, k] for all `rows` rows of x and columns [colBegin, colEnd);
+// w is [N, K] with each output column's K inputs contiguous. y must not overlap x.
+void linear(const float *x, size_t xStride, size_t rows, const float *w, size_t k, float *y,
+            size_t yStride, size_t colBegin, size_t colEnd);
+
+// Like linear, for a gathered set of rows: logits[outputRows[i], n] = x[sourceRows[i]] . w[n]
+// for i < count and columns [colBegin, colEnd).
+void lmHead(const float *x, size_t xStride, const uint32_t *sourceRows,
+            const uint32_t *outputRows, size_t count, const float *w, size_t k, float *logits,
+            size_t logitsStride, size_t colBegin, size_t colEnd);
+
+// Rotate-half rotary embedding in place on rows [rowBegin, rowEnd) of x ([T, heads*headDim]),
+// row t at position positions[t]: angle_i = float(pos) * invFreq[i] for i < headDim/2, as
+// PyTorch computes it in float32.
+void rope(float *x, size_t xStride, size_t heads, size_t headDim, const float *invFreq,
+          const uint32_t *positions, size_t rowBegin, size_t rowEnd);
+
+// Writes the k and v rows [rowBegin, rowEnd) ([T, kvHeads*headDim]) into the cache at
+// (layer, rowSlots[t], head, rowPositions[t]).
+void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
+              const KvCacheView &cache, const AttentionShape &shape, const uint32_t *rowSlots,
+              const uint32_t *rowPositions, size_t rowBegin, size_t rowEnd);
+
+// Causal attention over the cache for work items [itemBegin, itemEnd), item = row * heads + head:
+// out[row, head] = softmax_j(scale * q.k_j) v_j over positions j = 0..rowPositions[row] of slot
+// rowSlots[row]. Positions are visited in ascending order with an online softmax in float32.
+void attention(const float *q, size_t qStride, const KvCacheView &cache,
+               const AttentionShape &shape, const uint32_t *rowSlots,
+               const uint32_t *rowPositions, float *out, size_t outStride, size_t itemBegin,
+               size_t itemEnd);
+
+// y = gate * sigmoid(gate) * up per element; y may be gate or up.
+void swiGlu(const float *gate, size_t gateStride, const float *up, size_t upStride, size_t cols,
+            float *y, size_t yStride, size_t rowBegin, size_t rowEnd);
+
+// y = a + b per element; y may be a or b.
+void add(const float *a, size_t aStride, const float *b, size_t bStride, size_t cols, float *y,
+         size_t yStride, size_t rowBegin, size_t rowEnd);
+
+} // namespace hetc::kernels

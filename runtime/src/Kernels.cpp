@@ -1,0 +1,252 @@
+// Portable float32 kernels. Plain loops the compiler can vectorise without reassociating
+// floating-point sums: every reduction has an order fixed by the source.
+#include "hetc/runtime/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace hetc::kernels {
+namespace {
+
+static_assert(kDotLanes == 8, "reduceLanes below is written for 8 lanes");
+
+template <typename T> inline T reduceLanes(const T *lanes) {
+  return ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) +
+         ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+}
+
+// R dot products of R rows of x with one row of w, sharing each load of w. Each row's result is
+// exactly what dot(x[r], w, k) gives, so blocking rows never changes a value.
+template <size_t R>
+inline void dotRows(const float *const *x, const float *w, size_t k, float *out) {
+  float acc[R][kDotLanes] = {};
+  const size_t whole = k - k % kDotLanes;
+  for (size_t i = 0; i < whole; i += kDotLanes)
+    for (size_t r = 0; r < R; ++r)
+      for (size_t l = 0; l < kDotLanes; ++l)
+        acc[r][l] += x[r][i + l] * w[i + l];
+  for (size_t i = whole; i < k; ++i)
+    for (size_t r = 0; r < R; ++r)
+      acc[r][i - whole] += x[r][i] * w[i];
+  for (size_t r = 0; r < R; ++r)
+    out[r] = reduceLanes(acc[r]);
+}
+
+// Rows of x per pass over a block of w, and columns of w per block: a block of
+// kColumnBlock rows of w stays in cache while every row block of x passes over it, so w streams
+// from memory once per step.
+constexpr size_t kRowBlock = 4;
+constexpr size_t kColumnBlock = 16;
+
+template <size_t R>
+void linearRowBlock(const float *const *xRows, float *const *yRows, const float *w, size_t k,
+                    size_t colBegin, size_t colEnd) {
+  for (size_t n = colBegin; n < colEnd; ++n) {
+    float out[R];
+    dotRows<R>(xRows, w + n * k, k, out);
+    for (size_t r = 0; r < R; ++r)
+      yRows[r][n] = out[r];
+  }
+}
+
+void linearRows(const float *const *xRows, float *const *yRows, size_t rowCount, const float *w,
+                size_t k, size_t colBegin, size_t colEnd) {
+  switch (rowCount) {
+  case 4: linearRowBlock<4>(xRows, yRows, w, k, colBegin, colEnd); break;
+  case 3: linearRowBlock<3>(xRows, yRows, w, k, colBegin, colEnd); break;
+  case 2: linearRowBlock<2>(xRows, yRows, w, k, colBegin, colEnd); break;
+  case 1: linearRowBlock<1>(xRows, yRows, w, k, colBegin, colEnd); break;
+  default: break;
+  }
+}
+
+static_assert(kRowBlock == 4, "linearRows dispatches blocks of up to 4 rows");
+
+// Scores of this many positions are computed before the running max and sum are updated: one
+// rescale of the output per block instead of per position.
+constexpr size_t kScoreBlock = 64;
+
+} // namespace
+
+float dot(const float *a, const float *b, size_t n) {
+  float out[1];
+  dotRows<1>(&a, b, n, out);
+  return out[0];
+}
+
+void embedding(const int32_t *tokens, const float *table, size_t hidden, float *out,
+               size_t outStride, size_t rowBegin, size_t rowEnd) {
+  for (size_t t = rowBegin; t < rowEnd; ++t)
+    std::memcpy(out + t * outStride, table + static_cast<size_t>(tokens[t]) * hidden,
+                hidden * sizeof(float));
+}
+
+void rmsNorm(const float *x, size_t xStride, const float *gamma, size_t cols, float eps, float *y,
+             size_t yStride, size_t rowBegin, size_t rowEnd) {
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    const float *xr = x + t * xStride;
+    float *yr = y + t * yStride;
+    // Squares are rounded to float as PyTorch's x.pow(2) does; the sum is kept in double so the
+    // mean is as close to PyTorch's (more accurate than a sequential float sum) as we can get.
+    double lanes[kDotLanes] = {};
+    const size_t whole = cols - cols % kDotLanes;
+    for (size_t i = 0; i < whole; i += kDotLanes)
+      for (size_t l = 0; l < kDotLanes; ++l) {
+        float square = xr[i + l] * xr[i + l];
+        lanes[l] += square;
+      }
+    for (size_t i = whole; i < cols; ++i) {
+      float square = xr[i] * xr[i];
+      lanes[i - whole] += square;
+    }
+    const float variance = static_cast<float>(reduceLanes(lanes) / static_cast<double>(cols));
+    const float inverseRms = 1.0f / std::sqrt(variance + eps);
+    for (size_t i = 0; i < cols; ++i)
+      yr[i] = gamma[i] * (xr[i] * inverseRms);
+  }
+}
+
+void linear(const float *x, size_t xStride, size_t rows, const float *w, size_t k, float *y,
+            size_t yStride, size_t colBegin, size_t colEnd) {
+  for (size_t c0 = colBegin; c0 < colEnd; c0 += kColumnBlock) {
+    const size_t c1 = std::min(colEnd, c0 + kColumnBlock);
+    for (size_t r0 = 0; r0 < rows; r0 += kRowBlock) {
+      const size_t count = std::min(kRowBlock, rows - r0);
+      const float *xRows[kRowBlock];
+      float *yRows[kRowBlock];
+      for (size_t i = 0; i < count; ++i) {
+        xRows[i] = x + (r0 + i) * xStride;
+        yRows[i] = y + (r0 + i) * yStride;
+      }
+      linearRows(xRows, yRows, count, w, k, c0, c1);
+    }
+  }
+}
+
+void lmHead(const float *x, size_t xStride, const uint32_t *sourceRows,
+            const uint32_t *outputRows, size_t count, const float *w, size_t k, float *logits,
+            size_t logitsStride, size_t colBegin, size_t colEnd) {
+  for (size_t c0 = colBegin; c0 < colEnd; c0 += kColumnBlock) {
+    const size_t c1 = std::min(colEnd, c0 + kColumnBlock);
+    for (size_t i0 = 0; i0 < count; i0 += kRowBlock) {
+      const size_t blockCount = std::min(kRowBlock, count - i0);
+      const float *xRows[kRowBlock];
+      float *yRows[kRowBlock];
+      for (size_t i = 0; i < blockCount; ++i) {
+        xRows[i] = x + static_cast<size_t>(sourceRows[i0 + i]) * xStride;
+        yRows[i] = logits + static_cast<size_t>(outputRows[i0 + i]) * logitsStride;
+      }
+      linearRows(xRows, yRows, blockCount, w, k, c0, c1);
+    }
+  }
+}
+
+void rope(float *x, size_t xStride, size_t heads, size_t headDim, const float *invFreq,
+          const uint32_t *positions, size_t rowBegin, size_t rowEnd) {
+  const size_t half = headDim / 2;
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    float *xr = x + t * xStride;
+    const float position = static_cast<float>(positions[t]);
+    // One angle serves every head of the row. PyTorch builds emb = cat(freqs, freqs), so the
+    // second half of a head uses the same cos and sin as the first.
+    for (size_t i = 0; i < half; ++i) {
+      const float angle = position * invFreq[i];
+      const float c = std::cos(angle);
+      const float s = std::sin(angle);
+      for (size_t h = 0; h < heads; ++h) {
+        float *xh = xr + h * headDim;
+        const float first = xh[i];
+        const float second = xh[i + half];
+        xh[i] = first * c - second * s;
+        xh[i + half] = second * c + first * s;
+      }
+    }
+  }
+}
+
+void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
+              const KvCacheView &cache, const AttentionShape &shape, const uint32_t *rowSlots,
+              const uint32_t *rowPositions, size_t rowBegin, size_t rowEnd) {
+  const size_t d = shape.headDim;
+  for (size_t t = rowBegin; t < rowEnd; ++t)
+    for (size_t g = 0; g < shape.kvHeads; ++g) {
+      const size_t at = cache.offset(shape.layer, rowSlots[t], g, rowPositions[t]);
+      std::memcpy(cache.keys + at, k + t * kStride + g * d, d * sizeof(float));
+      std::memcpy(cache.values + at, v + t * vStride + g * d, d * sizeof(float));
+    }
+}
+
+void attention(const float *q, size_t qStride, const KvCacheView &cache,
+               const AttentionShape &shape, const uint32_t *rowSlots,
+               const uint32_t *rowPositions, float *out, size_t outStride, size_t itemBegin,
+               size_t itemEnd) {
+  const size_t d = shape.headDim;
+  const size_t group = shape.heads / shape.kvHeads;
+  for (size_t item = itemBegin; item < itemEnd; ++item) {
+    const size_t t = item / shape.heads;
+    const size_t h = item % shape.heads;
+    const float *qh = q + t * qStride + h * d;
+    float *o = out + t * outStride + h * d;
+    const size_t base = cache.offset(shape.layer, rowSlots[t], h / group, 0);
+    const float *keys = cache.keys + base;
+    const float *values = cache.values + base;
+    const size_t positions = static_cast<size_t>(rowPositions[t]) + 1;
+
+    std::fill(o, o + d, 0.0f);
+    float runningMax = -std::numeric_limits<float>::infinity();
+    float runningSum = 0.0f;
+    for (size_t j0 = 0; j0 < positions; j0 += kScoreBlock) {
+      const size_t blockLength = std::min(kScoreBlock, positions - j0);
+      float scores[kScoreBlock];
+      float blockMax = -std::numeric_limits<float>::infinity();
+      for (size_t j = 0; j < blockLength; ++j) {
+        scores[j] = shape.scale * dot(qh, keys + (j0 + j) * cache.posStride, d);
+        blockMax = std::max(blockMax, scores[j]);
+      }
+      const float newMax = std::max(runningMax, blockMax);
+      // exp(-inf) = 0 on the first block, when the output and sum are still zero.
+      const float correction = std::exp(runningMax - newMax);
+      runningSum *= correction;
+      for (size_t i = 0; i < d; ++i)
+        o[i] *= correction;
+      for (size_t j = 0; j < blockLength; ++j) {
+        const float weight = std::exp(scores[j] - newMax);
+        runningSum += weight;
+        const float *vj = values + (j0 + j) * cache.posStride;
+        for (size_t i = 0; i < d; ++i)
+          o[i] += weight * vj[i];
+      }
+      runningMax = newMax;
+    }
+    const float inverseSum = 1.0f / runningSum;
+    for (size_t i = 0; i < d; ++i)
+      o[i] *= inverseSum;
+  }
+}
+
+void swiGlu(const float *gate, size_t gateStride, const float *up, size_t upStride, size_t cols,
+            float *y, size_t yStride, size_t rowBegin, size_t rowEnd) {
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    const float *g = gate + t * gateStride;
+    const float *u = up + t * upStride;
+    float *yr = y + t * yStride;
+    // silu(g) = g / (1 + exp(-g)), the form PyTorch's CPU kernel evaluates.
+    for (size_t i = 0; i < cols; ++i)
+      yr[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+}
+
+void add(const float *a, size_t aStride, const float *b, size_t bStride, size_t cols, float *y,
+         size_t yStride, size_t rowBegin, size_t rowEnd) {
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    const float *ar = a + t * aStride;
+    const float *br = b + t * bStride;
+    float *yr = y + t * yStride;
+    for (size_t i = 0; i < cols; ++i)
+      yr[i] = ar[i] + br[i];
+  }
+}
+
+} // namespace hetc::kernels

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages hetc builds and tests with; does nothing when all are present.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ git
+  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
+  libflatbuffers-dev flatbuffers-compiler
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libgtest-dev libgmock-dev libcli11-dev libxxhash-dev
+  python3-torch python3-onnx python3-numpy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
