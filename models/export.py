@@ -2,7 +2,8 @@
 """Exports a seeded Llama preset to ONNX (decoder with past), plus config.json and weights.pt.
 
     /usr/bin/python3 models/export.py --preset tiny --out DIR [--seed 0] [--no-constant-folding]
-                                      [--opset 17] [--external-data]
+                                      [--opset 17] [--external-data] [--set FIELD=VALUE]
+                                      [--print-ops]
 
 Writes DIR/model.onnx (and DIR/model.onnx.data when the weights are stored as ONNX external
 data: always for models over 2 GB, or when --external-data forces it), DIR/config.json and
@@ -19,6 +20,7 @@ import time
 import warnings
 
 import onnx
+from onnx import numpy_helper
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -27,7 +29,7 @@ from llama import PRESETS, LlamaConfig, build_model  # noqa: E402
 EXTERNAL_DATA_NAME = "model.onnx.data"
 # Tensors smaller than this stay inline in model.onnx even in external-data form (onnx's default).
 EXTERNAL_DATA_THRESHOLD = 1024
-PROTOBUF_LIMIT = 2 ** 31
+EXTERNAL_DATA_ALIGNMENT = 64
 
 
 def io_names(config: LlamaConfig):
@@ -86,6 +88,63 @@ def op_histogram(path: str):
     return collections.Counter(n.op_type for n in model.graph.node)
 
 
+_TENSOR_DATA_FIELDS = ("raw_data", "float_data", "int32_data", "string_data", "int64_data",
+                       "double_data", "uint64_data")
+
+
+def write_with_external_data(src_onnx: str, dst_onnx: str) -> None:
+    """Rewrites src_onnx (weights inline, or in per-tensor files next to it as torch.onnx.export
+    writes them for models over 2 GB) as dst_onnx plus one EXTERNAL_DATA_NAME file next to it.
+
+    Tensors are streamed one at a time, so memory stays at one tensor whatever the model size.
+    Tensors under EXTERNAL_DATA_THRESHOLD bytes stay inline; each external tensor starts on a
+    EXTERNAL_DATA_ALIGNMENT-byte boundary of the data file.
+    """
+    src_dir = os.path.dirname(os.path.abspath(src_onnx))
+    proto = onnx.load(src_onnx, load_external_data=False)
+    data_path = os.path.join(os.path.dirname(os.path.abspath(dst_onnx)), EXTERNAL_DATA_NAME)
+    with open(data_path, "wb") as out:
+        for t in proto.graph.initializer:
+            nbytes = tensor_bytes(t)
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                info = {e.key: e.value for e in t.external_data}
+                source = (os.path.join(src_dir, info["location"]), int(info.get("offset", 0)),
+                          int(info.get("length", nbytes)))
+            elif nbytes >= EXTERNAL_DATA_THRESHOLD:
+                source = numpy_helper.to_array(t).tobytes()  # little-endian, as raw_data is
+            else:
+                continue
+            pad = -out.tell() % EXTERNAL_DATA_ALIGNMENT
+            out.write(b"\0" * pad)
+            offset = out.tell()
+            if isinstance(source, bytes):
+                out.write(source)
+            else:
+                path, start, length = source
+                with open(path, "rb") as f:
+                    f.seek(start)
+                    remaining = length
+                    while remaining:
+                        chunk = f.read(min(remaining, 64 << 20))
+                        if not chunk:
+                            raise RuntimeError(f"{path}: external data of {t.name} ends early")
+                        out.write(chunk)
+                        remaining -= len(chunk)
+            length = out.tell() - offset
+            if length != nbytes:
+                raise RuntimeError(f"tensor {t.name}: wrote {length} bytes, expected {nbytes}")
+            for field in _TENSOR_DATA_FIELDS:
+                t.ClearField(field)
+            del t.external_data[:]
+            for key, value in (("location", EXTERNAL_DATA_NAME), ("offset", str(offset)),
+                               ("length", str(length))):
+                entry = t.external_data.add()
+                entry.key, entry.value = key, value
+            t.data_location = onnx.TensorProto.EXTERNAL
+    with open(dst_onnx, "wb") as f:
+        f.write(proto.SerializeToString())
+
+
 def export(config: LlamaConfig, out_dir: str, seed: int = 0, constant_folding: bool = True,
            opset: int = 17, external_data: bool = False, quiet: bool = True) -> str:
     os.makedirs(out_dir, exist_ok=True)
@@ -118,11 +177,7 @@ def export(config: LlamaConfig, out_dir: str, seed: int = 0, constant_folding: b
         del model
         torch_wrote_external = len(os.listdir(scratch)) > 1
         if external_data or torch_wrote_external:
-            proto = onnx.load(scratch_onnx, load_external_data=True)
-            onnx.save_model(proto, onnx_path, save_as_external_data=True, all_tensors_to_one_file=True,
-                            location=EXTERNAL_DATA_NAME, size_threshold=EXTERNAL_DATA_THRESHOLD,
-                            convert_attribute=False)
-            del proto
+            write_with_external_data(scratch_onnx, onnx_path)
         else:
             shutil.move(scratch_onnx, onnx_path)
     finally:
@@ -131,6 +186,23 @@ def export(config: LlamaConfig, out_dir: str, seed: int = 0, constant_folding: b
     # Path-based check: works for external data and for models over 2 GB.
     onnx.checker.check_model(onnx_path)
     return onnx_path
+
+
+def override(config: LlamaConfig, assignments) -> LlamaConfig:
+    """The preset with FIELD=VALUE assignments applied (values parsed as the field's type)."""
+    fields = config.to_dict()
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or key not in fields:
+            raise ValueError(f"--set {item!r}: expected FIELD=VALUE with FIELD one of {sorted(fields)}")
+        kind = type(fields[key])
+        if kind is bool:
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(f"--set {item!r}: {key} takes true or false")
+            fields[key] = value.lower() in ("true", "1")
+        else:
+            fields[key] = kind(value)
+    return LlamaConfig.from_dict(fields)
 
 
 def main(argv=None) -> int:
@@ -143,11 +215,16 @@ def main(argv=None) -> int:
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--external-data", action="store_true",
                    help=f"store weights in {EXTERNAL_DATA_NAME} even when the model is under 2 GB")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a field of the preset, e.g. --set layers=8 (any size, same seeding)")
     p.add_argument("--print-ops", action="store_true", help="print the ONNX op types with counts")
     p.add_argument("--verbose", action="store_true", help="show the exporter's warnings")
     a = p.parse_args(argv)
 
-    config = PRESETS[a.preset]
+    try:
+        config = override(PRESETS[a.preset], a.set)
+    except ValueError as e:
+        p.error(str(e))
     t0 = time.time()
     path = export(config, a.out, seed=a.seed, constant_folding=not a.no_constant_folding,
                   opset=a.opset, external_data=a.external_data, quiet=not a.verbose)

@@ -19,11 +19,10 @@ The present key is stored after RoPE and before repeat_kv.
 import dataclasses
 import json
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Tuple
 
 import torch
 from torch import nn
-import torch.nn.functional as F
 
 
 @dataclasses.dataclass
@@ -331,11 +330,12 @@ class LlamaForCausalLM(nn.Module):
 def init_weights(model: LlamaForCausalLM, seed: int) -> None:
     """Deterministic weights with enough spread that greedy decoding is not degenerate.
 
-    Linears ~ N(0, 1/fan_in), norm weights 1 + 0.1 N(0, 1), embeddings ~ N(0, 1); a tied table
-    doubles as lm_head and gets std 1/sqrt(hidden) instead, like an untied lm_head: with std 1 the
-    residual stream would be dominated by the current token's own embedding and greedy decoding
-    would repeat the input. Parameters are visited in name order from one generator, so the
-    weights depend only on (config, seed).
+    Linears ~ N(0, 1/fan_in), except q_proj and k_proj ~ N(0, 4/fan_in): sharper attention that
+    depends on position, without which small random models settle into repeating one token.
+    Norm weights 1 + 0.1 N(0, 1). Embeddings ~ N(0, 1); a tied table doubles as lm_head and gets
+    std 1/sqrt(hidden) instead, like an untied lm_head (with std 1 the current token's own
+    embedding would dominate the logits). Parameters are visited in name order from one
+    generator, so the weights depend only on (config, seed).
     """
     gen = torch.Generator().manual_seed(seed)
     seen = set()
@@ -348,7 +348,8 @@ def init_weights(model: LlamaForCausalLM, seed: int) -> None:
             p.copy_(torch.randn(p.shape, generator=gen) * std)
         elif p.dim() == 2:
             fan_in = p.shape[1]
-            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(fan_in))
+            gain = 2.0 if name.endswith(("q_proj.weight", "k_proj.weight")) else 1.0
+            p.copy_(torch.randn(p.shape, generator=gen) * (gain / math.sqrt(fan_in)))
         elif p.dim() == 1:
             p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
         else:

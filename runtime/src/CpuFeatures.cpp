@@ -71,10 +71,10 @@ struct FeatureName {
   const char *name;
 };
 constexpr FeatureName kFeatureNames[] = {
-    {CpuFeatureBits::X86_64, "x86-64"},       {CpuFeatureBits::AVX2, "avx2"},
-    {CpuFeatureBits::FMA, "fma"},             {CpuFeatureBits::AVX512F, "avx512f"},
-    {CpuFeatureBits::AVX512BW, "avx512bw"},   {CpuFeatureBits::AVX512_BF16, "avx512-bf16"},
-    {CpuFeatureBits::AMX_TILE, "amx-tile"},   {CpuFeatureBits::AMX_BF16, "amx-bf16"},
+    {CpuFeatureBits::X86_64, "x86-64"},     {CpuFeatureBits::AVX2, "avx2"},
+    {CpuFeatureBits::FMA, "fma"},           {CpuFeatureBits::AVX512F, "avx512f"},
+    {CpuFeatureBits::AVX512BW, "avx512bw"}, {CpuFeatureBits::AVX512_BF16, "avx512-bf16"},
+    {CpuFeatureBits::AMX_TILE, "amx-tile"}, {CpuFeatureBits::AMX_BF16, "amx-bf16"},
 };
 
 } // namespace

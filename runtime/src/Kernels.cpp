@@ -17,21 +17,55 @@ template <typename T> inline T reduceLanes(const T *lanes) {
          ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
 }
 
-// R dot products of R rows of x with one row of w, sharing each load of w. Each row's result is
-// exactly what dot(x[r], w, k) gives, so blocking rows never changes a value.
-template <size_t R>
-inline void dotRows(const float *const *x, const float *w, size_t k, float *out) {
-  float acc[R][kDotLanes] = {};
+// kDotLanes floats as one value, so each lane's sum is a plain float accumulation the compiler
+// maps to SIMD registers (SSE on baseline x86-64, one AVX register with -mavx) without shuffles.
+typedef float LaneVector __attribute__((vector_size(kDotLanes * sizeof(float))));
+
+// Loads through references rather than return values: returning a vector type wider than the
+// baseline ISA's registers is an ABI hazard the compiler warns about.
+inline void loadLanes(LaneVector &v, const float *p) { std::memcpy(&v, p, sizeof(v)); }
+
+// The last `count` < kDotLanes elements in the low lanes, zeros above.
+inline void loadTail(LaneVector &v, const float *p, size_t count) {
+  v = LaneVector{};
+  for (size_t l = 0; l < count; ++l)
+    v[l] = p[l];
+}
+
+// The R x C dot products of R rows of x with C rows of w, each load shared across the block.
+// Lane l of each product sums the products of elements l, l + kDotLanes, ... in order; the lanes
+// are then combined in a fixed tree. Every product is exactly dot(x[r], w[c], k): the blocking
+// never changes a value, only how many independent sums are in flight.
+template <size_t R, size_t C>
+inline void dotBlock(const float *const *x, const float *w, size_t k, float (*out)[C]) {
+  LaneVector acc[R][C] = {};
   const size_t whole = k - k % kDotLanes;
-  for (size_t i = 0; i < whole; i += kDotLanes)
-    for (size_t r = 0; r < R; ++r)
-      for (size_t l = 0; l < kDotLanes; ++l)
-        acc[r][l] += x[r][i + l] * w[i + l];
-  for (size_t i = whole; i < k; ++i)
-    for (size_t r = 0; r < R; ++r)
-      acc[r][i - whole] += x[r][i] * w[i];
+  LaneVector wv[C], xv;
+  for (size_t i = 0; i < whole; i += kDotLanes) {
+    for (size_t c = 0; c < C; ++c)
+      loadLanes(wv[c], w + c * k + i);
+    for (size_t r = 0; r < R; ++r) {
+      loadLanes(xv, x[r] + i);
+      for (size_t c = 0; c < C; ++c)
+        acc[r][c] += xv * wv[c];
+    }
+  }
+  if (whole < k) {
+    // Zero lanes add +0 * +0, which leaves every partial sum as it was (up to the sign of a zero).
+    for (size_t c = 0; c < C; ++c)
+      loadTail(wv[c], w + c * k + whole, k - whole);
+    for (size_t r = 0; r < R; ++r) {
+      loadTail(xv, x[r] + whole, k - whole);
+      for (size_t c = 0; c < C; ++c)
+        acc[r][c] += xv * wv[c];
+    }
+  }
   for (size_t r = 0; r < R; ++r)
-    out[r] = reduceLanes(acc[r]);
+    for (size_t c = 0; c < C; ++c) {
+      float lanes[kDotLanes];
+      std::memcpy(lanes, &acc[r][c], sizeof(lanes));
+      out[r][c] = reduceLanes(lanes);
+    }
 }
 
 // Rows of x per pass over a block of w, and columns of w per block: a block of
@@ -40,25 +74,46 @@ inline void dotRows(const float *const *x, const float *w, size_t k, float *out)
 constexpr size_t kRowBlock = 4;
 constexpr size_t kColumnBlock = 16;
 
+// Columns per dotBlock for R rows: about eight accumulators (two SSE registers each) at most.
+template <size_t R> constexpr size_t kColumnsPerBlock = R == 1 ? 4 : R == 2 ? 2 : 1;
+
 template <size_t R>
 void linearRowBlock(const float *const *xRows, float *const *yRows, const float *w, size_t k,
                     size_t colBegin, size_t colEnd) {
-  for (size_t n = colBegin; n < colEnd; ++n) {
-    float out[R];
-    dotRows<R>(xRows, w + n * k, k, out);
+  constexpr size_t C = kColumnsPerBlock<R>;
+  size_t n = colBegin;
+  for (; n + C <= colEnd; n += C) {
+    float out[R][C];
+    dotBlock<R, C>(xRows, w + n * k, k, out);
     for (size_t r = 0; r < R; ++r)
-      yRows[r][n] = out[r];
+      for (size_t c = 0; c < C; ++c)
+        yRows[r][n + c] = out[r][c];
+  }
+  for (; n < colEnd; ++n) {
+    float out[R][1];
+    dotBlock<R, 1>(xRows, w + n * k, k, out);
+    for (size_t r = 0; r < R; ++r)
+      yRows[r][n] = out[r][0];
   }
 }
 
 void linearRows(const float *const *xRows, float *const *yRows, size_t rowCount, const float *w,
                 size_t k, size_t colBegin, size_t colEnd) {
   switch (rowCount) {
-  case 4: linearRowBlock<4>(xRows, yRows, w, k, colBegin, colEnd); break;
-  case 3: linearRowBlock<3>(xRows, yRows, w, k, colBegin, colEnd); break;
-  case 2: linearRowBlock<2>(xRows, yRows, w, k, colBegin, colEnd); break;
-  case 1: linearRowBlock<1>(xRows, yRows, w, k, colBegin, colEnd); break;
-  default: break;
+  case 4:
+    linearRowBlock<4>(xRows, yRows, w, k, colBegin, colEnd);
+    break;
+  case 3:
+    linearRowBlock<3>(xRows, yRows, w, k, colBegin, colEnd);
+    break;
+  case 2:
+    linearRowBlock<2>(xRows, yRows, w, k, colBegin, colEnd);
+    break;
+  case 1:
+    linearRowBlock<1>(xRows, yRows, w, k, colBegin, colEnd);
+    break;
+  default:
+    break;
   }
 }
 
@@ -71,9 +126,9 @@ constexpr size_t kScoreBlock = 64;
 } // namespace
 
 float dot(const float *a, const float *b, size_t n) {
-  float out[1];
-  dotRows<1>(&a, b, n, out);
-  return out[0];
+  float out[1][1];
+  dotBlock<1, 1>(&a, b, n, out);
+  return out[0][0];
 }
 
 void embedding(const int32_t *tokens, const float *table, size_t hidden, float *out,
@@ -125,9 +180,9 @@ void linear(const float *x, size_t xStride, size_t rows, const float *w, size_t 
   }
 }
 
-void lmHead(const float *x, size_t xStride, const uint32_t *sourceRows,
-            const uint32_t *outputRows, size_t count, const float *w, size_t k, float *logits,
-            size_t logitsStride, size_t colBegin, size_t colEnd) {
+void lmHead(const float *x, size_t xStride, const uint32_t *sourceRows, const uint32_t *outputRows,
+            size_t count, const float *w, size_t k, float *logits, size_t logitsStride,
+            size_t colBegin, size_t colEnd) {
   for (size_t c0 = colBegin; c0 < colEnd; c0 += kColumnBlock) {
     const size_t c1 = std::min(colEnd, c0 + kColumnBlock);
     for (size_t i0 = 0; i0 < count; i0 += kRowBlock) {
@@ -179,9 +234,8 @@ void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
 }
 
 void attention(const float *q, size_t qStride, const KvCacheView &cache,
-               const AttentionShape &shape, const uint32_t *rowSlots,
-               const uint32_t *rowPositions, float *out, size_t outStride, size_t itemBegin,
-               size_t itemEnd) {
+               const AttentionShape &shape, const uint32_t *rowSlots, const uint32_t *rowPositions,
+               float *out, size_t outStride, size_t itemBegin, size_t itemEnd) {
   const size_t d = shape.headDim;
   const size_t group = shape.heads / shape.kvHeads;
   for (size_t item = itemBegin; item < itemEnd; ++item) {

@@ -51,26 +51,24 @@ void packPlan(const plan::PlanDefT &plan, flatbuffers::FlatBufferBuilder &builde
 }
 
 // Places segment i at the first 4096-aligned offset after the FlatBuffer and segment i-1.
-bool placeSegments(plan::PlanDefT &plan, uint64_t flatbufferSize, uint64_t *fileSize) {
-  uint64_t cursor;
-  if (!alignUp(flatbufferSize, kSegmentAlignment, &cursor))
-    return false;
-  uint64_t end = cursor;
+bool placeSegments(plan::PlanDefT &plan, uint64_t flatbufferSize) {
+  uint64_t end = flatbufferSize;
   for (auto &segment : plan.segments) {
+    uint64_t cursor;
     if (!alignUp(end, kSegmentAlignment, &cursor))
       return false;
     segment->offset = cursor;
     if (__builtin_add_overflow(cursor, segment->size, &end))
       return false;
   }
-  *fileSize = end;
   return true;
 }
 
 // An open temporary file that is removed unless commit() renames it into place.
 class PendingFile {
 public:
-  PendingFile(std::string finalPath) : finalPath_(std::move(finalPath)), tmpPath_(finalPath_ + ".tmp") {}
+  explicit PendingFile(std::string finalPath)
+      : finalPath_(std::move(finalPath)), tmpPath_(finalPath_ + ".tmp") {}
   ~PendingFile() {
     if (fd_ >= 0)
       ::close(fd_);
@@ -149,11 +147,11 @@ Status writePlanFile(const std::string &path, plan::PlanDefT &plan,
   plan.segments.clear();
   for (size_t i = 0; i < payloads.size(); ++i) {
     if (payloads[i].size > 0 && !payloads[i].data)
-      return Status::error("plan '" + path + "': weight payload " + std::to_string(i) +
-                           " has " + std::to_string(payloads[i].size) + " bytes but no data");
+      return Status::error("plan '" + path + "': weight payload " + std::to_string(i) + " has " +
+                           std::to_string(payloads[i].size) + " bytes but no data");
     auto segment = std::make_unique<plan::SegmentDefT>();
     segment->size = payloads[i].size;
-    segment->xxh64 = payloads[i].size ? XXH64(payloads[i].data, payloads[i].size, 0) : XXH64("", 0, 0);
+    segment->xxh64 = XXH64(payloads[i].data, payloads[i].size, 0);
     plan.segments.push_back(std::move(segment));
   }
 
@@ -161,19 +159,20 @@ Status writePlanFile(const std::string &path, plan::PlanDefT &plan,
   // offsets; the loop only guards against that assumption ever failing.
   flatbuffers::FlatBufferBuilder builder(64 * 1024);
   uint64_t flatbufferSize = 0;
-  uint64_t fileSize = 0;
   bool settled = false;
   for (int attempt = 0; attempt < 4 && !settled; ++attempt) {
-    if (!placeSegments(plan, flatbufferSize, &fileSize))
+    if (!placeSegments(plan, flatbufferSize))
       return Status::error("plan '" + path + "': weight segments exceed a 64-bit file size");
     packPlan(plan, builder);
     settled = builder.GetSize() == flatbufferSize;
     flatbufferSize = builder.GetSize();
   }
   if (!settled)
-    return Status::error("plan '" + path + "': the FlatBuffer size did not settle while placing segments");
+    return Status::error("plan '" + path +
+                         "': the FlatBuffer size did not settle while placing segments");
   if (flatbufferSize >= FLATBUFFERS_MAX_BUFFER_SIZE)
-    return Status::error("plan '" + path + "': the FlatBuffer needs " + std::to_string(flatbufferSize) +
+    return Status::error("plan '" + path + "': the FlatBuffer needs " +
+                         std::to_string(flatbufferSize) +
                          " bytes, over the 2 GiB FlatBuffers limit");
 
   PendingFile file(path);

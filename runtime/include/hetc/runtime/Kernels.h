@@ -63,9 +63,9 @@ void linear(const float *x, size_t xStride, size_t rows, const float *w, size_t 
 
 // Like linear, for a gathered set of rows: logits[outputRows[i], n] = x[sourceRows[i]] . w[n]
 // for i < count and columns [colBegin, colEnd).
-void lmHead(const float *x, size_t xStride, const uint32_t *sourceRows,
-            const uint32_t *outputRows, size_t count, const float *w, size_t k, float *logits,
-            size_t logitsStride, size_t colBegin, size_t colEnd);
+void lmHead(const float *x, size_t xStride, const uint32_t *sourceRows, const uint32_t *outputRows,
+            size_t count, const float *w, size_t k, float *logits, size_t logitsStride,
+            size_t colBegin, size_t colEnd);
 
 // Rotate-half rotary embedding in place on rows [rowBegin, rowEnd) of x ([T, heads*headDim]),
 // row t at position positions[t]: angle_i = float(pos) * invFreq[i] for i < headDim/2, as
@@ -83,9 +83,8 @@ void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
 // out[row, head] = softmax_j(scale * q.k_j) v_j over positions j = 0..rowPositions[row] of slot
 // rowSlots[row]. Positions are visited in ascending order with an online softmax in float32.
 void attention(const float *q, size_t qStride, const KvCacheView &cache,
-               const AttentionShape &shape, const uint32_t *rowSlots,
-               const uint32_t *rowPositions, float *out, size_t outStride, size_t itemBegin,
-               size_t itemEnd);
+               const AttentionShape &shape, const uint32_t *rowSlots, const uint32_t *rowPositions,
+               float *out, size_t outStride, size_t itemBegin, size_t itemEnd);
 
 // y = gate * sigmoid(gate) * up per element; y may be gate or up.
 void swiGlu(const float *gate, size_t gateStride, const float *up, size_t upStride, size_t cols,

@@ -51,6 +51,10 @@ public:
   unsigned pinnedThreads() const { return pinnedThreads_.load(std::memory_order_relaxed); }
 
 private:
+  struct WorkerStart {
+    ThreadPool *pool;
+    unsigned thread;
+  };
   ThreadPool(unsigned threadCount, bool pin);
   static void *workerMain(void *argument);
   void workerLoop(unsigned thread);
@@ -59,12 +63,14 @@ private:
 
   const unsigned threadCount_;
   const bool pin_;
-  std::vector<int> allowedCpus_;     // cores this process may run on, in ascending order
-  std::vector<pthread_t> workers_;   // threads 1..threadCount-1; sized once in create()
+  std::vector<int> allowedCpus_;   // cores this process may run on, in ascending order
+  std::vector<pthread_t> workers_; // threads 1..threadCount-1; sized once in create()
+  std::vector<WorkerStart> workerStarts_;
   unsigned startedWorkers_ = 0;
   std::atomic<unsigned> pinnedThreads_{0};
-  pthread_t pinnedCaller_{};
-  bool callerPinned_ = false;
+  pthread_t lastCaller_{}; // the thread run() last bound (or tried to bind)
+  bool callerBindingTried_ = false;
+  bool callerCounted_ = false;
 
   // The current run, published to the workers by incrementing runGeneration_.
   size_t phaseCount_ = 0;

@@ -1,0 +1,583 @@
+#include "hetc/runtime/Engine.h"
+
+#include "hetc/runtime/Plan.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/mman.h>
+
+namespace hetc {
+namespace {
+
+constexpr size_t kActivationAlignment = 64;
+
+using plan::DTypeDef;
+using plan::OpKindDef;
+using plan::WeightLayoutDef;
+
+std::string str(uint64_t value) { return std::to_string(value); }
+
+size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// Contiguous share [begin, end) of `total` units for `thread` of `threadCount`: deterministic,
+// and neighbouring threads get neighbouring units (a Linear thread streams one block of W).
+void shareOf(size_t total, unsigned thread, unsigned threadCount, size_t &begin, size_t &end) {
+  begin = total * thread / threadCount;
+  end = total * (thread + 1) / threadCount;
+}
+
+// Turns the plan's ops into ResolvedOps, checking what the kernels rely on. The loader has
+// verified indices and sizes; these checks are about what this executor supports and cost
+// nothing at run time.
+class OpResolver {
+public:
+  OpResolver(const Plan &plan, float *arena, size_t maxStepTokens, size_t maxBatch)
+      : plan_(plan), def_(plan.def()), arena_(arena), maxStepTokens_(maxStepTokens),
+        maxBatch_(maxBatch) {}
+
+  Status resolve(uint32_t index, std::vector<ResolvedOp> &ops);
+
+private:
+  Status fail(const std::string &message) const {
+    return Status::error("op " + str(opIndex_) + " '" + opName_ + "' (" + kindName_ +
+                         "): " + message);
+  }
+  Status buffer(size_t position, bool isInput, size_t minRows, ResolvedOp::Rows &rows);
+  Status weight(size_t position, WeightLayoutDef layout, size_t dims, const float *&data,
+                const flatbuffers::Vector<uint64_t> *&shape);
+  bool overlaps(uint32_t a, uint32_t b) const;
+  void setTasks(ResolvedOp &op, size_t axisLength) const;
+
+  const Plan &plan_;
+  const plan::PlanDef &def_;
+  float *arena_;
+  size_t maxStepTokens_;
+  size_t maxBatch_;
+  const plan::OpDef *op_ = nullptr;
+  uint32_t opIndex_ = 0;
+  std::string opName_;
+  std::string kindName_;
+};
+
+Status OpResolver::buffer(size_t position, bool isInput, size_t minRows, ResolvedOp::Rows &rows) {
+  const auto *list = isInput ? op_->inputs() : op_->outputs();
+  const char *side = isInput ? "input" : "output";
+  if (!list || position >= list->size())
+    return fail("missing " + std::string(side) + " " + str(position));
+  const plan::BufferDef *buffer = def_.buffers()->Get(list->Get(position));
+  const std::string name = buffer->name() ? buffer->name()->str() : "";
+  if (buffer->dtype() != DTypeDef::F32)
+    return fail(std::string(side) + " buffer '" + name + "' is " +
+                plan::EnumNameDTypeDef(buffer->dtype()) +
+                "; this runtime's portable kernels read f32 only");
+  if (buffer->offset() % sizeof(float) != 0 || buffer->row_stride() % sizeof(float) != 0 ||
+      buffer->row_stride() < buffer->cols() * sizeof(float))
+    return fail(std::string(side) + " buffer '" + name + "' has a misaligned offset or stride");
+  if (buffer->rows() < minRows)
+    return fail(std::string(side) + " buffer '" + name + "' has " + str(buffer->rows()) +
+                " rows but a step may fill " + str(minRows));
+  rows.data = arena_ + buffer->offset() / sizeof(float);
+  rows.stride = buffer->row_stride() / sizeof(float);
+  rows.cols = buffer->cols();
+  return Status();
+}
+
+Status OpResolver::weight(size_t position, WeightLayoutDef layout, size_t dims, const float *&data,
+                          const flatbuffers::Vector<uint64_t> *&shape) {
+  if (!op_->weights() || position >= op_->weights()->size())
+    return fail("missing weight " + str(position));
+  const uint32_t index = op_->weights()->Get(position);
+  const plan::TensorDef *tensor = def_.tensors()->Get(index);
+  const std::string name = tensor->name() ? tensor->name()->str() : "";
+  if (tensor->dtype() != DTypeDef::F32)
+    return fail("weight '" + name + "' is " + plan::EnumNameDTypeDef(tensor->dtype()) +
+                "; this runtime's portable kernels read f32 only");
+  // An LmHead tied to the embedding reads the [vocab, hidden] table, which is already [N, K].
+  const bool rowMajorAsNK =
+      layout == WeightLayoutDef::LinearNK && tensor->layout() == WeightLayoutDef::RowMajor;
+  if (tensor->layout() != layout && !rowMajorAsNK)
+    return fail("weight '" + name + "' has layout " +
+                plan::EnumNameWeightLayoutDef(tensor->layout()) + ", expected " +
+                plan::EnumNameWeightLayoutDef(layout));
+  shape = tensor->shape();
+  if (!shape || shape->size() != dims)
+    return fail("weight '" + name + "' should have " + str(dims) + " dimensions");
+  data = static_cast<const float *>(plan_.tensorData(index));
+  if (reinterpret_cast<uintptr_t>(data) % alignof(float) != 0)
+    return fail("weight '" + name + "' is not aligned for f32");
+  return Status();
+}
+
+bool OpResolver::overlaps(uint32_t a, uint32_t b) const {
+  const plan::BufferDef *x = def_.buffers()->Get(a);
+  const plan::BufferDef *y = def_.buffers()->Get(b);
+  const uint64_t xEnd = x->offset() + x->rows() * x->row_stride();
+  const uint64_t yEnd = y->offset() + y->rows() * y->row_stride();
+  return x->offset() < yEnd && y->offset() < xEnd;
+}
+
+// Linear and LmHead split their N columns into tasks of task_grain columns.
+void OpResolver::setTasks(ResolvedOp &op, size_t axisLength) const {
+  size_t grain = op_->task_grain();
+  if (grain == 0)
+    grain = ceilDiv(axisLength, std::max<size_t>(op_->task_count(), 1));
+  op.taskGrain = std::max<size_t>(grain, 1);
+  op.taskCount = std::max<size_t>(ceilDiv(axisLength, op.taskGrain), 1);
+}
+
+Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
+  op_ = def_.ops()->Get(index);
+  opIndex_ = index;
+  opName_ = op_->name() ? op_->name()->str() : "";
+  kindName_ = plan::EnumNameOpKindDef(op_->kind());
+  if (op_->device() != plan::DeviceDef::CPU)
+    return fail("placed on the GPU; this runtime executes CPU ops only");
+
+  ResolvedOp op;
+  op.planOp = index;
+  // Row-wise ops split the step's rows into tasks of task_grain rows.
+  op.taskGrain = op_->task_grain() != 0
+                     ? op_->task_grain()
+                     : ceilDiv(maxStepTokens_, std::max<size_t>(op_->task_count(), 1));
+  op.taskCount = ceilDiv(maxStepTokens_, op.taskGrain);
+  const flatbuffers::Vector<uint64_t> *shape = nullptr;
+  const size_t T = maxStepTokens_;
+
+  switch (op_->kind()) {
+  case OpKindDef::Embedding: {
+    op.kind = ResolvedOp::Kind::Embedding;
+    if (Status s = buffer(0, false, T, op.out); !s)
+      return s;
+    if (Status s = weight(0, WeightLayoutDef::RowMajor, 2, op.weight, shape); !s)
+      return s;
+    op.weightRows = shape->Get(0);
+    if (shape->Get(0) != def_.model()->vocab() || shape->Get(1) != op.out.cols)
+      return fail("table shape [" + str(shape->Get(0)) + ", " + str(shape->Get(1)) +
+                  "] does not match vocab " + str(def_.model()->vocab()) + " and output width " +
+                  str(op.out.cols));
+    break;
+  }
+  case OpKindDef::RmsNorm: {
+    op.kind = ResolvedOp::Kind::RmsNorm;
+    if (Status s = buffer(0, true, T, op.in[0]); !s)
+      return s;
+    if (Status s = buffer(0, false, T, op.out); !s)
+      return s;
+    if (Status s = weight(0, WeightLayoutDef::RowMajor, 1, op.weight, shape); !s)
+      return s;
+    if (op.in[0].cols != op.out.cols || shape->Get(0) != op.out.cols)
+      return fail("input, output and gamma widths differ");
+    const auto *params = op_->params_as_RmsNormParamsDef();
+    op.eps = params ? params->eps() : def_.model()->rms_eps();
+    break;
+  }
+  case OpKindDef::Linear:
+  case OpKindDef::LmHead: {
+    const bool lmHead = op_->kind() == OpKindDef::LmHead;
+    op.kind = lmHead ? ResolvedOp::Kind::LmHead : ResolvedOp::Kind::Linear;
+    if (Status s = buffer(0, true, T, op.in[0]); !s)
+      return s;
+    if (Status s = buffer(0, false, lmHead ? maxBatch_ : T, op.out); !s)
+      return s;
+    if (Status s = weight(0, WeightLayoutDef::LinearNK, 2, op.weight, shape); !s)
+      return s;
+    op.weightRows = shape->Get(0);
+    if (shape->Get(1) != op.in[0].cols || shape->Get(0) != op.out.cols)
+      return fail("weight [" + str(shape->Get(0)) + ", " + str(shape->Get(1)) +
+                  "] does not map input width " + str(op.in[0].cols) + " to output width " +
+                  str(op.out.cols));
+    if (lmHead && shape->Get(0) != def_.model()->vocab())
+      return fail("produces " + str(shape->Get(0)) + " logits but the vocabulary has " +
+                  str(def_.model()->vocab()) + " ids");
+    if (overlaps(op_->inputs()->Get(0), op_->outputs()->Get(0)))
+      return fail("output overlaps the input");
+    setTasks(op, op.weightRows);
+    break;
+  }
+  case OpKindDef::Rope: {
+    op.kind = ResolvedOp::Kind::Rope;
+    if (Status s = buffer(0, true, T, op.in[0]); !s)
+      return s;
+    if (Status s = buffer(0, false, T, op.out); !s)
+      return s;
+    if (op_->inputs()->Get(0) != op_->outputs()->Get(0))
+      return fail("rope works in place: its output must be its input");
+    const auto *params = op_->params_as_RopeParamsDef();
+    if (!params)
+      return fail("missing rope parameters");
+    op.heads = params->heads();
+    op.headDim = params->head_dim();
+    if (op.headDim == 0 || op.headDim % 2 != 0 || op.heads * op.headDim != op.in[0].cols)
+      return fail("heads " + str(op.heads) + " x head_dim " + str(op.headDim) +
+                  " does not match width " + str(op.in[0].cols) + " (head_dim must be even)");
+    if (Status s = weight(0, WeightLayoutDef::RowMajor, 1, op.weight, shape); !s)
+      return s;
+    if (shape->Get(0) != op.headDim / 2)
+      return fail("inv_freq has " + str(shape->Get(0)) +
+                  " entries, expected head_dim/2 = " + str(op.headDim / 2));
+    break;
+  }
+  case OpKindDef::Attention: {
+    const auto *params = op_->params_as_AttentionParamsDef();
+    if (!params)
+      return fail("missing attention parameters");
+    const plan::KvCacheDef *kv = def_.kv_cache();
+    kernels::AttentionShape shape{params->layer(), params->heads(), params->kv_heads(),
+                                  params->head_dim(), params->scale()};
+    if (shape.kvHeads == 0 || shape.heads % shape.kvHeads != 0 || shape.headDim == 0)
+      return fail(str(shape.heads) + " query heads cannot share " + str(shape.kvHeads) +
+                  " KV heads");
+    if (shape.layer >= kv->layers() || shape.kvHeads != kv->kv_heads() ||
+        shape.headDim != kv->head_dim())
+      return fail("layer, KV heads or head_dim do not match the KV cache");
+    ResolvedOp append;
+    append.kind = ResolvedOp::Kind::KvAppend;
+    append.planOp = index;
+    append.taskGrain = op.taskGrain;
+    append.taskCount = op.taskCount;
+    append.attention = shape;
+    op.kind = ResolvedOp::Kind::Attention;
+    op.attention = shape;
+    for (size_t i = 0; i < 3; ++i)
+      if (Status s = buffer(i, true, T, op.in[i]); !s)
+        return s;
+    if (Status s = buffer(0, false, T, op.out); !s)
+      return s;
+    if (op.in[0].cols != shape.heads * shape.headDim || op.out.cols != op.in[0].cols ||
+        op.in[1].cols != shape.kvHeads * shape.headDim || op.in[2].cols != op.in[1].cols)
+      return fail("q, k, v or output width does not match the heads");
+    if (overlaps(op_->inputs()->Get(0), op_->outputs()->Get(0)))
+      return fail("output overlaps q");
+    append.in[0] = op.in[1];
+    append.in[1] = op.in[2];
+    ops.push_back(append);
+    break;
+  }
+  case OpKindDef::SwiGlu:
+  case OpKindDef::Add: {
+    op.kind = op_->kind() == OpKindDef::Add ? ResolvedOp::Kind::Add : ResolvedOp::Kind::SwiGlu;
+    for (size_t i = 0; i < 2; ++i)
+      if (Status s = buffer(i, true, T, op.in[i]); !s)
+        return s;
+    if (Status s = buffer(0, false, T, op.out); !s)
+      return s;
+    if (op.in[0].cols != op.out.cols || op.in[1].cols != op.out.cols)
+      return fail("input and output widths differ");
+    break;
+  }
+  default:
+    return fail("unknown op kind " + str(static_cast<unsigned>(op_->kind())));
+  }
+  ops.push_back(op);
+  return Status();
+}
+
+// Overflow-free check that the last element of a [layers][slots][heads][max_seq][dim] cache
+// starting `offsetBytes` into the arena lies inside it.
+bool kvCacheFits(const plan::KvCacheDef &kv, uint64_t offsetBytes) {
+  using Wide = unsigned __int128;
+  Wide last = offsetBytes / sizeof(float);
+  last += Wide(kv.layers() - 1) * kv.layer_stride() + Wide(kv.slots() - 1) * kv.slot_stride() +
+          Wide(kv.kv_heads() - 1) * kv.head_stride() + Wide(kv.max_seq() - 1) * kv.pos_stride() +
+          kv.head_dim();
+  return last * sizeof(float) <= kv.arena_size();
+}
+
+} // namespace
+
+Engine::Engine(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {}
+
+Engine::~Engine() {
+  pool_.reset(); // joins the workers before the memory they touch goes away
+  std::free(activations_);
+  if (kvArena_)
+    munmap(kvArena_, kvBytes_);
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Plan> plan,
+                                               const EngineOptions &options) {
+  if (!plan)
+    return Status::error("no plan given to the engine");
+  std::unique_ptr<Engine> engine(new Engine(std::move(plan)));
+  if (Status s = engine->resolve(); !s)
+    return s;
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(options.threads, options.pin);
+  if (!pool)
+    return pool.status();
+  engine->pool_ = std::move(pool.value());
+  return Result<std::unique_ptr<Engine>>(std::move(engine));
+}
+
+Status Engine::resolve() {
+  const plan::PlanDef &def = plan_->def();
+  if (!def.bounds() || !def.model() || !def.kv_cache() || !def.buffers() || !def.tensors())
+    return Status::error("the plan lacks its bounds, model, KV cache, buffers or tensors");
+  const plan::BoundsDef *bounds = def.bounds();
+  maxBatch_ = bounds->max_batch();
+  maxSeq_ = bounds->max_seq();
+  maxStepTokens_ = bounds->max_step_tokens();
+  vocab_ = def.model()->vocab();
+  if (maxBatch_ == 0 || maxSeq_ == 0 || maxStepTokens_ == 0)
+    return Status::error("the plan's bounds must all be positive (max_batch " + str(maxBatch_) +
+                         ", max_seq " + str(maxSeq_) + ", max_step_tokens " + str(maxStepTokens_) +
+                         ")");
+  // Positions are kept as 32-bit integers in the step arrays.
+  if (maxSeq_ > UINT32_MAX)
+    return Status::error("the plan's --max-seq " + str(maxSeq_) + " exceeds " + str(UINT32_MAX));
+
+  // Activation arena: zeroed once so nothing ever reads indeterminate memory.
+  activationBytes_ = def.activation_arena_size();
+  const size_t rounded = std::max(
+      kActivationAlignment, ceilDiv(activationBytes_, kActivationAlignment) * kActivationAlignment);
+  activations_ = static_cast<float *>(std::aligned_alloc(kActivationAlignment, rounded));
+  if (!activations_)
+    return Status::error("cannot allocate the activation arena of " + str(activationBytes_) +
+                         " bytes");
+  std::memset(activations_, 0, rounded);
+
+  // KV arena: address space only; a page costs memory once a position on it is written.
+  const plan::KvCacheDef *kv = def.kv_cache();
+  if (kv->dtype() != DTypeDef::F32)
+    return Status::error(std::string("the KV cache is ") + plan::EnumNameDTypeDef(kv->dtype()) +
+                         "; this runtime's portable kernels read f32 only");
+  if (kv->slots() < maxBatch_ || kv->max_seq() < maxSeq_)
+    return Status::error("the KV cache holds " + str(kv->slots()) + " slots of " +
+                         str(kv->max_seq()) + " positions, fewer than the plan's bounds");
+  if (kv->k_offset() % sizeof(float) != 0 || kv->v_offset() % sizeof(float) != 0)
+    return Status::error("the KV cache offsets are not aligned for f32");
+  if (kv->layers() > 0) {
+    if (kv->kv_heads() == 0 || kv->head_dim() == 0)
+      return Status::error("the KV cache has no heads or a zero head_dim");
+    if (!kvCacheFits(*kv, kv->k_offset()) || !kvCacheFits(*kv, kv->v_offset()))
+      return Status::error("the KV cache layout does not fit its arena of " +
+                           str(kv->arena_size()) + " bytes");
+  }
+  kvBytes_ = kv->arena_size();
+  if (kvBytes_ > 0) {
+    void *mapping = mmap(nullptr, kvBytes_, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mapping == MAP_FAILED)
+      return Status::error("cannot reserve " + str(kvBytes_) +
+                           " bytes of address space for the "
+                           "KV cache: " +
+                           std::strerror(errno));
+    kvArena_ = mapping;
+    auto *base = static_cast<uint8_t *>(kvArena_);
+    kvCache_.keys = reinterpret_cast<float *>(base + kv->k_offset());
+    kvCache_.values = reinterpret_cast<float *>(base + kv->v_offset());
+    kvCache_.layerStride = kv->layer_stride();
+    kvCache_.slotStride = kv->slot_stride();
+    kvCache_.headStride = kv->head_stride();
+    kvCache_.posStride = kv->pos_stride();
+  }
+
+  // Step metadata, sized by the bounds once.
+  rowTokens_.reset(new int32_t[maxStepTokens_]());
+  rowPositions_.reset(new uint32_t[maxStepTokens_]());
+  rowSlots_.reset(new uint32_t[maxStepTokens_]());
+  rowWorkBefore_.reset(new uint64_t[maxStepTokens_ + 1]());
+  logitsSourceRows_.reset(new uint32_t[maxBatch_]());
+  logitsOutputRows_.reset(new uint32_t[maxBatch_]());
+  slotCachedPositions_.reset(new uint64_t[maxBatch_]());
+  slotSeenInStep_.reset(new uint64_t[maxBatch_]());
+
+  // Ops.
+  const auto *planOps = def.ops();
+  if (!planOps || planOps->size() == 0)
+    return Status::error("the plan has no ops");
+  OpResolver resolver(*plan_, activations_, maxStepTokens_, maxBatch_);
+  ops_.reserve(planOps->size() * 2);
+  size_t lmHeads = 0;
+  for (uint32_t i = 0; i < planOps->size(); ++i) {
+    if (Status s = resolver.resolve(i, ops_); !s)
+      return s;
+    if (ops_.back().kind == ResolvedOp::Kind::LmHead) {
+      ++lmHeads;
+      if (planOps->Get(i)->outputs()->Get(0) != def.logits_buffer())
+        return Status::error("the LmHead op does not write the plan's logits buffer");
+      logitsData_ = ops_.back().out.data;
+      logitsStride_ = ops_.back().out.stride;
+    }
+  }
+  if (lmHeads != 1)
+    return Status::error("the plan has " + str(lmHeads) + " LmHead ops; the engine needs one");
+  return Status();
+}
+
+Status Engine::step(const StepSequence *sequences, size_t count) {
+  // Validation first: a failing step changes nothing the next step reads.
+  if (count == 0 || !sequences)
+    return Status::error("a step needs at least one sequence");
+  if (count > maxBatch_)
+    return Status::error("the step has " + str(count) +
+                         " sequences but the plan's --max-batch is " + str(maxBatch_));
+  ++stepNumber_;
+  size_t totalTokens = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const StepSequence &seq = sequences[i];
+    if (seq.slot >= maxBatch_)
+      return Status::error("sequence " + str(i) + " uses slot " + str(seq.slot) +
+                           " but the plan's --max-batch is " + str(maxBatch_) + " (slots 0.." +
+                           str(maxBatch_ - 1) + ")");
+    if (slotSeenInStep_[seq.slot] == stepNumber_)
+      return Status::error("slot " + str(seq.slot) + " appears more than once in the step");
+    slotSeenInStep_[seq.slot] = stepNumber_;
+    if (seq.count == 0 || !seq.tokens)
+      return Status::error("sequence " + str(i) + " has no tokens");
+    if (seq.start > maxSeq_ || seq.count > maxSeq_ - seq.start)
+      return Status::error("sequence " + str(i) + " needs positions up to " +
+                           str(seq.start + seq.count) + " but the plan's --max-seq is " +
+                           str(maxSeq_));
+    if (seq.start > slotCachedPositions_[seq.slot])
+      return Status::error("sequence " + str(i) + " starts at position " + str(seq.start) +
+                           " but slot " + str(seq.slot) + " holds only " +
+                           str(slotCachedPositions_[seq.slot]) + " cached positions");
+    for (uint32_t j = 0; j < seq.count; ++j)
+      if (seq.tokens[j] < 0 || static_cast<uint32_t>(seq.tokens[j]) >= vocab_)
+        return Status::error("sequence " + str(i) + " token " + str(j) + " is id " +
+                             std::to_string(seq.tokens[j]) + " but the vocabulary has " +
+                             str(vocab_) + " ids (0.." + str(vocab_ - 1) + ")");
+    totalTokens += seq.count;
+  }
+  if (totalTokens > maxStepTokens_)
+    return Status::error("the step has " + str(totalTokens) +
+                         " tokens but the plan's --max-step-tokens is " + str(maxStepTokens_));
+
+  // Pack the sequences into rows 0..T-1.
+  size_t row = 0;
+  logitsCount_ = 0;
+  rowWorkBefore_[0] = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const StepSequence &seq = sequences[i];
+    for (uint32_t j = 0; j < seq.count; ++j, ++row) {
+      const uint32_t position = static_cast<uint32_t>(seq.start + j);
+      rowTokens_[row] = seq.tokens[j];
+      rowPositions_[row] = position;
+      rowSlots_[row] = seq.slot;
+      rowWorkBefore_[row + 1] = rowWorkBefore_[row] + position + 1;
+    }
+    if (seq.wantLogits) {
+      logitsSourceRows_[logitsCount_] = static_cast<uint32_t>(row - 1);
+      logitsOutputRows_[logitsCount_] = static_cast<uint32_t>(i);
+      ++logitsCount_;
+    }
+  }
+  stepTokens_ = totalTokens;
+
+  pool_->run(ops_.size(), &Engine::runPhase, this);
+
+  for (size_t i = 0; i < count; ++i)
+    slotCachedPositions_[sequences[i].slot] = sequences[i].start + sequences[i].count;
+  return Status();
+}
+
+const float *Engine::logits(size_t sequenceIndexInStep) const {
+  if (sequenceIndexInStep >= maxBatch_)
+    return nullptr;
+  return logitsData_ + sequenceIndexInStep * logitsStride_;
+}
+
+void Engine::runPhase(void *engine, size_t phase, unsigned thread, unsigned threadCount) {
+  const Engine &self = *static_cast<const Engine *>(engine);
+  self.runOp(self.ops_[phase], thread, threadCount);
+}
+
+// First work item of part `part` of `parts` of the step's attention, balancing work (positions
+// attended) rather than items, so one long sequence among short ones still spreads evenly.
+size_t Engine::attentionItemBoundary(size_t heads, unsigned part, unsigned parts) const {
+  const size_t rows = stepTokens_;
+  if (part == 0)
+    return 0;
+  if (part >= parts)
+    return rows * heads;
+  const unsigned __int128 total = static_cast<unsigned __int128>(rowWorkBefore_[rows]) * heads;
+  const uint64_t target = static_cast<uint64_t>(total * part / parts);
+  // Last row whose work starts at or before the target (rowWorkBefore_ strictly increases).
+  size_t low = 0, high = rows;
+  while (high - low > 1) {
+    const size_t middle = (low + high) / 2;
+    if (rowWorkBefore_[middle] * heads <= target)
+      low = middle;
+    else
+      high = middle;
+  }
+  const uint64_t perHead = static_cast<uint64_t>(rowPositions_[low]) + 1;
+  const uint64_t into = target - rowWorkBefore_[low] * heads;
+  const size_t head =
+      static_cast<size_t>(std::min<uint64_t>((into + perHead - 1) / perHead, heads));
+  return low * heads + head;
+}
+
+void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) const {
+  using Kind = ResolvedOp::Kind;
+  const size_t T = stepTokens_;
+  size_t begin = 0, end = 0;
+
+  if (op.kind == Kind::Linear || op.kind == Kind::LmHead) {
+    if (op.kind == Kind::LmHead && logitsCount_ == 0)
+      return;
+    size_t firstTask, lastTask;
+    shareOf(op.taskCount, thread, threadCount, firstTask, lastTask);
+    begin = firstTask * op.taskGrain;
+    end = std::min(op.weightRows, lastTask * op.taskGrain);
+    if (begin >= end)
+      return;
+    if (op.kind == Kind::Linear)
+      kernels::linear(op.in[0].data, op.in[0].stride, T, op.weight, op.in[0].cols, op.out.data,
+                      op.out.stride, begin, end);
+    else
+      kernels::lmHead(op.in[0].data, op.in[0].stride, logitsSourceRows_.get(),
+                      logitsOutputRows_.get(), logitsCount_, op.weight, op.in[0].cols, op.out.data,
+                      op.out.stride, begin, end);
+    return;
+  }
+  if (op.kind == Kind::Attention) {
+    begin = attentionItemBoundary(op.attention.heads, thread, threadCount);
+    end = attentionItemBoundary(op.attention.heads, thread + 1, threadCount);
+    if (begin < end)
+      kernels::attention(op.in[0].data, op.in[0].stride, kvCache_, op.attention, rowSlots_.get(),
+                         rowPositions_.get(), op.out.data, op.out.stride, begin, end);
+    return;
+  }
+
+  // Row-wise ops: the step's rows in tasks of taskGrain rows.
+  size_t firstTask, lastTask;
+  shareOf(ceilDiv(T, op.taskGrain), thread, threadCount, firstTask, lastTask);
+  begin = firstTask * op.taskGrain;
+  end = std::min(T, lastTask * op.taskGrain);
+  if (begin >= end)
+    return;
+  switch (op.kind) {
+  case Kind::Embedding:
+    kernels::embedding(rowTokens_.get(), op.weight, op.out.cols, op.out.data, op.out.stride, begin,
+                       end);
+    break;
+  case Kind::RmsNorm:
+    kernels::rmsNorm(op.in[0].data, op.in[0].stride, op.weight, op.out.cols, op.eps, op.out.data,
+                     op.out.stride, begin, end);
+    break;
+  case Kind::Rope:
+    kernels::rope(op.in[0].data, op.in[0].stride, op.heads, op.headDim, op.weight,
+                  rowPositions_.get(), begin, end);
+    break;
+  case Kind::KvAppend:
+    kernels::kvAppend(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, kvCache_,
+                      op.attention, rowSlots_.get(), rowPositions_.get(), begin, end);
+    break;
+  case Kind::SwiGlu:
+    kernels::swiGlu(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, op.out.cols,
+                    op.out.data, op.out.stride, begin, end);
+    break;
+  case Kind::Add:
+    kernels::add(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, op.out.cols,
+                 op.out.data, op.out.stride, begin, end);
+    break;
+  default:
+    break;
+  }
+}
+
+} // namespace hetc

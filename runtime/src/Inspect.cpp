@@ -1,0 +1,468 @@
+#include "hetc/runtime/Inspect.h"
+
+#include "hetc/runtime/CpuFeatures.h"
+#include "hetc/runtime/Plan.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace hetc {
+namespace {
+
+using namespace plan;
+
+const char *kKvLayoutText = "dimension-first [layer][slot][kv_head][pos][dim]";
+
+template <typename T> uint32_t count(const flatbuffers::Vector<T> *items) {
+  return items ? items->size() : 0;
+}
+
+std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
+
+std::string versionText(uint32_t version) {
+  return std::to_string(version >> 16) + "." + std::to_string(version & 0xffff);
+}
+
+std::string humanBytes(uint64_t bytes) {
+  static const char *kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[64];
+  if (unit == 0)
+    std::snprintf(text, sizeof(text), "%llu bytes", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(text, sizeof(text), "%.2f %s (%llu bytes)", value, kUnits[unit],
+                  static_cast<unsigned long long>(bytes));
+  return text;
+}
+
+std::string indexList(const flatbuffers::Vector<uint32_t> *indices) {
+  if (count(indices) == 0)
+    return "-";
+  std::string out = "[";
+  for (uint32_t i = 0; i < indices->size(); ++i)
+    out += (i ? "," : "") + std::to_string(indices->Get(i));
+  return out + "]";
+}
+
+std::string shapeText(const flatbuffers::Vector<uint64_t> *shape) {
+  std::string out = "[";
+  for (uint32_t i = 0; i < count(shape); ++i)
+    out += (i ? ", " : "") + std::to_string(shape->Get(i));
+  return out + "]";
+}
+
+std::string layerText(int32_t index) { return index < 0 ? "-" : std::to_string(index); }
+
+uint64_t dtypeSize(DTypeDef dtype) { return dtype == DTypeDef::BF16 ? 2 : 4; }
+
+// Totals both printers show.
+struct PlanTotals {
+  uint64_t weightBytes = 0;
+  uint64_t tasks = 0;
+};
+
+PlanTotals totalsOf(const PlanDef &def) {
+  PlanTotals totals;
+  for (uint32_t i = 0; i < count(def.segments()); ++i)
+    totals.weightBytes += def.segments()->Get(i)->size();
+  for (uint32_t i = 0; i < count(def.ops()); ++i)
+    totals.tasks += def.ops()->Get(i)->task_count();
+  return totals;
+}
+
+std::string featureLine(uint64_t required) {
+  const uint64_t host = hostCpuFeatures();
+  const uint64_t missing = required & ~host;
+  return "required " + describeCpuFeatures(required) + "; host " + describeCpuFeatures(host) +
+         (missing ? "; missing " + describeCpuFeatures(missing) : std::string("; all present"));
+}
+
+// A fixed-width column: right-aligned numbers, left-aligned words.
+struct Column {
+  int width;
+  bool right;
+};
+
+void printRow(std::ostream &os, const std::vector<Column> &columns,
+              const std::vector<std::string> &cells) {
+  os << " ";
+  for (size_t i = 0; i < cells.size(); ++i) {
+    os << ' ' << (columns[i].right ? std::right : std::left) << std::setw(columns[i].width)
+       << cells[i];
+  }
+  os << std::left << '\n';
+}
+
+// Minimal JSON emission: handles commas and string escaping; numbers are written exactly.
+class JsonWriter {
+public:
+  explicit JsonWriter(std::ostream &os) : os_(os) {}
+
+  void beginObject() { open('{'); }
+  void endObject() { close('}'); }
+  void beginArray() { open('['); }
+  void endArray() { close(']'); }
+  void key(const std::string &name) {
+    separate();
+    writeString(name);
+    os_ << ':';
+    afterKey_ = true;
+  }
+  void value(const std::string &text) {
+    separate();
+    writeString(text);
+  }
+  void value(const char *text) { value(std::string(text)); }
+  void value(uint64_t number) {
+    separate();
+    os_ << number;
+  }
+  void value(int64_t number) {
+    separate();
+    os_ << number;
+  }
+  void value(uint32_t number) { value(static_cast<uint64_t>(number)); }
+  void value(int32_t number) { value(static_cast<int64_t>(number)); }
+  void value(bool flag) {
+    separate();
+    os_ << (flag ? "true" : "false");
+  }
+  void value(float number) {
+    separate();
+    if (!std::isfinite(number)) {
+      os_ << "null";
+      return;
+    }
+    // The shortest text that reads back as the same float: 1e-05, not 9.99999975e-06.
+    char text[32];
+    for (int precision = 6; precision <= 9; ++precision) {
+      std::snprintf(text, sizeof(text), "%.*g", precision, static_cast<double>(number));
+      if (std::strtof(text, nullptr) == number)
+        break;
+    }
+    os_ << text;
+  }
+  template <typename T> void field(const std::string &name, const T &v) {
+    key(name);
+    value(v);
+  }
+  void indexArray(const std::string &name, const flatbuffers::Vector<uint32_t> *indices) {
+    key(name);
+    beginArray();
+    for (uint32_t i = 0; i < count(indices); ++i)
+      value(indices->Get(i));
+    endArray();
+  }
+
+private:
+  void open(char bracket) {
+    separate();
+    os_ << bracket;
+    first_ = true;
+  }
+  void close(char bracket) {
+    os_ << bracket;
+    first_ = false;
+  }
+  void separate() {
+    if (afterKey_) {
+      afterKey_ = false;
+      return;
+    }
+    if (!first_)
+      os_ << ',';
+    first_ = false;
+  }
+  void writeString(const std::string &text) {
+    os_ << '"';
+    for (unsigned char c : text) {
+      switch (c) {
+      case '"':
+        os_ << "\\\"";
+        break;
+      case '\\':
+        os_ << "\\\\";
+        break;
+      case '\n':
+        os_ << "\\n";
+        break;
+      case '\r':
+        os_ << "\\r";
+        break;
+      case '\t':
+        os_ << "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+          os_ << escaped;
+        } else {
+          os_ << c;
+        }
+      }
+    }
+    os_ << '"';
+  }
+
+  std::ostream &os_;
+  bool first_ = true;
+  bool afterKey_ = false;
+};
+
+void featureArray(JsonWriter &json, const std::string &name, uint64_t bits) {
+  json.key(name);
+  json.beginArray();
+  if (bits) {
+    std::istringstream names(describeCpuFeatures(bits));
+    std::string feature;
+    while (names >> feature)
+      json.value(feature);
+  }
+  json.endArray();
+}
+
+} // namespace
+
+void printPlanSummary(const Plan &plan, std::ostream &os) {
+  const PlanDef &def = plan.def();
+  const ModelDef &m = *def.model();
+  const BoundsDef &b = *def.bounds();
+  const KvCacheDef &kv = *def.kv_cache();
+  const PlanTotals totals = totalsOf(def);
+
+  os << "plan: schema " << versionText(def.schema_version()) << " (this runtime reads "
+     << versionText(kPlanSchemaVersion) << "), producer '" << str(def.producer()) << "', target '"
+     << str(def.target()) << "'\n";
+  os << "file: " << humanBytes(plan.fileSize()) << ", " << count(def.segments())
+     << " weight segments holding " << humanBytes(totals.weightBytes) << "\n";
+  os << "cpu features: " << featureLine(def.required_cpu_features()) << "\n\n";
+
+  os << "model: " << str(m.architecture()) << ", vocab " << m.vocab() << ", hidden " << m.hidden()
+     << ", layers " << m.layers() << ", heads " << m.heads() << ", kv_heads " << m.kv_heads()
+     << ", head_dim " << m.head_dim() << ", intermediate " << m.intermediate() << ", rms_eps "
+     << m.rms_eps() << ", tied embeddings " << (m.tied_embeddings() ? "yes" : "no") << "\n";
+  os << "bounds: max_batch " << b.max_batch() << ", max_seq " << b.max_seq() << ", max_step_tokens "
+     << b.max_step_tokens() << "\n\n";
+
+  os << "sublayers (" << count(def.sublayers()) << "):\n";
+  const std::vector<Column> sublayerColumns = {
+      {4, true}, {5, true}, {12, false}, {6, false}, {0, false}};
+  printRow(os, sublayerColumns, {"#", "layer", "kind", "device", "ops"});
+  for (uint32_t i = 0; i < count(def.sublayers()); ++i) {
+    const SublayerDef &s = *def.sublayers()->Get(i);
+    printRow(os, sublayerColumns,
+             {std::to_string(i), std::to_string(s.layer()), EnumNameSublayerKindDef(s.kind()),
+              EnumNameDeviceDef(s.device()),
+              "[" + std::to_string(s.first_op()) + ", " +
+                  std::to_string(uint64_t{s.first_op()} + s.op_count()) + ")"});
+  }
+
+  os << "\nops (" << count(def.ops()) << ", " << totals.tasks << " tasks in total):\n";
+  const std::vector<Column> opColumns = {{4, true},   {9, false},  {5, true},  {8, true},
+                                         {6, false},  {10, false}, {7, false}, {7, false},
+                                         {12, false}, {0, false}};
+  printRow(os, opColumns,
+           {"#", "kind", "layer", "sublayer", "device", "inputs", "outputs", "weights",
+            "tasks x grain", "name"});
+  for (uint32_t i = 0; i < count(def.ops()); ++i) {
+    const OpDef &op = *def.ops()->Get(i);
+    printRow(os, opColumns,
+             {std::to_string(i), EnumNameOpKindDef(op.kind()), layerText(op.layer()),
+              layerText(op.sublayer()), EnumNameDeviceDef(op.device()), indexList(op.inputs()),
+              indexList(op.outputs()), indexList(op.weights()),
+              std::to_string(op.task_count()) + " x " + std::to_string(op.task_grain()),
+              str(op.name())});
+  }
+
+  os << "\nbuffers (" << count(def.buffers()) << "), activation arena "
+     << humanBytes(def.activation_arena_size()) << ", logits in buffer " << def.logits_buffer()
+     << ":\n";
+  const std::vector<Column> bufferColumns = {{4, true},  {7, false}, {5, false}, {14, true},
+                                             {10, true}, {12, true}, {12, true}, {0, false}};
+  printRow(os, bufferColumns,
+           {"#", "role", "dtype", "rows x cols", "row stride", "bytes", "offset", "name"});
+  for (uint32_t i = 0; i < count(def.buffers()); ++i) {
+    const BufferDef &buf = *def.buffers()->Get(i);
+    printRow(os, bufferColumns,
+             {std::to_string(i), EnumNameBufferRoleDef(buf.role()), EnumNameDTypeDef(buf.dtype()),
+              std::to_string(buf.rows()) + " x " + std::to_string(buf.cols()),
+              std::to_string(buf.row_stride()), std::to_string(buf.rows() * buf.row_stride()),
+              std::to_string(buf.offset()), str(buf.name())});
+  }
+
+  os << "\ntensors (" << count(def.tensors()) << "):\n";
+  const std::vector<Column> tensorColumns = {{4, true}, {5, false}, {8, false}, {16, false},
+                                             {7, true}, {12, true}, {0, false}};
+  printRow(os, tensorColumns, {"#", "dtype", "layout", "shape", "segment", "bytes", "name"});
+  for (uint32_t i = 0; i < count(def.tensors()); ++i) {
+    const TensorDef &t = *def.tensors()->Get(i);
+    printRow(os, tensorColumns,
+             {std::to_string(i), EnumNameDTypeDef(t.dtype()), EnumNameWeightLayoutDef(t.layout()),
+              shapeText(t.shape()), std::to_string(t.segment()),
+              std::to_string(def.segments()->Get(t.segment())->size()), str(t.name())});
+  }
+
+  os << "\nkv cache: " << EnumNameDTypeDef(kv.dtype()) << ", " << kKvLayoutText << "\n";
+  os << "  dims: layers " << kv.layers() << ", slots " << kv.slots() << ", kv_heads "
+     << kv.kv_heads() << ", max_seq " << kv.max_seq() << ", head_dim " << kv.head_dim() << "\n";
+  os << "  strides (elements of " << dtypeSize(kv.dtype()) << " bytes): pos " << kv.pos_stride()
+     << ", head " << kv.head_stride() << ", slot " << kv.slot_stride() << ", layer "
+     << kv.layer_stride() << "\n";
+  os << "  K at byte " << kv.k_offset() << ", V at byte " << kv.v_offset() << ", arena "
+     << humanBytes(kv.arena_size()) << "\n";
+}
+
+void printPlanJson(const Plan &plan, std::ostream &os) {
+  const PlanDef &def = plan.def();
+  const ModelDef &m = *def.model();
+  const BoundsDef &b = *def.bounds();
+  const KvCacheDef &kv = *def.kv_cache();
+  const PlanTotals totals = totalsOf(def);
+  JsonWriter json(os);
+
+  json.beginObject();
+  json.field("schema_version", versionText(def.schema_version()));
+  json.field("runtime_schema_version", versionText(kPlanSchemaVersion));
+  json.field("producer", str(def.producer()));
+  json.field("target", str(def.target()));
+  json.field("file_size", uint64_t{plan.fileSize()});
+  featureArray(json, "required_cpu_features", def.required_cpu_features());
+  featureArray(json, "host_cpu_features", hostCpuFeatures());
+  featureArray(json, "missing_cpu_features", def.required_cpu_features() & ~hostCpuFeatures());
+
+  json.key("model");
+  json.beginObject();
+  json.field("architecture", str(m.architecture()));
+  json.field("vocab", m.vocab());
+  json.field("hidden", m.hidden());
+  json.field("layers", m.layers());
+  json.field("heads", m.heads());
+  json.field("kv_heads", m.kv_heads());
+  json.field("head_dim", m.head_dim());
+  json.field("intermediate", m.intermediate());
+  json.field("rms_eps", m.rms_eps());
+  json.field("tied_embeddings", m.tied_embeddings());
+  json.endObject();
+
+  json.key("bounds");
+  json.beginObject();
+  json.field("max_batch", b.max_batch());
+  json.field("max_seq", b.max_seq());
+  json.field("max_step_tokens", b.max_step_tokens());
+  json.endObject();
+
+  json.key("sublayers");
+  json.beginArray();
+  for (uint32_t i = 0; i < count(def.sublayers()); ++i) {
+    const SublayerDef &s = *def.sublayers()->Get(i);
+    json.beginObject();
+    json.field("index", i);
+    json.field("layer", s.layer());
+    json.field("kind", EnumNameSublayerKindDef(s.kind()));
+    json.field("device", EnumNameDeviceDef(s.device()));
+    json.field("first_op", s.first_op());
+    json.field("op_count", s.op_count());
+    json.endObject();
+  }
+  json.endArray();
+
+  json.key("ops");
+  json.beginArray();
+  for (uint32_t i = 0; i < count(def.ops()); ++i) {
+    const OpDef &op = *def.ops()->Get(i);
+    json.beginObject();
+    json.field("index", i);
+    json.field("kind", EnumNameOpKindDef(op.kind()));
+    json.field("name", str(op.name()));
+    json.field("layer", op.layer());
+    json.field("sublayer", op.sublayer());
+    json.field("device", EnumNameDeviceDef(op.device()));
+    json.indexArray("inputs", op.inputs());
+    json.indexArray("outputs", op.outputs());
+    json.indexArray("weights", op.weights());
+    json.field("task_count", op.task_count());
+    json.field("task_grain", op.task_grain());
+    json.endObject();
+  }
+  json.endArray();
+
+  json.key("buffers");
+  json.beginArray();
+  for (uint32_t i = 0; i < count(def.buffers()); ++i) {
+    const BufferDef &buf = *def.buffers()->Get(i);
+    json.beginObject();
+    json.field("index", i);
+    json.field("name", str(buf.name()));
+    json.field("role", EnumNameBufferRoleDef(buf.role()));
+    json.field("dtype", EnumNameDTypeDef(buf.dtype()));
+    json.field("rows", buf.rows());
+    json.field("cols", buf.cols());
+    json.field("row_stride", buf.row_stride());
+    json.field("size", buf.rows() * buf.row_stride());
+    json.field("offset", buf.offset());
+    json.endObject();
+  }
+  json.endArray();
+  json.field("activation_arena_size", def.activation_arena_size());
+  json.field("logits_buffer", def.logits_buffer());
+
+  json.key("tensors");
+  json.beginArray();
+  for (uint32_t i = 0; i < count(def.tensors()); ++i) {
+    const TensorDef &t = *def.tensors()->Get(i);
+    json.beginObject();
+    json.field("index", i);
+    json.field("name", str(t.name()));
+    json.field("dtype", EnumNameDTypeDef(t.dtype()));
+    json.field("layout", EnumNameWeightLayoutDef(t.layout()));
+    json.key("shape");
+    json.beginArray();
+    for (uint32_t d = 0; d < count(t.shape()); ++d)
+      json.value(t.shape()->Get(d));
+    json.endArray();
+    json.field("segment", t.segment());
+    json.field("size", def.segments()->Get(t.segment())->size());
+    json.endObject();
+  }
+  json.endArray();
+
+  json.key("kv_cache");
+  json.beginObject();
+  json.field("layout", kKvLayoutText);
+  json.field("dtype", EnumNameDTypeDef(kv.dtype()));
+  json.field("layers", kv.layers());
+  json.field("slots", kv.slots());
+  json.field("kv_heads", kv.kv_heads());
+  json.field("max_seq", kv.max_seq());
+  json.field("head_dim", kv.head_dim());
+  json.field("pos_stride", kv.pos_stride());
+  json.field("head_stride", kv.head_stride());
+  json.field("slot_stride", kv.slot_stride());
+  json.field("layer_stride", kv.layer_stride());
+  json.field("k_offset", kv.k_offset());
+  json.field("v_offset", kv.v_offset());
+  json.field("arena_size", kv.arena_size());
+  json.endObject();
+
+  json.key("segments");
+  json.beginObject();
+  json.field("count", count(def.segments()));
+  json.field("total_bytes", totals.weightBytes);
+  json.endObject();
+  json.field("total_tasks", totals.tasks);
+  json.endObject();
+  os << '\n';
+}
+
+} // namespace hetc

@@ -1,0 +1,101 @@
+"""Shared pieces of the end-to-end checks: running commands, exporting presets, failing clearly."""
+
+import os
+import shlex
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS = os.path.join(REPO, "models")
+# Prompts of the ragged batch: different lengths, every id below the vocabulary of every preset.
+PROMPTS = [
+    [5, 17, 42, 7, 99, 3],
+    [1, 2],
+    [200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210],
+]
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def prompt_arg(ids):
+    return ",".join(str(i) for i in ids)
+
+
+def describe(cmd):
+    """The command as a shell line, with very long arguments (long prompts) elided."""
+    parts = []
+    for c in cmd:
+        c = str(c)
+        if len(c) > 100:
+            c = f"{c[:60]}...({len(c)} chars)"
+        parts.append(shlex.quote(c))
+    return " ".join(parts)
+
+
+def run(cmd, what, timeout=600, expect_success=True):
+    """Runs cmd; returns the CompletedProcess. A failure (when success is expected), a signal or a
+    timeout raises CheckFailed with the command and its stderr."""
+    cmd = [str(c) for c in cmd]
+    print(f"$ {describe(cmd)}", flush=True)
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                              text=True, errors="replace")
+    except subprocess.TimeoutExpired as e:
+        stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        raise CheckFailed(f"{what}: no result after {timeout} s (hang?)\n  command: {describe(cmd)}\n"
+                          f"  stderr:\n{indent(stderr)}")
+    except OSError as e:
+        raise CheckFailed(f"{what}: cannot start {cmd[0]}: {e}")
+    if proc.returncode < 0:
+        raise CheckFailed(f"{what}: killed by signal {-proc.returncode}\n  command: {describe(cmd)}\n"
+                          f"  stderr:\n{indent(proc.stderr)}")
+    if expect_success and proc.returncode != 0:
+        raise CheckFailed(f"{what}: exit code {proc.returncode}\n  command: {describe(cmd)}\n"
+                          f"  stderr:\n{indent(proc.stderr)}")
+    return proc
+
+
+def indent(text, prefix="    "):
+    text = (text or "").rstrip()
+    if not text:
+        return prefix + "(empty)"
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def export(preset, out_dir, no_constant_folding=False, external_data=False, seed=0):
+    cmd = [sys.executable, os.path.join(MODELS, "export.py"), "--preset", preset, "--out", out_dir,
+           "--seed", str(seed)]
+    if no_constant_folding:
+        cmd.append("--no-constant-folding")
+    if external_data:
+        cmd.append("--external-data")
+    proc = run(cmd, f"export of preset {preset}")
+    print(proc.stdout.strip(), flush=True)
+    return os.path.join(out_dir, "model.onnx")
+
+
+def reference(model_dir, prompts, max_new, out_dir):
+    cmd = [sys.executable, os.path.join(MODELS, "reference.py"), "--model-dir", model_dir,
+           "--max-new", str(max_new), "--out", out_dir]
+    for p in prompts:
+        cmd += ["--prompt-ids", prompt_arg(p)]
+    proc = run(cmd, "PyTorch reference")
+    print(proc.stderr.strip(), flush=True)
+    return os.path.join(out_dir, "tokens.txt"), os.path.join(out_dir, "logits.npy")
+
+
+def check_hetc_binary(path):
+    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+        raise CheckFailed(f"hetc binary {path} does not exist or is not executable")
+
+
+def main_wrapper(fn):
+    """Runs fn(); turns CheckFailed into one FAIL message and exit code 1."""
+    try:
+        fn()
+    except CheckFailed as e:
+        print(f"FAIL: {e}", file=sys.stderr, flush=True)
+        return 1
+    return 0

@@ -1,0 +1,448 @@
+// A small but complete plan for the runtime's tests: a tiny Llama (embedding, per layer
+// rms_norm, q/k/v, rope, attention, o_proj, residual add, rms_norm, gate/up, swiglu, down_proj,
+// residual add, then the final rms_norm and lm_head) with seeded weights, every buffer laid out
+// in one activation arena and a dimension-first KV cache. Header-only: the unit-test binary
+// is built from *_test.cpp files alone.
+#pragma once
+
+#include "hetc/runtime/Plan.h"
+#include "hetc/runtime/PlanWriter.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace hetc::test {
+
+struct TinyPlanShape {
+  uint32_t vocab = 64;
+  uint32_t hidden = 32;
+  uint32_t layers = 1;
+  uint32_t heads = 4;
+  uint32_t kv_heads = 2;
+  uint32_t head_dim = 8;
+  uint32_t intermediate = 48;
+  uint32_t max_batch = 2;
+  uint64_t max_seq = 32;
+  uint32_t max_step_tokens = 8;
+  float rms_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  // The lm_head reuses the embedding table's segment (a second tensor, LinearNK, same bytes).
+  bool tied_embeddings = false;
+  // Embedding, norm and linear weights; inv_freq is always F32.
+  plan::DTypeDef weight_dtype = plan::DTypeDef::F32;
+  plan::DTypeDef activation_dtype = plan::DTypeDef::F32;
+  plan::DTypeDef kv_dtype = plan::DTypeDef::F32;
+  // Tasks: Linear and LmHead split by output columns, Attention by query heads (grain 1),
+  // the row-wise ops (Embedding, RmsNorm, Rope, SwiGlu, Add) by token rows.
+  uint32_t linear_task_grain = 16;
+  uint32_t row_task_grain = 4;
+  uint64_t seed = 1;
+};
+
+// The plan before writing, and the bytes of its weight segments.
+struct TinyPlan {
+  plan::PlanDefT def;
+  std::vector<std::vector<uint8_t>> segments; // segment i's payload
+
+  std::vector<WeightPayload> payloads() const {
+    std::vector<WeightPayload> out;
+    for (const auto &bytes : segments)
+      out.push_back({bytes.data(), bytes.size()});
+    return out;
+  }
+
+  // Index of the tensor, buffer or op with this name; -1 if there is none.
+  int tensorIndex(const std::string &name) const { return indexOf(def.tensors, name); }
+  int bufferIndex(const std::string &name) const { return indexOf(def.buffers, name); }
+  int opIndex(const std::string &name) const { return indexOf(def.ops, name); }
+
+  // Tensor `index`'s elements as floats (BF16 widened), for reference computations.
+  std::vector<float> tensorValues(uint32_t index) const;
+
+private:
+  template <typename Items> static int indexOf(const Items &items, const std::string &name) {
+    for (size_t i = 0; i < items.size(); ++i)
+      if (items[i]->name == name)
+        return static_cast<int>(i);
+    return -1;
+  }
+};
+
+namespace detail {
+
+inline uint64_t alignUp(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+inline uint64_t dtypeSize(plan::DTypeDef dtype) { return dtype == plan::DTypeDef::BF16 ? 2 : 4; }
+
+// splitmix64: the same numbers on every platform and standard library.
+inline uint64_t nextRandom(uint64_t &state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [-1, 1).
+inline float uniform(uint64_t &state) {
+  return static_cast<float>(static_cast<double>(nextRandom(state) >> 11) * 0x1.0p-52 - 1.0);
+}
+
+inline uint16_t floatToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays NaN
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1); // round to nearest even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+inline float bf16ToFloat(uint16_t value) {
+  const uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+inline std::vector<uint8_t> encode(const std::vector<float> &values, plan::DTypeDef dtype) {
+  std::vector<uint8_t> bytes(values.size() * dtypeSize(dtype));
+  if (dtype == plan::DTypeDef::BF16) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      const uint16_t half = floatToBf16(values[i]);
+      std::memcpy(bytes.data() + 2 * i, &half, 2);
+    }
+  } else if (!values.empty()) {
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+  }
+  return bytes;
+}
+
+} // namespace detail
+
+inline std::vector<float> TinyPlan::tensorValues(uint32_t index) const {
+  const plan::TensorDefT &t = *def.tensors.at(index);
+  const std::vector<uint8_t> &bytes = segments.at(t.segment);
+  std::vector<float> values(bytes.size() / detail::dtypeSize(t.dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (t.dtype == plan::DTypeDef::BF16) {
+      uint16_t half;
+      std::memcpy(&half, bytes.data() + 2 * i, 2);
+      values[i] = detail::bf16ToFloat(half);
+    } else {
+      std::memcpy(&values[i], bytes.data() + 4 * i, 4);
+    }
+  }
+  return values;
+}
+
+inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
+  using namespace plan;
+  TinyPlan tiny;
+  PlanDefT &def = tiny.def;
+  uint64_t rng = shape.seed;
+
+  def.required_cpu_features = static_cast<uint64_t>(CpuFeatureBits::X86_64);
+  def.target = "host";
+  def.producer = "hetc unit tests";
+
+  def.model = std::make_unique<ModelDefT>();
+  def.model->architecture = "llama";
+  def.model->vocab = shape.vocab;
+  def.model->hidden = shape.hidden;
+  def.model->layers = shape.layers;
+  def.model->heads = shape.heads;
+  def.model->kv_heads = shape.kv_heads;
+  def.model->head_dim = shape.head_dim;
+  def.model->intermediate = shape.intermediate;
+  def.model->rms_eps = shape.rms_eps;
+  def.model->tied_embeddings = shape.tied_embeddings;
+
+  def.bounds = std::make_unique<BoundsDefT>();
+  def.bounds->max_batch = shape.max_batch;
+  def.bounds->max_seq = shape.max_seq;
+  def.bounds->max_step_tokens = shape.max_step_tokens;
+
+  // Weights: one segment per tensor, except a tied lm_head that shares the embedding's.
+  auto addTensor = [&](const std::string &name, WeightLayoutDef layout, std::vector<uint64_t> dims,
+                       DTypeDef dtype, const std::vector<float> &values) {
+    auto tensor = std::make_unique<TensorDefT>();
+    tensor->name = name;
+    tensor->segment = static_cast<uint32_t>(tiny.segments.size());
+    tensor->dtype = dtype;
+    tensor->layout = layout;
+    tensor->shape = std::move(dims);
+    tiny.segments.push_back(detail::encode(values, dtype));
+    def.tensors.push_back(std::move(tensor));
+    return static_cast<uint32_t>(def.tensors.size() - 1);
+  };
+  auto randomValues = [&](uint64_t n, float center, float scale) {
+    std::vector<float> values(n);
+    for (float &v : values)
+      v = center + scale * detail::uniform(rng);
+    return values;
+  };
+  auto linear = [&](const std::string &name, uint32_t n, uint32_t k) {
+    return addTensor(name, WeightLayoutDef::LinearNK, {n, k}, shape.weight_dtype,
+                     randomValues(uint64_t{n} * k, 0.0f, 1.0f / std::sqrt(float(k))));
+  };
+  auto norm = [&](const std::string &name) {
+    return addTensor(name, WeightLayoutDef::RowMajor, {shape.hidden}, shape.weight_dtype,
+                     randomValues(shape.hidden, 1.0f, 0.1f));
+  };
+
+  const uint32_t qCols = shape.heads * shape.head_dim;
+  const uint32_t kvCols = shape.kv_heads * shape.head_dim;
+  const uint32_t embedTensor =
+      addTensor("model.embed_tokens.weight", WeightLayoutDef::RowMajor, {shape.vocab, shape.hidden},
+                shape.weight_dtype, randomValues(uint64_t{shape.vocab} * shape.hidden, 0.0f, 1.0f));
+  std::vector<float> invFreq(shape.head_dim / 2);
+  for (uint32_t i = 0; i < invFreq.size(); ++i)
+    invFreq[i] = static_cast<float>(
+        1.0 / std::pow(double(shape.rope_theta), 2.0 * i / double(shape.head_dim)));
+  const uint32_t invFreqTensor = addTensor("model.rotary_emb.inv_freq", WeightLayoutDef::RowMajor,
+                                           {shape.head_dim / 2}, DTypeDef::F32, invFreq);
+
+  // Activation buffers: one arena, 64-byte aligned rows; shared by every layer.
+  auto addBuffer = [&](const std::string &name, BufferRoleDef role, uint64_t rows, uint64_t cols) {
+    auto buffer = std::make_unique<BufferDefT>();
+    buffer->name = name;
+    buffer->role = role;
+    buffer->dtype = shape.activation_dtype;
+    buffer->rows = rows;
+    buffer->cols = cols;
+    buffer->row_stride = detail::alignUp(cols * detail::dtypeSize(shape.activation_dtype), 64);
+    buffer->offset = def.activation_arena_size;
+    def.activation_arena_size = detail::alignUp(buffer->offset + rows * buffer->row_stride, 64);
+    def.buffers.push_back(std::move(buffer));
+    return static_cast<uint32_t>(def.buffers.size() - 1);
+  };
+  const uint64_t tokens = shape.max_step_tokens;
+  const uint32_t hidden = addBuffer("hidden", BufferRoleDef::Hidden, tokens, shape.hidden);
+  const uint32_t residual = addBuffer("residual", BufferRoleDef::Hidden, tokens, shape.hidden);
+  const uint32_t normed = addBuffer("normed", BufferRoleDef::Scratch, tokens, shape.hidden);
+  const uint32_t q = addBuffer("q", BufferRoleDef::Scratch, tokens, qCols);
+  const uint32_t k = addBuffer("k", BufferRoleDef::Scratch, tokens, kvCols);
+  const uint32_t v = addBuffer("v", BufferRoleDef::Scratch, tokens, kvCols);
+  const uint32_t attn = addBuffer("attn", BufferRoleDef::Scratch, tokens, qCols);
+  const uint32_t proj = addBuffer("proj", BufferRoleDef::Scratch, tokens, shape.hidden);
+  const uint32_t gate = addBuffer("gate", BufferRoleDef::Scratch, tokens, shape.intermediate);
+  const uint32_t up = addBuffer("up", BufferRoleDef::Scratch, tokens, shape.intermediate);
+  const uint32_t act = addBuffer("act", BufferRoleDef::Scratch, tokens, shape.intermediate);
+  const uint32_t logits = addBuffer("logits", BufferRoleDef::Logits, shape.max_batch, shape.vocab);
+  def.logits_buffer = logits;
+
+  // KV cache, dimension-first and tightly packed.
+  def.kv_cache = std::make_unique<KvCacheDefT>();
+  KvCacheDefT &kv = *def.kv_cache;
+  kv.dtype = shape.kv_dtype;
+  kv.layers = shape.layers;
+  kv.slots = shape.max_batch;
+  kv.kv_heads = shape.kv_heads;
+  kv.max_seq = shape.max_seq;
+  kv.head_dim = shape.head_dim;
+  kv.pos_stride = shape.head_dim;
+  kv.head_stride = shape.max_seq * kv.pos_stride;
+  kv.slot_stride = shape.kv_heads * kv.head_stride;
+  kv.layer_stride = shape.max_batch * kv.slot_stride;
+  kv.k_offset = 0;
+  kv.v_offset =
+      detail::alignUp(kv.layers * kv.layer_stride * detail::dtypeSize(shape.kv_dtype), 64);
+  kv.arena_size = 2 * kv.v_offset;
+
+  auto addOp = [&](OpKindDef kind, const std::string &name, int32_t layer,
+                   std::vector<uint32_t> inputs, std::vector<uint32_t> outputs,
+                   std::vector<uint32_t> weights, uint64_t work, uint64_t grain) {
+    auto op = std::make_unique<OpDefT>();
+    op->kind = kind;
+    op->name = name;
+    op->layer = layer;
+    op->sublayer =
+        def.sublayers.empty() || layer < 0 ? -1 : static_cast<int32_t>(def.sublayers.size() - 1);
+    op->inputs = std::move(inputs);
+    op->outputs = std::move(outputs);
+    op->weights = std::move(weights);
+    op->task_grain = grain;
+    op->task_count = static_cast<uint32_t>((work + grain - 1) / grain);
+    def.ops.push_back(std::move(op));
+    return def.ops.back().get();
+  };
+  auto rowGrain = std::min<uint64_t>(shape.row_task_grain, tokens);
+  auto rowOp = [&](OpKindDef kind, const std::string &name, int32_t layer,
+                   std::vector<uint32_t> inputs, uint32_t output, std::vector<uint32_t> weights) {
+    return addOp(kind, name, layer, std::move(inputs), {output}, std::move(weights), tokens,
+                 rowGrain);
+  };
+  auto linearOp = [&](OpKindDef kind, const std::string &name, int32_t layer, uint32_t input,
+                      uint32_t output, uint32_t weight, uint64_t outCols) {
+    return addOp(kind, name, layer, {input}, {output}, {weight}, outCols,
+                 std::min<uint64_t>(shape.linear_task_grain, outCols));
+  };
+  auto rmsNorm = [&](const std::string &name, int32_t layer, uint32_t in, uint32_t out,
+                     uint32_t gamma) {
+    OpDefT *op = rowOp(OpKindDef::RmsNorm, name, layer, {in}, out, {gamma});
+    RmsNormParamsDefT params;
+    params.eps = shape.rms_eps;
+    op->params.Set(std::move(params));
+  };
+  auto setEmptyParams = [](OpDefT *op, auto params) { op->params.Set(std::move(params)); };
+  auto beginSublayer = [&](uint32_t layer, SublayerKindDef kind) {
+    auto sublayer = std::make_unique<SublayerDefT>();
+    sublayer->layer = layer;
+    sublayer->kind = kind;
+    sublayer->device = DeviceDef::CPU;
+    sublayer->first_op = static_cast<uint32_t>(def.ops.size());
+    def.sublayers.push_back(std::move(sublayer));
+  };
+  auto endSublayer = [&]() {
+    def.sublayers.back()->op_count =
+        static_cast<uint32_t>(def.ops.size()) - def.sublayers.back()->first_op;
+  };
+
+  setEmptyParams(rowOp(OpKindDef::Embedding, "model.embed_tokens", -1, {}, hidden, {embedTensor}),
+                 EmbeddingParamsDefT());
+
+  for (uint32_t l = 0; l < shape.layers; ++l) {
+    const std::string prefix = "model.layers." + std::to_string(l) + ".";
+    const int32_t layer = static_cast<int32_t>(l);
+    const uint32_t inputNorm = norm(prefix + "input_layernorm.weight");
+    const uint32_t qProj = linear(prefix + "self_attn.q_proj.weight", qCols, shape.hidden);
+    const uint32_t kProj = linear(prefix + "self_attn.k_proj.weight", kvCols, shape.hidden);
+    const uint32_t vProj = linear(prefix + "self_attn.v_proj.weight", kvCols, shape.hidden);
+    const uint32_t oProj = linear(prefix + "self_attn.o_proj.weight", shape.hidden, qCols);
+    const uint32_t postNorm = norm(prefix + "post_attention_layernorm.weight");
+    const uint32_t gateProj =
+        linear(prefix + "mlp.gate_proj.weight", shape.intermediate, shape.hidden);
+    const uint32_t upProj = linear(prefix + "mlp.up_proj.weight", shape.intermediate, shape.hidden);
+    const uint32_t downProj =
+        linear(prefix + "mlp.down_proj.weight", shape.hidden, shape.intermediate);
+
+    beginSublayer(l, SublayerKindDef::Attention);
+    rmsNorm(prefix + "input_layernorm", layer, hidden, normed, inputNorm);
+    setEmptyParams(
+        linearOp(OpKindDef::Linear, prefix + "self_attn.q_proj", layer, normed, q, qProj, qCols),
+        LinearParamsDefT());
+    setEmptyParams(
+        linearOp(OpKindDef::Linear, prefix + "self_attn.k_proj", layer, normed, k, kProj, kvCols),
+        LinearParamsDefT());
+    setEmptyParams(
+        linearOp(OpKindDef::Linear, prefix + "self_attn.v_proj", layer, normed, v, vProj, kvCols),
+        LinearParamsDefT());
+    for (const auto &[buffer, heads, suffix] :
+         {std::make_tuple(q, shape.heads, "q"), std::make_tuple(k, shape.kv_heads, "k")}) {
+      OpDefT *rope = rowOp(OpKindDef::Rope, prefix + "self_attn.rotary_emb." + suffix, layer,
+                           {buffer}, buffer, {invFreqTensor});
+      RopeParamsDefT params;
+      params.heads = heads;
+      params.head_dim = shape.head_dim;
+      rope->params.Set(std::move(params));
+    }
+    OpDefT *attention = addOp(OpKindDef::Attention, prefix + "self_attn", layer, {q, k, v}, {attn},
+                              {}, shape.heads, 1);
+    AttentionParamsDefT attentionParams;
+    attentionParams.layer = l;
+    attentionParams.heads = shape.heads;
+    attentionParams.kv_heads = shape.kv_heads;
+    attentionParams.head_dim = shape.head_dim;
+    attentionParams.scale = 1.0f / std::sqrt(float(shape.head_dim));
+    attention->params.Set(std::move(attentionParams));
+    setEmptyParams(linearOp(OpKindDef::Linear, prefix + "self_attn.o_proj", layer, attn, proj,
+                            oProj, shape.hidden),
+                   LinearParamsDefT());
+    setEmptyParams(
+        rowOp(OpKindDef::Add, prefix + "attn_residual", layer, {hidden, proj}, residual, {}),
+        AddParamsDefT());
+    endSublayer();
+
+    beginSublayer(l, SublayerKindDef::FeedForward);
+    rmsNorm(prefix + "post_attention_layernorm", layer, residual, normed, postNorm);
+    setEmptyParams(linearOp(OpKindDef::Linear, prefix + "mlp.gate_proj", layer, normed, gate,
+                            gateProj, shape.intermediate),
+                   LinearParamsDefT());
+    setEmptyParams(linearOp(OpKindDef::Linear, prefix + "mlp.up_proj", layer, normed, up, upProj,
+                            shape.intermediate),
+                   LinearParamsDefT());
+    setEmptyParams(rowOp(OpKindDef::SwiGlu, prefix + "mlp.act", layer, {gate, up}, act, {}),
+                   SwiGluParamsDefT());
+    setEmptyParams(linearOp(OpKindDef::Linear, prefix + "mlp.down_proj", layer, act, proj, downProj,
+                            shape.hidden),
+                   LinearParamsDefT());
+    setEmptyParams(
+        rowOp(OpKindDef::Add, prefix + "mlp_residual", layer, {residual, proj}, hidden, {}),
+        AddParamsDefT());
+    endSublayer();
+  }
+
+  const uint32_t finalNorm = norm("model.norm.weight");
+  rmsNorm("model.norm", -1, hidden, normed, finalNorm);
+  uint32_t lmHeadTensor;
+  if (shape.tied_embeddings) {
+    // Same bytes as the embedding table, seen as a LinearNK [vocab, hidden] weight.
+    auto tied = std::make_unique<TensorDefT>();
+    tied->name = "lm_head.weight";
+    tied->segment = def.tensors[embedTensor]->segment;
+    tied->dtype = shape.weight_dtype;
+    tied->layout = WeightLayoutDef::LinearNK;
+    tied->shape = {shape.vocab, shape.hidden};
+    def.tensors.push_back(std::move(tied));
+    lmHeadTensor = static_cast<uint32_t>(def.tensors.size() - 1);
+  } else {
+    lmHeadTensor = linear("lm_head.weight", shape.vocab, shape.hidden);
+  }
+  setEmptyParams(
+      linearOp(OpKindDef::LmHead, "lm_head", -1, normed, logits, lmHeadTensor, shape.vocab),
+      LmHeadParamsDefT());
+  return tiny;
+}
+
+// A fresh directory under the test temporary directory, removed with everything in it.
+class ScratchDir {
+public:
+  ScratchDir() {
+    std::string pattern = ::testing::TempDir() + "hetc-test-XXXXXX";
+    if (char *made = ::mkdtemp(pattern.data()))
+      path_ = made;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    if (!path_.empty())
+      std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir &) = delete;
+  ScratchDir &operator=(const ScratchDir &) = delete;
+
+  const std::string &path() const { return path_; }
+  std::string file(const std::string &name) const { return path_ + "/" + name; }
+
+private:
+  std::string path_;
+};
+
+inline std::vector<uint8_t> readFileBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+inline void writeFileBytes(const std::string &path, const uint8_t *data, size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char *>(data), static_cast<std::streamsize>(size));
+}
+
+// Writes the tiny plan to `path` (filling its segments and schema version).
+inline Status writeTinyPlan(const std::string &path, TinyPlan &tiny) {
+  return writePlanFile(path, tiny.def, tiny.payloads());
+}
+
+} // namespace hetc::test

@@ -1,0 +1,470 @@
+// The executor on the tiny test plans: results independent of threads, batching and chunking,
+// agreement with a full-recompute reference written here, clear limit errors, and no allocation
+// once decoding runs.
+#include "TestPlans.h"
+
+#include "hetc/runtime/Engine.h"
+#include "hetc/runtime/Generate.h"
+#include "hetc/runtime/Plan.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+// Every allocation in this test binary passes through here, so a test can assert that a stretch
+// of code allocated nothing.
+namespace {
+std::atomic<size_t> gAllocations{0};
+
+void *countedAllocation(size_t size, size_t alignment) {
+  gAllocations.fetch_add(1, std::memory_order_relaxed);
+  if (size == 0)
+    size = 1;
+  void *p = alignment > alignof(std::max_align_t)
+                ? std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment)
+                : std::malloc(size);
+  if (!p)
+    throw std::bad_alloc();
+  return p;
+}
+} // namespace
+
+void *operator new(size_t size) { return countedAllocation(size, 0); }
+void *operator new[](size_t size) { return countedAllocation(size, 0); }
+void *operator new(size_t size, std::align_val_t a) {
+  return countedAllocation(size, static_cast<size_t>(a));
+}
+void *operator new[](size_t size, std::align_val_t a) {
+  return countedAllocation(size, static_cast<size_t>(a));
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete[](void *p) noexcept { std::free(p); }
+void operator delete(void *p, size_t) noexcept { std::free(p); }
+void operator delete[](void *p, size_t) noexcept { std::free(p); }
+void operator delete(void *p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void *p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void *p, size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace hetc {
+namespace {
+
+using test::TinyPlan;
+using test::TinyPlanShape;
+
+// A tiny plan written to disk and loaded the way `hetc run` loads it.
+struct LoadedTinyPlan {
+  explicit LoadedTinyPlan(const TinyPlanShape &shape) : tiny(test::buildTinyPlan(shape)) {
+    const std::string path = dir.file("tiny.hplan");
+    Status written = test::writeTinyPlan(path, tiny);
+    EXPECT_TRUE(written.ok()) << written.message();
+    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
+    EXPECT_TRUE(loaded.ok()) << (loaded.ok() ? "" : loaded.message());
+    if (loaded.ok())
+      plan = std::shared_ptr<const Plan>(std::move(loaded.value()));
+  }
+
+  std::unique_ptr<Engine> engine(unsigned threads, bool pin = false) const {
+    EngineOptions options;
+    options.threads = threads;
+    options.pin = pin;
+    Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
+    EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.message());
+    return created.ok() ? std::move(created.value()) : nullptr;
+  }
+
+  test::ScratchDir dir;
+  TinyPlan tiny;
+  std::shared_ptr<const Plan> plan;
+};
+
+// A shape that exercises more than the defaults: two layers, three query heads per KV head,
+// head_dim 24, more positions than one attention score block (64), odd widths.
+TinyPlanShape largerShape() {
+  TinyPlanShape shape;
+  shape.vocab = 97;
+  shape.hidden = 40;
+  shape.layers = 2;
+  shape.heads = 6;
+  shape.kv_heads = 2;
+  shape.head_dim = 24;
+  shape.intermediate = 72;
+  shape.max_batch = 3;
+  shape.max_seq = 96;
+  shape.max_step_tokens = 16;
+  shape.seed = 7;
+  return shape;
+}
+
+std::vector<int32_t> promptOf(size_t length, int32_t first, int32_t vocab) {
+  std::vector<int32_t> ids(length);
+  for (size_t i = 0; i < length; ++i)
+    ids[i] = static_cast<int32_t>((first + 7 * i + i * i) % vocab);
+  return ids;
+}
+
+struct Generation {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<float> logits; // [prompts, maxNew, vocab]
+};
+
+Generation generate(Engine &engine, const std::vector<std::vector<int32_t>> &prompts,
+                    uint32_t maxNew) {
+  Generation out;
+  out.logits.assign(prompts.size() * maxNew * engine.vocab(), std::nanf(""));
+  Result<GenerateResult> result = generateGreedy(engine, prompts, maxNew, out.logits.data());
+  EXPECT_TRUE(result.ok()) << (result.ok() ? "" : result.message());
+  if (result.ok())
+    out.tokens = result->tokens;
+  return out;
+}
+
+// Bit-for-bit equality of two float arrays (NaN-safe, unlike ==).
+bool sameBits(const float *a, const float *b, size_t count) {
+  return std::memcmp(a, b, count * sizeof(float)) == 0;
+}
+
+// The straightforward model: recompute the whole sequence from the plan's ops and weights in
+// double, attention over the k/v buffers directly (no KV cache). Returns the last token's logits.
+std::vector<double> referenceLogits(const TinyPlan &tiny, const std::vector<int32_t> &tokens) {
+  const plan::PlanDefT &def = tiny.def;
+  const size_t rows = tokens.size();
+  std::vector<std::vector<double>> buffers(def.buffers.size());
+  for (size_t b = 0; b < def.buffers.size(); ++b)
+    buffers[b].assign(rows * def.buffers[b]->cols, 0.0);
+  auto cols = [&](uint32_t buffer) { return static_cast<size_t>(def.buffers[buffer]->cols); };
+  std::vector<double> logits;
+
+  for (const auto &op : def.ops) {
+    const uint32_t out = op->outputs.at(0);
+    std::vector<double> &y = buffers[out];
+    const size_t n = cols(out);
+    switch (op->kind) {
+    case plan::OpKindDef::Embedding: {
+      const std::vector<float> table = tiny.tensorValues(op->weights[0]);
+      for (size_t t = 0; t < rows; ++t)
+        for (size_t i = 0; i < n; ++i)
+          y[t * n + i] = table[tokens[t] * n + i];
+      break;
+    }
+    case plan::OpKindDef::RmsNorm: {
+      const std::vector<double> &x = buffers[op->inputs[0]];
+      const std::vector<float> gamma = tiny.tensorValues(op->weights[0]);
+      const double eps = op->params.AsRmsNormParamsDef()->eps;
+      for (size_t t = 0; t < rows; ++t) {
+        double sum = 0;
+        for (size_t i = 0; i < n; ++i)
+          sum += x[t * n + i] * x[t * n + i];
+        const double inverseRms = 1.0 / std::sqrt(sum / n + eps);
+        for (size_t i = 0; i < n; ++i)
+          y[t * n + i] = gamma[i] * x[t * n + i] * inverseRms;
+      }
+      break;
+    }
+    case plan::OpKindDef::Linear:
+    case plan::OpKindDef::LmHead: {
+      const std::vector<double> &x = buffers[op->inputs[0]];
+      const std::vector<float> w = tiny.tensorValues(op->weights[0]);
+      const size_t k = cols(op->inputs[0]);
+      const bool lmHead = op->kind == plan::OpKindDef::LmHead;
+      for (size_t t = lmHead ? rows - 1 : 0; t < rows; ++t)
+        for (size_t col = 0; col < n; ++col) {
+          double sum = 0;
+          for (size_t i = 0; i < k; ++i)
+            sum += x[t * k + i] * w[col * k + i];
+          if (lmHead)
+            logits.push_back(sum);
+          else
+            y[t * n + col] = sum;
+        }
+      break;
+    }
+    case plan::OpKindDef::Rope: {
+      const auto *params = op->params.AsRopeParamsDef();
+      const std::vector<float> invFreq = tiny.tensorValues(op->weights[0]);
+      const size_t d = params->head_dim, half = d / 2;
+      for (size_t t = 0; t < rows; ++t)
+        for (size_t h = 0; h < params->heads; ++h)
+          for (size_t i = 0; i < half; ++i) {
+            const double angle = static_cast<float>(t) * invFreq[i]; // float32, as PyTorch
+            double &x1 = y[t * n + h * d + i];
+            double &x2 = y[t * n + h * d + i + half];
+            const double a = x1, b = x2;
+            x1 = a * std::cos(angle) - b * std::sin(angle);
+            x2 = b * std::cos(angle) + a * std::sin(angle);
+          }
+      break;
+    }
+    case plan::OpKindDef::Attention: {
+      const auto *params = op->params.AsAttentionParamsDef();
+      const std::vector<double> &q = buffers[op->inputs[0]];
+      const std::vector<double> &k = buffers[op->inputs[1]];
+      const std::vector<double> &v = buffers[op->inputs[2]];
+      const size_t d = params->head_dim, qCols = cols(op->inputs[0]), kvCols = cols(op->inputs[1]);
+      const size_t group = params->heads / params->kv_heads;
+      for (size_t t = 0; t < rows; ++t)
+        for (size_t h = 0; h < params->heads; ++h) {
+          const size_t g = h / group;
+          std::vector<double> weights(t + 1);
+          double maxScore = -1e300, sum = 0;
+          for (size_t j = 0; j <= t; ++j) {
+            double s = 0;
+            for (size_t i = 0; i < d; ++i)
+              s += q[t * qCols + h * d + i] * k[j * kvCols + g * d + i];
+            weights[j] = s * params->scale;
+            maxScore = std::max(maxScore, weights[j]);
+          }
+          for (double &w : weights)
+            sum += (w = std::exp(w - maxScore));
+          for (size_t i = 0; i < d; ++i) {
+            double o = 0;
+            for (size_t j = 0; j <= t; ++j)
+              o += weights[j] / sum * v[j * kvCols + g * d + i];
+            y[t * n + h * d + i] = o;
+          }
+        }
+      break;
+    }
+    case plan::OpKindDef::SwiGlu: {
+      const std::vector<double> &gate = buffers[op->inputs[0]], &up = buffers[op->inputs[1]];
+      for (size_t e = 0; e < rows * n; ++e)
+        y[e] = gate[e] / (1.0 + std::exp(-gate[e])) * up[e];
+      break;
+    }
+    case plan::OpKindDef::Add: {
+      const std::vector<double> a = buffers[op->inputs[0]], b = buffers[op->inputs[1]];
+      for (size_t e = 0; e < rows * n; ++e)
+        y[e] = a[e] + b[e];
+      break;
+    }
+    }
+  }
+  return logits;
+}
+
+TEST(EngineTest, LogitsAreBitIdenticalForOneTwoAndThreeThreads) {
+  for (const TinyPlanShape &shape : {TinyPlanShape(), largerShape()}) {
+    LoadedTinyPlan loaded(shape);
+    ASSERT_TRUE(loaded.plan);
+    const int32_t vocab = static_cast<int32_t>(shape.vocab);
+    const std::vector<std::vector<int32_t>> prompts = {promptOf(11, 3, vocab),
+                                                       promptOf(4, 9, vocab)};
+    std::unique_ptr<Engine> one = loaded.engine(1);
+    ASSERT_TRUE(one);
+    const Generation expected = generate(*one, prompts, 8);
+    // Three threads on this two-core machine also exercises the futex wait of the barrier.
+    for (unsigned threads : {2u, 3u}) {
+      std::unique_ptr<Engine> many = loaded.engine(threads, /*pin=*/threads == 2);
+      ASSERT_TRUE(many);
+      ASSERT_EQ(many->threads(), threads);
+      const Generation got = generate(*many, prompts, 8);
+      EXPECT_EQ(got.tokens, expected.tokens) << threads << " threads";
+      ASSERT_EQ(got.logits.size(), expected.logits.size());
+      EXPECT_TRUE(sameBits(got.logits.data(), expected.logits.data(), got.logits.size()))
+          << threads << " threads";
+    }
+  }
+}
+
+TEST(EngineTest, RaggedBatchEqualsSeparateRuns) {
+  for (const TinyPlanShape &shape : {TinyPlanShape(), largerShape()}) {
+    LoadedTinyPlan loaded(shape);
+    ASSERT_TRUE(loaded.plan);
+    const int32_t vocab = static_cast<int32_t>(shape.vocab);
+    const std::vector<int32_t> a = promptOf(5, 1, vocab), b = promptOf(13, 2, vocab);
+    const uint32_t maxNew = 7;
+    std::unique_ptr<Engine> engine = loaded.engine(2);
+    ASSERT_TRUE(engine);
+    const Generation together = generate(*engine, {a, b}, maxNew);
+    const Generation aloneA = generate(*engine, {a}, maxNew);
+    const Generation aloneB = generate(*engine, {b}, maxNew);
+    ASSERT_EQ(together.tokens.size(), 2u);
+    EXPECT_EQ(together.tokens[0], aloneA.tokens[0]);
+    EXPECT_EQ(together.tokens[1], aloneB.tokens[0]);
+    const size_t perPrompt = maxNew * shape.vocab;
+    EXPECT_TRUE(sameBits(together.logits.data(), aloneA.logits.data(), perPrompt));
+    EXPECT_TRUE(sameBits(together.logits.data() + perPrompt, aloneB.logits.data(), perPrompt));
+  }
+}
+
+TEST(EngineTest, ChunkedPrefillEqualsOneStepPrefill) {
+  TinyPlanShape big = largerShape();
+  big.max_step_tokens = 96 * 3;
+  const int32_t vocab = static_cast<int32_t>(big.vocab);
+  // 70 tokens cross an attention score block; 3 prompts fill every slot.
+  const std::vector<std::vector<int32_t>> prompts = {promptOf(70, 5, vocab), promptOf(9, 4, vocab),
+                                                     promptOf(1, 8, vocab)};
+  LoadedTinyPlan reference(big);
+  ASSERT_TRUE(reference.plan);
+  std::unique_ptr<Engine> oneStep = reference.engine(2);
+  ASSERT_TRUE(oneStep);
+  const Generation expected = generate(*oneStep, prompts, 6);
+
+  // max_step_tokens 1 also splits every decode step (3 sequences, one token per step).
+  for (uint32_t stepTokens : {1u, 3u, 16u}) {
+    TinyPlanShape small = big;
+    small.max_step_tokens = stepTokens;
+    LoadedTinyPlan chunked(small);
+    ASSERT_TRUE(chunked.plan);
+    std::unique_ptr<Engine> engine = chunked.engine(2);
+    ASSERT_TRUE(engine);
+    const Generation got = generate(*engine, prompts, 6);
+    EXPECT_EQ(got.tokens, expected.tokens) << "max_step_tokens " << stepTokens;
+    EXPECT_TRUE(sameBits(got.logits.data(), expected.logits.data(), got.logits.size()))
+        << "max_step_tokens " << stepTokens;
+  }
+}
+
+TEST(EngineTest, MatchesFullRecomputeReference) {
+  TinyPlanShape tied;
+  tied.tied_embeddings = true;
+  for (const TinyPlanShape &shape : {TinyPlanShape(), largerShape(), tied}) {
+    LoadedTinyPlan loaded(shape);
+    ASSERT_TRUE(loaded.plan);
+    const int32_t vocab = static_cast<int32_t>(shape.vocab);
+    const size_t longPrompt = std::min<size_t>(70, shape.max_seq - 8);
+    const std::vector<std::vector<int32_t>> prompts = {promptOf(longPrompt, 6, vocab),
+                                                       promptOf(3, 11, vocab)};
+    const uint32_t maxNew = 6;
+    std::unique_ptr<Engine> engine = loaded.engine(2);
+    ASSERT_TRUE(engine);
+    const Generation got = generate(*engine, prompts, maxNew);
+    ASSERT_EQ(got.tokens.size(), prompts.size());
+
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      std::vector<int32_t> sequence = prompts[s];
+      for (uint32_t k = 0; k < maxNew; ++k) {
+        const std::vector<double> want = referenceLogits(loaded.tiny, sequence);
+        const float *have = got.logits.data() + (s * maxNew + k) * shape.vocab;
+        double largest = 0, worst = 0;
+        size_t best = 0, second = 1;
+        for (size_t i = 0; i < shape.vocab; ++i) {
+          largest = std::max(largest, std::abs(want[i]));
+          worst = std::max(worst, std::abs(have[i] - want[i]));
+          if (want[i] > want[best]) {
+            second = best;
+            best = i;
+          } else if (i != best && want[i] > want[second]) {
+            second = i;
+          }
+        }
+        ASSERT_GT(largest, 0.0);
+        EXPECT_LE(worst, 1e-5 * largest) << "sequence " << s << " token " << k;
+        // The greedy choice agrees unless the reference's top two are closer than the tolerance.
+        if (want[best] - want[second] > 1e-4 * largest)
+          EXPECT_EQ(got.tokens[s][k], static_cast<int32_t>(best))
+              << "sequence " << s << " token " << k;
+        sequence.push_back(got.tokens[s][k]);
+      }
+    }
+  }
+}
+
+TEST(EngineTest, LimitErrorsNameTheLimit) {
+  LoadedTinyPlan loaded(TinyPlanShape{}); // max_batch 2, max_seq 32, max_step_tokens 8, vocab 64
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> engine = loaded.engine(1);
+  ASSERT_TRUE(engine);
+  auto generateError = [&](const std::vector<std::vector<int32_t>> &prompts, uint32_t maxNew) {
+    Result<GenerateResult> result = generateGreedy(*engine, prompts, maxNew);
+    EXPECT_FALSE(result.ok());
+    return result.ok() ? std::string() : result.message();
+  };
+  EXPECT_EQ(generateError({{1}, {2}, {3}}, 4), "3 prompts but the plan's --max-batch is 2");
+  EXPECT_EQ(generateError({{1}, std::vector<int32_t>(30, 1)}, 4),
+            "prompt 1 needs 34 positions (30 prompt + 4 new) but the plan's --max-seq is 32");
+  EXPECT_EQ(generateError({{1, 64}}, 4),
+            "prompt 0 token 1 is id 64 but the vocabulary has 64 ids (0..63)");
+  EXPECT_EQ(generateError({{-1}}, 4),
+            "prompt 0 token 0 is id -1 but the vocabulary has 64 ids (0..63)");
+  EXPECT_EQ(generateError({}, 4), "no prompts given");
+  EXPECT_EQ(generateError({{}}, 4), "prompt 0 is empty");
+
+  const int32_t tokens[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  auto stepError = [&](std::vector<StepSequence> sequences) {
+    Status status = engine->step(sequences.data(), sequences.size());
+    EXPECT_FALSE(status.ok());
+    return status.message();
+  };
+  EXPECT_EQ(stepError({{0, 0, tokens, 9, true}}),
+            "the step has 9 tokens but the plan's --max-step-tokens is 8");
+  EXPECT_EQ(stepError({{2, 0, tokens, 1, true}}),
+            "sequence 0 uses slot 2 but the plan's --max-batch is 2 (slots 0..1)");
+  EXPECT_EQ(stepError({{0, 0, tokens, 1, true}, {1, 0, tokens, 1, true}, {0, 0, tokens, 1, true}}),
+            "the step has 3 sequences but the plan's --max-batch is 2");
+  EXPECT_EQ(stepError({{1, 0, tokens, 1, true}, {1, 0, tokens, 1, true}}),
+            "slot 1 appears more than once in the step");
+  EXPECT_EQ(stepError({{0, 30, tokens, 3, true}}),
+            "sequence 0 needs positions up to 33 but the plan's --max-seq is 32");
+  EXPECT_EQ(stepError({{0, 0, tokens, 0, true}}), "sequence 0 has no tokens");
+  EXPECT_EQ(stepError({}), "a step needs at least one sequence");
+
+  // A slot cannot skip positions it never cached.
+  ASSERT_TRUE(engine->step(std::vector<StepSequence>{{0, 0, tokens, 4, true}}.data(), 1).ok());
+  EXPECT_EQ(engine->cachedPositions(0), 4u);
+  EXPECT_EQ(stepError({{0, 5, tokens, 1, true}}),
+            "sequence 0 starts at position 5 but slot 0 holds only 4 cached positions");
+  EXPECT_EQ(stepError({{1, 1, tokens, 1, true}}),
+            "sequence 0 starts at position 1 but slot 1 holds only 0 cached positions");
+
+  // Failed steps changed nothing: a run afterwards matches a fresh engine.
+  std::unique_ptr<Engine> fresh = loaded.engine(1);
+  const Generation after = generate(*engine, {{5, 6, 7}}, 4);
+  const Generation clean = generate(*fresh, {{5, 6, 7}}, 4);
+  EXPECT_EQ(after.tokens, clean.tokens);
+  EXPECT_TRUE(sameBits(after.logits.data(), clean.logits.data(), after.logits.size()));
+}
+
+TEST(EngineTest, RefusesWhatThePortableKernelsCannotRun) {
+  TinyPlanShape bf16;
+  bf16.weight_dtype = plan::DTypeDef::BF16;
+  LoadedTinyPlan loaded(bf16);
+  ASSERT_TRUE(loaded.plan);
+  Result<std::unique_ptr<Engine>> created = Engine::create(loaded.plan, {});
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.message().find("BF16"), std::string::npos) << created.message();
+  EXPECT_NE(created.message().find("f32 only"), std::string::npos) << created.message();
+}
+
+TEST(EngineTest, DecodeStepsDoNotAllocate) {
+  for (unsigned threads : {1u, 2u}) {
+    LoadedTinyPlan loaded(largerShape());
+    ASSERT_TRUE(loaded.plan);
+    std::unique_ptr<Engine> engine = loaded.engine(threads);
+    ASSERT_TRUE(engine);
+    // Everything the loop touches exists before counting starts.
+    const int32_t prompts[3][5] = {{1, 2, 3, 4, 5}, {6, 7}, {8, 9, 10}};
+    const uint32_t lengths[3] = {5, 2, 3};
+    int32_t next[3] = {0, 0, 0};
+    StepSequence sequences[3];
+    for (uint32_t s = 0; s < 3; ++s)
+      sequences[s] = {s, 0, prompts[s], lengths[s], true};
+    ASSERT_TRUE(engine->step(sequences, 3).ok());
+
+    bool allOk = true;
+    size_t allocationsAfterFirstDecode = 0;
+    for (int step = 0; step < 20; ++step) {
+      for (uint32_t s = 0; s < 3; ++s) {
+        next[s] = static_cast<int32_t>(argmaxFirst(engine->logits(s), engine->vocab()));
+        sequences[s].start += sequences[s].count;
+        sequences[s].tokens = &next[s];
+        sequences[s].count = 1;
+      }
+      allOk = engine->step(sequences, 3).ok() && allOk;
+      if (step == 0)
+        allocationsAfterFirstDecode = gAllocations.load();
+    }
+    const size_t allocations = gAllocations.load() - allocationsAfterFirstDecode;
+    EXPECT_TRUE(allOk);
+    EXPECT_EQ(allocations, 0u) << "with " << threads << " threads";
+  }
+}
+
+} // namespace
+} // namespace hetc

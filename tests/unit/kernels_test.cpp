@@ -1,0 +1,401 @@
+// Every portable kernel against a plain double-precision reference written here, over shapes
+// with tails (sizes that are not multiples of the lane or block widths), on long-tailed random
+// data. Outputs are poisoned with NaN first, so an element a kernel forgets stays NaN and fails;
+// an output of all zeros is refused even when the reference agrees.
+#include "hetc/runtime/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace hetc::kernels {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Mostly uniform in [-1, 1), with one value in `tailEvery` scaled by `tailScale`.
+class LongTailedRandom {
+public:
+  explicit LongTailedRandom(uint32_t seed) : engine_(seed) {}
+  float next(float tailScale = 30.0f, int tailEvery = 40) {
+    float value = std::uniform_real_distribution<float>(-1.0f, 1.0f)(engine_);
+    if (std::uniform_int_distribution<int>(0, tailEvery - 1)(engine_) == 0)
+      value *= tailScale;
+    return value;
+  }
+  std::vector<float> vector(size_t n, float tailScale = 30.0f) {
+    std::vector<float> out(n);
+    for (float &v : out)
+      v = next(tailScale);
+    return out;
+  }
+  uint32_t index(uint32_t below) {
+    return std::uniform_int_distribution<uint32_t>(0, below - 1)(engine_);
+  }
+
+private:
+  std::mt19937 engine_;
+};
+
+// got[i] must be within rtol * magnitude[i] of want[i], where magnitude is the sum of absolute
+// terms that formed want[i] (so cancellation does not demand impossible accuracy).
+void expectClose(const std::vector<float> &got, const std::vector<double> &want,
+                 const std::vector<double> &magnitude, double rtol, const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  bool anyNonZero = false;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_FALSE(std::isnan(got[i])) << what << ": element " << i << " was never written";
+    anyNonZero = anyNonZero || got[i] != 0.0f;
+    ASSERT_LE(std::abs(got[i] - want[i]), rtol * magnitude[i] + 1e-30)
+        << what << ": element " << i << " is " << got[i] << ", reference " << want[i];
+  }
+  ASSERT_TRUE(anyNonZero) << what << ": the output is all zeros";
+}
+
+// Strides a little larger than the width, as plans pad rows to 64 bytes.
+size_t paddedStride(size_t cols) { return cols + 5; }
+
+TEST(KernelsTest, DotMatchesReferenceOverTails) {
+  LongTailedRandom random(1);
+  for (size_t n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 63, 64, 65, 100, 257, 1000, 4099}) {
+    std::vector<float> a = random.vector(n), b = random.vector(n);
+    double want = 0, magnitude = 0;
+    for (size_t i = 0; i < n; ++i) {
+      want += double(a[i]) * b[i];
+      magnitude += std::abs(double(a[i]) * b[i]);
+    }
+    expectClose({dot(a.data(), b.data(), n)}, {want}, {magnitude}, 1e-6,
+                "dot n=" + std::to_string(n));
+  }
+}
+
+TEST(KernelsTest, EmbeddingCopiesRows) {
+  LongTailedRandom random(2);
+  const size_t vocab = 37, hidden = 19, rows = 11, stride = paddedStride(hidden);
+  std::vector<float> table = random.vector(vocab * hidden);
+  std::vector<int32_t> tokens(rows);
+  for (auto &token : tokens)
+    token = static_cast<int32_t>(random.index(vocab));
+  tokens[0] = 0;
+  tokens[1] = vocab - 1;
+  std::vector<float> out(rows * stride, kNaN);
+  embedding(tokens.data(), table.data(), hidden, out.data(), stride, 0, 5);
+  embedding(tokens.data(), table.data(), hidden, out.data(), stride, 5, rows);
+  for (size_t t = 0; t < rows; ++t)
+    for (size_t i = 0; i < hidden; ++i)
+      ASSERT_EQ(out[t * stride + i], table[tokens[t] * hidden + i]) << t << "," << i;
+}
+
+TEST(KernelsTest, RmsNormMatchesReference) {
+  LongTailedRandom random(3);
+  for (size_t cols : {1, 7, 8, 16, 33, 100, 4099})
+    for (size_t rows : {1, 3, 5}) {
+      const size_t stride = paddedStride(cols);
+      const float eps = 1e-5f;
+      std::vector<float> x = random.vector(rows * stride), gamma(cols);
+      for (float &g : gamma)
+        g = 1.0f + 0.2f * random.next(5.0f);
+      std::vector<double> want(rows * cols), magnitude(rows * cols);
+      for (size_t t = 0; t < rows; ++t) {
+        double sum = 0;
+        for (size_t i = 0; i < cols; ++i)
+          sum += double(x[t * stride + i]) * x[t * stride + i];
+        const double inverseRms = 1.0 / std::sqrt(sum / cols + eps);
+        for (size_t i = 0; i < cols; ++i) {
+          want[t * cols + i] = gamma[i] * (x[t * stride + i] * inverseRms);
+          magnitude[t * cols + i] = std::abs(want[t * cols + i]);
+        }
+      }
+      const std::string what = "rmsNorm cols=" + std::to_string(cols);
+      std::vector<float> y(rows * stride, kNaN);
+      rmsNorm(x.data(), stride, gamma.data(), cols, eps, y.data(), stride, 0, rows);
+      std::vector<float> got;
+      for (size_t t = 0; t < rows; ++t)
+        got.insert(got.end(), y.begin() + t * stride, y.begin() + t * stride + cols);
+      expectClose(got, want, magnitude, 2e-6, what);
+
+      // In place gives the same values.
+      std::vector<float> inPlace = x;
+      rmsNorm(inPlace.data(), stride, gamma.data(), cols, eps, inPlace.data(), stride, 0, rows);
+      for (size_t t = 0; t < rows; ++t)
+        for (size_t i = 0; i < cols; ++i)
+          ASSERT_EQ(inPlace[t * stride + i], y[t * stride + i]) << what << " in place";
+    }
+}
+
+struct LinearReference {
+  std::vector<double> value, magnitude; // [rows, n]
+};
+
+LinearReference referenceLinear(const std::vector<float> &x, size_t xStride,
+                                const std::vector<size_t> &rows, const std::vector<float> &w,
+                                size_t n, size_t k) {
+  LinearReference ref;
+  for (size_t row : rows)
+    for (size_t col = 0; col < n; ++col) {
+      double sum = 0, magnitude = 0;
+      for (size_t i = 0; i < k; ++i) {
+        sum += double(x[row * xStride + i]) * w[col * k + i];
+        magnitude += std::abs(double(x[row * xStride + i]) * w[col * k + i]);
+      }
+      ref.value.push_back(sum);
+      ref.magnitude.push_back(magnitude);
+    }
+  return ref;
+}
+
+TEST(KernelsTest, LinearMatchesReferenceAndIgnoresBlocking) {
+  LongTailedRandom random(4);
+  for (size_t k : {1, 7, 8, 16, 17, 64, 100, 259})
+    for (size_t n : {1, 5, 16, 17, 33, 100})
+      for (size_t rows : {1, 2, 3, 4, 5, 7, 9}) {
+        const std::string what = "linear rows=" + std::to_string(rows) + " n=" + std::to_string(n) +
+                                 " k=" + std::to_string(k);
+        const size_t xStride = paddedStride(k), yStride = paddedStride(n);
+        std::vector<float> x = random.vector(rows * xStride);
+        std::vector<float> w = random.vector(n * k);
+        std::vector<float> y(rows * yStride, kNaN);
+        linear(x.data(), xStride, rows, w.data(), k, y.data(), yStride, 0, n);
+
+        std::vector<size_t> allRows;
+        for (size_t t = 0; t < rows; ++t)
+          allRows.push_back(t);
+        const LinearReference ref = referenceLinear(x, xStride, allRows, w, n, k);
+        std::vector<float> got;
+        for (size_t t = 0; t < rows; ++t)
+          got.insert(got.end(), y.begin() + t * yStride, y.begin() + t * yStride + n);
+        expectClose(got, ref.value, ref.magnitude, 1e-6, what);
+        for (size_t t = 0; t < rows; ++t)
+          for (size_t col = n; col < yStride; ++col)
+            ASSERT_TRUE(std::isnan(y[t * yStride + col])) << what << ": wrote past the row";
+
+        // Any split of the columns, and each row computed alone, give the same bits.
+        std::vector<float> split(rows * yStride, kNaN);
+        const size_t cut = n / 3;
+        linear(x.data(), xStride, rows, w.data(), k, split.data(), yStride, cut, n);
+        linear(x.data(), xStride, rows, w.data(), k, split.data(), yStride, 0, cut);
+        for (size_t t = 0; t < rows; ++t) {
+          std::vector<float> single(n, kNaN);
+          linear(x.data() + t * xStride, xStride, 1, w.data(), k, single.data(), n, 0, n);
+          for (size_t col = 0; col < n; ++col) {
+            ASSERT_EQ(split[t * yStride + col], y[t * yStride + col]) << what << " column split";
+            ASSERT_EQ(single[col], y[t * yStride + col]) << what << " single row";
+          }
+        }
+      }
+}
+
+TEST(KernelsTest, LmHeadWritesGatheredRows) {
+  LongTailedRandom random(5);
+  const size_t k = 45, n = 70, rows = 9, xStride = paddedStride(k), logitsStride = paddedStride(n);
+  std::vector<float> x = random.vector(rows * xStride), w = random.vector(n * k);
+  const std::vector<uint32_t> sourceRows = {2, 3, 8, 0, 5}; // last rows of 5 sequences
+  const std::vector<uint32_t> outputRows = {0, 1, 2, 4, 5}; // sequence 3 asked for none
+  std::vector<float> logits(6 * logitsStride, kNaN);
+  lmHead(x.data(), xStride, sourceRows.data(), outputRows.data(), sourceRows.size(), w.data(), k,
+         logits.data(), logitsStride, 0, 29);
+  lmHead(x.data(), xStride, sourceRows.data(), outputRows.data(), sourceRows.size(), w.data(), k,
+         logits.data(), logitsStride, 29, n);
+  std::vector<size_t> gathered(sourceRows.begin(), sourceRows.end());
+  const LinearReference ref = referenceLinear(x, xStride, gathered, w, n, k);
+  std::vector<float> got;
+  for (uint32_t out : outputRows)
+    got.insert(got.end(), logits.begin() + out * logitsStride,
+               logits.begin() + out * logitsStride + n);
+  expectClose(got, ref.value, ref.magnitude, 1e-6, "lmHead");
+  for (size_t col = 0; col < n; ++col)
+    ASSERT_TRUE(std::isnan(logits[3 * logitsStride + col])) << "row 3 must stay untouched";
+}
+
+TEST(KernelsTest, RopeMatchesRotateHalf) {
+  LongTailedRandom random(6);
+  for (size_t headDim : {2, 8, 24, 64, 128})
+    for (size_t heads : {1, 3, 4}) {
+      const size_t rows = 6, cols = heads * headDim, stride = paddedStride(cols);
+      const size_t half = headDim / 2;
+      std::vector<float> invFreq(half);
+      for (size_t i = 0; i < half; ++i)
+        invFreq[i] = static_cast<float>(1.0 / std::pow(500000.0, 2.0 * i / headDim));
+      const std::vector<uint32_t> positions = {0, 1, 2, 17, 4095, 131071};
+      std::vector<float> x = random.vector(rows * stride);
+      std::vector<double> want, magnitude;
+      for (size_t t = 0; t < rows; ++t)
+        for (size_t h = 0; h < heads; ++h)
+          for (size_t i = 0; i < headDim; ++i) {
+            const size_t j = i % half;
+            // The angle is a float32 product, as PyTorch forms it; cos and sin in double.
+            const double angle = static_cast<float>(positions[t]) * invFreq[j];
+            const double c = std::cos(angle), s = std::sin(angle);
+            const double x1 = x[t * stride + h * headDim + j];
+            const double x2 = x[t * stride + h * headDim + j + half];
+            want.push_back(i < half ? x1 * c - x2 * s : x2 * c + x1 * s);
+            magnitude.push_back(i < half ? std::abs(x1 * c) + std::abs(x2 * s)
+                                         : std::abs(x2 * c) + std::abs(x1 * s));
+          }
+      rope(x.data(), stride, heads, headDim, invFreq.data(), positions.data(), 0, 2);
+      rope(x.data(), stride, heads, headDim, invFreq.data(), positions.data(), 2, rows);
+      std::vector<float> got;
+      for (size_t t = 0; t < rows; ++t)
+        got.insert(got.end(), x.begin() + t * stride, x.begin() + t * stride + cols);
+      expectClose(got, want, magnitude, 4e-6,
+                  "rope heads=" + std::to_string(heads) + " head_dim=" + std::to_string(headDim));
+    }
+}
+
+// A KV cache with padded strides: 2 layers, 3 slots, `kvHeads` heads, positions padded too.
+struct TestCache {
+  TestCache(size_t kvHeads, size_t headDim, size_t maxSeq) {
+    view.posStride = headDim + 3;
+    view.headStride = maxSeq * view.posStride + 7;
+    view.slotStride = kvHeads * view.headStride + 11;
+    view.layerStride = 3 * view.slotStride;
+    keys.assign(2 * view.layerStride, kNaN);
+    values.assign(2 * view.layerStride, kNaN);
+    view.keys = keys.data();
+    view.values = values.data();
+  }
+  std::vector<float> keys, values;
+  KvCacheView view;
+};
+
+TEST(KernelsTest, AttentionMatchesSoftmaxReference) {
+  LongTailedRandom random(7);
+  struct HeadShape {
+    size_t heads, kvHeads, headDim;
+  };
+  for (HeadShape hs : {HeadShape{1, 1, 8}, HeadShape{3, 1, 24}, HeadShape{4, 2, 16},
+                       HeadShape{6, 2, 24}, HeadShape{8, 8, 64}}) {
+    const std::string what = "attention heads=" + std::to_string(hs.heads) + "/" +
+                             std::to_string(hs.kvHeads) + " head_dim=" + std::to_string(hs.headDim);
+    const size_t maxSeq = 300, d = hs.headDim;
+    TestCache cache(hs.kvHeads, d, maxSeq);
+    AttentionShape shape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
+
+    // The step: slot 2 prefills positions 0..4, slot 0 decodes at 70 (crosses a score block),
+    // slot 1 continues at 200..201. Earlier positions are already cached; later ones stay NaN,
+    // so any read past a row's own position shows up as NaN.
+    const std::vector<uint32_t> slots = {2, 2, 2, 2, 2, 0, 1, 1};
+    const std::vector<uint32_t> positions = {0, 1, 2, 3, 4, 70, 200, 201};
+    const size_t rows = slots.size();
+    for (uint32_t slot : {0u, 1u})
+      for (size_t g = 0; g < hs.kvHeads; ++g)
+        for (size_t p = 0; p < (slot == 0 ? 70u : 200u); ++p)
+          for (size_t i = 0; i < d; ++i) {
+            const size_t at = cache.view.offset(1, slot, g, p) + i;
+            cache.keys[at] = random.next(4.0f);
+            cache.values[at] = random.next(30.0f);
+          }
+    const size_t qStride = paddedStride(hs.heads * d), kvStride = paddedStride(hs.kvHeads * d);
+    std::vector<float> q(rows * qStride), k(rows * kvStride), v(rows * kvStride);
+    for (float &e : q)
+      e = random.next(4.0f);
+    for (float &e : k)
+      e = random.next(4.0f);
+    for (float &e : v)
+      e = random.next(30.0f);
+
+    kvAppend(k.data(), kvStride, v.data(), kvStride, cache.view, shape, slots.data(),
+             positions.data(), 0, 3);
+    kvAppend(k.data(), kvStride, v.data(), kvStride, cache.view, shape, slots.data(),
+             positions.data(), 3, rows);
+    for (size_t t = 0; t < rows; ++t)
+      for (size_t g = 0; g < hs.kvHeads; ++g)
+        for (size_t i = 0; i < d; ++i) {
+          const size_t at = cache.view.offset(1, slots[t], g, positions[t]) + i;
+          ASSERT_EQ(cache.keys[at], k[t * kvStride + g * d + i]) << what << " kvAppend";
+          ASSERT_EQ(cache.values[at], v[t * kvStride + g * d + i]) << what << " kvAppend";
+        }
+
+    const size_t outStride = paddedStride(hs.heads * d), items = rows * hs.heads;
+    std::vector<float> out(rows * outStride, kNaN);
+    attention(q.data(), qStride, cache.view, shape, slots.data(), positions.data(), out.data(),
+              outStride, 0, items);
+
+    std::vector<double> want, magnitude;
+    std::vector<float> got;
+    for (size_t t = 0; t < rows; ++t)
+      for (size_t h = 0; h < hs.heads; ++h) {
+        const size_t g = h / (hs.heads / hs.kvHeads);
+        const size_t length = positions[t] + 1;
+        std::vector<double> scores(length);
+        double maxScore = -1e300;
+        for (size_t j = 0; j < length; ++j) {
+          const float *kj = &cache.keys[cache.view.offset(1, slots[t], g, j)];
+          double s = 0;
+          for (size_t i = 0; i < d; ++i)
+            s += double(q[t * qStride + h * d + i]) * kj[i];
+          scores[j] = s * shape.scale;
+          maxScore = std::max(maxScore, scores[j]);
+        }
+        double sum = 0;
+        for (double &s : scores)
+          sum += (s = std::exp(s - maxScore));
+        for (size_t i = 0; i < d; ++i) {
+          double o = 0, m = 0;
+          for (size_t j = 0; j < length; ++j) {
+            const double vj = cache.values[cache.view.offset(1, slots[t], g, j) + i];
+            o += scores[j] / sum * vj;
+            m += scores[j] / sum * std::abs(vj);
+          }
+          want.push_back(o);
+          magnitude.push_back(m);
+          got.push_back(out[t * outStride + h * d + i]);
+        }
+      }
+    // Softmax in float32: a score error of a few ulps of |score| (up to ~50 here) moves weights
+    // by ~1e-5 relative.
+    expectClose(got, want, magnitude, 3e-5, what);
+
+    // Splitting the items anywhere gives the same bits.
+    std::vector<float> split(rows * outStride, kNaN);
+    for (size_t begin = 0; begin < items; begin += 5)
+      attention(q.data(), qStride, cache.view, shape, slots.data(), positions.data(), split.data(),
+                outStride, begin, std::min(items, begin + 5));
+    for (size_t t = 0; t < rows; ++t)
+      for (size_t i = 0; i < hs.heads * d; ++i)
+        ASSERT_EQ(split[t * outStride + i], out[t * outStride + i]) << what << " split";
+  }
+}
+
+TEST(KernelsTest, SwiGluAndAddMatchReference) {
+  LongTailedRandom random(8);
+  for (size_t cols : {1, 7, 16, 33, 100}) {
+    const size_t rows = 5, stride = paddedStride(cols);
+    std::vector<float> a = random.vector(rows * stride), b = random.vector(rows * stride);
+    std::vector<double> swiGluWant, addWant, swiGluMagnitude, addMagnitude;
+    for (size_t t = 0; t < rows; ++t)
+      for (size_t i = 0; i < cols; ++i) {
+        const double g = a[t * stride + i], u = b[t * stride + i];
+        swiGluWant.push_back(g / (1.0 + std::exp(-g)) * u);
+        swiGluMagnitude.push_back(std::abs(swiGluWant.back()));
+        addWant.push_back(g + u);
+        addMagnitude.push_back(std::abs(g) + std::abs(u));
+      }
+    auto packed = [&](const std::vector<float> &y) {
+      std::vector<float> out;
+      for (size_t t = 0; t < rows; ++t)
+        out.insert(out.end(), y.begin() + t * stride, y.begin() + t * stride + cols);
+      return out;
+    };
+    std::vector<float> y(rows * stride, kNaN);
+    swiGlu(a.data(), stride, b.data(), stride, cols, y.data(), stride, 0, 2);
+    swiGlu(a.data(), stride, b.data(), stride, cols, y.data(), stride, 2, rows);
+    expectClose(packed(y), swiGluWant, swiGluMagnitude, 1e-6, "swiGlu");
+    std::fill(y.begin(), y.end(), kNaN);
+    add(a.data(), stride, b.data(), stride, cols, y.data(), stride, 0, rows);
+    expectClose(packed(y), addWant, addMagnitude, 1e-7, "add");
+    // In place on the first input, as a residual add is planned.
+    std::vector<float> inPlace = a;
+    add(inPlace.data(), stride, b.data(), stride, cols, inPlace.data(), stride, 0, rows);
+    expectClose(packed(inPlace), addWant, addMagnitude, 1e-7, "add in place");
+  }
+}
+
+} // namespace
+} // namespace hetc::kernels

@@ -1,0 +1,795 @@
+// The plan format: writer, loader checks (structure, version, CPU features, meaning) and inspect.
+#include "TestPlans.h"
+
+#include "hetc/runtime/CpuFeatures.h"
+#include "hetc/runtime/Inspect.h"
+#include "hetc/runtime/Plan.h"
+#include "hetc/runtime/PlanWriter.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <sstream>
+#include <sys/stat.h>
+#include <type_traits>
+
+namespace hetc {
+namespace {
+
+using test::buildTinyPlan;
+using test::readFileBytes;
+using test::ScratchDir;
+using test::TinyPlan;
+using test::TinyPlanShape;
+using test::writeFileBytes;
+using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+// Size-prefixed FlatBuffer: the prefix counts the bytes after it.
+uint64_t flatbufferEnd(const std::vector<uint8_t> &file) {
+  return 4 + flatbuffers::ReadScalar<uint32_t>(file.data());
+}
+
+// Rewrites the FlatBuffer of a written plan after `mutate`, keeping the weights where they are.
+// Forced defaults keep its size unchanged as long as `mutate` changes only scalars.
+void rewriteFlatBuffer(std::vector<uint8_t> &file,
+                       const std::function<void(plan::PlanDefT &)> &mutate) {
+  std::unique_ptr<plan::PlanDefT> def = plan::UnPackSizePrefixedPlanDef(file.data());
+  mutate(*def);
+  flatbuffers::FlatBufferBuilder builder;
+  builder.ForceDefaults(true);
+  plan::FinishSizePrefixedPlanDefBuffer(builder, plan::PlanDef::Pack(builder, def.get()));
+  ASSERT_EQ(builder.GetSize(), flatbufferEnd(file));
+  std::memcpy(file.data(), builder.GetBufferPointer(), builder.GetSize());
+}
+
+// What a trusting executor relies on after load(): every index in range, every buffer and KV
+// element inside its arena, every weight inside the file. Reads the weights' first and last
+// bytes so that a sanitizer build notices a lie.
+void expectTrustworthy(const Plan &plan) {
+  std::ostringstream sink;
+  printPlanSummary(plan, sink);
+  printPlanJson(plan, sink);
+  const plan::PlanDef &def = plan.def();
+  using Wide = unsigned __int128; // no overflow in the test's own arithmetic
+  auto elementSize = [](plan::DTypeDef dtype) { return dtype == plan::DTypeDef::BF16 ? 2u : 4u; };
+
+  uint64_t sum = 0;
+  for (uint32_t t = 0; t < def.tensors()->size(); ++t) {
+    const auto *data = static_cast<const uint8_t *>(plan.tensorData(t));
+    const uint64_t size = def.segments()->Get(def.tensors()->Get(t)->segment())->size();
+    ASSERT_NE(data, nullptr);
+    EXPECT_LE(Wide(data - static_cast<const uint8_t *>(plan.tensorData(0))) + size,
+              Wide(plan.fileSize()));
+    sum += data[0] + data[size - 1];
+  }
+  for (uint32_t b = 0; b < def.buffers()->size(); ++b) {
+    const plan::BufferDef &buf = *def.buffers()->Get(b);
+    const Wide last = Wide(buf.offset()) + Wide(buf.rows() - 1) * buf.row_stride() +
+                      Wide(buf.cols()) * elementSize(buf.dtype());
+    EXPECT_LE(last, Wide(def.activation_arena_size())) << "buffer " << b;
+  }
+  const plan::KvCacheDef &kv = *def.kv_cache();
+  const Wide kvSpan =
+      (Wide(kv.layers() - 1) * kv.layer_stride() + Wide(kv.slots() - 1) * kv.slot_stride() +
+       Wide(kv.kv_heads() - 1) * kv.head_stride() + Wide(kv.max_seq() - 1) * kv.pos_stride() +
+       kv.head_dim()) *
+      elementSize(kv.dtype());
+  EXPECT_LE(Wide(kv.k_offset()) + kvSpan, Wide(kv.arena_size()));
+  EXPECT_LE(Wide(kv.v_offset()) + kvSpan, Wide(kv.arena_size()));
+  for (uint32_t i = 0; i < def.ops()->size(); ++i) {
+    const plan::OpDef &op = *def.ops()->Get(i);
+    for (const auto *indices : {op.inputs(), op.outputs()})
+      for (uint32_t k = 0; indices && k < indices->size(); ++k)
+        EXPECT_LT(indices->Get(k), def.buffers()->size()) << "op " << i;
+    for (uint32_t k = 0; op.weights() && k < op.weights()->size(); ++k)
+      EXPECT_LT(op.weights()->Get(k), def.tensors()->size()) << "op " << i;
+    EXPECT_GE(op.task_count(), 1u);
+    if (op.kind() == plan::OpKindDef::Attention)
+      EXPECT_LT(op.params_as_AttentionParamsDef()->layer(), kv.layers());
+  }
+  EXPECT_LT(def.logits_buffer(), def.buffers()->size());
+  EXPECT_GE(sum, 0u);
+}
+
+class PlanLoaderTest : public ::testing::Test {
+protected:
+  // Writes `tiny` and returns the file's bytes.
+  std::vector<uint8_t> writeAndRead(TinyPlan &tiny) {
+    const Status status = test::writeTinyPlan(path_, tiny);
+    EXPECT_TRUE(status.ok()) << status.message();
+    return readFileBytes(path_);
+  }
+
+  // Writes a tiny plan changed by `mutate` and returns the load error ("" when it loads).
+  std::string loadErrorAfter(const std::function<void(TinyPlan &)> &mutate,
+                             const TinyPlanShape &shape = {}) {
+    TinyPlan tiny = buildTinyPlan(shape);
+    mutate(tiny);
+    const Status status = test::writeTinyPlan(path_, tiny);
+    EXPECT_TRUE(status.ok()) << status.message();
+    auto loaded = Plan::load(path_);
+    return loaded.ok() ? std::string() : loaded.message();
+  }
+
+  std::string bytesError(const std::vector<uint8_t> &file) {
+    // An exact-size copy, so reading one byte too far is a sanitizer error.
+    std::vector<uint8_t> copy(file);
+    auto loaded = Plan::fromBytes(copy.data(), copy.size());
+    if (loaded.ok())
+      expectTrustworthy(**loaded);
+    return loaded.ok() ? std::string() : loaded.message();
+  }
+
+  ScratchDir dir_;
+  std::string path_ = dir_.file("tiny.hplan");
+};
+
+TEST_F(PlanLoaderTest, ValidPlanLoadsAndRoundTrips) {
+  TinyPlanShape shape;
+  shape.layers = 2;
+  TinyPlan tiny = buildTinyPlan(shape);
+  const std::vector<uint8_t> file = writeAndRead(tiny);
+  auto loaded = Plan::load(path_);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  const Plan &plan = **loaded;
+  const plan::PlanDef &def = plan.def();
+
+  EXPECT_EQ(plan.fileSize(), file.size());
+  EXPECT_EQ(def.schema_version(), kPlanSchemaVersion);
+  EXPECT_EQ(tiny.def.schema_version, kPlanSchemaVersion);
+  EXPECT_EQ(def.producer()->str(), "hetc unit tests");
+  EXPECT_EQ(def.model()->hidden(), shape.hidden);
+  EXPECT_EQ(def.model()->layers(), 2u);
+  EXPECT_EQ(def.bounds()->max_seq(), shape.max_seq);
+  EXPECT_EQ(def.kv_cache()->slots(), shape.max_batch);
+  EXPECT_EQ(def.ops()->size(), tiny.def.ops.size());
+  EXPECT_EQ(def.ops()->size(), 1u + 2 * 15 + 2);
+  EXPECT_EQ(def.sublayers()->size(), 4u);
+  EXPECT_EQ(def.ops()->Get(0)->kind(), plan::OpKindDef::Embedding);
+  EXPECT_EQ(def.ops()->Get(def.ops()->size() - 1)->kind(), plan::OpKindDef::LmHead);
+
+  // Segments: filled by the writer, aligned, past the FlatBuffer, bytes intact.
+  ASSERT_EQ(def.segments()->size(), tiny.segments.size());
+  uint64_t previousEnd = flatbufferEnd(file);
+  for (uint32_t i = 0; i < def.segments()->size(); ++i) {
+    const plan::SegmentDef *segment = def.segments()->Get(i);
+    EXPECT_EQ(segment->offset() % kSegmentAlignment, 0u);
+    EXPECT_GE(segment->offset(), previousEnd);
+    EXPECT_EQ(segment->size(), tiny.segments[i].size());
+    EXPECT_EQ(segment->offset(), tiny.def.segments[i]->offset);
+    previousEnd = segment->offset() + segment->size();
+  }
+  EXPECT_EQ(previousEnd, file.size());
+  for (uint32_t t = 0; t < def.tensors()->size(); ++t) {
+    const auto &bytes = tiny.segments[tiny.def.tensors[t]->segment];
+    EXPECT_EQ(std::memcmp(plan.tensorData(t), bytes.data(), bytes.size()), 0) << "tensor " << t;
+  }
+  EXPECT_EQ(plan.tensorData(def.tensors()->size()), nullptr);
+
+  // Everything else: what was written is what is read.
+  std::unique_ptr<plan::PlanDefT> readBack(def.UnPack());
+  flatbuffers::FlatBufferBuilder written, read;
+  written.ForceDefaults(true);
+  read.ForceDefaults(true);
+  written.Finish(plan::PlanDef::Pack(written, &tiny.def));
+  read.Finish(plan::PlanDef::Pack(read, readBack.get()));
+  ASSERT_EQ(written.GetSize(), read.GetSize());
+  EXPECT_EQ(std::memcmp(written.GetBufferPointer(), read.GetBufferPointer(), read.GetSize()), 0);
+
+  // The same bytes in memory verify too.
+  std::vector<uint8_t> copy(file);
+  auto fromMemory = Plan::fromBytes(copy.data(), copy.size());
+  ASSERT_TRUE(fromMemory.ok()) << fromMemory.message();
+  EXPECT_EQ(fromMemory.value()->def().ops()->size(), def.ops()->size());
+}
+
+TEST_F(PlanLoaderTest, ShapeVariantsLoad) {
+  const TinyPlanShape base;
+  std::vector<TinyPlanShape> shapes(4, base);
+  shapes[0].tied_embeddings = true;
+  shapes[1].weight_dtype = plan::DTypeDef::BF16;
+  shapes[1].activation_dtype = plan::DTypeDef::BF16;
+  shapes[1].kv_dtype = plan::DTypeDef::BF16;
+  shapes[2].heads = 4;
+  shapes[2].kv_heads = 4;
+  shapes[2].max_batch = 3;
+  shapes[2].max_step_tokens = 5;
+  shapes[3].layers = 3;
+  shapes[3].linear_task_grain = 7;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    EXPECT_EQ(loadErrorAfter([](TinyPlan &) {}, shapes[i]), "") << "shape " << i;
+}
+
+TEST_F(PlanLoaderTest, TiedEmbeddingsShareOneSegment) {
+  TinyPlanShape shape;
+  shape.tied_embeddings = true;
+  TinyPlan tiny = buildTinyPlan(shape);
+  writeAndRead(tiny);
+  auto loaded = Plan::load(path_);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  const int embed = tiny.tensorIndex("model.embed_tokens.weight");
+  const int head = tiny.tensorIndex("lm_head.weight");
+  ASSERT_GE(embed, 0);
+  ASSERT_GE(head, 0);
+  EXPECT_EQ((*loaded)->tensorData(embed), (*loaded)->tensorData(head));
+}
+
+TEST_F(PlanLoaderTest, WriterReplacesAtomicallyAndNamesThePath) {
+  TinyPlan tiny = buildTinyPlan();
+  writeAndRead(tiny);
+  struct stat info;
+  EXPECT_NE(::stat((path_ + ".tmp").c_str(), &info), 0) << "temporary file left behind";
+
+  const std::string missingDir = dir_.file("no-such-dir/tiny.hplan");
+  const Status status = test::writeTinyPlan(missingDir, tiny);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr(missingDir));
+  EXPECT_NE(::stat(missingDir.c_str(), &info), 0);
+}
+
+TEST_F(PlanLoaderTest, WriterKeepsACallersSchemaVersion) {
+  TinyPlan tiny = buildTinyPlan();
+  tiny.def.schema_version = kPlanSchemaMajor << 16 | 7;
+  writeAndRead(tiny);
+  EXPECT_EQ(tiny.def.schema_version, kPlanSchemaMajor << 16 | 7);
+}
+
+TEST_F(PlanLoaderTest, BadIdentifierIsNotAPlan) {
+  TinyPlan tiny = buildTinyPlan();
+  std::vector<uint8_t> file = writeAndRead(tiny);
+  std::memcpy(file.data() + 8, "ABCD", 4);
+  EXPECT_THAT(bytesError(file),
+              AllOf(HasSubstr("not a hetc plan"), HasSubstr("'ABCD'"), HasSubstr("HPLN")));
+  file[8] = 0x01;
+  EXPECT_THAT(bytesError(file), HasSubstr("\\x01BCD"));
+}
+
+TEST_F(PlanLoaderTest, TruncatedPlansFailCleanly) {
+  TinyPlan tiny = buildTinyPlan();
+  const std::vector<uint8_t> file = writeAndRead(tiny);
+  std::vector<size_t> cuts = {1, 4, 11, 12, flatbufferEnd(file) - 1, file.size() - 1};
+  for (size_t k = 1; k < 16; ++k)
+    cuts.push_back(file.size() * k / 16);
+  for (size_t cut : cuts) {
+    const std::vector<uint8_t> prefix(file.begin(), file.begin() + cut);
+    EXPECT_THAT(bytesError(prefix), AnyOf(HasSubstr("truncated"), HasSubstr("outside")))
+        << "cut at " << cut << " of " << file.size();
+  }
+  // Through the file path too, with the sizes in the message.
+  const std::vector<uint8_t> head(file.begin(), file.begin() + 100);
+  writeFileBytes(path_, head.data(), head.size());
+  auto loaded = Plan::load(path_);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.message(), AllOf(HasSubstr(path_), HasSubstr("truncated: 100 bytes"),
+                                      HasSubstr(std::to_string(flatbufferEnd(file)))));
+}
+
+TEST_F(PlanLoaderTest, CorruptedWeightFailsChecksum) {
+  TinyPlan tiny = buildTinyPlan();
+  std::vector<uint8_t> file = writeAndRead(tiny);
+  const auto &segment = *tiny.def.segments[3];
+  file[segment.offset + segment.size / 2] ^= 0x10;
+  EXPECT_THAT(bytesError(file), AllOf(HasSubstr("segment 3"), HasSubstr("checksum")));
+}
+
+// Flipped bytes in the FlatBuffer: an error, or (a flipped name character, a changed float) a
+// plan that is still consistent. Never a crash or an out-of-bounds read.
+TEST_F(PlanLoaderTest, FlippedFlatBufferBytesNeverCrash) {
+  TinyPlan tiny = buildTinyPlan();
+  const std::vector<uint8_t> file = writeAndRead(tiny);
+  const uint64_t end = flatbufferEnd(file);
+  int refused = 0, accepted = 0;
+  for (uint8_t flip : {uint8_t{0xff}, uint8_t{0x01}, uint8_t{0x80}}) {
+    for (uint64_t position = 0; position < end; position += 97) {
+      std::vector<uint8_t> corrupted(file);
+      corrupted[position] ^= flip;
+      (bytesError(corrupted).empty() ? accepted : refused) += 1;
+    }
+  }
+  EXPECT_GT(refused, 0);
+  RecordProperty("refused", refused);
+  RecordProperty("accepted", accepted);
+}
+
+TEST_F(PlanLoaderTest, SchemaVersions) {
+  auto withVersion = [](uint32_t version) {
+    return [version](TinyPlan &tiny) { tiny.def.schema_version = version; };
+  };
+  EXPECT_THAT(loadErrorAfter(withVersion((kPlanSchemaMajor + 1) << 16)),
+              AllOf(HasSubstr("newer"), HasSubstr(std::to_string(kPlanSchemaMajor + 1) + ".0")));
+  EXPECT_EQ(loadErrorAfter(withVersion(kPlanSchemaMajor << 16 | (kPlanSchemaMinor + 3))), "");
+  EXPECT_THAT(loadErrorAfter(withVersion((kPlanSchemaMajor - 1) << 16 | 9)), HasSubstr("older"));
+}
+
+TEST_F(PlanLoaderTest, MissingCpuFeatureIsNamed) {
+  const uint64_t unknownBit = uint64_t{1} << 40;
+  EXPECT_THAT(loadErrorAfter([&](TinyPlan &tiny) { tiny.def.required_cpu_features |= unknownBit; }),
+              AllOf(HasSubstr("bit40"), HasSubstr("lacks")));
+  const uint64_t amx = static_cast<uint64_t>(plan::CpuFeatureBits::AMX_BF16);
+  const std::string amxError =
+      loadErrorAfter([&](TinyPlan &tiny) { tiny.def.required_cpu_features |= amx; });
+  if (hostCpuFeatures() & amx)
+    EXPECT_EQ(amxError, "");
+  else
+    EXPECT_THAT(amxError, AllOf(HasSubstr("amx-bf16"), HasSubstr("lacks")));
+}
+
+TEST_F(PlanLoaderTest, SegmentBoundsAreChecked) {
+  TinyPlan tiny = buildTinyPlan();
+  const std::vector<uint8_t> file = writeAndRead(tiny);
+  const uint32_t last = static_cast<uint32_t>(tiny.def.segments.size() - 1);
+  auto errorAfter = [&](const std::function<void(plan::PlanDefT &)> &mutate) {
+    std::vector<uint8_t> copy(file);
+    rewriteFlatBuffer(copy, mutate);
+    return bytesError(copy);
+  };
+  EXPECT_THAT(errorAfter([&](plan::PlanDefT &d) { d.segments[last]->offset += 4096; }),
+              AllOf(HasSubstr("segment " + std::to_string(last)), HasSubstr("outside"),
+                    HasSubstr(std::to_string(file.size()) + "-byte file")));
+  EXPECT_THAT(errorAfter([&](plan::PlanDefT &d) { d.segments[2]->offset += 64; }),
+              HasSubstr("not a multiple of 4096"));
+  EXPECT_THAT(errorAfter([&](plan::PlanDefT &d) { d.segments[0]->offset = 0; }),
+              HasSubstr("overlaps the FlatBuffer"));
+  EXPECT_THAT(errorAfter([&](plan::PlanDefT &d) { d.segments[2]->offset = d.segments[1]->offset; }),
+              HasSubstr("overlap"));
+  EXPECT_THAT(errorAfter([&](plan::PlanDefT &d) { d.segments[0]->offset = ~uint64_t{0} - 4095; }),
+              HasSubstr("overflows"));
+  EXPECT_THAT(errorAfter([&](plan::PlanDefT &d) { d.segments[1]->xxh64 ^= 1; }),
+              AllOf(HasSubstr("segment 1"), HasSubstr("checksum")));
+}
+
+TEST_F(PlanLoaderTest, EmptyMissingAndDirectoryPaths) {
+  writeFileBytes(path_, nullptr, 0);
+  auto empty = Plan::load(path_);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.message(), AllOf(HasSubstr(path_), HasSubstr("empty")));
+
+  const std::string missing = dir_.file("missing.hplan");
+  auto absent = Plan::load(missing);
+  ASSERT_FALSE(absent.ok());
+  EXPECT_THAT(absent.message(), AllOf(HasSubstr(missing), HasSubstr("No such file")));
+
+  auto directory = Plan::load(dir_.path());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_THAT(directory.message(), AllOf(HasSubstr(dir_.path()), HasSubstr("directory")));
+
+  auto tiny = Plan::fromBytes(reinterpret_cast<const uint8_t *>("HPLN"), 4);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_THAT(tiny.message(), HasSubstr("4 bytes"));
+}
+
+// One semantic mistake each, and the key words of its message.
+struct Mistake {
+  const char *name;
+  std::function<void(TinyPlan &)> mutate;
+  std::vector<std::string> expected;
+};
+
+plan::OpDefT &opNamed(TinyPlan &tiny, const std::string &name) {
+  const int index = tiny.opIndex(name);
+  EXPECT_GE(index, 0) << name;
+  return *tiny.def.ops.at(index);
+}
+plan::BufferDefT &bufferNamed(TinyPlan &tiny, const std::string &name) {
+  return *tiny.def.buffers.at(tiny.bufferIndex(name));
+}
+
+const std::string kQProj = "model.layers.0.self_attn.q_proj";
+
+std::vector<Mistake> mistakes() {
+  using namespace plan;
+  return {
+      {"BufferIndexOutOfRange",
+       [](TinyPlan &t) { opNamed(t, kQProj).inputs[0] = 99; },
+       {"(Linear '" + kQProj + "')", "reads buffer 99", "12 buffers"}},
+      {"OutputIndexOutOfRange",
+       [](TinyPlan &t) { opNamed(t, kQProj).outputs[0] = 40; },
+       {"writes buffer 40"}},
+      {"TensorIndexOutOfRange",
+       [](TinyPlan &t) { opNamed(t, kQProj).weights[0] = 500; },
+       {"uses tensor 500"}},
+      {"TensorSizeMismatch",
+       [](TinyPlan &t) {
+         t.def.tensors[t.tensorIndex("model.layers.0.self_attn.q_proj.weight")]->shape[0] += 1;
+       },
+       {"needs", "bytes but segment", "holds"}},
+      {"TensorSegmentOutOfRange",
+       [](TinyPlan &t) { t.def.tensors[0]->segment = 77; },
+       {"tensor 0", "uses segment 77"}},
+      {"TensorShapeOverflow",
+       [](TinyPlan &t) {
+         t.def.tensors[0]->shape = {1ull << 40, 1ull << 40};
+       },
+       {"overflows"}},
+      {"ParamsTypeMismatch",
+       [](TinyPlan &t) { opNamed(t, kQProj).params.Set(RopeParamsDefT()); },
+       {"RopeParamsDef", "needs LinearParamsDef"}},
+      {"ParamsMissing", [](TinyPlan &t) { opNamed(t, kQProj).params.Reset(); }, {"NONE", "params"}},
+      {"LinearArity",
+       [](TinyPlan &t) { opNamed(t, kQProj).inputs.push_back(0); },
+       {"2 inputs", "takes 1"}},
+      {"LinearKMismatch",
+       [](TinyPlan &t) { opNamed(t, kQProj).inputs[0] = t.bufferIndex("gate"); },
+       {"has K 32", "48 columns"}},
+      {"LinearNMismatch",
+       [](TinyPlan &t) { opNamed(t, kQProj).outputs[0] = t.bufferIndex("k"); },
+       {"has N 32"}},
+      {"LinearWeightLayout",
+       [](TinyPlan &t) {
+         t.def.tensors[t.tensorIndex(kQProj + ".weight")]->layout = WeightLayoutDef::RowMajor;
+       },
+       {"LinearNK"}},
+      {"AttentionLayerOutOfRange",
+       [](TinyPlan &t) {
+         opNamed(t, "model.layers.0.self_attn").params.AsAttentionParamsDef()->layer = 3;
+       },
+       {"KV cache layer 3", "1 layers"}},
+      {"AttentionHeadsMismatch",
+       [](TinyPlan &t) {
+         opNamed(t, "model.layers.0.self_attn").params.AsAttentionParamsDef()->heads = 2;
+       },
+       {"q", "heads * head_dim = 16"}},
+      {"RopeNotInPlace",
+       [](TinyPlan &t) {
+         opNamed(t, "model.layers.0.self_attn.rotary_emb.q").outputs[0] = t.bufferIndex("attn");
+       },
+       {"in place"}},
+      {"RopeInvFreqLength",
+       [](TinyPlan &t) {
+         t.def.tensors[t.tensorIndex("model.rotary_emb.inv_freq")]->shape = {2, 2};
+       },
+       {"inv_freq"}},
+      {"LmHeadNotLogits",
+       [](TinyPlan &t) { opNamed(t, "lm_head").outputs[0] = t.bufferIndex("normed"); },
+       {"logits_buffer"}},
+      {"LogitsBufferOutOfRange",
+       [](TinyPlan &t) { t.def.logits_buffer = 12; },
+       {"logits_buffer 12", "out of range"}},
+      {"LogitsRowsBelowBatch",
+       [](TinyPlan &t) { bufferNamed(t, "logits").rows = 1; },
+       {"max_batch"}},
+      {"BufferOutsideArena",
+       [](TinyPlan &t) { t.def.activation_arena_size -= 64; },
+       {"outside the", "activation arena"}},
+      {"BufferMisaligned",
+       [](TinyPlan &t) { bufferNamed(t, "q").offset += 4; },
+       {"64-byte aligned"}},
+      {"BufferRowStrideTooSmall",
+       [](TinyPlan &t) { bufferNamed(t, "q").row_stride = 4; },
+       {"row stride 4", "less than"}},
+      {"BufferRowsOverflow",
+       [](TinyPlan &t) { bufferNamed(t, "q").rows = ~uint64_t{0} / 2; },
+       {"outside"}},
+      {"BufferBelowStepTokens",
+       [](TinyPlan &t) { bufferNamed(t, "q").rows = 2; },
+       {"max_step_tokens"}},
+      {"UnknownDtype",
+       [](TinyPlan &t) { bufferNamed(t, "q").dtype = static_cast<DTypeDef>(9); },
+       {"unknown dtype 9"}},
+      {"KvSlotsDifferFromBatch",
+       [](TinyPlan &t) { t.def.kv_cache->slots = 3; },
+       {"slots 3", "max_batch 2"}},
+      {"KvMaxSeqDiffers",
+       [](TinyPlan &t) { t.def.kv_cache->max_seq = 16; },
+       {"kv_cache max_seq 16"}},
+      {"KvStrideTooSmall",
+       [](TinyPlan &t) { t.def.kv_cache->head_stride -= 1; },
+       {"head_stride", "max_seq * pos_stride"}},
+      {"KvOutsideArena",
+       [](TinyPlan &t) { t.def.kv_cache->arena_size -= 4; },
+       {"V region", "KV arena"}},
+      {"KvStrideOverflow",
+       [](TinyPlan &t) {
+         t.def.kv_cache->slot_stride = uint64_t{1} << 62;
+         t.def.kv_cache->layer_stride = uint64_t{1} << 63;
+       },
+       {"kv_cache extent overflows"}},
+      {"MissingKvCache", [](TinyPlan &t) { t.def.kv_cache.reset(); }, {"kv_cache", "missing"}},
+      {"MissingModel", [](TinyPlan &t) { t.def.model.reset(); }, {"model", "missing"}},
+      {"HiddenBufferWidth",
+       [](TinyPlan &t) { t.def.model->hidden = 31; },
+       {"Hidden buffer of 32 columns", "hidden size is 31"}},
+      {"ZeroModelField", [](TinyPlan &t) { t.def.model->intermediate = 0; }, {"intermediate is 0"}},
+      {"ZeroBound",
+       [](TinyPlan &t) { t.def.bounds->max_step_tokens = 0; },
+       {"max_step_tokens is 0"}},
+      {"NoOps",
+       [](TinyPlan &t) {
+         t.def.ops.clear();
+         t.def.sublayers.clear();
+       },
+       {"no ops"}},
+      {"ZeroTasks", [](TinyPlan &t) { opNamed(t, kQProj).task_count = 0; }, {"task_count 0"}},
+      {"OpLayerOutOfRange", [](TinyPlan &t) { opNamed(t, kQProj).layer = 5; }, {"layer 5"}},
+      {"SublayerRangeOutside",
+       [](TinyPlan &t) { t.def.sublayers[1]->op_count = 1000; },
+       {"sublayer 1", "lie outside"}},
+      {"OpNamesWrongSublayer", [](TinyPlan &t) { opNamed(t, kQProj).sublayer = 1; }, {"sublayer"}},
+      {"UnknownOpKind",
+       [](TinyPlan &t) { opNamed(t, kQProj).kind = static_cast<OpKindDef>(42); },
+       {"unknown kind 42"}},
+      {"NoLmHead",
+       [](TinyPlan &t) {
+         opNamed(t, "lm_head").kind = OpKindDef::Linear;
+         opNamed(t, "lm_head").params.Set(LinearParamsDefT());
+       },
+       {"no LmHead"}},
+  };
+}
+
+TEST_F(PlanLoaderTest, SemanticMistakesAreNamed) {
+  for (const Mistake &mistake : mistakes()) {
+    SCOPED_TRACE(mistake.name);
+    const std::string error = loadErrorAfter(mistake.mutate);
+    ASSERT_FALSE(error.empty()) << "accepted";
+    EXPECT_THAT(error, HasSubstr(path_));
+    for (const std::string &word : mistake.expected)
+      EXPECT_THAT(error, HasSubstr(word));
+  }
+}
+
+// Seeded random corruption of the FlatBuffer bytes (and random cuts): each plan is refused
+// with a message or, when the change is harmless, still trustworthy.
+TEST_F(PlanLoaderTest, RandomByteCorruptionIsRefusedOrHarmless) {
+  TinyPlanShape shape;
+  shape.layers = 2;
+  TinyPlan tiny = buildTinyPlan(shape);
+  const std::vector<uint8_t> file = writeAndRead(tiny);
+  const uint64_t end = flatbufferEnd(file);
+  uint64_t rng = 2024;
+  int refused = 0;
+  for (int iteration = 0; iteration < 1500; ++iteration) {
+    std::vector<uint8_t> corrupted(file);
+    const int changes = 1 + static_cast<int>(test::detail::nextRandom(rng) % 4);
+    for (int c = 0; c < changes; ++c)
+      corrupted[test::detail::nextRandom(rng) % end] =
+          static_cast<uint8_t>(test::detail::nextRandom(rng));
+    if (iteration % 5 == 0)
+      corrupted.resize(test::detail::nextRandom(rng) % file.size());
+    refused += !bytesError(corrupted).empty();
+  }
+  EXPECT_GT(refused, 0);
+}
+
+// Seeded random values in the plan's scalar fields: the FlatBuffer stays well formed, so only
+// the semantic checks stand between these plans and the executor.
+TEST_F(PlanLoaderTest, RandomFieldValuesAreRefusedOrTrustworthy) {
+  TinyPlanShape shape;
+  shape.layers = 2;
+  TinyPlan tiny = buildTinyPlan(shape);
+  const std::vector<uint8_t> file = writeAndRead(tiny);
+  uint64_t rng = 7;
+  auto random = [&rng]() { return test::detail::nextRandom(rng); };
+  // Values near the interesting edges: zero, one, off by one, doubled, huge.
+  auto nudge = [&random](auto &field) {
+    using T = std::remove_reference_t<decltype(field)>;
+    using U = std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>, std::common_type<T>>;
+    using V = typename U::type;
+    const V original = static_cast<V>(field);
+    const V candidates[] = {V(0),
+                            V(1),
+                            V(original + 1),
+                            V(original - 1),
+                            V(original * 2),
+                            V(random() % (uint64_t(original) * 2 + 4)),
+                            V(uint64_t{1} << (random() % 64)),
+                            V(~uint64_t{0})};
+    field = static_cast<T>(candidates[random() % 8]);
+  };
+  auto pick = [&random](auto &items) -> auto & { return *items[random() % items.size()]; };
+  using Def = plan::PlanDefT;
+  const std::vector<std::function<void(Def &)>> mutators = {
+      [&](Def &d) { nudge(pick(d.ops).task_count); },
+      [&](Def &d) { nudge(pick(d.ops).layer); },
+      [&](Def &d) { nudge(pick(d.ops).sublayer); },
+      [&](Def &d) { nudge(pick(d.ops).kind); },
+      [&](Def &d) { nudge(pick(d.ops).device); },
+      [&](Def &d) {
+        auto &op = pick(d.ops);
+        if (!op.inputs.empty())
+          nudge(op.inputs[random() % op.inputs.size()]);
+      },
+      [&](Def &d) { nudge(pick(d.ops).outputs[0]); },
+      [&](Def &d) {
+        auto &op = pick(d.ops);
+        if (!op.weights.empty())
+          nudge(op.weights[0]);
+      },
+      [&](Def &d) {
+        for (auto &op : d.ops)
+          if (auto *p = op->params.AsAttentionParamsDef()) {
+            switch (random() % 4) {
+            case 0:
+              nudge(p->layer);
+              break;
+            case 1:
+              nudge(p->heads);
+              break;
+            case 2:
+              nudge(p->kv_heads);
+              break;
+            default:
+              nudge(p->head_dim);
+              break;
+            }
+            return;
+          }
+      },
+      [&](Def &d) {
+        for (auto &op : d.ops)
+          if (auto *p = op->params.AsRopeParamsDef()) {
+            random() % 2 ? nudge(p->heads) : nudge(p->head_dim);
+            return;
+          }
+      },
+      [&](Def &d) { nudge(pick(d.tensors).segment); },
+      [&](Def &d) { nudge(pick(d.tensors).dtype); },
+      [&](Def &d) { nudge(pick(d.tensors).layout); },
+      [&](Def &d) {
+        auto &t = pick(d.tensors);
+        nudge(t.shape[random() % t.shape.size()]);
+      },
+      [&](Def &d) { nudge(pick(d.buffers).offset); },
+      [&](Def &d) { nudge(pick(d.buffers).rows); },
+      [&](Def &d) { nudge(pick(d.buffers).cols); },
+      [&](Def &d) { nudge(pick(d.buffers).row_stride); },
+      [&](Def &d) { nudge(pick(d.buffers).dtype); },
+      [&](Def &d) { nudge(pick(d.buffers).role); },
+      [&](Def &d) { nudge(d.activation_arena_size); },
+      [&](Def &d) { nudge(d.logits_buffer); },
+      [&](Def &d) { nudge(pick(d.segments).offset); },
+      [&](Def &d) { nudge(pick(d.segments).size); },
+      [&](Def &d) { nudge(pick(d.sublayers).first_op); },
+      [&](Def &d) { nudge(pick(d.sublayers).op_count); },
+      [&](Def &d) { nudge(pick(d.sublayers).layer); },
+      [&](Def &d) {
+        plan::KvCacheDefT &kv = *d.kv_cache;
+        switch (random() % 12) {
+        case 0:
+          nudge(kv.layers);
+          break;
+        case 1:
+          nudge(kv.slots);
+          break;
+        case 2:
+          nudge(kv.kv_heads);
+          break;
+        case 3:
+          nudge(kv.max_seq);
+          break;
+        case 4:
+          nudge(kv.head_dim);
+          break;
+        case 5:
+          nudge(kv.pos_stride);
+          break;
+        case 6:
+          nudge(kv.head_stride);
+          break;
+        case 7:
+          nudge(kv.slot_stride);
+          break;
+        case 8:
+          nudge(kv.layer_stride);
+          break;
+        case 9:
+          nudge(kv.k_offset);
+          break;
+        case 10:
+          nudge(kv.v_offset);
+          break;
+        default:
+          nudge(kv.arena_size);
+          break;
+        }
+      },
+      [&](Def &d) {
+        switch (random() % 6) {
+        case 0:
+          nudge(d.model->vocab);
+          break;
+        case 1:
+          nudge(d.model->hidden);
+          break;
+        case 2:
+          nudge(d.model->layers);
+          break;
+        case 3:
+          nudge(d.model->kv_heads);
+          break;
+        case 4:
+          nudge(d.bounds->max_batch);
+          break;
+        default:
+          nudge(d.bounds->max_step_tokens);
+          break;
+        }
+      },
+  };
+  int refused = 0, accepted = 0;
+  for (int iteration = 0; iteration < 3000; ++iteration) {
+    std::vector<uint8_t> changed(file);
+    const int changes = 1 + static_cast<int>(random() % 3);
+    rewriteFlatBuffer(changed, [&](Def &d) {
+      for (int c = 0; c < changes; ++c)
+        mutators[random() % mutators.size()](d);
+    });
+    const std::string error = bytesError(changed);
+    (error.empty() ? accepted : refused) += 1;
+    if (!error.empty())
+      EXPECT_EQ(error.find('\n'), std::string::npos) << "one message, one line: " << error;
+  }
+  EXPECT_GT(refused, 2000);
+  RecordProperty("refused", refused);
+  RecordProperty("accepted", accepted);
+}
+
+TEST(CpuFeatures, HostAndNames) {
+  EXPECT_EQ(describeCpuFeatures(0), "none");
+  const uint64_t x86 = static_cast<uint64_t>(plan::CpuFeatureBits::X86_64);
+  const uint64_t avx2 = static_cast<uint64_t>(plan::CpuFeatureBits::AVX2);
+  const uint64_t amx = static_cast<uint64_t>(plan::CpuFeatureBits::AMX_BF16);
+  EXPECT_EQ(describeCpuFeatures(x86 | avx2 | amx | uint64_t{1} << 63),
+            "x86-64 avx2 amx-bf16 bit63");
+#if defined(__x86_64__)
+  EXPECT_TRUE(hostCpuFeatures() & x86);
+#endif
+  // Detection is done once; the answer never changes.
+  EXPECT_EQ(hostCpuFeatures(), hostCpuFeatures());
+}
+
+TEST_F(PlanLoaderTest, InspectShowsWhatWasDecided) {
+  TinyPlan tiny = buildTinyPlan();
+  tiny.def.ops[1]->name = "quote\" back\\ newline\n tab\t bell\x07";
+  writeAndRead(tiny);
+  auto loaded = Plan::load(path_);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+
+  std::ostringstream text;
+  printPlanSummary(**loaded, text);
+  for (const char *expected :
+       {"schema 1.0", "target 'host'", "required x86-64", "max_batch 2", "Attention", "FeedForward",
+        "model.layers.0.self_attn.q_proj", "LmHead", "Logits",
+        "dimension-first [layer][slot][kv_head][pos][dim]", "activation arena", "tasks in total",
+        "weight segments"})
+    EXPECT_THAT(text.str(), HasSubstr(expected));
+
+  std::ostringstream json;
+  printPlanJson(**loaded, json);
+  const std::string out = json.str();
+  EXPECT_EQ(out.front(), '{');
+  EXPECT_EQ(out.substr(out.size() - 2), "}\n");
+  EXPECT_THAT(out, HasSubstr(R"("name":"quote\" back\\ newline\n tab\t bell\u0007")"));
+  EXPECT_THAT(out, HasSubstr(R"("required_cpu_features":["x86-64"])"));
+  EXPECT_THAT(out, HasSubstr(R"("kind":"Attention")"));
+  EXPECT_THAT(out, HasSubstr(R"("inputs":[],"outputs":[0])"));
+  // Brackets balance outside strings, and no raw control character escapes a string.
+  int depth = 0;
+  bool inString = false, escaped = false;
+  for (char c : out.substr(0, out.size() - 1)) {
+    if (inString) {
+      EXPECT_GE(static_cast<unsigned char>(c), 0x20);
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      --depth;
+      EXPECT_GE(depth, 0);
+    }
+  }
+  EXPECT_EQ(depth, 0);
+  EXPECT_FALSE(inString);
+}
+
+} // namespace
+} // namespace hetc

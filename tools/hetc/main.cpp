@@ -1,0 +1,326 @@
+// hetc: compile an ONNX model into a plan, run a plan, show what a plan holds.
+//
+// Output contract: `run` prints one line per prompt with the generated ids and nothing else on
+// stdout; details go to stderr with --verbose. Every failure is one line
+// "hetc: error: <message>" on stderr and exit code 1.
+#include "hetc/runtime/Engine.h"
+#include "hetc/runtime/Generate.h"
+#include "hetc/runtime/Inspect.h"
+#include "hetc/runtime/Plan.h"
+
+#ifdef HETC_WITH_COMPILER
+#include "hetc/compiler/Compile.h"
+#endif
+
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Thrown inside this tool only, caught in main: the one-line error the user sees.
+struct ToolError {
+  std::string message;
+};
+
+[[noreturn]] void fail(const std::string &message) { throw ToolError{message}; }
+
+void check(const hetc::Status &status) {
+  if (!status)
+    fail(status.message());
+}
+
+// "5,17,42" -> {5, 17, 42}. Ids are non-negative decimal integers that fit in int32; whether they
+// are inside the vocabulary is checked against the plan later.
+std::vector<int32_t> parsePromptIds(const std::string &text) {
+  const std::string quoted = "--prompt-ids '" + text + "'";
+  if (text.empty())
+    fail(quoted + " is empty");
+  std::vector<int32_t> ids;
+  size_t itemStart = 0;
+  for (size_t item = 1;; ++item) {
+    size_t comma = text.find(',', itemStart);
+    std::string piece =
+        text.substr(itemStart, comma == std::string::npos ? std::string::npos : comma - itemStart);
+    const size_t first = piece.find_first_not_of(' ');
+    const size_t last = piece.find_last_not_of(' ');
+    piece = first == std::string::npos ? "" : piece.substr(first, last - first + 1);
+    if (piece.empty())
+      fail(quoted + ": id " + std::to_string(item) + " is empty");
+    uint64_t value = 0;
+    for (char c : piece) {
+      if (c < '0' || c > '9')
+        fail(quoted + ": '" + piece + "' is not a token id (a non-negative integer)");
+      value = value * 10 + static_cast<uint64_t>(c - '0');
+      if (value > INT32_MAX)
+        fail(quoted + ": '" + piece + "' is too large for a token id");
+    }
+    ids.push_back(static_cast<int32_t>(value));
+    if (comma == std::string::npos)
+      break;
+    itemStart = comma + 1;
+  }
+  return ids;
+}
+
+std::shared_ptr<const hetc::Plan> loadPlan(const std::string &path) {
+  hetc::Result<std::unique_ptr<hetc::Plan>> plan = hetc::Plan::load(path);
+  if (!plan)
+    fail(plan.message());
+  return std::shared_ptr<const hetc::Plan>(std::move(plan.value()));
+}
+
+// A float32 array as NumPy's .npy v1.0: magic, version, header length, a Python dict literal
+// padded with spaces to a multiple of 64 bytes, then the data in C order.
+void writeNpy(std::FILE *file, const std::string &path, const float *data,
+              const std::vector<size_t> &shape) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
+  size_t elements = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    header += (i ? ", " : "") + std::to_string(shape[i]);
+    elements *= shape[i];
+  }
+  header += shape.size() == 1 ? ",), }" : "), }"; // a Python tuple: "(2,)" or "(2, 3)"
+
+  const size_t prefix = 10; // magic (6) + version (2) + header length (2)
+  header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  const uint16_t headerLength = static_cast<uint16_t>(header.size());
+  const unsigned char preamble[10] = {0x93,
+                                      'N',
+                                      'U',
+                                      'M',
+                                      'P',
+                                      'Y',
+                                      1,
+                                      0,
+                                      static_cast<unsigned char>(headerLength & 0xff),
+                                      static_cast<unsigned char>(headerLength >> 8)};
+  const bool ok = std::fwrite(preamble, 1, sizeof(preamble), file) == sizeof(preamble) &&
+                  std::fwrite(header.data(), 1, header.size(), file) == header.size() &&
+                  std::fwrite(data, sizeof(float), elements, file) == elements &&
+                  std::fflush(file) == 0;
+  if (!ok)
+    fail("cannot write --logits-out " + path + ": " + std::strerror(errno));
+}
+
+// Removes `path` when destroyed unless the path was cleared: output written only in part.
+struct UnfinishedFile {
+  std::string path;
+  ~UnfinishedFile() {
+    if (!path.empty())
+      std::remove(path.c_str());
+  }
+};
+
+struct RunArguments {
+  std::string planPath;
+  std::vector<std::string> promptIds;
+  uint32_t maxNew = 32;
+  std::string logitsOut;
+  unsigned threads = 0;
+  bool noPin = false;
+  bool verbose = false;
+};
+
+int runCommand(const RunArguments &args) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string &text : args.promptIds)
+    prompts.push_back(parsePromptIds(text));
+
+  std::shared_ptr<const hetc::Plan> plan = loadPlan(args.planPath);
+  hetc::EngineOptions options;
+  options.threads = args.threads;
+  options.pin = !args.noPin;
+  hetc::Result<std::unique_ptr<hetc::Engine>> created = hetc::Engine::create(plan, options);
+  if (!created)
+    fail(created.message());
+  hetc::Engine &engine = *created.value();
+
+  // Open the logits file before generating, so a bad path fails before the work; a run that
+  // fails afterwards removes it rather than leave a file that looks like output.
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> logitsFile(nullptr, &std::fclose);
+  UnfinishedFile unfinished;
+  std::vector<float> logits;
+  if (!args.logitsOut.empty()) {
+    logitsFile.reset(std::fopen(args.logitsOut.c_str(), "wb"));
+    if (!logitsFile)
+      fail("cannot write --logits-out " + args.logitsOut + ": " + std::strerror(errno));
+    unfinished.path = args.logitsOut;
+    logits.resize(prompts.size() * static_cast<size_t>(args.maxNew) * engine.vocab());
+  }
+
+  hetc::Result<hetc::GenerateResult> generated =
+      hetc::generateGreedy(engine, prompts, args.maxNew, logits.empty() ? nullptr : logits.data());
+  if (!generated)
+    fail(generated.message());
+
+  for (const std::vector<int32_t> &ids : generated->tokens) {
+    std::string line;
+    for (size_t i = 0; i < ids.size(); ++i)
+      line += (i ? " " : "") + std::to_string(ids[i]);
+    std::cout << line << '\n';
+  }
+  std::cout.flush();
+
+  if (logitsFile) {
+    writeNpy(logitsFile.get(), args.logitsOut, logits.data(),
+             {prompts.size(), args.maxNew, engine.vocab()});
+    unfinished.path.clear();
+  }
+
+  if (args.verbose) {
+    const hetc::GenerateResult &r = *generated;
+    size_t promptTokens = 0;
+    for (const auto &prompt : prompts)
+      promptTokens += prompt.size();
+    const size_t decodeTokens = prompts.size() * (args.maxNew > 0 ? args.maxNew - 1 : 0);
+    std::fprintf(stderr,
+                 "hetc: plan %s: %zu ops, vocab %u, max-batch %u, max-seq %llu, "
+                 "max-step-tokens %u\n",
+                 args.planPath.c_str(), static_cast<size_t>(plan->def().ops()->size()),
+                 engine.vocab(), engine.maxBatch(),
+                 static_cast<unsigned long long>(engine.maxSeq()), engine.maxStepTokens());
+    std::fprintf(stderr,
+                 "hetc: threads %u (%u pinned), activation arena %.2f MiB, KV arena "
+                 "%.2f MiB reserved\n",
+                 engine.threads(), engine.pinnedThreads(),
+                 engine.activationArenaBytes() / 1048576.0, engine.kvArenaBytes() / 1048576.0);
+    std::fprintf(stderr, "hetc: prefill %zu tokens in %u steps: %.3f ms (%.1f tokens/s)\n",
+                 promptTokens, r.prefillSteps, r.prefillSeconds * 1e3,
+                 r.prefillSeconds > 0 ? promptTokens / r.prefillSeconds : 0.0);
+    std::fprintf(stderr,
+                 "hetc: decode %zu tokens in %u steps: %.3f ms (%.3f ms/step, %.1f "
+                 "tokens/s)\n",
+                 decodeTokens, r.decodeSteps, r.decodeSeconds * 1e3,
+                 r.decodeSteps ? r.decodeSeconds * 1e3 / r.decodeSteps : 0.0,
+                 r.decodeSeconds > 0 ? decodeTokens / r.decodeSeconds : 0.0);
+  }
+  return 0;
+}
+
+int inspectCommand(const std::string &planPath, bool json) {
+  std::shared_ptr<const hetc::Plan> plan = loadPlan(planPath);
+  if (json)
+    hetc::printPlanJson(*plan, std::cout);
+  else
+    hetc::printPlanSummary(*plan, std::cout);
+  std::cout.flush();
+  return 0;
+}
+
+struct CompileArguments {
+  std::string onnxPath;
+  std::string outputPath;
+  std::string target = "host";
+  uint32_t maxBatch = 4;
+  uint64_t maxSeq = 4096;
+  uint32_t maxStepTokens = 512;
+  bool verbose = false;
+};
+
+int compileCommand(const CompileArguments &args) {
+#ifdef HETC_WITH_COMPILER
+  hetc::compiler::CompileOptions options;
+  options.onnxPath = args.onnxPath;
+  options.outputPath = args.outputPath;
+  options.target = args.target;
+  options.maxBatch = args.maxBatch;
+  options.maxSeq = args.maxSeq;
+  options.maxStepTokens = args.maxStepTokens;
+  options.verbose = args.verbose;
+  check(hetc::compiler::compileOnnxToPlan(options));
+  return 0;
+#else
+  (void)args;
+  fail("this build of hetc has no compiler (configure with -DHETC_BUILD_COMPILER=ON); it can "
+       "run and inspect plans");
+#endif
+}
+
+int runTool(int argc, char **argv) {
+  CLI::App app{"hetc: ahead-of-time compiler and runtime for Llama-family inference on CPUs"};
+  app.name("hetc");
+  app.require_subcommand(1);
+
+  CompileArguments compileArgs;
+  CLI::App *compile = app.add_subcommand("compile", "Compile an ONNX model into a plan file");
+  compile->add_option("model", compileArgs.onnxPath, "ONNX model")->required();
+  compile->add_option("-o,--output", compileArgs.outputPath, "Plan file to write")->required();
+  compile->add_option("--target", compileArgs.target, "Target machine")->capture_default_str();
+  compile->add_option("--max-batch", compileArgs.maxBatch, "Sequence slots (B_max)")
+      ->capture_default_str();
+  compile->add_option("--max-seq", compileArgs.maxSeq, "Positions per sequence (S_max)")
+      ->capture_default_str();
+  compile
+      ->add_option("--max-step-tokens", compileArgs.maxStepTokens,
+                   "Tokens one step processes (prefill chunk)")
+      ->capture_default_str();
+  compile->add_flag("--verbose", compileArgs.verbose, "Print the IR after each stage to stderr");
+
+  RunArguments runArgs;
+  CLI::App *run = app.add_subcommand("run", "Generate greedily from token-id prompts");
+  run->add_option("plan", runArgs.planPath, "Plan file")->required();
+  run->add_option("--prompt-ids", runArgs.promptIds,
+                  "Comma-separated token ids of one prompt; repeat for a batch")
+      ->required()
+      ->allow_extra_args(false);
+  run->add_option("--max-new", runArgs.maxNew, "Tokens to generate per prompt")
+      ->capture_default_str();
+  run->add_option("--logits-out", runArgs.logitsOut,
+                  "Write the logits as float32 .npy of shape (prompts, max_new, vocab)");
+  run->add_option("--threads", runArgs.threads, "Threads (0 = every core)")->capture_default_str();
+  run->add_flag("--no-pin", runArgs.noPin, "Do not bind threads to cores");
+  run->add_flag("--verbose", runArgs.verbose, "Threads, arena sizes and timings on stderr");
+
+  std::string inspectPath;
+  bool inspectJson = false;
+  CLI::App *inspect = app.add_subcommand("inspect", "Show what the compiler decided");
+  inspect->add_option("plan", inspectPath, "Plan file")->required();
+  inspect->add_flag("--json", inspectJson, "One JSON object instead of text");
+
+  // CLI11 would only say that a subcommand is required.
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
+      command != "inspect")
+    fail(std::string("unknown command '") + argv[1] + "' (expected compile, run or inspect)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &error) {
+    if (error.get_exit_code() == 0)
+      return app.exit(error); // --help
+    fail(error.what());
+  }
+
+  if (compile->parsed())
+    return compileCommand(compileArgs);
+  if (run->parsed())
+    return runCommand(runArgs);
+  return inspectCommand(inspectPath, inspectJson);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return runTool(argc, argv);
+  } catch (const ToolError &error) {
+    std::cerr << "hetc: error: " << error.message << '\n';
+  } catch (const std::bad_alloc &) {
+    std::cerr << "hetc: error: out of memory\n";
+  } catch (const std::exception &error) {
+    std::cerr << "hetc: error: " << error.what() << '\n';
+  }
+  return 1;
+}
