@@ -48,6 +48,12 @@ LogicalResult OnnxNodeOp::verify() {
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+LogicalResult WeightOp::verify() {
+  if (getTransposed() && cast<RankedTensorType>(getType()).getRank() != 2)
+    return emitOpError() << "only a 2-D weight can be transposed, got " << getType();
+  return success();
+}
+
 LogicalResult EmbeddingOp::verify() {
   auto table = cast<RankedTensorType>(getTable().getType());
   if (table.getRank() != 2 || !table.hasStaticShape())

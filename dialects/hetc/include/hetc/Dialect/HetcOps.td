@@ -91,11 +91,18 @@ def Hetc_WeightOp : Hetc_Op<"weight", [Pure]> {
     possibly mapped from ONNX external data); `name` is the initializer's name and the key into
     the store. The type is static.
 
+    With `transposed`, the value is the transpose of the stored 2-D tensor: the store holds
+    `[N, K]` and the result is `[K, N]`. Raising uses it for `MatMul(x, Transpose(w))` (PyTorch's
+    `nn.Linear` layout, and a tied lm_head reading the embedding table) so that no transposed
+    copy of a large weight is ever materialised; the plan emitter reads the stored layout.
+
     Example: `%w = hetc.weight "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>`
+    Example: `%t = hetc.weight "model.embed_tokens.weight" {transposed} : tensor<64x256xf32>`
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, UnitAttr:$transposed);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

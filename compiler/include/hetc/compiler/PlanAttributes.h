@@ -1,0 +1,84 @@
+// The attributes the planning passes record and the plan emitter reads: their names, the ops
+// they annotate, and small readers. Every planning decision is one of these attributes.
+//
+// On each LLM op:
+//   hetc.layer        i64: decoder layer; absent on the embedding, the final norm and lm_head
+//   hetc.sublayer     {index: i64 (position in the plan's sublayer list), kind: "attention" |
+//                     "feed_forward"}; absent where hetc.layer is
+//   hetc.device       "cpu"
+//   hetc.buffers_in   array<i64>: activation buffer of each activation operand, operand order
+//   hetc.buffers_out  array<i64>: activation buffer of the op's activation result
+//   hetc.tasks        {count: i64, grain: i64}: independent tasks and units of work per task
+// On the module:
+//   hetc.model        {vocab, hidden, layers, heads, kv_heads, head_dim, intermediate: i64,
+//                     rms_eps: f32, tied_embeddings: bool}
+//   hetc.bounds       {max_batch, max_seq, max_step_tokens: i64}
+//   hetc.buffers      [{name, role: "hidden" | "scratch" | "logits", offset, rows, cols,
+//                     row_stride: i64}]: the activation arena's buffers, in index order
+//   hetc.activation_arena_size  i64 bytes
+//   hetc.kv_cache     {layers, slots, kv_heads, max_seq, head_dim, pos_stride, head_stride,
+//                     slot_stride, layer_stride (elements), k_offset, v_offset, arena_size
+//                     (bytes)}
+#pragma once
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace hetc::planning {
+
+inline constexpr llvm::StringLiteral kLayer = "hetc.layer";
+inline constexpr llvm::StringLiteral kSublayer = "hetc.sublayer";
+inline constexpr llvm::StringLiteral kDevice = "hetc.device";
+inline constexpr llvm::StringLiteral kBuffersIn = "hetc.buffers_in";
+inline constexpr llvm::StringLiteral kBuffersOut = "hetc.buffers_out";
+inline constexpr llvm::StringLiteral kTasks = "hetc.tasks";
+
+inline constexpr llvm::StringLiteral kModel = "hetc.model";
+inline constexpr llvm::StringLiteral kBounds = "hetc.bounds";
+inline constexpr llvm::StringLiteral kBuffers = "hetc.buffers";
+inline constexpr llvm::StringLiteral kActivationArenaSize = "hetc.activation_arena_size";
+inline constexpr llvm::StringLiteral kKvCache = "hetc.kv_cache";
+
+inline constexpr llvm::StringLiteral kAttentionKind = "attention";
+inline constexpr llvm::StringLiteral kFeedForwardKind = "feed_forward";
+inline constexpr llvm::StringLiteral kCpuDevice = "cpu";
+
+inline constexpr llvm::StringLiteral kHiddenRole = "hidden";
+inline constexpr llvm::StringLiteral kScratchRole = "scratch";
+inline constexpr llvm::StringLiteral kLogitsRole = "logits";
+
+// Activations, weights and the KV cache are float32 in plans of this version.
+inline constexpr int64_t kElementBytes = 4;
+// Buffer offsets and row strides are multiples of a cache line (and of an AVX-512 vector).
+inline constexpr int64_t kActivationAlignment = 64;
+
+// The function holding the model: @main, or the module's only function. Emits an error on the
+// module and returns null when there is none.
+mlir::func::FuncOp findModelFunction(mlir::ModuleOp module);
+
+// True for the LLM-level ops, the ones that become ops of the plan.
+bool isLlmOp(mlir::Operation *op);
+
+// The LLM ops of `func`, in execution order.
+llvm::SmallVector<mlir::Operation *> collectLlmOps(mlir::func::FuncOp func);
+
+// True when `value` is an activation: a result of an LLM op other than the KV cache an
+// attention op returns.
+bool isActivation(mlir::Value value);
+
+// The operand positions that the plan's op reads from activation buffers, in the plan's order.
+llvm::SmallVector<unsigned> activationOperandPositions(mlir::Operation *op);
+
+// The static size of the last dimension of a ranked tensor type, if known.
+std::optional<int64_t> featureSize(mlir::Type type);
+
+// An integer field of a dictionary attribute, if present.
+std::optional<int64_t> getIntField(mlir::DictionaryAttr dict, llvm::StringRef name);
+
+} // namespace hetc::planning

@@ -1,0 +1,63 @@
+// Queries over the ONNX-level graph shared by the raising passes: which node defines a value,
+// what a constant holds, which operand of a commutative node is which.
+#pragma once
+
+#include "hetc/Dialect/HetcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <optional>
+#include <string>
+
+namespace hetc {
+
+// The node defining `v` if it is an ONNX node of `opType`, after looking through no-op nodes.
+OnnxNodeOp producer(mlir::Value v, llvm::StringRef opType);
+bool isOnnx(mlir::Operation *op, llvm::StringRef opType);
+
+// Identity, or a Cast to the element type its input already has.
+bool isNoOpNode(OnnxNodeOp op);
+// `v` with Identity and no-op Casts looked through.
+mlir::Value skipNoOps(mlir::Value v);
+// `v` with Identity and every Cast between float types looked through (an upcast to float32
+// around a computation hetc does in float32 anyway).
+mlir::Value skipFloatCasts(mlir::Value v);
+
+// The value of a hetc.constant (after no-op nodes).
+mlir::DenseElementsAttr constantValue(mlir::Value v);
+// The single value of a constant whose elements are all equal.
+std::optional<double> scalarValue(mlir::Value v);
+// The elements of an integer constant.
+std::optional<llvm::SmallVector<int64_t>> intValues(mlir::Value v);
+// The elements of a float constant.
+std::optional<llvm::SmallVector<double>> floatValues(mlir::DenseElementsAttr attr);
+
+std::optional<int64_t> intAttr(OnnxNodeOp op, llvm::StringRef name);
+std::optional<llvm::SmallVector<int64_t>> intsAttr(OnnxNodeOp op, llvm::StringRef name);
+// The axes of a reduction, Squeeze or Unsqueeze: an attribute before opset 13/18, an input after.
+std::optional<llvm::SmallVector<int64_t>> axesOf(OnnxNodeOp op);
+
+// Calls `match(a, b)` with the two operands of a binary node, then swapped; true if either did.
+bool matchCommutative(OnnxNodeOp op, llvm::function_ref<bool(mlir::Value, mlir::Value)> match);
+
+// What a one-dimensional shape tensor holds, element by element, as far as it is known:
+// constants, Concat of known and unknown pieces, Cast/Reshape-to-1-D of those.
+std::optional<llvm::SmallVector<std::optional<int64_t>>> shapeEntries(mlir::Value v);
+
+// An LLM-level op (what raising produces).
+bool isLlmOp(mlir::Operation *op);
+
+// The static size of the last dimension, if known.
+std::optional<int64_t> featureSize(mlir::Type type);
+// `type` with its last dimension set to `features` (a [?, ?, features] tensor if unranked).
+mlir::Type withFeatureSize(mlir::Type type, int64_t features, int64_t rankIfUnranked = 3);
+
+// Makes the function's result types those of its return operands after values were replaced.
+void syncResultTypes(mlir::func::FuncOp func);
+
+// "'<node_name>' (<OpType>)" for error messages; the op name for other ops.
+std::string describe(mlir::Operation *op);
+
+} // namespace hetc

@@ -1,0 +1,911 @@
+// ONNX import: a protobuf ModelProto (plus its external data files) into func.func @main at the
+// hetc dialect's ONNX level. Weight bytes are never copied after parsing: a hetc.weight entry
+// points into the parsed protobuf, an mmapped external-data file, or (for the rare typed-field
+// tensors) one buffer materialised here.
+#include "hetc/compiler/OnnxImport.h"
+
+#include "hetc/Dialect/HetcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Path.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace mlir;
+
+namespace hetc::compiler {
+namespace {
+
+// Opsets whose operator semantics the raising passes are written against.
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 21;
+// Float initializers up to this many elements become hetc.constant (epsilons, scales); larger
+// ones are model parameters and become hetc.weight, so even a 1-D norm weight of a toy model is
+// a weight for the planner.
+constexpr int64_t kMaxConstantFloatElements = 8;
+
+// The ONNX operators (default domain) the importer accepts. Whether a node is understood is the
+// raising passes' business; this list only rejects operators no Llama-family export contains.
+const llvm::StringSet<> &knownOps() {
+  static const llvm::StringSet<> ops = {"Abs",
+                                        "Add",
+                                        "And",
+                                        "ArgMax",
+                                        "Cast",
+                                        "CastLike",
+                                        "Ceil",
+                                        "Clip",
+                                        "Concat",
+                                        "Constant",
+                                        "ConstantOfShape",
+                                        "Cos",
+                                        "CumSum",
+                                        "Div",
+                                        "Dropout",
+                                        "Einsum",
+                                        "Equal",
+                                        "Erf",
+                                        "Exp",
+                                        "Expand",
+                                        "Flatten",
+                                        "Floor",
+                                        "Gather",
+                                        "GatherElements",
+                                        "GatherND",
+                                        "Gelu",
+                                        "Gemm",
+                                        "Greater",
+                                        "GreaterOrEqual",
+                                        "Identity",
+                                        "IsInf",
+                                        "IsNaN",
+                                        "LayerNormalization",
+                                        "Less",
+                                        "LessOrEqual",
+                                        "Log",
+                                        "MatMul",
+                                        "Max",
+                                        "Min",
+                                        "Mod",
+                                        "Mul",
+                                        "Neg",
+                                        "Not",
+                                        "Or",
+                                        "Pow",
+                                        "Range",
+                                        "Reciprocal",
+                                        "ReduceMax",
+                                        "ReduceMean",
+                                        "ReduceMin",
+                                        "ReduceProd",
+                                        "ReduceSum",
+                                        "Relu",
+                                        "Reshape",
+                                        "ScatterElements",
+                                        "ScatterND",
+                                        "Shape",
+                                        "Sigmoid",
+                                        "Sign",
+                                        "Sin",
+                                        "Size",
+                                        "Slice",
+                                        "Softmax",
+                                        "Split",
+                                        "Sqrt",
+                                        "Squeeze",
+                                        "Sub",
+                                        "Tanh",
+                                        "Tile",
+                                        "TopK",
+                                        "Transpose",
+                                        "Trilu",
+                                        "Unsqueeze",
+                                        "Where",
+                                        "Xor"};
+  return ops;
+}
+
+// A read-only mapping of a whole file.
+class MappedFile {
+public:
+  static std::shared_ptr<MappedFile> open(const std::string &path, std::string &error) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      error = "cannot open '" + path + "': " + std::strerror(errno);
+      return nullptr;
+    }
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      error = "cannot read '" + path + "': not a regular file";
+      ::close(fd);
+      return nullptr;
+    }
+    auto file = std::shared_ptr<MappedFile>(new MappedFile());
+    file->size_ = static_cast<uint64_t>(st.st_size);
+    if (file->size_ > 0) {
+      void *p = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        error = "cannot map '" + path + "': " + std::strerror(errno);
+        ::close(fd);
+        return nullptr;
+      }
+      file->data_ = static_cast<const char *>(p);
+    }
+    ::close(fd);
+    return file;
+  }
+  ~MappedFile() {
+    if (data_)
+      ::munmap(const_cast<char *>(data_), size_);
+  }
+  const char *data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+private:
+  MappedFile() = default;
+  const char *data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+struct ElementInfo {
+  Type type;
+  uint64_t bytes = 0; // 0 for bool, whose raw form is one byte but whose MLIR form is i1
+  bool isFloat = false;
+};
+
+std::optional<ElementInfo> elementInfo(MLIRContext &ctx, int32_t dataType) {
+  switch (dataType) {
+  case onnx::TensorProto::FLOAT:
+    return ElementInfo{Float32Type::get(&ctx), 4, true};
+  case onnx::TensorProto::DOUBLE:
+    return ElementInfo{Float64Type::get(&ctx), 8, true};
+  case onnx::TensorProto::FLOAT16:
+    return ElementInfo{Float16Type::get(&ctx), 2, true};
+  case onnx::TensorProto::BFLOAT16:
+    return ElementInfo{BFloat16Type::get(&ctx), 2, true};
+  case onnx::TensorProto::INT64:
+    return ElementInfo{IntegerType::get(&ctx, 64), 8, false};
+  case onnx::TensorProto::INT32:
+    return ElementInfo{IntegerType::get(&ctx, 32), 4, false};
+  case onnx::TensorProto::INT16:
+    return ElementInfo{IntegerType::get(&ctx, 16), 2, false};
+  case onnx::TensorProto::INT8:
+    return ElementInfo{IntegerType::get(&ctx, 8), 1, false};
+  case onnx::TensorProto::UINT8:
+    return ElementInfo{IntegerType::get(&ctx, 8, IntegerType::Unsigned), 1, false};
+  case onnx::TensorProto::BOOL:
+    return ElementInfo{IntegerType::get(&ctx, 1), 1, false};
+  default:
+    return std::nullopt;
+  }
+}
+
+std::string dataTypeName(int32_t dataType) {
+  if (onnx::TensorProto_DataType_IsValid(dataType))
+    return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(dataType));
+  return "data type " + std::to_string(dataType);
+}
+
+class Importer {
+public:
+  Importer(const std::string &path, MLIRContext &ctx, WeightStore &weights, std::string &error)
+      : path_(path), ctx_(ctx), weights_(weights), error_(error), builder_(&ctx) {}
+
+  OwningOpRef<ModuleOp> run();
+
+private:
+  bool fail(const std::string &message) {
+    if (error_.empty())
+      error_ = message;
+    return false;
+  }
+  bool parse();
+  bool checkOpsets();
+  bool validateGraph();
+  void inferShapes();
+  Type valueType(const std::string &name);
+  Type typeFromProto(const onnx::TypeProto &type);
+  bool tensorBytes(const onnx::TensorProto &t, const std::string &what, const char *&data,
+                   uint64_t &bytes, std::shared_ptr<void> &owner);
+  Value importTensor(const onnx::TensorProto &t, const std::string &name, bool isInitializer);
+  bool importNode(const onnx::NodeProto &node, int index);
+  std::optional<NamedAttribute> convertAttribute(const onnx::AttributeProto &attr,
+                                                 const std::string &nodeName);
+  std::shared_ptr<MappedFile> externalFile(const std::string &location, const std::string &tensor);
+
+  std::string path_;
+  MLIRContext &ctx_;
+  WeightStore &weights_;
+  std::string &error_;
+  OpBuilder builder_;
+  std::shared_ptr<onnx::ModelProto> model_;
+  std::map<std::string, onnx::TypeProto> types_;
+  llvm::StringMap<Value> values_;
+  std::map<std::string, std::shared_ptr<MappedFile>> externalFiles_;
+  Value none_;
+  int64_t opset_ = 0;
+};
+
+bool Importer::parse() {
+  std::string openError;
+  std::shared_ptr<MappedFile> file = MappedFile::open(path_, openError);
+  if (!file)
+    return fail(openError);
+  if (file->size() > static_cast<uint64_t>(INT_MAX))
+    return fail(
+        "'" + path_ + "' is " + std::to_string(file->size()) +
+        " bytes; an ONNX protobuf must be under 2 GiB (store the weights as external data)");
+  model_ = std::make_shared<onnx::ModelProto>();
+  google::protobuf::io::ArrayInputStream array(file->data(), static_cast<int>(file->size()));
+  google::protobuf::io::CodedInputStream coded(&array);
+  coded.SetTotalBytesLimit(INT_MAX);
+  if (!model_->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    return fail("'" + path_ +
+                "' is not a valid ONNX model (the protobuf does not parse: the file "
+                "is truncated or corrupted)");
+  if (model_->ir_version() <= 0 || !model_->has_graph())
+    return fail("'" + path_ + "' is not a valid ONNX model (" +
+                (model_->ir_version() <= 0 ? "no IR version" : "no graph") + ")");
+  return true;
+}
+
+bool Importer::checkOpsets() {
+  bool found = false;
+  for (const auto &opset : model_->opset_import()) {
+    if (opset.domain().empty() || opset.domain() == "ai.onnx") {
+      found = true;
+      opset_ = opset.version();
+    }
+  }
+  if (!found)
+    return fail("'" + path_ + "' does not import the default ONNX operator set");
+  if (opset_ < kMinOpset || opset_ > kMaxOpset)
+    return fail("'" + path_ + "' uses ONNX opset " + std::to_string(opset_) +
+                "; hetc supports opsets " + std::to_string(kMinOpset) + " to " +
+                std::to_string(kMaxOpset));
+  return true;
+}
+
+// The checks that make the graph safe to hand to ONNX shape inference (which does not expect a
+// dangling reference or an unknown operator): every node is known and reads defined values.
+bool Importer::validateGraph() {
+  const onnx::GraphProto &g = model_->graph();
+  if (g.output_size() == 0)
+    return fail("'" + path_ + "': the graph has no outputs");
+  llvm::StringSet<> defined;
+  for (const auto &input : g.input())
+    defined.insert(input.name());
+  for (const auto &t : g.initializer())
+    defined.insert(t.name());
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto &node = g.node(i);
+    std::string name = node.name().empty() ? node.op_type() + "#" + std::to_string(i) : node.name();
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (!defaultDomain || !knownOps().contains(node.op_type()))
+      return fail("node '" + name + "' has op type '" +
+                  (defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type()) +
+                  "', which is not supported");
+    for (const std::string &input : node.input())
+      if (!input.empty() && !defined.contains(input))
+        return fail("node '" + name + "' (" + node.op_type() + ") reads '" + input +
+                    "', which no graph input, initializer or earlier node defines");
+    // Arity, attribute names and types against the operator's schema at the model's opset.
+    const onnx::OpSchema *schema =
+        onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
+    if (!schema)
+      return fail("node '" + name + "' has op type '" + node.op_type() +
+                  "', which does not exist in ONNX opset " + std::to_string(opset_));
+    try {
+      schema->Verify(node);
+    } catch (const std::exception &e) {
+      return fail("node '" + name + "' (" + node.op_type() + ") is malformed: " + e.what());
+    }
+    for (const auto &attr : node.attribute())
+      if (attr.has_g() || attr.graphs_size() > 0)
+        return fail("node '" + name + "' has a subgraph attribute '" + attr.name() +
+                    "', which is not supported");
+    for (const std::string &output : node.output())
+      if (!output.empty())
+        defined.insert(output);
+  }
+  for (const auto &output : g.output())
+    if (!defined.contains(output.name()))
+      return fail("graph output '" + output.name() +
+                  "' is not defined by any node, input or initializer");
+  return true;
+}
+
+// Runs ONNX shape inference in a child process and returns the value types it found. libonnx
+// 1.12 can crash or allocate without bound on a malformed graph, so it never runs in the
+// compiler's own process: the child has a memory limit and a deadline, and its failure only
+// costs type precision (raising then reports what it could not match), never the import.
+std::optional<onnx::GraphProto> inferValueInfoIsolated(const onnx::ModelProto &model) {
+  constexpr uint64_t kMemoryBudget = 2ull << 30;
+  constexpr int kDeadlineSeconds = 300;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return std::nullopt;
+  pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return std::nullopt;
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    struct rlimit limit;
+    if (::getrlimit(RLIMIT_DATA, &limit) == 0) {
+      // The budget comes on top of what the process already holds.
+      long pages = 0;
+      if (FILE *statm = std::fopen("/proc/self/statm", "r")) {
+        long size = 0, resident = 0, shared = 0, text = 0, lib = 0;
+        if (std::fscanf(statm, "%ld %ld %ld %ld %ld %ld", &size, &resident, &shared, &text, &lib,
+                        &pages) != 6)
+          pages = 0;
+        std::fclose(statm);
+      }
+      rlim_t want = static_cast<rlim_t>(pages) * ::sysconf(_SC_PAGESIZE) + kMemoryBudget;
+      if (limit.rlim_max == RLIM_INFINITY || want < limit.rlim_max)
+        limit.rlim_cur = want;
+      ::setrlimit(RLIMIT_DATA, &limit);
+    }
+    std::string bytes;
+    try {
+      onnx::ModelProto copy;
+      copy.mutable_graph()->mutable_node()->CopyFrom(model.graph().node());
+      copy.mutable_graph()->mutable_input()->CopyFrom(model.graph().input());
+      copy.mutable_graph()->mutable_output()->CopyFrom(model.graph().output());
+      copy.mutable_opset_import()->CopyFrom(model.opset_import());
+      copy.set_ir_version(model.ir_version());
+      // Initializers as types only: shape inference needs their shapes, not their bytes, except
+      // for the small integer ones that are shapes themselves.
+      for (const auto &t : model.graph().initializer()) {
+        bool small = t.data_location() != onnx::TensorProto::EXTERNAL &&
+                     (t.data_type() == onnx::TensorProto::INT64 ||
+                      t.data_type() == onnx::TensorProto::INT32) &&
+                     t.ByteSizeLong() <= 4096;
+        if (small) {
+          copy.mutable_graph()->add_initializer()->CopyFrom(t);
+          continue;
+        }
+        onnx::ValueInfoProto *vi = copy.mutable_graph()->add_input();
+        vi->set_name(t.name());
+        auto *tensor = vi->mutable_type()->mutable_tensor_type();
+        tensor->set_elem_type(t.data_type());
+        for (int64_t d : t.dims())
+          tensor->mutable_shape()->add_dim()->set_dim_value(d);
+      }
+      onnx::ShapeInferenceOptions options{/*check_type=*/false, /*error_mode=*/0,
+                                          /*enable_data_propagation=*/false};
+      onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), options);
+      onnx::GraphProto result;
+      result.mutable_value_info()->CopyFrom(copy.graph().value_info());
+      bytes = result.SerializeAsString();
+    } catch (...) {
+      ::_exit(1);
+    }
+    const char *p = bytes.data();
+    size_t left = bytes.size();
+    while (left > 0) {
+      ssize_t n = ::write(fds[1], p, left);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        ::_exit(1);
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    ::_exit(0);
+  }
+
+  ::close(fds[1]);
+  std::string bytes;
+  bool timedOut = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kDeadlineSeconds);
+  char buffer[1 << 16];
+  while (true) {
+    auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (remaining.count() <= 0) {
+      timedOut = true;
+      break;
+    }
+    struct pollfd pfd = {fds[0], POLLIN, 0};
+    int ready = ::poll(&pfd, 1, static_cast<int>(remaining.count()));
+    if (ready < 0 && errno == EINTR)
+      continue;
+    if (ready <= 0) {
+      timedOut = ready == 0;
+      break;
+    }
+    ssize_t n = ::read(fds[0], buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timedOut)
+    ::kill(child, SIGKILL);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timedOut || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return std::nullopt;
+  onnx::GraphProto result;
+  if (!result.ParseFromString(bytes))
+    return std::nullopt;
+  return result;
+}
+
+void Importer::inferShapes() {
+  // Without data propagation: FoldConstants recovers the static dimensions raising needs from
+  // the shape arithmetic itself, the same way whether or not the exporter folded it.
+  if (std::optional<onnx::GraphProto> inferred = inferValueInfoIsolated(*model_))
+    for (const auto &vi : inferred->value_info())
+      types_[vi.name()] = vi.type();
+  const onnx::GraphProto &g = model_->graph();
+  for (const auto &vi : g.value_info())
+    types_[vi.name()] = vi.type();
+  for (const auto &vi : g.input())
+    types_[vi.name()] = vi.type();
+  for (const auto &vi : g.output())
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+      types_[vi.name()] = vi.type();
+}
+
+Type Importer::typeFromProto(const onnx::TypeProto &type) {
+  if (!type.has_tensor_type())
+    return {};
+  const auto &tensor = type.tensor_type();
+  std::optional<ElementInfo> elem = elementInfo(ctx_, tensor.elem_type());
+  if (!elem)
+    return {};
+  if (!tensor.has_shape())
+    return UnrankedTensorType::get(elem->type);
+  SmallVector<int64_t> dims;
+  for (const auto &d : tensor.shape().dim())
+    dims.push_back(d.has_dim_value() && d.dim_value() >= 0 ? d.dim_value() : ShapedType::kDynamic);
+  return RankedTensorType::get(dims, elem->type);
+}
+
+Type Importer::valueType(const std::string &name) {
+  auto it = types_.find(name);
+  if (it != types_.end())
+    if (Type t = typeFromProto(it->second))
+      return t;
+  // Shape inference knew nothing: an unranked float tensor keeps the graph importable.
+  return UnrankedTensorType::get(Float32Type::get(&ctx_));
+}
+
+std::shared_ptr<MappedFile> Importer::externalFile(const std::string &location,
+                                                   const std::string &tensor) {
+  auto it = externalFiles_.find(location);
+  if (it != externalFiles_.end())
+    return it->second;
+  llvm::SmallString<256> file(llvm::sys::path::parent_path(path_));
+  // External data lives beside the model; a path leaving that directory is refused.
+  if (location.empty() || llvm::sys::path::is_absolute(location) ||
+      llvm::is_contained(
+          llvm::make_range(llvm::sys::path::begin(location), llvm::sys::path::end(location)),
+          "..")) {
+    fail("tensor '" + tensor + "' names external data file '" + location +
+         "', which is not a relative path inside the model's directory");
+    return nullptr;
+  }
+  llvm::sys::path::append(file, location);
+  std::string openError;
+  std::shared_ptr<MappedFile> mapped = MappedFile::open(std::string(file), openError);
+  if (!mapped) {
+    fail("tensor '" + tensor + "' has its data in an external file: " + openError);
+    return nullptr;
+  }
+  weights_.keepAlive(mapped);
+  externalFiles_[location] = mapped;
+  return mapped;
+}
+
+// Finds the bytes of a tensor without copying them when they are raw (inline or external).
+bool Importer::tensorBytes(const onnx::TensorProto &t, const std::string &what, const char *&data,
+                           uint64_t &bytes, std::shared_ptr<void> &owner) {
+  std::optional<ElementInfo> elem = elementInfo(ctx_, t.data_type());
+  if (!elem)
+    return fail(what + " has element type " + dataTypeName(t.data_type()) +
+                ", which hetc does not support");
+  uint64_t count = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0)
+      return fail(what + " has a negative dimension");
+    if (d != 0 && count > UINT64_MAX / 16 / static_cast<uint64_t>(d))
+      return fail(what + " has more elements than fit in memory");
+    count *= static_cast<uint64_t>(d);
+  }
+  uint64_t expected = count * elem->bytes;
+
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    uint64_t offset = 0, length = expected;
+    bool hasLength = false;
+    for (const auto &entry : t.external_data()) {
+      const std::string &key = entry.key();
+      if (key == "location") {
+        location = entry.value();
+      } else if (key == "offset" || key == "length") {
+        char *end = nullptr;
+        errno = 0;
+        unsigned long long v = std::strtoull(entry.value().c_str(), &end, 10);
+        if (errno != 0 || end == entry.value().c_str() || *end != '\0' || entry.value()[0] == '-')
+          return fail(what + " has an invalid external data " + key + " '" + entry.value() + "'");
+        (key == "offset" ? offset : length) = v;
+        hasLength |= key == "length";
+      }
+    }
+    if (hasLength && length != expected)
+      return fail(what + " has " + std::to_string(length) + " bytes of external data in '" +
+                  location + "', but its shape and type need " + std::to_string(expected));
+    std::shared_ptr<MappedFile> file = externalFile(location, t.name());
+    if (!file)
+      return false;
+    if (offset > file->size() || expected > file->size() - offset)
+      return fail(what + ": external data at offset " + std::to_string(offset) + " with size " +
+                  std::to_string(expected) + " is out of bounds of '" + location + "' (" +
+                  std::to_string(file->size()) + " bytes)");
+    data = file->data() + offset;
+    bytes = expected;
+    return true;
+  }
+
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != expected)
+      return fail(what + " has " + std::to_string(t.raw_data().size()) +
+                  " bytes of data, but its shape and type need " + std::to_string(expected));
+    data = t.raw_data().data();
+    bytes = expected;
+    return true;
+  }
+
+  // Typed fields: materialise little-endian bytes once.
+  auto buffer = std::make_shared<std::vector<char>>(expected);
+  auto fill = [&](auto values, auto convert) -> bool {
+    if (static_cast<uint64_t>(values.size()) != count)
+      return fail(what + " has " + std::to_string(values.size()) + " values, but its shape needs " +
+                  std::to_string(count));
+    char *out = buffer->data();
+    for (auto v : values) {
+      auto converted = convert(v);
+      std::memcpy(out, &converted, elem->bytes);
+      out += elem->bytes;
+    }
+    return true;
+  };
+  bool ok = true;
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    ok = fill(t.float_data(), [](float v) { return v; });
+    break;
+  case onnx::TensorProto::DOUBLE:
+    ok = fill(t.double_data(), [](double v) { return v; });
+    break;
+  case onnx::TensorProto::INT64:
+    ok = fill(t.int64_data(), [](int64_t v) { return v; });
+    break;
+  case onnx::TensorProto::INT32:
+    ok = fill(t.int32_data(), [](int32_t v) { return v; });
+    break;
+  case onnx::TensorProto::INT16:
+    ok = fill(t.int32_data(), [](int32_t v) { return static_cast<int16_t>(v); });
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    ok = fill(t.int32_data(), [](int32_t v) { return static_cast<uint16_t>(v); });
+    break;
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::BOOL:
+    ok = fill(t.int32_data(), [](int32_t v) { return static_cast<uint8_t>(v); });
+    break;
+  default:
+    return fail(what + " has element type " + dataTypeName(t.data_type()) +
+                ", which hetc does not support");
+  }
+  if (!ok)
+    return false;
+  data = buffer->data();
+  bytes = expected;
+  owner = buffer;
+  return true;
+}
+
+Value Importer::importTensor(const onnx::TensorProto &t, const std::string &name,
+                             bool isInitializer) {
+  std::string what = (isInitializer ? "initializer '" : "constant '") + name + "'";
+  const char *data = nullptr;
+  uint64_t bytes = 0;
+  std::shared_ptr<void> owner;
+  if (!tensorBytes(t, what, data, bytes, owner))
+    return {};
+  ElementInfo elem = *elementInfo(ctx_, t.data_type());
+  SmallVector<int64_t> dims(t.dims().begin(), t.dims().end());
+  auto type = RankedTensorType::get(dims, elem.type);
+  int64_t count = type.getNumElements();
+  Location loc = NameLoc::get(builder_.getStringAttr(name));
+
+  bool asConstant = !isInitializer || !elem.isFloat || count <= kMaxConstantFloatElements;
+  if (asConstant) {
+    DenseElementsAttr attr;
+    if (elem.type.isInteger(1)) {
+      SmallVector<bool> values;
+      for (int64_t i = 0; i < count; ++i)
+        values.push_back(data[i] != 0);
+      attr = DenseElementsAttr::get(type, values);
+    } else {
+      bool detectedSplat = false;
+      ArrayRef<char> raw(data, bytes);
+      if (!DenseElementsAttr::isValidRawBuffer(type, raw, detectedSplat)) {
+        fail(what + " has data that does not match its type");
+        return {};
+      }
+      attr = DenseElementsAttr::getFromRawBuffer(type, raw);
+    }
+    return builder_.create<hetc::ConstantOp>(loc, attr.getType(), attr);
+  }
+
+  hetc::compiler::StoredWeight weight;
+  weight.name = name;
+  weight.elementType = elem.type.isF32()    ? WeightElementType::F32
+                       : elem.type.isF16()  ? WeightElementType::F16
+                       : elem.type.isBF16() ? WeightElementType::BF16
+                                            : WeightElementType::F32;
+  if (elem.type.isF64()) {
+    fail(what + " is a DOUBLE weight; hetc supports FLOAT, FLOAT16 and BFLOAT16 weights");
+    return {};
+  }
+  weight.shape.assign(dims.begin(), dims.end());
+  weight.data = data;
+  weight.bytes = bytes;
+  weights_.keepAlive(owner);
+  weights_.add(std::move(weight));
+  return builder_.create<hetc::WeightOp>(loc, type, name);
+}
+
+std::optional<NamedAttribute> Importer::convertAttribute(const onnx::AttributeProto &attr,
+                                                         const std::string &nodeName) {
+  Attribute value;
+  switch (attr.type()) {
+  case onnx::AttributeProto::INT:
+    value = builder_.getI64IntegerAttr(attr.i());
+    break;
+  case onnx::AttributeProto::FLOAT:
+    value = builder_.getF32FloatAttr(attr.f());
+    break;
+  case onnx::AttributeProto::STRING:
+    value = builder_.getStringAttr(attr.s());
+    break;
+  case onnx::AttributeProto::INTS: {
+    SmallVector<Attribute> items;
+    for (int64_t v : attr.ints())
+      items.push_back(builder_.getI64IntegerAttr(v));
+    value = builder_.getArrayAttr(items);
+    break;
+  }
+  case onnx::AttributeProto::FLOATS: {
+    SmallVector<Attribute> items;
+    for (float v : attr.floats())
+      items.push_back(builder_.getF32FloatAttr(v));
+    value = builder_.getArrayAttr(items);
+    break;
+  }
+  case onnx::AttributeProto::STRINGS: {
+    SmallVector<Attribute> items;
+    for (const std::string &v : attr.strings())
+      items.push_back(builder_.getStringAttr(v));
+    value = builder_.getArrayAttr(items);
+    break;
+  }
+  case onnx::AttributeProto::TENSOR: {
+    OpBuilder::InsertionGuard guard(builder_);
+    Value v = importTensor(attr.t(), nodeName + "." + attr.name(), /*isInitializer=*/false);
+    if (!v)
+      return std::nullopt;
+    auto constant = v.getDefiningOp<hetc::ConstantOp>();
+    value = constant.getValue();
+    constant.erase();
+    break;
+  }
+  default:
+    fail("node '" + nodeName + "' has attribute '" + attr.name() +
+         "' of a kind hetc does not support (graphs, sparse tensors and types are not)");
+    return std::nullopt;
+  }
+  return NamedAttribute(builder_.getStringAttr(attr.name()), value);
+}
+
+bool Importer::importNode(const onnx::NodeProto &node, int index) {
+  std::string name =
+      node.name().empty() ? node.op_type() + "#" + std::to_string(index) : node.name();
+  Location loc = NameLoc::get(builder_.getStringAttr(name));
+  bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+  if (!defaultDomain || !knownOps().contains(node.op_type()))
+    return fail("node '" + name + "' has op type '" +
+                (defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type()) +
+                "', which is not supported");
+
+  if (node.op_type() == "Constant") {
+    if (node.output_size() != 1 || node.attribute_size() != 1)
+      return fail("node '" + name + "' (Constant) must have one output and one attribute");
+    const onnx::AttributeProto &attr = node.attribute(0);
+    Value v;
+    if (attr.name() == "value" && attr.type() == onnx::AttributeProto::TENSOR) {
+      v = importTensor(attr.t(), node.output(0), /*isInitializer=*/false);
+    } else if (attr.name() == "value_float" || attr.name() == "value_int" ||
+               attr.name() == "value_floats" || attr.name() == "value_ints") {
+      bool isFloat = attr.name().rfind("value_float", 0) == 0;
+      bool isList = attr.name().back() == 's';
+      Type elem = isFloat ? Type(builder_.getF32Type()) : Type(builder_.getI64Type());
+      SmallVector<int64_t> shape;
+      if (isList)
+        shape.push_back(isFloat ? attr.floats_size() : attr.ints_size());
+      auto type = RankedTensorType::get(shape, elem);
+      DenseElementsAttr value;
+      if (isFloat) {
+        SmallVector<float> fs = isList
+                                    ? SmallVector<float>(attr.floats().begin(), attr.floats().end())
+                                    : SmallVector<float>{attr.f()};
+        value = DenseElementsAttr::get(type, ArrayRef<float>(fs));
+      } else {
+        SmallVector<int64_t> is = isList
+                                      ? SmallVector<int64_t>(attr.ints().begin(), attr.ints().end())
+                                      : SmallVector<int64_t>{attr.i()};
+        value = DenseElementsAttr::get(type, ArrayRef<int64_t>(is));
+      }
+      v = builder_.create<hetc::ConstantOp>(loc, value.getType(), value);
+    } else {
+      return fail("node '" + name + "' (Constant) uses attribute '" + attr.name() +
+                  "', which is not supported");
+    }
+    if (!v)
+      return false;
+    values_[node.output(0)] = v;
+    return true;
+  }
+
+  SmallVector<Value> operands;
+  for (const std::string &input : node.input()) {
+    if (input.empty()) {
+      if (!none_)
+        none_ = builder_.create<hetc::OnnxNoneOp>(builder_.getUnknownLoc(), builder_.getNoneType());
+      operands.push_back(none_);
+      continue;
+    }
+    auto it = values_.find(input);
+    if (it == values_.end())
+      return fail("node '" + name + "' (" + node.op_type() + ") reads '" + input +
+                  "', which no graph input, initializer or earlier node defines");
+    operands.push_back(it->second);
+  }
+  SmallVector<Type> resultTypes;
+  for (const std::string &output : node.output())
+    resultTypes.push_back(valueType(output));
+  SmallVector<NamedAttribute> attrs;
+  for (const auto &attr : node.attribute()) {
+    std::optional<NamedAttribute> converted = convertAttribute(attr, name);
+    if (!converted)
+      return false;
+    attrs.push_back(*converted);
+  }
+  DictionaryAttr onnxAttrs = attrs.empty() ? DictionaryAttr() : builder_.getDictionaryAttr(attrs);
+  auto op = builder_.create<hetc::OnnxNodeOp>(loc, resultTypes, node.op_type(), name, onnxAttrs,
+                                              operands);
+  for (auto [i, output] : llvm::enumerate(node.output()))
+    if (!output.empty())
+      values_[output] = op->getResult(i);
+  return true;
+}
+
+OwningOpRef<ModuleOp> Importer::run() {
+  if (!parse() || !checkOpsets() || !validateGraph())
+    return nullptr;
+  inferShapes();
+  weights_.keepAlive(model_);
+  const onnx::GraphProto &g = model_->graph();
+
+  llvm::StringSet<> initializerNames;
+  for (const auto &t : g.initializer())
+    initializerNames.insert(t.name());
+
+  Location fileLoc = FileLineColLoc::get(builder_.getStringAttr(path_), 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  for (const auto &input : g.input()) {
+    if (initializerNames.contains(input.name()))
+      continue; // an IR < 4 model lists initializers as inputs too
+    Type t = typeFromProto(input.type());
+    if (!t) {
+      fail("graph input '" + input.name() + "' is not a tensor of a supported element type");
+      return nullptr;
+    }
+    argTypes.push_back(t);
+    argNames.push_back(input.name());
+  }
+  builder_.setInsertionPointToEnd(module->getBody());
+  auto func =
+      builder_.create<func::FuncOp>(fileLoc, "main", builder_.getFunctionType(argTypes, {}));
+  Block *body = func.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    func.setArgAttr(i, "hetc.name", builder_.getStringAttr(name));
+    values_[name] = body->getArgument(i);
+  }
+  builder_.setInsertionPointToEnd(body);
+
+  for (const auto &t : g.initializer()) {
+    Value v = importTensor(t, t.name(), /*isInitializer=*/true);
+    if (!v)
+      return nullptr;
+    values_[t.name()] = v;
+  }
+  for (int i = 0; i < g.node_size(); ++i)
+    if (!importNode(g.node(i), i))
+      return nullptr;
+
+  SmallVector<Value> results;
+  for (const auto &output : g.output()) {
+    auto it = values_.find(output.name());
+    if (it == values_.end()) {
+      fail("graph output '" + output.name() + "' is not defined by any node, input or initializer");
+      return nullptr;
+    }
+    results.push_back(it->second);
+  }
+  builder_.create<func::ReturnOp>(fileLoc, results);
+  func.setType(builder_.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  for (auto [i, output] : llvm::enumerate(g.output()))
+    func.setResultAttr(i, "hetc.name", builder_.getStringAttr(output.name()));
+  return module;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> importOnnxModel(const std::string &path, MLIRContext &context,
+                                      WeightStore &weights, std::string &error) {
+  error.clear();
+  context.loadDialect<hetc::HetcDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module;
+  try {
+    module = Importer(path, context, weights, error).run();
+  } catch (const std::exception &e) {
+    // libonnx and protobuf report some malformed inputs by throwing.
+    error = "'" + path + "' is not a valid ONNX model: " + e.what();
+    return nullptr;
+  }
+  if (!module && error.empty())
+    error = "'" + path + "' could not be imported";
+  return module;
+}
+
+} // namespace hetc::compiler

@@ -1,0 +1,69 @@
+#include "hetc/compiler/PlanAttributes.h"
+
+#include "hetc/Dialect/HetcDialect.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace hetc::planning {
+
+func::FuncOp findModelFunction(ModuleOp module) {
+  if (auto main = module.lookupSymbol<func::FuncOp>("main"))
+    return main;
+  auto funcs = module.getOps<func::FuncOp>();
+  if (!funcs.empty() && std::next(funcs.begin()) == funcs.end())
+    return *funcs.begin();
+  module.emitError("expected a function @main holding the model");
+  return nullptr;
+}
+
+bool isLlmOp(Operation *op) {
+  return isa<EmbeddingOp, RmsNormOp, LinearOp, RopeOp, AttentionOp, SwiGluOp, AddOp, LmHeadOp>(op);
+}
+
+SmallVector<Operation *> collectLlmOps(func::FuncOp func) {
+  SmallVector<Operation *> ops;
+  func.walk([&](Operation *op) {
+    if (isLlmOp(op))
+      ops.push_back(op);
+  });
+  return ops;
+}
+
+bool isActivation(Value value) {
+  auto result = dyn_cast<OpResult>(value);
+  if (!result || !isLlmOp(result.getOwner()))
+    return false;
+  // present_key and present_value are the KV cache, which lives in its own arena.
+  return !isa<AttentionOp>(result.getOwner()) || result.getResultNumber() == 0;
+}
+
+SmallVector<unsigned> activationOperandPositions(Operation *op) {
+  return llvm::TypeSwitch<Operation *, SmallVector<unsigned>>(op)
+      .Case<EmbeddingOp>([](auto) { return SmallVector<unsigned>{}; })
+      .Case<RmsNormOp, LinearOp, RopeOp, LmHeadOp>([](auto) { return SmallVector<unsigned>{0}; })
+      .Case<AttentionOp>([](auto) {
+        return SmallVector<unsigned>{0, 1, 2};
+      })
+      .Case<SwiGluOp, AddOp>([](auto) {
+        return SmallVector<unsigned>{0, 1};
+      })
+      .Default([](auto) { return SmallVector<unsigned>{}; });
+}
+
+std::optional<int64_t> featureSize(Type type) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  if (!ranked || ranked.getRank() == 0 || ranked.isDynamicDim(ranked.getRank() - 1))
+    return std::nullopt;
+  return ranked.getDimSize(ranked.getRank() - 1);
+}
+
+std::optional<int64_t> getIntField(DictionaryAttr dict, StringRef name) {
+  if (!dict)
+    return std::nullopt;
+  if (auto value = dict.getAs<IntegerAttr>(name))
+    return value.getInt();
+  return std::nullopt;
+}
+
+} // namespace hetc::planning

@@ -1,0 +1,646 @@
+// Builds the plan (runtime/schema/hplan.fbs) from the planning attributes and writes it with the
+// weights through the runtime's PlanWriter, so the file layout is written in one place.
+#include "hetc/compiler/PlanEmitter.h"
+
+#include "hetc/Dialect/HetcDialect.h"
+#include "hetc/compiler/PlanAttributes.h"
+#include "hetc/runtime/Plan.h"
+#include "hetc/runtime/PlanWriter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+using namespace mlir;
+using namespace hetc;
+using namespace hetc::compiler;
+using namespace hetc::planning;
+
+namespace {
+
+constexpr const char *kProducer = "hetc 0.1 (MLIR 19)";
+// Kernels of this version are portable C++; they need nothing beyond x86-64.
+constexpr uint64_t kRequiredCpuFeatures = static_cast<uint64_t>(plan::CpuFeatureBits::X86_64);
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exponent = (h >> 10) & 0x1f;
+  uint32_t mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000 | (mantissa << 13); // inf or nan
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else { // subnormal: normalise
+    int shift = 0;
+    while (!(mantissa & 0x400)) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    bits = sign | (static_cast<uint32_t>(113 - shift) << 23) | ((mantissa & 0x3ff) << 13);
+  }
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+float bf16ToFloat(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// [rows, cols] row-major into [cols, rows] row-major, in tiles so both sides stay in cache.
+void transpose(const float *src, float *dst, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 64;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+          dst[c * rows + r] = src[r * cols + c];
+}
+
+// A weight operand traced to its bytes: an entry of the weight store or a hetc.constant.
+struct WeightSource {
+  const void *identity = nullptr; // the StoredWeight or the constant's attribute
+  std::string name;
+  SmallVector<int64_t> storedShape;
+  // The IR reads the stored [a, b] matrix as [b, a].
+  bool transposedView = false;
+  const StoredWeight *stored = nullptr;
+  DenseElementsAttr constant;
+};
+
+class PlanBuilder {
+public:
+  PlanBuilder(ModuleOp module, const WeightStore &weights) : module_(module), weights_(weights) {}
+
+  LogicalResult build(const std::string &target);
+  plan::PlanDefT &plan() { return plan_; }
+  const std::vector<WeightPayload> &payloads() const { return payloads_; }
+  const std::string &error() const { return error_; }
+
+private:
+  LogicalResult fail(const Twine &message) {
+    if (error_.empty())
+      error_ = message.str();
+    return failure();
+  }
+  LogicalResult buildModuleTables();
+  LogicalResult buildOp(Operation *op);
+  LogicalResult buildSublayers(ArrayRef<Operation *> ops);
+  FailureOr<WeightSource> traceWeight(Operation *op, Value weight, StringRef role);
+  FailureOr<uint32_t> addTensor(Operation *op, Value weight, plan::WeightLayoutDef layout,
+                                StringRef role);
+  FailureOr<uint32_t> addSegment(const WeightSource &source, bool transposed);
+  std::string describe(Operation *op);
+  void nameOps(ArrayRef<Operation *> ops);
+  std::string nameOf(Operation *op);
+
+  ModuleOp module_;
+  const WeightStore &weights_;
+  plan::PlanDefT plan_;
+  std::vector<WeightPayload> payloads_;
+  std::vector<std::unique_ptr<std::vector<float>>> packed_;
+  std::map<std::pair<const void *, bool>, uint32_t> segments_;
+  std::map<uint64_t, std::vector<uint32_t>> segmentsBySize_;
+  std::map<std::tuple<const void *, bool, plan::WeightLayoutDef>, uint32_t> tensors_;
+  // Ops of each kind seen so far in each layer, for readable names ("layers.3.linear.2").
+  std::map<std::pair<int64_t, std::string>, unsigned> kindCounts_;
+  llvm::DenseMap<Operation *, std::string> names_;
+  std::string error_;
+};
+
+// A readable description of an op in the plan's terms: "layers.3.linear.2", "lm_head", ...
+std::string PlanBuilder::describe(Operation *op) {
+  std::string kind = op->getName().stripDialect().str();
+  auto layer = op->getAttrOfType<IntegerAttr>(kLayer);
+  if (!layer) {
+    if (isa<RmsNormOp>(op))
+      return "final_norm";
+    return kind;
+  }
+  unsigned ordinal = kindCounts_[{layer.getInt(), kind}]++;
+  return "layers." + std::to_string(layer.getInt()) + "." + kind + "." + std::to_string(ordinal);
+}
+
+// The source node an op was raised from, when the IR kept one.
+std::optional<std::string> sourceName(Operation *op) {
+  if (auto source = op->getAttrOfType<StringAttr>("hetc.source"))
+    return source.str();
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      if (isa<NameLoc>(part)) {
+        loc = part;
+        break;
+      }
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  return std::nullopt;
+}
+
+// Names every op once: its source node, or its description when the IR kept no source. Ops
+// raised from the same node (q and k rope from one subgraph) add their description, so every
+// name in the plan is unique.
+void PlanBuilder::nameOps(ArrayRef<Operation *> ops) {
+  llvm::StringMap<unsigned> uses;
+  SmallVector<std::pair<std::optional<std::string>, std::string>> named;
+  for (Operation *op : ops) {
+    named.emplace_back(sourceName(op), describe(op));
+    if (named.back().first)
+      ++uses[*named.back().first];
+  }
+  for (auto [op, name] : llvm::zip(ops, named)) {
+    auto &[source, description] = name;
+    if (!source)
+      names_[op] = description;
+    else if (uses[*source] > 1)
+      names_[op] = *source + " (" + description + ")";
+    else
+      names_[op] = *source;
+  }
+}
+
+std::string PlanBuilder::nameOf(Operation *op) {
+  auto it = names_.find(op);
+  return it != names_.end() ? it->second : op->getName().getStringRef().str();
+}
+
+template <typename T>
+LogicalResult readField(DictionaryAttr dict, StringRef dictName, StringRef field, T &out,
+                        const std::function<LogicalResult(const Twine &)> &fail) {
+  std::optional<int64_t> value = getIntField(dict, field);
+  if (!value)
+    return fail("the module's " + dictName + " attribute has no integer '" + field +
+                "'; run the planning passes first");
+  if (*value < 0 || static_cast<uint64_t>(*value) > std::numeric_limits<T>::max())
+    return fail("the module's " + dictName + "." + field + " = " + Twine(*value) +
+                " does not fit the plan's field");
+  out = static_cast<T>(*value);
+  return success();
+}
+
+LogicalResult PlanBuilder::buildModuleTables() {
+  auto failFn = [&](const Twine &message) { return fail(message); };
+  auto model = module_->getAttrOfType<DictionaryAttr>(kModel);
+  auto bounds = module_->getAttrOfType<DictionaryAttr>(kBounds);
+  auto kv = module_->getAttrOfType<DictionaryAttr>(kKvCache);
+  auto buffers = module_->getAttrOfType<ArrayAttr>(kBuffers);
+  auto arenaSize = module_->getAttrOfType<IntegerAttr>(kActivationArenaSize);
+  if (!model || !bounds || !kv || !buffers || !arenaSize)
+    return fail("the module lacks the planning attributes (hetc.model, hetc.bounds, "
+                "hetc.kv_cache, hetc.buffers, hetc.activation_arena_size); run the planning "
+                "passes first");
+
+  auto m = std::make_unique<plan::ModelDefT>();
+  m->architecture = "llama";
+  auto eps = model.getAs<FloatAttr>("rms_eps");
+  auto tied = model.getAs<BoolAttr>("tied_embeddings");
+  if (!eps || !tied)
+    return fail("the module's hetc.model attribute lacks rms_eps or tied_embeddings");
+  m->rms_eps = static_cast<float>(eps.getValueAsDouble());
+  m->tied_embeddings = tied.getValue();
+  if (failed(readField(model, kModel, "vocab", m->vocab, failFn)) ||
+      failed(readField(model, kModel, "hidden", m->hidden, failFn)) ||
+      failed(readField(model, kModel, "layers", m->layers, failFn)) ||
+      failed(readField(model, kModel, "heads", m->heads, failFn)) ||
+      failed(readField(model, kModel, "kv_heads", m->kv_heads, failFn)) ||
+      failed(readField(model, kModel, "head_dim", m->head_dim, failFn)) ||
+      failed(readField(model, kModel, "intermediate", m->intermediate, failFn)))
+    return failure();
+  plan_.model = std::move(m);
+
+  auto b = std::make_unique<plan::BoundsDefT>();
+  if (failed(readField(bounds, kBounds, "max_batch", b->max_batch, failFn)) ||
+      failed(readField(bounds, kBounds, "max_seq", b->max_seq, failFn)) ||
+      failed(readField(bounds, kBounds, "max_step_tokens", b->max_step_tokens, failFn)))
+    return failure();
+  plan_.bounds = std::move(b);
+
+  auto k = std::make_unique<plan::KvCacheDefT>();
+  k->dtype = plan::DTypeDef::F32;
+  if (failed(readField(kv, kKvCache, "layers", k->layers, failFn)) ||
+      failed(readField(kv, kKvCache, "slots", k->slots, failFn)) ||
+      failed(readField(kv, kKvCache, "kv_heads", k->kv_heads, failFn)) ||
+      failed(readField(kv, kKvCache, "max_seq", k->max_seq, failFn)) ||
+      failed(readField(kv, kKvCache, "head_dim", k->head_dim, failFn)) ||
+      failed(readField(kv, kKvCache, "pos_stride", k->pos_stride, failFn)) ||
+      failed(readField(kv, kKvCache, "head_stride", k->head_stride, failFn)) ||
+      failed(readField(kv, kKvCache, "slot_stride", k->slot_stride, failFn)) ||
+      failed(readField(kv, kKvCache, "layer_stride", k->layer_stride, failFn)) ||
+      failed(readField(kv, kKvCache, "k_offset", k->k_offset, failFn)) ||
+      failed(readField(kv, kKvCache, "v_offset", k->v_offset, failFn)) ||
+      failed(readField(kv, kKvCache, "arena_size", k->arena_size, failFn)))
+    return failure();
+  plan_.kv_cache = std::move(k);
+
+  for (Attribute attr : buffers) {
+    auto dict = dyn_cast<DictionaryAttr>(attr);
+    auto name = dict ? dict.getAs<StringAttr>("name") : StringAttr();
+    auto role = dict ? dict.getAs<StringAttr>("role") : StringAttr();
+    if (!name || !role)
+      return fail("an entry of the module's hetc.buffers lacks a name or role: " +
+                  Twine(plan_.buffers.size()));
+    auto buffer = std::make_unique<plan::BufferDefT>();
+    buffer->name = name.str();
+    buffer->dtype = plan::DTypeDef::F32;
+    if (role.getValue() == kHiddenRole)
+      buffer->role = plan::BufferRoleDef::Hidden;
+    else if (role.getValue() == kScratchRole)
+      buffer->role = plan::BufferRoleDef::Scratch;
+    else if (role.getValue() == kLogitsRole)
+      buffer->role = plan::BufferRoleDef::Logits;
+    else
+      return fail("buffer '" + name.getValue() + "' has unknown role '" + role.getValue() + "'");
+    if (failed(readField(dict, kBuffers, "offset", buffer->offset, failFn)) ||
+        failed(readField(dict, kBuffers, "rows", buffer->rows, failFn)) ||
+        failed(readField(dict, kBuffers, "cols", buffer->cols, failFn)) ||
+        failed(readField(dict, kBuffers, "row_stride", buffer->row_stride, failFn)))
+      return failure();
+    plan_.buffers.push_back(std::move(buffer));
+  }
+  if (arenaSize.getInt() < 0)
+    return fail("the module's hetc.activation_arena_size is negative");
+  plan_.activation_arena_size = static_cast<uint64_t>(arenaSize.getInt());
+  return success();
+}
+
+// `role` names a constant the source model gave no name ("inv_freq").
+FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, StringRef role) {
+  WeightSource source;
+  auto irType = cast<RankedTensorType>(weight.getType());
+  if (auto constant = weight.getDefiningOp<ConstantOp>()) {
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!dense || !isa<FloatType>(dense.getElementType()))
+      return fail(nameOf(op) + ": its weight is a non-float or non-dense constant");
+    source.identity = dense.getAsOpaquePointer();
+    auto nameLoc = dyn_cast<NameLoc>(constant.getLoc());
+    source.name = nameLoc ? nameLoc.getName().str() : role.str();
+    source.storedShape.assign(irType.getShape().begin(), irType.getShape().end());
+    source.constant = dense;
+    return source;
+  }
+  auto weightOp = weight.getDefiningOp<WeightOp>();
+  if (!weightOp)
+    return fail(nameOf(op) + ": its weight must be a hetc.weight or hetc.constant");
+  source.name = weightOp.getName().str();
+  source.stored = weights_.find(source.name);
+  if (!source.stored)
+    return fail("weight '" + source.name + "' is not in the weight store");
+  source.identity = source.stored;
+  source.storedShape.assign(source.stored->shape.begin(), source.stored->shape.end());
+  ArrayRef<int64_t> irShape = irType.getShape();
+  source.transposedView = weightOp.getTransposed();
+  SmallVector<int64_t> expected(source.storedShape);
+  if (source.transposedView)
+    std::reverse(expected.begin(), expected.end());
+  if (ArrayRef<int64_t>(expected) != irShape) {
+    std::string stored;
+    llvm::raw_string_ostream os(stored);
+    llvm::interleaveComma(source.storedShape, os);
+    return fail("weight '" + source.name + "' is read as " + Twine(irShape.size()) + "-D type" +
+                (source.transposedView ? " (transposed)" : "") +
+                " that does not match its stored shape [" + stored + "]");
+  }
+  uint64_t elementBytes = source.stored->elementType == WeightElementType::F32 ? 4 : 2;
+  if (source.stored->elementType == WeightElementType::I64)
+    return fail("weight '" + source.name + "' is int64; weights must be float");
+  uint64_t elements = 1;
+  for (int64_t dim : source.storedShape)
+    elements *= static_cast<uint64_t>(dim);
+  if (!source.stored->data || source.stored->bytes != elements * elementBytes)
+    return fail("weight '" + source.name + "' holds " + Twine(source.stored->bytes) +
+                " bytes, expected " + Twine(elements * elementBytes));
+  return source;
+}
+
+// One segment per (source, orientation): a weight packed the same way twice (the embedding
+// table and a tied lm_head) is stored once.
+FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, bool transposed) {
+  auto key = std::make_pair(source.identity, transposed);
+  if (auto it = segments_.find(key); it != segments_.end())
+    return it->second;
+
+  int64_t elements = 1;
+  for (int64_t dim : source.storedShape)
+    elements *= dim;
+  if (!transposed && source.stored && source.stored->elementType == WeightElementType::F32) {
+    payloads_.push_back(WeightPayload{source.stored->data, source.stored->bytes});
+  } else {
+    // Float32 elements in the stored order: the store's own bytes when they already are.
+    std::vector<float> converted;
+    const float *elementsF32 = nullptr;
+    if (source.stored && source.stored->elementType == WeightElementType::F32) {
+      elementsF32 = static_cast<const float *>(source.stored->data);
+    } else if (source.stored) {
+      if (source.stored->elementType == WeightElementType::I64)
+        return fail("weight '" + source.name + "' is int64; weights must be float");
+      converted.resize(static_cast<size_t>(elements));
+      const auto *half = static_cast<const uint16_t *>(source.stored->data);
+      bool isF16 = source.stored->elementType == WeightElementType::F16;
+      for (size_t i = 0; i < converted.size(); ++i)
+        converted[i] = isF16 ? halfToFloat(half[i]) : bf16ToFloat(half[i]);
+      elementsF32 = converted.data();
+    } else {
+      converted.reserve(static_cast<size_t>(elements));
+      for (APFloat value : source.constant.getValues<APFloat>()) {
+        bool lost = false;
+        value.convert(APFloat::IEEEsingle(), APFloat::rmNearestTiesToEven, &lost);
+        converted.push_back(value.convertToFloat());
+      }
+      elementsF32 = converted.data();
+    }
+    std::vector<float> values;
+    if (transposed) {
+      values.resize(static_cast<size_t>(elements));
+      transpose(elementsF32, values.data(), source.storedShape[0], source.storedShape[1]);
+    } else if (!converted.empty()) {
+      values = std::move(converted);
+    } else {
+      values.assign(elementsF32, elementsF32 + elements);
+    }
+    packed_.push_back(std::make_unique<std::vector<float>>(std::move(values)));
+    payloads_.push_back(
+        WeightPayload{packed_.back()->data(), packed_.back()->size() * sizeof(float)});
+  }
+  uint32_t index = static_cast<uint32_t>(payloads_.size() - 1);
+  // Identical bytes are stored once: a tied lm_head exported as its own (transposed) copy of the
+  // embedding table packs to exactly the table's bytes. Random weights differ within the first
+  // bytes, so the comparisons cost next to nothing.
+  WeightPayload payload = payloads_.back();
+  std::vector<uint32_t> &sameSize = segmentsBySize_[payload.size];
+  auto same = llvm::find_if(sameSize, [&](uint32_t other) {
+    return std::memcmp(payloads_[other].data, payload.data, payload.size) == 0;
+  });
+  if (same != sameSize.end()) {
+    if (!packed_.empty() && packed_.back()->data() == payload.data)
+      packed_.pop_back();
+    payloads_.pop_back();
+    index = *same;
+  } else {
+    sameSize.push_back(index);
+  }
+  segments_[key] = index;
+  return index;
+}
+
+// A tensor for `weight` in `layout`. LinearNK stores the IR's [K, N] as [N, K].
+FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
+                                           plan::WeightLayoutDef layout, StringRef role) {
+  FailureOr<WeightSource> source = traceWeight(op, weight, role);
+  if (failed(source))
+    return failure();
+  bool linear = layout == plan::WeightLayoutDef::LinearNK;
+  auto irShape = cast<RankedTensorType>(weight.getType()).getShape();
+  if (linear && irShape.size() != 2)
+    return fail(nameOf(op) + ": a linear weight must be 2-D");
+  // The segment holds the stored matrix transposed exactly when the IR's view and the layout
+  // disagree about which dimension is contiguous.
+  bool transposed = source->transposedView != linear;
+  auto key = std::make_tuple(source->identity, transposed, layout);
+  if (auto it = tensors_.find(key); it != tensors_.end())
+    return it->second;
+  FailureOr<uint32_t> segment = addSegment(*source, transposed);
+  if (failed(segment))
+    return failure();
+
+  auto tensor = std::make_unique<plan::TensorDefT>();
+  tensor->name = source->name;
+  tensor->segment = *segment;
+  tensor->dtype = plan::DTypeDef::F32;
+  tensor->layout = layout;
+  if (linear)
+    tensor->shape = {static_cast<uint64_t>(irShape[1]), static_cast<uint64_t>(irShape[0])};
+  else
+    for (int64_t dim : irShape)
+      tensor->shape.push_back(static_cast<uint64_t>(dim));
+  plan_.tensors.push_back(std::move(tensor));
+  uint32_t index = static_cast<uint32_t>(plan_.tensors.size() - 1);
+  tensors_[key] = index;
+  return index;
+}
+
+LogicalResult readIndices(Operation *op, StringRef attrName, std::vector<uint32_t> &out,
+                          size_t bufferCount, const std::string &opName, std::string &error) {
+  auto indices = op->getAttrOfType<DenseI64ArrayAttr>(attrName);
+  if (!indices) {
+    error = opName + " has no " + attrName.str() + "; run hetc-plan-memory first";
+    return failure();
+  }
+  for (int64_t index : indices.asArrayRef()) {
+    if (index < 0 || static_cast<uint64_t>(index) >= bufferCount) {
+      error = opName + ": " + attrName.str() + " names buffer " + std::to_string(index) +
+              " but there are " + std::to_string(bufferCount);
+      return failure();
+    }
+    out.push_back(static_cast<uint32_t>(index));
+  }
+  return success();
+}
+
+LogicalResult PlanBuilder::buildOp(Operation *op) {
+  auto def = std::make_unique<plan::OpDefT>();
+  def->name = nameOf(op);
+  def->device = plan::DeviceDef::CPU;
+  if (auto device = op->getAttrOfType<StringAttr>(kDevice); device && device != kCpuDevice)
+    return fail(def->name + " is placed on device '" + device.getValue() +
+                "', which this plan version cannot run");
+  if (auto layer = op->getAttrOfType<IntegerAttr>(kLayer))
+    def->layer = static_cast<int32_t>(layer.getInt());
+  if (auto sublayer = op->getAttrOfType<DictionaryAttr>(kSublayer))
+    def->sublayer = static_cast<int32_t>(getIntField(sublayer, "index").value_or(-1));
+
+  std::string error;
+  if (failed(readIndices(op, kBuffersIn, def->inputs, plan_.buffers.size(), def->name, error)) ||
+      failed(readIndices(op, kBuffersOut, def->outputs, plan_.buffers.size(), def->name, error)))
+    return fail(error);
+
+  auto tasks = op->getAttrOfType<DictionaryAttr>(kTasks);
+  std::optional<int64_t> count = getIntField(tasks, "count");
+  std::optional<int64_t> grain = getIntField(tasks, "grain");
+  if (!count || !grain || *count < 1 || *count > UINT32_MAX || *grain < 1)
+    return fail(def->name + " has no valid hetc.tasks; run hetc-partition-tasks first");
+  def->task_count = static_cast<uint32_t>(*count);
+  def->task_grain = static_cast<uint64_t>(*grain);
+
+  auto addWeight = [&](Value weight, plan::WeightLayoutDef layout,
+                       StringRef role) -> LogicalResult {
+    FailureOr<uint32_t> tensor = addTensor(op, weight, layout, role);
+    if (failed(tensor))
+      return failure();
+    def->weights.push_back(*tensor);
+    return success();
+  };
+  constexpr auto rowMajor = plan::WeightLayoutDef::RowMajor;
+  constexpr auto linearNK = plan::WeightLayoutDef::LinearNK;
+  LogicalResult result =
+      llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case([&](EmbeddingOp embedding) {
+            def->kind = plan::OpKindDef::Embedding;
+            def->params.Set(plan::EmbeddingParamsDefT());
+            return addWeight(embedding.getTable(), rowMajor, "embedding");
+          })
+          .Case([&](RmsNormOp norm) {
+            def->kind = plan::OpKindDef::RmsNorm;
+            plan::RmsNormParamsDefT params;
+            params.eps = norm.getEpsilon().convertToFloat();
+            def->params.Set(std::move(params));
+            return addWeight(norm.getGamma(), rowMajor, def->name + ".gamma");
+          })
+          .Case([&](LinearOp linear) {
+            def->kind = plan::OpKindDef::Linear;
+            def->params.Set(plan::LinearParamsDefT());
+            return addWeight(linear.getW(), linearNK, def->name + ".weight");
+          })
+          .Case([&](RopeOp rope) {
+            def->kind = plan::OpKindDef::Rope;
+            plan::RopeParamsDefT params;
+            params.heads = static_cast<uint32_t>(rope.getHeads());
+            params.head_dim = static_cast<uint32_t>(rope.getHeadDim());
+            def->params.Set(std::move(params));
+            return addWeight(rope.getInvFreq(), rowMajor, "inv_freq");
+          })
+          .Case([&](AttentionOp attention) {
+            def->kind = plan::OpKindDef::Attention;
+            if (def->layer < 0)
+              return fail(def->name + " has no hetc.layer, so no KV cache layer to use");
+            plan::AttentionParamsDefT params;
+            params.layer = static_cast<uint32_t>(def->layer);
+            params.heads = static_cast<uint32_t>(attention.getHeads());
+            params.kv_heads = static_cast<uint32_t>(attention.getKvHeads());
+            params.head_dim = static_cast<uint32_t>(attention.getHeadDim());
+            params.scale = attention.getScale().convertToFloat();
+            def->params.Set(std::move(params));
+            return success();
+          })
+          .Case([&](SwiGluOp) {
+            def->kind = plan::OpKindDef::SwiGlu;
+            def->params.Set(plan::SwiGluParamsDefT());
+            return success();
+          })
+          .Case([&](AddOp) {
+            def->kind = plan::OpKindDef::Add;
+            def->params.Set(plan::AddParamsDefT());
+            return success();
+          })
+          .Case([&](LmHeadOp lmHead) {
+            def->kind = plan::OpKindDef::LmHead;
+            def->params.Set(plan::LmHeadParamsDefT());
+            if (def->outputs.size() == 1)
+              plan_.logits_buffer = def->outputs[0];
+            return addWeight(lmHead.getW(), linearNK, "lm_head.weight");
+          })
+          .Default([&](Operation *) { return fail(def->name + " is not an LLM op"); });
+  if (failed(result))
+    return failure();
+  plan_.ops.push_back(std::move(def));
+  return success();
+}
+
+// Sublayers are the contiguous runs of ops that name them.
+LogicalResult PlanBuilder::buildSublayers(ArrayRef<Operation *> ops) {
+  for (auto [index, op] : llvm::enumerate(ops)) {
+    auto sublayer = op->getAttrOfType<DictionaryAttr>(kSublayer);
+    if (!sublayer)
+      continue;
+    std::optional<int64_t> number = getIntField(sublayer, "index");
+    auto kind = sublayer.getAs<StringAttr>("kind");
+    auto layer = op->getAttrOfType<IntegerAttr>(kLayer);
+    if (!number || *number < 0 || !kind || !layer)
+      return fail(plan_.ops[index]->name + " has a malformed hetc.sublayer or no hetc.layer");
+    size_t s = static_cast<size_t>(*number);
+    if (s > plan_.sublayers.size())
+      return fail(plan_.ops[index]->name + " starts sublayer " + Twine(s) + " before sublayer " +
+                  Twine(plan_.sublayers.size()));
+    if (s == plan_.sublayers.size()) {
+      auto def = std::make_unique<plan::SublayerDefT>();
+      def->layer = static_cast<uint32_t>(layer.getInt());
+      if (kind.getValue() == kAttentionKind)
+        def->kind = plan::SublayerKindDef::Attention;
+      else if (kind.getValue() == kFeedForwardKind)
+        def->kind = plan::SublayerKindDef::FeedForward;
+      else
+        return fail("sublayer " + Twine(s) + " has unknown kind '" + kind.getValue() + "'");
+      def->device = plan::DeviceDef::CPU;
+      def->first_op = static_cast<uint32_t>(index);
+      plan_.sublayers.push_back(std::move(def));
+    }
+    plan::SublayerDefT &def = *plan_.sublayers[s];
+    if (def.first_op + def.op_count != index)
+      return fail(plan_.ops[index]->name + " belongs to sublayer " + Twine(s) +
+                  ", whose ops are not contiguous");
+    ++def.op_count;
+  }
+  return success();
+}
+
+LogicalResult PlanBuilder::build(const std::string &target) {
+  plan_.schema_version = kPlanSchemaVersion;
+  plan_.required_cpu_features = kRequiredCpuFeatures;
+  plan_.target = target;
+  plan_.producer = kProducer;
+  if (failed(buildModuleTables()))
+    return failure();
+
+  func::FuncOp func = module_.lookupSymbol<func::FuncOp>("main");
+  if (!func) {
+    auto funcs = module_.getOps<func::FuncOp>();
+    if (funcs.empty() || std::next(funcs.begin()) != funcs.end())
+      return fail("the module has no function @main holding the model");
+    func = *funcs.begin();
+  }
+  SmallVector<Operation *> ops = collectLlmOps(func);
+  if (ops.empty())
+    return fail("@main has no LLM ops to emit");
+  nameOps(ops);
+  for (Operation *op : ops)
+    if (failed(buildOp(op)))
+      return failure();
+  if (!llvm::any_of(ops, [](Operation *op) { return isa<LmHeadOp>(op); }))
+    return fail("the model has no hetc.lm_head, so the plan would produce no logits");
+  // Tied also when the export stored the table's transpose as its own initializer: the packed
+  // lm_head is then the table's segment.
+  auto segmentOf = [&](plan::OpKindDef kind) -> std::optional<uint32_t> {
+    for (const auto &op : plan_.ops)
+      if (op->kind == kind && !op->weights.empty())
+        return plan_.tensors[op->weights[0]]->segment;
+    return std::nullopt;
+  };
+  std::optional<uint32_t> table = segmentOf(plan::OpKindDef::Embedding);
+  if (table && table == segmentOf(plan::OpKindDef::LmHead))
+    plan_.model->tied_embeddings = true;
+  return buildSublayers(ops);
+}
+
+} // namespace
+
+LogicalResult hetc::compiler::emitPlan(ModuleOp module, const WeightStore &weights,
+                                       const std::string &target, const std::string &path,
+                                       std::string &error) {
+  PlanBuilder builder(module, weights);
+  if (failed(builder.build(target))) {
+    error = builder.error();
+    return failure();
+  }
+  Status status = writePlanFile(path, builder.plan(), builder.payloads());
+  if (!status) {
+    error = status.message();
+    return failure();
+  }
+  return success();
+}

@@ -1,0 +1,13 @@
+#include "hetc/compiler/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+
+void hetc::addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds) {
+  pm.addPass(createGroupSublayers());
+  PlanMemoryOptions memory;
+  memory.maxBatch = bounds.maxBatch;
+  memory.maxSeq = bounds.maxSeq;
+  memory.maxStepTokens = bounds.maxStepTokens;
+  pm.addPass(createPlanMemory(memory));
+  pm.addPass(createPartitionTasks());
+}

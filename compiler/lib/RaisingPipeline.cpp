@@ -1,0 +1,24 @@
+// The raising pipeline: fold, raise from the smallest patterns to the largest, clean up, check.
+#include "hetc/compiler/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+void hetc::addRaisingPasses(mlir::OpPassManager &pm) {
+  mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
+  // Folding first: constant shape arithmetic and no-op casts would hide every pattern.
+  fn.addPass(hetc::createFoldConstants());
+  fn.addPass(mlir::createCSEPass());
+  fn.addPass(hetc::createRaiseEmbedding());
+  fn.addPass(hetc::createRaiseRmsNorm());
+  // Linear before attention and swiglu: their operands are then LLM values.
+  fn.addPass(hetc::createRaiseLinear());
+  fn.addPass(hetc::createRaiseSwiGlu());
+  fn.addPass(hetc::createRaiseAttention());
+  // Residual adds join LLM values, so they come after everything that produces them.
+  fn.addPass(hetc::createRaiseResidualAdd());
+  fn.addPass(hetc::createRaiseLmHead());
+  fn.addPass(mlir::createCanonicalizerPass());
+  fn.addPass(mlir::createCSEPass());
+  fn.addPass(hetc::createCheckRaised());
+}

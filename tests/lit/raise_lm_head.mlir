@@ -1,0 +1,43 @@
+// RUN: hetc-opt %s --hetc-raise-lm-head -split-input-file | FileCheck %s
+
+// The linear behind the result named "logits" (here not the first result).
+// CHECK-LABEL: func.func @named_logits
+// CHECK-SAME: (%[[X:.*]]: tensor<?x?x8xf32>)
+// CHECK: %[[W:.*]] = hetc.weight "lm_head"
+// CHECK: %[[P:.*]] = hetc.linear %[[X]], %{{.*}}
+// CHECK: %[[L:.*]] = hetc.lm_head %[[X]], %[[W]] : (tensor<?x?x8xf32>, tensor<8x32xf32>) -> tensor<?x?x32xf32>
+// CHECK: return %[[P]], %[[L]]
+func.func @named_logits(%x: tensor<?x?x8xf32>) -> (tensor<?x?x8xf32> {hetc.name = "hidden"}, tensor<?x?x32xf32> {hetc.name = "logits"}) {
+  %w = hetc.weight "lm_head" : tensor<8x32xf32>
+  %wp = hetc.weight "proj" : tensor<8x8xf32>
+  %p = hetc.linear %x, %wp : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %l = hetc.linear %x, %w : (tensor<?x?x8xf32>, tensor<8x32xf32>) -> tensor<?x?x32xf32>
+  return %p, %l : tensor<?x?x8xf32>, tensor<?x?x32xf32>
+}
+
+// -----
+
+// Unnamed results: the first one is the logits. A tied head reads the embedding table transposed,
+// and a no-op Cast sits between the head and the output.
+// CHECK-LABEL: func.func @first_result
+// CHECK: %[[W:.*]] = hetc.weight "embed_tokens.weight" {transposed} : tensor<8x32xf32>
+// CHECK: %[[L:.*]] = hetc.lm_head %{{.*}}, %[[W]]
+// CHECK: hetc.onnx.node "Cast"(%[[L]])
+func.func @first_result(%x: tensor<?x?x8xf32>) -> tensor<?x?x32xf32> {
+  %w = hetc.weight "embed_tokens.weight" {transposed} : tensor<8x32xf32>
+  %l = hetc.linear %x, %w : (tensor<?x?x8xf32>, tensor<8x32xf32>) -> tensor<?x?x32xf32>
+  %c = hetc.onnx.node "Cast"(%l) {node_name = "Cast", onnx_attrs = {to = 1 : i64}} : (tensor<?x?x32xf32>) -> tensor<?x?x32xf32>
+  return %c : tensor<?x?x32xf32>
+}
+
+// -----
+
+// A linear that does not produce the logits stays a linear.
+// CHECK-LABEL: func.func @not_logits
+// CHECK-NOT: hetc.lm_head
+func.func @not_logits(%x: tensor<?x?x8xf32>) -> (tensor<?x?x8xf32> {hetc.name = "logits"}, tensor<?x?x8xf32> {hetc.name = "hidden"}) {
+  %wp = hetc.weight "proj" : tensor<8x8xf32>
+  %p = hetc.linear %x, %wp : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %n = hetc.onnx.node "Neg"(%p) {node_name = "neg"} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  return %n, %p : tensor<?x?x8xf32>, tensor<?x?x8xf32>
+}
