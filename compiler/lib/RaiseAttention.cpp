@@ -12,13 +12,15 @@
 //   repeat_kv(x) = Reshape(Expand(Unsqueeze(x, 2), [.., .., n_rep, .., ..]), [B, H, T, D]) or x
 //
 // It becomes hetc.rope on the flat q and k, and hetc.attention whose present results replace the
-// present outputs. The mask operand must be computed from graph inputs only (the causal and
-// padding mask); hetc.attention applies the causal mask itself.
+// present outputs. hetc.attention applies the causal mask itself, so the mask operand must be
+// computed from graph inputs only and, evaluated on sample inputs, be exactly the causal mask.
 #include "OnnxGraph.h"
+#include "OnnxInterpreter.h"
 #include "hetc/compiler/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace hetc {
 #define GEN_PASS_DEF_RAISEATTENTION
@@ -381,11 +383,127 @@ struct AttentionMatch {
   HeadsSplit v;
   KvConcat presentK, presentV;
   float scale;
+  Value mask;
+};
+
+// Evaluates the mask on sample inputs (one sequence of `seq` new tokens after `past` cached
+// ones, attention_mask all ones) and says how it differs from the causal mask hetc.attention
+// applies (0 where key j <= past + i, very negative elsewhere); nothing if it is that mask.
+class MaskProbe {
+public:
+  MaskProbe(func::FuncOp func, Value positions) : func_(func), positions_(positions) {
+    func.walk([&](EmbeddingOp op) { ids_ = op.getIds(); });
+  }
+
+  std::optional<std::string> mismatch(Value mask) {
+    for (auto [seq, past] : {std::pair<int64_t, int64_t>{3, 2}, {1, 3}, {2, 0}})
+      if (std::optional<std::string> why = mismatch(mask, seq, past))
+        return why;
+    return std::nullopt;
+  }
+
+private:
+  // A sample value for a graph input the mask reads, by its role.
+  std::optional<Tensor> sampleInput(BlockArgument arg, int64_t seq, int64_t past) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      return std::nullopt;
+    Tensor t;
+    t.elem = type.getElementType();
+    if (type.getRank() == 4 && isa<FloatType>(t.elem) && !type.isDynamicDim(1) &&
+        !type.isDynamicDim(3)) {
+      t.shape = {1, type.getDimSize(1), past, type.getDimSize(3)}; // a past key or value
+    } else if (type.getRank() == 2 && isa<IntegerType>(t.elem)) {
+      bool isPositions = arg == positions_, isIds = arg == ids_;
+      t.shape = {1, isPositions || isIds ? seq : past + seq}; // else attention_mask
+      t.resize(t.size());
+      for (int64_t k = 0; k < t.size(); ++k)
+        t.setInt(k, isPositions ? past + k : isIds ? 1 + k : 1);
+      return t;
+    } else {
+      return std::nullopt;
+    }
+    t.resize(t.size());
+    return t;
+  }
+
+  std::optional<std::string> mismatch(Value mask, int64_t seq, int64_t past) {
+    std::string sample = " (for " + std::to_string(seq) + " new tokens after " +
+                         std::to_string(past) + " cached ones)";
+    // The mask's computation, in program order.
+    DenseSet<Operation *> slice;
+    SmallVector<Value> worklist{mask};
+    while (!worklist.empty()) {
+      Operation *def = worklist.pop_back_val().getDefiningOp();
+      if (def && slice.insert(def).second)
+        for (Value operand : def->getOperands())
+          worklist.push_back(operand);
+    }
+    DenseMap<Value, Tensor> values;
+    for (BlockArgument arg : func_.getArguments()) {
+      bool used = llvm::any_of(arg.getUsers(), [&](Operation *u) { return slice.contains(u); });
+      if (!used && arg != mask)
+        continue;
+      std::optional<Tensor> t = sampleInput(arg, seq, past);
+      if (!t)
+        return "reads graph input #" + std::to_string(arg.getArgNumber()) +
+               ", whose role in a mask hetc cannot tell";
+      values[arg] = *t;
+    }
+    for (Operation &op : func_.getBody().front()) {
+      if (!slice.contains(&op))
+        continue;
+      std::optional<Tensor> out;
+      if (auto constant = dyn_cast<ConstantOp>(op)) {
+        if (auto attr = dyn_cast<DenseElementsAttr>(constant.getValue()))
+          out = tensorFromAttr(attr);
+      } else if (isa<OnnxNoneOp>(op)) {
+        out = Tensor{};
+      } else if (auto node = dyn_cast<OnnxNodeOp>(op)) {
+        SmallVector<Tensor> inputs;
+        for (Value operand : node->getOperands())
+          inputs.push_back(values.lookup(operand));
+        out = evaluateNode(node, inputs);
+      }
+      if (!out)
+        return "is computed by " + describe(&op) + ", which hetc cannot evaluate" + sample;
+      values[op.getResult(0)] = *out;
+    }
+    const Tensor &m = values[mask];
+    int64_t rank = static_cast<int64_t>(m.shape.size());
+    int64_t total = past + seq;
+    if (!m.elem || rank < 2 || rank > 4 || (m.shape[rank - 2] != 1 && m.shape[rank - 2] != seq) ||
+        (m.shape[rank - 1] != 1 && m.shape[rank - 1] != total))
+      return std::string("does not have the shape of an attention mask") + sample;
+    int64_t rows = m.shape[rank - 2], cols = m.shape[rank - 1];
+    for (int64_t k = 0; k < m.size(); ++k) {
+      int64_t j = cols == 1 ? -1 : k % cols, i = rows == 1 ? -1 : (k / cols) % rows;
+      for (int64_t qi = 0; qi < seq; ++qi) {
+        for (int64_t kj = 0; kj < total; ++kj) {
+          if ((i >= 0 && i != qi) || (j >= 0 && j != kj))
+            continue;
+          double v = m.f(k);
+          bool visible = kj <= past + qi;
+          if (visible ? v != 0.0 : !(v <= -1.0e4))
+            return "is not the causal mask hetc.attention applies: query " + std::to_string(qi) +
+                   " and key " + std::to_string(kj) + " get " + llvm::formatv("{0:g}", v).str() +
+                   sample;
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  func::FuncOp func_;
+  Value positions_;
+  Value ids_;
 };
 
 class AttentionMatcher {
 public:
-  explicit AttentionMatcher(DenseMap<Value, bool> &maskCache) : maskCache_(maskCache) {}
+  AttentionMatcher(DenseMap<Value, bool> &maskCache,
+                   DenseMap<Value, std::optional<std::string>> &maskVerdicts)
+      : maskCache_(maskCache), maskVerdicts_(maskVerdicts) {}
 
   std::optional<AttentionMatch> match(OnnxNodeOp reshape) {
     auto entries = shapeEntries(reshape->getOperand(1));
@@ -412,6 +530,8 @@ public:
       if (!scores)
         return false;
       result = matchOperands(scores, *scale, pv->getOperand(1));
+      if (result)
+        result->mask = mask;
       return result.has_value();
     });
     if (!result)
@@ -424,6 +544,16 @@ public:
       return std::nullopt;
     if (std::optional<int64_t> f = featureSize(reshape->getResult(0).getType()); f && *f != width)
       return std::nullopt;
+
+    // Everything else is attention: a mask other than the causal one would be a wrong answer.
+    auto [it, inserted] = maskVerdicts_.try_emplace(result->mask);
+    if (inserted)
+      it->second = MaskProbe(reshape->getParentOfType<func::FuncOp>(), result->q.angles.positions)
+                       .mismatch(result->mask);
+    if (it->second) {
+      unsupported = {maskAdd, "adds an attention mask that " + *it->second};
+      return std::nullopt;
+    }
     return result;
   }
 
@@ -492,6 +622,7 @@ private:
   }
 
   DenseMap<Value, bool> &maskCache_;
+  DenseMap<Value, std::optional<std::string>> &maskVerdicts_;
 };
 
 struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttentionPass> {
@@ -503,10 +634,11 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
         reshapes.push_back(op);
     });
     DenseMap<Value, bool> maskCache;
+    DenseMap<Value, std::optional<std::string>> maskVerdicts;
     OpBuilder builder(&getContext());
     bool failed = false;
     for (OnnxNodeOp reshape : reshapes) {
-      AttentionMatcher matcher(maskCache);
+      AttentionMatcher matcher(maskCache, maskVerdicts);
       std::optional<AttentionMatch> m = matcher.match(reshape);
       if (!m) {
         if (matcher.unsupported.op) {

@@ -2,9 +2,10 @@
 
 // Grouped-query attention as Hugging Face's Llama exports it (2 query heads per KV head,
 // head_dim 4): rotate-half RoPE from position_ids and inv_freq, the KV concat, repeat_kv, the
-// score divided by sqrt(head_dim), the mask, softmax, and the heads merged back.
+// score divided by sqrt(head_dim), a causal mask built from the inputs' shapes, softmax, and the
+// heads merged back.
 // CHECK-LABEL: func.func @llama_gqa
-// CHECK-SAME: (%[[H:.*]]: tensor<?x?x8xf32>, %[[POS:.*]]: tensor<?x?xi64>, %[[PK:.*]]: tensor<?x1x?x4xf32>, %[[PV:.*]]: tensor<?x1x?x4xf32>,
+// CHECK-SAME: (%[[H:.*]]: tensor<?x?x8xf32>, %[[POS:.*]]: tensor<?x?xi64>, %[[PK:.*]]: tensor<?x1x?x4xf32>, %[[PV:.*]]: tensor<?x1x?x4xf32>, %{{.*}}: tensor<?x?xi64>)
 // CHECK-DAG: %[[Q:.*]] = hetc.linear %[[H]], %{{.*}} : (tensor<?x?x8xf32>, tensor<8x8xf32>)
 // CHECK-DAG: %[[K:.*]] = hetc.linear %[[H]], %{{.*}} : (tensor<?x?x8xf32>, tensor<8x4xf32>)
 // CHECK: %[[V:.*]] = hetc.linear %[[H]]
@@ -14,7 +15,7 @@
 // CHECK: %[[O:.*]], %[[NK:.*]], %[[NV:.*]] = hetc.attention %[[QR]], %[[KR]], %[[V]], %[[PK]], %[[PV]] {head_dim = 4 : i64, heads = 2 : i64, kv_heads = 1 : i64, scale = 5.000000e-01 : f32}
 // CHECK-SAME: -> (tensor<?x?x8xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>)
 // CHECK: return %[[O]], %[[NK]], %[[NV]]
-func.func @llama_gqa(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %mask: tensor<?x1x?x?xf32>)
+func.func @llama_gqa(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %attention_mask: tensor<?x?xi64>)
     -> (tensor<?x?x8xf32> {hetc.name = "out"}, tensor<?x1x?x4xf32> {hetc.name = "present.0.key"}, tensor<?x1x?x4xf32> {hetc.name = "present.0.value"}) {
   %wq = hetc.weight "q_proj" : tensor<8x8xf32>
   %wk = hetc.weight "k_proj" : tensor<8x4xf32>
@@ -77,12 +78,29 @@ func.func @llama_gqa(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tens
   %vu = hetc.onnx.node "Unsqueeze"(%pv, %ax2) {node_name = "attn/Unsqueeze_vu"} : (tensor<?x1x?x4xf32>, tensor<1xi64>) -> tensor<?x1x1x?x4xf32>
   %ve = hetc.onnx.node "Expand"(%vu, %rep) {node_name = "attn/Expand_ve"} : (tensor<?x1x1x?x4xf32>, tensor<5xi64>) -> tensor<?x1x2x?x4xf32>
   %vrep = hetc.onnx.node "Reshape"(%ve, %rep_shape) {node_name = "attn/Reshape_vrep"} : (tensor<?x1x2x?x4xf32>, tensor<4xi64>) -> tensor<?x2x?x4xf32>
+  // the causal mask: key j is hidden from query i when j > past + i
+  %i0 = hetc.constant dense<0> : tensor<i64>
+  %i1 = hetc.constant dense<1> : tensor<i64>
+  %pos_shape = hetc.onnx.node "Shape"(%pos) {node_name = "mask/Shape"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %seq = hetc.onnx.node "Gather"(%pos_shape, %i1) {node_name = "mask/Gather", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %am_shape = hetc.onnx.node "Shape"(%attention_mask) {node_name = "mask/Shape_1"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %total = hetc.onnx.node "Gather"(%am_shape, %i1) {node_name = "mask/Gather_1", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %past = hetc.onnx.node "Sub"(%total, %seq) {node_name = "mask/Sub"} : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  %keys = hetc.onnx.node "Range"(%i0, %total, %i1) {node_name = "mask/Range"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %queries = hetc.onnx.node "Range"(%past, %total, %i1) {node_name = "mask/Range_1"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %queries_col = hetc.onnx.node "Unsqueeze"(%queries, %ax1) {node_name = "mask/Unsqueeze"} : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %hidden = hetc.onnx.node "Greater"(%keys, %queries_col) {node_name = "mask/Greater"} : (tensor<?xi64>, tensor<?x1xi64>) -> tensor<?x?xi1>
+  %lowest = hetc.constant dense<-3.40282347E+38> : tensor<f32>
+  %zero = hetc.constant dense<0.0> : tensor<f32>
+  %m2 = hetc.onnx.node "Where"(%hidden, %lowest, %zero) {node_name = "mask/Where"} : (tensor<?x?xi1>, tensor<f32>, tensor<f32>) -> tensor<?x?xf32>
+  %ax01 = hetc.constant dense<[0, 1]> : tensor<2xi64>
+  %mask = hetc.onnx.node "Unsqueeze"(%m2, %ax01) {node_name = "mask/Unsqueeze_1"} : (tensor<?x?xf32>, tensor<2xi64>) -> tensor<1x1x?x?xf32>
   // softmax(q k^T * scale + mask) v
   %kt = hetc.onnx.node "Transpose"(%krep) {node_name = "attn/Transpose_kt", onnx_attrs = {perm = [0, 1, 3, 2]}} : (tensor<?x2x?x4xf32>) -> tensor<?x2x4x?xf32>
   %s = hetc.onnx.node "MatMul"(%q_r, %kt) {node_name = "attn/MatMul_s"} : (tensor<?x2x?x4xf32>, tensor<?x2x4x?xf32>) -> tensor<?x2x?x?xf32>
   %sqrt_d = hetc.constant dense<2.0> : tensor<f32>
   %sd = hetc.onnx.node "Div"(%s, %sqrt_d) {node_name = "attn/Div_sd"} : (tensor<?x2x?x?xf32>, tensor<f32>) -> tensor<?x2x?x?xf32>
-  %sm = hetc.onnx.node "Add"(%sd, %mask) {node_name = "attn/Add_sm"} : (tensor<?x2x?x?xf32>, tensor<?x1x?x?xf32>) -> tensor<?x2x?x?xf32>
+  %sm = hetc.onnx.node "Add"(%sd, %mask) {node_name = "attn/Add_sm"} : (tensor<?x2x?x?xf32>, tensor<1x1x?x?xf32>) -> tensor<?x2x?x?xf32>
   %p = hetc.onnx.node "Softmax"(%sm) {node_name = "attn/Softmax_p", onnx_attrs = {axis = -1 : i64}} : (tensor<?x2x?x?xf32>) -> tensor<?x2x?x?xf32>
   %o = hetc.onnx.node "MatMul"(%p, %vrep) {node_name = "attn/MatMul_o"} : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
   %ot = hetc.onnx.node "Transpose"(%o) {node_name = "attn/Transpose_ot", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>
@@ -99,7 +117,7 @@ func.func @llama_gqa(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tens
 // CHECK: hetc.rope {{.*}} {head_dim = 4 : i64, heads = 2 : i64}
 // CHECK: hetc.rope {{.*}} {head_dim = 4 : i64, heads = 2 : i64}
 // CHECK: hetc.attention {{.*}} {head_dim = 4 : i64, heads = 2 : i64, kv_heads = 2 : i64, scale = 5.000000e-01 : f32}
-func.func @mha_swapped(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tensor<?x2x?x4xf32>, %past_v: tensor<?x2x?x4xf32>, %mask: tensor<?x1x?x?xf32>)
+func.func @mha_swapped(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tensor<?x2x?x4xf32>, %past_v: tensor<?x2x?x4xf32>, %attention_mask: tensor<?x?xi64>)
     -> (tensor<?x?x8xf32> {hetc.name = "out"}, tensor<?x2x?x4xf32> {hetc.name = "present.0.key"}, tensor<?x2x?x4xf32> {hetc.name = "present.0.value"}) {
   %wq = hetc.weight "q_proj" : tensor<8x8xf32>
   %wk = hetc.weight "k_proj" : tensor<8x8xf32>
@@ -152,12 +170,29 @@ func.func @mha_swapped(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: te
   // the KV cache
   %pk = hetc.onnx.node "Concat"(%past_k, %k_r) {node_name = "attn/Concat_pk", onnx_attrs = {axis = 2 : i64}} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
   %pv = hetc.onnx.node "Concat"(%past_v, %v4) {node_name = "attn/Concat_pv", onnx_attrs = {axis = 2 : i64}} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  // the causal mask: key j is hidden from query i when j > past + i
+  %i0 = hetc.constant dense<0> : tensor<i64>
+  %i1 = hetc.constant dense<1> : tensor<i64>
+  %pos_shape = hetc.onnx.node "Shape"(%pos) {node_name = "mask/Shape"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %seq = hetc.onnx.node "Gather"(%pos_shape, %i1) {node_name = "mask/Gather", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %am_shape = hetc.onnx.node "Shape"(%attention_mask) {node_name = "mask/Shape_1"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %total = hetc.onnx.node "Gather"(%am_shape, %i1) {node_name = "mask/Gather_1", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %past = hetc.onnx.node "Sub"(%total, %seq) {node_name = "mask/Sub"} : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  %keys = hetc.onnx.node "Range"(%i0, %total, %i1) {node_name = "mask/Range"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %queries = hetc.onnx.node "Range"(%past, %total, %i1) {node_name = "mask/Range_1"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %queries_col = hetc.onnx.node "Unsqueeze"(%queries, %ax1) {node_name = "mask/Unsqueeze"} : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %hidden = hetc.onnx.node "Greater"(%keys, %queries_col) {node_name = "mask/Greater"} : (tensor<?xi64>, tensor<?x1xi64>) -> tensor<?x?xi1>
+  %lowest = hetc.constant dense<-3.40282347E+38> : tensor<f32>
+  %zero = hetc.constant dense<0.0> : tensor<f32>
+  %m2 = hetc.onnx.node "Where"(%hidden, %lowest, %zero) {node_name = "mask/Where"} : (tensor<?x?xi1>, tensor<f32>, tensor<f32>) -> tensor<?x?xf32>
+  %ax01 = hetc.constant dense<[0, 1]> : tensor<2xi64>
+  %mask = hetc.onnx.node "Unsqueeze"(%m2, %ax01) {node_name = "mask/Unsqueeze_1"} : (tensor<?x?xf32>, tensor<2xi64>) -> tensor<1x1x?x?xf32>
   // softmax(q k^T * scale + mask) v
   %kt = hetc.onnx.node "Transpose"(%pk) {node_name = "attn/Transpose_kt", onnx_attrs = {perm = [0, 1, 3, 2]}} : (tensor<?x2x?x4xf32>) -> tensor<?x2x4x?xf32>
   %s = hetc.onnx.node "MatMul"(%q_r, %kt) {node_name = "attn/MatMul_s"} : (tensor<?x2x?x4xf32>, tensor<?x2x4x?xf32>) -> tensor<?x2x?x?xf32>
   %inv_sqrt_d = hetc.constant dense<0.5> : tensor<1xf32>
   %sd = hetc.onnx.node "Mul"(%inv_sqrt_d, %s) {node_name = "attn/Mul_sd"} : (tensor<1xf32>, tensor<?x2x?x?xf32>) -> tensor<?x2x?x?xf32>
-  %sm = hetc.onnx.node "Add"(%mask, %sd) {node_name = "attn/Add_sm"} : (tensor<?x1x?x?xf32>, tensor<?x2x?x?xf32>) -> tensor<?x2x?x?xf32>
+  %sm = hetc.onnx.node "Add"(%mask, %sd) {node_name = "attn/Add_sm"} : (tensor<1x1x?x?xf32>, tensor<?x2x?x?xf32>) -> tensor<?x2x?x?xf32>
   %p = hetc.onnx.node "Softmax"(%sm) {node_name = "attn/Softmax_p", onnx_attrs = {axis = -1 : i64}} : (tensor<?x2x?x?xf32>) -> tensor<?x2x?x?xf32>
   %o = hetc.onnx.node "MatMul"(%p, %pv) {node_name = "attn/MatMul_o"} : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
   %ot = hetc.onnx.node "Transpose"(%o) {node_name = "attn/Transpose_ot", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>
@@ -172,7 +207,7 @@ func.func @mha_swapped(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: te
 // CHECK-LABEL: func.func @halves_swapped
 // CHECK-NOT: hetc.rope
 // CHECK-NOT: hetc.attention
-func.func @halves_swapped(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %mask: tensor<?x1x?x?xf32>)
+func.func @halves_swapped(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %attention_mask: tensor<?x?xi64>)
     -> (tensor<?x?x8xf32> {hetc.name = "out"}, tensor<?x1x?x4xf32> {hetc.name = "present.0.key"}, tensor<?x1x?x4xf32> {hetc.name = "present.0.value"}) {
   %wq = hetc.weight "q_proj" : tensor<8x8xf32>
   %wk = hetc.weight "k_proj" : tensor<8x4xf32>
@@ -235,12 +270,29 @@ func.func @halves_swapped(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k:
   %vu = hetc.onnx.node "Unsqueeze"(%pv, %ax2) {node_name = "attn/Unsqueeze_vu"} : (tensor<?x1x?x4xf32>, tensor<1xi64>) -> tensor<?x1x1x?x4xf32>
   %ve = hetc.onnx.node "Expand"(%vu, %rep) {node_name = "attn/Expand_ve"} : (tensor<?x1x1x?x4xf32>, tensor<5xi64>) -> tensor<?x1x2x?x4xf32>
   %vrep = hetc.onnx.node "Reshape"(%ve, %rep_shape) {node_name = "attn/Reshape_vrep"} : (tensor<?x1x2x?x4xf32>, tensor<4xi64>) -> tensor<?x2x?x4xf32>
+  // the causal mask: key j is hidden from query i when j > past + i
+  %i0 = hetc.constant dense<0> : tensor<i64>
+  %i1 = hetc.constant dense<1> : tensor<i64>
+  %pos_shape = hetc.onnx.node "Shape"(%pos) {node_name = "mask/Shape"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %seq = hetc.onnx.node "Gather"(%pos_shape, %i1) {node_name = "mask/Gather", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %am_shape = hetc.onnx.node "Shape"(%attention_mask) {node_name = "mask/Shape_1"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %total = hetc.onnx.node "Gather"(%am_shape, %i1) {node_name = "mask/Gather_1", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %past = hetc.onnx.node "Sub"(%total, %seq) {node_name = "mask/Sub"} : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  %keys = hetc.onnx.node "Range"(%i0, %total, %i1) {node_name = "mask/Range"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %queries = hetc.onnx.node "Range"(%past, %total, %i1) {node_name = "mask/Range_1"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %queries_col = hetc.onnx.node "Unsqueeze"(%queries, %ax1) {node_name = "mask/Unsqueeze"} : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %hidden = hetc.onnx.node "Greater"(%keys, %queries_col) {node_name = "mask/Greater"} : (tensor<?xi64>, tensor<?x1xi64>) -> tensor<?x?xi1>
+  %lowest = hetc.constant dense<-3.40282347E+38> : tensor<f32>
+  %zero = hetc.constant dense<0.0> : tensor<f32>
+  %m2 = hetc.onnx.node "Where"(%hidden, %lowest, %zero) {node_name = "mask/Where"} : (tensor<?x?xi1>, tensor<f32>, tensor<f32>) -> tensor<?x?xf32>
+  %ax01 = hetc.constant dense<[0, 1]> : tensor<2xi64>
+  %mask = hetc.onnx.node "Unsqueeze"(%m2, %ax01) {node_name = "mask/Unsqueeze_1"} : (tensor<?x?xf32>, tensor<2xi64>) -> tensor<1x1x?x?xf32>
   // softmax(q k^T * scale + mask) v
   %kt = hetc.onnx.node "Transpose"(%krep) {node_name = "attn/Transpose_kt", onnx_attrs = {perm = [0, 1, 3, 2]}} : (tensor<?x2x?x4xf32>) -> tensor<?x2x4x?xf32>
   %s = hetc.onnx.node "MatMul"(%q_r, %kt) {node_name = "attn/MatMul_s"} : (tensor<?x2x?x4xf32>, tensor<?x2x4x?xf32>) -> tensor<?x2x?x?xf32>
   %sqrt_d = hetc.constant dense<2.0> : tensor<f32>
   %sd = hetc.onnx.node "Div"(%s, %sqrt_d) {node_name = "attn/Div_sd"} : (tensor<?x2x?x?xf32>, tensor<f32>) -> tensor<?x2x?x?xf32>
-  %sm = hetc.onnx.node "Add"(%sd, %mask) {node_name = "attn/Add_sm"} : (tensor<?x2x?x?xf32>, tensor<?x1x?x?xf32>) -> tensor<?x2x?x?xf32>
+  %sm = hetc.onnx.node "Add"(%sd, %mask) {node_name = "attn/Add_sm"} : (tensor<?x2x?x?xf32>, tensor<1x1x?x?xf32>) -> tensor<?x2x?x?xf32>
   %p = hetc.onnx.node "Softmax"(%sm) {node_name = "attn/Softmax_p", onnx_attrs = {axis = -1 : i64}} : (tensor<?x2x?x?xf32>) -> tensor<?x2x?x?xf32>
   %o = hetc.onnx.node "MatMul"(%p, %vrep) {node_name = "attn/MatMul_o"} : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
   %ot = hetc.onnx.node "Transpose"(%o) {node_name = "attn/Transpose_ot", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>
@@ -254,7 +306,7 @@ func.func @halves_swapped(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k:
 // Not a KV-cached attention hetc can serve: the concatenated keys are not a present output.
 // CHECK-LABEL: func.func @no_present
 // CHECK-NOT: hetc.attention
-func.func @no_present(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %mask: tensor<?x1x?x?xf32>)
+func.func @no_present(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %attention_mask: tensor<?x?xi64>)
     -> (tensor<?x?x8xf32> {hetc.name = "out"}) {
   %wq = hetc.weight "q_proj" : tensor<8x8xf32>
   %wk = hetc.weight "k_proj" : tensor<8x4xf32>
@@ -317,12 +369,29 @@ func.func @no_present(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: ten
   %vu = hetc.onnx.node "Unsqueeze"(%pv, %ax2) {node_name = "attn/Unsqueeze_vu"} : (tensor<?x1x?x4xf32>, tensor<1xi64>) -> tensor<?x1x1x?x4xf32>
   %ve = hetc.onnx.node "Expand"(%vu, %rep) {node_name = "attn/Expand_ve"} : (tensor<?x1x1x?x4xf32>, tensor<5xi64>) -> tensor<?x1x2x?x4xf32>
   %vrep = hetc.onnx.node "Reshape"(%ve, %rep_shape) {node_name = "attn/Reshape_vrep"} : (tensor<?x1x2x?x4xf32>, tensor<4xi64>) -> tensor<?x2x?x4xf32>
+  // the causal mask: key j is hidden from query i when j > past + i
+  %i0 = hetc.constant dense<0> : tensor<i64>
+  %i1 = hetc.constant dense<1> : tensor<i64>
+  %pos_shape = hetc.onnx.node "Shape"(%pos) {node_name = "mask/Shape"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %seq = hetc.onnx.node "Gather"(%pos_shape, %i1) {node_name = "mask/Gather", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %am_shape = hetc.onnx.node "Shape"(%attention_mask) {node_name = "mask/Shape_1"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %total = hetc.onnx.node "Gather"(%am_shape, %i1) {node_name = "mask/Gather_1", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %past = hetc.onnx.node "Sub"(%total, %seq) {node_name = "mask/Sub"} : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  %keys = hetc.onnx.node "Range"(%i0, %total, %i1) {node_name = "mask/Range"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %queries = hetc.onnx.node "Range"(%past, %total, %i1) {node_name = "mask/Range_1"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %queries_col = hetc.onnx.node "Unsqueeze"(%queries, %ax1) {node_name = "mask/Unsqueeze"} : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %hidden = hetc.onnx.node "Greater"(%keys, %queries_col) {node_name = "mask/Greater"} : (tensor<?xi64>, tensor<?x1xi64>) -> tensor<?x?xi1>
+  %lowest = hetc.constant dense<-3.40282347E+38> : tensor<f32>
+  %zero = hetc.constant dense<0.0> : tensor<f32>
+  %m2 = hetc.onnx.node "Where"(%hidden, %lowest, %zero) {node_name = "mask/Where"} : (tensor<?x?xi1>, tensor<f32>, tensor<f32>) -> tensor<?x?xf32>
+  %ax01 = hetc.constant dense<[0, 1]> : tensor<2xi64>
+  %mask = hetc.onnx.node "Unsqueeze"(%m2, %ax01) {node_name = "mask/Unsqueeze_1"} : (tensor<?x?xf32>, tensor<2xi64>) -> tensor<1x1x?x?xf32>
   // softmax(q k^T * scale + mask) v
   %kt = hetc.onnx.node "Transpose"(%krep) {node_name = "attn/Transpose_kt", onnx_attrs = {perm = [0, 1, 3, 2]}} : (tensor<?x2x?x4xf32>) -> tensor<?x2x4x?xf32>
   %s = hetc.onnx.node "MatMul"(%q_r, %kt) {node_name = "attn/MatMul_s"} : (tensor<?x2x?x4xf32>, tensor<?x2x4x?xf32>) -> tensor<?x2x?x?xf32>
   %sqrt_d = hetc.constant dense<2.0> : tensor<f32>
   %sd = hetc.onnx.node "Div"(%s, %sqrt_d) {node_name = "attn/Div_sd"} : (tensor<?x2x?x?xf32>, tensor<f32>) -> tensor<?x2x?x?xf32>
-  %sm = hetc.onnx.node "Add"(%sd, %mask) {node_name = "attn/Add_sm"} : (tensor<?x2x?x?xf32>, tensor<?x1x?x?xf32>) -> tensor<?x2x?x?xf32>
+  %sm = hetc.onnx.node "Add"(%sd, %mask) {node_name = "attn/Add_sm"} : (tensor<?x2x?x?xf32>, tensor<1x1x?x?xf32>) -> tensor<?x2x?x?xf32>
   %p = hetc.onnx.node "Softmax"(%sm) {node_name = "attn/Softmax_p", onnx_attrs = {axis = -1 : i64}} : (tensor<?x2x?x?xf32>) -> tensor<?x2x?x?xf32>
   %o = hetc.onnx.node "MatMul"(%p, %vrep) {node_name = "attn/MatMul_o"} : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
   %ot = hetc.onnx.node "Transpose"(%o) {node_name = "attn/Transpose_ot", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>
