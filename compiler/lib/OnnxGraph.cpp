@@ -163,11 +163,13 @@ bool matchCommutative(OnnxNodeOp op, function_ref<bool(Value, Value)> match) {
   return match(op->getOperand(0), op->getOperand(1)) || match(op->getOperand(1), op->getOperand(0));
 }
 
-std::optional<SmallVector<std::optional<int64_t>>> shapeEntries(Value v) {
+std::optional<SmallVector<ShapeEntry>> shapeEntrySources(Value v) {
   v = skipNoOps(v);
   auto ranked = dyn_cast<RankedTensorType>(v.getType());
   if (std::optional<SmallVector<int64_t>> values = intValues(v)) {
-    SmallVector<std::optional<int64_t>> out(values->begin(), values->end());
+    SmallVector<ShapeEntry> out;
+    for (int64_t value : *values)
+      out.push_back(ShapeEntry{value, {}, -1});
     return out;
   }
   auto node = v.getDefiningOp<OnnxNodeOp>();
@@ -175,9 +177,9 @@ std::optional<SmallVector<std::optional<int64_t>>> shapeEntries(Value v) {
     return std::nullopt;
   StringRef type = node.getOpType();
   if (type == "Concat") {
-    SmallVector<std::optional<int64_t>> out;
+    SmallVector<ShapeEntry> out;
     for (Value part : node->getOperands()) {
-      if (auto entries = shapeEntries(part)) {
+      if (auto entries = shapeEntrySources(part)) {
         out.append(entries->begin(), entries->end());
         continue;
       }
@@ -185,25 +187,110 @@ std::optional<SmallVector<std::optional<int64_t>>> shapeEntries(Value v) {
       auto partType = dyn_cast<RankedTensorType>(part.getType());
       if (!partType || partType.getRank() != 1 || partType.isDynamicDim(0))
         return std::nullopt;
-      out.append(partType.getDimSize(0), std::nullopt);
+      out.append(partType.getDimSize(0), ShapeEntry{});
     }
     return out;
   }
   if ((type == "Cast" || type == "Reshape") && node->getNumOperands() >= 1) {
-    auto inner = shapeEntries(node->getOperand(0));
+    auto inner = shapeEntrySources(node->getOperand(0));
     if (inner && (type == "Cast" || (ranked && ranked.getRank() == 1)))
       return inner;
     return std::nullopt;
   }
   if (type == "Where" && node->getNumOperands() == 3) {
     // torch's expand(-1 ...) idiom: Where(shape == -1, ones, shape); a known entry is kept.
-    return shapeEntries(node->getOperand(2));
+    return shapeEntrySources(node->getOperand(2));
   }
   if (type == "Unsqueeze" && ranked && ranked.getRank() == 1 && ranked.getDimSize(0) == 1) {
-    SmallVector<std::optional<int64_t>> out(1, std::nullopt);
-    return out;
+    // One dimension of a tensor: Unsqueeze(Gather(Shape(x), d)).
+    ShapeEntry entry;
+    Value scalar = node->getOperand(0);
+    while (OnnxNodeOp cast = producer(scalar, "Cast"))
+      scalar = cast->getOperand(0);
+    if (OnnxNodeOp gather = producer(scalar, "Gather")) {
+      OnnxNodeOp shape = producer(gather->getOperand(0), "Shape");
+      auto index = intValues(gather->getOperand(1));
+      auto source =
+          shape ? dyn_cast<RankedTensorType>(shape->getOperand(0).getType()) : RankedTensorType();
+      if (shape && index && index->size() == 1 && intAttr(gather, "axis").value_or(0) == 0) {
+        int64_t start = intAttr(shape, "start").value_or(0);
+        int64_t d = index->front();
+        if (source) {
+          int64_t rank = source.getRank();
+          start = start < 0 ? start + rank : start;
+          int64_t end = intAttr(shape, "end").value_or(rank);
+          end = end < 0 ? end + rank : end;
+          d = d < 0 ? d + (end - start) : d;
+          d += start;
+          if (d >= 0 && d < rank) {
+            entry.source = shape->getOperand(0);
+            entry.dim = d;
+          }
+        } else if (start == 0 && d >= 0 && !intAttr(shape, "end")) {
+          entry.source = shape->getOperand(0);
+          entry.dim = d;
+        }
+      }
+    }
+    return SmallVector<ShapeEntry>{entry};
   }
   return std::nullopt;
+}
+
+std::optional<SmallVector<std::optional<int64_t>>> shapeEntries(Value v) {
+  auto sources = shapeEntrySources(v);
+  if (!sources)
+    return std::nullopt;
+  SmallVector<std::optional<int64_t>> out;
+  for (const ShapeEntry &entry : *sources)
+    out.push_back(entry.value);
+  return out;
+}
+
+std::pair<Value, int64_t> dimensionOrigin(Value v, int64_t dim) {
+  while (true) {
+    v = skipNoOps(v);
+    Operation *def = v.getDefiningOp();
+    auto ranked = dyn_cast<RankedTensorType>(v.getType());
+    bool leading = ranked && dim < ranked.getRank() - 1;
+    if (!def || !leading)
+      break;
+    if (isa<LinearOp, RmsNormOp, RopeOp, SwiGluOp, AddOp, LmHeadOp>(def)) {
+      v = def->getOperand(0);
+      continue;
+    }
+    if (auto embedding = dyn_cast<EmbeddingOp>(def)) {
+      v = embedding.getIds();
+      continue;
+    }
+    if (auto attention = dyn_cast<AttentionOp>(def); attention && v == attention.getResult()) {
+      v = attention.getQ();
+      continue;
+    }
+    // A matmul by a 2-D weight keeps the leading dimensions (a linear not yet raised).
+    OnnxNodeOp matmul = producer(v, "MatMul");
+    if (matmul && rankOf(matmul->getOperand(1)) == 2 &&
+        (matmul->getOperand(1).getDefiningOp<WeightOp>() ||
+         producer(matmul->getOperand(1), "Transpose"))) {
+      v = matmul->getOperand(0);
+      continue;
+    }
+    break;
+  }
+  return {v, dim};
+}
+
+bool sameDimension(Value a, int64_t da, Value b, int64_t db) {
+  auto ta = dyn_cast<RankedTensorType>(a.getType()), tb = dyn_cast<RankedTensorType>(b.getType());
+  if (ta && tb && da < ta.getRank() && db < tb.getRank() && !ta.isDynamicDim(da) &&
+      !tb.isDynamicDim(db))
+    return ta.getDimSize(da) == tb.getDimSize(db);
+  return dimensionOrigin(a, da) == dimensionOrigin(b, db);
+}
+
+int64_t rankOf(Value v) {
+  auto ranked = dyn_cast<RankedTensorType>(v.getType());
+  return ranked ? ranked.getRank() : -1;
 }
 
 bool isLlmOp(Operation *op) {

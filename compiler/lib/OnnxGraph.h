@@ -42,9 +42,26 @@ std::optional<llvm::SmallVector<int64_t>> axesOf(OnnxNodeOp op);
 // Calls `match(a, b)` with the two operands of a binary node, then swapped; true if either did.
 bool matchCommutative(OnnxNodeOp op, llvm::function_ref<bool(mlir::Value, mlir::Value)> match);
 
+// One entry of a shape tensor: a constant, or dimension `dim` of `source` (read with
+// Unsqueeze(Gather(Shape(source), dim))), or unknown.
+struct ShapeEntry {
+  std::optional<int64_t> value;
+  mlir::Value source;
+  int64_t dim = -1;
+};
 // What a one-dimensional shape tensor holds, element by element, as far as it is known:
-// constants, Concat of known and unknown pieces, Cast/Reshape-to-1-D of those.
+// constants, dimensions of tensors, Concat of those, Cast/Reshape-to-1-D of those.
+std::optional<llvm::SmallVector<ShapeEntry>> shapeEntrySources(mlir::Value v);
+// The same, values only.
 std::optional<llvm::SmallVector<std::optional<int64_t>>> shapeEntries(mlir::Value v);
+
+// Where dimension `dim` of `v` comes from: followed back through ops that keep leading
+// dimensions (linear, rms_norm, rope, swiglu, add, embedding, attention, a weight MatMul).
+std::pair<mlir::Value, int64_t> dimensionOrigin(mlir::Value v, int64_t dim);
+// Whether dimension `da` of `a` is dimension `db` of `b`: equal static sizes, or one origin.
+bool sameDimension(mlir::Value a, int64_t da, mlir::Value b, int64_t db);
+// The rank of a ranked tensor value, -1 otherwise.
+int64_t rankOf(mlir::Value v);
 
 // An LLM-level op (what raising produces).
 bool isLlmOp(mlir::Operation *op);

@@ -20,7 +20,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/Support/FormatVariadic.h"
+
+#include <cstdio>
 
 namespace hetc {
 #define GEN_PASS_DEF_RAISEATTENTION
@@ -66,16 +67,44 @@ bool hasPerm(OnnxNodeOp transpose, ArrayRef<int64_t> perm) {
   return attr && ArrayRef<int64_t>(*attr) == perm;
 }
 
-int64_t rankOf(Value v) {
-  auto ranked = dyn_cast<RankedTensorType>(v.getType());
-  return ranked ? ranked.getRank() : -1;
-}
-
 // Whether `axis` names dimension `dim` of a value of rank `rank` (rank may be unknown: -1).
 bool isAxis(int64_t axis, int64_t dim, int64_t rank) {
   if (axis == dim)
     return true;
   return axis < 0 && (rank >= 0 ? axis + rank == dim : false);
+}
+
+// Whether entry `e` of a Reshape or Expand target stands for dimension `dim` of `of`: a 0 where
+// the op copies that very dimension, that dimension read with Shape, or its static size.
+bool entryIsDim(const ShapeEntry &e, Value of, int64_t dim, bool zeroCopies) {
+  if (e.value) {
+    if (*e.value == 0)
+      return zeroCopies;
+    auto type = dyn_cast<RankedTensorType>(of.getType());
+    return type && dim < type.getRank() && !type.isDynamicDim(dim) &&
+           type.getDimSize(dim) == *e.value;
+  }
+  return e.source && sameDimension(e.source, e.dim, of, dim);
+}
+
+// Whether the Reshape keeps the first `count` dimensions of `of` (its input's, when `of` is
+// the input) in place: by its target's entries, or by static types.
+bool keepsLeadingDims(OnnxNodeOp reshape, Value of, int64_t count) {
+  auto entries = shapeEntrySources(reshape->getOperand(1));
+  bool allowZero = intAttr(reshape, "allowzero").value_or(0) != 0;
+  bool inputIsOf = skipNoOps(reshape->getOperand(0)) == skipNoOps(of);
+  auto out = dyn_cast<RankedTensorType>(reshape->getResult(0).getType());
+  auto ofType = dyn_cast<RankedTensorType>(of.getType());
+  for (int64_t d = 0; d < count; ++d) {
+    if (entries && static_cast<int64_t>(entries->size()) > d &&
+        entryIsDim((*entries)[d], of, d, !allowZero && inputIsOf))
+      continue;
+    if (out && ofType && d < out.getRank() && d < ofType.getRank() && !out.isDynamicDim(d) &&
+        out.getDimSize(d) == ofType.getDimSize(d))
+      continue;
+    return false;
+  }
+  return true;
 }
 
 // x4 = Transpose(Reshape(flat, [B, S, heads, D]), [0, 2, 1, 3]).
@@ -108,6 +137,8 @@ std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
   if (!headDim && heads && features && entries && (*entries)[3] == -1 && *features % *heads == 0)
     headDim = *features / *heads;
   if (!heads || !headDim || (features && *features != *heads * *headDim))
+    return std::nullopt;
+  if (!keepsLeadingDims(reshape, flat, 2))
     return std::nullopt;
   return HeadsSplit{flat, *heads, *headDim};
 }
@@ -312,7 +343,31 @@ RepeatKv matchRepeatKv(Value v) {
     nRep = expandType.getDimSize(2);
   if (!nRep || *nRep <= 0)
     return {{}, 0};
-  return {skipNoOps(unsqueeze->getOperand(0)), *nRep};
+  Value base = skipNoOps(unsqueeze->getOperand(0));
+  // Every other Expand entry keeps the dimension (1 or -1, or the dimension itself), and the
+  // Reshape keeps batch and positions: [B, G, n, T, D] -> [B, G*n, T, D].
+  auto expandEntries = shapeEntrySources(expand->getOperand(1));
+  if (!expandEntries || expandEntries->size() != 5)
+    return {{}, 0};
+  const int64_t sourceDim[5] = {0, 1, -1, 2, 3};
+  for (int64_t d : {0, 1, 3, 4}) {
+    const ShapeEntry &e = (*expandEntries)[d];
+    bool keeps = (e.value && (*e.value == 1 || *e.value == -1)) ||
+                 entryIsDim(e, base, sourceDim[d], /*zeroCopies=*/false);
+    if (!keeps)
+      return {{}, 0};
+  }
+  auto reshapeEntries = shapeEntrySources(reshape->getOperand(1));
+  if (!reshapeEntries || reshapeEntries->size() != 4)
+    return {{}, 0};
+  bool allowZero = intAttr(reshape, "allowzero").value_or(0) != 0;
+  const ShapeEntry &batch = (*reshapeEntries)[0], &positions = (*reshapeEntries)[2];
+  // A 0 copies the Expand's dimension: right for the batch, not for the positions.
+  if (!entryIsDim(batch, base, 0, !allowZero) ||
+      !(entryIsDim(positions, base, 2, /*zeroCopies=*/false) ||
+        (positions.value && *positions.value == -1)))
+    return {{}, 0};
+  return {base, *nRep};
 }
 
 // The heads a repeat_kv result has, from its Reshape target or type; nullopt if unknown.
@@ -385,6 +440,12 @@ struct AttentionMatch {
   float scale;
   Value mask;
 };
+
+std::string printed(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", v);
+  return text;
+}
 
 // Evaluates the mask on sample inputs (one sequence of `seq` new tokens after `past` cached
 // ones, attention_mask all ones) and says how it differs from the causal mask hetc.attention
@@ -486,8 +547,7 @@ private:
           bool visible = kj <= past + qi;
           if (visible ? v != 0.0 : !(v <= -1.0e4))
             return "is not the causal mask hetc.attention applies: query " + std::to_string(qi) +
-                   " and key " + std::to_string(kj) + " get " + llvm::formatv("{0:g}", v).str() +
-                   sample;
+                   " and key " + std::to_string(kj) + " get " + printed(v) + sample;
         }
       }
     }
@@ -544,6 +604,16 @@ public:
       return std::nullopt;
     if (std::optional<int64_t> f = featureSize(reshape->getResult(0).getType()); f && *f != width)
       return std::nullopt;
+    // ... and keep batch and sequence where they are: a 0 copies them from [B, S, H, D].
+    auto outEntries = shapeEntrySources(reshape->getOperand(1));
+    bool allowZero = intAttr(reshape, "allowzero").value_or(0) != 0;
+    for (int64_t d = 0; d < 2; ++d) {
+      bool kept = outEntries && outEntries->size() == 3 &&
+                  (((*outEntries)[d].value == 0 && !allowZero) ||
+                   entryIsDim((*outEntries)[d], result->q.split.flat, d, /*zeroCopies=*/false));
+      if (!kept)
+        return std::nullopt;
+    }
 
     // Everything else is attention: a mask other than the causal one would be a wrong answer.
     auto [it, inserted] = maskVerdicts_.try_emplace(result->mask);

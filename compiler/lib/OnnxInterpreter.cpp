@@ -1,0 +1,637 @@
+#include "OnnxInterpreter.h"
+
+#include "OnnxGraph.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <climits>
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+
+namespace hetc {
+namespace {
+
+std::optional<Tensor> tensorFromAttrImpl(DenseElementsAttr attr) {
+  auto type = dyn_cast<RankedTensorType>(attr.getType());
+  if (!type)
+    return std::nullopt;
+  Tensor t;
+  t.shape.assign(type.getShape().begin(), type.getShape().end());
+  t.elem = type.getElementType();
+  if (t.isFloat()) {
+    auto values = floatValues(attr);
+    if (!values)
+      return std::nullopt;
+    t.floats.assign(values->begin(), values->end());
+    return t;
+  }
+  auto intType = dyn_cast<IntegerType>(t.elem);
+  if (!intType)
+    return std::nullopt;
+  for (const APInt &v : attr.getValues<APInt>())
+    t.ints.push_back(intType.isUnsigned() || intType.getWidth() == 1
+                         ? static_cast<int64_t>(v.getZExtValue())
+                         : v.getSExtValue());
+  return t;
+}
+
+DenseElementsAttr tensorToAttrImpl(const Tensor &t) {
+  auto type = RankedTensorType::get(t.shape, t.elem);
+  if (auto floatType = dyn_cast<FloatType>(t.elem)) {
+    SmallVector<APFloat> values;
+    for (double v : t.floats) {
+      APFloat f(v);
+      bool lost = false;
+      f.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(f);
+    }
+    return DenseElementsAttr::get(type, values);
+  }
+  unsigned width = t.elem.getIntOrFloatBitWidth();
+  SmallVector<APInt> values;
+  for (int64_t v : t.ints)
+    values.push_back(APInt(width, static_cast<uint64_t>(v), /*isSigned=*/width > 1));
+  return DenseElementsAttr::get(type, values);
+}
+
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+// The flat index into `from` (broadcast to `to`) of the element at flat index `k` of `to`.
+int64_t broadcastIndex(int64_t k, ArrayRef<int64_t> to, ArrayRef<int64_t> from) {
+  SmallVector<int64_t> toStrides = stridesOf(to), fromStrides = stridesOf(from);
+  int64_t offset = static_cast<int64_t>(to.size()) - static_cast<int64_t>(from.size());
+  int64_t index = 0;
+  for (size_t d = 0; d < to.size(); ++d) {
+    int64_t coord = (k / toStrides[d]) % std::max<int64_t>(to[d], 1);
+    int64_t fd = static_cast<int64_t>(d) - offset;
+    if (fd >= 0 && from[fd] != 1)
+      index += coord * fromStrides[fd];
+  }
+  return index;
+}
+
+std::optional<SmallVector<int64_t>> broadcastShape(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t da = d + a.size() >= rank ? a[d + a.size() - rank] : 1;
+    int64_t db = d + b.size() >= rank ? b[d + b.size() - rank] : 1;
+    if (da != db && da != 1 && db != 1)
+      return std::nullopt;
+    out[d] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Type castTarget(MLIRContext *ctx, int64_t to) {
+  switch (to) {
+  case 1:
+    return Float32Type::get(ctx);
+  case 6:
+    return IntegerType::get(ctx, 32);
+  case 7:
+    return IntegerType::get(ctx, 64);
+  case 9:
+    return IntegerType::get(ctx, 1);
+  case 10:
+    return Float16Type::get(ctx);
+  case 11:
+    return Float64Type::get(ctx);
+  case 16:
+    return BFloat16Type::get(ctx);
+  default:
+    return {};
+  }
+}
+
+int64_t normalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+class NodeInterpreter {
+public:
+  NodeInterpreter(OnnxNodeOp op, ArrayRef<Tensor> inputs)
+      : op_(op), inputs_(inputs.begin(), inputs.end()) {}
+
+  std::optional<Tensor> run() {
+    StringRef type = op_.getOpType();
+    // Only Slice (axes, steps), Squeeze and Unsqueeze (axes) have optional inputs worth
+    // evaluating.
+    for (auto [i, t] : llvm::enumerate(inputs_))
+      if (!t.elem && !(type == "Slice" && i >= 3) &&
+          !((type == "Squeeze" || type == "Unsqueeze") && i == 1))
+        return std::nullopt;
+    std::optional<Tensor> out = evaluate(type);
+    if (out && out->size() > kMaxEvaluatedElements)
+      return std::nullopt;
+    return out;
+  }
+
+private:
+  bool present(size_t i) const { return i < inputs_.size() && inputs_[i].elem; }
+
+  std::optional<Tensor> evaluate(StringRef type) {
+    if (inputs_.empty() || !inputs_[0].elem)
+      return std::nullopt;
+    if (type == "Identity")
+      return inputs_[0];
+    if (type == "Shape" || type == "Size")
+      return shapeOf(type);
+    if (type == "Cast")
+      return cast();
+    if (type == "Neg" || type == "Sqrt" || type == "Reciprocal" || type == "Cos" || type == "Sin" ||
+        type == "Exp" || type == "Log" || type == "Abs" || type == "Floor" || type == "Ceil" ||
+        type == "Not")
+      return unary(type);
+    if (type == "Add" || type == "Sub" || type == "Mul" || type == "Div" || type == "Pow" ||
+        type == "Max" || type == "Min" || type == "Equal" || type == "Less" || type == "Greater" ||
+        type == "LessOrEqual" || type == "GreaterOrEqual" || type == "And" || type == "Or" ||
+        type == "Mod")
+      return binary(type);
+    if (type == "Unsqueeze")
+      return unsqueeze();
+    if (type == "Squeeze")
+      return squeeze();
+    if (type == "Reshape")
+      return reshape();
+    if (type == "Concat")
+      return concat();
+    if (type == "Gather")
+      return gather();
+    if (type == "Slice")
+      return slice();
+    if (type == "Range")
+      return range();
+    if (type == "ConstantOfShape")
+      return constantOfShape();
+    if (type == "Expand")
+      return expand();
+    if (type == "Where")
+      return where();
+    if (type == "Transpose")
+      return transpose();
+    return std::nullopt;
+  }
+
+  // Shape (with opset 15's start and end) or Size of a concrete tensor.
+  std::optional<Tensor> shapeOf(StringRef type) {
+    const Tensor &x = inputs_[0];
+    Tensor out;
+    out.elem = IntegerType::get(op_->getContext(), 64);
+    if (type == "Size") {
+      out.ints = {x.size()};
+      return out;
+    }
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    int64_t start =
+        std::clamp<int64_t>(normalizeAxis(intAttr(op_, "start").value_or(0), rank), 0, rank);
+    int64_t end =
+        std::clamp<int64_t>(normalizeAxis(intAttr(op_, "end").value_or(rank), rank), 0, rank);
+    for (int64_t d = start; d < end; ++d)
+      out.ints.push_back(x.shape[d]);
+    out.shape = {static_cast<int64_t>(out.ints.size())};
+    return out;
+  }
+
+  std::optional<Tensor> cast() {
+    auto to = intAttr(op_, "to");
+    Type target = to ? castTarget(op_->getContext(), *to) : Type();
+    if (!target)
+      return std::nullopt;
+    const Tensor &x = inputs_[0];
+    Tensor out;
+    out.shape = x.shape;
+    out.elem = target;
+    out.resize(x.size());
+    for (int64_t k = 0; k < x.size(); ++k) {
+      if (out.isFloat())
+        out.floats[k] = x.f(k);
+      else if (x.isFloat())
+        out.setInt(k, static_cast<int64_t>(std::trunc(x.f(k))));
+      else
+        out.setInt(k, x.i(k));
+    }
+    return out;
+  }
+
+  std::optional<Tensor> unary(StringRef type) {
+    Tensor out = inputs_[0];
+    if (!out.isFloat() && type != "Neg" && type != "Abs" && type != "Not")
+      return std::nullopt;
+    for (int64_t k = 0; k < out.size(); ++k) {
+      if (!out.isFloat()) {
+        int64_t v = out.ints[k];
+        out.ints[k] = type == "Neg" ? -v : type == "Abs" ? std::abs(v) : (v == 0);
+        continue;
+      }
+      double v = out.floats[k];
+      double r = type == "Neg"          ? -v
+                 : type == "Sqrt"       ? std::sqrt(v)
+                 : type == "Reciprocal" ? 1.0 / v
+                 : type == "Cos"        ? std::cos(v)
+                 : type == "Sin"        ? std::sin(v)
+                 : type == "Exp"        ? std::exp(v)
+                 : type == "Log"        ? std::log(v)
+                 : type == "Abs"        ? std::fabs(v)
+                 : type == "Floor"      ? std::floor(v)
+                                        : std::ceil(v);
+      out.floats[k] = r;
+    }
+    return out;
+  }
+
+  std::optional<Tensor> binary(StringRef type) {
+    if (inputs_.size() != 2)
+      return std::nullopt;
+    const Tensor &a = inputs_[0], &b = inputs_[1];
+    auto shape = broadcastShape(a.shape, b.shape);
+    if (!shape)
+      return std::nullopt;
+    bool compare = type == "Equal" || type == "Less" || type == "Greater" ||
+                   type == "LessOrEqual" || type == "GreaterOrEqual";
+    Tensor out;
+    out.shape = *shape;
+    out.elem = compare ? IntegerType::get(op_->getContext(), 1) : a.elem;
+    if (type == "Pow")
+      out.elem = a.elem;
+    out.resize(out.size());
+    bool floating = a.isFloat() || b.isFloat();
+    for (int64_t k = 0; k < out.size(); ++k) {
+      int64_t ia = broadcastIndex(k, out.shape, a.shape),
+              ib = broadcastIndex(k, out.shape, b.shape);
+      if (floating) {
+        double x = a.f(ia), y = b.f(ib);
+        double r = type == "Add"              ? x + y
+                   : type == "Sub"            ? x - y
+                   : type == "Mul"            ? x * y
+                   : type == "Div"            ? x / y
+                   : type == "Pow"            ? std::pow(x, y)
+                   : type == "Max"            ? std::max(x, y)
+                   : type == "Min"            ? std::min(x, y)
+                   : type == "Equal"          ? double(x == y)
+                   : type == "Less"           ? double(x < y)
+                   : type == "Greater"        ? double(x > y)
+                   : type == "LessOrEqual"    ? double(x <= y)
+                   : type == "GreaterOrEqual" ? double(x >= y)
+                   : type == "Mod"            ? std::fmod(x, y)
+                                              : std::nan("");
+        if (std::isnan(r) && (type == "And" || type == "Or"))
+          return std::nullopt;
+        out.set(k, r);
+      } else {
+        int64_t x = a.i(ia), y = b.i(ib);
+        if ((type == "Div" || type == "Mod") && (y == 0 || (y == -1 && x == INT64_MIN)))
+          return std::nullopt;
+        int64_t r = type == "Add"              ? x + y
+                    : type == "Sub"            ? x - y
+                    : type == "Mul"            ? x * y
+                    : type == "Div"            ? x / y
+                    : type == "Mod"            ? ((x % y) + y) % y
+                    : type == "Pow"            ? static_cast<int64_t>(std::pow(x, y))
+                    : type == "Max"            ? std::max(x, y)
+                    : type == "Min"            ? std::min(x, y)
+                    : type == "Equal"          ? x == y
+                    : type == "Less"           ? x < y
+                    : type == "Greater"        ? x > y
+                    : type == "LessOrEqual"    ? x <= y
+                    : type == "GreaterOrEqual" ? x >= y
+                    : type == "And"            ? (x && y)
+                                               : (x || y);
+        out.setInt(k, r);
+      }
+    }
+    return out;
+  }
+
+  std::optional<SmallVector<int64_t>> axesInput(size_t index) {
+    if (auto attr = intsAttr(op_, "axes"))
+      return attr;
+    if (present(index))
+      return SmallVector<int64_t>(inputs_[index].ints.begin(), inputs_[index].ints.end());
+    return std::nullopt;
+  }
+
+  std::optional<Tensor> unsqueeze() {
+    auto axes = axesInput(1);
+    if (!axes)
+      return std::nullopt;
+    Tensor out = inputs_[0];
+    int64_t rank = static_cast<int64_t>(out.shape.size() + axes->size());
+    SmallVector<int64_t> sorted;
+    for (int64_t a : *axes)
+      sorted.push_back(normalizeAxis(a, rank));
+    llvm::sort(sorted);
+    for (int64_t a : sorted) {
+      if (a < 0 || a > static_cast<int64_t>(out.shape.size()))
+        return std::nullopt;
+      out.shape.insert(out.shape.begin() + a, 1);
+    }
+    return out;
+  }
+
+  std::optional<Tensor> squeeze() {
+    Tensor out = inputs_[0];
+    auto axes = axesInput(1);
+    int64_t rank = static_cast<int64_t>(out.shape.size());
+    SmallVector<int64_t> keep;
+    for (int64_t d = 0; d < rank; ++d) {
+      bool drop = false;
+      if (axes) {
+        for (int64_t a : *axes)
+          drop |= normalizeAxis(a, rank) == d;
+        if (drop && out.shape[d] != 1)
+          return std::nullopt;
+      } else {
+        drop = out.shape[d] == 1;
+      }
+      if (!drop)
+        keep.push_back(out.shape[d]);
+    }
+    out.shape = keep;
+    return out;
+  }
+
+  std::optional<Tensor> reshape() {
+    if (!present(1))
+      return std::nullopt;
+    Tensor out = inputs_[0];
+    bool allowZero = intAttr(op_, "allowzero").value_or(0) != 0;
+    SmallVector<int64_t> shape;
+    int64_t inferred = -1, known = 1;
+    for (auto [d, v] : llvm::enumerate(inputs_[1].ints)) {
+      int64_t dim = v;
+      if (dim == 0 && !allowZero) {
+        if (d >= out.shape.size())
+          return std::nullopt;
+        dim = inputs_[0].shape[d];
+      }
+      if (dim == -1) {
+        if (inferred >= 0)
+          return std::nullopt;
+        inferred = static_cast<int64_t>(d);
+      } else {
+        known *= dim;
+      }
+      shape.push_back(dim);
+    }
+    if (inferred >= 0) {
+      if (known == 0 || out.size() % known != 0)
+        return std::nullopt;
+      shape[inferred] = out.size() / known;
+    } else if (known != out.size()) {
+      return std::nullopt;
+    }
+    out.shape = shape;
+    return out;
+  }
+
+  std::optional<Tensor> concat() {
+    auto axisAttr = intAttr(op_, "axis");
+    if (!axisAttr || inputs_.empty())
+      return std::nullopt;
+    int64_t rank = static_cast<int64_t>(inputs_[0].shape.size());
+    int64_t axis = normalizeAxis(*axisAttr, rank);
+    if (axis < 0 || axis >= rank)
+      return std::nullopt;
+    Tensor out;
+    out.shape = inputs_[0].shape;
+    out.elem = inputs_[0].elem;
+    out.shape[axis] = 0;
+    for (const Tensor &t : inputs_) {
+      if (static_cast<int64_t>(t.shape.size()) != rank || t.elem != out.elem)
+        return std::nullopt;
+      out.shape[axis] += t.shape[axis];
+    }
+    out.resize(out.size());
+    int64_t outer = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= out.shape[d];
+    int64_t k = 0;
+    for (int64_t o = 0; o < outer; ++o) {
+      for (const Tensor &t : inputs_) {
+        int64_t chunk = t.size() / std::max<int64_t>(outer, 1);
+        for (int64_t c = 0; c < chunk; ++c)
+          out.copy(k++, t, o * chunk + c);
+      }
+    }
+    return out;
+  }
+
+  std::optional<Tensor> gather() {
+    if (inputs_.size() != 2)
+      return std::nullopt;
+    const Tensor &data = inputs_[0];
+    const Tensor &indices = inputs_[1];
+    int64_t rank = static_cast<int64_t>(data.shape.size());
+    int64_t axis = normalizeAxis(intAttr(op_, "axis").value_or(0), rank);
+    if (axis < 0 || axis >= rank || indices.isFloat())
+      return std::nullopt;
+    Tensor out;
+    out.elem = data.elem;
+    out.shape.assign(data.shape.begin(), data.shape.begin() + axis);
+    out.shape.append(indices.shape.begin(), indices.shape.end());
+    out.shape.append(data.shape.begin() + axis + 1, data.shape.end());
+    out.resize(out.size());
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= data.shape[d];
+    for (int64_t d = axis + 1; d < rank; ++d)
+      inner *= data.shape[d];
+    int64_t n = data.shape[axis];
+    int64_t k = 0;
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < indices.size(); ++j) {
+        int64_t idx = indices.ints[j] < 0 ? indices.ints[j] + n : indices.ints[j];
+        if (idx < 0 || idx >= n)
+          return std::nullopt;
+        for (int64_t c = 0; c < inner; ++c)
+          out.copy(k++, data, (o * n + idx) * inner + c);
+      }
+    }
+    return out;
+  }
+
+  std::optional<Tensor> slice() {
+    const Tensor &data = inputs_[0];
+    if (!present(1) || !present(2))
+      return std::nullopt;
+    int64_t rank = static_cast<int64_t>(data.shape.size());
+    const auto &starts = inputs_[1].ints, &ends = inputs_[2].ints;
+    if (ends.size() != starts.size() || (present(3) && inputs_[3].ints.size() != starts.size()) ||
+        (present(4) && inputs_[4].ints.size() != starts.size()))
+      return std::nullopt;
+    SmallVector<int64_t> axes, steps;
+    for (size_t j = 0; j < starts.size(); ++j) {
+      axes.push_back(present(3) ? normalizeAxis(inputs_[3].ints[j], rank)
+                                : static_cast<int64_t>(j));
+      steps.push_back(present(4) ? inputs_[4].ints[j] : 1);
+    }
+    SmallVector<int64_t> begin(rank, 0), step(rank, 1), count(data.shape);
+    for (size_t j = 0; j < axes.size(); ++j) {
+      int64_t a = axes[j], n = data.shape[a], s = steps[j];
+      if (a < 0 || a >= rank || s == 0)
+        return std::nullopt;
+      int64_t b = starts[j] < 0 ? starts[j] + n : starts[j];
+      int64_t e = ends[j] < 0 ? ends[j] + n : ends[j];
+      if (s > 0) {
+        b = std::clamp<int64_t>(b, 0, n);
+        e = std::clamp<int64_t>(e, 0, n);
+        count[a] = e > b ? (e - b + s - 1) / s : 0;
+      } else {
+        b = std::clamp<int64_t>(b, 0, n - 1);
+        e = std::clamp<int64_t>(e, -1, n - 1);
+        count[a] = b > e ? (b - e - s - 1) / -s : 0;
+      }
+      begin[a] = b;
+      step[a] = s;
+    }
+    Tensor out;
+    out.elem = data.elem;
+    out.shape = count;
+    out.resize(out.size());
+    SmallVector<int64_t> outStrides = stridesOf(count), inStrides = stridesOf(data.shape);
+    for (int64_t k = 0; k < out.size(); ++k) {
+      int64_t from = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        from += (begin[d] + ((k / outStrides[d]) % count[d]) * step[d]) * inStrides[d];
+      out.copy(k, data, from);
+    }
+    return out;
+  }
+
+  std::optional<Tensor> range() {
+    if (inputs_.size() != 3 || inputs_[0].size() != 1 || inputs_[1].size() != 1 ||
+        inputs_[2].size() != 1)
+      return std::nullopt;
+    Tensor out;
+    out.elem = inputs_[0].elem;
+    double start = inputs_[0].f(0), limit = inputs_[1].f(0), delta = inputs_[2].f(0);
+    if (delta == 0)
+      return std::nullopt;
+    int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
+    if (n > kMaxEvaluatedElements)
+      return std::nullopt;
+    out.shape = {n};
+    out.resize(n);
+    for (int64_t k = 0; k < n; ++k)
+      out.set(k, start + k * delta);
+    return out;
+  }
+
+  std::optional<Tensor> constantOfShape() {
+    Tensor out;
+    out.shape.assign(inputs_[0].ints.begin(), inputs_[0].ints.end());
+    for (int64_t d : out.shape)
+      if (d < 0)
+        return std::nullopt;
+    if (out.size() > kMaxEvaluatedElements)
+      return std::nullopt;
+    std::optional<Tensor> fill;
+    if (op_.getOnnxAttrs())
+      if (auto value = op_.getOnnxAttrs()->getAs<DenseElementsAttr>("value"))
+        fill = tensorFromAttrImpl(value);
+    if (fill && fill->size() < 1)
+      return std::nullopt;
+    out.elem = fill ? fill->elem : Type(Float32Type::get(op_->getContext()));
+    out.resize(out.size());
+    for (int64_t k = 0; k < out.size(); ++k) {
+      if (fill)
+        out.copy(k, *fill, 0);
+    }
+    return out;
+  }
+
+  std::optional<Tensor> expand() {
+    if (inputs_.size() != 2)
+      return std::nullopt;
+    const Tensor &x = inputs_[0];
+    SmallVector<int64_t> target(inputs_[1].ints.begin(), inputs_[1].ints.end());
+    auto shape = broadcastShape(x.shape, target);
+    if (!shape)
+      return std::nullopt;
+    Tensor out;
+    out.elem = x.elem;
+    out.shape = *shape;
+    if (out.size() > kMaxEvaluatedElements)
+      return std::nullopt;
+    out.resize(out.size());
+    for (int64_t k = 0; k < out.size(); ++k)
+      out.copy(k, x, broadcastIndex(k, out.shape, x.shape));
+    return out;
+  }
+
+  std::optional<Tensor> where() {
+    if (inputs_.size() != 3)
+      return std::nullopt;
+    const Tensor &c = inputs_[0], &a = inputs_[1], &b = inputs_[2];
+    auto ab = broadcastShape(a.shape, b.shape);
+    auto shape = ab ? broadcastShape(c.shape, *ab) : std::nullopt;
+    if (!shape || a.elem != b.elem)
+      return std::nullopt;
+    Tensor out;
+    out.elem = a.elem;
+    out.shape = *shape;
+    out.resize(out.size());
+    for (int64_t k = 0; k < out.size(); ++k) {
+      bool pick = c.i(broadcastIndex(k, out.shape, c.shape)) != 0;
+      if (pick)
+        out.copy(k, a, broadcastIndex(k, out.shape, a.shape));
+      else
+        out.copy(k, b, broadcastIndex(k, out.shape, b.shape));
+    }
+    return out;
+  }
+
+  std::optional<Tensor> transpose() {
+    const Tensor &x = inputs_[0];
+    int64_t rank = static_cast<int64_t>(x.shape.size());
+    SmallVector<int64_t> perm;
+    if (auto attr = intsAttr(op_, "perm"))
+      perm = *attr;
+    else
+      for (int64_t d = rank - 1; d >= 0; --d)
+        perm.push_back(d);
+    SmallVector<int64_t> sorted(perm);
+    llvm::sort(sorted);
+    for (int64_t d = 0; d < static_cast<int64_t>(sorted.size()); ++d)
+      if (sorted[d] != d)
+        return std::nullopt;
+    if (static_cast<int64_t>(perm.size()) != rank)
+      return std::nullopt;
+    Tensor out;
+    out.elem = x.elem;
+    for (int64_t p : perm)
+      out.shape.push_back(x.shape[p]);
+    out.resize(out.size());
+    SmallVector<int64_t> outStrides = stridesOf(out.shape), inStrides = stridesOf(x.shape);
+    for (int64_t k = 0; k < out.size(); ++k) {
+      int64_t from = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        from += ((k / outStrides[d]) % out.shape[d]) * inStrides[perm[d]];
+      out.copy(k, x, from);
+    }
+    return out;
+  }
+
+  OnnxNodeOp op_;
+  SmallVector<Tensor> inputs_;
+};
+
+} // namespace
+
+std::optional<Tensor> tensorFromAttr(DenseElementsAttr attr) { return tensorFromAttrImpl(attr); }
+
+DenseElementsAttr tensorToAttr(const Tensor &t) { return tensorToAttrImpl(t); }
+
+std::optional<Tensor> evaluateNode(OnnxNodeOp op, ArrayRef<Tensor> inputs) {
+  if (op->getNumResults() != 1 || inputs.size() != op->getNumOperands())
+    return std::nullopt;
+  return NodeInterpreter(op, inputs).run();
+}
+
+} // namespace hetc
