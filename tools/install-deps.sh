@@ -7,7 +7,7 @@ packages=(
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   libflatbuffers-dev flatbuffers-compiler
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libgtest-dev libgmock-dev libcli11-dev libxxhash-dev
+  libgtest-dev libgmock-dev libcli11-dev libxxhash-dev nlohmann-json3-dev
   libxbyak-dev libdnnl-dev
   python3-torch python3-onnx python3-numpy
 )

@@ -141,7 +141,8 @@ Status compileOnnxToPlan(const CompileOptions &options) {
       !status)
     return status;
 
-  if (failed(emitPlan(*module, weights, options.target, options.outputPath, error)))
+  if (failed(emitPlan(*module, weights, options.target, options.weights, options.outputPath,
+                      error)))
     return Status::error(error);
   return Status();
 }

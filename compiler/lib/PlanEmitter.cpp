@@ -7,6 +7,8 @@
 #include "hetc/runtime/Plan.h"
 #include "hetc/runtime/PlanWriter.h"
 
+#include "codegen/cpu/WeightLayout.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -30,7 +32,8 @@ using namespace hetc::planning;
 namespace {
 
 constexpr const char *kProducer = "hetc 0.1 (MLIR 19)";
-// Kernels of this version are portable C++; they need nothing beyond x86-64.
+// The runtime picks each op's kernel at load from what the host has (a portable one for every
+// layout), so a plan needs nothing beyond x86-64.
 constexpr uint64_t kRequiredCpuFeatures = static_cast<uint64_t>(plan::CpuFeatureBits::X86_64);
 
 float halfToFloat(uint16_t h) {
@@ -74,6 +77,14 @@ void transpose(const float *src, float *dst, int64_t rows, int64_t cols) {
           dst[c * rows + r] = src[r * cols + c];
 }
 
+// How a segment holds its source's elements.
+enum class SegmentForm {
+  Stored,     // float32 in the stored order
+  Transposed, // float32, the stored 2-D matrix transposed
+  Bf16FromKN, // LinearBf16N16K2, the stored matrix being [K, N] (ONNX MatMul's B)
+  Bf16FromNK, // LinearBf16N16K2, the stored matrix being [N, K]
+};
+
 // A weight operand traced to its bytes: an entry of the weight store or a hetc.constant.
 struct WeightSource {
   const void *identity = nullptr; // the StoredWeight or the constant's attribute
@@ -87,7 +98,8 @@ struct WeightSource {
 
 class PlanBuilder {
 public:
-  PlanBuilder(ModuleOp module, const WeightStore &weights) : module_(module), weights_(weights) {}
+  PlanBuilder(ModuleOp module, const WeightStore &weights, WeightFormat linearWeights)
+      : module_(module), weights_(weights), bf16_(linearWeights == WeightFormat::BF16) {}
 
   LogicalResult build(const std::string &target);
   plan::PlanDefT &plan() { return plan_; }
@@ -106,19 +118,26 @@ private:
   FailureOr<WeightSource> traceWeight(Operation *op, Value weight, StringRef role);
   FailureOr<uint32_t> addTensor(Operation *op, Value weight, plan::WeightLayoutDef layout,
                                 StringRef role);
-  FailureOr<uint32_t> addSegment(const WeightSource &source, bool transposed);
+  FailureOr<uint32_t> addSegment(const WeightSource &source, SegmentForm form);
+  LogicalResult tieEmbeddingToLmHead(ArrayRef<Operation *> ops);
+  plan::WeightLayoutDef linearLayout() const {
+    return bf16_ ? plan::WeightLayoutDef::LinearBf16N16K2 : plan::WeightLayoutDef::LinearNK;
+  }
   std::string describe(Operation *op);
   void nameOps(ArrayRef<Operation *> ops);
   std::string nameOf(Operation *op);
 
   ModuleOp module_;
   const WeightStore &weights_;
+  bool bf16_;
+  // The BF16 lm_head tensor when it is also the embedding table (tied), so it is stored once.
+  std::optional<uint32_t> tiedTable_;
   plan::PlanDefT plan_;
   std::vector<WeightPayload> payloads_;
-  std::vector<std::unique_ptr<std::vector<float>>> packed_;
-  std::map<std::pair<const void *, bool>, uint32_t> segments_;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> packed_;
+  std::map<std::pair<const void *, SegmentForm>, uint32_t> segments_;
   std::map<uint64_t, std::vector<uint32_t>> segmentsBySize_;
-  std::map<std::tuple<const void *, bool, plan::WeightLayoutDef>, uint32_t> tensors_;
+  std::map<std::tuple<const void *, SegmentForm, plan::WeightLayoutDef>, uint32_t> tensors_;
   // Ops of each kind seen so far in each layer, for readable names ("layers.3.linear.2").
   std::map<std::pair<int64_t, std::string>, unsigned> kindCounts_;
   llvm::DenseMap<Operation *, std::string> names_;
@@ -329,17 +348,18 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
   return source;
 }
 
-// One segment per (source, orientation): a weight packed the same way twice (the embedding
-// table and a tied lm_head) is stored once.
-FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, bool transposed) {
-  auto key = std::make_pair(source.identity, transposed);
+// One segment per (source, form): a weight packed the same way twice (the embedding table and a
+// tied lm_head) is stored once.
+FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentForm form) {
+  auto key = std::make_pair(source.identity, form);
   if (auto it = segments_.find(key); it != segments_.end())
     return it->second;
 
   int64_t elements = 1;
   for (int64_t dim : source.storedShape)
     elements *= dim;
-  if (!transposed && source.stored && source.stored->elementType == WeightElementType::F32) {
+  if (form == SegmentForm::Stored && source.stored &&
+      source.stored->elementType == WeightElementType::F32) {
     payloads_.push_back(WeightPayload{source.stored->data, source.stored->bytes});
   } else {
     // Float32 elements in the stored order: the store's own bytes when they already are.
@@ -365,18 +385,26 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, bool tra
       }
       elementsF32 = converted.data();
     }
-    std::vector<float> values;
-    if (transposed) {
-      values.resize(static_cast<size_t>(elements));
-      transpose(elementsF32, values.data(), source.storedShape[0], source.storedShape[1]);
-    } else if (!converted.empty()) {
-      values = std::move(converted);
+    auto bytes = std::make_unique<std::vector<uint8_t>>();
+    if (form == SegmentForm::Stored || form == SegmentForm::Transposed) {
+      bytes->resize(static_cast<size_t>(elements) * sizeof(float));
+      auto *values = reinterpret_cast<float *>(bytes->data());
+      if (form == SegmentForm::Transposed)
+        transpose(elementsF32, values, source.storedShape[0], source.storedShape[1]);
+      else
+        std::memcpy(values, elementsF32, bytes->size());
     } else {
-      values.assign(elementsF32, elementsF32 + elements);
+      if (source.storedShape.size() != 2)
+        return fail("weight '" + source.name + "' is packed as a linear weight but is not 2-D");
+      const bool fromKN = form == SegmentForm::Bf16FromKN;
+      const auto n = static_cast<uint64_t>(source.storedShape[fromKN ? 1 : 0]);
+      const auto k = static_cast<uint64_t>(source.storedShape[fromKN ? 0 : 1]);
+      bytes->resize(codegen::LinearBf16N16K2{n, k}.bytes());
+      codegen::packLinearBf16(elementsF32, fromKN, n, k,
+                              reinterpret_cast<uint16_t *>(bytes->data()));
     }
-    packed_.push_back(std::make_unique<std::vector<float>>(std::move(values)));
-    payloads_.push_back(
-        WeightPayload{packed_.back()->data(), packed_.back()->size() * sizeof(float)});
+    packed_.push_back(std::move(bytes));
+    payloads_.push_back(WeightPayload{packed_.back()->data(), packed_.back()->size()});
   }
   uint32_t index = static_cast<uint32_t>(payloads_.size() - 1);
   // Identical bytes are stored once: a tied lm_head exported as its own (transposed) copy of the
@@ -399,30 +427,83 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, bool tra
   return index;
 }
 
-// A tensor for `weight` in `layout`. LinearNK stores the IR's [K, N] as [N, K].
+// With BF16 linear weights, a tied lm_head's packed weight is also the embedding's table: the
+// embedding gathers its rows from it, and the table is not stored a second time in float32.
+// Tied means the same stored matrix read transposed, or a copy that packs to the same bytes.
+LogicalResult PlanBuilder::tieEmbeddingToLmHead(ArrayRef<Operation *> ops) {
+  EmbeddingOp embedding;
+  LmHeadOp lmHead;
+  for (Operation *op : ops) {
+    if (auto e = dyn_cast<EmbeddingOp>(op); e && !embedding)
+      embedding = e;
+    if (auto h = dyn_cast<LmHeadOp>(op); h && !lmHead)
+      lmHead = h;
+  }
+  if (!embedding || !lmHead)
+    return success();
+  FailureOr<WeightSource> table = traceWeight(embedding, embedding.getTable(), "embedding");
+  FailureOr<WeightSource> head = traceWeight(lmHead, lmHead.getW(), "lm_head.weight");
+  if (failed(table) || failed(head))
+    return failure();
+  if (table->transposedView || table->storedShape.size() != 2)
+    return success();
+  FailureOr<uint32_t> headTensor =
+      addTensor(lmHead, lmHead.getW(), plan::WeightLayoutDef::LinearBf16N16K2, "lm_head.weight");
+  if (failed(headTensor))
+    return failure();
+  if (table->identity == head->identity && head->transposedView) {
+    tiedTable_ = *headTensor;
+    return success();
+  }
+  // A separate copy: pack the table [vocab, hidden] as [N, K] and see whether it is lm_head's.
+  const size_t payloadsBefore = payloads_.size();
+  FailureOr<uint32_t> segment = addSegment(*table, SegmentForm::Bf16FromNK);
+  if (failed(segment))
+    return failure();
+  if (*segment == plan_.tensors[*headTensor]->segment) {
+    tiedTable_ = *headTensor;
+    return success();
+  }
+  // Not tied: forget the trial packing.
+  segments_.erase(std::make_pair(table->identity, SegmentForm::Bf16FromNK));
+  if (payloads_.size() > payloadsBefore) {
+    std::vector<uint32_t> &sameSize = segmentsBySize_[payloads_.back().size];
+    llvm::erase(sameSize, *segment);
+    payloads_.pop_back();
+    packed_.pop_back();
+  }
+  return success();
+}
+
+// A tensor for `weight` in `layout`. The linear layouts store the IR's [K, N] as [N, K]:
+// LinearNK in float32, LinearBf16N16K2 packed in BF16 blocks.
 FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
                                            plan::WeightLayoutDef layout, StringRef role) {
   FailureOr<WeightSource> source = traceWeight(op, weight, role);
   if (failed(source))
     return failure();
-  bool linear = layout == plan::WeightLayoutDef::LinearNK;
+  const bool packedBf16 = layout == plan::WeightLayoutDef::LinearBf16N16K2;
+  const bool linear = layout == plan::WeightLayoutDef::LinearNK || packedBf16;
   auto irShape = cast<RankedTensorType>(weight.getType()).getShape();
   if (linear && irShape.size() != 2)
     return fail(nameOf(op) + ": a linear weight must be 2-D");
-  // The segment holds the stored matrix transposed exactly when the IR's view and the layout
-  // disagree about which dimension is contiguous.
-  bool transposed = source->transposedView != linear;
-  auto key = std::make_tuple(source->identity, transposed, layout);
+  // A float32 segment holds the stored matrix transposed exactly when the IR's view and the
+  // layout disagree about which dimension is contiguous; packing reads either orientation.
+  SegmentForm form =
+      source->transposedView != linear ? SegmentForm::Transposed : SegmentForm::Stored;
+  if (packedBf16)
+    form = source->transposedView ? SegmentForm::Bf16FromNK : SegmentForm::Bf16FromKN;
+  auto key = std::make_tuple(source->identity, form, layout);
   if (auto it = tensors_.find(key); it != tensors_.end())
     return it->second;
-  FailureOr<uint32_t> segment = addSegment(*source, transposed);
+  FailureOr<uint32_t> segment = addSegment(*source, form);
   if (failed(segment))
     return failure();
 
   auto tensor = std::make_unique<plan::TensorDefT>();
   tensor->name = source->name;
   tensor->segment = *segment;
-  tensor->dtype = plan::DTypeDef::F32;
+  tensor->dtype = packedBf16 ? plan::DTypeDef::BF16 : plan::DTypeDef::F32;
   tensor->layout = layout;
   if (linear)
     tensor->shape = {static_cast<uint64_t>(irShape[1]), static_cast<uint64_t>(irShape[0])};
@@ -487,12 +568,16 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
     return success();
   };
   constexpr auto rowMajor = plan::WeightLayoutDef::RowMajor;
-  constexpr auto linearNK = plan::WeightLayoutDef::LinearNK;
+  const auto linearWeight = linearLayout();
   LogicalResult result =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
           .Case([&](EmbeddingOp embedding) {
             def->kind = plan::OpKindDef::Embedding;
             def->params.Set(plan::EmbeddingParamsDefT());
+            if (tiedTable_) {
+              def->weights.push_back(*tiedTable_);
+              return success();
+            }
             return addWeight(embedding.getTable(), rowMajor, "embedding");
           })
           .Case([&](RmsNormOp norm) {
@@ -504,8 +589,14 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
           })
           .Case([&](LinearOp linear) {
             def->kind = plan::OpKindDef::Linear;
-            def->params.Set(plan::LinearParamsDefT());
-            return addWeight(linear.getW(), linearNK, def->name + ".weight");
+            plan::LinearParamsDefT params;
+            // Fused with the add after it: reads [x, residual] (hetc-fuse-residual-add).
+            params.residual = linear->hasAttr(kResidual);
+            if (params.residual && def->inputs.size() != 2)
+              return fail(def->name + " is fused with a residual add but reads " +
+                          Twine(def->inputs.size()) + " buffers, not 2");
+            def->params.Set(std::move(params));
+            return addWeight(linear.getW(), linearWeight, def->name + ".weight");
           })
           .Case([&](RopeOp rope) {
             def->kind = plan::OpKindDef::Rope;
@@ -543,7 +634,7 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             def->params.Set(plan::LmHeadParamsDefT());
             if (def->outputs.size() == 1)
               plan_.logits_buffer = def->outputs[0];
-            return addWeight(lmHead.getW(), linearNK, "lm_head.weight");
+            return addWeight(lmHead.getW(), linearWeight, "lm_head.weight");
           })
           .Default([&](Operation *) { return fail(def->name + " is not an LLM op"); });
   if (failed(result))
@@ -605,9 +696,13 @@ LogicalResult PlanBuilder::build(const std::string &target) {
     func = *funcs.begin();
   }
   SmallVector<Operation *> ops = collectLlmOps(func);
+  // An add fused into the linear before it runs as that linear's epilogue: no op of its own.
+  llvm::erase_if(ops, [](Operation *op) { return op->hasAttr(kFused); });
   if (ops.empty())
     return fail("@main has no LLM ops to emit");
   nameOps(ops);
+  if (bf16_ && failed(tieEmbeddingToLmHead(ops)))
+    return failure();
   for (Operation *op : ops)
     if (failed(buildOp(op)))
       return failure();
@@ -630,9 +725,9 @@ LogicalResult PlanBuilder::build(const std::string &target) {
 } // namespace
 
 LogicalResult hetc::compiler::emitPlan(ModuleOp module, const WeightStore &weights,
-                                       const std::string &target, const std::string &path,
-                                       std::string &error) {
-  PlanBuilder builder(module, weights);
+                                       const std::string &target, WeightFormat linearWeights,
+                                       const std::string &path, std::string &error) {
+  PlanBuilder builder(module, weights, linearWeights);
   if (failed(builder.build(target))) {
     error = builder.error();
     return failure();

@@ -229,7 +229,8 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
                             "(layers, kv_heads, head_dim); run hetc-group-sublayers first");
 
   // Strides in elements; (layer, slot, kv_head) is the outer index so each head's positions are
-  // one stream, the order long-context decode reads them in.
+  // one stream, the order long-context decode reads them in. Why rows of K rather than K blocked
+  // by positions: the measurement under KvCacheDef in runtime/schema/hplan.fbs.
   int64_t slots = maxBatch, seq = static_cast<int64_t>(maxSeq);
   int64_t posStride = *headDim;
   std::optional<int64_t> headStride = llvm::checkedMul(seq, *headDim);

@@ -10,4 +10,5 @@ void hetc::addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds) 
   memory.maxStepTokens = bounds.maxStepTokens;
   pm.addPass(createPlanMemory(memory));
   pm.addPass(createPartitionTasks());
+  pm.addPass(createFuseResidualAdd());
 }

@@ -1,6 +1,11 @@
 #include "hetc/runtime/Engine.h"
 
+#include "hetc/runtime/Generate.h"
 #include "hetc/runtime/Plan.h"
+
+#include "codegen/cpu/CpuFeatures.h"
+#include "codegen/cpu/Linear.h"
+#include "codegen/cpu/WeightLayout.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -34,11 +39,14 @@ void shareOf(size_t total, unsigned thread, unsigned threadCount, size_t &begin,
 // nothing at run time.
 class OpResolver {
 public:
-  OpResolver(const Plan &plan, float *arena, size_t maxStepTokens, size_t maxBatch)
+  OpResolver(const Plan &plan, float *arena, size_t maxStepTokens, size_t maxBatch,
+             std::vector<std::unique_ptr<codegen::LinearKernel>> &linearKernels)
       : plan_(plan), def_(plan.def()), arena_(arena), maxStepTokens_(maxStepTokens),
-        maxBatch_(maxBatch) {}
+        maxBatch_(maxBatch), linearKernels_(linearKernels) {}
 
   Status resolve(uint32_t index, std::vector<ResolvedOp> &ops);
+  // Bytes of bf16 rows the resolved ops convert per step: 0 when no kernel reads them.
+  size_t bf16RowsBytes() const { return bf16RowsBytes_; }
 
 private:
   Status fail(const std::string &message) const {
@@ -50,12 +58,19 @@ private:
                 const flatbuffers::Vector<uint64_t> *&shape);
   bool overlaps(uint32_t a, uint32_t b) const;
   void setTasks(ResolvedOp &op, size_t axisLength) const;
+  Status linearWeight(ResolvedOp &op, const flatbuffers::Vector<uint64_t> *&shape);
+  Status chooseLinearKernel(ResolvedOp &op, bool residual, std::vector<ResolvedOp> &ops);
+  void forgetConvertedRowsWrittenBy(const plan::OpDef &op);
 
   const Plan &plan_;
   const plan::PlanDef &def_;
   float *arena_;
   size_t maxStepTokens_;
   size_t maxBatch_;
+  std::vector<std::unique_ptr<codegen::LinearKernel>> &linearKernels_;
+  // The buffer whose rows the last ConvertRowsBf16 holds while no op has written over it since.
+  int64_t convertedBuffer_ = -1;
+  size_t bf16RowsBytes_ = 0;
   const plan::OpDef *op_ = nullptr;
   uint32_t opIndex_ = 0;
   std::string opName_;
@@ -128,6 +143,108 @@ void OpResolver::setTasks(ResolvedOp &op, size_t axisLength) const {
   op.taskCount = std::max<size_t>(ceilDiv(axisLength, op.taskGrain), 1);
 }
 
+// The weight of a Linear or LmHead: f32 LinearNK (or a RowMajor table read as [N, K] by a tied
+// LmHead), or BF16 LinearBf16N16K2, which a linear kernel from codegen runs.
+Status OpResolver::linearWeight(ResolvedOp &op, const flatbuffers::Vector<uint64_t> *&shape) {
+  if (!op_->weights() || op_->weights()->size() == 0)
+    return fail("missing weight 0");
+  const uint32_t index = op_->weights()->Get(0);
+  const plan::TensorDef *tensor = def_.tensors()->Get(index);
+  if (tensor->layout() != WeightLayoutDef::LinearBf16N16K2)
+    return weight(0, WeightLayoutDef::LinearNK, 2, op.weight, shape);
+  shape = tensor->shape();
+  if (tensor->dtype() != DTypeDef::BF16 || !shape || shape->size() != 2)
+    return fail("weight '" + (tensor->name() ? tensor->name()->str() : std::string()) +
+                "' in layout LinearBf16N16K2 must be a 2-D BF16 tensor");
+  op.weightBf16 = static_cast<const uint16_t *>(plan_.tensorData(index));
+  // Each 16-column block is whole 64-byte lines; segments start on 4096-byte boundaries.
+  if (reinterpret_cast<uintptr_t>(op.weightBf16) % 64 != 0)
+    return fail("weight is not 64-byte aligned");
+  return Status();
+}
+
+// A BF16 weight's kernel: the best the host has, one per (K, epilogue) shared by every op with
+// that shape, generated now. Kernels that read bf16 rows get a ConvertRowsBf16 op before them
+// unless the rows they read are already converted (q, k and v share their input).
+Status OpResolver::chooseLinearKernel(ResolvedOp &op, bool residual, std::vector<ResolvedOp> &ops) {
+  const uint64_t features = codegen::hostCpuFeatures();
+  const codegen::LinearKernelInfo info = codegen::chooseLinearBf16Kernel(features);
+  const size_t k = op.in[0].cols;
+  for (const auto &kernel : linearKernels_)
+    if (std::string(kernel->info().name) == info.name && kernel->k() == k &&
+        kernel->residual() == residual)
+      op.linear = kernel.get();
+  if (!op.linear) {
+    Result<std::unique_ptr<codegen::LinearKernel>> made =
+        codegen::createLinearBf16Kernel(k, residual, features);
+    if (!made)
+      return fail(made.message());
+    linearKernels_.push_back(std::move(made.value()));
+    op.linear = linearKernels_.back().get();
+  }
+  op.kernel = info.label;
+  // Column tasks start on a 16-column block of the layout: a grain the plan gives otherwise is
+  // rounded up (results never depend on the split).
+  constexpr size_t kBlock = codegen::LinearBf16N16K2::kBlockColumns;
+  if (op.taskGrain % kBlock != 0) {
+    op.taskGrain = ceilDiv(op.taskGrain, kBlock) * kBlock;
+    op.taskCount = std::max<size_t>(ceilDiv(op.weightRows, op.taskGrain), 1);
+  }
+  if (!info.readsBf16Rows)
+    return Status();
+  const bool lmHead = op.kind == ResolvedOp::Kind::LmHead;
+  const size_t rows = lmHead ? maxBatch_ : maxStepTokens_;
+  bf16RowsBytes_ = std::max<size_t>(bf16RowsBytes_, codegen::Bf16Rows::bytes(rows, k));
+  const int64_t input = op_->inputs()->Get(0);
+  if (lmHead || convertedBuffer_ != input) {
+    ResolvedOp convert;
+    convert.kind = ResolvedOp::Kind::ConvertRowsBf16;
+    convert.planOp = opIndex_;
+    convert.in[0] = op.in[0];
+    convert.lastRowsOnly = lmHead;
+    convert.taskGrain = 1;
+    convert.kernel =
+        codegen::hostHas(codegen::kCpuAvx512Bf16) ? "Bf16RowsAvx512Bf16" : "Bf16RowsPortable";
+    ops.push_back(convert);
+    convertedBuffer_ = lmHead ? -1 : input;
+  }
+  return Status();
+}
+
+// Columns [begin, end) of a Linear or LmHead with BF16 weights, by the kernel chosen at create():
+// `rows` rows of its input (the LmHead's gathered through `sourceRows`, which its ConvertRowsBf16
+// op gathered the same way), output column n of row r at y + (yRows ? yRows[r] : r) * yStride +
+// n - yFirstColumn (so a caller may write into a window of the columns).
+void runLinearBf16(const ResolvedOp &op, size_t rows, const uint32_t *sourceRows, float *y,
+                   size_t yStride, const uint32_t *yRows, size_t yFirstColumn, size_t begin,
+                   size_t end) {
+  codegen::LinearCall call;
+  call.x = op.in[0].data;
+  call.xStride = op.in[0].stride;
+  call.xRows = sourceRows;
+  call.xBf16 = op.bf16Rows;
+  call.rows = rows;
+  call.w = op.weightBf16;
+  call.y = y;
+  call.yStride = yStride;
+  call.yRows = yRows;
+  call.yFirstColumn = yFirstColumn;
+  call.residual = op.in[1].data;
+  call.residualStride = op.in[1].stride;
+  call.colBegin = begin;
+  call.colEnd = end;
+  op.linear->run(call);
+}
+
+// An op that writes over the converted buffer's bytes makes its bf16 rows stale.
+void OpResolver::forgetConvertedRowsWrittenBy(const plan::OpDef &op) {
+  if (convertedBuffer_ < 0 || !op.outputs())
+    return;
+  for (uint32_t output : *op.outputs())
+    if (overlaps(output, static_cast<uint32_t>(convertedBuffer_)))
+      convertedBuffer_ = -1;
+}
+
 Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
   op_ = def_.ops()->Get(index);
   opIndex_ = index;
@@ -151,8 +268,17 @@ Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
     op.kind = ResolvedOp::Kind::Embedding;
     if (Status s = buffer(0, false, T, op.out); !s)
       return s;
-    if (Status s = weight(0, WeightLayoutDef::RowMajor, 2, op.weight, shape); !s)
+    const plan::TensorDef *table = op_->weights() && op_->weights()->size() > 0
+                                       ? def_.tensors()->Get(op_->weights()->Get(0))
+                                       : nullptr;
+    if (table && table->layout() == WeightLayoutDef::LinearBf16N16K2) {
+      // Tied to a BF16 lm_head: rows are gathered from its packed weight.
+      if (Status s = linearWeight(op, shape); !s)
+        return s;
+      op.kernel = "EmbeddingBf16Packed";
+    } else if (Status s = weight(0, WeightLayoutDef::RowMajor, 2, op.weight, shape); !s) {
       return s;
+    }
     op.weightRows = shape->Get(0);
     if (shape->Get(0) != def_.model()->vocab() || shape->Get(1) != op.out.cols)
       return fail("table shape [" + str(shape->Get(0)) + ", " + str(shape->Get(1)) +
@@ -182,7 +308,7 @@ Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
       return s;
     if (Status s = buffer(0, false, lmHead ? maxBatch_ : T, op.out); !s)
       return s;
-    if (Status s = weight(0, WeightLayoutDef::LinearNK, 2, op.weight, shape); !s)
+    if (Status s = linearWeight(op, shape); !s)
       return s;
     op.weightRows = shape->Get(0);
     if (shape->Get(1) != op.in[0].cols || shape->Get(0) != op.out.cols)
@@ -194,7 +320,25 @@ Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
                   str(def_.model()->vocab()) + " ids");
     if (overlaps(op_->inputs()->Get(0), op_->outputs()->Get(0)))
       return fail("output overlaps the input");
+    const auto *linearParams = op_->params_as_LinearParamsDef();
+    const bool residual = !lmHead && linearParams && linearParams->residual();
+    if (residual) {
+      if (Status s = buffer(1, true, T, op.in[1]); !s)
+        return s;
+      if (op.in[1].cols != op.out.cols)
+        return fail("the residual and the output widths differ");
+      // The float32 kernel writes x W^T first and adds the residual after, so the two must not
+      // share bytes; the BF16 kernels add in the epilogue and may work in place.
+      if (!op.weightBf16 && overlaps(op_->inputs()->Get(1), op_->outputs()->Get(0)))
+        return fail("a residual that is also the output needs BF16 weights in this runtime");
+    }
     setTasks(op, op.weightRows);
+    if (op.weightBf16) {
+      if (Status s = chooseLinearKernel(op, residual, ops); !s)
+        return s;
+    } else {
+      op.kernel = "LinearF32Portable";
+    }
     break;
   }
   case OpKindDef::Rope: {
@@ -254,6 +398,9 @@ Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
     append.in[0] = op.in[1];
     append.in[1] = op.in[2];
     ops.push_back(append);
+    ops.push_back(op);
+    // The merge phase of rows split across threads: same operands, after the barrier.
+    op.kind = ResolvedOp::Kind::AttentionMerge;
     break;
   }
   case OpKindDef::SwiGlu:
@@ -272,6 +419,7 @@ Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
     return fail("unknown op kind " + str(static_cast<unsigned>(op_->kind())));
   }
   ops.push_back(op);
+  forgetConvertedRowsWrittenBy(*op_);
   return Status();
 }
 
@@ -293,6 +441,10 @@ Engine::Engine(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {}
 Engine::~Engine() {
   pool_.reset(); // joins the workers before the memory they touch goes away
   std::free(activations_);
+  std::free(bf16Rows_);
+  std::free(attentionStates_);
+  std::free(attentionWork_);
+  std::free(argmaxWindows_);
   if (kvArena_)
     munmap(kvArena_, kvBytes_);
 }
@@ -302,12 +454,24 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Plan> plan,
   if (!plan)
     return Status::error("no plan given to the engine");
   std::unique_ptr<Engine> engine(new Engine(std::move(plan)));
+  engine->vector_ = options.portableKernels
+                        ? &kernels::portableVectorKernels()
+                        : &kernels::vectorKernelsFor(codegen::hostCpuFeatures());
   if (Status s = engine->resolve(); !s)
     return s;
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(options.threads, options.pin);
   if (!pool)
     return pool.status();
   engine->pool_ = std::move(pool.value());
+  if (Status s = engine->allocateAttentionStates(); !s)
+    return s;
+  if (Status s = engine->allocateArgmax(); !s)
+    return s;
+  if (options.profile) {
+    engine->profile_ =
+        std::make_unique<PhaseProfile>(engine->ops_.size(), engine->pool_->threadCount());
+    engine->pool_->setProfile(engine->profile_.get());
+  }
   return Result<std::unique_ptr<Engine>>(std::move(engine));
 }
 
@@ -378,7 +542,6 @@ Status Engine::resolve() {
   rowTokens_.reset(new int32_t[maxStepTokens_]());
   rowPositions_.reset(new uint32_t[maxStepTokens_]());
   rowSlots_.reset(new uint32_t[maxStepTokens_]());
-  rowWorkBefore_.reset(new uint64_t[maxStepTokens_ + 1]());
   logitsSourceRows_.reset(new uint32_t[maxBatch_]());
   logitsOutputRows_.reset(new uint32_t[maxBatch_]());
   slotCachedPositions_.reset(new uint64_t[maxBatch_]());
@@ -388,8 +551,8 @@ Status Engine::resolve() {
   const auto *planOps = def.ops();
   if (!planOps || planOps->size() == 0)
     return Status::error("the plan has no ops");
-  OpResolver resolver(*plan_, activations_, maxStepTokens_, maxBatch_);
-  ops_.reserve(planOps->size() * 2);
+  OpResolver resolver(*plan_, activations_, maxStepTokens_, maxBatch_, linearKernels_);
+  ops_.reserve(planOps->size() * 3);
   size_t lmHeads = 0;
   for (uint32_t i = 0; i < planOps->size(); ++i) {
     if (Status s = resolver.resolve(i, ops_); !s)
@@ -404,10 +567,96 @@ Status Engine::resolve() {
   }
   if (lmHeads != 1)
     return Status::error("the plan has " + str(lmHeads) + " LmHead ops; the engine needs one");
+
+  // The bf16 rows the linear kernels read: allocated once, shared by every conversion.
+  if (resolver.bf16RowsBytes() > 0) {
+    const size_t bytes =
+        ceilDiv(resolver.bf16RowsBytes(), kActivationAlignment) * kActivationAlignment;
+    bf16Rows_ = static_cast<uint32_t *>(std::aligned_alloc(kActivationAlignment, bytes));
+    if (!bf16Rows_)
+      return Status::error("cannot allocate " + str(bytes) + " bytes of bf16 activation rows");
+    std::memset(bf16Rows_, 0, bytes);
+    for (ResolvedOp &op : ops_)
+      if (op.kind == ResolvedOp::Kind::ConvertRowsBf16 ||
+          (op.linear && op.linear->info().readsBf16Rows))
+        op.bf16Rows = bf16Rows_;
+  }
+
+  // The row-wise and attention ops run the set picked at create().
+  for (ResolvedOp &op : ops_) {
+    using Kind = ResolvedOp::Kind;
+    if (op.kind == Kind::RmsNorm || op.kind == Kind::Rope || op.kind == Kind::Attention ||
+        op.kind == Kind::SwiGlu || op.kind == Kind::Add ||
+        (op.kind == Kind::Embedding && !op.weightBf16))
+      op.kernel = vector_->name;
+  }
   return Status();
 }
 
-Status Engine::step(const StepSequence *sequences, size_t count) {
+// The scratch of the attention's two phases, sized from the bounds. Only rows split across
+// threads keep chunk states (one thread runs every row whole), and at most one row per sequence
+// is split in a step of max_batch sequences' decode tokens; rows beyond the capacity run whole,
+// with the same result.
+Status Engine::allocateAttentionStates() {
+  const plan::KvCacheDef *kv = plan_->def().kv_cache();
+  attentionStateFloats_ = 0;
+  for (const ResolvedOp &op : ops_)
+    if (op.kind == ResolvedOp::Kind::Attention)
+      attentionStateFloats_ =
+          std::max(attentionStateFloats_,
+                   kernels::attentionStateFloats(op.attention.heads / op.attention.kvHeads,
+                                                 op.attention.headDim));
+  const size_t kvHeads = std::max<size_t>(kv->kv_heads(), 1);
+  const size_t splitRows =
+      pool_->threadCount() > 1 ? std::min<size_t>(maxStepTokens_, maxBatch_) : 0;
+  const unsigned __int128 capacity = static_cast<unsigned __int128>(splitRows) * kvHeads *
+                                     ceilDiv(maxSeq_, kernels::kAttentionChunkPositions);
+  const unsigned __int128 stateBytes = capacity * attentionStateFloats_ * sizeof(float);
+  if (stateBytes > (static_cast<unsigned __int128>(1) << 40))
+    return Status::error("the attention chunk states for --max-batch " + str(maxBatch_) +
+                         " and --max-seq " + str(maxSeq_) + " would take more than 1 TiB");
+  attentionSplit_.reserve(maxStepTokens_, kvHeads, kernels::kAttentionChunkPositions,
+                          attentionStateFloats_ > 0 ? static_cast<size_t>(capacity) : 0);
+  if (attentionStateFloats_ == 0)
+    return Status();
+  auto allocate = [](size_t bytes) {
+    return static_cast<float *>(std::aligned_alloc(
+        kActivationAlignment,
+        std::max<size_t>(ceilDiv(bytes, kActivationAlignment), 1) * kActivationAlignment));
+  };
+  // Never zeroed: every state is written by its chunk before the merge reads it.
+  if (capacity > 0 && !(attentionStates_ = allocate(static_cast<size_t>(stateBytes))))
+    return Status::error("cannot allocate " + str(static_cast<uint64_t>(stateBytes)) +
+                         " bytes of attention chunk states");
+  const size_t workBytes = pool_->threadCount() * 2 * attentionStateFloats_ * sizeof(float);
+  if (!(attentionWork_ = allocate(workBytes)))
+    return Status::error("cannot allocate " + str(workBytes) + " bytes of attention states");
+  return Status();
+}
+
+Status Engine::allocateArgmax() {
+  const ResolvedOp *lmHead = nullptr;
+  for (const ResolvedOp &op : ops_)
+    if (op.kind == ResolvedOp::Kind::LmHead)
+      lmHead = &op;
+  identityRows_.reset(new uint32_t[maxBatch_]);
+  for (uint32_t i = 0; i < maxBatch_; ++i)
+    identityRows_[i] = i;
+  stepArgmax_.reset(new int32_t[maxBatch_]);
+  std::fill(stepArgmax_.get(), stepArgmax_.get() + maxBatch_, -1);
+  lmHeadTasks_ = lmHead->taskCount;
+  taskBestValues_.reset(new float[lmHead->taskCount * maxBatch_]());
+  taskBestIndices_.reset(new uint32_t[lmHead->taskCount * maxBatch_]());
+  argmaxWindowFloats_ = ceilDiv(maxBatch_ * lmHead->taskGrain, 16) * 16;
+  const size_t bytes = pool_->threadCount() * argmaxWindowFloats_ * sizeof(float);
+  argmaxWindows_ = static_cast<float *>(std::aligned_alloc(
+      kActivationAlignment, ceilDiv(bytes, kActivationAlignment) * kActivationAlignment));
+  if (!argmaxWindows_)
+    return Status::error("cannot allocate " + str(bytes) + " bytes of lm_head argmax windows");
+  return Status();
+}
+
+Status Engine::step(const StepSequence *sequences, size_t count, StepOutput output) {
   // Validation first: a failing step changes nothing the next step reads.
   if (count == 0 || !sequences)
     return Status::error("a step needs at least one sequence");
@@ -449,7 +698,6 @@ Status Engine::step(const StepSequence *sequences, size_t count) {
   // Pack the sequences into rows 0..T-1.
   size_t row = 0;
   logitsCount_ = 0;
-  rowWorkBefore_[0] = 0;
   for (size_t i = 0; i < count; ++i) {
     const StepSequence &seq = sequences[i];
     for (uint32_t j = 0; j < seq.count; ++j, ++row) {
@@ -457,7 +705,6 @@ Status Engine::step(const StepSequence *sequences, size_t count) {
       rowTokens_[row] = seq.tokens[j];
       rowPositions_[row] = position;
       rowSlots_[row] = seq.slot;
-      rowWorkBefore_[row + 1] = rowWorkBefore_[row] + position + 1;
     }
     if (seq.wantLogits) {
       logitsSourceRows_[logitsCount_] = static_cast<uint32_t>(row - 1);
@@ -466,8 +713,13 @@ Status Engine::step(const StepSequence *sequences, size_t count) {
     }
   }
   stepTokens_ = totalTokens;
+  attentionSplit_.cut(rowPositions_.get(), stepTokens_, pool_->threadCount() > 1);
+  stepOutput_ = output;
+  std::fill(stepArgmax_.get(), stepArgmax_.get() + maxBatch_, -1);
 
   pool_->run(ops_.size(), &Engine::runPhase, this);
+  if (output == StepOutput::Argmax)
+    mergeArgmax();
 
   for (size_t i = 0; i < count; ++i)
     slotCachedPositions_[sequences[i].slot] = sequences[i].start + sequences[i].count;
@@ -485,30 +737,65 @@ void Engine::runPhase(void *engine, size_t phase, unsigned thread, unsigned thre
   self.runOp(self.ops_[phase], thread, threadCount);
 }
 
-// First work item of part `part` of `parts` of the step's attention, balancing work (positions
-// attended) rather than items, so one long sequence among short ones still spreads evenly.
-size_t Engine::attentionItemBoundary(size_t heads, unsigned part, unsigned parts) const {
-  const size_t rows = stepTokens_;
-  if (part == 0)
-    return 0;
-  if (part >= parts)
-    return rows * heads;
-  const unsigned __int128 total = static_cast<unsigned __int128>(rowWorkBefore_[rows]) * heads;
-  const uint64_t target = static_cast<uint64_t>(total * part / parts);
-  // Last row whose work starts at or before the target (rowWorkBefore_ strictly increases).
-  size_t low = 0, high = rows;
-  while (high - low > 1) {
-    const size_t middle = (low + high) / 2;
-    if (rowWorkBefore_[middle] * heads <= target)
-      low = middle;
-    else
-      high = middle;
+int32_t Engine::argmax(size_t sequenceIndexInStep) const {
+  return sequenceIndexInStep < maxBatch_ ? stepArgmax_[sequenceIndexInStep] : -1;
+}
+
+// The LmHead tasks [firstTask, lastTask) of this thread in an argmax step: each task's logits
+// go to the thread's window, which stays in cache, and leave their first maximum per row.
+void Engine::runLmHeadArgmax(const ResolvedOp &op, unsigned thread, size_t firstTask,
+                             size_t lastTask) const {
+  float *window = argmaxWindows_ + thread * argmaxWindowFloats_;
+  const size_t grain = op.taskGrain;
+  for (size_t task = firstTask; task < lastTask; ++task) {
+    const size_t begin = task * grain;
+    const size_t end = std::min(op.weightRows, begin + grain);
+    if (begin >= end)
+      break;
+    // The kernels write column n of output row r at y + r * yStride + n: y shifted back by the
+    // task's first column puts the task's columns at the start of each window row.
+    float *y =
+        reinterpret_cast<float *>(reinterpret_cast<uintptr_t>(window) - begin * sizeof(float));
+    if (op.linear) {
+      codegen::LinearCall call;
+      call.x = op.in[0].data;
+      call.xStride = op.in[0].stride;
+      call.xRows = logitsSourceRows_.get();
+      call.xBf16 = op.bf16Rows;
+      call.rows = logitsCount_;
+      call.w = op.weightBf16;
+      call.y = y;
+      call.yStride = grain;
+      call.yRows = identityRows_.get();
+      call.colBegin = begin;
+      call.colEnd = end;
+      op.linear->run(call);
+    } else {
+      kernels::lmHead(op.in[0].data, op.in[0].stride, logitsSourceRows_.get(), identityRows_.get(),
+                      logitsCount_, op.weight, op.in[0].cols, y, grain, begin, end);
+    }
+    for (size_t i = 0; i < logitsCount_; ++i) {
+      const float *values = window + i * grain;
+      const size_t best = argmaxFirst(values, end - begin);
+      taskBestValues_[task * maxBatch_ + i] = values[best];
+      taskBestIndices_[task * maxBatch_ + i] = static_cast<uint32_t>(begin + best);
+    }
   }
-  const uint64_t perHead = static_cast<uint64_t>(rowPositions_[low]) + 1;
-  const uint64_t into = target - rowWorkBefore_[low] * heads;
-  const size_t head =
-      static_cast<size_t>(std::min<uint64_t>((into + perHead - 1) / perHead, heads));
-  return low * heads + head;
+}
+
+// Tasks in column order, a later task winning only when strictly greater: the first maximum of
+// the whole row, as argmaxFirst over the logits would find it.
+void Engine::mergeArgmax() {
+  for (size_t i = 0; i < logitsCount_; ++i) {
+    float best = taskBestValues_[i];
+    uint32_t index = taskBestIndices_[i];
+    for (size_t task = 1; task < lmHeadTasks_; ++task)
+      if (taskBestValues_[task * maxBatch_ + i] > best) {
+        best = taskBestValues_[task * maxBatch_ + i];
+        index = taskBestIndices_[task * maxBatch_ + i];
+      }
+    stepArgmax_[logitsOutputRows_[i]] = static_cast<int32_t>(index);
+  }
 }
 
 void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) const {
@@ -521,25 +808,65 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
       return;
     size_t firstTask, lastTask;
     shareOf(op.taskCount, thread, threadCount, firstTask, lastTask);
+    if (op.kind == Kind::LmHead && stepOutput_ == StepOutput::Argmax) {
+      runLmHeadArgmax(op, thread, firstTask, lastTask);
+      return;
+    }
     begin = firstTask * op.taskGrain;
     end = std::min(op.weightRows, lastTask * op.taskGrain);
     if (begin >= end)
       return;
-    if (op.kind == Kind::Linear)
+    if (op.linear) {
+      if (op.kind == Kind::Linear)
+        runLinearBf16(op, T, nullptr, op.out.data, op.out.stride, nullptr, 0, begin, end);
+      else
+        runLinearBf16(op, logitsCount_, logitsSourceRows_.get(), op.out.data, op.out.stride,
+                      logitsOutputRows_.get(), 0, begin, end);
+      return;
+    }
+    if (op.kind == Kind::Linear) {
       kernels::linear(op.in[0].data, op.in[0].stride, T, op.weight, op.in[0].cols, op.out.data,
                       op.out.stride, begin, end);
-    else
+      // A fused residual: the same float32 sum the Add op would compute, on this task's columns.
+      if (op.in[1].data)
+        vector_->add(op.out.data + begin, op.out.stride, op.in[1].data + begin, op.in[1].stride,
+                     end - begin, op.out.data + begin, op.out.stride, 0, T);
+    } else
       kernels::lmHead(op.in[0].data, op.in[0].stride, logitsSourceRows_.get(),
                       logitsOutputRows_.get(), logitsCount_, op.weight, op.in[0].cols, op.out.data,
                       op.out.stride, begin, end);
     return;
   }
-  if (op.kind == Kind::Attention) {
-    begin = attentionItemBoundary(op.attention.heads, thread, threadCount);
-    end = attentionItemBoundary(op.attention.heads, thread + 1, threadCount);
+  if (op.kind == Kind::Attention || op.kind == Kind::AttentionMerge) {
+    kernels::AttentionOperands operands;
+    operands.q = op.in[0].data;
+    operands.qStride = op.in[0].stride;
+    operands.out = op.out.data;
+    operands.outStride = op.out.stride;
+    operands.cache = kvCache_;
+    operands.shape = op.attention;
+    operands.rowSlots = rowSlots_.get();
+    if (op.kind == Kind::Attention) {
+      kernels::attentionUnits(vector_->attentionChunk, attentionSplit_, operands,
+                              attentionSplit_.unitBoundary(thread, threadCount),
+                              attentionSplit_.unitBoundary(thread + 1, threadCount),
+                              attentionStates_,
+                              attentionWork_ + thread * 2 * attentionStateFloats_);
+    } else {
+      shareOf(attentionSplit_.mergeItemCount(), thread, threadCount, begin, end);
+      if (begin < end)
+        kernels::attentionMergeItems(attentionSplit_, operands, begin, end, attentionStates_);
+    }
+    return;
+  }
+
+  if (op.kind == Kind::ConvertRowsBf16) {
+    const size_t rows = op.lastRowsOnly ? logitsCount_ : T;
+    shareOf(rows, thread, threadCount, begin, end);
     if (begin < end)
-      kernels::attention(op.in[0].data, op.in[0].stride, kvCache_, op.attention, rowSlots_.get(),
-                         rowPositions_.get(), op.out.data, op.out.stride, begin, end);
+      codegen::convertRowsToBf16(op.in[0].data, op.in[0].stride,
+                                 op.lastRowsOnly ? logitsSourceRows_.get() : nullptr, op.in[0].cols,
+                                 op.bf16Rows, begin, end);
     return;
   }
 
@@ -552,15 +879,21 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
     return;
   switch (op.kind) {
   case Kind::Embedding:
-    kernels::embedding(rowTokens_.get(), op.weight, op.out.cols, op.out.data, op.out.stride, begin,
+    if (op.weightBf16) {
+      for (size_t t = begin; t < end; ++t)
+        codegen::unpackLinearBf16Row(op.weightBf16, op.weightRows, op.out.cols, rowTokens_[t],
+                                     op.out.data + t * op.out.stride);
+      break;
+    }
+    vector_->embedding(rowTokens_.get(), op.weight, op.out.cols, op.out.data, op.out.stride, begin,
                        end);
     break;
   case Kind::RmsNorm:
-    kernels::rmsNorm(op.in[0].data, op.in[0].stride, op.weight, op.out.cols, op.eps, op.out.data,
+    vector_->rmsNorm(op.in[0].data, op.in[0].stride, op.weight, op.out.cols, op.eps, op.out.data,
                      op.out.stride, begin, end);
     break;
   case Kind::Rope:
-    kernels::rope(op.in[0].data, op.in[0].stride, op.heads, op.headDim, op.weight,
+    vector_->rope(op.in[0].data, op.in[0].stride, op.heads, op.headDim, op.weight,
                   rowPositions_.get(), begin, end);
     break;
   case Kind::KvAppend:
@@ -568,11 +901,11 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
                       op.attention, rowSlots_.get(), rowPositions_.get(), begin, end);
     break;
   case Kind::SwiGlu:
-    kernels::swiGlu(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, op.out.cols,
+    vector_->swiGlu(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, op.out.cols,
                     op.out.data, op.out.stride, begin, end);
     break;
   case Kind::Add:
-    kernels::add(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, op.out.cols,
+    vector_->add(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, op.out.cols,
                  op.out.data, op.out.stride, begin, end);
     break;
   default:

@@ -68,17 +68,23 @@ Result<GenerateResult> generateGreedy(Engine &engine,
 
   std::vector<StepSequence> stepSequences;
   stepSequences.reserve(count);
-  // Picks each asking sequence's next id from the step's logits.
+  // Without logitsOut nobody reads the logits: the engine's LmHead then finds each argmax
+  // without writing them.
+  const StepOutput output = logitsOut ? StepOutput::Logits : StepOutput::Argmax;
+  // Picks each asking sequence's next id from the step's logits or argmax.
   auto takeLogits = [&]() {
     for (size_t s = 0; s < stepSequences.size(); ++s) {
       if (!stepSequences[s].wantLogits)
         continue;
       const uint32_t sequence = stepSequences[s].slot; // prompt i runs in slot i
-      const float *logits = engine.logits(s);
       std::vector<int32_t> &generated = result.tokens[sequence];
-      if (logitsOut)
-        std::memcpy(logitsOut + (sequence * static_cast<size_t>(maxNew) + generated.size()) * vocab,
-                    logits, vocab * sizeof(float));
+      if (!logitsOut) {
+        generated.push_back(engine.argmax(s));
+        continue;
+      }
+      const float *logits = engine.logits(s);
+      std::memcpy(logitsOut + (sequence * static_cast<size_t>(maxNew) + generated.size()) * vocab,
+                  logits, vocab * sizeof(float));
       generated.push_back(static_cast<int32_t>(argmaxFirst(logits, vocab)));
     }
   };
@@ -101,7 +107,7 @@ Result<GenerateResult> generateGreedy(Engine &engine,
       stepSequences.push_back(seq);
       budget -= take;
     }
-    if (Status s = engine.step(stepSequences.data(), stepSequences.size()); !s)
+    if (Status s = engine.step(stepSequences.data(), stepSequences.size(), output); !s)
       return s;
     ++result.prefillSteps;
     takeLogits();
@@ -129,7 +135,7 @@ Result<GenerateResult> generateGreedy(Engine &engine,
         seq.wantLogits = true;
         stepSequences.push_back(seq);
       }
-      if (Status s = engine.step(stepSequences.data(), stepSequences.size()); !s)
+      if (Status s = engine.step(stepSequences.data(), stepSequences.size(), output); !s)
         return s;
       ++result.decodeSteps;
       takeLogits();

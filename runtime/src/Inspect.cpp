@@ -1,6 +1,7 @@
 #include "hetc/runtime/Inspect.h"
 
 #include "hetc/runtime/CpuFeatures.h"
+#include "hetc/runtime/Engine.h"
 #include "hetc/runtime/Plan.h"
 
 #include <cmath>
@@ -232,6 +233,24 @@ void featureArray(JsonWriter &json, const std::string &name, uint64_t bits) {
   json.endArray();
 }
 
+// The kernels an engine on this host runs for the plan: the engine's own choice, found by
+// creating one (one thread, unpinned; JIT kernels are generated as a run would).
+struct HostKernels {
+  std::vector<KernelUse> uses;
+  std::string error;
+};
+
+HostKernels hostKernels(const Plan &plan) {
+  const std::shared_ptr<const Plan> borrowed(&plan, [](const Plan *) {});
+  EngineOptions options;
+  options.threads = 1;
+  options.pin = false;
+  Result<std::unique_ptr<Engine>> engine = Engine::create(borrowed, options);
+  if (!engine)
+    return {{}, engine.message()};
+  return {engine.value()->kernelSummary(), ""};
+}
+
 } // namespace
 
 void printPlanSummary(const Plan &plan, std::ostream &os) {
@@ -321,6 +340,14 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
      << kv.layer_stride() << "\n";
   os << "  K at byte " << kv.k_offset() << ", V at byte " << kv.v_offset() << ", arena "
      << humanBytes(kv.arena_size()) << "\n";
+
+  const HostKernels kernels = hostKernels(plan);
+  os << "\nkernels on this host (" << describeCpuFeatures(hostCpuFeatures()) << "):\n";
+  if (!kernels.error.empty())
+    os << "  none: " << kernels.error << "\n";
+  for (const KernelUse &use : kernels.uses)
+    os << "  " << use.opKind << ": " << use.kernel << ", " << use.count
+       << (use.count == 1 ? " op" : " ops") << "\n";
 }
 
 void printPlanJson(const Plan &plan, std::ostream &os) {
@@ -461,6 +488,20 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
   json.field("total_bytes", totals.weightBytes);
   json.endObject();
   json.field("total_tasks", totals.tasks);
+
+  const HostKernels kernels = hostKernels(plan);
+  json.key("kernels");
+  json.beginArray();
+  for (const KernelUse &use : kernels.uses) {
+    json.beginObject();
+    json.field("op", use.opKind);
+    json.field("kernel", use.kernel);
+    json.field("count", uint64_t{use.count});
+    json.endObject();
+  }
+  json.endArray();
+  if (!kernels.error.empty())
+    json.field("kernels_error", kernels.error);
   json.endObject();
   os << '\n';
 }

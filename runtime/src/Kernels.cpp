@@ -119,10 +119,6 @@ void linearRows(const float *const *xRows, float *const *yRows, size_t rowCount,
 
 static_assert(kRowBlock == 4, "linearRows dispatches blocks of up to 4 rows");
 
-// Scores of this many positions are computed before the running max and sum are updated: one
-// rescale of the output per block instead of per position.
-constexpr size_t kScoreBlock = 64;
-
 } // namespace
 
 float dot(const float *a, const float *b, size_t n) {
@@ -231,53 +227,6 @@ void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
       std::memcpy(cache.keys + at, k + t * kStride + g * d, d * sizeof(float));
       std::memcpy(cache.values + at, v + t * vStride + g * d, d * sizeof(float));
     }
-}
-
-void attention(const float *q, size_t qStride, const KvCacheView &cache,
-               const AttentionShape &shape, const uint32_t *rowSlots, const uint32_t *rowPositions,
-               float *out, size_t outStride, size_t itemBegin, size_t itemEnd) {
-  const size_t d = shape.headDim;
-  const size_t group = shape.heads / shape.kvHeads;
-  for (size_t item = itemBegin; item < itemEnd; ++item) {
-    const size_t t = item / shape.heads;
-    const size_t h = item % shape.heads;
-    const float *qh = q + t * qStride + h * d;
-    float *o = out + t * outStride + h * d;
-    const size_t base = cache.offset(shape.layer, rowSlots[t], h / group, 0);
-    const float *keys = cache.keys + base;
-    const float *values = cache.values + base;
-    const size_t positions = static_cast<size_t>(rowPositions[t]) + 1;
-
-    std::fill(o, o + d, 0.0f);
-    float runningMax = -std::numeric_limits<float>::infinity();
-    float runningSum = 0.0f;
-    for (size_t j0 = 0; j0 < positions; j0 += kScoreBlock) {
-      const size_t blockLength = std::min(kScoreBlock, positions - j0);
-      float scores[kScoreBlock];
-      float blockMax = -std::numeric_limits<float>::infinity();
-      for (size_t j = 0; j < blockLength; ++j) {
-        scores[j] = shape.scale * dot(qh, keys + (j0 + j) * cache.posStride, d);
-        blockMax = std::max(blockMax, scores[j]);
-      }
-      const float newMax = std::max(runningMax, blockMax);
-      // exp(-inf) = 0 on the first block, when the output and sum are still zero.
-      const float correction = std::exp(runningMax - newMax);
-      runningSum *= correction;
-      for (size_t i = 0; i < d; ++i)
-        o[i] *= correction;
-      for (size_t j = 0; j < blockLength; ++j) {
-        const float weight = std::exp(scores[j] - newMax);
-        runningSum += weight;
-        const float *vj = values + (j0 + j) * cache.posStride;
-        for (size_t i = 0; i < d; ++i)
-          o[i] += weight * vj[i];
-      }
-      runningMax = newMax;
-    }
-    const float inverseSum = 1.0f / runningSum;
-    for (size_t i = 0; i < d; ++i)
-      o[i] *= inverseSum;
-  }
 }
 
 void swiGlu(const float *gate, size_t gateStride, const float *up, size_t upStride, size_t cols,

@@ -4,6 +4,8 @@
 
 #include "hetc/runtime/CpuFeatures.h"
 
+#include "codegen/cpu/WeightLayout.h"
+
 #include <flatbuffers/flatbuffers.h>
 #include <xxhash.h>
 
@@ -242,9 +244,13 @@ private:
       const auto *shape = t->shape();
       if (!shape || shape->size() == 0)
         return fail(tensorText(i), " has no shape");
-      if (t->layout() == WeightLayoutDef::LinearNK && shape->size() != 2)
-        return fail(tensorText(i), " has layout LinearNK but shape ", shapeText(shape),
-                    "; LinearNK is [N, K]");
+      const bool packedBf16 = t->layout() == WeightLayoutDef::LinearBf16N16K2;
+      if ((t->layout() == WeightLayoutDef::LinearNK || packedBf16) && shape->size() != 2)
+        return fail(tensorText(i), " has layout ", EnumNameWeightLayoutDef(t->layout()),
+                    " but shape ", shapeText(shape), "; the layout is [N, K]");
+      if (packedBf16 && t->dtype() != DTypeDef::BF16)
+        return fail(tensorText(i), " has layout LinearBf16N16K2 but dtype ", dtypeText(t->dtype()),
+                    "; the layout holds BF16");
       uint64_t bytes = dtypeSize(t->dtype());
       for (uint64_t dim : *shape) {
         if (dim == 0)
@@ -252,10 +258,14 @@ private:
         if (__builtin_mul_overflow(bytes, dim, &bytes))
           return fail(tensorText(i), " shape ", shapeText(shape), " overflows 64 bits");
       }
+      // The packed layout pads N to 16 and K to 2 (codegen/cpu/WeightLayout.h).
+      if (packedBf16 && !codegen::LinearBf16N16K2::sizeChecked(shape->Get(0), shape->Get(1), bytes))
+        return fail(tensorText(i), " shape ", shapeText(shape), " overflows 64 bits");
       const uint64_t segmentSize = def_.segments()->Get(t->segment())->size();
       if (bytes != segmentSize)
         return fail(tensorText(i), " of shape ", shapeText(shape), " ", dtypeText(t->dtype()),
-                    " needs ", bytes, " bytes but segment ", t->segment(), " holds ", segmentSize);
+                    " in layout ", EnumNameWeightLayoutDef(t->layout()), " needs ", bytes,
+                    " bytes but segment ", t->segment(), " holds ", segmentSize);
     }
     return Status();
   }
@@ -448,11 +458,16 @@ private:
           return fail(opText(i), " uses tensor ", op->weights()->Get(w), " but the plan has ",
                       tensorCount, " tensors");
 
-      const KindRule rule = ruleFor(op->kind());
+      KindRule rule = ruleFor(op->kind());
       const std::string kind = kindText(op->kind());
+      // A Linear with a fused residual add reads the residual as a second input.
+      const bool residual = op->kind() == OpKindDef::Linear && op->params_as_LinearParamsDef() &&
+                            op->params_as_LinearParamsDef()->residual();
+      if (residual)
+        rule.inputs = 2;
       if (count(op->inputs()) != rule.inputs)
-        return fail(opText(i), " has ", count(op->inputs()), " inputs; a ", kind, " op takes ",
-                    rule.inputs);
+        return fail(opText(i), " has ", count(op->inputs()), " inputs; a ", kind, " op",
+                    residual ? " with a residual" : "", " takes ", rule.inputs);
       if (count(op->weights()) != rule.weights)
         return fail(opText(i), " has ", count(op->weights()), " weights; a ", kind, " op takes ",
                     rule.weights);
@@ -479,12 +494,13 @@ private:
   const BufferDef &buffer(uint32_t index) const { return *def_.buffers()->Get(index); }
   const TensorDef &tensor(uint32_t index) const { return *def_.tensors()->Get(index); }
 
-  // A LinearNK weight [N, K] for an op reading `in` columns and writing `out` columns.
+  // A linear weight [N, K] for an op reading `in` columns and writing `out` columns.
   Status checkLinearWeight(uint32_t opIndex, uint32_t weight, uint64_t in, uint64_t out) const {
     const TensorDef &w = tensor(weight);
-    if (w.layout() != WeightLayoutDef::LinearNK)
-      return fail(opText(opIndex), " weight ", tensorText(weight),
-                  " is not in the LinearNK layout");
+    if (w.layout() != WeightLayoutDef::LinearNK && w.layout() != WeightLayoutDef::LinearBf16N16K2)
+      return fail(opText(opIndex), " weight ", tensorText(weight), " is in the ",
+                  EnumNameWeightLayoutDef(w.layout()),
+                  " layout; a linear weight is LinearNK or LinearBf16N16K2");
     const uint64_t n = w.shape()->Get(0), k = w.shape()->Get(1);
     if (k != in)
       return fail(opText(opIndex), " weight ", tensorText(weight),
@@ -521,6 +537,11 @@ private:
     switch (op.kind()) {
     case OpKindDef::Embedding: {
       const TensorDef &table = tensor(weight(0));
+      if (table.layout() != WeightLayoutDef::RowMajor &&
+          table.layout() != WeightLayoutDef::LinearBf16N16K2)
+        return fail(opText(i), " table ", tensorText(weight(0)), " is in the ",
+                    EnumNameWeightLayoutDef(table.layout()),
+                    " layout; a table is RowMajor or a tied LinearBf16N16K2 weight");
       if (table.shape()->size() != 2 || table.shape()->Get(0) != def_.model()->vocab() ||
           table.shape()->Get(1) != buffer(out).cols())
         return fail(opText(i), " table ", tensorText(weight(0)), " has shape ",
@@ -536,6 +557,9 @@ private:
       return status ? checkVectorWeight(i, weight(0), buffer(in(0)).cols(), "the norm") : status;
     }
     case OpKindDef::Linear:
+      if (op.params_as_LinearParamsDef()->residual())
+        if (Status status = checkSameColumns(i, "residual and output differ", in(1), out); !status)
+          return status;
       return checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols());
     case OpKindDef::Rope: {
       const RopeParamsDef &p = *op.params_as_RopeParamsDef();

@@ -1,5 +1,6 @@
 #include "hetc/runtime/ThreadPool.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <sched.h>
 #include <string>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 namespace hetc {
@@ -59,7 +61,24 @@ uint32_t waitForChange(std::atomic<uint32_t> &word, uint32_t seen,
   return current;
 }
 
+uint64_t nowNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000u + static_cast<uint64_t>(t.tv_nsec);
+}
+
 } // namespace
+
+PhaseProfile::PhaseProfile(size_t phases, unsigned threads)
+    : phases_(phases), threads_(threads),
+      stride_((phases + kLine - 1) / kLine * kLine + kLine), counters_(threads * stride_),
+      dispatch_(threads * kLine, 0) {}
+
+void PhaseProfile::reset() {
+  std::fill(counters_.begin(), counters_.end(), Counter());
+  std::fill(dispatch_.begin(), dispatch_.end(), 0);
+  runs_ = 0;
+}
 
 void SpinFutexBarrier::wait() {
   if (threadCount_ == 1)
@@ -160,10 +179,36 @@ void ThreadPool::runPhases(unsigned thread) {
   const size_t phaseCount = phaseCount_;
   const PhaseFunction function = function_;
   void *const context = context_;
+  if (PhaseProfile *profile = profile_) {
+    runPhasesProfiled(thread, *profile);
+    return;
+  }
   for (size_t phase = 0; phase < phaseCount; ++phase) {
     function(context, phase, thread, threadCount_);
     barrier_.wait();
   }
+}
+
+void ThreadPool::runPhasesProfiled(unsigned thread, PhaseProfile &profile) {
+  const size_t phaseCount = phaseCount_;
+  const PhaseFunction function = function_;
+  void *const context = context_;
+  uint64_t start = nowNs();
+  profile.dispatch_[thread * PhaseProfile::kLine] += start - profile.publishedNs_;
+  for (size_t phase = 0; phase < phaseCount; ++phase) {
+    function(context, phase, thread, threadCount_);
+    const uint64_t ran = nowNs();
+    barrier_.wait();
+    const uint64_t released = nowNs();
+    if (phase < profile.phases_) {
+      PhaseProfile::Counter &counter = profile.slot(phase, thread);
+      counter.runNs += ran - start;
+      counter.waitNs += released - ran;
+    }
+    start = released;
+  }
+  // Lets run() return only once every thread's counters of this run are written.
+  profile.threadsRecorded_.fetch_add(1, std::memory_order_release);
 }
 
 void ThreadPool::run(size_t phaseCount, PhaseFunction function, void *context) {
@@ -182,6 +227,11 @@ void ThreadPool::run(size_t phaseCount, PhaseFunction function, void *context) {
   phaseCount_ = phaseCount;
   function_ = function;
   context_ = context;
+  PhaseProfile *const profile = profile_;
+  if (profile) {
+    profile->threadsRecorded_.store(0, std::memory_order_relaxed);
+    profile->publishedNs_ = nowNs();
+  }
   if (threadCount_ > 1) {
     // Publishes the run above to the workers (they load the generation with acquire).
     runGeneration_.fetch_add(1, std::memory_order_seq_cst);
@@ -189,6 +239,11 @@ void ThreadPool::run(size_t phaseCount, PhaseFunction function, void *context) {
       futexWakeAll(&runGeneration_);
   }
   runPhases(0);
+  if (profile) {
+    while (profile->threadsRecorded_.load(std::memory_order_acquire) != threadCount_)
+      cpuRelax();
+    ++profile->runs_;
+  }
 }
 
 } // namespace hetc

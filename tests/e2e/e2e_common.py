@@ -76,9 +76,11 @@ def export(preset, out_dir, no_constant_folding=False, external_data=False, seed
     return os.path.join(out_dir, "model.onnx")
 
 
-def reference(model_dir, prompts, max_new, out_dir):
-    cmd = [sys.executable, os.path.join(MODELS, "reference.py"), "--model-dir", model_dir,
-           "--max-new", str(max_new), "--out", out_dir]
+def reference(model_dir, prompts, max_new, out_dir, script=None, extra_args=()):
+    """Runs the PyTorch reference (models/reference.py, or `script` taking the same arguments
+    plus `extra_args`); returns the paths of its tokens.txt and logits.npy."""
+    cmd = [sys.executable, script or os.path.join(MODELS, "reference.py"), *extra_args,
+           "--model-dir", model_dir, "--max-new", str(max_new), "--out", out_dir]
     for p in prompts:
         cmd += ["--prompt-ids", prompt_arg(p)]
     proc = run(cmd, "PyTorch reference")

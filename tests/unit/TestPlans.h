@@ -8,6 +8,8 @@
 #include "hetc/runtime/Plan.h"
 #include "hetc/runtime/PlanWriter.h"
 
+#include "codegen/cpu/WeightLayout.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,6 +51,12 @@ struct TinyPlanShape {
   uint32_t linear_task_grain = 16;
   uint32_t row_task_grain = 4;
   uint64_t seed = 1;
+  // Linear and lm_head weights in BF16 packed as LinearBf16N16K2 (weight_dtype applies to the
+  // rest); a tied embedding then reads the packed lm_head weight as its table.
+  bool packed_bf16_linear = false;
+  // o_proj and down_proj with the residual Add fused in (LinearParamsDef.residual), writing the
+  // Add's output; needs packed_bf16_linear.
+  bool fused_residual = false;
 };
 
 // The plan before writing, and the bytes of its weight segments.
@@ -68,7 +76,8 @@ struct TinyPlan {
   int bufferIndex(const std::string &name) const { return indexOf(def.buffers, name); }
   int opIndex(const std::string &name) const { return indexOf(def.ops, name); }
 
-  // Tensor `index`'s elements as floats (BF16 widened), for reference computations.
+  // Tensor `index`'s elements as floats (BF16 widened; a packed linear weight unpacked to
+  // [N, K] row-major), for reference computations.
   std::vector<float> tensorValues(uint32_t index) const;
 
 private:
@@ -135,6 +144,14 @@ inline std::vector<uint8_t> encode(const std::vector<float> &values, plan::DType
 inline std::vector<float> TinyPlan::tensorValues(uint32_t index) const {
   const plan::TensorDefT &t = *def.tensors.at(index);
   const std::vector<uint8_t> &bytes = segments.at(t.segment);
+  if (t.layout == plan::WeightLayoutDef::LinearBf16N16K2) {
+    const uint64_t n = t.shape.at(0), k = t.shape.at(1);
+    std::vector<float> values(n * k);
+    for (uint64_t row = 0; row < n; ++row)
+      codegen::unpackLinearBf16Row(reinterpret_cast<const uint16_t *>(bytes.data()), n, k, row,
+                                   values.data() + row * k);
+    return values;
+  }
   std::vector<float> values(bytes.size() / detail::dtypeSize(t.dtype));
   for (size_t i = 0; i < values.size(); ++i) {
     if (t.dtype == plan::DTypeDef::BF16) {
@@ -194,9 +211,25 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
       v = center + scale * detail::uniform(rng);
     return values;
   };
+  auto packed = [&](const std::string &name, uint32_t n, uint32_t k,
+                    const std::vector<float> &values) {
+    auto tensor = std::make_unique<TensorDefT>();
+    tensor->name = name;
+    tensor->segment = static_cast<uint32_t>(tiny.segments.size());
+    tensor->dtype = DTypeDef::BF16;
+    tensor->layout = WeightLayoutDef::LinearBf16N16K2;
+    tensor->shape = {n, k};
+    std::vector<uint8_t> bytes(codegen::LinearBf16N16K2{n, k}.bytes());
+    codegen::packLinearBf16(values.data(), false, n, k, reinterpret_cast<uint16_t *>(bytes.data()));
+    tiny.segments.push_back(std::move(bytes));
+    def.tensors.push_back(std::move(tensor));
+    return static_cast<uint32_t>(def.tensors.size() - 1);
+  };
   auto linear = [&](const std::string &name, uint32_t n, uint32_t k) {
-    return addTensor(name, WeightLayoutDef::LinearNK, {n, k}, shape.weight_dtype,
-                     randomValues(uint64_t{n} * k, 0.0f, 1.0f / std::sqrt(float(k))));
+    std::vector<float> values = randomValues(uint64_t{n} * k, 0.0f, 1.0f / std::sqrt(float(k)));
+    if (shape.packed_bf16_linear)
+      return packed(name, n, k, values);
+    return addTensor(name, WeightLayoutDef::LinearNK, {n, k}, shape.weight_dtype, values);
   };
   auto norm = [&](const std::string &name) {
     return addTensor(name, WeightLayoutDef::RowMajor, {shape.hidden}, shape.weight_dtype,
@@ -205,9 +238,14 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
 
   const uint32_t qCols = shape.heads * shape.head_dim;
   const uint32_t kvCols = shape.kv_heads * shape.head_dim;
+  const std::vector<float> tableValues =
+      randomValues(uint64_t{shape.vocab} * shape.hidden, 0.0f, 1.0f);
+  // A packed tied table is the lm_head weight itself: one tensor, written once.
+  const bool packedTable = shape.packed_bf16_linear && shape.tied_embeddings;
   const uint32_t embedTensor =
-      addTensor("model.embed_tokens.weight", WeightLayoutDef::RowMajor, {shape.vocab, shape.hidden},
-                shape.weight_dtype, randomValues(uint64_t{shape.vocab} * shape.hidden, 0.0f, 1.0f));
+      packedTable ? packed("model.embed_tokens.weight", shape.vocab, shape.hidden, tableValues)
+                  : addTensor("model.embed_tokens.weight", WeightLayoutDef::RowMajor,
+                              {shape.vocab, shape.hidden}, shape.weight_dtype, tableValues);
   std::vector<float> invFreq(shape.head_dim / 2);
   for (uint32_t i = 0; i < invFreq.size(); ++i)
     invFreq[i] = static_cast<float>(
@@ -358,12 +396,25 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     attentionParams.head_dim = shape.head_dim;
     attentionParams.scale = 1.0f / std::sqrt(float(shape.head_dim));
     attention->params.Set(std::move(attentionParams));
-    setEmptyParams(linearOp(OpKindDef::Linear, prefix + "self_attn.o_proj", layer, attn, proj,
-                            oProj, shape.hidden),
-                   LinearParamsDefT());
-    setEmptyParams(
-        rowOp(OpKindDef::Add, prefix + "attn_residual", layer, {hidden, proj}, residual, {}),
-        AddParamsDefT());
+    // A fused residual reads `hidden` as its second input and writes the Add's output.
+    auto fusedLinear = [&](const std::string &name, uint32_t input, uint32_t residualIn,
+                           uint32_t output, uint32_t weight) {
+      OpDefT *op = linearOp(OpKindDef::Linear, name, layer, input, output, weight, shape.hidden);
+      op->inputs.push_back(residualIn);
+      LinearParamsDefT params;
+      params.residual = true;
+      op->params.Set(std::move(params));
+    };
+    if (shape.fused_residual) {
+      fusedLinear(prefix + "self_attn.o_proj", attn, hidden, residual, oProj);
+    } else {
+      setEmptyParams(linearOp(OpKindDef::Linear, prefix + "self_attn.o_proj", layer, attn, proj,
+                              oProj, shape.hidden),
+                     LinearParamsDefT());
+      setEmptyParams(
+          rowOp(OpKindDef::Add, prefix + "attn_residual", layer, {hidden, proj}, residual, {}),
+          AddParamsDefT());
+    }
     endSublayer();
 
     beginSublayer(l, SublayerKindDef::FeedForward);
@@ -376,19 +427,25 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
                    LinearParamsDefT());
     setEmptyParams(rowOp(OpKindDef::SwiGlu, prefix + "mlp.act", layer, {gate, up}, act, {}),
                    SwiGluParamsDefT());
-    setEmptyParams(linearOp(OpKindDef::Linear, prefix + "mlp.down_proj", layer, act, proj, downProj,
-                            shape.hidden),
-                   LinearParamsDefT());
-    setEmptyParams(
-        rowOp(OpKindDef::Add, prefix + "mlp_residual", layer, {residual, proj}, hidden, {}),
-        AddParamsDefT());
+    if (shape.fused_residual) {
+      fusedLinear(prefix + "mlp.down_proj", act, residual, hidden, downProj);
+    } else {
+      setEmptyParams(linearOp(OpKindDef::Linear, prefix + "mlp.down_proj", layer, act, proj,
+                              downProj, shape.hidden),
+                     LinearParamsDefT());
+      setEmptyParams(
+          rowOp(OpKindDef::Add, prefix + "mlp_residual", layer, {residual, proj}, hidden, {}),
+          AddParamsDefT());
+    }
     endSublayer();
   }
 
   const uint32_t finalNorm = norm("model.norm.weight");
   rmsNorm("model.norm", -1, hidden, normed, finalNorm);
   uint32_t lmHeadTensor;
-  if (shape.tied_embeddings) {
+  if (packedTable) {
+    lmHeadTensor = embedTensor;
+  } else if (shape.tied_embeddings) {
     // Same bytes as the embedding table, seen as a LinearNK [vocab, hidden] weight.
     auto tied = std::make_unique<TensorDefT>();
     tied->name = "lm_head.weight";

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -463,6 +464,219 @@ TEST(EngineTest, DecodeStepsDoNotAllocate) {
     const size_t allocations = gAllocations.load() - allocationsAfterFirstDecode;
     EXPECT_TRUE(allOk);
     EXPECT_EQ(allocations, 0u) << "with " << threads << " threads";
+  }
+}
+
+TEST(EngineTest, ProfiledDecodeStepsDoNotAllocate) {
+  LoadedTinyPlan loaded(largerShape());
+  ASSERT_TRUE(loaded.plan);
+  EngineOptions options;
+  options.threads = 2;
+  options.pin = false;
+  options.profile = true;
+  Result<std::unique_ptr<Engine>> created = Engine::create(loaded.plan, options);
+  ASSERT_TRUE(created.ok()) << created.message();
+  Engine &engine = *created.value();
+  const int32_t prompt[4] = {1, 2, 3, 4};
+  int32_t next = 0;
+  StepSequence sequence{0, 0, prompt, 4, true};
+  ASSERT_TRUE(engine.step(&sequence, 1).ok());
+  const size_t before = gAllocations.load();
+  bool allOk = true;
+  for (int step = 0; step < 10; ++step) {
+    next = static_cast<int32_t>(argmaxFirst(engine.logits(0), engine.vocab()));
+    sequence.start += sequence.count;
+    sequence.tokens = &next;
+    sequence.count = 1;
+    allOk = engine.step(&sequence, 1).ok() && allOk;
+  }
+  engine.resetProfile();
+  EXPECT_TRUE(allOk);
+  EXPECT_EQ(gAllocations.load() - before, 0u);
+}
+
+std::unique_ptr<Engine> engineWith(const std::shared_ptr<const Plan> &plan, unsigned threads,
+                                   bool portableKernels) {
+  EngineOptions options;
+  options.threads = threads;
+  options.pin = false;
+  options.portableKernels = portableKernels;
+  Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
+  EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.message());
+  return created.ok() ? std::move(created.value()) : nullptr;
+}
+
+// One sequence long enough for its decode rows to be split by positions over the threads (8
+// chunks of 256 positions): the logits of 1, 2 and 3 threads must agree bit for bit, with either
+// kernel set.
+TEST(EngineTest, LongSequenceIsBitIdenticalForOneTwoAndThreeThreads) {
+  TinyPlanShape shape = largerShape();
+  shape.max_batch = 2;
+  shape.max_seq = 2100;
+  shape.max_step_tokens = 64;
+  LoadedTinyPlan loaded(shape);
+  ASSERT_TRUE(loaded.plan);
+  const std::vector<std::vector<int32_t>> prompts = {
+      promptOf(2000, 3, static_cast<int32_t>(shape.vocab))};
+  for (bool portable : {false, true}) {
+    std::unique_ptr<Engine> one = engineWith(loaded.plan, 1, portable);
+    ASSERT_TRUE(one);
+    ASSERT_LT(7 * one->attentionChunkPositions(), 2000u);
+    const Generation expected = generate(*one, prompts, 6);
+    for (unsigned threads : {2u, 3u}) {
+      std::unique_ptr<Engine> many = engineWith(loaded.plan, threads, portable);
+      ASSERT_TRUE(many);
+      const Generation got = generate(*many, prompts, 6);
+      EXPECT_EQ(got.tokens, expected.tokens)
+          << threads << " threads, " << one->vectorKernels().name;
+      EXPECT_TRUE(sameBits(got.logits.data(), expected.logits.data(), got.logits.size()))
+          << threads << " threads, " << one->vectorKernels().name;
+    }
+  }
+}
+
+// The vector kernels compute what the portable ones do, up to the rounding of exp.
+TEST(EngineTest, VectorKernelsAgreeWithPortableKernels) {
+  LoadedTinyPlan loaded(largerShape());
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> portable = engineWith(loaded.plan, 2, true);
+  std::unique_ptr<Engine> best = engineWith(loaded.plan, 2, false);
+  ASSERT_TRUE(portable && best);
+  EXPECT_STREQ(portable->vectorKernels().name, "portable-f32");
+  if (&best->vectorKernels() == &portable->vectorKernels())
+    GTEST_SKIP() << "the host has no AVX-512: both engines run the portable kernels";
+  const int32_t vocab = static_cast<int32_t>(largerShape().vocab);
+  const std::vector<std::vector<int32_t>> prompts = {promptOf(70, 6, vocab), promptOf(3, 1, vocab)};
+  const Generation want = generate(*portable, prompts, 6);
+  const Generation got = generate(*best, prompts, 6);
+  EXPECT_EQ(got.tokens, want.tokens);
+  double largest = 0, worst = 0;
+  for (size_t i = 0; i < want.logits.size(); ++i) {
+    largest = std::max(largest, std::abs(double(want.logits[i])));
+    worst = std::max(worst, std::abs(double(got.logits[i]) - want.logits[i]));
+  }
+  EXPECT_LE(worst, 1e-5 * largest);
+}
+
+// A plan whose lm_head rows repeat, so logits tie exactly: rows 0..19 are zero, row r >= 20
+// copies row 20 + (r - 20) % 5. The largest logit is then shared by several ids in different
+// LmHead tasks (tasks of 16 columns), or by all of 0..19 when every other logit is negative.
+std::shared_ptr<const Plan> planWithTiedLogits(const TinyPlanShape &shape, test::ScratchDir &dir) {
+  TinyPlan tiny = test::buildTinyPlan(shape);
+  const int tensor = tiny.tensorIndex("lm_head.weight");
+  EXPECT_GE(tensor, 0);
+  std::vector<uint8_t> &bytes = tiny.segments.at(tiny.def.tensors[tensor]->segment);
+  const size_t rowBytes = shape.hidden * sizeof(float);
+  EXPECT_EQ(bytes.size(), shape.vocab * rowBytes);
+  for (size_t r = 0; r < shape.vocab; ++r) {
+    if (r < 20)
+      std::memset(bytes.data() + r * rowBytes, 0, rowBytes);
+    else if (r >= 25)
+      std::memcpy(bytes.data() + r * rowBytes, bytes.data() + (20 + (r - 20) % 5) * rowBytes,
+                  rowBytes);
+  }
+  const std::string path = dir.file("tied-logits.hplan");
+  EXPECT_TRUE(test::writeTinyPlan(path, tiny).ok());
+  Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
+  EXPECT_TRUE(loaded.ok()) << (loaded.ok() ? "" : loaded.message());
+  return loaded.ok() ? std::shared_ptr<const Plan>(std::move(loaded.value())) : nullptr;
+}
+
+// Argmax steps leave the first largest logit's id, what argmaxFirst finds in the logits of the
+// same step, on ties and otherwise; greedy generation gives the same ids either way.
+TEST(EngineTest, ArgmaxStepsPickTheFirstLargestLogit) {
+  TinyPlanShape tied;
+  tied.tied_embeddings = true;
+  TinyPlanShape packed = largerShape();
+  packed.packed_bf16_linear = true;
+  test::ScratchDir dir;
+  std::vector<std::pair<std::string, std::shared_ptr<const Plan>>> plans;
+  for (const auto &[name, shape] :
+       std::vector<std::pair<std::string, TinyPlanShape>>{{"default", TinyPlanShape()},
+                                                          {"larger", largerShape()},
+                                                          {"tied", tied},
+                                                          {"packed bf16", packed}}) {
+    LoadedTinyPlan loaded(shape);
+    plans.push_back({name, loaded.plan});
+  }
+  plans.push_back({"tied logits", planWithTiedLogits(largerShape(), dir)});
+
+  for (const auto &[name, plan] : plans) {
+    ASSERT_TRUE(plan) << name;
+    const int32_t vocab = static_cast<int32_t>(plan->def().model()->vocab());
+    std::unique_ptr<Engine> withLogits = engineWith(plan, 2, false);
+    std::unique_ptr<Engine> argmaxOnly = engineWith(plan, 2, false);
+    ASSERT_TRUE(withLogits && argmaxOnly) << name;
+
+    // Step by step: both engines see the same tokens; sequence 1 asks for nothing.
+    const std::vector<int32_t> a = promptOf(5, 2, vocab), b = promptOf(2, 5, vocab),
+                               c = promptOf(3, 7, vocab);
+    StepSequence sequences[3] = {
+        {0, 0, a.data(), 5, true}, {1, 0, b.data(), 2, false}, {2, 0, c.data(), 3, true}};
+    size_t ties = 0;
+    int32_t next[3];
+    for (int step = 0; step < 8; ++step) {
+      const size_t count = std::min<size_t>(3, withLogits->maxBatch());
+      ASSERT_TRUE(withLogits->step(sequences, count, StepOutput::Logits).ok()) << name;
+      ASSERT_TRUE(argmaxOnly->step(sequences, count, StepOutput::Argmax).ok()) << name;
+      for (size_t s = 0; s < count; ++s) {
+        if (!sequences[s].wantLogits) {
+          EXPECT_EQ(argmaxOnly->argmax(s), -1) << name;
+          next[s] = sequences[s].tokens[sequences[s].count - 1];
+          continue;
+        }
+        const float *logits = withLogits->logits(s);
+        const int32_t want = static_cast<int32_t>(argmaxFirst(logits, vocab));
+        ties += std::count(logits, logits + vocab, logits[want]) > 1;
+        EXPECT_EQ(argmaxOnly->argmax(s), want) << name << " step " << step << " sequence " << s;
+        next[s] = want;
+      }
+      for (size_t s = 0; s < count; ++s) {
+        sequences[s].start += sequences[s].count;
+        sequences[s].tokens = &next[s];
+        sequences[s].count = 1;
+      }
+    }
+    if (name == "tied logits")
+      EXPECT_GT(ties, 0u) << "the tied plan should produce tied logits";
+
+    // Greedy generation: the argmax path (no logits asked) gives the logits path's ids.
+    std::unique_ptr<Engine> fresh = engineWith(plan, 2, false);
+    const std::vector<std::vector<int32_t>> prompts = {promptOf(7, 1, vocab),
+                                                       promptOf(3, 4, vocab)};
+    const Generation logitsRun = generate(*fresh, prompts, 6);
+    Result<GenerateResult> argmaxRun = generateGreedy(*fresh, prompts, 6);
+    ASSERT_TRUE(argmaxRun.ok()) << argmaxRun.message();
+    EXPECT_EQ(argmaxRun->tokens, logitsRun.tokens) << name;
+  }
+}
+
+TEST(EngineTest, ArgmaxDecodeStepsDoNotAllocate) {
+  for (unsigned threads : {1u, 2u}) {
+    LoadedTinyPlan loaded(largerShape());
+    ASSERT_TRUE(loaded.plan);
+    std::unique_ptr<Engine> engine = loaded.engine(threads);
+    ASSERT_TRUE(engine);
+    const int32_t prompts[3][5] = {{1, 2, 3, 4, 5}, {6, 7}, {8, 9, 10}};
+    const uint32_t lengths[3] = {5, 2, 3};
+    int32_t next[3] = {0, 0, 0};
+    StepSequence sequences[3];
+    for (uint32_t s = 0; s < 3; ++s)
+      sequences[s] = {s, 0, prompts[s], lengths[s], true};
+    ASSERT_TRUE(engine->step(sequences, 3, StepOutput::Argmax).ok());
+    const size_t before = gAllocations.load();
+    bool allOk = true;
+    for (int step = 0; step < 20; ++step) {
+      for (uint32_t s = 0; s < 3; ++s) {
+        next[s] = engine->argmax(s);
+        sequences[s].start += sequences[s].count;
+        sequences[s].tokens = &next[s];
+        sequences[s].count = 1;
+      }
+      allOk = engine->step(sequences, 3, StepOutput::Argmax).ok() && allOk;
+    }
+    EXPECT_TRUE(allOk);
+    EXPECT_EQ(gAllocations.load() - before, 0u) << "with " << threads << " threads";
   }
 }
 

@@ -750,11 +750,16 @@ TEST_F(PlanLoaderTest, InspectShowsWhatWasDecided) {
 
   std::ostringstream text;
   printPlanSummary(**loaded, text);
-  for (const char *expected :
-       {"schema 1.0", "target 'host'", "required x86-64", "max_batch 2", "Attention", "FeedForward",
-        "model.layers.0.self_attn.q_proj", "LmHead", "Logits",
-        "dimension-first [layer][slot][kv_head][pos][dim]", "activation arena", "tasks in total",
-        "weight segments"})
+  const std::string schema =
+      "schema " + std::to_string(kPlanSchemaMajor) + "." + std::to_string(kPlanSchemaMinor);
+  for (const std::string &expected :
+       {schema, std::string("target 'host'"), std::string("required x86-64"),
+        std::string("max_batch 2"), std::string("Attention"), std::string("FeedForward"),
+        std::string("model.layers.0.self_attn.q_proj"), std::string("LmHead"),
+        std::string("Logits"), std::string("dimension-first [layer][slot][kv_head][pos][dim]"),
+        std::string("activation arena"), std::string("tasks in total"),
+        std::string("weight segments"), std::string("kernels on this host"),
+        std::string("Linear: LinearF32Portable, 7 ops")})
     EXPECT_THAT(text.str(), HasSubstr(expected));
 
   std::ostringstream json;
@@ -766,6 +771,7 @@ TEST_F(PlanLoaderTest, InspectShowsWhatWasDecided) {
   EXPECT_THAT(out, HasSubstr(R"("required_cpu_features":["x86-64"])"));
   EXPECT_THAT(out, HasSubstr(R"("kind":"Attention")"));
   EXPECT_THAT(out, HasSubstr(R"("inputs":[],"outputs":[0])"));
+  EXPECT_THAT(out, HasSubstr(R"({"op":"Linear","kernel":"LinearF32Portable","count":7})"));
   // Brackets balance outside strings, and no raw control character escapes a string.
   int depth = 0;
   bool inString = false, escaped = false;

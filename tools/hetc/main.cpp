@@ -1,8 +1,9 @@
-// hetc: compile an ONNX model into a plan, run a plan, show what a plan holds.
+// hetc: compile an ONNX model into a plan, run a plan, benchmark it, show what a plan holds.
 //
 // Output contract: `run` prints one line per prompt with the generated ids and nothing else on
 // stdout; details go to stderr with --verbose. Every failure is one line
 // "hetc: error: <message>" on stderr and exit code 1.
+#include "BenchCommand.h"
 #include "hetc/runtime/Engine.h"
 #include "hetc/runtime/Generate.h"
 #include "hetc/runtime/Inspect.h"
@@ -196,6 +197,9 @@ int runCommand(const RunArguments &args) {
                  "%.2f MiB reserved\n",
                  engine.threads(), engine.pinnedThreads(),
                  engine.activationArenaBytes() / 1048576.0, engine.kvArenaBytes() / 1048576.0);
+    for (const hetc::KernelUse &use : engine.kernelSummary())
+      std::fprintf(stderr, "hetc: kernel %s: %s, %zu op%s\n", use.opKind.c_str(),
+                   use.kernel.c_str(), use.count, use.count == 1 ? "" : "s");
     std::fprintf(stderr, "hetc: prefill %zu tokens in %u steps: %.3f ms (%.1f tokens/s)\n",
                  promptTokens, r.prefillSteps, r.prefillSeconds * 1e3,
                  r.prefillSeconds > 0 ? promptTokens / r.prefillSeconds : 0.0);
@@ -226,6 +230,7 @@ struct CompileArguments {
   uint32_t maxBatch = 4;
   uint64_t maxSeq = 4096;
   uint32_t maxStepTokens = 512;
+  std::string weights = "bf16";
   bool verbose = false;
 };
 
@@ -238,6 +243,8 @@ int compileCommand(const CompileArguments &args) {
   options.maxBatch = args.maxBatch;
   options.maxSeq = args.maxSeq;
   options.maxStepTokens = args.maxStepTokens;
+  options.weights = args.weights == "f32" ? hetc::compiler::WeightFormat::F32
+                                          : hetc::compiler::WeightFormat::BF16;
   options.verbose = args.verbose;
   check(hetc::compiler::compileOnnxToPlan(options));
   return 0;
@@ -266,6 +273,11 @@ int runTool(int argc, char **argv) {
       ->add_option("--max-step-tokens", compileArgs.maxStepTokens,
                    "Tokens one step processes (prefill chunk)")
       ->capture_default_str();
+  compile
+      ->add_option("--weights", compileArgs.weights,
+                   "Linear and lm_head weights: bf16 (packed for the BF16 kernels) or f32 (exact)")
+      ->check(CLI::IsMember({"bf16", "f32"}))
+      ->capture_default_str();
   compile->add_flag("--verbose", compileArgs.verbose, "Print the IR after each stage to stderr");
 
   RunArguments runArgs;
@@ -289,11 +301,17 @@ int runTool(int argc, char **argv) {
   inspect->add_option("plan", inspectPath, "Plan file")->required();
   inspect->add_flag("--json", inspectJson, "One JSON object instead of text");
 
+  hetc::tool::BenchArguments benchArgs;
+  CLI::App *bench = app.add_subcommand(
+      "bench", "Decode throughput against the read bandwidth measured in the same run");
+  hetc::tool::addBenchOptions(*bench, benchArgs);
+
   // CLI11 would only say that a subcommand is required.
   const std::string command = argc > 1 ? argv[1] : "";
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
-      command != "inspect")
-    fail(std::string("unknown command '") + argv[1] + "' (expected compile, run or inspect)");
+      command != "inspect" && command != "bench")
+    fail(std::string("unknown command '") + argv[1] +
+         "' (expected compile, run, bench or inspect)");
 
   try {
     app.parse(argc, argv);
@@ -307,6 +325,8 @@ int runTool(int argc, char **argv) {
     return compileCommand(compileArgs);
   if (run->parsed())
     return runCommand(runArgs);
+  if (bench->parsed())
+    return hetc::tool::benchCommand(benchArgs);
   return inspectCommand(inspectPath, inspectJson);
 }
 

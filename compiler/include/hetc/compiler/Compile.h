@@ -8,14 +8,21 @@
 
 namespace hetc::compiler {
 
+// How the plan stores linear and lm_head weights.
+enum class WeightFormat {
+  BF16, // packed for the BF16 kernels (WeightLayoutDef::LinearBf16N16K2); the default
+  F32,  // float32 [N, K] (LinearNK): exact, for checks against a float32 reference
+};
+
 struct CompileOptions {
   std::string onnxPath;
   std::string outputPath;
-  std::string target = "host";      // only "host" is known until targets arrive as data
-  uint32_t maxBatch = 4;            // sequence slots
-  uint64_t maxSeq = 4096;           // positions per sequence
-  uint32_t maxStepTokens = 512;     // tokens one step processes (prefill chunk)
-  bool verbose = false;             // print the IR after each stage to stderr
+  std::string target = "host";               // only "host" is known until targets arrive as data
+  uint32_t maxBatch = 4;                     // sequence slots
+  uint64_t maxSeq = 4096;                    // positions per sequence
+  uint32_t maxStepTokens = 512;              // tokens one step processes (prefill chunk)
+  WeightFormat weights = WeightFormat::BF16; // linear and lm_head weights
+  bool verbose = false;                      // print the IR after each stage to stderr
 };
 
 // Imports, raises, plans and emits. Every failure is one message naming the node, op or limit.

@@ -23,6 +23,7 @@ struct PlanBounds {
   uint64_t maxSeq;
   uint32_t maxStepTokens;
 };
-// Group sublayers, plan memory for the bounds, partition into tasks.
+// Group sublayers, plan memory for the bounds, partition into tasks, fuse residual adds into
+// the linears before them.
 void addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds);
 } // namespace hetc

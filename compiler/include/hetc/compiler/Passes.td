@@ -67,4 +67,18 @@ def PartitionTasks : Pass<"hetc-partition-tasks", "mlir::ModuleOp"> {
   let summary = "Split each LLM op into independent tasks with a fixed grain";
 }
 
+def FuseResidualAdd : Pass<"hetc-fuse-residual-add", "mlir::ModuleOp"> {
+  let summary = "Let a linear write the residual add that follows it (an epilogue)";
+  let description = [{
+    After memory planning: a `hetc.add` that immediately follows the `hetc.linear` producing one
+    of its operands, is that linear's only user and lies in its sublayer is carried out by the
+    linear's kernel as an epilogue, `y = x W + residual`, saving one pass over the hidden stream
+    and one barrier per fusion (two per decoder layer in Llama). The linear gets `hetc.residual`,
+    reads `[x, residual]` and writes the add's buffer; the add gets `hetc.fused` and the plan
+    emitter leaves it out. Not fused when the add's buffer overlaps the linear's input, which the
+    kernel still reads while it writes. The IR's values are unchanged: this decides how the plan
+    runs them, not what they compute (the sum is the same float32 addition).
+  }];
+}
+
 #endif // HETC_COMPILER_PASSES_TD

@@ -9,6 +9,8 @@
 //   hetc.buffers_in   array<i64>: activation buffer of each activation operand, operand order
 //   hetc.buffers_out  array<i64>: activation buffer of the op's activation result
 //   hetc.tasks        {count: i64, grain: i64}: independent tasks and units of work per task
+//   hetc.residual     unit, on a linear: fused with the add after it (hetc-fuse-residual-add)
+//   hetc.fused        unit, on that add: run by the linear, left out of the plan
 // On the module:
 //   hetc.model        {vocab, hidden, layers, heads, kv_heads, head_dim, intermediate: i64,
 //                     rms_eps: f32, tied_embeddings: bool}
@@ -38,6 +40,10 @@ inline constexpr llvm::StringLiteral kDevice = "hetc.device";
 inline constexpr llvm::StringLiteral kBuffersIn = "hetc.buffers_in";
 inline constexpr llvm::StringLiteral kBuffersOut = "hetc.buffers_out";
 inline constexpr llvm::StringLiteral kTasks = "hetc.tasks";
+// hetc-fuse-residual-add: on a linear, it also adds its second input buffer (the residual) and
+// writes the fused add's buffer; on that add, the op is carried out by the linear before it.
+inline constexpr llvm::StringLiteral kResidual = "hetc.residual";
+inline constexpr llvm::StringLiteral kFused = "hetc.fused";
 
 inline constexpr llvm::StringLiteral kModel = "hetc.model";
 inline constexpr llvm::StringLiteral kBounds = "hetc.bounds";

@@ -6,23 +6,36 @@
 // input, fills those arrays and replays the ops; it never allocates.
 #pragma once
 
+#include "hetc/runtime/Attention.h"
 #include "hetc/runtime/Kernels.h"
 #include "hetc/runtime/Status.h"
 #include "hetc/runtime/ThreadPool.h"
+#include "hetc/runtime/VectorKernels.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace hetc {
 
 class Plan;
+namespace codegen {
+class LinearKernel;
+} // namespace codegen
 
 struct EngineOptions {
   unsigned threads = 0; // 0 = every core this process may run on
   bool pin = true;      // bind each thread to one core (falls back to unpinned if refused)
+  bool profile = false; // record each op's run and barrier wait time per thread (profile())
+  // The portable row-wise and attention kernels even where the host runs faster ones.
+  bool portableKernels = false;
 };
+
+// What a step's LmHead leaves for the sequences that ask: their whole logits rows, or only the
+// index of each row's largest logit (no logits row is written).
+enum class StepOutput : uint8_t { Logits, Argmax };
 
 // One sequence's part of a step: `count` >= 1 tokens at positions start .. start+count-1 of
 // batch slot `slot`. Positions before `start` must already be in the slot's KV cache.
@@ -34,8 +47,9 @@ struct StepSequence {
   bool wantLogits = false; // logits of this sequence's last token of the step
 };
 
-// An op of the plan resolved to what its kernel needs. Attention becomes two resolved ops, the
-// KV append and the attention itself, so the barrier between them is the pool's ordinary one.
+// An op of the plan resolved to what its kernel needs. Attention becomes three resolved ops: the
+// KV append, the attention units (chunks of positions) and the merge of the chunks of rows split
+// across threads, so the barriers between them are the pool's ordinary ones.
 struct ResolvedOp {
   enum class Kind : uint8_t {
     Embedding,
@@ -44,9 +58,13 @@ struct ResolvedOp {
     Rope,
     KvAppend,
     Attention,
+    AttentionMerge,
     SwiGlu,
     Add,
     LmHead,
+    // x rows to bf16 pairs for the linear kernels that read them, once per input (not a plan
+    // op: inserted before the first such Linear reading a buffer, or before a BF16 LmHead).
+    ConvertRowsBf16,
   };
   // An activation buffer: row t at data + t * stride (elements), `cols` elements used.
   struct Rows {
@@ -57,18 +75,36 @@ struct ResolvedOp {
 
   Kind kind = Kind::Embedding;
   uint32_t planOp = 0; // index of the op in the plan, for messages
-  Rows in[3];          // inputs in the plan's order (a Rope's x is in[0] and out)
+  Rows in[3];          // inputs in plan order (Rope: x is in[0] and out; Linear: residual in[1])
   Rows out;
-  const float *weight = nullptr;     // table, gamma, W [N, K] or inv_freq
-  size_t weightRows = 0;             // N of a Linear or LmHead, vocab of an Embedding
-  float eps = 0.0f;                  // RmsNorm
-  size_t heads = 0;                  // Rope
-  size_t headDim = 0;                // Rope
-  kernels::AttentionShape attention; // KvAppend, Attention
+  const float *weight = nullptr; // table, gamma, W [N, K] or inv_freq (f32)
+  // Linear, LmHead: a LinearBf16N16K2 weight, run by `linear`; Embedding: a tied table in that
+  // layout (weight is then null).
+  const uint16_t *weightBf16 = nullptr;
+  const codegen::LinearKernel *linear = nullptr;
+  // ConvertRowsBf16 writes, and a Linear or LmHead whose kernel reads bf16 rows reads, here.
+  uint32_t *bf16Rows = nullptr;
+  bool lastRowsOnly = false; // ConvertRowsBf16 for an LmHead: the step's logits rows, gathered
+  size_t weightRows = 0;     // N of a Linear or LmHead, vocab of an Embedding
+  float eps = 0.0f;          // RmsNorm
+  size_t heads = 0;          // Rope
+  size_t headDim = 0;        // Rope
+  kernels::AttentionShape attention; // KvAppend, Attention, AttentionMerge
   // Linear and LmHead: columns [i * grain, (i+1) * grain) form task i of taskCount.
   // Row-wise ops: rows [i * grain, (i+1) * grain) form task i of ceil(T / grain).
   size_t taskCount = 1;
   size_t taskGrain = 1;
+  const char *kernel = "portable-f32"; // the kernel that runs the op, as kernelSummary() names it
+};
+
+// "Linear", "KvAppend", ...: a resolved op's kind as reports name it.
+const char *opKindName(ResolvedOp::Kind kind);
+
+// How many ops of one kind run one kernel.
+struct KernelUse {
+  std::string opKind;
+  std::string kernel;
+  size_t count = 0;
 };
 
 class Engine {
@@ -81,11 +117,17 @@ public:
 
   // Runs one step over `count` sequences whose tokens are packed in order into rows 0..T-1.
   // Each slot may appear once. Fails, changing nothing, when a limit of the plan is exceeded.
-  Status step(const StepSequence *sequences, size_t count);
+  // `output` says what the sequences asking for logits get: logits() or argmax().
+  Status step(const StepSequence *sequences, size_t count,
+              StepOutput output = StepOutput::Logits);
 
   // Logits [vocab] of sequence `sequenceIndexInStep` of the last step; meaningful only for a
   // sequence that asked for them. Null past max_batch.
   const float *logits(size_t sequenceIndexInStep) const;
+
+  // After a StepOutput::Argmax step: the id of the largest logit of sequence
+  // `sequenceIndexInStep` (the first on ties, as torch.argmax), or -1 if it did not ask.
+  int32_t argmax(size_t sequenceIndexInStep) const;
 
   const Plan &plan() const { return *plan_; }
   uint32_t maxBatch() const { return maxBatch_; }
@@ -99,17 +141,42 @@ public:
   // Positions of `slot` held in the KV cache (a sequence in that slot may start at most here).
   uint64_t cachedPositions(uint32_t slot) const { return slotCachedPositions_[slot]; }
   const std::vector<ResolvedOp> &resolvedOps() const { return ops_; }
+  // The row-wise and attention kernels picked at create() ("avx512-f32", "portable-f32").
+  const kernels::VectorKernels &vectorKernels() const { return *vector_; }
+  // Positions per attention chunk: the fixed boundaries of the attention's reduction order.
+  size_t attentionChunkPositions() const { return attentionSplit_.chunkPositions(); }
+
+  // The kernels the ops run, one entry per (op kind, kernel) in the order first met.
+  std::vector<KernelUse> kernelSummary() const;
+  // Phase i of the profile is resolvedOps()[i]; null unless EngineOptions::profile was set.
+  const PhaseProfile *profile() const { return profile_.get(); }
+  void resetProfile();
+  // The engine's threads, for measurements that must use the same threads as the kernels.
+  ThreadPool &threadPool() { return *pool_; }
+  // Benchmarks only: fills positions 0..positions-1 of `slot` in every layer's K and V with
+  // deterministic pseudo-random values in [-1, 1) as if they had been prefilled, and marks them
+  // cached. Nothing is computed: logits after this are meaningless, the work is not.
+  Status fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed);
 
 private:
   explicit Engine(std::shared_ptr<const Plan> plan);
   Status resolve();
   static void runPhase(void *engine, size_t phase, unsigned thread, unsigned threadCount);
   void runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) const;
-  size_t attentionItemBoundary(size_t heads, unsigned part, unsigned parts) const;
+  Status allocateAttentionStates();
+  Status allocateArgmax();
+  void runLmHeadArgmax(const ResolvedOp &op, unsigned thread, size_t firstTask,
+                       size_t lastTask) const;
+  void mergeArgmax();
 
   std::shared_ptr<const Plan> plan_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<PhaseProfile> profile_; // sized for ops_ at create() when asked for
   std::vector<ResolvedOp> ops_;
+  // Linear kernels, generated at create() (one per K and epilogue), and the bf16 activation rows
+  // they read: [max_step_tokens] rows of the widest converted input.
+  std::vector<std::unique_ptr<codegen::LinearKernel>> linearKernels_;
+  uint32_t *bf16Rows_ = nullptr;
 
   uint32_t maxBatch_ = 0;
   uint64_t maxSeq_ = 0;
@@ -130,14 +197,33 @@ private:
   std::unique_ptr<int32_t[]> rowTokens_;     // [max_step_tokens]
   std::unique_ptr<uint32_t[]> rowPositions_; // [max_step_tokens]
   std::unique_ptr<uint32_t[]> rowSlots_;     // [max_step_tokens]
-  // rowWorkBefore_[t] = sum over rows u < t of (position_u + 1): attention work, for splitting.
-  std::unique_ptr<uint64_t[]> rowWorkBefore_; // [max_step_tokens + 1]
   size_t logitsCount_ = 0;
   std::unique_ptr<uint32_t[]> logitsSourceRows_;    // [max_batch] last row of each asking sequence
   std::unique_ptr<uint32_t[]> logitsOutputRows_;    // [max_batch] its index within the step
   std::unique_ptr<uint64_t[]> slotCachedPositions_; // [max_batch]
   std::unique_ptr<uint64_t[]> slotSeenInStep_;      // [max_batch] step number, to catch repeats
   uint64_t stepNumber_ = 0;
+
+  const kernels::VectorKernels *vector_ = nullptr;
+  // Attention: the step's cut into units, the chunk states of split rows (capacity from the
+  // bounds: min(max_step_tokens, max_batch) rows x kv_heads x ceil(max_seq / chunk) states of
+  // group x (head_dim + 2) floats) and two states per thread for rows run whole.
+  kernels::AttentionSplit attentionSplit_;
+  float *attentionStates_ = nullptr;
+  float *attentionWork_ = nullptr;
+  size_t attentionStateFloats_ = 0; // the largest state of any attention op
+
+  // Argmax steps: each thread's LmHead task writes its logits into the thread's window
+  // ([max_batch, task grain] floats) and leaves (max, index) per row in taskBest*_ [task, row];
+  // step() merges them in task order.
+  StepOutput stepOutput_ = StepOutput::Logits;
+  float *argmaxWindows_ = nullptr;
+  size_t argmaxWindowFloats_ = 0;
+  size_t lmHeadTasks_ = 0;
+  std::unique_ptr<uint32_t[]> identityRows_; // [max_batch] 0, 1, 2, ...
+  std::unique_ptr<float[]> taskBestValues_;  // [lm_head tasks * max_batch]
+  std::unique_ptr<uint32_t[]> taskBestIndices_;
+  std::unique_ptr<int32_t[]> stepArgmax_; // [max_batch]
 };
 
 } // namespace hetc

@@ -26,7 +26,8 @@ size_t argmaxFirst(const float *values, size_t count);
 // tokens, so long prompts are prefilled over several steps; only the step holding a prompt's
 // last token produces its logits. Returns maxNew ids per prompt (no end-of-sequence stop).
 // `logitsOut`, when not null, receives [prompts.size(), maxNew, vocab] float32 logits: entry
-// (i, k) is the distribution generated id k of prompt i was picked from.
+// (i, k) is the distribution generated id k of prompt i was picked from. Without it the engine
+// finds each next id in argmax steps and writes no logits (same ids either way).
 Result<GenerateResult> generateGreedy(Engine &engine,
                                       const std::vector<std::vector<int32_t>> &prompts,
                                       uint32_t maxNew, float *logitsOut = nullptr);

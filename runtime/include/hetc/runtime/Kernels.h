@@ -79,12 +79,8 @@ void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
               const KvCacheView &cache, const AttentionShape &shape, const uint32_t *rowSlots,
               const uint32_t *rowPositions, size_t rowBegin, size_t rowEnd);
 
-// Causal attention over the cache for work items [itemBegin, itemEnd), item = row * heads + head:
-// out[row, head] = softmax_j(scale * q.k_j) v_j over positions j = 0..rowPositions[row] of slot
-// rowSlots[row]. Positions are visited in ascending order with an online softmax in float32.
-void attention(const float *q, size_t qStride, const KvCacheView &cache,
-               const AttentionShape &shape, const uint32_t *rowSlots, const uint32_t *rowPositions,
-               float *out, size_t outStride, size_t itemBegin, size_t itemEnd);
+// Causal attention over the cache lives in Attention.h: split by positions, merged in a fixed
+// order.
 
 // y = gate * sigmoid(gate) * up per element; y may be gate or up.
 void swiGlu(const float *gate, size_t gateStride, const float *up, size_t upStride, size_t cols,

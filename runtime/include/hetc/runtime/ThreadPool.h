@@ -27,6 +27,43 @@ private:
   std::atomic<uint32_t> sleepers_{0};
 };
 
+// Where a pool's threads spend their time, summed over the runs since reset(): for each phase and
+// thread the time in the phase function (run) and in the barrier after it (wait), and for each
+// thread the time from run() publishing the run to the thread starting its first phase
+// (dispatch). Sized once; recording neither allocates nor lets two threads write one cache line.
+// Phases past the sized count are not recorded.
+class PhaseProfile {
+public:
+  struct Counter {
+    uint64_t runNs = 0;
+    uint64_t waitNs = 0;
+  };
+
+  PhaseProfile(size_t phases, unsigned threads);
+  void reset();
+  size_t phases() const { return phases_; }
+  unsigned threads() const { return threads_; }
+  uint64_t runs() const { return runs_; }
+  const Counter &at(size_t phase, unsigned thread) const {
+    return counters_[thread * stride_ + phase];
+  }
+  uint64_t dispatchNs(unsigned thread) const { return dispatch_[thread * kLine]; }
+
+private:
+  friend class ThreadPool;
+  static constexpr size_t kLine = 64 / sizeof(uint64_t); // uint64_t per cache line
+  Counter &slot(size_t phase, unsigned thread) { return counters_[thread * stride_ + phase]; }
+
+  size_t phases_;
+  unsigned threads_;
+  size_t stride_; // counters per thread: phases rounded up, plus a cache line of padding
+  std::vector<Counter> counters_;
+  std::vector<uint64_t> dispatch_; // one cache line per thread
+  uint64_t runs_ = 0;
+  uint64_t publishedNs_ = 0;                  // when the current run was published
+  std::atomic<unsigned> threadsRecorded_{0}; // threads done recording the current run
+};
+
 class ThreadPool {
 public:
   // Work of one phase for one thread: `thread` in [0, threadCount) picks its share statically.
@@ -46,6 +83,16 @@ public:
   // Not reentrant: one run at a time.
   void run(size_t phaseCount, PhaseFunction function, void *context);
 
+  // Records where the time of each following run goes, or stops recording (null). Call between
+  // runs only; `profile` must outlive its use. Refused (false) when sized for fewer threads.
+  bool setProfile(PhaseProfile *profile) {
+    if (profile && profile->threads() < threadCount_)
+      return false;
+    profile_ = profile;
+    return true;
+  }
+  PhaseProfile *profile() const { return profile_; }
+
   unsigned threadCount() const { return threadCount_; }
   // Threads actually bound to a core (0 when pinning was not asked for or not possible).
   unsigned pinnedThreads() const { return pinnedThreads_.load(std::memory_order_relaxed); }
@@ -59,6 +106,7 @@ private:
   static void *workerMain(void *argument);
   void workerLoop(unsigned thread);
   void runPhases(unsigned thread);
+  void runPhasesProfiled(unsigned thread, PhaseProfile &profile);
   bool pinCurrentThread(unsigned thread);
 
   const unsigned threadCount_;
@@ -76,6 +124,7 @@ private:
   size_t phaseCount_ = 0;
   PhaseFunction function_ = nullptr;
   void *context_ = nullptr;
+  PhaseProfile *profile_ = nullptr;
   std::atomic<uint32_t> runGeneration_{0};
   std::atomic<uint32_t> idleSleepers_{0};
   std::atomic<bool> stopping_{false};

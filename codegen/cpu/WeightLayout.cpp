@@ -1,0 +1,140 @@
+#include "codegen/cpu/WeightLayout.h"
+
+#include "codegen/cpu/CpuFeatures.h"
+
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace hetc::codegen {
+
+uint16_t floatToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  // The hardware's definition (convert_fp32_to_bfloat16 in the SDM): NaN keeps its top half and
+  // becomes quiet; a denormal is a zero; otherwise add 0x7fff plus the lowest kept bit.
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  if ((bits & 0x7f800000u) == 0)
+    return static_cast<uint16_t>((bits >> 16) & 0x8000);
+  const uint32_t lsb = (bits >> 16) & 1;
+  return static_cast<uint16_t>((bits + 0x7fffu + lsb) >> 16);
+}
+
+float bf16ToFloat(uint16_t value) {
+  const uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+
+bool LinearBf16N16K2::sizeChecked(uint64_t n, uint64_t k, uint64_t &bytes) {
+  uint64_t paddedN, pairs, perBlock;
+  if (__builtin_add_overflow(n, kBlockColumns - 1, &paddedN) ||
+      __builtin_add_overflow(k, uint64_t{1}, &pairs))
+    return false;
+  pairs /= 2;
+  const uint64_t blocks = paddedN / kBlockColumns;
+  return !__builtin_mul_overflow(pairs, kPairBytes, &perBlock) &&
+         !__builtin_mul_overflow(blocks, perBlock, &bytes);
+}
+
+void packLinearBf16(const float *src, bool srcIsKN, uint64_t n, uint64_t k, uint16_t *dst) {
+  const LinearBf16N16K2 layout{n, k};
+  std::memset(dst, 0, layout.bytes());
+  // Walk the source in its own order (sequential reads); the writes stay within one block panel
+  // per source row for [N, K], or stride across panels for [K, N].
+  for (uint64_t a = 0; a < (srcIsKN ? k : n); ++a) {
+    const float *row = src + a * (srcIsKN ? n : k);
+    for (uint64_t b = 0; b < (srcIsKN ? n : k); ++b) {
+      const uint64_t row_n = srcIsKN ? b : a, col_k = srcIsKN ? a : b;
+      dst[layout.index(row_n, col_k)] = floatToBf16(row[b]);
+    }
+  }
+}
+
+void unpackLinearBf16Row(const uint16_t *packed, uint64_t n, uint64_t k, uint64_t row, float *out) {
+  const LinearBf16N16K2 layout{n, k};
+  const uint16_t *pair = packed + layout.index(row, 0);
+  // Consecutive pairs of one column are one line (32 elements) apart.
+  for (uint64_t p = 0; p < k / 2; ++p) {
+    out[2 * p] = bf16ToFloat(pair[p * 32]);
+    out[2 * p + 1] = bf16ToFloat(pair[p * 32 + 1]);
+  }
+  if (k % 2)
+    out[k - 1] = bf16ToFloat(pair[(k / 2) * 32]);
+}
+
+void convertRowsToBf16Portable(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
+                               uint32_t *dst, size_t rowBegin, size_t rowEnd) {
+  const size_t pairs = (k + 1) / 2;
+  for (size_t r = rowBegin; r < rowEnd; ++r) {
+    const float *source = x + (rowIndex ? rowIndex[r] : r) * xStride;
+    uint32_t *out = dst + Bf16Rows::pairIndex(r, 0, k);
+    for (size_t p = 0; p < pairs; ++p) {
+      const uint32_t even = floatToBf16(source[2 * p]);
+      const uint32_t odd = 2 * p + 1 < k ? floatToBf16(source[2 * p + 1]) : 0;
+      out[p * Bf16Rows::kGroupRows] = even | odd << 16;
+    }
+  }
+}
+
+namespace {
+
+#if defined(__x86_64__)
+// 16 pairs of a row at a time: one vcvtne2ps2bf16, then a scatter to 16 lines 64 bytes apart.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void
+convertRowsAvx512Bf16(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
+                      uint32_t *dst, size_t rowBegin, size_t rowEnd) {
+  const __m512i lines =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(static_cast<int>(Bf16Rows::kGroupRows)));
+  for (size_t r = rowBegin; r < rowEnd; ++r) {
+    const float *source = x + (rowIndex ? rowIndex[r] : r) * xStride;
+    uint32_t *out = dst + Bf16Rows::pairIndex(r, 0, k);
+    size_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+      const __m512 lo = _mm512_loadu_ps(source + i);
+      const __m512 hi = _mm512_loadu_ps(source + i + 16);
+      _mm512_i32scatter_epi32(out + i / 2 * Bf16Rows::kGroupRows, lines,
+                              (__m512i)_mm512_cvtne2ps_pbh(hi, lo), 4);
+    }
+    if (i < k) {
+      // The tail: loads beyond k read zeros, which pad an odd K's last pair.
+      const size_t left = k - i, pairs = (left + 1) / 2;
+      const __mmask16 loLoad = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
+      const __mmask16 hiLoad = static_cast<__mmask16>(left <= 16   ? 0
+                                                      : left >= 32 ? 0xffff
+                                                                   : (1u << (left - 16)) - 1);
+      const __m512 lo = _mm512_maskz_loadu_ps(loLoad, source + i);
+      const __m512 hi = _mm512_maskz_loadu_ps(hiLoad, source + i + 16);
+      _mm512_mask_i32scatter_epi32(out + i / 2 * Bf16Rows::kGroupRows,
+                                   static_cast<__mmask16>((1u << pairs) - 1), lines,
+                                   (__m512i)_mm512_cvtne2ps_pbh(hi, lo), 4);
+    }
+  }
+}
+#endif
+
+using ConvertRows = void (*)(const float *, size_t, const uint32_t *, size_t, uint32_t *, size_t,
+                             size_t);
+
+ConvertRows chooseConvertRows() {
+#if defined(__x86_64__)
+  if (hostHas(kCpuAvx512Bf16))
+    return &convertRowsAvx512Bf16;
+#endif
+  return &convertRowsToBf16Portable;
+}
+
+} // namespace
+
+void convertRowsToBf16(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
+                       uint32_t *dst, size_t rowBegin, size_t rowEnd) {
+  static const ConvertRows convert = chooseConvertRows();
+  convert(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
+}
+
+} // namespace hetc::codegen

@@ -1,0 +1,44 @@
+// The row-wise kernels and the attention chunk kernel of one instruction set, picked once when
+// an engine is created from the host's features. Every set computes what the portable kernels in
+// Kernels.h compute:
+//   - embedding, add, rmsNorm and rope give the same bits on every set (same operations in the
+//     same order; the runtime is built with -ffp-contract=off so no multiply-add is fused);
+//   - swiGlu and attentionChunk use a vector exp (within 2 ulp of std::exp), so their bits
+//     differ between sets but, within one set, never depend on threads or splits.
+#pragma once
+
+#include "hetc/runtime/Attention.h"
+#include "hetc/runtime/Kernels.h"
+
+#include <cstdint>
+
+namespace hetc::kernels {
+
+using EmbeddingKernel = decltype(&embedding);
+using RmsNormKernel = decltype(&rmsNorm);
+using RopeKernel = decltype(&rope);
+using SwiGluKernel = decltype(&swiGlu);
+using AddKernel = decltype(&add);
+
+struct VectorKernels {
+  const char *name; // "avx512-f32" or "portable-f32", as reports name a kernel
+  EmbeddingKernel embedding;
+  RmsNormKernel rmsNorm;
+  RopeKernel rope;
+  SwiGluKernel swiGlu;
+  AddKernel add;
+  AttentionChunkKernel attentionChunk;
+};
+
+// Plain C++ for any host.
+const VectorKernels &portableVectorKernels();
+
+// AVX-512 (F and BW) intrinsics; null in a build for a CPU family without them. Call only on a
+// host that has both (see vectorKernelsFor).
+const VectorKernels *avx512VectorKernels();
+
+// The fastest set the host runs: AVX-512 when `cpuFeatures` (plan::CpuFeatureBits, as
+// hostCpuFeatures() returns) has avx512f and avx512bw, else the portable set.
+const VectorKernels &vectorKernelsFor(uint64_t cpuFeatures);
+
+} // namespace hetc::kernels

@@ -1,0 +1,242 @@
+#include "hetc/runtime/Attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace hetc::kernels {
+namespace {
+
+// Scores of this many positions are computed before the running max and sum are updated: one
+// rescale of the output per block instead of per position.
+constexpr size_t kScoreBlock = 64;
+
+size_t ceilDiv(uint64_t a, uint64_t b) { return static_cast<size_t>((a + b - 1) / b); }
+
+} // namespace
+
+void attentionChunkPortable(const float *q, const float *keys, const float *values,
+                            size_t posStride, size_t group, size_t headDim, float scale,
+                            size_t begin, size_t end, float *state) {
+  const size_t d = headDim;
+  for (size_t h = 0; h < group; ++h) {
+    const float *qh = q + h * d;
+    float *acc = state + h * (d + 2);
+    std::fill(acc, acc + d, 0.0f);
+    float runningMax = -std::numeric_limits<float>::infinity();
+    float runningSum = 0.0f;
+    for (size_t j0 = begin; j0 < end; j0 += kScoreBlock) {
+      const size_t blockLength = std::min(kScoreBlock, end - j0);
+      float scores[kScoreBlock];
+      float blockMax = -std::numeric_limits<float>::infinity();
+      for (size_t j = 0; j < blockLength; ++j) {
+        __builtin_prefetch(keys + (j0 + j + 4) * posStride);
+        scores[j] = scale * dot(qh, keys + (j0 + j) * posStride, d);
+        blockMax = std::max(blockMax, scores[j]);
+      }
+      const float newMax = std::max(runningMax, blockMax);
+      // exp(-inf) = 0 on the first block, when the output and sum are still zero.
+      const float correction = std::exp(runningMax - newMax);
+      runningSum *= correction;
+      for (size_t i = 0; i < d; ++i)
+        acc[i] *= correction;
+      for (size_t j = 0; j < blockLength; ++j) {
+        const float weight = std::exp(scores[j] - newMax);
+        runningSum += weight;
+        const float *vj = values + (j0 + j) * posStride;
+        __builtin_prefetch(vj + 4 * posStride);
+        for (size_t i = 0; i < d; ++i)
+          acc[i] += weight * vj[i];
+      }
+      runningMax = newMax;
+    }
+    acc[d] = runningMax;
+    acc[d + 1] = runningSum;
+  }
+}
+
+void attentionMerge(float *into, const float *next, size_t group, size_t headDim) {
+  const size_t d = headDim;
+  for (size_t h = 0; h < group; ++h) {
+    float *a = into + h * (d + 2);
+    const float *b = next + h * (d + 2);
+    // The side holding the larger max keeps its values (a factor of exp(0) = 1 is exact), so
+    // only the other side is rescaled.
+    if (a[d] >= b[d]) {
+      const float factor = std::exp(b[d] - a[d]);
+      for (size_t i = 0; i < d; ++i)
+        a[i] = a[i] + b[i] * factor;
+      a[d + 1] = a[d + 1] + b[d + 1] * factor;
+    } else {
+      const float factor = std::exp(a[d] - b[d]);
+      for (size_t i = 0; i < d; ++i)
+        a[i] = a[i] * factor + b[i];
+      a[d + 1] = a[d + 1] * factor + b[d + 1];
+      a[d] = b[d];
+    }
+  }
+}
+
+void attentionFinish(const float *state, size_t group, size_t headDim, float *out) {
+  const size_t d = headDim;
+  for (size_t h = 0; h < group; ++h) {
+    const float *acc = state + h * (d + 2);
+    const float inverseSum = 1.0f / acc[d + 1];
+    for (size_t i = 0; i < d; ++i)
+      out[h * d + i] = acc[i] * inverseSum;
+  }
+}
+
+void AttentionSplit::reserve(size_t maxRows, size_t kvHeads, size_t chunkPositions,
+                             size_t stateCapacity) {
+  maxRows_ = maxRows;
+  kvHeads_ = std::max<size_t>(kvHeads, 1);
+  chunkPositions_ = std::max<size_t>(chunkPositions, 1);
+  stateCapacity_ = stateCapacity;
+  rows_ = 0;
+  splitRowCount_ = 0;
+  statesUsed_ = 0;
+  positions_.reset(new uint64_t[maxRows]());
+  chunks_.reset(new size_t[maxRows]());
+  stateFirst_.reset(new size_t[maxRows]());
+  unitsBefore_.reset(new size_t[maxRows + 1]());
+  workBefore_.reset(new uint64_t[maxRows + 1]());
+  splitRows_.reset(new uint32_t[maxRows]());
+}
+
+void AttentionSplit::cut(const uint32_t *rowPositions, size_t rows, bool splitRows) {
+  rows_ = std::min(rows, maxRows_);
+  splitRowCount_ = 0;
+  statesUsed_ = 0;
+  unitsBefore_[0] = 0;
+  workBefore_[0] = 0;
+  for (size_t t = 0; t < rows_; ++t) {
+    const uint64_t positions = static_cast<uint64_t>(rowPositions[t]) + 1;
+    const size_t chunks = ceilDiv(positions, chunkPositions_);
+    positions_[t] = positions;
+    chunks_[t] = chunks;
+    const size_t states = kvHeads_ * chunks;
+    size_t units = kvHeads_;
+    stateFirst_[t] = kWhole;
+    if (splitRows && chunks > 1 && states <= stateCapacity_ - statesUsed_) {
+      stateFirst_[t] = statesUsed_;
+      statesUsed_ += states;
+      splitRows_[splitRowCount_++] = static_cast<uint32_t>(t);
+      units = states;
+    }
+    unitsBefore_[t + 1] = unitsBefore_[t] + units;
+    workBefore_[t + 1] = workBefore_[t] + kvHeads_ * positions;
+  }
+}
+
+size_t AttentionSplit::unitBoundary(unsigned part, unsigned parts) const {
+  if (part == 0 || rows_ == 0)
+    return 0;
+  if (part >= parts)
+    return unitCount();
+  const uint64_t total = workBefore_[rows_];
+  const uint64_t target =
+      static_cast<uint64_t>(static_cast<unsigned __int128>(total) * part / parts);
+  // The last row whose work starts at or before the target (workBefore_ strictly increases).
+  size_t low = 0, high = rows_;
+  while (high - low > 1) {
+    const size_t middle = (low + high) / 2;
+    if (workBefore_[middle] <= target)
+      low = middle;
+    else
+      high = middle;
+  }
+  const uint64_t into = target - workBefore_[low];
+  const uint64_t positions = positions_[low];
+  size_t local;
+  if (split(low)) {
+    // The first unit starting at or after `into`: unit (head, chunk) starts at
+    // head * positions + chunk * chunkPositions.
+    size_t head = static_cast<size_t>(into / positions);
+    size_t chunk = ceilDiv(into % positions, chunkPositions_);
+    if (chunk >= chunks_[low]) {
+      ++head;
+      chunk = 0;
+    }
+    local = std::min(head * chunks_[low] + chunk, kvHeads_ * chunks_[low]);
+  } else {
+    local = std::min<size_t>(ceilDiv(into, positions), kvHeads_);
+  }
+  return unitsBefore_[low] + local;
+}
+
+size_t AttentionSplit::rowOfUnit(size_t unit) const {
+  // The last row whose units start at or before `unit`; rows have at least one unit each.
+  size_t low = 0, high = rows_;
+  while (high - low > 1) {
+    const size_t middle = (low + high) / 2;
+    if (unitsBefore_[middle] <= unit)
+      low = middle;
+    else
+      high = middle;
+  }
+  return low;
+}
+
+void attentionUnits(AttentionChunkKernel chunk, const AttentionSplit &split,
+                    const AttentionOperands &op, size_t unitBegin, size_t unitEnd, float *partials,
+                    float *work) {
+  if (unitBegin >= unitEnd)
+    return;
+  const AttentionShape &shape = op.shape;
+  const size_t d = shape.headDim;
+  const size_t group = shape.heads / shape.kvHeads;
+  const size_t stateFloats = attentionStateFloats(group, d);
+  const size_t chunkPositions = split.chunkPositions();
+  size_t row = split.rowOfUnit(unitBegin);
+  for (size_t unit = unitBegin; unit < unitEnd; ++unit) {
+    while (unit >= split.unitsBefore(row + 1))
+      ++row;
+    const size_t local = unit - split.unitsBefore(row);
+    const size_t chunks = split.chunks(row);
+    const size_t positions = static_cast<size_t>(split.positions(row));
+    const size_t head = split.split(row) ? local / chunks : local;
+    const size_t base = op.cache.offset(shape.layer, op.rowSlots[row], head, 0);
+    const float *keys = op.cache.keys + base;
+    const float *values = op.cache.values + base;
+    const float *q = op.q + row * op.qStride + head * group * d;
+    if (split.split(row)) {
+      const size_t c = local % chunks;
+      const size_t begin = c * chunkPositions;
+      chunk(q, keys, values, op.cache.posStride, group, d, shape.scale, begin,
+            std::min(positions, begin + chunkPositions),
+            partials + (split.stateFirst(row) + local) * stateFloats);
+      continue;
+    }
+    // The whole row: the same chunks and the same merges as a split row's, in one place.
+    float *merged = work;
+    float *next = work + stateFloats;
+    for (size_t c = 0; c < chunks; ++c) {
+      const size_t begin = c * chunkPositions;
+      chunk(q, keys, values, op.cache.posStride, group, d, shape.scale, begin,
+            std::min(positions, begin + chunkPositions), c == 0 ? merged : next);
+      if (c > 0)
+        attentionMerge(merged, next, group, d);
+    }
+    attentionFinish(merged, group, d, op.out + row * op.outStride + head * group * d);
+  }
+}
+
+void attentionMergeItems(const AttentionSplit &split, const AttentionOperands &op, size_t itemBegin,
+                         size_t itemEnd, float *partials) {
+  const AttentionShape &shape = op.shape;
+  const size_t d = shape.headDim;
+  const size_t group = shape.heads / shape.kvHeads;
+  const size_t stateFloats = attentionStateFloats(group, d);
+  for (size_t item = itemBegin; item < itemEnd; ++item) {
+    const size_t row = split.splitRow(item / split.kvHeads());
+    const size_t head = item % split.kvHeads();
+    const size_t chunks = split.chunks(row);
+    float *merged = partials + (split.stateFirst(row) + head * chunks) * stateFloats;
+    for (size_t c = 1; c < chunks; ++c)
+      attentionMerge(merged, merged + c * stateFloats, group, d);
+    attentionFinish(merged, group, d, op.out + row * op.outStride + head * group * d);
+  }
+}
+
+} // namespace hetc::kernels

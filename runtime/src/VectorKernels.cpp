@@ -1,0 +1,22 @@
+#include "hetc/runtime/VectorKernels.h"
+
+#include "hplan_generated.h"
+
+namespace hetc::kernels {
+
+const VectorKernels &portableVectorKernels() {
+  static const VectorKernels kernels = {
+      "portable-f32", &embedding, &rmsNorm, &rope, &swiGlu, &add, &attentionChunkPortable,
+  };
+  return kernels;
+}
+
+const VectorKernels &vectorKernelsFor(uint64_t cpuFeatures) {
+  const uint64_t avx512 = static_cast<uint64_t>(plan::CpuFeatureBits::AVX512F) |
+                          static_cast<uint64_t>(plan::CpuFeatureBits::AVX512BW);
+  if ((cpuFeatures & avx512) == avx512 && avx512VectorKernels())
+    return *avx512VectorKernels();
+  return portableVectorKernels();
+}
+
+} // namespace hetc::kernels

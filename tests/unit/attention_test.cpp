@@ -1,0 +1,361 @@
+// Attention over the KV cache: the chunk kernel of every instruction set against a plain
+// double-precision softmax written here, over head sizes, GQA groups, chunk sizes and contexts
+// that are not multiples of anything (1 to 2999 positions), with the positions after a row's own
+// poisoned with NaN and the output poisoned too; then the position split: the same bits for one,
+// two and three threads, for any capacity of split rows, and balanced unit boundaries.
+#include "hetc/runtime/Attention.h"
+#include "hetc/runtime/CpuFeatures.h"
+#include "hetc/runtime/ThreadPool.h"
+#include "hetc/runtime/VectorKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace hetc::kernels {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Mostly uniform in [-1, 1), one value in 40 scaled by `tail`.
+class Random {
+public:
+  explicit Random(uint32_t seed) : engine_(seed) {}
+  float next(float tail) {
+    float value = std::uniform_real_distribution<float>(-1.0f, 1.0f)(engine_);
+    if (std::uniform_int_distribution<int>(0, 39)(engine_) == 0)
+      value *= tail;
+    return value;
+  }
+
+private:
+  std::mt19937 engine_;
+};
+
+// The kernel sets to test; AVX-512 only where the host runs it.
+struct KernelSetCase {
+  const char *name;
+  const VectorKernels *kernels;
+};
+
+std::vector<KernelSetCase> kernelSets() {
+  std::vector<KernelSetCase> sets = {{"portable", &portableVectorKernels()}};
+  const VectorKernels &best = vectorKernelsFor(hostCpuFeatures());
+  if (&best != &portableVectorKernels())
+    sets.push_back({"avx512", &best});
+  return sets;
+}
+
+bool hostRunsAvx512() { return &vectorKernelsFor(hostCpuFeatures()) != &portableVectorKernels(); }
+
+// A cache of 2 layers and 2 slots with padded strides; every element starts as NaN.
+struct TestCache {
+  TestCache(size_t kvHeads, size_t headDim, size_t maxSeq) : maxSeq(maxSeq) {
+    view.posStride = headDim + 3;
+    view.headStride = maxSeq * view.posStride + 7;
+    view.slotStride = kvHeads * view.headStride + 11;
+    view.layerStride = 2 * view.slotStride;
+    keys.assign(2 * view.layerStride, kNaN);
+    values.assign(2 * view.layerStride, kNaN);
+    view.keys = keys.data();
+    view.values = values.data();
+  }
+  // Random K and V at positions [0, length) of (layer, slot), every head.
+  void fill(Random &random, size_t layer, size_t slot, size_t kvHeads, size_t headDim,
+            size_t length) {
+    for (size_t g = 0; g < kvHeads; ++g)
+      for (size_t p = 0; p < length; ++p)
+        for (size_t i = 0; i < headDim; ++i) {
+          const size_t at = view.offset(layer, slot, g, p) + i;
+          keys[at] = random.next(4.0f);
+          values[at] = random.next(30.0f);
+        }
+  }
+  size_t maxSeq;
+  std::vector<float> keys, values;
+  KvCacheView view;
+};
+
+// Runs the attention of `rows` rows the way the engine does, on one thread: the units of the
+// cut in order, then the merges.
+void runAttention(const VectorKernels &kernels, const AttentionOperands &op,
+                  const uint32_t *positions, size_t rows, size_t chunkPositions, bool splitRows,
+                  size_t stateCapacity = SIZE_MAX) {
+  AttentionSplit split;
+  size_t states = 0;
+  for (size_t t = 0; t < rows; ++t)
+    states += op.shape.kvHeads * ((positions[t] + chunkPositions) / chunkPositions);
+  split.reserve(rows, op.shape.kvHeads, chunkPositions, std::min(states, stateCapacity));
+  split.cut(positions, rows, splitRows);
+  const size_t stateFloats =
+      attentionStateFloats(op.shape.heads / op.shape.kvHeads, op.shape.headDim);
+  std::vector<float> partials(std::max<size_t>(split.statesUsed(), 1) * stateFloats, kNaN);
+  std::vector<float> work(2 * stateFloats, kNaN);
+  attentionUnits(kernels.attentionChunk, split, op, 0, split.unitCount(), partials.data(),
+                 work.data());
+  attentionMergeItems(split, op, 0, split.mergeItemCount(), partials.data());
+}
+
+struct HeadShape {
+  size_t heads, kvHeads, headDim;
+};
+
+std::string describe(const HeadShape &s) {
+  return std::to_string(s.heads) + "/" + std::to_string(s.kvHeads) + " heads of " +
+         std::to_string(s.headDim);
+}
+
+TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
+  // Head sizes around the 16-lane vectors (8, 24, 40, 200 have tails; 200 is past the sizes
+  // held in registers); groups of 1, 3, 4, 8 and 20 (past one pass of 16 heads).
+  const std::vector<HeadShape> shapes = {{3, 1, 24}, {6, 2, 24},   {8, 2, 64},  {4, 4, 16},
+                                         {1, 1, 8},  {16, 2, 128}, {20, 1, 40}, {2, 1, 200}};
+  const std::vector<size_t> lengths = {1, 2, 15, 16, 17, 100, 255, 256, 257, 700, 1029, 2999};
+  // The engine's chunk, one of three 16-position blocks, and one that splits blocks.
+  const std::vector<size_t> chunkSizes = {kAttentionChunkPositions, 48, 40};
+  const size_t maxLength = 2999, poisonAfter = 40;
+  for (const KernelSetCase &set : kernelSets())
+    for (const HeadShape &hs : shapes) {
+      const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
+      Random random(static_cast<uint32_t>(hs.heads * 131 + d));
+      TestCache cache(hs.kvHeads, d, maxLength + poisonAfter);
+      cache.fill(random, 1, 1, hs.kvHeads, d, maxLength);
+      const size_t qStride = hs.heads * d + 5, outStride = hs.heads * d + 9;
+      std::vector<float> q(qStride);
+      for (float &e : q)
+        e = random.next(4.0f);
+      const uint32_t slot = 1;
+      AttentionOperands op;
+      op.q = q.data();
+      op.qStride = qStride;
+      op.outStride = outStride;
+      op.cache = cache.view;
+      op.shape = AttentionShape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
+      op.rowSlots = &slot;
+
+      for (size_t length : lengths) {
+        // Positions past the row's own are NaN for a while: reading one shows in the output.
+        std::vector<size_t> poisoned;
+        std::vector<float> savedKeys, savedValues;
+        for (size_t g = 0; g < hs.kvHeads; ++g)
+          for (size_t p = length; p < length + poisonAfter; ++p)
+            for (size_t i = 0; i < d; ++i) {
+              const size_t at = cache.view.offset(1, slot, g, p) + i;
+              poisoned.push_back(at);
+              savedKeys.push_back(cache.keys[at]);
+              savedValues.push_back(cache.values[at]);
+              cache.keys[at] = kNaN;
+              cache.values[at] = kNaN;
+            }
+
+        // The reference in double.
+        std::vector<double> want(hs.heads * d), magnitude(hs.heads * d);
+        for (size_t h = 0; h < hs.heads; ++h) {
+          const size_t g = h / group;
+          std::vector<double> scores(length);
+          double maxScore = -1e300, sum = 0;
+          for (size_t j = 0; j < length; ++j) {
+            const float *kj = &cache.keys[cache.view.offset(1, slot, g, j)];
+            double s = 0;
+            for (size_t i = 0; i < d; ++i)
+              s += double(q[h * d + i]) * kj[i];
+            scores[j] = s * op.shape.scale;
+            maxScore = std::max(maxScore, scores[j]);
+          }
+          for (double &s : scores)
+            sum += (s = std::exp(s - maxScore));
+          for (size_t i = 0; i < d; ++i)
+            for (size_t j = 0; j < length; ++j) {
+              const double vj = cache.values[cache.view.offset(1, slot, g, j) + i];
+              want[h * d + i] += scores[j] / sum * vj;
+              magnitude[h * d + i] += scores[j] / sum * std::abs(vj);
+            }
+        }
+
+        const uint32_t position = static_cast<uint32_t>(length - 1);
+        for (size_t chunk : chunkSizes) {
+          const std::string what = std::string(set.name) + " " + describe(hs) + " length " +
+                                   std::to_string(length) + " chunk " + std::to_string(chunk);
+          std::vector<float> split(outStride, kNaN), whole(outStride, kNaN);
+          op.out = split.data();
+          runAttention(*set.kernels, op, &position, 1, chunk, true);
+          op.out = whole.data();
+          runAttention(*set.kernels, op, &position, 1, chunk, false);
+          bool anyNonZero = false;
+          for (size_t e = 0; e < hs.heads * d; ++e) {
+            ASSERT_FALSE(std::isnan(split[e])) << what << ": element " << e << " is NaN";
+            anyNonZero = anyNonZero || split[e] != 0.0f;
+            // Softmax in float32: a score error of a few ulps of |score| (up to ~50 here) moves
+            // weights by ~1e-5 relative.
+            ASSERT_LE(std::abs(split[e] - want[e]), 3e-5 * magnitude[e] + 1e-30)
+                << what << ": element " << e << " is " << split[e] << ", reference " << want[e];
+          }
+          ASSERT_TRUE(anyNonZero) << what << ": the output is all zeros";
+          ASSERT_EQ(std::memcmp(split.data(), whole.data(), outStride * sizeof(float)), 0)
+              << what << ": a split row and a whole row differ (or the padding was written)";
+          for (size_t e = hs.heads * d; e < outStride; ++e)
+            ASSERT_TRUE(std::isnan(split[e])) << what << ": wrote past the row";
+        }
+        for (size_t e = 0; e < poisoned.size(); ++e) {
+          cache.keys[poisoned[e]] = savedKeys[e];
+          cache.values[poisoned[e]] = savedValues[e];
+        }
+      }
+    }
+}
+
+// Phases of the pool for attentionWithThreads.
+struct PoolAttention {
+  const VectorKernels *kernels;
+  const AttentionSplit *split;
+  AttentionOperands op;
+  float *partials;
+  float *work;
+  size_t stateFloats;
+};
+
+void poolAttentionPhase(void *context, size_t phase, unsigned thread, unsigned threads) {
+  const PoolAttention &p = *static_cast<const PoolAttention *>(context);
+  if (phase == 0) {
+    attentionUnits(p.kernels->attentionChunk, *p.split, p.op,
+                   p.split->unitBoundary(thread, threads),
+                   p.split->unitBoundary(thread + 1, threads), p.partials,
+                   p.work + thread * 2 * p.stateFloats);
+    return;
+  }
+  const size_t items = p.split->mergeItemCount();
+  attentionMergeItems(*p.split, p.op, items * thread / threads, items * (thread + 1) / threads,
+                      p.partials);
+}
+
+// The engine's two phases on `threads` real threads, every row split.
+void attentionWithThreads(const VectorKernels &kernels, const AttentionOperands &op,
+                          const std::vector<uint32_t> &positions, unsigned threads) {
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(threads, false);
+  ASSERT_TRUE(pool.ok()) << pool.message();
+  AttentionSplit split;
+  size_t states = 0;
+  for (uint32_t p : positions)
+    states += op.shape.kvHeads * (p / kAttentionChunkPositions + 1);
+  split.reserve(positions.size(), op.shape.kvHeads, kAttentionChunkPositions, states);
+  split.cut(positions.data(), positions.size(), true);
+  const size_t stateFloats =
+      attentionStateFloats(op.shape.heads / op.shape.kvHeads, op.shape.headDim);
+  std::vector<float> partials(states * stateFloats, kNaN), work(2 * threads * stateFloats, kNaN);
+  PoolAttention context{&kernels, &split, op, partials.data(), work.data(), stateFloats};
+  pool.value()->run(2, &poolAttentionPhase, &context);
+}
+
+TEST(AttentionTest, BitsDoNotDependOnThreadsOrSplit) {
+  const HeadShape hs{6, 2, 24}; // 3 query heads per KV head
+  const size_t d = hs.headDim;
+  Random random(11);
+  TestCache cache(hs.kvHeads, d, 3000);
+  cache.fill(random, 1, 0, hs.kvHeads, d, 3000);
+  cache.fill(random, 1, 1, hs.kvHeads, d, 3000);
+  // One long sequence decoding alone, then a batch: the long one beside a short and a middle
+  // one (different slots), so unit boundaries fall inside and between rows.
+  const std::vector<std::vector<uint32_t>> steps = {{2999}, {2999, 0, 699}};
+  const std::vector<std::vector<uint32_t>> stepSlots = {{0}, {0, 1, 1}};
+  for (const KernelSetCase &set : kernelSets())
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const std::vector<uint32_t> &positions = steps[s];
+      const size_t rows = positions.size(), cols = hs.heads * d;
+      std::vector<float> q(rows * cols);
+      for (float &e : q)
+        e = random.next(4.0f);
+      AttentionOperands op;
+      op.q = q.data();
+      op.qStride = cols;
+      op.outStride = cols;
+      op.cache = cache.view;
+      op.shape = AttentionShape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
+      op.rowSlots = stepSlots[s].data();
+
+      std::vector<float> expected(rows * cols, kNaN);
+      op.out = expected.data();
+      runAttention(*set.kernels, op, positions.data(), rows, kAttentionChunkPositions, false);
+      for (float e : expected)
+        ASSERT_FALSE(std::isnan(e));
+      for (unsigned threads : {1u, 2u, 3u}) {
+        std::vector<float> got(rows * cols, kNaN);
+        op.out = got.data();
+        attentionWithThreads(*set.kernels, op, positions, threads);
+        EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0)
+            << set.name << " step " << s << ", " << threads << " threads";
+      }
+      // A scratch too small for every row: the rows past it run whole, with the same bits.
+      for (size_t capacity : {size_t{0}, size_t{5}, size_t{2 * 12 + 1}}) {
+        std::vector<float> got(rows * cols, kNaN);
+        op.out = got.data();
+        runAttention(*set.kernels, op, positions.data(), rows, kAttentionChunkPositions, true,
+                     capacity);
+        EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0)
+            << set.name << " step " << s << ", capacity " << capacity;
+      }
+    }
+}
+
+TEST(AttentionTest, UnitBoundariesCoverEveryUnitInBalancedRanges) {
+  const size_t kvHeads = 3, chunk = 64;
+  const std::vector<uint32_t> positions = {2999, 0, 699, 64, 63, 5000};
+  AttentionSplit split;
+  split.reserve(positions.size(), kvHeads, chunk, 3 * 80 + 3 * 11); // rows 0 and 2 fit, not 5
+  split.cut(positions.data(), positions.size(), true);
+  ASSERT_TRUE(split.split(0));
+  ASSERT_FALSE(split.split(1)); // one chunk: nothing to split
+  ASSERT_TRUE(split.split(2));
+  ASSERT_TRUE(split.split(3)); // 65 positions: two chunks
+  ASSERT_FALSE(split.split(4));
+  ASSERT_FALSE(split.split(5)); // past the capacity
+  EXPECT_EQ(split.mergeItemCount(), 3 * kvHeads);
+
+  // Work (positions attended) of each unit, in unit order.
+  std::vector<uint64_t> work;
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const uint64_t length = uint64_t{positions[t]} + 1;
+    for (size_t g = 0; g < kvHeads; ++g) {
+      if (!split.split(t)) {
+        work.push_back(length);
+        continue;
+      }
+      for (uint64_t begin = 0; begin < length; begin += chunk)
+        work.push_back(std::min<uint64_t>(chunk, length - begin));
+    }
+  }
+  ASSERT_EQ(work.size(), split.unitCount());
+  uint64_t total = 0;
+  for (uint64_t w : work)
+    total += w;
+  const uint64_t largestUnit = *std::max_element(work.begin(), work.end());
+  for (unsigned parts = 1; parts <= 7; ++parts) {
+    EXPECT_EQ(split.unitBoundary(0, parts), 0u);
+    EXPECT_EQ(split.unitBoundary(parts, parts), split.unitCount());
+    for (unsigned part = 0; part < parts; ++part) {
+      const size_t begin = split.unitBoundary(part, parts),
+                   end = split.unitBoundary(part + 1, parts);
+      ASSERT_LE(begin, end) << parts << " parts";
+      uint64_t mine = 0;
+      for (size_t u = begin; u < end; ++u)
+        mine += work[u];
+      // Each part is within one unit of its even share.
+      EXPECT_LE(mine, total / parts + largestUnit) << "part " << part << " of " << parts;
+    }
+  }
+}
+
+TEST(AttentionTest, Avx512ChunkKernelIsPresentWhereTheHostHasAvx512) {
+  if (!hostRunsAvx512())
+    GTEST_SKIP() << "the host has no AVX-512 F and BW: only the portable kernels run here";
+  EXPECT_STREQ(vectorKernelsFor(hostCpuFeatures()).name, "avx512-f32");
+  EXPECT_NE(vectorKernelsFor(hostCpuFeatures()).attentionChunk, &attentionChunkPortable);
+}
+
+} // namespace
+} // namespace hetc::kernels

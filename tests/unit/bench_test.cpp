@@ -1,0 +1,301 @@
+// The decode benchmark's parts that do not depend on timing: the bytes a step reads, the refusal
+// of options a plan cannot run, the synthetic KV fill, the kernel summary, and a profile whose
+// per-op figures add up. Nothing here asserts how fast anything is.
+#include "TestPlans.h"
+
+#include "hetc/runtime/DecodeBenchmark.h"
+#include "hetc/runtime/Engine.h"
+#include "hetc/runtime/MemoryBandwidth.h"
+#include "hetc/runtime/Plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace hetc {
+namespace {
+
+using test::TinyPlanShape;
+
+struct LoadedPlan {
+  explicit LoadedPlan(const TinyPlanShape &shape) : tiny(test::buildTinyPlan(shape)) {
+    const std::string path = dir.file("tiny.hplan");
+    Status written = test::writeTinyPlan(path, tiny);
+    EXPECT_TRUE(written.ok()) << written.message();
+    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
+    EXPECT_TRUE(loaded.ok()) << (loaded.ok() ? "" : loaded.message());
+    if (loaded.ok())
+      plan = std::shared_ptr<const Plan>(std::move(loaded.value()));
+  }
+  std::unique_ptr<Engine> engine(unsigned threads, bool profile = false) const {
+    EngineOptions options;
+    options.threads = threads;
+    options.pin = false;
+    options.profile = profile;
+    Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
+    EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.message());
+    return created.ok() ? std::move(created.value()) : nullptr;
+  }
+  test::ScratchDir dir;
+  test::TinyPlan tiny;
+  std::shared_ptr<const Plan> plan;
+};
+
+// Small probe buffers keep the tests quick; the figures are not looked at.
+DecodeBenchOptions quickOptions(uint64_t context, uint32_t batch, uint32_t gen) {
+  DecodeBenchOptions options;
+  options.context = context;
+  options.batch = batch;
+  options.gen = gen;
+  options.bandwidth.bytes = 1 << 20;
+  options.bandwidth.passes = 1;
+  options.bandwidth.minSeconds = 0.0;
+  return options;
+}
+
+// Weight floats of the tiny plan, written out from its shape rather than from the plan.
+uint64_t tinyWeightFloats(const TinyPlanShape &s, uint32_t batch) {
+  const uint64_t q = uint64_t{s.heads} * s.head_dim, kv = uint64_t{s.kv_heads} * s.head_dim;
+  const uint64_t perLayer = q * s.hidden + 2 * kv * s.hidden + s.hidden * q +
+                            3 * uint64_t{s.intermediate} * s.hidden + 2 * s.hidden;
+  const uint64_t table = uint64_t{s.vocab} * s.hidden;
+  const uint64_t lmHead = s.tied_embeddings ? 0 : table;
+  const uint64_t embedding = s.tied_embeddings ? table : uint64_t{batch} * s.hidden;
+  return s.layers * perLayer + s.hidden /* final norm */ + s.head_dim / 2 /* inv_freq */ +
+         lmHead + embedding;
+}
+
+TEST(DecodeBenchTest, StepBytesCountEachWeightOnceAndKvAtTheAverageContext) {
+  TinyPlanShape shape;
+  shape.layers = 2;
+  LoadedPlan loaded(shape);
+  ASSERT_TRUE(loaded.plan);
+  for (uint32_t batch : {1u, 2u}) {
+    const DecodeStepBytes bytes = decodeStepBytes(*loaded.plan, batch, 10, 4);
+    EXPECT_EQ(bytes.weights, tinyWeightFloats(shape, batch) * sizeof(float)) << batch;
+    EXPECT_EQ(bytes.embeddingRows, uint64_t{batch} * shape.hidden * sizeof(float));
+    // K and V, every layer and KV head, head_dim floats each.
+    EXPECT_EQ(bytes.kvPerPosition,
+              uint64_t{2} * shape.layers * shape.kv_heads * shape.head_dim * sizeof(float));
+    // Steps at positions 10..13 attend 11..14 positions: 12.5 on average.
+    EXPECT_DOUBLE_EQ(bytes.averageAttended, 12.5);
+    EXPECT_DOUBLE_EQ(bytes.kv(), 12.5 * bytes.kvPerPosition * batch);
+    EXPECT_DOUBLE_EQ(bytes.total(), bytes.weights + bytes.kv());
+  }
+}
+
+TEST(DecodeBenchTest, StepBytesCountATiedTableOnce) {
+  TinyPlanShape shape;
+  shape.tied_embeddings = true;
+  LoadedPlan loaded(shape);
+  ASSERT_TRUE(loaded.plan);
+  const DecodeStepBytes bytes = decodeStepBytes(*loaded.plan, 2, 0, 1);
+  // The lm_head reads the whole table; the embedding's rows are part of it.
+  EXPECT_EQ(bytes.weights, tinyWeightFloats(shape, 2) * sizeof(float));
+  EXPECT_EQ(bytes.embeddingRows, 0u);
+  EXPECT_DOUBLE_EQ(bytes.averageAttended, 1.0);
+}
+
+TEST(DecodeBenchTest, RefusesWhatThePlanCannotRun) {
+  TinyPlanShape shape; // max_batch 2, max_seq 32, max_step_tokens 8
+  LoadedPlan loaded(shape);
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> engine = loaded.engine(1);
+  ASSERT_TRUE(engine);
+  auto refusal = [&](uint64_t context, uint32_t batch, uint32_t gen) {
+    Status s = checkDecodeBench(*engine, quickOptions(context, batch, gen));
+    EXPECT_FALSE(s.ok());
+    return s.message();
+  };
+  EXPECT_EQ(refusal(0, 3, 4), "--batch 3 exceeds the plan's --max-batch 2");
+  EXPECT_EQ(refusal(30, 1, 4),
+            "--context 30 + --gen 4 need 34 positions but the plan's --max-seq is 32");
+  EXPECT_EQ(refusal(33, 1, 1),
+            "--context 33 + --gen 1 need 34 positions but the plan's --max-seq is 32");
+  EXPECT_EQ(refusal(0, 0, 4), "--batch must be at least 1");
+  EXPECT_EQ(refusal(0, 1, 0), "--gen must be at least 1");
+  EXPECT_TRUE(checkDecodeBench(*engine, quickOptions(28, 2, 4)).ok());
+  // The runner refuses the same way, before touching anything.
+  Result<DecodeBenchReport> report = runDecodeBench(*engine, quickOptions(30, 1, 4));
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.message(),
+            "--context 30 + --gen 4 need 34 positions but the plan's --max-seq is 32");
+
+  TinyPlanShape narrow;
+  narrow.max_batch = 4;
+  narrow.max_step_tokens = 2;
+  LoadedPlan narrowPlan(narrow);
+  ASSERT_TRUE(narrowPlan.plan);
+  std::unique_ptr<Engine> narrowEngine = narrowPlan.engine(1);
+  ASSERT_TRUE(narrowEngine);
+  Status s = checkDecodeBench(*narrowEngine, quickOptions(0, 3, 1));
+  EXPECT_EQ(s.message(), "--batch 3 exceeds the plan's --max-step-tokens 2 (a decode step "
+                         "carries one token of each sequence)");
+}
+
+TEST(DecodeBenchTest, SyntheticFillIsDeterministicAndIndependentOfThreads) {
+  LoadedPlan loaded(TinyPlanShape{});
+  ASSERT_TRUE(loaded.plan);
+  std::vector<std::vector<float>> logits;
+  for (unsigned threads : {1u, 2u}) {
+    std::unique_ptr<Engine> engine = loaded.engine(threads);
+    ASSERT_TRUE(engine);
+    EXPECT_EQ(engine->fillSyntheticKv(2, 4, 1).message(),
+              "slot 2 is past the plan's --max-batch 2");
+    EXPECT_EQ(engine->fillSyntheticKv(0, 33, 1).message(),
+              "33 positions exceed the plan's --max-seq 32");
+    ASSERT_TRUE(engine->fillSyntheticKv(1, 20, 9).ok());
+    EXPECT_EQ(engine->cachedPositions(1), 20u);
+    EXPECT_EQ(engine->cachedPositions(0), 0u);
+    const int32_t token = 5;
+    const StepSequence step{1, 20, &token, 1, true};
+    ASSERT_TRUE(engine->step(&step, 1).ok());
+    logits.emplace_back(engine->logits(0), engine->logits(0) + engine->vocab());
+    for (float value : logits.back())
+      ASSERT_TRUE(std::isfinite(value));
+  }
+  EXPECT_EQ(std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)), 0);
+}
+
+TEST(DecodeBenchTest, KernelSummaryCoversEveryOp) {
+  LoadedPlan loaded(TinyPlanShape{});
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> engine = loaded.engine(1);
+  ASSERT_TRUE(engine);
+  size_t total = 0;
+  for (const KernelUse &use : engine->kernelSummary()) {
+    EXPECT_FALSE(use.opKind.empty());
+    EXPECT_FALSE(use.kernel.empty());
+    EXPECT_GT(use.count, 0u);
+    total += use.count;
+  }
+  EXPECT_EQ(total, engine->resolvedOps().size());
+}
+
+TEST(DecodeBenchTest, ReportAndProfileAddUp) {
+  LoadedPlan loaded(TinyPlanShape{});
+  ASSERT_TRUE(loaded.plan);
+  for (KvFill fill : {KvFill::Auto, KvFill::Synthetic}) {
+    std::unique_ptr<Engine> engine = loaded.engine(2, /*profile=*/true);
+    ASSERT_TRUE(engine);
+    ASSERT_TRUE(engine->profile());
+    DecodeBenchOptions options = quickOptions(12, 2, 5);
+    options.fill = fill;
+    Result<DecodeBenchReport> result = runDecodeBench(*engine, options);
+    ASSERT_TRUE(result.ok()) << result.message();
+    const DecodeBenchReport &r = *result;
+    EXPECT_EQ(r.fill, fill == KvFill::Auto ? KvFill::Prefill : KvFill::Synthetic);
+    EXPECT_EQ(engine->cachedPositions(0), 12u + 5u);
+    EXPECT_EQ(engine->cachedPositions(1), 12u + 5u);
+    EXPECT_GT(r.tokensPerS, 0.0);
+    EXPECT_NEAR(r.tokensPerS * r.msPerToken / 1e3, 2.0, 1e-9); // two tokens per step
+    EXPECT_DOUBLE_EQ(r.bytes.total(), decodeStepBytes(*loaded.plan, 2, 12, 5).total());
+    EXPECT_GT(r.bandwidthBefore.bestGbs, 0.0);
+    EXPECT_GT(r.bandwidthAfter.bestGbs, 0.0);
+    EXPECT_EQ(r.measuredGbs, std::max(r.bandwidthBefore.bestGbs, r.bandwidthAfter.bestGbs));
+    EXPECT_NEAR(r.rooflineFraction, r.achievedGbs / r.measuredGbs, 1e-12);
+    EXPECT_GT(r.pairedRooflineFraction, 0.0);
+    EXPECT_LE(r.pairedRooflineMin, r.pairedRooflineFraction);
+    EXPECT_GE(r.pairedRooflineMax, r.pairedRooflineFraction);
+    EXPECT_EQ(r.threads, 2u);
+
+    ASSERT_TRUE(r.profiled);
+    const DecodeProfile &p = r.profile;
+    EXPECT_EQ(p.steps, 5u);
+    EXPECT_EQ(engine->profile()->runs(), 5u);
+    ASSERT_EQ(p.ops.size(), engine->resolvedOps().size());
+    double run = 0, wait = 0;
+    for (const OpTime &op : p.ops) {
+      EXPECT_GT(op.runMs + op.waitMs, 0.0) << op.name;
+      EXPECT_GE(op.maxThreadRunMs, op.runMs * (1 - 1e-9)) << op.name; // the max over threads
+      if (op.kind == "Linear" || op.kind == "LmHead" || op.kind == "Attention")
+        EXPECT_GT(op.runMs, 0.0) << op.name;
+      run += op.runMs;
+      wait += op.waitMs;
+    }
+    EXPECT_NEAR(run, p.runMs, 1e-9);
+    EXPECT_NEAR(wait, p.waitMs, 1e-9);
+    double kindRun = 0, kindWait = 0;
+    size_t kindOps = 0;
+    for (const KindTime &kind : p.kinds) {
+      kindRun += kind.runMs;
+      kindWait += kind.waitMs;
+      kindOps += kind.ops;
+    }
+    EXPECT_NEAR(kindRun, p.runMs, 1e-9);
+    EXPECT_NEAR(kindWait, p.waitMs, 1e-9);
+    EXPECT_EQ(kindOps, p.ops.size());
+    // Each thread's run + wait lies inside the step's wall time.
+    EXPECT_LE(p.runMs + p.waitMs, p.stepMs * (1 + 1e-9));
+    EXPECT_NEAR(p.runMs + p.waitMs + p.dispatchMs, p.stepMs, 1e-9);
+    EXPECT_LE(p.stepMs, r.msPerToken * (1 + 1e-9));
+    EXPECT_GE(p.overheadFraction, 0.0);
+    EXPECT_LE(p.overheadFraction, 1.0);
+  }
+}
+
+TEST(DecodeBenchTest, NoProfileOrPairedStepsUnlessAsked) {
+  LoadedPlan loaded(TinyPlanShape{});
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> engine = loaded.engine(2);
+  ASSERT_TRUE(engine);
+  EXPECT_EQ(engine->profile(), nullptr);
+  DecodeBenchOptions options = quickOptions(0, 1, 2);
+  options.pairedSteps = false;
+  Result<DecodeBenchReport> r = runDecodeBench(*engine, options);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_FALSE(r->profiled);
+  EXPECT_TRUE(r->profile.ops.empty());
+  EXPECT_EQ(r->pairedRooflineFraction, 0.0);
+  EXPECT_EQ(r->fill, KvFill::Prefill); // nothing to fill at context 0
+}
+
+TEST(MemoryBandwidthTest, ReadsTheWholeBufferWithEveryThread) {
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(2, false);
+  ASSERT_TRUE(pool.ok());
+  ReadBandwidthOptions options;
+  options.bytes = (1 << 20) + 5; // rounded up to whole pages
+  options.passes = 3;
+  options.minSeconds = 0.0;
+  Result<ReadBandwidth> bw = measureReadBandwidth(*pool.value(), options);
+  ASSERT_TRUE(bw.ok()) << bw.message();
+  EXPECT_EQ(bw->bufferBytes, (1u << 20) + 4096u);
+  EXPECT_EQ(bw->passBytes, bw->bufferBytes);
+  EXPECT_EQ(bw->passes, 3u);
+  EXPECT_EQ(bw->threads, 2u);
+  EXPECT_GT(bw->bestGbs, 0.0);
+  EXPECT_LE(bw->medianGbs, bw->bestGbs);
+  EXPECT_TRUE(std::string(bw->loads) == "avx512" || std::string(bw->loads) == "64-bit");
+  EXPECT_EQ(bw->lastLevelCacheBytes, lastLevelCacheBytes());
+
+  // Passes longer or shorter than the buffer go round it as a ring.
+  for (uint64_t passBytes : {uint64_t{5} << 19, uint64_t{3} << 18}) {
+    options.passBytes = passBytes;
+    Result<ReadBandwidth> ring = measureReadBandwidth(*pool.value(), options);
+    ASSERT_TRUE(ring.ok()) << ring.message();
+    EXPECT_EQ(ring->passBytes, passBytes);
+    EXPECT_EQ(ring->passes, 3u);
+    EXPECT_GT(ring->bestGbs, 0.0);
+  }
+}
+
+TEST(MemoryBandwidthTest, IsNotRecordedInThePoolsProfile) {
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(2, false);
+  ASSERT_TRUE(pool.ok());
+  PhaseProfile profile(1, 2);
+  ASSERT_TRUE(pool.value()->setProfile(&profile));
+  ReadBandwidthOptions options;
+  options.bytes = 1 << 20;
+  options.passes = 2;
+  options.minSeconds = 0.0;
+  ASSERT_TRUE(measureReadBandwidth(*pool.value(), options).ok());
+  EXPECT_EQ(profile.runs(), 0u);
+  EXPECT_EQ(pool.value()->profile(), &profile); // recording again afterwards
+}
+
+} // namespace
+} // namespace hetc

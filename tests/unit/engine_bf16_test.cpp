@@ -1,0 +1,300 @@
+// Plans with BF16 weights packed as LinearBf16N16K2: the loader's checks of the layout, the
+// engine's kernel choice and bf16 row conversions, agreement with the float32 plan of the same
+// weights, results independent of threads and batching, the fused residual epilogue and a tied
+// embedding read from the packed lm_head weight.
+#include "TestPlans.h"
+
+#include "codegen/cpu/CpuFeatures.h"
+#include "codegen/cpu/Linear.h"
+#include "hetc/runtime/Engine.h"
+#include "hetc/runtime/Plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace hetc {
+namespace {
+
+using test::TinyPlan;
+using test::TinyPlanShape;
+
+TinyPlanShape bf16Shape() {
+  TinyPlanShape shape;
+  shape.vocab = 97; // not a multiple of 16: the last block of lm_head is partial
+  shape.hidden = 40;
+  shape.layers = 2;
+  shape.heads = 6;
+  shape.kv_heads = 2;
+  shape.head_dim = 24;
+  shape.intermediate = 72;
+  shape.max_batch = 3;
+  shape.max_seq = 64;
+  shape.max_step_tokens = 20; // more than the 16 rows one kernel call takes
+  shape.seed = 11;
+  shape.packed_bf16_linear = true;
+  return shape;
+}
+
+struct LoadedPlan {
+  explicit LoadedPlan(const TinyPlanShape &shape) : tiny(test::buildTinyPlan(shape)) {
+    const std::string path = dir.file("plan.hplan");
+    Status written = test::writeTinyPlan(path, tiny);
+    EXPECT_TRUE(written.ok()) << written.message();
+    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
+    EXPECT_TRUE(loaded.ok()) << (loaded.ok() ? "" : loaded.message());
+    if (loaded.ok())
+      plan = std::shared_ptr<const Plan>(std::move(loaded.value()));
+  }
+  std::unique_ptr<Engine> engine(unsigned threads) const {
+    EngineOptions options;
+    options.threads = threads;
+    options.pin = false;
+    Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
+    EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.message());
+    return created.ok() ? std::move(created.value()) : nullptr;
+  }
+  test::ScratchDir dir;
+  TinyPlan tiny;
+  std::shared_ptr<const Plan> plan;
+};
+
+std::vector<int32_t> promptOf(size_t length, int32_t first, int32_t vocab) {
+  std::vector<int32_t> ids(length);
+  for (size_t i = 0; i < length; ++i)
+    ids[i] = static_cast<int32_t>((first + 5 * i + i * i) % vocab);
+  return ids;
+}
+
+// Feeds each prompt in its own slot in one step (a ragged prefill), then `decode` steps of one
+// fixed token per sequence; returns every step's logits of every sequence, in order.
+std::vector<float> teacherForced(Engine &engine, const std::vector<std::vector<int32_t>> &prompts,
+                                 size_t decode) {
+  std::vector<float> out;
+  std::vector<StepSequence> step;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    step.push_back({static_cast<uint32_t>(i), 0, prompts[i].data(),
+                    static_cast<uint32_t>(prompts[i].size()), true});
+  std::vector<int32_t> next(prompts.size());
+  for (size_t s = 0; s <= decode; ++s) {
+    Status status = engine.step(step.data(), step.size());
+    EXPECT_TRUE(status.ok()) << status.message();
+    if (!status.ok())
+      return {};
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const float *logits = engine.logits(i);
+      out.insert(out.end(), logits, logits + engine.vocab());
+      next[i] = static_cast<int32_t>((7 * s + 3 * prompts[i][0] + 1) % engine.vocab());
+      step[i].start += step[i].count;
+      step[i].tokens = &next[i];
+      step[i].count = 1;
+    }
+  }
+  return out;
+}
+
+uint32_t bitsOf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+void expectSameBits(const std::vector<float> &a, const std::vector<float> &b,
+                    const std::string &what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  ASSERT_FALSE(a.empty()) << what;
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_EQ(bitsOf(a[i]), bitsOf(b[i])) << what << ": element " << i;
+}
+
+const std::vector<std::vector<int32_t>> kPrompts = {promptOf(7, 3, 97), promptOf(2, 50, 97),
+                                                    promptOf(11, 20, 97)};
+
+TEST(EngineBf16Test, RunsTheHostsBestLinearKernelWithOneConversionPerInput) {
+  LoadedPlan loaded(bf16Shape());
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> engine = loaded.engine(2);
+  ASSERT_TRUE(engine);
+  const codegen::LinearKernelInfo best =
+      codegen::chooseLinearBf16Kernel(codegen::hostCpuFeatures());
+  size_t linears = 0, conversions = 0;
+  for (const KernelUse &use : engine->kernelSummary()) {
+    if (use.opKind == "Linear" || use.opKind == "LmHead") {
+      EXPECT_EQ(use.kernel, best.label);
+      linears += use.count;
+    }
+    if (use.opKind == "ConvertRowsBf16")
+      conversions += use.count;
+  }
+  EXPECT_EQ(linears, 7u * 2 + 1);
+  // Per layer the rows of normed (q, k, v), attn (o), normed again (gate, up) and act (down),
+  // and the LmHead's gathered rows: converted once each, only for kernels that read bf16 rows.
+  EXPECT_EQ(conversions, best.readsBf16Rows ? 4u * 2 + 1 : 0u);
+  const std::vector<float> logits = teacherForced(*engine, kPrompts, 3);
+  ASSERT_FALSE(logits.empty());
+  EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+  EXPECT_TRUE(std::any_of(logits.begin(), logits.end(), [](float v) { return v != 0.0f; }));
+}
+
+TEST(EngineBf16Test, CloseToTheFloat32PlanOfTheSameWeights) {
+  TinyPlanShape shape = bf16Shape();
+  LoadedPlan bf16(shape);
+  shape.packed_bf16_linear = false;
+  LoadedPlan f32(shape);
+  ASSERT_TRUE(bf16.plan && f32.plan);
+  std::unique_ptr<Engine> a = bf16.engine(2), b = f32.engine(2);
+  ASSERT_TRUE(a && b);
+  const std::vector<float> got = teacherForced(*a, kPrompts, 4);
+  const std::vector<float> want = teacherForced(*b, kPrompts, 4);
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t row = 0; row < got.size() / 97; ++row) {
+    double maxRef = 0, maxDiff = 0;
+    for (size_t i = row * 97; i < (row + 1) * 97; ++i) {
+      maxRef = std::max(maxRef, std::abs(double(want[i])));
+      maxDiff = std::max(maxDiff, std::abs(double(got[i]) - want[i]));
+    }
+    worst = std::max(worst, maxDiff / maxRef);
+  }
+  // Weights and activations rounded to bf16 (8 significant bits) through two layers.
+  EXPECT_LT(worst, 2e-2);
+  EXPECT_GT(worst, 0.0) << "the BF16 plan cannot be exactly the float32 one";
+}
+
+TEST(EngineBf16Test, ResultsDoNotDependOnThreadsOrBatching) {
+  LoadedPlan loaded(bf16Shape());
+  ASSERT_TRUE(loaded.plan);
+  std::vector<float> reference;
+  for (unsigned threads : {1u, 2u, 3u}) {
+    std::unique_ptr<Engine> engine = loaded.engine(threads);
+    ASSERT_TRUE(engine);
+    const std::vector<float> logits = teacherForced(*engine, kPrompts, 3);
+    if (reference.empty())
+      reference = logits;
+    else
+      expectSameBits(logits, reference, std::to_string(threads) + " threads");
+  }
+  // Each prompt alone (fewer rows per kernel call) gives the same bits as the ragged batch.
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    std::unique_ptr<Engine> engine = loaded.engine(2);
+    ASSERT_TRUE(engine);
+    const std::vector<float> alone = teacherForced(*engine, {kPrompts[i]}, 3);
+    std::vector<float> fromBatch;
+    for (size_t s = 0; s <= 3; ++s) {
+      const size_t at = (s * kPrompts.size() + i) * 97;
+      fromBatch.insert(fromBatch.end(), reference.begin() + at, reference.begin() + at + 97);
+    }
+    expectSameBits(alone, fromBatch, "prompt " + std::to_string(i) + " alone");
+  }
+}
+
+TEST(EngineBf16Test, FusedResidualGivesTheBitsOfTheSeparateAdd) {
+  TinyPlanShape shape = bf16Shape();
+  LoadedPlan separate(shape);
+  shape.fused_residual = true;
+  LoadedPlan fused(shape);
+  ASSERT_TRUE(separate.plan && fused.plan);
+  EXPECT_EQ(fused.plan->def().ops()->size() + 2 * shape.layers, separate.plan->def().ops()->size());
+  std::unique_ptr<Engine> a = fused.engine(2), b = separate.engine(2);
+  ASSERT_TRUE(a && b);
+  expectSameBits(teacherForced(*a, kPrompts, 3), teacherForced(*b, kPrompts, 3), "fused residual");
+}
+
+TEST(EngineBf16Test, TiedTableIsThePackedLmHeadWeight) {
+  TinyPlanShape shape = bf16Shape();
+  shape.tied_embeddings = true;
+  LoadedPlan packed(shape);
+  ASSERT_TRUE(packed.plan);
+  const plan::PlanDef &def = packed.plan->def();
+  EXPECT_EQ(def.ops()->Get(0)->weights()->Get(0),
+            def.ops()->Get(def.ops()->size() - 1)->weights()->Get(0))
+      << "the embedding and lm_head read one tensor";
+  std::unique_ptr<Engine> engine = packed.engine(2);
+  ASSERT_TRUE(engine);
+  bool packedEmbedding = false;
+  for (const KernelUse &use : engine->kernelSummary())
+    packedEmbedding |= use.opKind == "Embedding" && use.kernel == "EmbeddingBf16Packed";
+  EXPECT_TRUE(packedEmbedding);
+
+  // Against the float32 plan whose table holds the same (bf16) values.
+  shape.packed_bf16_linear = false;
+  TinyPlan f32 = test::buildTinyPlan(shape);
+  const std::vector<float> table = packed.tiny.tensorValues(0);
+  std::vector<uint8_t> &bytes = f32.segments.at(f32.def.tensors.at(0)->segment);
+  ASSERT_EQ(bytes.size(), table.size() * sizeof(float));
+  std::memcpy(bytes.data(), table.data(), bytes.size());
+  test::ScratchDir dir;
+  ASSERT_TRUE(test::writeTinyPlan(dir.file("f32.hplan"), f32).ok());
+  Result<std::unique_ptr<Plan>> f32Plan = Plan::load(dir.file("f32.hplan"));
+  ASSERT_TRUE(f32Plan.ok()) << f32Plan.message();
+  Result<std::unique_ptr<Engine>> f32Engine =
+      Engine::create(std::shared_ptr<const Plan>(std::move(f32Plan.value())), {2, false});
+  ASSERT_TRUE(f32Engine.ok()) << f32Engine.message();
+  const std::vector<float> got = teacherForced(*engine, kPrompts, 2);
+  const std::vector<float> want = teacherForced(*f32Engine.value(), kPrompts, 2);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t row = 0; row < got.size() / 97; ++row) {
+    double maxRef = 0, maxDiff = 0;
+    for (size_t i = row * 97; i < (row + 1) * 97; ++i) {
+      maxRef = std::max(maxRef, std::abs(double(want[i])));
+      maxDiff = std::max(maxDiff, std::abs(double(got[i]) - want[i]));
+    }
+    EXPECT_LT(maxDiff / maxRef, 2e-2) << "row " << row;
+  }
+}
+
+// Mistakes in a packed plan are refused by the loader with the tensor or op named.
+TEST(EngineBf16Test, LoaderChecksThePackedLayout) {
+  struct Mistake {
+    const char *what;
+    void (*apply)(TinyPlan &);
+    const char *expected;
+  };
+  const Mistake mistakes[] = {
+      {"segment one block short",
+       [](TinyPlan &t) {
+         const int w = t.tensorIndex("model.layers.0.self_attn.q_proj.weight");
+         auto &bytes = t.segments.at(t.def.tensors.at(w)->segment);
+         bytes.resize(bytes.size() - 64);
+       },
+       "LinearBf16N16K2 needs"},
+      {"shape of the unpadded size",
+       [](TinyPlan &t) {
+         const int w = t.tensorIndex("lm_head.weight");
+         t.def.tensors.at(w)->shape = {96, 40};
+       },
+       "lm_head.weight"},
+      {"float32 in the BF16 layout",
+       [](TinyPlan &t) {
+         const int w = t.tensorIndex("model.layers.0.mlp.up_proj.weight");
+         t.def.tensors.at(w)->dtype = plan::DTypeDef::F32;
+       },
+       "the layout holds BF16"},
+      {"residual without its input",
+       [](TinyPlan &t) {
+         const int op = t.opIndex("model.layers.0.self_attn.o_proj");
+         plan::LinearParamsDefT params;
+         params.residual = true;
+         t.def.ops.at(op)->params.Set(std::move(params));
+       },
+       "with a residual takes 2"},
+  };
+  for (const Mistake &mistake : mistakes) {
+    TinyPlan tiny = test::buildTinyPlan(bf16Shape());
+    mistake.apply(tiny);
+    test::ScratchDir dir;
+    const std::string path = dir.file("bad.hplan");
+    ASSERT_TRUE(test::writeTinyPlan(path, tiny).ok()) << mistake.what;
+    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
+    ASSERT_FALSE(loaded.ok()) << mistake.what;
+    EXPECT_NE(loaded.message().find(mistake.expected), std::string::npos)
+        << mistake.what << ": " << loaded.message();
+  }
+}
+
+} // namespace
+} // namespace hetc

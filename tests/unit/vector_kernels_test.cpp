@@ -1,0 +1,156 @@
+// The AVX-512 row-wise kernels against the portable ones and a double reference, over widths
+// with tails (not multiples of 8 or 16), outputs poisoned with NaN. embedding, add, rmsNorm and
+// rope must give the portable kernels' bits exactly; swiGlu (a vector exp) must match the
+// reference. Skipped, with the reason, on a host without AVX-512 F and BW.
+#include "hetc/runtime/CpuFeatures.h"
+#include "hetc/runtime/VectorKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace hetc::kernels {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+class VectorKernelsTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    const VectorKernels &best = vectorKernelsFor(hostCpuFeatures());
+    if (&best == &portableVectorKernels())
+      GTEST_SKIP() << "the host has no AVX-512 F and BW (" << describeCpuFeatures(hostCpuFeatures())
+                   << "): only the portable kernels run here";
+    fast_ = &best;
+  }
+
+  // Mostly uniform in [-scale, scale), one value in 40 thirty times larger.
+  std::vector<float> random(size_t n, float scale = 1.0f) {
+    std::vector<float> out(n);
+    for (float &v : out) {
+      v = scale * std::uniform_real_distribution<float>(-1.0f, 1.0f)(engine_);
+      if (std::uniform_int_distribution<int>(0, 39)(engine_) == 0)
+        v *= 30.0f;
+    }
+    return out;
+  }
+
+  const VectorKernels &portable() const { return portableVectorKernels(); }
+  const VectorKernels *fast_ = nullptr;
+  std::mt19937 engine_{5};
+};
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const std::vector<size_t> kWidths = {1, 7, 8, 9, 15, 16, 17, 33, 100, 2048, 4099};
+
+TEST_F(VectorKernelsTest, EmbeddingAndAddGivePortableBits) {
+  for (size_t cols : kWidths) {
+    const size_t rows = 5, stride = cols + 5, vocab = 11;
+    const std::vector<float> table = random(vocab * cols);
+    const std::vector<int32_t> tokens = {3, 0, 10, 3, 7};
+    std::vector<float> want(rows * stride, kNaN), got(rows * stride, kNaN);
+    portable().embedding(tokens.data(), table.data(), cols, want.data(), stride, 0, rows);
+    fast_->embedding(tokens.data(), table.data(), cols, got.data(), stride, 0, 2);
+    fast_->embedding(tokens.data(), table.data(), cols, got.data(), stride, 2, rows);
+    EXPECT_TRUE(sameBits(got, want)) << "embedding cols=" << cols;
+
+    const std::vector<float> a = random(rows * stride), b = random(rows * stride);
+    std::fill(want.begin(), want.end(), kNaN);
+    std::fill(got.begin(), got.end(), kNaN);
+    portable().add(a.data(), stride, b.data(), stride, cols, want.data(), stride, 0, rows);
+    fast_->add(a.data(), stride, b.data(), stride, cols, got.data(), stride, 0, rows);
+    EXPECT_TRUE(sameBits(got, want)) << "add cols=" << cols;
+    std::vector<float> inPlace = a;
+    fast_->add(inPlace.data(), stride, b.data(), stride, cols, inPlace.data(), stride, 0, rows);
+    for (size_t t = 0; t < rows; ++t)
+      ASSERT_EQ(
+          std::memcmp(inPlace.data() + t * stride, want.data() + t * stride, cols * sizeof(float)),
+          0)
+          << "add in place cols=" << cols;
+  }
+}
+
+TEST_F(VectorKernelsTest, RmsNormGivesPortableBits) {
+  for (size_t cols : kWidths) {
+    const size_t rows = 4, stride = cols + 5;
+    const std::vector<float> x = random(rows * stride);
+    std::vector<float> gamma = random(cols, 0.2f);
+    for (float &g : gamma)
+      g += 1.0f;
+    std::vector<float> want(rows * stride, kNaN), got(rows * stride, kNaN);
+    portable().rmsNorm(x.data(), stride, gamma.data(), cols, 1e-5f, want.data(), stride, 0, rows);
+    fast_->rmsNorm(x.data(), stride, gamma.data(), cols, 1e-5f, got.data(), stride, 0, 1);
+    fast_->rmsNorm(x.data(), stride, gamma.data(), cols, 1e-5f, got.data(), stride, 1, rows);
+    EXPECT_TRUE(sameBits(got, want)) << "rmsNorm cols=" << cols;
+    bool anyNonZero = false;
+    for (size_t t = 0; t < rows; ++t)
+      for (size_t i = 0; i < cols; ++i)
+        anyNonZero = anyNonZero || got[t * stride + i] != 0.0f;
+    EXPECT_TRUE(anyNonZero) << "rmsNorm cols=" << cols << ": all zeros";
+    std::vector<float> inPlace = x;
+    fast_->rmsNorm(inPlace.data(), stride, gamma.data(), cols, 1e-5f, inPlace.data(), stride, 0,
+                   rows);
+    for (size_t t = 0; t < rows; ++t)
+      ASSERT_EQ(
+          std::memcmp(inPlace.data() + t * stride, want.data() + t * stride, cols * sizeof(float)),
+          0)
+          << "rmsNorm in place cols=" << cols;
+  }
+}
+
+TEST_F(VectorKernelsTest, RopeGivesPortableBits) {
+  for (size_t headDim : {2, 8, 24, 34, 64, 128, 160})
+    for (size_t heads : {1, 3, 4}) {
+      const size_t rows = 6, cols = heads * headDim, stride = cols + 5, half = headDim / 2;
+      std::vector<float> invFreq(half);
+      for (size_t i = 0; i < half; ++i)
+        invFreq[i] = static_cast<float>(1.0 / std::pow(500000.0, 2.0 * i / headDim));
+      const std::vector<uint32_t> positions = {0, 1, 2, 17, 4095, 131071};
+      const std::vector<float> x = random(rows * stride);
+      std::vector<float> want = x, got = x;
+      portable().rope(want.data(), stride, heads, headDim, invFreq.data(), positions.data(), 0,
+                      rows);
+      fast_->rope(got.data(), stride, heads, headDim, invFreq.data(), positions.data(), 0, 4);
+      fast_->rope(got.data(), stride, heads, headDim, invFreq.data(), positions.data(), 4, rows);
+      EXPECT_TRUE(sameBits(got, want)) << "rope heads=" << heads << " head_dim=" << headDim;
+    }
+}
+
+TEST_F(VectorKernelsTest, SwiGluMatchesReference) {
+  for (size_t cols : kWidths) {
+    const size_t rows = 3, stride = cols + 5;
+    // Gates up to +-90 reach exp's overflow and underflow ends.
+    std::vector<float> gate = random(rows * stride, 3.0f);
+    const std::vector<float> up = random(rows * stride);
+    gate[0] = 90.0f;
+    gate[stride - 1] = -90.0f;
+    std::vector<float> got(rows * stride, kNaN);
+    fast_->swiGlu(gate.data(), stride, up.data(), stride, cols, got.data(), stride, 0, rows);
+    bool anyNonZero = false;
+    for (size_t t = 0; t < rows; ++t) {
+      for (size_t i = 0; i < cols; ++i) {
+        const size_t e = t * stride + i;
+        const double g = gate[e];
+        const double want = g / (1.0 + std::exp(-g)) * up[e];
+        ASSERT_FALSE(std::isnan(got[e])) << "swiGlu cols=" << cols << " element " << e;
+        anyNonZero = anyNonZero || got[e] != 0.0f;
+        ASSERT_LE(std::abs(got[e] - want), 1e-6 * std::abs(want) + 1e-30)
+            << "swiGlu cols=" << cols << " gate " << g << ": " << got[e] << ", reference " << want;
+      }
+      for (size_t i = cols; i < stride; ++i)
+        ASSERT_TRUE(std::isnan(got[t * stride + i])) << "swiGlu wrote past the row";
+    }
+    EXPECT_TRUE(anyNonZero);
+  }
+}
+
+} // namespace
+} // namespace hetc::kernels

@@ -1,0 +1,32 @@
+// `hetc bench`: decode throughput against the read bandwidth measured in the same run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace hetc::tool {
+
+struct BenchArguments {
+  std::string planPath;
+  uint64_t context = 0;
+  uint32_t batch = 1;
+  uint32_t gen = 16;
+  std::string fill = "auto";
+  unsigned threads = 0;
+  bool noPin = false;
+  bool json = false;
+  bool profile = false;
+  bool noPaired = false;
+  uint64_t probeMiB = 0; // 0: the probe's default size
+};
+
+// Declares the options of the `bench` subcommand.
+void addBenchOptions(CLI::App &command, BenchArguments &args);
+
+// Runs the benchmark and prints the report (text, or one JSON object) on stdout. Failures throw
+// std::runtime_error with the one-line message.
+int benchCommand(const BenchArguments &args);
+
+} // namespace hetc::tool

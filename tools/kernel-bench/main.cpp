@@ -1,0 +1,769 @@
+// hetc-kernel-bench: each runtime kernel on the Llama-3.2-1B shapes, reported as ratios measured
+// in this run: achieved GB/s over the read bandwidth the same threads measured around it, and
+// achieved TFLOP/s over oneDNN's matmul on the same shape and dtype. A program, not a test: it
+// asserts nothing, and absolute times on a shared machine are noise.
+//
+// The timing loop is written here rather than with Google Benchmark because every figure is a
+// ratio between two measurements of one run (kernel and probe, kernel and oneDNN), which that
+// library's per-benchmark reports do not express.
+#include "codegen/cpu/Linear.h"
+#include "codegen/cpu/WeightLayout.h"
+#include "hetc/runtime/CpuFeatures.h"
+#include "hetc/runtime/Attention.h"
+#include "hetc/runtime/Kernels.h"
+#include "hetc/runtime/MemoryBandwidth.h"
+#include "hetc/runtime/ThreadPool.h"
+#include "hetc/runtime/VectorKernels.h"
+#include "hplan_generated.h"
+
+#ifdef HETC_WITH_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
+#endif
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Settings {
+  bool quick = false;
+  unsigned threads = 0;
+  std::string only; // "", "linear", "attention", "rmsnorm"
+  double budgetSeconds = 0.5; // per measurement, after one warm-up run
+  unsigned minRuns = 5;
+  double maxRunSeconds = 1.0; // prefill shapes are sliced to about this long a run
+  unsigned rounds = 3;        // turns the kernel and oneDNN take on each shape
+};
+
+std::string format(const char *pattern, ...) {
+  char buffer[512];
+  va_list args;
+  va_start(args, pattern);
+  std::vsnprintf(buffer, sizeof(buffer), pattern, args);
+  va_end(args);
+  return buffer;
+}
+
+// Seconds per call: the fastest of at least `minRuns` timed runs lasting `budgetSeconds`
+// together, after one warm-up run, where a run is `callsPerRun` calls call(0..callsPerRun-1). A
+// run slower than the whole budget is repeated once only, one slower than four budgets not at
+// all. Reading cold weights, a run passes over every copy (more than 4x the last-level cache),
+// so the fastest run is timed over as many bytes as a pass of the bandwidth probe, not over one
+// copy a burst of spare bandwidth could flatter.
+double bestSeconds(const Settings &settings, const std::function<void(size_t)> &call,
+                   size_t callsPerRun = 1) {
+  auto run = [&]() {
+    const Clock::time_point start = Clock::now();
+    for (size_t i = 0; i < callsPerRun; ++i)
+      call(i);
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  const double first = run();
+  if (first > 4 * settings.budgetSeconds)
+    return first / callsPerRun; // far beyond the budget: the warm-up is the measurement
+  const unsigned minRuns = first > settings.budgetSeconds ? 1 : settings.minRuns;
+  double best = 1e30, total = 0.0;
+  for (size_t i = 1; (i <= minRuns || total < settings.budgetSeconds) && i <= 10000; ++i) {
+    const double seconds = run();
+    best = std::min(best, seconds);
+    total += seconds;
+  }
+  return best / callsPerRun;
+}
+
+// Pseudo-random floats in [-scale, scale), written by the pool's threads.
+void fillRandom(hetc::ThreadPool &pool, float *data, size_t count, float scale, uint64_t seed) {
+  struct Fill {
+    float *data;
+    size_t count;
+    float scale;
+    uint64_t seed;
+  } fill{data, count, scale, seed};
+  pool.run(
+      1,
+      [](void *context, size_t, unsigned thread, unsigned threads) {
+        const Fill &f = *static_cast<const Fill *>(context);
+        const size_t begin = f.count * thread / threads, end = f.count * (thread + 1) / threads;
+        uint64_t state = (f.seed + begin) * 0x9e3779b97f4a7c15ull | 1;
+        for (size_t i = begin; i < end; ++i) {
+          state ^= state << 13;
+          state ^= state >> 7;
+          state ^= state << 17;
+          f.data[i] = (static_cast<float>(state >> 40) * 0x1.0p-23f - 1.0f) * f.scale;
+        }
+      },
+      &fill);
+}
+
+uint16_t toBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  bits += 0x7fffu + ((bits >> 16) & 1); // round to nearest even (no NaN here)
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+bool hostHas(hetc::plan::CpuFeatureBits feature) {
+  return (hetc::hostCpuFeatures() & static_cast<uint64_t>(feature)) != 0;
+}
+
+// The read bandwidth the of-bw columns of a group of lines divide by: the better of the probes
+// right before and right after the group. On a shared machine the bandwidth left to this
+// process drifts (here by 2x within a minute), so a kernel is compared with probes of its own
+// moment rather than with the best of the whole run.
+class BandwidthReference {
+public:
+  // Passes of `passBytes`, as much as a timed run of a decode kernel reads.
+  BandwidthReference(hetc::ThreadPool &pool, uint64_t passBytes) : pool_(pool) {
+    options_.passBytes = passBytes;
+  }
+  // Probes; returns the best pass.
+  double probe() {
+    auto measured = hetc::measureReadBandwidth(pool_, options_);
+    if (!measured) {
+      std::fprintf(stderr, "hetc-kernel-bench: error: %s\n", measured.message().c_str());
+      std::exit(1);
+    }
+    last_ = *measured;
+    return last_.bestGbs;
+  }
+  const hetc::ReadBandwidth &last() const { return last_; }
+
+private:
+  hetc::ThreadPool &pool_;
+  hetc::ReadBandwidthOptions options_;
+  hetc::ReadBandwidth last_;
+};
+
+// Lines of one group, printed once the group's closing probe has run; `gbs` < 0: no of-bw.
+struct PendingLine {
+  std::string before; // columns up to GB/s
+  double gbs = -1.0;
+  std::string after;  // columns after of-bw
+};
+
+// Opens a group: its first probe.
+double openGroup(BandwidthReference &bandwidth) { return bandwidth.probe(); }
+
+void closeGroup(std::vector<PendingLine> &lines, BandwidthReference &bandwidth, double opening) {
+  const double closing = bandwidth.probe();
+  const double reference = std::max(opening, closing);
+  for (const PendingLine &line : lines)
+    std::printf("%s %6s%s\n", line.before.c_str(),
+                line.gbs >= 0 ? format("%.3f", line.gbs / reference).c_str() : "-",
+                line.after.c_str());
+  std::printf("  (of-bw against %.2f GB/s: probes before %.2f and after %.2f this group)\n",
+              reference, opening, closing);
+  std::fflush(stdout);
+  lines.clear();
+}
+
+// Weight copies so that one pass over them all exceeds four times the last-level cache: each
+// timed run reads the next copy, cold, as a decode step reads a layer the others have evicted.
+size_t coldCopies(uint64_t bytes, uint64_t llc) {
+  if (bytes == 0)
+    return 1;
+  return static_cast<size_t>(std::max<uint64_t>(1, (4 * llc + bytes - 1) / bytes));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear kernels: y[M, N] = x[M, K] W^T with W given as [N, K]. One class per kernel; the list in
+// linearKernels() is all there is to change to benchmark another.
+
+class LinearUnderTest {
+public:
+  virtual ~LinearUnderTest() = default;
+  virtual std::string name() const = 0;
+  virtual std::string weightDtype() const = 0; // "f32" or "bf16": picks the oneDNN reference
+  // Why the host cannot run it, or empty.
+  virtual std::string unavailable() const { return {}; }
+  // What the engine runs on this host (f32 weights, or bf16 weights): the only ones --quick runs.
+  virtual bool chosenForHost() const { return true; }
+  // Columns a thread's share is a multiple of.
+  virtual size_t columnGrain() const { return 16; }
+  // Builds `copies` copies of the kernel's weights for [N, K] from f32 values (in its layout and
+  // dtype) and returns the bytes one run reads.
+  virtual uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) = 0;
+  virtual void release() = 0;
+  // Takes the rows of x the following runs read, before they are timed: a kernel that reads
+  // converted activations converts them here (the engine does it in an op of its own).
+  virtual void setInput(const float *, size_t, size_t, size_t) {}
+  // y = x W^T for columns [colBegin, colEnd), reading weight copy `copy`.
+  virtual void run(const float *x, size_t xStride, size_t m, size_t k, float *y, size_t yStride,
+                   size_t colBegin, size_t colEnd, size_t copy) const = 0;
+};
+
+class PortableLinear final : public LinearUnderTest {
+public:
+  std::string name() const override { return "LinearF32Portable"; }
+  std::string weightDtype() const override { return "f32"; }
+  uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {
+    copies_.assign(copies, std::vector<float>(w, w + n * k));
+    return uint64_t{n} * k * sizeof(float);
+  }
+  void release() override { copies_.clear(); }
+  void run(const float *x, size_t xStride, size_t m, size_t k, float *y, size_t yStride,
+           size_t colBegin, size_t colEnd, size_t copy) const override {
+    hetc::kernels::linear(x, xStride, m, copies_[copy].data(), k, y, yStride, colBegin, colEnd);
+  }
+
+private:
+  std::vector<std::vector<float>> copies_;
+};
+
+// A kernel of codegen/cpu over BF16 weights packed as LinearBf16N16K2, made for each K by
+// `create` as the engine makes it at plan load.
+class CodegenBf16Linear final : public LinearUnderTest {
+public:
+  using Create =
+      std::function<hetc::Result<std::unique_ptr<hetc::codegen::LinearKernel>>(size_t k)>;
+  CodegenBf16Linear(Create create, std::string suffix = "")
+      : create_(std::move(create)), suffix_(std::move(suffix)) {
+    auto probe = create_(64);
+    if (probe.ok())
+      label_ = probe.value()->info().label;
+    else
+      why_ = probe.message();
+  }
+  std::string name() const override { return (label_.empty() ? "bf16" : label_) + suffix_; }
+  std::string weightDtype() const override { return "bf16"; }
+  std::string unavailable() const override { return why_; }
+  bool chosenForHost() const override {
+    return suffix_.empty() &&
+           label_ == hetc::codegen::chooseLinearBf16Kernel(hetc::hostCpuFeatures()).label;
+  }
+  size_t columnGrain() const override { return hetc::codegen::LinearBf16N16K2::kBlockColumns; }
+  uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {
+    auto kernel = create_(k);
+    if (!kernel.ok()) {
+      std::fprintf(stderr, "hetc-kernel-bench: %s\n", kernel.message().c_str());
+      std::exit(1);
+    }
+    kernel_ = std::move(kernel.value());
+    const hetc::codegen::LinearBf16N16K2 layout{n, k};
+    copies_.clear();
+    for (size_t c = 0; c < copies; ++c) {
+      copies_.emplace_back(static_cast<uint16_t *>(std::aligned_alloc(64, layout.bytes())),
+                           &std::free);
+      hetc::codegen::packLinearBf16(w, false, n, k, copies_.back().get());
+    }
+    return layout.bytes();
+  }
+  void release() override {
+    copies_.clear();
+    kernel_.reset();
+  }
+  void setInput(const float *x, size_t xStride, size_t rows, size_t k) override {
+    rows_.reset(static_cast<uint32_t *>(
+        std::aligned_alloc(64, hetc::codegen::Bf16Rows::bytes(rows, k))));
+    hetc::codegen::convertRowsToBf16Portable(x, xStride, nullptr, k, rows_.get(), 0, rows);
+  }
+  void run(const float *x, size_t xStride, size_t m, size_t, float *y, size_t yStride,
+           size_t colBegin, size_t colEnd, size_t copy) const override {
+    hetc::codegen::LinearCall call;
+    call.x = x;
+    call.xStride = xStride;
+    call.xBf16 = rows_.get();
+    call.rows = m;
+    call.w = copies_[copy].get();
+    call.y = y;
+    call.yStride = yStride;
+    call.colBegin = colBegin;
+    call.colEnd = colEnd;
+    kernel_->run(call);
+  }
+
+private:
+  struct Free {
+    void operator()(void *p) const { std::free(p); }
+  };
+  Create create_;
+  std::string suffix_, label_, why_;
+  std::unique_ptr<hetc::codegen::LinearKernel> kernel_;
+  std::vector<std::unique_ptr<uint16_t, void (*)(void *)>> copies_;
+  std::unique_ptr<uint32_t, Free> rows_;
+};
+
+std::vector<std::unique_ptr<LinearUnderTest>> linearKernels() {
+  using namespace hetc::codegen;
+  std::vector<std::unique_ptr<LinearUnderTest>> kernels;
+  kernels.push_back(std::make_unique<PortableLinear>());
+  kernels.push_back(std::make_unique<CodegenBf16Linear>(
+      [](size_t k) { return createLinearAvx512Bf16(k, false); }));
+  kernels.push_back(std::make_unique<CodegenBf16Linear>(
+      [](size_t k) { return createLinearAvx512Bf16(k, false, 0); }, " no-prefetch"));
+  kernels.push_back(std::make_unique<CodegenBf16Linear>(
+      [](size_t k) -> hetc::Result<std::unique_ptr<LinearKernel>> {
+        return createLinearBf16Portable(k, false);
+      }));
+  return kernels;
+}
+
+// ---------------------------------------------------------------------------------------------
+// oneDNN matmul, the reference for every linear shape.
+
+#ifdef HETC_WITH_DNNL
+// oneDNN's packed weights of one shape, kept across row counts that want the same layout.
+struct DnnlWeights {
+  dnnl::memory::desc desc;
+  bool bf16 = false;
+  size_t n = 0;
+  std::vector<dnnl::memory> copies;
+};
+
+class DnnlMatmul {
+public:
+  // `bf16`: bf16 x bf16 -> f32; otherwise f32 throughout. The weights get the layout oneDNN
+  // prefers (format any, reordered once), as the compiler packs ours ahead of time; `w` holds
+  // them as our [N, K] (at least n rows), `copies` cold copies are made unless `cache` has them.
+  DnnlMatmul(bool bf16, size_t m, size_t n, size_t k, const float *w, size_t copies,
+             const float *x, DnnlWeights &cache)
+      : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const dt type = bf16 ? dt::bf16 : dt::f32;
+    const dnnl::memory::dim M = m, N = n, K = k;
+    dnnl::memory::desc srcDesc({M, K}, type, tag::ab);
+    dnnl::memory::desc weightsAny({K, N}, type, tag::any);
+    dnnl::memory::desc dstDesc({M, N}, dt::f32, tag::ab);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(srcDesc, weightsAny, dstDesc), engine_);
+    implementation_ = pd.impl_info_str();
+    matmul_ = dnnl::matmul(pd);
+    src_ = dnnl::memory(srcDesc, engine_);
+    dst_ = dnnl::memory(dstDesc, engine_);
+    write(src_, x, m * k, bf16);
+    if (!(cache.desc == pd.weights_desc()) || cache.bf16 != bf16 || cache.n != n ||
+        cache.copies.size() < copies) {
+      cache.copies.clear(); // frees the old copies before making new ones
+      // User weights [K, N] with N-major rows = our [N, K] row-major: format ba.
+      dnnl::memory user(dnnl::memory::desc({K, N}, type, tag::ba), engine_);
+      write(user, w, n * k, bf16);
+      for (size_t c = 0; c < copies; ++c) {
+        dnnl::memory packed(pd.weights_desc(), engine_);
+        dnnl::reorder(user, packed).execute(stream_, user, packed);
+        cache.copies.push_back(packed);
+      }
+      stream_.wait();
+      cache.desc = pd.weights_desc();
+      cache.bf16 = bf16;
+      cache.n = n;
+    }
+    weights_ = cache.copies;
+    weights_.resize(copies);
+  }
+  void run(size_t copy) {
+    matmul_.execute(stream_, {{DNNL_ARG_SRC, src_},
+                              {DNNL_ARG_WEIGHTS, weights_[copy % weights_.size()]},
+                              {DNNL_ARG_DST, dst_}});
+    stream_.wait();
+  }
+  const std::string &implementation() const { return implementation_; }
+
+private:
+  static void write(dnnl::memory &memory, const float *values, size_t count, bool bf16) {
+    if (bf16) {
+      auto *out = static_cast<uint16_t *>(memory.get_data_handle());
+      for (size_t i = 0; i < count; ++i)
+        out[i] = toBf16(values[i]);
+    } else {
+      std::memcpy(memory.get_data_handle(), values, count * sizeof(float));
+    }
+  }
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::matmul matmul_;
+  dnnl::memory src_, dst_;
+  std::vector<dnnl::memory> weights_;
+  std::string implementation_;
+};
+#endif
+
+struct LinearShape {
+  const char *name;
+  size_t k;
+  size_t n;
+};
+
+// The Llama-3.2-1B projections: hidden 2048, 32 query heads and 8 KV heads of 64, intermediate
+// 8192, vocabulary 128256.
+constexpr LinearShape kLinearShapes[] = {
+    {"q_proj/o_proj", 2048, 2048},   {"k_proj/v_proj", 2048, 512},
+    {"gate/up_proj", 2048, 8192},    {"down_proj", 8192, 2048},
+    {"lm_head", 2048, 128256},
+};
+
+struct LinearPhase {
+  const LinearUnderTest *kernel;
+  const float *x;
+  size_t m, k, n; // columns [0, n) of the prepared weights
+  float *y;       // [m, n]
+  size_t copy;
+};
+
+void linearPhase(void *context, size_t, unsigned thread, unsigned threads) {
+  const LinearPhase &p = *static_cast<const LinearPhase *>(context);
+  const size_t grain = p.kernel->columnGrain();
+  const size_t units = (p.n + grain - 1) / grain;
+  const size_t begin = units * thread / threads * grain;
+  const size_t end = std::min(p.n, units * (thread + 1) / threads * grain);
+  if (begin < end)
+    p.kernel->run(p.x, p.k, p.m, p.k, p.y, p.n, begin, end, p.copy);
+}
+
+// Columns a run at M rows computes: all of them for decode, where the weight stream is what is
+// measured; for prefill as many as the kernel computes in about maxRunSeconds (a multiple of 64,
+// estimated from one run over 256 columns), so a slow kernel still finishes. oneDNN then runs the
+// same sliced shape.
+size_t columnsFor(const Settings &settings, hetc::ThreadPool &pool, LinearPhase phase,
+                  size_t fullColumns, std::vector<float> &y) {
+  if (phase.m < 128)
+    return fullColumns;
+  phase.n = std::min<size_t>(fullColumns, 256);
+  y.resize(std::max(y.size(), phase.m * phase.n));
+  phase.y = y.data();
+  const Clock::time_point start = Clock::now();
+  pool.run(1, &linearPhase, &phase);
+  const double perColumn =
+      std::chrono::duration<double>(Clock::now() - start).count() / static_cast<double>(phase.n);
+  const double fit = settings.maxRunSeconds / perColumn / 64.0;
+  return fit >= static_cast<double>(fullColumns) / 64.0
+             ? fullColumns
+             : std::max<size_t>(64, static_cast<size_t>(fit) * 64);
+}
+
+void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthReference &bandwidth,
+                 uint64_t llc) {
+  const size_t rowCounts[] = {1, 4, 16, 128, 512, 2048};
+  const size_t maxRows = 2048;
+  auto kernels = linearKernels();
+  std::set<std::string> implementations; // oneDNN's, as "dtype implementation"
+  std::printf("\nlinear: y[M, N] = x[M, K] W^T; weights cold (rotated over copies totalling > "
+              "4x LLC) at M < 128; at M >= 128 the columns a kernel computes in about %.2f s "
+              "(N shows them; oneDNN runs the same N)\n",
+              settings.maxRunSeconds);
+  std::printf("%-32s %-14s %5s %6s %7s %10s %8s %6s %8s %8s %6s\n", "kernel", "shape", "M", "K",
+              "N", "ms", "GB/s", "of-bw", "TFLOP/s", "oneDNN", "ratio");
+  std::vector<PendingLine> lines;
+  for (const LinearShape &shape : kLinearShapes) {
+    const double opening = openGroup(bandwidth);
+    std::vector<float> w(shape.n * shape.k), x(maxRows * shape.k), y;
+    fillRandom(pool, w.data(), w.size(), 1.0f / std::sqrt(float(shape.k)), shape.n);
+    fillRandom(pool, x.data(), x.size(), 1.0f, shape.k);
+
+    // oneDNN's best seconds per call by (weight dtype, M, N) so far in this shape's group.
+    std::map<std::tuple<std::string, size_t, size_t>, double> referenceSeconds;
+#ifdef HETC_WITH_DNNL
+    DnnlWeights dnnlWeights;
+#endif
+
+    for (const auto &kernel : kernels) {
+      if (settings.quick && !kernel->chosenForHost())
+        continue;
+      const std::string why = kernel->unavailable();
+      if (!why.empty()) {
+        lines.push_back({format("%-32s %-14s  skipped: %s", kernel->name().c_str(), shape.name,
+                                why.c_str()),
+                         -1.0, ""});
+        continue;
+      }
+      const uint64_t bytes = kernel->prepare(w.data(), shape.n, shape.k, 1);
+      const size_t copies = coldCopies(bytes, llc);
+      if (copies > 1)
+        kernel->prepare(w.data(), shape.n, shape.k, copies);
+      kernel->setInput(x.data(), shape.k, maxRows, shape.k);
+      const std::string dtype = kernel->weightDtype();
+      for (size_t m : rowCounts) {
+        LinearPhase phase{kernel.get(), x.data(), m, shape.k, shape.n, nullptr, 0};
+        phase.n = columnsFor(settings, pool, phase, shape.n, y);
+        const size_t n = phase.n;
+        y.resize(std::max(y.size(), m * n));
+        phase.y = y.data();
+        const size_t calls = m >= 128 ? 1 : copies;
+        auto ours = [&]() {
+          return bestSeconds(
+              settings,
+              [&](size_t i) {
+                phase.copy = i;
+                pool.run(1, &linearPhase, &phase);
+              },
+              calls);
+        };
+        // The kernel and oneDNN take turns, so each meets the machine's quiet and busy moments
+        // alike; each keeps its fastest.
+        double seconds = 1e30;
+        double &reference = referenceSeconds.emplace(std::make_tuple(dtype, m, n), 0.0).first->second;
+#ifdef HETC_WITH_DNNL
+        const uint64_t dnnlBytes = uint64_t{n} * shape.k * (dtype == "bf16" ? 2 : 4);
+        const size_t dnnlCopies = m >= 128 ? 1 : coldCopies(dnnlBytes, llc);
+        DnnlMatmul matmul(dtype == "bf16", m, n, shape.k, w.data(), dnnlCopies, x.data(),
+                          dnnlWeights);
+        implementations.insert(dtype + " " + matmul.implementation());
+        for (unsigned round = 0; round < settings.rounds; ++round) {
+          seconds = std::min(seconds, ours());
+          const double theirs =
+              bestSeconds(settings, [&](size_t i) { matmul.run(i); }, dnnlCopies);
+          reference = reference > 0 ? std::min(reference, theirs) : theirs;
+          // OpenMP's workers spin for a while after a parallel region; let them sleep before
+          // the pool's threads run again.
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+#else
+        seconds = ours();
+#endif
+        const double flop = 2.0 * m * n * shape.k;
+        const double gbs = static_cast<double>(bytes) * n / shape.n / seconds / 1e9;
+        const double tflops = flop / seconds / 1e12;
+        const double ref = reference > 0 ? flop / reference / 1e12 : 0.0;
+        lines.push_back({format("%-32s %-14s %5zu %6zu %7zu %10.4f %8.2f", kernel->name().c_str(),
+                                shape.name, m, shape.k, n, seconds * 1e3, gbs),
+                         gbs,
+                         format(" %8.4f %8s %6s", tflops,
+                                ref > 0 ? format("%.4f", ref).c_str() : "-",
+                                ref > 0 ? format("%.3f", tflops / ref).c_str() : "-")});
+      }
+      kernel->release(); // before the next kernel builds its own copies
+    }
+    closeGroup(lines, bandwidth, opening);
+  }
+  std::string used;
+  for (const std::string &implementation : implementations)
+    used += (used.empty() ? "" : ", ") + implementation;
+  if (!used.empty())
+    std::printf("oneDNN implementations: %s\n", used.c_str());
+}
+
+// The row-wise and attention kernel sets: the portable one, and the host's fastest if another.
+std::vector<const hetc::kernels::VectorKernels *> vectorKernelSets() {
+  std::vector<const hetc::kernels::VectorKernels *> sets = {
+      &hetc::kernels::portableVectorKernels()};
+  if (&hetc::kernels::vectorKernelsFor(hetc::hostCpuFeatures()) != sets[0])
+    sets.push_back(&hetc::kernels::vectorKernelsFor(hetc::hostCpuFeatures()));
+  return sets;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention: one decode row (batch 1) of Llama-3.2-1B's 32 query heads over 8 KV heads of 64, at
+// several contexts; K and V rotated over layers totalling > 4x LLC.
+
+struct AttentionPhase {
+  hetc::kernels::AttentionChunkKernel chunk;
+  const hetc::kernels::AttentionSplit *split;
+  hetc::kernels::AttentionOperands operands;
+  float *states; // the split row's chunk states
+  float *work;   // two states per thread
+  size_t stateFloats;
+};
+
+// Phase 0: the row's chunks of positions, spread over the threads; phase 1: their merge.
+void attentionPhase(void *context, size_t phase, unsigned thread, unsigned threads) {
+  const AttentionPhase &p = *static_cast<const AttentionPhase *>(context);
+  if (phase == 0) {
+    hetc::kernels::attentionUnits(
+        p.chunk, *p.split, p.operands, p.split->unitBoundary(thread, threads),
+        p.split->unitBoundary(thread + 1, threads), p.states, p.work + thread * 2 * p.stateFloats);
+  } else {
+    const size_t items = p.split->mergeItemCount();
+    hetc::kernels::attentionMergeItems(*p.split, p.operands, items * thread / threads,
+                                       items * (thread + 1) / threads, p.states);
+  }
+}
+
+void benchAttention(const Settings &settings, hetc::ThreadPool &pool,
+                    BandwidthReference &bandwidth, uint64_t llc) {
+  const size_t heads = 32, kvHeads = 8, headDim = 64;
+  const std::vector<size_t> contexts =
+      settings.quick ? std::vector<size_t>{4096, 32768} : std::vector<size_t>{512, 4096, 32768};
+  std::printf("\nattention (decode, 1 row, %zu heads over %zu KV heads of %zu, f32 KV): K and V "
+              "rotated over layers totalling > 4x LLC\n",
+              heads, kvHeads, headDim);
+  std::printf("%-14s %8s %7s %10s %8s %6s\n", "kernel", "context", "layers", "ms", "GB/s", "of-bw");
+  std::vector<PendingLine> lines;
+  const double opening = openGroup(bandwidth);
+  for (size_t context : contexts) {
+    const uint64_t layerBytes = uint64_t{2} * kvHeads * context * headDim * sizeof(float);
+    const size_t layers = coldCopies(layerBytes, llc);
+    const size_t perCache = layers * kvHeads * context * headDim;
+    std::vector<float> keys(perCache), values(perCache);
+    fillRandom(pool, keys.data(), perCache, 1.0f, 1);
+    fillRandom(pool, values.data(), perCache, 1.0f, 2);
+    std::vector<float> q(heads * headDim), out(heads * headDim);
+    fillRandom(pool, q.data(), q.size(), 1.0f, 3);
+    const uint32_t slot = 0, position = static_cast<uint32_t>(context - 1);
+    // The engine's split of one row: chunks of positions over the threads, then the merge.
+    const size_t chunks = (context + hetc::kernels::kAttentionChunkPositions - 1) /
+                          hetc::kernels::kAttentionChunkPositions;
+    hetc::kernels::AttentionSplit split;
+    split.reserve(1, kvHeads, hetc::kernels::kAttentionChunkPositions, kvHeads * chunks);
+    split.cut(&position, 1, pool.threadCount() > 1);
+    const size_t stateFloats = hetc::kernels::attentionStateFloats(heads / kvHeads, headDim);
+    std::vector<float> states(kvHeads * chunks * stateFloats),
+        work(2 * pool.threadCount() * stateFloats);
+    AttentionPhase phase;
+    phase.split = &split;
+    phase.states = states.data();
+    phase.work = work.data();
+    phase.stateFloats = stateFloats;
+    hetc::kernels::AttentionOperands &op = phase.operands;
+    op.q = q.data();
+    op.qStride = heads * headDim;
+    op.out = out.data();
+    op.outStride = heads * headDim;
+    op.cache.keys = keys.data();
+    op.cache.values = values.data();
+    op.cache.posStride = headDim;
+    op.cache.headStride = context * headDim;
+    op.cache.slotStride = kvHeads * op.cache.headStride;
+    op.cache.layerStride = op.cache.slotStride;
+    op.shape.heads = heads;
+    op.shape.kvHeads = kvHeads;
+    op.shape.headDim = headDim;
+    op.shape.scale = 1.0f / std::sqrt(float(headDim));
+    op.rowSlots = &slot;
+    for (const hetc::kernels::VectorKernels *set : vectorKernelSets()) {
+      phase.chunk = set->attentionChunk;
+      const double seconds = bestSeconds(
+          settings,
+          [&](size_t i) {
+            op.shape.layer = i;
+            pool.run(2, &attentionPhase, &phase);
+          },
+          layers);
+      const double gbs = layerBytes / seconds / 1e9;
+      lines.push_back({format("%-14s %8zu %7zu %10.4f %8.2f", set->name, context, layers,
+                              seconds * 1e3, gbs),
+                       gbs, ""});
+    }
+  }
+  closeGroup(lines, bandwidth, opening);
+}
+
+// ---------------------------------------------------------------------------------------------
+// RMSNorm over hidden 2048 at decode and prefill row counts. Its data fits in cache, so it is
+// reported in microseconds and in-cache GB/s, not against the memory bandwidth.
+
+struct RmsNormPhase {
+  hetc::kernels::RmsNormKernel kernel;
+  const float *x;
+  const float *gamma;
+  size_t cols, rows;
+  float *y;
+};
+
+void rmsNormPhase(void *context, size_t, unsigned thread, unsigned threads) {
+  const RmsNormPhase &p = *static_cast<const RmsNormPhase *>(context);
+  const size_t begin = p.rows * thread / threads, end = p.rows * (thread + 1) / threads;
+  if (begin < end)
+    p.kernel(p.x, p.cols, p.gamma, p.cols, 1e-5f, p.y, p.cols, begin, end);
+}
+
+void benchRmsNorm(const Settings &settings, hetc::ThreadPool &pool) {
+  const size_t hidden = 2048;
+  std::printf("\nrms_norm (hidden %zu, in cache):\n%-14s %6s %10s %10s\n", hidden, "kernel",
+              "rows", "us", "GB/s");
+  for (size_t rows : {size_t{1}, size_t{16}, size_t{512}}) {
+    std::vector<float> x(rows * hidden), y(rows * hidden), gamma(hidden);
+    fillRandom(pool, x.data(), x.size(), 1.0f, 4);
+    fillRandom(pool, gamma.data(), gamma.size(), 1.0f, 5);
+    for (const hetc::kernels::VectorKernels *set : vectorKernelSets()) {
+      RmsNormPhase phase{set->rmsNorm, x.data(), gamma.data(), hidden, rows, y.data()};
+      const double seconds =
+          bestSeconds(settings, [&](size_t) { pool.run(1, &rmsNormPhase, &phase); });
+      const double bytes = (2.0 * rows + 1) * hidden * sizeof(float);
+      std::printf("%-14s %6zu %10.2f %10.2f\n", set->name, rows, seconds * 1e6,
+                  bytes / seconds / 1e9);
+    }
+  }
+}
+
+int run(const Settings &settings) {
+  auto created = hetc::ThreadPool::create(settings.threads, true);
+  if (!created) {
+    std::fprintf(stderr, "hetc-kernel-bench: error: %s\n", created.message().c_str());
+    return 1;
+  }
+  hetc::ThreadPool &pool = *created.value();
+#ifdef HETC_WITH_DNNL
+  // OpenMP's threads inherit the affinity of the thread that starts them: start them now, before
+  // the pool's first run binds this thread to one core, or oneDNN's team would share that core.
+  omp_set_num_threads(static_cast<int>(pool.threadCount()));
+#pragma omp parallel
+  { asm volatile(""); }
+#endif
+
+  // Probe passes as long as a decode kernel's timed run: over copies of about 4x the LLC.
+  BandwidthReference bandwidth(pool, 4 * (hetc::lastLevelCacheBytes() ? hetc::lastLevelCacheBytes()
+                                                                      : uint64_t{32} << 20));
+  bandwidth.probe();
+  const hetc::ReadBandwidth &bw = bandwidth.last();
+  const uint64_t llc = bw.lastLevelCacheBytes ? bw.lastLevelCacheBytes : uint64_t{32} << 20;
+  std::printf("hetc-kernel-bench%s: %u threads (%u pinned), host: %s\n",
+              settings.quick ? " --quick" : "", pool.threadCount(), pool.pinnedThreads(),
+              hetc::describeCpuFeatures(hetc::hostCpuFeatures()).c_str());
+  std::printf("read bandwidth %.2f GB/s at start (best of %u passes of %.0f MiB through a "
+              "%.0f MiB ring, median %.2f; %s loads; last-level cache %.0f MiB); probed again "
+              "before and after each group\n",
+              bw.bestGbs, bw.passes, bw.passBytes / 1048576.0, bw.bufferBytes / 1048576.0,
+              bw.medianGbs, bw.loads,
+              llc / 1048576.0);
+#ifdef HETC_WITH_DNNL
+  const dnnl::version_t *version = dnnl::version();
+  std::printf("oneDNN %d.%d.%d matmul reference, same shape and weight dtype (bf16 x bf16 -> f32 "
+              "%s; f32 otherwise), %d OpenMP threads\n",
+              version->major, version->minor, version->patch,
+              hostHas(hetc::plan::CpuFeatureBits::AVX512_BF16) ? "on this host"
+                                                               : "needs avx512-bf16",
+              omp_get_max_threads());
+#else
+  std::printf("oneDNN not found at build time: no matmul reference\n");
+#endif
+  std::printf("times: fastest of >= %u runs after a warm-up, >= %.2f s per measurement; a "
+              "kernel and oneDNN take %u turns each on a shape\n",
+              settings.minRuns, settings.budgetSeconds, settings.rounds);
+
+  if (settings.only.empty() || settings.only == "linear")
+    benchLinear(settings, pool, bandwidth, llc);
+  if (settings.only.empty() || settings.only == "attention")
+    benchAttention(settings, pool, bandwidth, llc);
+  if (settings.only.empty() || settings.only == "rmsnorm")
+    benchRmsNorm(settings, pool);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"hetc-kernel-bench: runtime kernels against the measured read bandwidth and "
+               "oneDNN's matmul, in one run"};
+  app.name("hetc-kernel-bench");
+  Settings settings;
+  app.add_flag("--quick", settings.quick, "Shorter runs and fewer shapes (a few seconds a group)");
+  app.add_option("--threads", settings.threads, "Threads (0 = every core)")->capture_default_str();
+  app.add_option("--only", settings.only, "One group: linear, attention or rmsnorm")
+      ->check(CLI::IsMember({"linear", "attention", "rmsnorm"}));
+  CLI11_PARSE(app, argc, argv);
+  if (settings.quick) {
+    settings.budgetSeconds = 0.1;
+    settings.minRuns = 2;
+    settings.maxRunSeconds = 0.1;
+    settings.rounds = 2;
+  }
+  return run(settings);
+}
