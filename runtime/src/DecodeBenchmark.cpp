@@ -124,8 +124,8 @@ DecodeStepBytes decodeStepBytes(const Plan &plan, uint32_t batch, uint64_t conte
     }
 
   if (const plan::KvCacheDef *kv = def.kv_cache())
-    bytes.kvPerPosition = uint64_t{2} * kv->layers() * kv->kv_heads() * kv->head_dim() *
-                          dtypeBytes(kv->dtype());
+    bytes.kvPerPosition =
+        uint64_t{2} * kv->layers() * kv->kv_heads() * kv->head_dim() * dtypeBytes(kv->dtype());
   bytes.averageAttended = static_cast<double>(context) + (static_cast<double>(gen) + 1.0) / 2.0;
   return bytes;
 }
@@ -192,10 +192,10 @@ Result<DecodeBenchReport> runDecodeBench(Engine &engine, const DecodeBenchOption
   // Probe passes as long as a decode step's reads (at least one buffer), unless asked otherwise.
   report.bytes = decodeStepBytes(engine.plan(), batch, options.context, options.gen);
   const ReadBandwidthOptions &bw = options.bandwidth;
-  const uint64_t passBytes =
-      bw.passBytes ? bw.passBytes
-                   : std::max(bw.bytes ? bw.bytes : defaultProbeBufferBytes(),
-                              static_cast<uint64_t>(report.bytes.total()));
+  const uint64_t passBytes = bw.passBytes
+                                 ? bw.passBytes
+                                 : std::max(bw.bytes ? bw.bytes : defaultProbeBufferBytes(),
+                                            static_cast<uint64_t>(report.bytes.total()));
   Result<std::unique_ptr<ReadBandwidthProbe>> createdProbe =
       ReadBandwidthProbe::create(engine.threadPool(), bw.bytes, passBytes);
   if (!createdProbe)

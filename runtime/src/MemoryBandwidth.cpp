@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -172,15 +173,15 @@ struct ReadBandwidthProbe::State {
   uint64_t passBytes = 0;
 };
 
-Result<std::unique_ptr<ReadBandwidthProbe>> ReadBandwidthProbe::create(ThreadPool &pool,
-                                                                       uint64_t bufferBytes,
-                                                                       uint64_t passBytes) {
+Result<std::unique_ptr<ReadBandwidthProbe>>
+ReadBandwidthProbe::create(ThreadPool &pool, uint64_t bufferBytes, uint64_t passBytes) {
   uint64_t bytes = bufferBytes ? bufferBytes : defaultProbeBufferBytes();
-  bytes = std::max(kShareAlignment, (bytes + kShareAlignment - 1) / kShareAlignment * kShareAlignment);
-  passBytes = passBytes == 0 ? bytes
-                             : (passBytes + kShareAlignment - 1) / kShareAlignment * kShareAlignment;
-  void *mapping =
-      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  bytes =
+      std::max(kShareAlignment, (bytes + kShareAlignment - 1) / kShareAlignment * kShareAlignment);
+  passBytes = passBytes == 0
+                  ? bytes
+                  : (passBytes + kShareAlignment - 1) / kShareAlignment * kShareAlignment;
+  void *mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapping == MAP_FAILED)
     return Status::error("cannot map " + std::to_string(bytes) +
                          " bytes for the read-bandwidth probe: " + std::strerror(errno));

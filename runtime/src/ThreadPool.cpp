@@ -70,9 +70,8 @@ uint64_t nowNs() {
 } // namespace
 
 PhaseProfile::PhaseProfile(size_t phases, unsigned threads)
-    : phases_(phases), threads_(threads),
-      stride_((phases + kLine - 1) / kLine * kLine + kLine), counters_(threads * stride_),
-      dispatch_(threads * kLine, 0) {}
+    : phases_(phases), threads_(threads), stride_((phases + kLine - 1) / kLine * kLine + kLine),
+      counters_(threads * stride_), dispatch_(threads * kLine, 0) {}
 
 void PhaseProfile::reset() {
   std::fill(counters_.begin(), counters_.end(), Counter());

@@ -65,8 +65,8 @@ uint64_t tinyWeightFloats(const TinyPlanShape &s, uint32_t batch) {
   const uint64_t table = uint64_t{s.vocab} * s.hidden;
   const uint64_t lmHead = s.tied_embeddings ? 0 : table;
   const uint64_t embedding = s.tied_embeddings ? table : uint64_t{batch} * s.hidden;
-  return s.layers * perLayer + s.hidden /* final norm */ + s.head_dim / 2 /* inv_freq */ +
-         lmHead + embedding;
+  return s.layers * perLayer + s.hidden /* final norm */ + s.head_dim / 2 /* inv_freq */ + lmHead +
+         embedding;
 }
 
 TEST(DecodeBenchTest, StepBytesCountEachWeightOnceAndKvAtTheAverageContext) {

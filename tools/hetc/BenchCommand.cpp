@@ -144,9 +144,9 @@ void printText(const BenchArguments &args, const Engine &engine, const DecodeBen
   };
   const char *seqs = r.batch == 1 ? "sequence" : "sequences";
   out += "hetc bench " + args.planPath + "\n";
-  line("plan bounds", format("max-batch %u, max-seq %llu, max-step-tokens %u", engine.maxBatch(),
-                             static_cast<unsigned long long>(engine.maxSeq()),
-                             engine.maxStepTokens()));
+  line("plan bounds",
+       format("max-batch %u, max-seq %llu, max-step-tokens %u", engine.maxBatch(),
+              static_cast<unsigned long long>(engine.maxSeq()), engine.maxStepTokens()));
   std::string dtypes;
   for (const std::string &d : weightDtypes(engine.plan()))
     dtypes += (dtypes.empty() ? "" : ", ") + d;
@@ -170,10 +170,10 @@ void printText(const BenchArguments &args, const Engine &engine, const DecodeBen
   line("roofline", format("%.2f GB/s achieved = %.3f of the measured bandwidth", r.achievedGbs,
                           r.rooflineFraction));
   if (r.pairedRooflineFraction > 0)
-    line("paired", format("%.3f of the bandwidth probed around each step (median of %u steps "
-                          "run again, %.3f .. %.3f)",
-                          r.pairedRooflineFraction, r.gen, r.pairedRooflineMin,
-                          r.pairedRooflineMax));
+    line("paired",
+         format("%.3f of the bandwidth probed around each step (median of %u steps "
+                "run again, %.3f .. %.3f)",
+                r.pairedRooflineFraction, r.gen, r.pairedRooflineMin, r.pairedRooflineMax));
   std::string kernels;
   for (const KernelUse &use : r.kernels)
     kernels += format("%s%s %s x%zu", kernels.empty() ? "" : ", ", use.opKind.c_str(),

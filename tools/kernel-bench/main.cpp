@@ -8,8 +8,8 @@
 // library's per-benchmark reports do not express.
 #include "codegen/cpu/Linear.h"
 #include "codegen/cpu/WeightLayout.h"
-#include "hetc/runtime/CpuFeatures.h"
 #include "hetc/runtime/Attention.h"
+#include "hetc/runtime/CpuFeatures.h"
 #include "hetc/runtime/Kernels.h"
 #include "hetc/runtime/MemoryBandwidth.h"
 #include "hetc/runtime/ThreadPool.h"
@@ -17,8 +17,8 @@
 #include "hplan_generated.h"
 
 #ifdef HETC_WITH_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 #include <CLI/CLI.hpp>
@@ -47,7 +47,7 @@ using Clock = std::chrono::steady_clock;
 struct Settings {
   bool quick = false;
   unsigned threads = 0;
-  std::string only; // "", "linear", "attention", "rmsnorm"
+  std::string only;           // "", "linear", "attention", "rmsnorm"
   double budgetSeconds = 0.5; // per measurement, after one warm-up run
   unsigned minRuns = 5;
   double maxRunSeconds = 1.0; // prefill shapes are sliced to about this long a run
@@ -157,7 +157,7 @@ private:
 struct PendingLine {
   std::string before; // columns up to GB/s
   double gbs = -1.0;
-  std::string after;  // columns after of-bw
+  std::string after; // columns after of-bw
 };
 
 // Opens a group: its first probe.
@@ -272,8 +272,8 @@ public:
     kernel_.reset();
   }
   void setInput(const float *x, size_t xStride, size_t rows, size_t k) override {
-    rows_.reset(static_cast<uint32_t *>(
-        std::aligned_alloc(64, hetc::codegen::Bf16Rows::bytes(rows, k))));
+    rows_.reset(
+        static_cast<uint32_t *>(std::aligned_alloc(64, hetc::codegen::Bf16Rows::bytes(rows, k))));
     hetc::codegen::convertRowsToBf16Portable(x, xStride, nullptr, k, rows_.get(), 0, rows);
   }
   void run(const float *x, size_t xStride, size_t m, size_t, float *y, size_t yStride,
@@ -334,8 +334,8 @@ public:
   // `bf16`: bf16 x bf16 -> f32; otherwise f32 throughout. The weights get the layout oneDNN
   // prefers (format any, reordered once), as the compiler packs ours ahead of time; `w` holds
   // them as our [N, K] (at least n rows), `copies` cold copies are made unless `cache` has them.
-  DnnlMatmul(bool bf16, size_t m, size_t n, size_t k, const float *w, size_t copies,
-             const float *x, DnnlWeights &cache)
+  DnnlMatmul(bool bf16, size_t m, size_t n, size_t k, const float *w, size_t copies, const float *x,
+             DnnlWeights &cache)
       : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
@@ -405,9 +405,8 @@ struct LinearShape {
 // The Llama-3.2-1B projections: hidden 2048, 32 query heads and 8 KV heads of 64, intermediate
 // 8192, vocabulary 128256.
 constexpr LinearShape kLinearShapes[] = {
-    {"q_proj/o_proj", 2048, 2048},   {"k_proj/v_proj", 2048, 512},
-    {"gate/up_proj", 2048, 8192},    {"down_proj", 8192, 2048},
-    {"lm_head", 2048, 128256},
+    {"q_proj/o_proj", 2048, 2048}, {"k_proj/v_proj", 2048, 512}, {"gate/up_proj", 2048, 8192},
+    {"down_proj", 8192, 2048},     {"lm_head", 2048, 128256},
 };
 
 struct LinearPhase {
@@ -479,9 +478,9 @@ void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthRefe
         continue;
       const std::string why = kernel->unavailable();
       if (!why.empty()) {
-        lines.push_back({format("%-32s %-14s  skipped: %s", kernel->name().c_str(), shape.name,
-                                why.c_str()),
-                         -1.0, ""});
+        lines.push_back(
+            {format("%-32s %-14s  skipped: %s", kernel->name().c_str(), shape.name, why.c_str()),
+             -1.0, ""});
         continue;
       }
       const uint64_t bytes = kernel->prepare(w.data(), shape.n, shape.k, 1);
@@ -509,7 +508,8 @@ void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthRefe
         // The kernel and oneDNN take turns, so each meets the machine's quiet and busy moments
         // alike; each keeps its fastest.
         double seconds = 1e30;
-        double &reference = referenceSeconds.emplace(std::make_tuple(dtype, m, n), 0.0).first->second;
+        double &reference =
+            referenceSeconds.emplace(std::make_tuple(dtype, m, n), 0.0).first->second;
 #ifdef HETC_WITH_DNNL
         const uint64_t dnnlBytes = uint64_t{n} * shape.k * (dtype == "bf16" ? 2 : 4);
         const size_t dnnlCopies = m >= 128 ? 1 : coldCopies(dnnlBytes, llc);
@@ -518,8 +518,8 @@ void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthRefe
         implementations.insert(dtype + " " + matmul.implementation());
         for (unsigned round = 0; round < settings.rounds; ++round) {
           seconds = std::min(seconds, ours());
-          const double theirs =
-              bestSeconds(settings, [&](size_t i) { matmul.run(i); }, dnnlCopies);
+          const double theirs = bestSeconds(
+              settings, [&](size_t i) { matmul.run(i); }, dnnlCopies);
           reference = reference > 0 ? std::min(reference, theirs) : theirs;
           // OpenMP's workers spin for a while after a parallel region; let them sleep before
           // the pool's threads run again.
@@ -532,12 +532,12 @@ void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthRefe
         const double gbs = static_cast<double>(bytes) * n / shape.n / seconds / 1e9;
         const double tflops = flop / seconds / 1e12;
         const double ref = reference > 0 ? flop / reference / 1e12 : 0.0;
-        lines.push_back({format("%-32s %-14s %5zu %6zu %7zu %10.4f %8.2f", kernel->name().c_str(),
-                                shape.name, m, shape.k, n, seconds * 1e3, gbs),
-                         gbs,
-                         format(" %8.4f %8s %6s", tflops,
-                                ref > 0 ? format("%.4f", ref).c_str() : "-",
-                                ref > 0 ? format("%.3f", tflops / ref).c_str() : "-")});
+        lines.push_back(
+            {format("%-32s %-14s %5zu %6zu %7zu %10.4f %8.2f", kernel->name().c_str(), shape.name,
+                    m, shape.k, n, seconds * 1e3, gbs),
+             gbs,
+             format(" %8.4f %8s %6s", tflops, ref > 0 ? format("%.4f", ref).c_str() : "-",
+                    ref > 0 ? format("%.3f", tflops / ref).c_str() : "-")});
       }
       kernel->release(); // before the next kernel builds its own copies
     }
@@ -586,8 +586,8 @@ void attentionPhase(void *context, size_t phase, unsigned thread, unsigned threa
   }
 }
 
-void benchAttention(const Settings &settings, hetc::ThreadPool &pool,
-                    BandwidthReference &bandwidth, uint64_t llc) {
+void benchAttention(const Settings &settings, hetc::ThreadPool &pool, BandwidthReference &bandwidth,
+                    uint64_t llc) {
   const size_t heads = 32, kvHeads = 8, headDim = 64;
   const std::vector<size_t> contexts =
       settings.quick ? std::vector<size_t>{4096, 32768} : std::vector<size_t>{512, 4096, 32768};
@@ -647,9 +647,9 @@ void benchAttention(const Settings &settings, hetc::ThreadPool &pool,
           },
           layers);
       const double gbs = layerBytes / seconds / 1e9;
-      lines.push_back({format("%-14s %8zu %7zu %10.4f %8.2f", set->name, context, layers,
-                              seconds * 1e3, gbs),
-                       gbs, ""});
+      lines.push_back(
+          {format("%-14s %8zu %7zu %10.4f %8.2f", set->name, context, layers, seconds * 1e3, gbs),
+           gbs, ""});
     }
   }
   closeGroup(lines, bandwidth, opening);
@@ -676,8 +676,8 @@ void rmsNormPhase(void *context, size_t, unsigned thread, unsigned threads) {
 
 void benchRmsNorm(const Settings &settings, hetc::ThreadPool &pool) {
   const size_t hidden = 2048;
-  std::printf("\nrms_norm (hidden %zu, in cache):\n%-14s %6s %10s %10s\n", hidden, "kernel",
-              "rows", "us", "GB/s");
+  std::printf("\nrms_norm (hidden %zu, in cache):\n%-14s %6s %10s %10s\n", hidden, "kernel", "rows",
+              "us", "GB/s");
   for (size_t rows : {size_t{1}, size_t{16}, size_t{512}}) {
     std::vector<float> x(rows * hidden), y(rows * hidden), gamma(hidden);
     fillRandom(pool, x.data(), x.size(), 1.0f, 4);
@@ -709,8 +709,8 @@ int run(const Settings &settings) {
 #endif
 
   // Probe passes as long as a decode kernel's timed run: over copies of about 4x the LLC.
-  BandwidthReference bandwidth(pool, 4 * (hetc::lastLevelCacheBytes() ? hetc::lastLevelCacheBytes()
-                                                                      : uint64_t{32} << 20));
+  BandwidthReference bandwidth(
+      pool, 4 * (hetc::lastLevelCacheBytes() ? hetc::lastLevelCacheBytes() : uint64_t{32} << 20));
   bandwidth.probe();
   const hetc::ReadBandwidth &bw = bandwidth.last();
   const uint64_t llc = bw.lastLevelCacheBytes ? bw.lastLevelCacheBytes : uint64_t{32} << 20;
@@ -721,8 +721,7 @@ int run(const Settings &settings) {
               "%.0f MiB ring, median %.2f; %s loads; last-level cache %.0f MiB); probed again "
               "before and after each group\n",
               bw.bestGbs, bw.passes, bw.passBytes / 1048576.0, bw.bufferBytes / 1048576.0,
-              bw.medianGbs, bw.loads,
-              llc / 1048576.0);
+              bw.medianGbs, bw.loads, llc / 1048576.0);
 #ifdef HETC_WITH_DNNL
   const dnnl::version_t *version = dnnl::version();
   std::printf("oneDNN %d.%d.%d matmul reference, same shape and weight dtype (bf16 x bf16 -> f32 "

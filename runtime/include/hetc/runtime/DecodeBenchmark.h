@@ -111,9 +111,9 @@ struct DecodeBenchReport {
   // machine the bandwidth left to this process drifts; the larger of the two is the reference.
   ReadBandwidth bandwidthBefore;
   ReadBandwidth bandwidthAfter;
-  double measuredGbs = 0.0;       // max of the two probes' best passes
-  double achievedGbs = 0.0;       // bytes.total() per step over the time per step
-  double rooflineFraction = 0.0;  // achievedGbs / measuredGbs
+  double measuredGbs = 0.0;      // max of the two probes' best passes
+  double achievedGbs = 0.0;      // bytes.total() per step over the time per step
+  double rooflineFraction = 0.0; // achievedGbs / measuredGbs
   // With DecodeBenchOptions::pairedSteps: over the gen steps run again, each step's bandwidth
   // (bytes.total() over its time) divided by the better of the probe passes right before and
   // right after it; the median, and the extremes. 0 when not run.

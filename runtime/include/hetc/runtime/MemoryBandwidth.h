@@ -39,12 +39,12 @@ struct ReadBandwidthOptions {
 constexpr unsigned kMaxPasses = 200;
 
 struct ReadBandwidth {
-  double bestGbs = 0.0;      // 1e9 bytes per second, fastest pass
-  double medianGbs = 0.0;    // median pass, to show the spread
-  uint64_t bufferBytes = 0;  // the buffer
-  uint64_t passBytes = 0;    // read by one pass
-  unsigned passes = 0;       // passes timed
-  unsigned threads = 0;      // pool threads that read, each a contiguous share of a pass
+  double bestGbs = 0.0;             // 1e9 bytes per second, fastest pass
+  double medianGbs = 0.0;           // median pass, to show the spread
+  uint64_t bufferBytes = 0;         // the buffer
+  uint64_t passBytes = 0;           // read by one pass
+  unsigned passes = 0;              // passes timed
+  unsigned threads = 0;             // pool threads that read, each a contiguous share of a pass
   uint64_t lastLevelCacheBytes = 0; // as detected; 0 when unknown
   const char *loads = "";           // "avx512" (64-byte loads) or "64-bit"
 };
@@ -56,9 +56,8 @@ struct ReadBandwidth {
 class ReadBandwidthProbe {
 public:
   // `bufferBytes` 0: defaultProbeBufferBytes(); `passBytes` 0: the buffer's size.
-  static Result<std::unique_ptr<ReadBandwidthProbe>> create(ThreadPool &pool,
-                                                            uint64_t bufferBytes = 0,
-                                                            uint64_t passBytes = 0);
+  static Result<std::unique_ptr<ReadBandwidthProbe>>
+  create(ThreadPool &pool, uint64_t bufferBytes = 0, uint64_t passBytes = 0);
   ~ReadBandwidthProbe();
   ReadBandwidthProbe(const ReadBandwidthProbe &) = delete;
   ReadBandwidthProbe &operator=(const ReadBandwidthProbe &) = delete;
@@ -83,6 +82,7 @@ private:
 // contiguous share of a pass with the widest loads the host has. The pool runs one phase per pass
 // (never recorded in a profile set on it); the buffer is freed before returning. Fails only when
 // the buffer cannot be mapped.
-Result<ReadBandwidth> measureReadBandwidth(ThreadPool &pool, const ReadBandwidthOptions &options = {});
+Result<ReadBandwidth> measureReadBandwidth(ThreadPool &pool,
+                                           const ReadBandwidthOptions &options = {});
 
 } // namespace hetc

@@ -60,7 +60,7 @@ private:
   std::vector<Counter> counters_;
   std::vector<uint64_t> dispatch_; // one cache line per thread
   uint64_t runs_ = 0;
-  uint64_t publishedNs_ = 0;                  // when the current run was published
+  uint64_t publishedNs_ = 0;                 // when the current run was published
   std::atomic<unsigned> threadsRecorded_{0}; // threads done recording the current run
 };
 
