@@ -13,6 +13,20 @@ constexpr size_t kScoreBlock = 64;
 
 size_t ceilDiv(uint64_t a, uint64_t b) { return static_cast<size_t>((a + b - 1) / b); }
 
+// The last row r in [0, rows) with before[r] <= value, by binary search over the per-row
+// prefix sums `before` (non-decreasing, before[0] == 0); 0 when rows is 0.
+template <typename T> size_t lastRowAtOrBefore(const T *before, size_t rows, T value) {
+  size_t low = 0, high = rows;
+  while (high - low > 1) {
+    const size_t middle = (low + high) / 2;
+    if (before[middle] <= value)
+      low = middle;
+    else
+      high = middle;
+  }
+  return low;
+}
+
 } // namespace
 
 void attentionChunkPortable(const float *q, const float *keys, const float *values,
@@ -138,44 +152,29 @@ size_t AttentionSplit::unitBoundary(unsigned part, unsigned parts) const {
   const uint64_t target =
       static_cast<uint64_t>(static_cast<unsigned __int128>(total) * part / parts);
   // The last row whose work starts at or before the target (workBefore_ strictly increases).
-  size_t low = 0, high = rows_;
-  while (high - low > 1) {
-    const size_t middle = (low + high) / 2;
-    if (workBefore_[middle] <= target)
-      low = middle;
-    else
-      high = middle;
-  }
-  const uint64_t into = target - workBefore_[low];
-  const uint64_t positions = positions_[low];
+  const size_t row = lastRowAtOrBefore(workBefore_.get(), rows_, target);
+  const uint64_t into = target - workBefore_[row];
+  const uint64_t positions = positions_[row];
   size_t local;
-  if (split(low)) {
+  if (split(row)) {
     // The first unit starting at or after `into`: unit (head, chunk) starts at
     // head * positions + chunk * chunkPositions.
     size_t head = static_cast<size_t>(into / positions);
     size_t chunk = ceilDiv(into % positions, chunkPositions_);
-    if (chunk >= chunks_[low]) {
+    if (chunk >= chunks_[row]) {
       ++head;
       chunk = 0;
     }
-    local = std::min(head * chunks_[low] + chunk, kvHeads_ * chunks_[low]);
+    local = std::min(head * chunks_[row] + chunk, kvHeads_ * chunks_[row]);
   } else {
     local = std::min<size_t>(ceilDiv(into, positions), kvHeads_);
   }
-  return unitsBefore_[low] + local;
+  return unitsBefore_[row] + local;
 }
 
 size_t AttentionSplit::rowOfUnit(size_t unit) const {
   // The last row whose units start at or before `unit`; rows have at least one unit each.
-  size_t low = 0, high = rows_;
-  while (high - low > 1) {
-    const size_t middle = (low + high) / 2;
-    if (unitsBefore_[middle] <= unit)
-      low = middle;
-    else
-      high = middle;
-  }
-  return low;
+  return lastRowAtOrBefore(unitsBefore_.get(), rows_, unit);
 }
 
 void attentionUnits(AttentionChunkKernel chunk, const AttentionSplit &split,

@@ -3,6 +3,8 @@
 // that are not multiples of anything (1 to 2999 positions), with the positions after a row's own
 // poisoned with NaN and the output poisoned too; then the position split: the same bits for one,
 // two and three threads, for any capacity of split rows, and balanced unit boundaries.
+#include "LongTailedRandom.h"
+
 #include "hetc/runtime/Attention.h"
 #include "hetc/runtime/CpuFeatures.h"
 #include "hetc/runtime/ThreadPool.h"
@@ -21,22 +23,9 @@
 namespace hetc::kernels {
 namespace {
 
+using test::LongTailedRandom;
+
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// Mostly uniform in [-1, 1), one value in 40 scaled by `tail`.
-class Random {
-public:
-  explicit Random(uint32_t seed) : engine_(seed) {}
-  float next(float tail) {
-    float value = std::uniform_real_distribution<float>(-1.0f, 1.0f)(engine_);
-    if (std::uniform_int_distribution<int>(0, 39)(engine_) == 0)
-      value *= tail;
-    return value;
-  }
-
-private:
-  std::mt19937 engine_;
-};
 
 // The kernel sets to test; AVX-512 only where the host runs it.
 struct KernelSetCase {
@@ -67,7 +56,7 @@ struct TestCache {
     view.values = values.data();
   }
   // Random K and V at positions [0, length) of (layer, slot), every head.
-  void fill(Random &random, size_t layer, size_t slot, size_t kvHeads, size_t headDim,
+  void fill(LongTailedRandom &random, size_t layer, size_t slot, size_t kvHeads, size_t headDim,
             size_t length) {
     for (size_t g = 0; g < kvHeads; ++g)
       for (size_t p = 0; p < length; ++p)
@@ -123,7 +112,7 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
   for (const KernelSetCase &set : kernelSets())
     for (const HeadShape &hs : shapes) {
       const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
-      Random random(static_cast<uint32_t>(hs.heads * 131 + d));
+      LongTailedRandom random(static_cast<uint32_t>(hs.heads * 131 + d));
       TestCache cache(hs.kvHeads, d, maxLength + poisonAfter);
       cache.fill(random, 1, 1, hs.kvHeads, d, maxLength);
       const size_t qStride = hs.heads * d + 5, outStride = hs.heads * d + 9;
@@ -255,7 +244,7 @@ void attentionWithThreads(const VectorKernels &kernels, const AttentionOperands 
 TEST(AttentionTest, BitsDoNotDependOnThreadsOrSplit) {
   const HeadShape hs{6, 2, 24}; // 3 query heads per KV head
   const size_t d = hs.headDim;
-  Random random(11);
+  LongTailedRandom random(11);
   TestCache cache(hs.kvHeads, d, 3000);
   cache.fill(random, 1, 0, hs.kvHeads, d, 3000);
   cache.fill(random, 1, 1, hs.kvHeads, d, 3000);

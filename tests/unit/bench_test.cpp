@@ -1,6 +1,7 @@
 // The decode benchmark's parts that do not depend on timing: the bytes a step reads, the refusal
 // of options a plan cannot run, the synthetic KV fill, the kernel summary, and a profile whose
 // per-op figures add up. Nothing here asserts how fast anything is.
+#include "EngineTestSupport.h"
 #include "TestPlans.h"
 
 #include "hetc/runtime/DecodeBenchmark.h"
@@ -19,31 +20,8 @@
 namespace hetc {
 namespace {
 
+using test::LoadedTinyPlan;
 using test::TinyPlanShape;
-
-struct LoadedPlan {
-  explicit LoadedPlan(const TinyPlanShape &shape) : tiny(test::buildTinyPlan(shape)) {
-    const std::string path = dir.file("tiny.hplan");
-    Status written = test::writeTinyPlan(path, tiny);
-    EXPECT_TRUE(written.ok()) << written.message();
-    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
-    EXPECT_TRUE(loaded.ok()) << (loaded.ok() ? "" : loaded.message());
-    if (loaded.ok())
-      plan = std::shared_ptr<const Plan>(std::move(loaded.value()));
-  }
-  std::unique_ptr<Engine> engine(unsigned threads, bool profile = false) const {
-    EngineOptions options;
-    options.threads = threads;
-    options.pin = false;
-    options.profile = profile;
-    Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
-    EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.message());
-    return created.ok() ? std::move(created.value()) : nullptr;
-  }
-  test::ScratchDir dir;
-  test::TinyPlan tiny;
-  std::shared_ptr<const Plan> plan;
-};
 
 // Small probe buffers keep the tests quick; the figures are not looked at.
 DecodeBenchOptions quickOptions(uint64_t context, uint32_t batch, uint32_t gen) {
@@ -72,7 +50,7 @@ uint64_t tinyWeightFloats(const TinyPlanShape &s, uint32_t batch) {
 TEST(DecodeBenchTest, StepBytesCountEachWeightOnceAndKvAtTheAverageContext) {
   TinyPlanShape shape;
   shape.layers = 2;
-  LoadedPlan loaded(shape);
+  LoadedTinyPlan loaded(shape);
   ASSERT_TRUE(loaded.plan);
   for (uint32_t batch : {1u, 2u}) {
     const DecodeStepBytes bytes = decodeStepBytes(*loaded.plan, batch, 10, 4);
@@ -91,7 +69,7 @@ TEST(DecodeBenchTest, StepBytesCountEachWeightOnceAndKvAtTheAverageContext) {
 TEST(DecodeBenchTest, StepBytesCountATiedTableOnce) {
   TinyPlanShape shape;
   shape.tied_embeddings = true;
-  LoadedPlan loaded(shape);
+  LoadedTinyPlan loaded(shape);
   ASSERT_TRUE(loaded.plan);
   const DecodeStepBytes bytes = decodeStepBytes(*loaded.plan, 2, 0, 1);
   // The lm_head reads the whole table; the embedding's rows are part of it.
@@ -102,7 +80,7 @@ TEST(DecodeBenchTest, StepBytesCountATiedTableOnce) {
 
 TEST(DecodeBenchTest, RefusesWhatThePlanCannotRun) {
   TinyPlanShape shape; // max_batch 2, max_seq 32, max_step_tokens 8
-  LoadedPlan loaded(shape);
+  LoadedTinyPlan loaded(shape);
   ASSERT_TRUE(loaded.plan);
   std::unique_ptr<Engine> engine = loaded.engine(1);
   ASSERT_TRUE(engine);
@@ -128,7 +106,7 @@ TEST(DecodeBenchTest, RefusesWhatThePlanCannotRun) {
   TinyPlanShape narrow;
   narrow.max_batch = 4;
   narrow.max_step_tokens = 2;
-  LoadedPlan narrowPlan(narrow);
+  LoadedTinyPlan narrowPlan(narrow);
   ASSERT_TRUE(narrowPlan.plan);
   std::unique_ptr<Engine> narrowEngine = narrowPlan.engine(1);
   ASSERT_TRUE(narrowEngine);
@@ -138,7 +116,7 @@ TEST(DecodeBenchTest, RefusesWhatThePlanCannotRun) {
 }
 
 TEST(DecodeBenchTest, SyntheticFillIsDeterministicAndIndependentOfThreads) {
-  LoadedPlan loaded(TinyPlanShape{});
+  LoadedTinyPlan loaded(TinyPlanShape{});
   ASSERT_TRUE(loaded.plan);
   std::vector<std::vector<float>> logits;
   for (unsigned threads : {1u, 2u}) {
@@ -162,7 +140,7 @@ TEST(DecodeBenchTest, SyntheticFillIsDeterministicAndIndependentOfThreads) {
 }
 
 TEST(DecodeBenchTest, KernelSummaryCoversEveryOp) {
-  LoadedPlan loaded(TinyPlanShape{});
+  LoadedTinyPlan loaded(TinyPlanShape{});
   ASSERT_TRUE(loaded.plan);
   std::unique_ptr<Engine> engine = loaded.engine(1);
   ASSERT_TRUE(engine);
@@ -177,10 +155,10 @@ TEST(DecodeBenchTest, KernelSummaryCoversEveryOp) {
 }
 
 TEST(DecodeBenchTest, ReportAndProfileAddUp) {
-  LoadedPlan loaded(TinyPlanShape{});
+  LoadedTinyPlan loaded(TinyPlanShape{});
   ASSERT_TRUE(loaded.plan);
   for (KvFill fill : {KvFill::Auto, KvFill::Synthetic}) {
-    std::unique_ptr<Engine> engine = loaded.engine(2, /*profile=*/true);
+    std::unique_ptr<Engine> engine = loaded.engine(2, /*pin=*/false, /*profile=*/true);
     ASSERT_TRUE(engine);
     ASSERT_TRUE(engine->profile());
     DecodeBenchOptions options = quickOptions(12, 2, 5);
@@ -239,7 +217,7 @@ TEST(DecodeBenchTest, ReportAndProfileAddUp) {
 }
 
 TEST(DecodeBenchTest, NoProfileOrPairedStepsUnlessAsked) {
-  LoadedPlan loaded(TinyPlanShape{});
+  LoadedTinyPlan loaded(TinyPlanShape{});
   ASSERT_TRUE(loaded.plan);
   std::unique_ptr<Engine> engine = loaded.engine(2);
   ASSERT_TRUE(engine);

@@ -2,6 +2,7 @@
 // engine's kernel choice and bf16 row conversions, agreement with the float32 plan of the same
 // weights, results independent of threads and batching, the fused residual epilogue and a tied
 // embedding read from the packed lm_head weight.
+#include "EngineTestSupport.h"
 #include "TestPlans.h"
 
 #include "codegen/cpu/CpuFeatures.h"
@@ -20,6 +21,7 @@
 namespace hetc {
 namespace {
 
+using test::LoadedTinyPlan;
 using test::TinyPlan;
 using test::TinyPlanShape;
 
@@ -39,29 +41,6 @@ TinyPlanShape bf16Shape() {
   shape.packed_bf16_linear = true;
   return shape;
 }
-
-struct LoadedPlan {
-  explicit LoadedPlan(const TinyPlanShape &shape) : tiny(test::buildTinyPlan(shape)) {
-    const std::string path = dir.file("plan.hplan");
-    Status written = test::writeTinyPlan(path, tiny);
-    EXPECT_TRUE(written.ok()) << written.message();
-    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
-    EXPECT_TRUE(loaded.ok()) << (loaded.ok() ? "" : loaded.message());
-    if (loaded.ok())
-      plan = std::shared_ptr<const Plan>(std::move(loaded.value()));
-  }
-  std::unique_ptr<Engine> engine(unsigned threads) const {
-    EngineOptions options;
-    options.threads = threads;
-    options.pin = false;
-    Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
-    EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.message());
-    return created.ok() ? std::move(created.value()) : nullptr;
-  }
-  test::ScratchDir dir;
-  TinyPlan tiny;
-  std::shared_ptr<const Plan> plan;
-};
 
 std::vector<int32_t> promptOf(size_t length, int32_t first, int32_t vocab) {
   std::vector<int32_t> ids(length);
@@ -115,7 +94,7 @@ const std::vector<std::vector<int32_t>> kPrompts = {promptOf(7, 3, 97), promptOf
                                                     promptOf(11, 20, 97)};
 
 TEST(EngineBf16Test, RunsTheHostsBestLinearKernelWithOneConversionPerInput) {
-  LoadedPlan loaded(bf16Shape());
+  LoadedTinyPlan loaded(bf16Shape());
   ASSERT_TRUE(loaded.plan);
   std::unique_ptr<Engine> engine = loaded.engine(2);
   ASSERT_TRUE(engine);
@@ -142,9 +121,9 @@ TEST(EngineBf16Test, RunsTheHostsBestLinearKernelWithOneConversionPerInput) {
 
 TEST(EngineBf16Test, CloseToTheFloat32PlanOfTheSameWeights) {
   TinyPlanShape shape = bf16Shape();
-  LoadedPlan bf16(shape);
+  LoadedTinyPlan bf16(shape);
   shape.packed_bf16_linear = false;
-  LoadedPlan f32(shape);
+  LoadedTinyPlan f32(shape);
   ASSERT_TRUE(bf16.plan && f32.plan);
   std::unique_ptr<Engine> a = bf16.engine(2), b = f32.engine(2);
   ASSERT_TRUE(a && b);
@@ -166,7 +145,7 @@ TEST(EngineBf16Test, CloseToTheFloat32PlanOfTheSameWeights) {
 }
 
 TEST(EngineBf16Test, ResultsDoNotDependOnThreadsOrBatching) {
-  LoadedPlan loaded(bf16Shape());
+  LoadedTinyPlan loaded(bf16Shape());
   ASSERT_TRUE(loaded.plan);
   std::vector<float> reference;
   for (unsigned threads : {1u, 2u, 3u}) {
@@ -194,9 +173,9 @@ TEST(EngineBf16Test, ResultsDoNotDependOnThreadsOrBatching) {
 
 TEST(EngineBf16Test, FusedResidualGivesTheBitsOfTheSeparateAdd) {
   TinyPlanShape shape = bf16Shape();
-  LoadedPlan separate(shape);
+  LoadedTinyPlan separate(shape);
   shape.fused_residual = true;
-  LoadedPlan fused(shape);
+  LoadedTinyPlan fused(shape);
   ASSERT_TRUE(separate.plan && fused.plan);
   EXPECT_EQ(fused.plan->def().ops()->size() + 2 * shape.layers, separate.plan->def().ops()->size());
   std::unique_ptr<Engine> a = fused.engine(2), b = separate.engine(2);
@@ -207,7 +186,7 @@ TEST(EngineBf16Test, FusedResidualGivesTheBitsOfTheSeparateAdd) {
 TEST(EngineBf16Test, TiedTableIsThePackedLmHeadWeight) {
   TinyPlanShape shape = bf16Shape();
   shape.tied_embeddings = true;
-  LoadedPlan packed(shape);
+  LoadedTinyPlan packed(shape);
   ASSERT_TRUE(packed.plan);
   const plan::PlanDef &def = packed.plan->def();
   EXPECT_EQ(def.ops()->Get(0)->weights()->Get(0),

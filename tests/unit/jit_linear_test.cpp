@@ -4,6 +4,8 @@
 // Outputs are poisoned with NaN first: an element a kernel forgets stays NaN and fails, an element
 // written outside the asked range shows up as a number; an all-zero output is refused. A kernel
 // whose ISA the host lacks is skipped with the reason.
+#include "LongTailedRandom.h"
+
 #include "codegen/cpu/Amx.h"
 #include "codegen/cpu/CpuFeatures.h"
 #include "codegen/cpu/Linear.h"
@@ -27,6 +29,8 @@
 namespace hetc::codegen {
 namespace {
 
+using test::LongTailedRandom;
+
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 uint32_t bitsOf(float value) {
@@ -39,27 +43,6 @@ float floatOf(uint32_t bits) {
   std::memcpy(&value, &bits, sizeof(value));
   return value;
 }
-
-// Mostly uniform in [-1, 1), one value in 40 scaled by 30: long tails, as activations have.
-class LongTailedRandom {
-public:
-  explicit LongTailedRandom(uint32_t seed) : engine_(seed) {}
-  float next() {
-    float value = std::uniform_real_distribution<float>(-1.0f, 1.0f)(engine_);
-    if (std::uniform_int_distribution<int>(0, 39)(engine_) == 0)
-      value *= 30.0f;
-    return value;
-  }
-  std::vector<float> vector(size_t n) {
-    std::vector<float> out(n);
-    for (float &v : out)
-      v = next();
-    return out;
-  }
-
-private:
-  std::mt19937 engine_;
-};
 
 // 64-byte aligned storage, as the plan's segments and the engine's scratch are.
 template <typename T> struct Aligned {

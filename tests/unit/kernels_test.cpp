@@ -2,6 +2,8 @@
 // with tails (sizes that are not multiples of the lane or block widths), on long-tailed random
 // data. Outputs are poisoned with NaN first, so an element a kernel forgets stays NaN and fails;
 // an output of all zeros is refused even when the reference agrees.
+#include "LongTailedRandom.h"
+
 #include "hetc/runtime/Kernels.h"
 
 #include <gtest/gtest.h>
@@ -17,31 +19,9 @@
 namespace hetc::kernels {
 namespace {
 
+using test::LongTailedRandom;
+
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// Mostly uniform in [-1, 1), with one value in `tailEvery` scaled by `tailScale`.
-class LongTailedRandom {
-public:
-  explicit LongTailedRandom(uint32_t seed) : engine_(seed) {}
-  float next(float tailScale = 30.0f, int tailEvery = 40) {
-    float value = std::uniform_real_distribution<float>(-1.0f, 1.0f)(engine_);
-    if (std::uniform_int_distribution<int>(0, tailEvery - 1)(engine_) == 0)
-      value *= tailScale;
-    return value;
-  }
-  std::vector<float> vector(size_t n, float tailScale = 30.0f) {
-    std::vector<float> out(n);
-    for (float &v : out)
-      v = next(tailScale);
-    return out;
-  }
-  uint32_t index(uint32_t below) {
-    return std::uniform_int_distribution<uint32_t>(0, below - 1)(engine_);
-  }
-
-private:
-  std::mt19937 engine_;
-};
 
 // got[i] must be within rtol * magnitude[i] of want[i], where magnitude is the sum of absolute
 // terms that formed want[i] (so cancellation does not demand impossible accuracy).

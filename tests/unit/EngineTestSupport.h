@@ -1,0 +1,52 @@
+// Engines on the tiny test plan for the runtime's tests: the plan written to disk and loaded the
+// way `hetc run` loads it, and engines created on it with any failure reported to the test.
+#pragma once
+
+#include "TestPlans.h"
+
+#include "hetc/runtime/Engine.h"
+#include "hetc/runtime/Plan.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace hetc::test {
+
+// The engine for `plan`, or null after recording a test failure with the reason.
+inline std::unique_ptr<Engine> createEngine(const std::shared_ptr<const Plan> &plan,
+                                            const EngineOptions &options) {
+  Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
+  EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.message());
+  return created.ok() ? std::move(created.value()) : nullptr;
+}
+
+// A tiny plan written to disk and loaded the way `hetc run` loads it. `plan` stays null (after a
+// recorded failure) if writing or loading fails.
+struct LoadedTinyPlan {
+  explicit LoadedTinyPlan(const TinyPlanShape &shape) : tiny(buildTinyPlan(shape)) {
+    const std::string path = dir.file("tiny.hplan");
+    Status written = writeTinyPlan(path, tiny);
+    EXPECT_TRUE(written.ok()) << written.message();
+    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
+    EXPECT_TRUE(loaded.ok()) << (loaded.ok() ? "" : loaded.message());
+    if (loaded.ok())
+      plan = std::shared_ptr<const Plan>(std::move(loaded.value()));
+  }
+
+  std::unique_ptr<Engine> engine(unsigned threads, bool pin = false, bool profile = false) const {
+    EngineOptions options;
+    options.threads = threads;
+    options.pin = pin;
+    options.profile = profile;
+    return createEngine(plan, options);
+  }
+
+  ScratchDir dir;
+  TinyPlan tiny;
+  std::shared_ptr<const Plan> plan;
+};
+
+} // namespace hetc::test
