@@ -139,7 +139,8 @@ void OpResolver::setTasks(ResolvedOp &op, size_t axisLength) const {
   size_t grain = op_->task_grain();
   if (grain == 0)
     grain = ceilDiv(axisLength, std::max<size_t>(op_->task_count(), 1));
-  op.taskGrain = std::max<size_t>(grain, 1);
+  // A grain beyond the axis is one task over all of it; clamping keeps ceilDiv from wrapping.
+  op.taskGrain = std::clamp<size_t>(grain, 1, std::max<size_t>(axisLength, 1));
   op.taskCount = std::max<size_t>(ceilDiv(axisLength, op.taskGrain), 1);
 }
 
@@ -257,7 +258,7 @@ Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
   op.planOp = index;
   // Row-wise ops split the step's rows into tasks of task_grain rows.
   op.taskGrain = op_->task_grain() != 0
-                     ? op_->task_grain()
+                     ? std::min<size_t>(op_->task_grain(), maxStepTokens_)
                      : ceilDiv(maxStepTokens_, std::max<size_t>(op_->task_count(), 1));
   op.taskCount = ceilDiv(maxStepTokens_, op.taskGrain);
   const flatbuffers::Vector<uint64_t> *shape = nullptr;

@@ -14,8 +14,10 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-Status checkPrompts(const Engine &engine, const std::vector<std::vector<int32_t>> &prompts,
-                    uint32_t maxNew) {
+} // namespace
+
+Status checkGenerateRequest(const Engine &engine,
+                            const std::vector<std::vector<int32_t>> &prompts, uint32_t maxNew) {
   if (prompts.empty())
     return Status::error("no prompts given");
   if (prompts.size() > engine.maxBatch())
@@ -42,8 +44,6 @@ Status checkPrompts(const Engine &engine, const std::vector<std::vector<int32_t>
   return Status();
 }
 
-} // namespace
-
 size_t argmaxFirst(const float *values, size_t count) {
   size_t best = 0;
   for (size_t i = 1; i < count; ++i)
@@ -55,7 +55,7 @@ size_t argmaxFirst(const float *values, size_t count) {
 Result<GenerateResult> generateGreedy(Engine &engine,
                                       const std::vector<std::vector<int32_t>> &prompts,
                                       uint32_t maxNew, float *logitsOut) {
-  if (Status s = checkPrompts(engine, prompts, maxNew); !s)
+  if (Status s = checkGenerateRequest(engine, prompts, maxNew); !s)
     return s;
   const size_t count = prompts.size();
   const size_t vocab = engine.vocab();

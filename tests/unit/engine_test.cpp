@@ -1,6 +1,7 @@
 // The executor on the tiny test plans: results independent of threads, batching and chunking,
 // agreement with a full-recompute reference written here, clear limit errors, and no allocation
 // once decoding runs.
+#include "EngineTestSupport.h"
 #include "TestPlans.h"
 
 #include "hetc/runtime/Engine.h"
@@ -56,34 +57,9 @@ void operator delete[](void *p, size_t, std::align_val_t) noexcept { std::free(p
 namespace hetc {
 namespace {
 
+using test::LoadedTinyPlan;
 using test::TinyPlan;
 using test::TinyPlanShape;
-
-// A tiny plan written to disk and loaded the way `hetc run` loads it.
-struct LoadedTinyPlan {
-  explicit LoadedTinyPlan(const TinyPlanShape &shape) : tiny(test::buildTinyPlan(shape)) {
-    const std::string path = dir.file("tiny.hplan");
-    Status written = test::writeTinyPlan(path, tiny);
-    EXPECT_TRUE(written.ok()) << written.message();
-    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
-    EXPECT_TRUE(loaded.ok()) << (loaded.ok() ? "" : loaded.message());
-    if (loaded.ok())
-      plan = std::shared_ptr<const Plan>(std::move(loaded.value()));
-  }
-
-  std::unique_ptr<Engine> engine(unsigned threads, bool pin = false) const {
-    EngineOptions options;
-    options.threads = threads;
-    options.pin = pin;
-    Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
-    EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.message());
-    return created.ok() ? std::move(created.value()) : nullptr;
-  }
-
-  test::ScratchDir dir;
-  TinyPlan tiny;
-  std::shared_ptr<const Plan> plan;
-};
 
 // A shape that exercises more than the defaults: two layers, three query heads per KV head,
 // head_dim 24, more positions than one attention score block (64), odd widths.
@@ -322,6 +298,38 @@ TEST(EngineTest, ChunkedPrefillEqualsOneStepPrefill) {
   }
 }
 
+// A task grain beyond its op's axis is one task over the whole axis, never a wrapped task count:
+// a plan whose grains are all 2^64-1 gives the compiler-grained plan's results bit for bit.
+TEST(EngineTest, OversizedTaskGrainsRunAsOneTask) {
+  const TinyPlanShape shape = largerShape();
+  const int32_t vocab = static_cast<int32_t>(shape.vocab);
+  const std::vector<std::vector<int32_t>> prompts = {promptOf(20, 5, vocab), promptOf(3, 4, vocab)};
+  LoadedTinyPlan reference(shape);
+  ASSERT_TRUE(reference.plan);
+  std::unique_ptr<Engine> referenceEngine = reference.engine(2);
+  ASSERT_TRUE(referenceEngine);
+  const Generation expected = generate(*referenceEngine, prompts, 5);
+
+  TinyPlan oversized = test::buildTinyPlan(shape);
+  for (auto &op : oversized.def.ops)
+    op->task_grain = UINT64_MAX;
+  test::ScratchDir dir;
+  const std::string path = dir.file("oversized-grain.hplan");
+  Status written = test::writeTinyPlan(path, oversized);
+  ASSERT_TRUE(written.ok()) << written.message();
+  Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EngineOptions options;
+  options.threads = 2;
+  options.pin = false;
+  std::unique_ptr<Engine> engine =
+      test::createEngine(std::shared_ptr<const Plan>(std::move(loaded.value())), options);
+  ASSERT_TRUE(engine);
+  const Generation got = generate(*engine, prompts, 5);
+  EXPECT_EQ(got.tokens, expected.tokens);
+  EXPECT_TRUE(sameBits(got.logits.data(), expected.logits.data(), got.logits.size()));
+}
+
 TEST(EngineTest, MatchesFullRecomputeReference) {
   TinyPlanShape tied;
   tied.tied_embeddings = true;
@@ -501,9 +509,7 @@ std::unique_ptr<Engine> engineWith(const std::shared_ptr<const Plan> &plan, unsi
   options.threads = threads;
   options.pin = false;
   options.portableKernels = portableKernels;
-  Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
-  EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.message());
-  return created.ok() ? std::move(created.value()) : nullptr;
+  return test::createEngine(plan, options);
 }
 
 // One sequence long enough for its decode rows to be split by positions over the threads (8

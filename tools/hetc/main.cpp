@@ -148,6 +148,9 @@ int runCommand(const RunArguments &args) {
     fail(created.message());
   hetc::Engine &engine = *created.value();
 
+  if (hetc::Status checked = hetc::checkGenerateRequest(engine, prompts, args.maxNew); !checked)
+    fail(checked.message());
+
   // Open the logits file before generating, so a bad path fails before the work; a run that
   // fails afterwards removes it rather than leave a file that looks like output.
   std::unique_ptr<std::FILE, int (*)(std::FILE *)> logitsFile(nullptr, &std::fclose);
@@ -173,6 +176,8 @@ int runCommand(const RunArguments &args) {
     std::cout << line << '\n';
   }
   std::cout.flush();
+  if (!std::cout)
+    fail("cannot write the generated ids to standard output");
 
   if (logitsFile) {
     writeNpy(logitsFile.get(), args.logitsOut, logits.data(),
