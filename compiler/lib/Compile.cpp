@@ -15,6 +15,10 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <optional>
 #include <string>
 
 using namespace mlir;
@@ -87,7 +91,7 @@ Status validate(const CompileOptions &options) {
     return Status::error("no output plan path given");
   if (options.maxBatch < 1)
     return Status::error("--max-batch must be at least 1, got 0");
-  if (options.maxSeq < 1)
+  if (!options.maxSeqAuto && options.maxSeq < 1)
     return Status::error("--max-seq must be at least 1, got 0");
   if (options.maxStepTokens < 1)
     return Status::error("--max-step-tokens must be at least 1, got 0");
@@ -96,6 +100,50 @@ Status validate(const CompileOptions &options) {
                          ") must be at least --max-batch (" + std::to_string(options.maxBatch) +
                          "): a decode step of every sequence needs one token each");
   return Status();
+}
+
+// MemAvailable from /proc/meminfo in bytes, or nothing where it cannot be read.
+std::optional<uint64_t> availableMemory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    unsigned long long kib = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1)
+      return static_cast<uint64_t>(kib) * 1024;
+  }
+  return std::nullopt;
+}
+
+std::string gib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  return text;
+}
+
+// The largest max-seq whose plan needs at most `budget` bytes: KV grows linearly with max-seq,
+// weights and activations do not depend on it.
+uint64_t largestFittingSeq(const PlanMemory &memory, uint64_t budget) {
+  uint64_t fixed = memory.weightBytes + memory.activationBytes;
+  uint64_t perSeq = memory.kvBytesPerPosition * memory.maxBatch;
+  if (budget <= fixed || perSeq == 0)
+    return 0;
+  return (budget - fixed) / perSeq;
+}
+
+// What the engine needs beyond these (the step's token, position and slot arrays, its thread
+// pool, the per-op structs) is small and not counted.
+Status checkFits(const PlanMemory &memory, uint64_t available) {
+  if (memory.total() <= available)
+    return Status();
+  return Status::error(
+      "the plan needs " + gib(memory.total()) + " GiB (weights " + gib(memory.weightBytes) +
+      ", KV cache " + gib(memory.kvArenaBytes) + ", activations " + gib(memory.activationBytes) +
+      ") but this host has " + gib(available) +
+      " GiB available; the largest --max-seq that fits with --max-batch " +
+      std::to_string(memory.maxBatch) + " is " +
+      std::to_string(largestFittingSeq(memory, available)) +
+      " (the KV cache is reserved and only touched as positions are written, but a full context "
+      "must fit)");
 }
 
 } // namespace
@@ -135,14 +183,43 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   };
   if (Status status = runStage("raising", [](OpPassManager &pm) { addRaisingPasses(pm); }); !status)
     return status;
-  PlanBounds bounds{options.maxBatch, options.maxSeq, options.maxStepTokens};
+  const bool host = options.target == "host";
+  std::optional<uint64_t> available = host ? availableMemory() : std::nullopt;
+
+  uint64_t maxSeq = options.maxSeq;
+  if (options.maxSeqAuto) {
+    if (!available)
+      return Status::error("--max-seq auto needs MemAvailable from /proc/meminfo");
+    // Plan a copy with one position to learn the fixed part and the KV bytes per position.
+    OwningOpRef<ModuleOp> probe = module->clone();
+    PassManager pm(&context, ModuleOp::getOperationName());
+    addPlanningPasses(pm, PlanBounds{options.maxBatch, 1, options.maxStepTokens});
+    if (failed(pm.run(*probe)))
+      return Status::error(diagnostics.message().empty() ? "planning failed"
+                                                         : diagnostics.message());
+    PlanMemory memory;
+    if (failed(measurePlan(*probe, weights, options.target, options.weights, memory, error)))
+      return Status::error(error);
+    // 10% of the available memory is left as headroom.
+    maxSeq = std::min(largestFittingSeq(memory, *available / 10 * 9), kMaxAutoSeq);
+    if (maxSeq < 1)
+      return Status::error("--max-seq auto: not one position fits in 90% of the " +
+                           gib(*available) + " GiB available (weights " + gib(memory.weightBytes) +
+                           " GiB, activations " + gib(memory.activationBytes) + " GiB)");
+    llvm::errs() << "hetc: --max-seq auto: " << maxSeq << "\n";
+  }
+
+  PlanBounds bounds{options.maxBatch, maxSeq, options.maxStepTokens};
   if (Status status =
           runStage("planning", [&](OpPassManager &pm) { addPlanningPasses(pm, bounds); });
       !status)
     return status;
 
-  if (failed(emitPlan(*module, weights, options.target, options.weights, options.outputPath,
-                      error)))
+  PlanMemoryCheck check;
+  if (available)
+    check = [&](const PlanMemory &memory) { return checkFits(memory, *available); };
+  if (failed(emitPlan(*module, weights, options.target, options.weights, options.outputPath, error,
+                      check)))
     return Status::error(error);
   return Status();
 }

@@ -724,13 +724,52 @@ LogicalResult PlanBuilder::build(const std::string &target) {
 
 } // namespace
 
-LogicalResult hetc::compiler::emitPlan(ModuleOp module, const WeightStore &weights,
-                                       const std::string &target, WeightFormat linearWeights,
-                                       const std::string &path, std::string &error) {
+namespace {
+
+PlanMemory memoryOf(PlanBuilder &builder) {
+  PlanMemory memory;
+  for (const WeightPayload &payload : builder.payloads())
+    memory.weightBytes += payload.size;
+  const plan::PlanDefT &plan = builder.plan();
+  memory.activationBytes = plan.activation_arena_size;
+  if (const plan::KvCacheDefT *kv = plan.kv_cache.get()) {
+    memory.kvArenaBytes = kv->arena_size;
+    memory.kvBytesPerPosition = static_cast<uint64_t>(kv->layers) * kv->kv_heads * kv->head_dim *
+                                2 * static_cast<uint64_t>(kElementBytes);
+    memory.maxBatch = kv->slots;
+    memory.maxSeq = kv->max_seq;
+  }
+  return memory;
+}
+
+} // namespace
+
+LogicalResult hetc::compiler::measurePlan(ModuleOp module, const WeightStore &weights,
+                                          const std::string &target, WeightFormat linearWeights,
+                                          PlanMemory &memory, std::string &error) {
   PlanBuilder builder(module, weights, linearWeights);
   if (failed(builder.build(target))) {
     error = builder.error();
     return failure();
+  }
+  memory = memoryOf(builder);
+  return success();
+}
+
+LogicalResult hetc::compiler::emitPlan(ModuleOp module, const WeightStore &weights,
+                                       const std::string &target, WeightFormat linearWeights,
+                                       const std::string &path, std::string &error,
+                                       const PlanMemoryCheck &check) {
+  PlanBuilder builder(module, weights, linearWeights);
+  if (failed(builder.build(target))) {
+    error = builder.error();
+    return failure();
+  }
+  if (check) {
+    if (Status status = check(memoryOf(builder)); !status) {
+      error = status.message();
+      return failure();
+    }
   }
   Status status = writePlanFile(path, builder.plan(), builder.payloads());
   if (!status) {

@@ -341,6 +341,14 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
   os << "  K at byte " << kv.k_offset() << ", V at byte " << kv.v_offset() << ", arena "
      << humanBytes(kv.arena_size()) << "\n";
 
+  os << "\nmemory: "
+     << humanBytes(totals.weightBytes + kv.arena_size() + def.activation_arena_size())
+     << " in total\n";
+  os << "  weights " << humanBytes(totals.weightBytes) << "\n";
+  os << "  kv cache " << humanBytes(kv.arena_size())
+     << " (reserved; touched only as positions are written)\n";
+  os << "  activation arena " << humanBytes(def.activation_arena_size()) << "\n";
+
   const HostKernels kernels = hostKernels(plan);
   os << "\nkernels on this host (" << describeCpuFeatures(hostCpuFeatures()) << "):\n";
   if (!kernels.error.empty())
@@ -488,6 +496,15 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
   json.field("total_bytes", totals.weightBytes);
   json.endObject();
   json.field("total_tasks", totals.tasks);
+
+  // KV arena bytes are reserved address space, touched only as positions are written.
+  json.key("memory");
+  json.beginObject();
+  json.field("weight_bytes", totals.weightBytes);
+  json.field("kv_arena_bytes", kv.arena_size());
+  json.field("activation_arena_bytes", def.activation_arena_size());
+  json.field("total_bytes", totals.weightBytes + kv.arena_size() + def.activation_arena_size());
+  json.endObject();
 
   const HostKernels kernels = hostKernels(plan);
   json.key("kernels");

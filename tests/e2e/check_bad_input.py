@@ -13,9 +13,13 @@ and print a message on stderr that mentions the given word:
   ONNX file cut to half                         onnx
   --target nosuch                               target
   a prompt id >= vocab                          vocab
+  --max-batch 64 --max-seq 100000000            available and largest --max-seq (exit 1)
+and that --max-seq auto compiles a plan whose inspect --json shows max_seq > 0 and a memory
+section.
 """
 
 import argparse
+import json
 import os
 import struct
 import sys
@@ -194,9 +198,36 @@ def check(a):
     attempt("prompt id >= vocab",
             [hetc, "run", plan, "--prompt-ids", f"5,{TINY_VOCAB},7", "--max-new", "4"], ["vocab"])
 
+    too_big = [hetc, "compile", onnx_path, "--target", "host", "--max-batch", "64",
+               "--max-seq", "100000000", "-o", os.path.join(work, "too_big.hplan")]
+    attempt("plan larger than the available memory", too_big, ["available"])
+    proc = run(too_big, "hetc compile of a plan too large", timeout=120, expect_success=False)
+    if proc.returncode != 1 or "largest --max-seq" not in proc.stderr:
+        print(f"FAIL plan larger than the available memory: exit {proc.returncode}, expected 1 "
+              f"and 'largest --max-seq':\n{indent(proc.stderr)}", flush=True)
+        failures.append("plan larger than the available memory (message)")
+    if os.path.exists(os.path.join(work, "too_big.hplan")):
+        print("FAIL plan larger than the available memory: a plan file was written", flush=True)
+        failures.append("plan larger than the available memory (file)")
+
     if failures:
-        raise CheckFailed(f"{len(failures)} of 7 bad inputs not refused properly: {', '.join(failures)}")
-    print("PASS: all 7 bad inputs refused with a clear message and a non-zero exit", flush=True)
+        raise CheckFailed(f"{len(failures)} of 8 bad inputs not refused properly: {', '.join(failures)}")
+    print("PASS: all 8 bad inputs refused with a clear message and a non-zero exit", flush=True)
+
+    auto_plan = os.path.join(work, "auto.hplan")
+    proc = run([hetc, "compile", onnx_path, "--target", "host", "--max-batch", MAX_BATCH,
+                "--max-seq", "auto", "-o", auto_plan], "hetc compile --max-seq auto")
+    if "--max-seq auto:" not in proc.stderr:
+        raise CheckFailed(f"--max-seq auto did not print the chosen value:\n{indent(proc.stderr)}")
+    report = json.loads(run([hetc, "inspect", auto_plan, "--json"], "hetc inspect --json").stdout)
+    max_seq = report["kv_cache"]["max_seq"]
+    memory = report["memory"]
+    if max_seq <= 0 or report["bounds"]["max_seq"] != max_seq:
+        raise CheckFailed(f"--max-seq auto: max_seq {max_seq}, bounds {report['bounds']}")
+    if memory["total_bytes"] != (memory["weight_bytes"] + memory["kv_arena_bytes"]
+                                 + memory["activation_arena_bytes"]) or memory["weight_bytes"] <= 0:
+        raise CheckFailed(f"inspect memory section: {memory}")
+    print(f"ok   --max-seq auto: max_seq {max_seq}, memory {memory}", flush=True)
 
 
 def main(argv=None):

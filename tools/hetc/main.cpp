@@ -233,7 +233,7 @@ struct CompileArguments {
   std::string outputPath;
   std::string target = "host";
   uint32_t maxBatch = 4;
-  uint64_t maxSeq = 4096;
+  std::string maxSeq = "4096";
   uint32_t maxStepTokens = 512;
   std::string weights = "bf16";
   bool verbose = false;
@@ -246,7 +246,18 @@ int compileCommand(const CompileArguments &args) {
   options.outputPath = args.outputPath;
   options.target = args.target;
   options.maxBatch = args.maxBatch;
-  options.maxSeq = args.maxSeq;
+  if (args.maxSeq == "auto") {
+    options.maxSeqAuto = true;
+  } else {
+    size_t used = 0;
+    try {
+      options.maxSeq = std::stoull(args.maxSeq, &used);
+    } catch (const std::exception &) {
+      used = 0;
+    }
+    if (used == 0 || used != args.maxSeq.size() || args.maxSeq[0] == '-')
+      fail("--max-seq: expected a number of positions or auto, got '" + args.maxSeq + "'");
+  }
   options.maxStepTokens = args.maxStepTokens;
   options.weights = args.weights == "f32" ? hetc::compiler::WeightFormat::F32
                                           : hetc::compiler::WeightFormat::BF16;
@@ -272,7 +283,10 @@ int runTool(int argc, char **argv) {
   compile->add_option("--target", compileArgs.target, "Target machine")->capture_default_str();
   compile->add_option("--max-batch", compileArgs.maxBatch, "Sequence slots (B_max)")
       ->capture_default_str();
-  compile->add_option("--max-seq", compileArgs.maxSeq, "Positions per sequence (S_max)")
+  compile
+      ->add_option("--max-seq", compileArgs.maxSeq,
+                   "Positions per sequence (S_max), or auto: the largest that fits in 90% of the "
+                   "available memory")
       ->capture_default_str();
   compile
       ->add_option("--max-step-tokens", compileArgs.maxStepTokens,

@@ -20,12 +20,18 @@ struct CompileOptions {
   std::string target = "host";               // only "host" is known until targets arrive as data
   uint32_t maxBatch = 4;                     // sequence slots
   uint64_t maxSeq = 4096;                    // positions per sequence
+  bool maxSeqAuto = false;                   // largest max-seq that fits the host (maxSeq unused)
   uint32_t maxStepTokens = 512;              // tokens one step processes (prefill chunk)
   WeightFormat weights = WeightFormat::BF16; // linear and lm_head weights
   bool verbose = false;                      // print the IR after each stage to stderr
 };
 
+// The largest max-seq --max-seq auto picks.
+inline constexpr uint64_t kMaxAutoSeq = uint64_t{1} << 24;
+
 // Imports, raises, plans and emits. Every failure is one message naming the node, op or limit.
+// For the host target the plan must fit in MemAvailable (/proc/meminfo): weights, KV cache at full
+// max-seq and activations, else it fails naming the largest --max-seq that would fit.
 Status compileOnnxToPlan(const CompileOptions &options);
 
 } // namespace hetc::compiler

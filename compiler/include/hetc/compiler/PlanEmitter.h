@@ -6,6 +6,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 namespace hetc::compiler {
@@ -16,8 +18,28 @@ namespace hetc::compiler {
 // BF16 lm_head tied to the embedding is also the embedding's table (one copy). `target` is
 // recorded in the plan. On failure sets `error` to one message naming the op, weight or
 // attribute at fault; `path` is then left as it was.
+// The memory a plan needs to run, in bytes.
+struct PlanMemory {
+  uint64_t weightBytes = 0;        // the weight segments the plan file holds
+  uint64_t kvArenaBytes = 0;       // K and V for every layer, slot and position up to max-seq
+  uint64_t activationBytes = 0;    // the activation arena
+  uint64_t kvBytesPerPosition = 0; // one position of one slot: layers x kv_heads x head_dim x 2 x 4
+  uint64_t maxBatch = 0;
+  uint64_t maxSeq = 0;
+  uint64_t total() const { return weightBytes + kvArenaBytes + activationBytes; }
+};
+
+// Called with the plan's memory before anything is written; an error stops the emission.
+using PlanMemoryCheck = std::function<Status(const PlanMemory &)>;
+
 mlir::LogicalResult emitPlan(mlir::ModuleOp module, const WeightStore &weights,
                              const std::string &target, WeightFormat linearWeights,
-                             const std::string &path, std::string &error);
+                             const std::string &path, std::string &error,
+                             const PlanMemoryCheck &check = {});
+
+// Builds the plan as emitPlan does, writes nothing, and sets `memory` to what it needs.
+mlir::LogicalResult measurePlan(mlir::ModuleOp module, const WeightStore &weights,
+                                const std::string &target, WeightFormat linearWeights,
+                                PlanMemory &memory, std::string &error);
 
 } // namespace hetc::compiler
