@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -441,38 +442,50 @@ TEST(EngineTest, RefusesWhatThePortableKernelsCannotRun) {
   EXPECT_NE(created.message().find("f32 only"), std::string::npos) << created.message();
 }
 
-TEST(EngineTest, DecodeStepsDoNotAllocate) {
-  for (unsigned threads : {1u, 2u}) {
-    LoadedTinyPlan loaded(largerShape());
-    ASSERT_TRUE(loaded.plan);
-    std::unique_ptr<Engine> engine = loaded.engine(threads);
-    ASSERT_TRUE(engine);
-    // Everything the loop touches exists before counting starts.
-    const int32_t prompts[3][5] = {{1, 2, 3, 4, 5}, {6, 7}, {8, 9, 10}};
-    const uint32_t lengths[3] = {5, 2, 3};
-    int32_t next[3] = {0, 0, 0};
-    StepSequence sequences[3];
-    for (uint32_t s = 0; s < 3; ++s)
-      sequences[s] = {s, 0, prompts[s], lengths[s], true};
-    ASSERT_TRUE(engine->step(sequences, 3).ok());
+// Prefills three ragged prompts, then runs 20 decode steps returning `output`, and counts the
+// allocations from decode step `countFrom` on (earlier steps may warm up); nullopt if a step failed.
+std::optional<size_t> decodeAllocations(unsigned threads, StepOutput output, int countFrom) {
+  LoadedTinyPlan loaded(largerShape());
+  if (!loaded.plan)
+    return std::nullopt;
+  std::unique_ptr<Engine> engine = loaded.engine(threads);
+  if (!engine)
+    return std::nullopt;
+  // Everything the loop touches exists before counting starts.
+  const int32_t prompts[3][5] = {{1, 2, 3, 4, 5}, {6, 7}, {8, 9, 10}};
+  const uint32_t lengths[3] = {5, 2, 3};
+  int32_t next[3] = {0, 0, 0};
+  StepSequence sequences[3];
+  for (uint32_t s = 0; s < 3; ++s)
+    sequences[s] = {s, 0, prompts[s], lengths[s], true};
+  if (!engine->step(sequences, 3, output).ok())
+    return std::nullopt;
 
-    bool allOk = true;
-    size_t allocationsAfterFirstDecode = 0;
-    for (int step = 0; step < 20; ++step) {
-      for (uint32_t s = 0; s < 3; ++s) {
-        next[s] = static_cast<int32_t>(argmaxFirst(engine->logits(s), engine->vocab()));
-        sequences[s].start += sequences[s].count;
-        sequences[s].tokens = &next[s];
-        sequences[s].count = 1;
-      }
-      allOk = engine->step(sequences, 3).ok() && allOk;
-      if (step == 0)
-        allocationsAfterFirstDecode = gAllocations.load();
+  bool allOk = true;
+  size_t before = gAllocations.load();
+  for (int step = 0; step < 20; ++step) {
+    if (step == countFrom)
+      before = gAllocations.load();
+    for (uint32_t s = 0; s < 3; ++s) {
+      next[s] = output == StepOutput::Argmax
+                    ? engine->argmax(s)
+                    : static_cast<int32_t>(argmaxFirst(engine->logits(s), engine->vocab()));
+      sequences[s].start += sequences[s].count;
+      sequences[s].tokens = &next[s];
+      sequences[s].count = 1;
     }
-    const size_t allocations = gAllocations.load() - allocationsAfterFirstDecode;
-    EXPECT_TRUE(allOk);
-    EXPECT_EQ(allocations, 0u) << "with " << threads << " threads";
+    allOk = engine->step(sequences, 3, output).ok() && allOk;
   }
+  const size_t allocations = gAllocations.load() - before;
+  if (!allOk)
+    return std::nullopt;
+  return allocations;
+}
+
+TEST(EngineTest, DecodeStepsDoNotAllocate) {
+  for (unsigned threads : {1u, 2u})
+    EXPECT_EQ(decodeAllocations(threads, StepOutput::Logits, 1), std::optional<size_t>(0))
+        << "with " << threads << " threads";
 }
 
 TEST(EngineTest, ProfiledDecodeStepsDoNotAllocate) {
@@ -658,32 +671,9 @@ TEST(EngineTest, ArgmaxStepsPickTheFirstLargestLogit) {
 }
 
 TEST(EngineTest, ArgmaxDecodeStepsDoNotAllocate) {
-  for (unsigned threads : {1u, 2u}) {
-    LoadedTinyPlan loaded(largerShape());
-    ASSERT_TRUE(loaded.plan);
-    std::unique_ptr<Engine> engine = loaded.engine(threads);
-    ASSERT_TRUE(engine);
-    const int32_t prompts[3][5] = {{1, 2, 3, 4, 5}, {6, 7}, {8, 9, 10}};
-    const uint32_t lengths[3] = {5, 2, 3};
-    int32_t next[3] = {0, 0, 0};
-    StepSequence sequences[3];
-    for (uint32_t s = 0; s < 3; ++s)
-      sequences[s] = {s, 0, prompts[s], lengths[s], true};
-    ASSERT_TRUE(engine->step(sequences, 3, StepOutput::Argmax).ok());
-    const size_t before = gAllocations.load();
-    bool allOk = true;
-    for (int step = 0; step < 20; ++step) {
-      for (uint32_t s = 0; s < 3; ++s) {
-        next[s] = engine->argmax(s);
-        sequences[s].start += sequences[s].count;
-        sequences[s].tokens = &next[s];
-        sequences[s].count = 1;
-      }
-      allOk = engine->step(sequences, 3, StepOutput::Argmax).ok() && allOk;
-    }
-    EXPECT_TRUE(allOk);
-    EXPECT_EQ(gAllocations.load() - before, 0u) << "with " << threads << " threads";
-  }
+  for (unsigned threads : {1u, 2u})
+    EXPECT_EQ(decodeAllocations(threads, StepOutput::Argmax, 0), std::optional<size_t>(0))
+        << "with " << threads << " threads";
 }
 
 } // namespace

@@ -1,4 +1,5 @@
 #include "BenchCommand.h"
+#include "../PrintfString.h"
 
 #include "hetc/runtime/DecodeBenchmark.h"
 #include "hetc/runtime/Engine.h"
@@ -7,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -24,14 +24,7 @@ constexpr size_t kTopOps = 12;
 
 [[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
 
-std::string format(const char *pattern, ...) {
-  char buffer[512];
-  va_list args;
-  va_start(args, pattern);
-  std::vsnprintf(buffer, sizeof(buffer), pattern, args);
-  va_end(args);
-  return buffer;
-}
+using hetc::tools::format;
 
 std::string describeFill(const DecodeBenchReport &r) {
   if (r.context == 0)

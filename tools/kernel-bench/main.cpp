@@ -6,6 +6,7 @@
 // The timing loop is written here rather than with Google Benchmark because every figure is a
 // ratio between two measurements of one run (kernel and probe, kernel and oneDNN), which that
 // library's per-benchmark reports do not express.
+#include "../PrintfString.h"
 #include "codegen/cpu/Linear.h"
 #include "codegen/cpu/WeightLayout.h"
 #include "hetc/runtime/Attention.h"
@@ -26,7 +27,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -54,14 +54,7 @@ struct Settings {
   unsigned rounds = 3;        // turns the kernel and oneDNN take on each shape
 };
 
-std::string format(const char *pattern, ...) {
-  char buffer[512];
-  va_list args;
-  va_start(args, pattern);
-  std::vsnprintf(buffer, sizeof(buffer), pattern, args);
-  va_end(args);
-  return buffer;
-}
+using hetc::tools::format;
 
 // Seconds per call: the fastest of at least `minRuns` timed runs lasting `budgetSeconds`
 // together, after one warm-up run, where a run is `callsPerRun` calls call(0..callsPerRun-1). A
