@@ -7,9 +7,6 @@
 
 #include "mlir/IR/Builders.h"
 
-#include <optional>
-#include <utility>
-
 namespace hetc {
 #define GEN_PASS_DEF_FUSERESIDUALADD
 #include "hetc/compiler/Passes.h.inc"
@@ -20,19 +17,6 @@ using namespace hetc;
 using namespace hetc::planning;
 
 namespace {
-
-// Byte range [begin, end) of buffer `index` in the activation arena.
-std::optional<std::pair<int64_t, int64_t>> bufferBytes(ArrayAttr buffers, int64_t index) {
-  if (index < 0 || static_cast<size_t>(index) >= buffers.size())
-    return std::nullopt;
-  auto dict = dyn_cast<DictionaryAttr>(buffers[index]);
-  std::optional<int64_t> offset = getIntField(dict, "offset");
-  std::optional<int64_t> rows = getIntField(dict, "rows");
-  std::optional<int64_t> stride = getIntField(dict, "row_stride");
-  if (!offset || !rows || !stride)
-    return std::nullopt;
-  return std::make_pair(*offset, *offset + *rows * *stride);
-}
 
 struct FuseResidualAddPass : public hetc::impl::FuseResidualAddBase<FuseResidualAddPass> {
   void runOnOperation() override;
@@ -74,14 +58,14 @@ void FuseResidualAddPass::runOnOperation() {
       return signalPassFailure();
     }
     const int64_t residual = add.getLhs() == linear.getResult() ? addIn[1] : addIn[0];
-    auto input = bufferBytes(buffers, linearIn[0]);
-    auto output = bufferBytes(buffers, addOut[0]);
+    auto input = bufferByteRange(buffers, linearIn[0]);
+    auto output = bufferByteRange(buffers, addOut[0]);
     if (!input || !output) {
       add.emitOpError("names a buffer that hetc.buffers does not describe");
       return signalPassFailure();
     }
     // The kernel reads all of x while it writes y: they must not share bytes.
-    if (input->first < output->second && output->first < input->second)
+    if (byteRangesOverlap(*input, *output))
       continue;
     linear->setAttr(kBuffersIn, b.getDenseI64ArrayAttr({linearIn[0], residual}));
     linear->setAttr(kBuffersOut, b.getDenseI64ArrayAttr({addOut[0]}));

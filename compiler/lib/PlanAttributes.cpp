@@ -66,4 +66,16 @@ std::optional<int64_t> getIntField(DictionaryAttr dict, StringRef name) {
   return std::nullopt;
 }
 
+std::optional<std::pair<int64_t, int64_t>> bufferByteRange(ArrayAttr buffers, int64_t index) {
+  if (index < 0 || static_cast<size_t>(index) >= buffers.size())
+    return std::nullopt;
+  auto dict = dyn_cast<DictionaryAttr>(buffers[index]);
+  std::optional<int64_t> offset = getIntField(dict, "offset");
+  std::optional<int64_t> rows = getIntField(dict, "rows");
+  std::optional<int64_t> stride = getIntField(dict, "row_stride");
+  if (!offset || !rows || !stride)
+    return std::nullopt;
+  return std::make_pair(*offset, *offset + *rows * *stride);
+}
+
 } // namespace hetc::planning

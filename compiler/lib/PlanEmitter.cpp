@@ -595,6 +595,17 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             if (params.residual && def->inputs.size() != 2)
               return fail(def->name + " is fused with a residual add but reads " +
                           Twine(def->inputs.size()) + " buffers, not 2");
+            // Fused with the swiglu after it: reads [x, other operand] (hetc-fuse-swiglu).
+            if (auto role = linear->getAttrOfType<StringAttr>(kSwiGlu)) {
+              if (role.getValue() != kSwiGluGate && role.getValue() != kSwiGluUp)
+                return fail(def->name + " has hetc.swiglu \"" + role.getValue() +
+                            "\"; expected \"gate\" or \"up\"");
+              if (params.residual || def->inputs.size() != 2)
+                return fail(def->name + " is fused with a swiglu but reads " +
+                            Twine(def->inputs.size()) + " buffers, not 2, or also a residual");
+              params.swiglu = role.getValue() == kSwiGluGate ? plan::SwiGluRoleDef::Gate
+                                                             : plan::SwiGluRoleDef::Up;
+            }
             def->params.Set(std::move(params));
             return addWeight(linear.getW(), linearWeight, def->name + ".weight");
           })

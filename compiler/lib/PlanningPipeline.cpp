@@ -11,4 +11,5 @@ void hetc::addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds) 
   pm.addPass(createPlanMemory(memory));
   pm.addPass(createPartitionTasks());
   pm.addPass(createFuseResidualAdd());
+  pm.addPass(createFuseSwiGlu());
 }

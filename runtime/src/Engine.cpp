@@ -230,8 +230,10 @@ void runLinearBf16(const ResolvedOp &op, size_t rows, const uint32_t *sourceRows
   call.yStride = yStride;
   call.yRows = yRows;
   call.yFirstColumn = yFirstColumn;
-  call.residual = op.in[1].data;
-  call.residualStride = op.in[1].stride;
+  if (op.linear->residual()) {
+    call.residual = op.in[1].data;
+    call.residualStride = op.in[1].stride;
+  }
   call.colBegin = begin;
   call.colEnd = end;
   op.linear->run(call);
@@ -323,6 +325,18 @@ Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
       return fail("output overlaps the input");
     const auto *linearParams = op_->params_as_LinearParamsDef();
     const bool residual = !lmHead && linearParams && linearParams->residual();
+    const plan::SwiGluRoleDef swiGlu =
+        lmHead || !linearParams ? plan::SwiGluRoleDef::None : linearParams->swiglu();
+    op.swiGlu = swiGlu == plan::SwiGluRoleDef::Gate ? ResolvedOp::SwiGluRole::Gate
+                : swiGlu == plan::SwiGluRoleDef::Up ? ResolvedOp::SwiGluRole::Up
+                                                    : ResolvedOp::SwiGluRole::None;
+    if (op.swiGlu != ResolvedOp::SwiGluRole::None) {
+      if (Status s = buffer(1, true, T, op.in[1]); !s)
+        return s;
+      // Each task writes its columns of the output before it reads the same columns here.
+      if (overlaps(op_->inputs()->Get(1), op_->outputs()->Get(0)))
+        return fail("output overlaps the operand of its fused swiglu");
+    }
     if (residual) {
       if (Status s = buffer(1, true, T, op.in[1]); !s)
         return s;
@@ -799,6 +813,21 @@ void Engine::mergeArgmax() {
   }
 }
 
+// A fused SwiGlu on columns [begin, end) of a Linear's output, right after the task wrote them:
+// the swiglu kernel the SwiGlu op would run, on the same values, so the bits are the same.
+void Engine::applySwiGlu(const ResolvedOp &op, size_t rows, size_t begin, size_t end) const {
+  if (op.swiGlu == ResolvedOp::SwiGluRole::None)
+    return;
+  float *y = op.out.data + begin;
+  const float *other = op.in[1].data + begin;
+  if (op.swiGlu == ResolvedOp::SwiGluRole::Gate)
+    vector_->swiGlu(y, op.out.stride, other, op.in[1].stride, end - begin, y, op.out.stride, 0,
+                    rows);
+  else
+    vector_->swiGlu(other, op.in[1].stride, y, op.out.stride, end - begin, y, op.out.stride, 0,
+                    rows);
+}
+
 void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) const {
   using Kind = ResolvedOp::Kind;
   const size_t T = stepTokens_;
@@ -818,20 +847,23 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
     if (begin >= end)
       return;
     if (op.linear) {
-      if (op.kind == Kind::Linear)
+      if (op.kind == Kind::Linear) {
         runLinearBf16(op, T, nullptr, op.out.data, op.out.stride, nullptr, 0, begin, end);
-      else
+        applySwiGlu(op, T, begin, end);
+      } else {
         runLinearBf16(op, logitsCount_, logitsSourceRows_.get(), op.out.data, op.out.stride,
                       logitsOutputRows_.get(), 0, begin, end);
+      }
       return;
     }
     if (op.kind == Kind::Linear) {
       kernels::linear(op.in[0].data, op.in[0].stride, T, op.weight, op.in[0].cols, op.out.data,
                       op.out.stride, begin, end);
       // A fused residual: the same float32 sum the Add op would compute, on this task's columns.
-      if (op.in[1].data)
+      if (op.in[1].data && op.swiGlu == ResolvedOp::SwiGluRole::None)
         vector_->add(op.out.data + begin, op.out.stride, op.in[1].data + begin, op.in[1].stride,
                      end - begin, op.out.data + begin, op.out.stride, 0, T);
+      applySwiGlu(op, T, begin, end);
     } else
       kernels::lmHead(op.in[0].data, op.in[0].stride, logitsSourceRows_.get(),
                       logitsOutputRows_.get(), logitsCount_, op.weight, op.in[0].cols, op.out.data,

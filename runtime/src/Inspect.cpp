@@ -64,6 +64,25 @@ std::string shapeText(const flatbuffers::Vector<uint64_t> *shape) {
 
 std::string layerText(int32_t index) { return index < 0 ? "-" : std::to_string(index); }
 
+// The op after it that a Linear carries out in its epilogue: "add" (a residual add), "swiglu/gate"
+// or "swiglu/up" (a swiglu whose gate or up operand the linear computes); "-" for none.
+std::string epilogueText(const OpDef &op) {
+  const LinearParamsDef *params =
+      op.kind() == OpKindDef::Linear ? op.params_as_LinearParamsDef() : nullptr;
+  if (!params)
+    return "-";
+  if (params->residual())
+    return "add";
+  switch (params->swiglu()) {
+  case SwiGluRoleDef::Gate:
+    return "swiglu/gate";
+  case SwiGluRoleDef::Up:
+    return "swiglu/up";
+  default:
+    return "-";
+  }
+}
+
 uint64_t dtypeSize(DTypeDef dtype) { return dtype == DTypeDef::BF16 ? 2 : 4; }
 
 // Totals both printers show.
@@ -288,16 +307,17 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
   }
 
   os << "\nops (" << count(def.ops()) << ", " << totals.tasks << " tasks in total):\n";
-  const std::vector<Column> opColumns = {{4, true},   {9, false},  {5, true},  {8, true},
-                                         {6, false},  {10, false}, {7, false}, {7, false},
-                                         {12, false}, {0, false}};
+  const std::vector<Column> opColumns = {{4, true},  {9, false},  {11, false}, {5, true},
+                                         {8, true},  {6, false},  {10, false}, {7, false},
+                                         {7, false}, {12, false}, {0, false}};
   printRow(os, opColumns,
-           {"#", "kind", "layer", "sublayer", "device", "inputs", "outputs", "weights",
-            "tasks x grain", "name"});
+           {"#", "kind", "epilogue", "layer", "sublayer", "device", "inputs", "outputs",
+            "weights", "tasks x grain", "name"});
   for (uint32_t i = 0; i < count(def.ops()); ++i) {
     const OpDef &op = *def.ops()->Get(i);
     printRow(os, opColumns,
-             {std::to_string(i), EnumNameOpKindDef(op.kind()), layerText(op.layer()),
+             {std::to_string(i), EnumNameOpKindDef(op.kind()), epilogueText(op),
+              layerText(op.layer()),
               layerText(op.sublayer()), EnumNameDeviceDef(op.device()), indexList(op.inputs()),
               indexList(op.outputs()), indexList(op.weights()),
               std::to_string(op.task_count()) + " x " + std::to_string(op.task_grain()),
@@ -419,6 +439,7 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
     json.beginObject();
     json.field("index", i);
     json.field("kind", EnumNameOpKindDef(op.kind()));
+    json.field("epilogue", epilogueText(op));
     json.field("name", str(op.name()));
     json.field("layer", op.layer());
     json.field("sublayer", op.sublayer());

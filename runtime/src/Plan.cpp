@@ -460,14 +460,18 @@ private:
 
       KindRule rule = ruleFor(op->kind());
       const std::string kind = kindText(op->kind());
-      // A Linear with a fused residual add reads the residual as a second input.
-      const bool residual = op->kind() == OpKindDef::Linear && op->params_as_LinearParamsDef() &&
-                            op->params_as_LinearParamsDef()->residual();
-      if (residual)
+      // A Linear with a fused residual add reads the residual as a second input, one with a
+      // fused SwiGlu the swiglu's other operand.
+      const LinearParamsDef *linear =
+          op->kind() == OpKindDef::Linear ? op->params_as_LinearParamsDef() : nullptr;
+      const bool residual = linear && linear->residual();
+      const bool swiglu = linear && linear->swiglu() != SwiGluRoleDef::None;
+      if (residual || swiglu)
         rule.inputs = 2;
       if (count(op->inputs()) != rule.inputs)
         return fail(opText(i), " has ", count(op->inputs()), " inputs; a ", kind, " op",
-                    residual ? " with a residual" : "", " takes ", rule.inputs);
+                    residual ? " with a residual" : swiglu ? " with a fused swiglu" : "",
+                    " takes ", rule.inputs);
       if (count(op->weights()) != rule.weights)
         return fail(opText(i), " has ", count(op->weights()), " weights; a ", kind, " op takes ",
                     rule.weights);
@@ -556,11 +560,21 @@ private:
       Status status = checkSameColumns(i, "input and output differ", in(0), out);
       return status ? checkVectorWeight(i, weight(0), buffer(in(0)).cols(), "the norm") : status;
     }
-    case OpKindDef::Linear:
-      if (op.params_as_LinearParamsDef()->residual())
+    case OpKindDef::Linear: {
+      const LinearParamsDef &p = *op.params_as_LinearParamsDef();
+      if (p.swiglu() > SwiGluRoleDef::MAX)
+        return fail(opText(i), " has unknown swiglu role ", static_cast<unsigned>(p.swiglu()));
+      if (p.residual() && p.swiglu() != SwiGluRoleDef::None)
+        return fail(opText(i), " fuses both a residual add and a swiglu; a linear fuses one");
+      if (p.residual())
         if (Status status = checkSameColumns(i, "residual and output differ", in(1), out); !status)
           return status;
+      if (p.swiglu() != SwiGluRoleDef::None)
+        if (Status status = checkSameColumns(i, "swiglu operand and output differ", in(1), out);
+            !status)
+          return status;
       return checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols());
+    }
     case OpKindDef::Rope: {
       const RopeParamsDef &p = *op.params_as_RopeParamsDef();
       if (out != in(0))

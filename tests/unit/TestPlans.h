@@ -57,6 +57,11 @@ struct TinyPlanShape {
   // o_proj and down_proj with the residual Add fused in (LinearParamsDef.residual), writing the
   // Add's output; needs packed_bf16_linear.
   bool fused_residual = false;
+  // The SwiGlu fused into the linear before it (LinearParamsDef.swiglu): up_proj reads
+  // [normed, gate] and writes the SwiGlu's output, or with swiglu_gate_last, up_proj runs first
+  // and gate_proj reads [normed, up].
+  bool fused_swiglu = false;
+  bool swiglu_gate_last = false;
 };
 
 // The plan before writing, and the bytes of its weight segments.
@@ -419,14 +424,30 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
 
     beginSublayer(l, SublayerKindDef::FeedForward);
     rmsNorm(prefix + "post_attention_layernorm", layer, residual, normed, postNorm);
-    setEmptyParams(linearOp(OpKindDef::Linear, prefix + "mlp.gate_proj", layer, normed, gate,
-                            gateProj, shape.intermediate),
-                   LinearParamsDefT());
-    setEmptyParams(linearOp(OpKindDef::Linear, prefix + "mlp.up_proj", layer, normed, up, upProj,
-                            shape.intermediate),
-                   LinearParamsDefT());
-    setEmptyParams(rowOp(OpKindDef::SwiGlu, prefix + "mlp.act", layer, {gate, up}, act, {}),
-                   SwiGluParamsDefT());
+    const std::string gateName = prefix + "mlp.gate_proj", upName = prefix + "mlp.up_proj";
+    if (shape.fused_swiglu) {
+      // The first linear writes its operand; the second reads it and writes the SwiGlu's output.
+      const bool gateLast = shape.swiglu_gate_last;
+      setEmptyParams(linearOp(OpKindDef::Linear, gateLast ? upName : gateName, layer, normed,
+                              gateLast ? up : gate, gateLast ? upProj : gateProj,
+                              shape.intermediate),
+                     LinearParamsDefT());
+      OpDefT *fused = linearOp(OpKindDef::Linear, gateLast ? gateName : upName, layer, normed,
+                               act, gateLast ? gateProj : upProj, shape.intermediate);
+      fused->inputs.push_back(gateLast ? up : gate);
+      LinearParamsDefT params;
+      params.swiglu = gateLast ? SwiGluRoleDef::Gate : SwiGluRoleDef::Up;
+      fused->params.Set(std::move(params));
+    } else {
+      setEmptyParams(linearOp(OpKindDef::Linear, gateName, layer, normed, gate, gateProj,
+                              shape.intermediate),
+                     LinearParamsDefT());
+      setEmptyParams(
+          linearOp(OpKindDef::Linear, upName, layer, normed, up, upProj, shape.intermediate),
+          LinearParamsDefT());
+      setEmptyParams(rowOp(OpKindDef::SwiGlu, prefix + "mlp.act", layer, {gate, up}, act, {}),
+                     SwiGluParamsDefT());
+    }
     if (shape.fused_residual) {
       fusedLinear(prefix + "mlp.down_proj", act, residual, hidden, downProj);
     } else {

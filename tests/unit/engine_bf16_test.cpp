@@ -183,6 +183,31 @@ TEST(EngineBf16Test, FusedResidualGivesTheBitsOfTheSeparateAdd) {
   expectSameBits(teacherForced(*a, kPrompts, 3), teacherForced(*b, kPrompts, 3), "fused residual");
 }
 
+// With BF16 and float32 weights, whichever linear of gate and up runs second.
+TEST(EngineBf16Test, FusedSwiGluGivesTheBitsOfTheSeparateOp) {
+  for (const bool packed : {true, false})
+    for (const bool gateLast : {false, true}) {
+      SCOPED_TRACE(std::string(packed ? "bf16" : "f32") + (gateLast ? ", gate last" : ", up last"));
+      TinyPlanShape shape = bf16Shape();
+      shape.packed_bf16_linear = packed;
+      LoadedTinyPlan separate(shape);
+      shape.fused_swiglu = true;
+      shape.swiglu_gate_last = gateLast;
+      LoadedTinyPlan fused(shape);
+      ASSERT_TRUE(separate.plan && fused.plan);
+      EXPECT_EQ(fused.plan->def().ops()->size() + shape.layers,
+                separate.plan->def().ops()->size());
+      std::unique_ptr<Engine> a = fused.engine(2), b = separate.engine(3);
+      ASSERT_TRUE(a && b);
+      size_t swiGluOps = 0;
+      for (const ResolvedOp &op : a->resolvedOps())
+        swiGluOps += op.kind == ResolvedOp::Kind::SwiGlu;
+      EXPECT_EQ(swiGluOps, 0u) << "the fused plan runs no SwiGlu op";
+      expectSameBits(teacherForced(*a, kPrompts, 3), teacherForced(*b, kPrompts, 3),
+                     "fused swiglu");
+    }
+}
+
 TEST(EngineBf16Test, TiedTableIsThePackedLmHeadWeight) {
   TinyPlanShape shape = bf16Shape();
   shape.tied_embeddings = true;

@@ -511,6 +511,30 @@ std::vector<Mistake> mistakes() {
       {"UnknownOpKind",
        [](TinyPlan &t) { opNamed(t, kQProj).kind = static_cast<OpKindDef>(42); },
        {"unknown kind 42"}},
+      {"SwiGluWithoutItsOperand",
+       [](TinyPlan &t) {
+         LinearParamsDefT params;
+         params.swiglu = SwiGluRoleDef::Up;
+         opNamed(t, kQProj).params.Set(std::move(params));
+       },
+       {"(Linear '" + kQProj + "')", "has 1 inputs", "with a fused swiglu takes 2"}},
+      {"SwiGluAndResidual",
+       [](TinyPlan &t) {
+         LinearParamsDefT params;
+         params.swiglu = SwiGluRoleDef::Gate;
+         params.residual = true;
+         opNamed(t, kQProj).params.Set(std::move(params));
+         opNamed(t, kQProj).inputs.push_back(opNamed(t, kQProj).outputs[0]);
+       },
+       {"fuses both a residual add and a swiglu"}},
+      {"UnknownSwiGluRole",
+       [](TinyPlan &t) {
+         LinearParamsDefT params;
+         params.swiglu = static_cast<SwiGluRoleDef>(9);
+         opNamed(t, kQProj).params.Set(std::move(params));
+         opNamed(t, kQProj).inputs.push_back(opNamed(t, kQProj).outputs[0]);
+       },
+       {"unknown swiglu role 9"}},
       {"NoLmHead",
        [](TinyPlan &t) {
          opNamed(t, "lm_head").kind = OpKindDef::Linear;

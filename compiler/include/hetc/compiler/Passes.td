@@ -81,4 +81,19 @@ def FuseResidualAdd : Pass<"hetc-fuse-residual-add", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseSwiGlu : Pass<"hetc-fuse-swiglu", "mlir::ModuleOp"> {
+  let summary = "Let a linear apply the swiglu that follows it (an epilogue)";
+  let description = [{
+    After memory planning: a `hetc.swiglu` that immediately follows the `hetc.linear` producing
+    its gate or its up operand, is that linear's only user and lies in its sublayer is carried
+    out by the linear: each task applies `silu(gate) * up` to the columns it has just written,
+    while they are in cache. That saves one op, one barrier and one pass over the [T, intermediate]
+    activations per decoder layer. The linear gets `hetc.swiglu = "gate"` or `"up"` (which operand
+    it computes), reads `[x, other operand]` and writes the swiglu's buffer; the swiglu gets
+    `hetc.fused` and the plan emitter leaves it out. Not fused when the swiglu's buffer overlaps
+    the linear's input or the other operand. The IR's values are unchanged: the runtime applies
+    the same swiglu kernel to the same values.
+  }];
+}
+
 #endif // HETC_COMPILER_PASSES_TD

@@ -10,7 +10,9 @@
 //   hetc.buffers_out  array<i64>: activation buffer of the op's activation result
 //   hetc.tasks        {count: i64, grain: i64}: independent tasks and units of work per task
 //   hetc.residual     unit, on a linear: fused with the add after it (hetc-fuse-residual-add)
-//   hetc.fused        unit, on that add: run by the linear, left out of the plan
+//   hetc.fused        unit, on that add (or swiglu): run by the linear, left out of the plan
+//   hetc.swiglu       "gate" | "up", on a linear: computes that operand of the swiglu after it
+//                     and applies the swiglu to its own columns (hetc-fuse-swiglu)
 // On the module:
 //   hetc.model        {vocab, hidden, layers, heads, kv_heads, head_dim, intermediate: i64,
 //                     rms_eps: f32, tied_embeddings: bool}
@@ -31,6 +33,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace hetc::planning {
 
@@ -44,6 +47,11 @@ inline constexpr llvm::StringLiteral kTasks = "hetc.tasks";
 // writes the fused add's buffer; on that add, the op is carried out by the linear before it.
 inline constexpr llvm::StringLiteral kResidual = "hetc.residual";
 inline constexpr llvm::StringLiteral kFused = "hetc.fused";
+// hetc-fuse-swiglu: on a linear, which operand of the fused swiglu it computes; it reads the other
+// operand as its second input buffer and writes the swiglu's buffer.
+inline constexpr llvm::StringLiteral kSwiGlu = "hetc.swiglu";
+inline constexpr llvm::StringLiteral kSwiGluGate = "gate";
+inline constexpr llvm::StringLiteral kSwiGluUp = "up";
 
 inline constexpr llvm::StringLiteral kModel = "hetc.model";
 inline constexpr llvm::StringLiteral kBounds = "hetc.bounds";
@@ -86,5 +94,14 @@ std::optional<int64_t> featureSize(mlir::Type type);
 
 // An integer field of a dictionary attribute, if present.
 std::optional<int64_t> getIntField(mlir::DictionaryAttr dict, llvm::StringRef name);
+
+// Byte range [begin, end) of buffer `index` of the module's hetc.buffers in the activation arena;
+// none when the index or the entry's fields are missing.
+std::optional<std::pair<int64_t, int64_t>> bufferByteRange(mlir::ArrayAttr buffers, int64_t index);
+
+// True when two byte ranges share a byte.
+inline bool byteRangesOverlap(std::pair<int64_t, int64_t> a, std::pair<int64_t, int64_t> b) {
+  return a.first < b.second && b.first < a.second;
+}
 
 } // namespace hetc::planning

@@ -94,6 +94,9 @@ struct ResolvedOp {
   // Row-wise ops: rows [i * grain, (i+1) * grain) form task i of ceil(T / grain).
   size_t taskCount = 1;
   size_t taskGrain = 1;
+  // Linear: the operand of a fused SwiGlu the op computes; in[1] is then the other operand.
+  enum class SwiGluRole : uint8_t { None, Gate, Up };
+  SwiGluRole swiGlu = SwiGluRole::None;
   const char *kernel = "portable-f32"; // the kernel that runs the op, as kernelSummary() names it
 };
 
@@ -163,6 +166,7 @@ private:
   Status resolve();
   static void runPhase(void *engine, size_t phase, unsigned thread, unsigned threadCount);
   void runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) const;
+  void applySwiGlu(const ResolvedOp &op, size_t rows, size_t begin, size_t end) const;
   Status allocateAttentionStates();
   Status allocateArgmax();
   void runLmHeadArgmax(const ResolvedOp &op, unsigned thread, size_t firstTask,

@@ -14,7 +14,8 @@ namespace hetc {
 // Schema version this runtime reads and writes: major << 16 | minor.
 constexpr uint32_t kPlanSchemaMajor = 1;
 // 1.1: WeightLayoutDef::LinearBf16N16K2 (BF16 weights) and LinearParamsDef.residual.
-constexpr uint32_t kPlanSchemaMinor = 1;
+// 1.2: LinearParamsDef.swiglu (a fused SwiGlu).
+constexpr uint32_t kPlanSchemaMinor = 2;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 
