@@ -184,6 +184,9 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   if (Status status = runStage("raising", [](OpPassManager &pm) { addRaisingPasses(pm); }); !status)
     return status;
   const bool host = options.target == "host";
+  const KvFormat kv =
+      options.kv.value_or(options.weights == WeightFormat::F32 ? KvFormat::F32 : KvFormat::BF16);
+  const llvm::StringRef kvDtype = kv == KvFormat::F32 ? "f32" : "bf16";
   std::optional<uint64_t> available = host ? availableMemory() : std::nullopt;
 
   uint64_t maxSeq = options.maxSeq;
@@ -193,7 +196,7 @@ Status compileOnnxToPlan(const CompileOptions &options) {
     // Plan a copy with one position to learn the fixed part and the KV bytes per position.
     OwningOpRef<ModuleOp> probe = module->clone();
     PassManager pm(&context, ModuleOp::getOperationName());
-    addPlanningPasses(pm, PlanBounds{options.maxBatch, 1, options.maxStepTokens});
+    addPlanningPasses(pm, PlanBounds{options.maxBatch, 1, options.maxStepTokens}, kvDtype);
     if (failed(pm.run(*probe)))
       return Status::error(diagnostics.message().empty() ? "planning failed"
                                                          : diagnostics.message());
@@ -211,7 +214,7 @@ Status compileOnnxToPlan(const CompileOptions &options) {
 
   PlanBounds bounds{options.maxBatch, maxSeq, options.maxStepTokens};
   if (Status status =
-          runStage("planning", [&](OpPassManager &pm) { addPlanningPasses(pm, bounds); });
+          runStage("planning", [&](OpPassManager &pm) { addPlanningPasses(pm, bounds, kvDtype); });
       !status)
     return status;
 

@@ -252,7 +252,10 @@ LogicalResult PlanBuilder::buildModuleTables() {
   plan_.bounds = std::move(b);
 
   auto k = std::make_unique<plan::KvCacheDefT>();
-  k->dtype = plan::DTypeDef::F32;
+  auto kvDtype = kv.getAs<StringAttr>("dtype");
+  if (!kvDtype || !kvElementBytes(kvDtype.getValue()))
+    return fail("the module's hetc.kv_cache has no dtype \"f32\" or \"bf16\"");
+  k->dtype = kvDtype.getValue() == "bf16" ? plan::DTypeDef::BF16 : plan::DTypeDef::F32;
   if (failed(readField(kv, kKvCache, "layers", k->layers, failFn)) ||
       failed(readField(kv, kKvCache, "slots", k->slots, failFn)) ||
       failed(readField(kv, kKvCache, "kv_heads", k->kv_heads, failFn)) ||
@@ -745,8 +748,9 @@ PlanMemory memoryOf(PlanBuilder &builder) {
   memory.activationBytes = plan.activation_arena_size;
   if (const plan::KvCacheDefT *kv = plan.kv_cache.get()) {
     memory.kvArenaBytes = kv->arena_size;
-    memory.kvBytesPerPosition = static_cast<uint64_t>(kv->layers) * kv->kv_heads * kv->head_dim *
-                                2 * static_cast<uint64_t>(kElementBytes);
+    const uint64_t elementBytes = kv->dtype == plan::DTypeDef::BF16 ? 2 : 4;
+    memory.kvBytesPerPosition =
+        static_cast<uint64_t>(kv->layers) * kv->kv_heads * kv->head_dim * 2 * elementBytes;
     memory.maxBatch = kv->slots;
     memory.maxSeq = kv->max_seq;
   }

@@ -227,6 +227,10 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
   if (!layers || !kvHeads || !headDim)
     return module.emitError("hetc-plan-memory needs the module's hetc.model attribute "
                             "(layers, kv_heads, head_dim); run hetc-group-sublayers first");
+  std::optional<int64_t> elementBytes = kvElementBytes(kvDtype);
+  if (!elementBytes)
+    return module.emitError() << "hetc-plan-memory: kv-dtype \"" << kvDtype
+                              << "\" is not f32 or bf16";
 
   // Strides in elements; (layer, slot, kv_head) is the outer index so each head's positions are
   // one stream, the order long-context decode reads them in. Why rows of K rather than K blocked
@@ -241,17 +245,18 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
   std::optional<int64_t> elements =
       layerStride ? llvm::checkedMul(*layers, *layerStride) : std::nullopt;
   std::optional<int64_t> vOffset =
-      elements ? llvm::checkedMul<int64_t>(*elements, kElementBytes) : std::nullopt;
+      elements ? llvm::checkedMul<int64_t>(*elements, *elementBytes) : std::nullopt;
   std::optional<int64_t> arenaSize =
       vOffset ? llvm::checkedMul<int64_t>(*vOffset, 2) : std::nullopt;
   if (!arenaSize)
     return module.emitError() << "the KV cache for max-seq = " << seq
                               << " and max-batch = " << slots << " (" << *layers << " layers x "
-                              << *kvHeads << " KV heads x head_dim " << *headDim
-                              << " x 4 bytes, K and V) overflows 64 bits";
+                              << *kvHeads << " KV heads x head_dim " << *headDim << " x "
+                              << *elementBytes << " bytes, K and V) overflows 64 bits";
 
   Builder b(module.getContext());
   module->setAttr(kKvCache, b.getDictionaryAttr({
+                                b.getNamedAttr("dtype", b.getStringAttr(kvDtype)),
                                 b.getNamedAttr("layers", b.getI64IntegerAttr(*layers)),
                                 b.getNamedAttr("slots", b.getI64IntegerAttr(slots)),
                                 b.getNamedAttr("kv_heads", b.getI64IntegerAttr(*kvHeads)),

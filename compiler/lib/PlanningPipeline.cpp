@@ -2,12 +2,14 @@
 
 #include "mlir/Pass/PassManager.h"
 
-void hetc::addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds) {
+void hetc::addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds,
+                             llvm::StringRef kvDtype) {
   pm.addPass(createGroupSublayers());
   PlanMemoryOptions memory;
   memory.maxBatch = bounds.maxBatch;
   memory.maxSeq = bounds.maxSeq;
   memory.maxStepTokens = bounds.maxStepTokens;
+  memory.kvDtype = kvDtype.str();
   pm.addPass(createPlanMemory(memory));
   pm.addPass(createPartitionTasks());
   pm.addPass(createFuseResidualAdd());

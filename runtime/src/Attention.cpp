@@ -1,8 +1,11 @@
 #include "hetc/runtime/Attention.h"
 
+#include "codegen/cpu/WeightLayout.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace hetc::kernels {
 namespace {
@@ -29,7 +32,32 @@ template <typename T> size_t lastRowAtOrBefore(const T *before, size_t rows, T v
 
 } // namespace
 
-void attentionChunkPortable(const float *q, const float *keys, const float *values,
+namespace {
+
+inline float widen(float x) { return x; }
+inline float widen(uint16_t x) { return codegen::bf16ToFloat(x); }
+
+// sum_i a[i] * widen(b[i]) in dot()'s fixed lane order (the same bits as dot() for float32).
+template <typename Element> float dotWidened(const float *a, const Element *b, size_t n) {
+  if constexpr (std::is_same_v<Element, float>) {
+    return dot(a, b, n);
+  } else {
+    float lanes[kDotLanes] = {};
+    size_t i = 0;
+    for (; i + kDotLanes <= n; i += kDotLanes)
+      for (size_t l = 0; l < kDotLanes; ++l)
+        lanes[l] += a[i + l] * widen(b[i + l]);
+    for (size_t l = 0; i < n; ++i, ++l)
+      lanes[l] += a[i] * widen(b[i]);
+    for (size_t width = kDotLanes / 2; width > 0; width /= 2)
+      for (size_t l = 0; l < width; ++l)
+        lanes[l] += lanes[l + width];
+    return lanes[0];
+  }
+}
+
+template <typename Element>
+void attentionChunkPortable(const float *q, const Element *keys, const Element *values,
                             size_t posStride, size_t group, size_t headDim, float scale,
                             size_t begin, size_t end, float *state) {
   const size_t d = headDim;
@@ -45,7 +73,7 @@ void attentionChunkPortable(const float *q, const float *keys, const float *valu
       float blockMax = -std::numeric_limits<float>::infinity();
       for (size_t j = 0; j < blockLength; ++j) {
         __builtin_prefetch(keys + (j0 + j + 4) * posStride);
-        scores[j] = scale * dot(qh, keys + (j0 + j) * posStride, d);
+        scores[j] = scale * dotWidened(qh, keys + (j0 + j) * posStride, d);
         blockMax = std::max(blockMax, scores[j]);
       }
       const float newMax = std::max(runningMax, blockMax);
@@ -57,10 +85,10 @@ void attentionChunkPortable(const float *q, const float *keys, const float *valu
       for (size_t j = 0; j < blockLength; ++j) {
         const float weight = std::exp(scores[j] - newMax);
         runningSum += weight;
-        const float *vj = values + (j0 + j) * posStride;
+        const Element *vj = values + (j0 + j) * posStride;
         __builtin_prefetch(vj + 4 * posStride);
         for (size_t i = 0; i < d; ++i)
-          acc[i] += weight * vj[i];
+          acc[i] += weight * widen(vj[i]);
       }
       runningMax = newMax;
     }
@@ -68,6 +96,11 @@ void attentionChunkPortable(const float *q, const float *keys, const float *valu
     acc[d + 1] = runningSum;
   }
 }
+
+} // namespace
+
+const AttentionChunkKernel kAttentionChunkPortable = {&attentionChunkPortable<float>,
+                                                      &attentionChunkPortable<uint16_t>};
 
 void attentionMerge(float *into, const float *next, size_t group, size_t headDim) {
   const size_t d = headDim;
@@ -177,7 +210,7 @@ size_t AttentionSplit::rowOfUnit(size_t unit) const {
   return lastRowAtOrBefore(unitsBefore_.get(), rows_, unit);
 }
 
-void attentionUnits(AttentionChunkKernel chunk, const AttentionSplit &split,
+void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &split,
                     const AttentionOperands &op, size_t unitBegin, size_t unitEnd, float *partials,
                     float *work) {
   if (unitBegin >= unitEnd)
@@ -196,24 +229,28 @@ void attentionUnits(AttentionChunkKernel chunk, const AttentionSplit &split,
     const size_t positions = static_cast<size_t>(split.positions(row));
     const size_t head = split.split(row) ? local / chunks : local;
     const size_t base = op.cache.offset(shape.layer, op.rowSlots[row], head, 0);
-    const float *keys = op.cache.keys + base;
-    const float *values = op.cache.values + base;
+    const void *keys = op.cache.at(true, base);
+    const void *values = op.cache.at(false, base);
     const float *q = op.q + row * op.qStride + head * group * d;
+    auto runChunk = [&](size_t begin, float *state) {
+      const size_t end = std::min(positions, begin + chunkPositions);
+      if (op.cache.element == KvElement::Bf16)
+        chunk.bf16(q, static_cast<const uint16_t *>(keys), static_cast<const uint16_t *>(values),
+                   op.cache.posStride, group, d, shape.scale, begin, end, state);
+      else
+        chunk.f32(q, static_cast<const float *>(keys), static_cast<const float *>(values),
+                  op.cache.posStride, group, d, shape.scale, begin, end, state);
+    };
     if (split.split(row)) {
-      const size_t c = local % chunks;
-      const size_t begin = c * chunkPositions;
-      chunk(q, keys, values, op.cache.posStride, group, d, shape.scale, begin,
-            std::min(positions, begin + chunkPositions),
-            partials + (split.stateFirst(row) + local) * stateFloats);
+      runChunk(local % chunks * chunkPositions,
+               partials + (split.stateFirst(row) + local) * stateFloats);
       continue;
     }
     // The whole row: the same chunks and the same merges as a split row's, in one place.
     float *merged = work;
     float *next = work + stateFloats;
     for (size_t c = 0; c < chunks; ++c) {
-      const size_t begin = c * chunkPositions;
-      chunk(q, keys, values, op.cache.posStride, group, d, shape.scale, begin,
-            std::min(positions, begin + chunkPositions), c == 0 ? merged : next);
+      runChunk(c * chunkPositions, c == 0 ? merged : next);
       if (c > 0)
         attentionMerge(merged, next, group, d);
     }

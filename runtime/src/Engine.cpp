@@ -438,17 +438,6 @@ Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
   return Status();
 }
 
-// Overflow-free check that the last element of a [layers][slots][heads][max_seq][dim] cache
-// starting `offsetBytes` into the arena lies inside it.
-bool kvCacheFits(const plan::KvCacheDef &kv, uint64_t offsetBytes) {
-  using Wide = unsigned __int128;
-  Wide last = offsetBytes / sizeof(float);
-  last += Wide(kv.layers() - 1) * kv.layer_stride() + Wide(kv.slots() - 1) * kv.slot_stride() +
-          Wide(kv.kv_heads() - 1) * kv.head_stride() + Wide(kv.max_seq() - 1) * kv.pos_stride() +
-          kv.head_dim();
-  return last * sizeof(float) <= kv.arena_size();
-}
-
 } // namespace
 
 Engine::Engine(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {}
@@ -519,21 +508,13 @@ Status Engine::resolve() {
 
   // KV arena: address space only; a page costs memory once a position on it is written.
   const plan::KvCacheDef *kv = def.kv_cache();
-  if (kv->dtype() != DTypeDef::F32)
+  if (kv->dtype() != DTypeDef::F32 && kv->dtype() != DTypeDef::BF16)
     return Status::error(std::string("the KV cache is ") + plan::EnumNameDTypeDef(kv->dtype()) +
-                         "; this runtime's portable kernels read f32 only");
+                         "; this runtime's kernels read F32 or BF16 KV elements");
   if (kv->slots() < maxBatch_ || kv->max_seq() < maxSeq_)
     return Status::error("the KV cache holds " + str(kv->slots()) + " slots of " +
                          str(kv->max_seq()) + " positions, fewer than the plan's bounds");
-  if (kv->k_offset() % sizeof(float) != 0 || kv->v_offset() % sizeof(float) != 0)
-    return Status::error("the KV cache offsets are not aligned for f32");
-  if (kv->layers() > 0) {
-    if (kv->kv_heads() == 0 || kv->head_dim() == 0)
-      return Status::error("the KV cache has no heads or a zero head_dim");
-    if (!kvCacheFits(*kv, kv->k_offset()) || !kvCacheFits(*kv, kv->v_offset()))
-      return Status::error("the KV cache layout does not fit its arena of " +
-                           str(kv->arena_size()) + " bytes");
-  }
+  // Plan::load verified that the layout fits the arena, with aligned offsets.
   kvBytes_ = kv->arena_size();
   if (kvBytes_ > 0) {
     void *mapping = mmap(nullptr, kvBytes_, PROT_READ | PROT_WRITE,
@@ -545,8 +526,10 @@ Status Engine::resolve() {
                            std::strerror(errno));
     kvArena_ = mapping;
     auto *base = static_cast<uint8_t *>(kvArena_);
-    kvCache_.keys = reinterpret_cast<float *>(base + kv->k_offset());
-    kvCache_.values = reinterpret_cast<float *>(base + kv->v_offset());
+    kvCache_.keys = base + kv->k_offset();
+    kvCache_.values = base + kv->v_offset();
+    kvCache_.element =
+        kv->dtype() == plan::DTypeDef::BF16 ? kernels::KvElement::Bf16 : kernels::KvElement::F32;
     kvCache_.layerStride = kv->layer_stride();
     kvCache_.slotStride = kv->slot_stride();
     kvCache_.headStride = kv->head_stride();
@@ -604,6 +587,10 @@ Status Engine::resolve() {
         op.kind == Kind::SwiGlu || op.kind == Kind::Add ||
         (op.kind == Kind::Embedding && !op.weightBf16))
       op.kernel = vector_->name;
+    if (op.kind == Kind::Attention && kvCache_.element == kernels::KvElement::Bf16)
+      op.kernel = vector_->bf16KvName;
+    if (op.kind == Kind::KvAppend && kvCache_.element == kernels::KvElement::Bf16)
+      op.kernel = "portable, to bf16";
   }
   return Status();
 }

@@ -16,8 +16,8 @@ double secondsSince(Clock::time_point start) {
 
 } // namespace
 
-Status checkGenerateRequest(const Engine &engine,
-                            const std::vector<std::vector<int32_t>> &prompts, uint32_t maxNew) {
+Status checkGenerateRequest(const Engine &engine, const std::vector<std::vector<int32_t>> &prompts,
+                            uint32_t maxNew) {
   if (prompts.empty())
     return Status::error("no prompts given");
   if (prompts.size() > engine.maxBatch())

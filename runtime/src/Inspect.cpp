@@ -311,15 +311,14 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
                                          {8, true},  {6, false},  {10, false}, {7, false},
                                          {7, false}, {12, false}, {0, false}};
   printRow(os, opColumns,
-           {"#", "kind", "epilogue", "layer", "sublayer", "device", "inputs", "outputs",
-            "weights", "tasks x grain", "name"});
+           {"#", "kind", "epilogue", "layer", "sublayer", "device", "inputs", "outputs", "weights",
+            "tasks x grain", "name"});
   for (uint32_t i = 0; i < count(def.ops()); ++i) {
     const OpDef &op = *def.ops()->Get(i);
     printRow(os, opColumns,
              {std::to_string(i), EnumNameOpKindDef(op.kind()), epilogueText(op),
-              layerText(op.layer()),
-              layerText(op.sublayer()), EnumNameDeviceDef(op.device()), indexList(op.inputs()),
-              indexList(op.outputs()), indexList(op.weights()),
+              layerText(op.layer()), layerText(op.sublayer()), EnumNameDeviceDef(op.device()),
+              indexList(op.inputs()), indexList(op.outputs()), indexList(op.weights()),
               std::to_string(op.task_count()) + " x " + std::to_string(op.task_grain()),
               str(op.name())});
   }

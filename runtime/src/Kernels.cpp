@@ -2,6 +2,8 @@
 // floating-point sums: every reduction has an order fixed by the source.
 #include "hetc/runtime/Kernels.h"
 
+#include "codegen/cpu/WeightLayout.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -224,8 +226,18 @@ void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
   for (size_t t = rowBegin; t < rowEnd; ++t)
     for (size_t g = 0; g < shape.kvHeads; ++g) {
       const size_t at = cache.offset(shape.layer, rowSlots[t], g, rowPositions[t]);
-      std::memcpy(cache.keys + at, k + t * kStride + g * d, d * sizeof(float));
-      std::memcpy(cache.values + at, v + t * vStride + g * d, d * sizeof(float));
+      const float *kRow = k + t * kStride + g * d, *vRow = v + t * vStride + g * d;
+      if (cache.element == KvElement::F32) {
+        std::memcpy(cache.at(true, at), kRow, d * sizeof(float));
+        std::memcpy(cache.at(false, at), vRow, d * sizeof(float));
+        continue;
+      }
+      auto *kTo = static_cast<uint16_t *>(cache.at(true, at));
+      auto *vTo = static_cast<uint16_t *>(cache.at(false, at));
+      for (size_t i = 0; i < d; ++i) {
+        kTo[i] = codegen::floatToBf16(kRow[i]);
+        vTo[i] = codegen::floatToBf16(vRow[i]);
+      }
     }
 }
 

@@ -83,10 +83,17 @@ HETC_AVX512 inline __m512 sumEachOf16(const __m512 *v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
 }
 
-// KV elements as float32 lanes. Float32 is what the cache holds today; a bf16 cache would add an
-// overload widening 16 bf16 (uint16_t) values with a shift, and instantiate the kernel for it.
+// KV elements as float32 lanes: float32 as they are, bf16 widened exactly (a bf16 is the upper
+// half of a float32) by zero-extending to 32 bits and shifting left by 16.
 HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const float *p) {
   return _mm512_maskz_loadu_ps(mask, p);
+}
+HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const uint16_t *p) {
+  // A 512-bit load of which only the low 16 lanes are enabled: AVX-512 BW without VL.
+  const __m256i halves =
+      _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(static_cast<__mmask32>(mask), p));
+  const __m512i widened = _mm512_cvtepu16_epi32(halves);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(widened, 16));
 }
 
 // ---- Attention -------------------------------------------------------------------------------
@@ -314,10 +321,11 @@ template <typename Element> AttentionHeadsFn<Element> attentionHeadsFor(size_t h
   }
 }
 
-HETC_AVX512 void attentionChunkAvx512(const float *q, const float *keys, const float *values,
+template <typename Element>
+HETC_AVX512 void attentionChunkAvx512(const float *q, const Element *keys, const Element *values,
                                       size_t posStride, size_t group, size_t headDim, float scale,
                                       size_t begin, size_t end, float *state) {
-  const AttentionHeadsFn<float> run = attentionHeadsFor<float>(headDim);
+  const AttentionHeadsFn<Element> run = attentionHeadsFor<Element>(headDim);
   for (size_t h = 0; h < group; h += kHeadBatch)
     run(q + h * headDim, keys, values, posStride, std::min(kHeadBatch, group - h), headDim, scale,
         begin, end, state + h * (headDim + 2));
@@ -452,8 +460,14 @@ HETC_AVX512 void addAvx512(const float *a, size_t aStride, const float *b, size_
 
 const VectorKernels *avx512VectorKernels() {
   static const VectorKernels kernels = {
-      "avx512-f32",  &embeddingAvx512, &rmsNormAvx512,        &ropeAvx512,
-      &swiGluAvx512, &addAvx512,       &attentionChunkAvx512,
+      "avx512-f32",
+      "avx512-f32, bf16 kv",
+      &embeddingAvx512,
+      &rmsNormAvx512,
+      &ropeAvx512,
+      &swiGluAvx512,
+      &addAvx512,
+      {&attentionChunkAvx512<float>, &attentionChunkAvx512<uint16_t>},
   };
   return &kernels;
 }

@@ -470,7 +470,9 @@ private:
         rule.inputs = 2;
       if (count(op->inputs()) != rule.inputs)
         return fail(opText(i), " has ", count(op->inputs()), " inputs; a ", kind, " op",
-                    residual ? " with a residual" : swiglu ? " with a fused swiglu" : "",
+                    residual ? " with a residual"
+                    : swiglu ? " with a fused swiglu"
+                             : "",
                     " takes ", rule.inputs);
       if (count(op->weights()) != rule.weights)
         return fail(opText(i), " has ", count(op->weights()), " weights; a ", kind, " op takes ",

@@ -6,7 +6,7 @@ namespace hetc::kernels {
 
 const VectorKernels &portableVectorKernels() {
   static const VectorKernels kernels = {
-      "portable-f32", &embedding, &rmsNorm, &rope, &swiGlu, &add, &attentionChunkPortable,
+      "portable-f32", "portable-f32, bf16 kv", &embedding, &rmsNorm, &rope, &swiGlu, &add, kAttentionChunkPortable,
   };
   return kernels;
 }

@@ -132,17 +132,22 @@ def load_reference(a, what, script=None, extra_args=(), subdir="torch"):
     return tokens, logits
 
 
-def plan_rounds_activations(hetc, plan, timeout):
-    """True when the plan's linear kernels on this host read activation rows converted to bf16
-    (hetc inspect --json lists ConvertRowsBf16 among the kernels)."""
+def plan_roundings(hetc, plan, timeout):
+    """What the plan rounds to bf16 on this host, from hetc inspect --json: (activation rows, for
+    linear kernels that read them converted: ConvertRowsBf16 among the kernels; K and V, for a
+    BF16 KV cache)."""
     proc = run([hetc, "inspect", "--json", plan], "hetc inspect", timeout=timeout)
     try:
-        kernels = json.loads(proc.stdout).get("kernels", [])
+        inspected = json.loads(proc.stdout)
     except ValueError as e:
         raise CheckFailed(f"hetc inspect --json printed no JSON: {e}")
+    kernels = inspected.get("kernels", [])
     if not kernels:
         raise CheckFailed("hetc inspect --json lists no kernels for this host")
-    return any(k.get("op") == "ConvertRowsBf16" for k in kernels)
+    kv_dtype = inspected.get("kv_cache", {}).get("dtype")
+    if kv_dtype not in ("F32", "BF16"):
+        raise CheckFailed(f"hetc inspect --json shows KV cache dtype {kv_dtype!r}")
+    return any(k.get("op") == "ConvertRowsBf16" for k in kernels), kv_dtype == "BF16"
 
 
 def check(a):
@@ -154,17 +159,20 @@ def check(a):
     if os.path.exists(plan):
         os.remove(plan)
     run([a.hetc, "compile", onnx_path, "--target", "host", "--max-batch", "4", "--max-seq", "128",
-         "--weights", a.weights, "-o", plan], "hetc compile", timeout=a.timeout)
+         "--weights", a.weights] + (["--kv", a.kv] if a.kv else []) + ["-o", plan],
+        "hetc compile", timeout=a.timeout)
     if not os.path.isfile(plan):
         raise CheckFailed(f"hetc compile succeeded but wrote no plan at {plan}")
 
     f32_tokens, f32_logits = load_reference(a, "torch")
     if a.weights == "bf16":
-        round_inputs = plan_rounds_activations(a.hetc, plan, a.timeout)
-        operands = "bf16 weights and linear inputs" if round_inputs else "bf16 weights"
-        print(f"reference: PyTorch in float32 on {operands}, as the plan's kernels on this host")
+        round_inputs, round_kv = plan_roundings(a.hetc, plan, a.timeout)
+        operands = ["bf16 weights"] + (["linear inputs"] if round_inputs else []) + (
+            ["K and V"] if round_kv else [])
+        print(f"reference: PyTorch in float32 on {', '.join(operands)}, as the plan on this host")
         torch_tokens, torch_logits = load_reference(
-            a, "torch (bf16 operands)", REFERENCE_BF16, ["--round-inputs"] if round_inputs else [],
+            a, "torch (bf16 operands)", REFERENCE_BF16,
+            (["--round-inputs"] if round_inputs else []) + (["--round-kv"] if round_kv else []),
             "torch_bf16")
     else:
         torch_tokens, torch_logits = f32_tokens, f32_logits
@@ -219,6 +227,8 @@ def main(argv=None):
     p.add_argument("--external-data", action="store_true")
     p.add_argument("--weights", choices=["f32", "bf16"], default="f32",
                    help="hetc compile --weights: f32 (exact, the default here) or bf16")
+    p.add_argument("--kv", choices=["f32", "bf16"],
+                   help="hetc compile --kv (default: the compiler's, which follows --weights)")
     p.add_argument("--allow-near-ties", action="store_true",
                    help="a differing id where torch's top-2 gap is within the row's error is "
                         "reported, not failed (activations rounded to bf16 turn float32 noise "

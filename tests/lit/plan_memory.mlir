@@ -4,6 +4,11 @@
 // RUN:   -hetc-plan-memory="max-batch=3 max-seq=1000 max-step-tokens=7" | FileCheck %s --check-prefix=BOUNDS
 // RUN: hetc-opt %S/Inputs/small_tied.mlir -hetc-group-sublayers \
 // RUN:   -hetc-plan-memory="max-batch=2 max-seq=16 max-step-tokens=5" | FileCheck %s --check-prefix=NARROW
+// RUN: hetc-opt %S/Inputs/tiny_llama.mlir -hetc-group-sublayers \
+// RUN:   -hetc-plan-memory="max-batch=4 max-seq=128 kv-dtype=bf16" | FileCheck %s --check-prefix=BF16
+
+// A BF16 KV cache: the same strides in elements, half the bytes (V starts halfway through).
+// BF16: hetc.kv_cache = {arena_size = 131072 : i64, dtype = "bf16", head_dim = 16 : i64, head_stride = 2048 : i64, k_offset = 0 : i64, kv_heads = 2 : i64, layer_stride = 16384 : i64, layers = 2 : i64, max_seq = 128 : i64, pos_stride = 16 : i64, slot_stride = 4096 : i64, slots = 4 : i64, v_offset = 65536 : i64}
 
 // The tiny model in ten buffers: two for the residual stream (an add never writes the buffer it
 // reads), three 64-wide, two 32-wide (k, v) and three 176-wide scratch buffers, and the logits.
@@ -23,7 +28,7 @@
 // CHECK-SAME: {cols = 176 : i64, name = "scratch.6", offset = 1376256 : i64, role = "scratch", row_stride = 704 : i64, rows = 512 : i64},
 // CHECK-SAME: {cols = 256 : i64, name = "logits", offset = 1736704 : i64, role = "logits", row_stride = 1024 : i64, rows = 4 : i64}]
 // K and V each hold (layer, slot, kv_head) streams of max_seq positions of head_dim elements.
-// CHECK-SAME: hetc.kv_cache = {arena_size = 262144 : i64, head_dim = 16 : i64, head_stride = 2048 : i64, k_offset = 0 : i64, kv_heads = 2 : i64, layer_stride = 16384 : i64, layers = 2 : i64, max_seq = 128 : i64, pos_stride = 16 : i64, slot_stride = 4096 : i64, slots = 4 : i64, v_offset = 131072 : i64}
+// CHECK-SAME: hetc.kv_cache = {arena_size = 262144 : i64, dtype = "f32", head_dim = 16 : i64, head_stride = 2048 : i64, k_offset = 0 : i64, kv_heads = 2 : i64, layer_stride = 16384 : i64, layers = 2 : i64, max_seq = 128 : i64, pos_stride = 16 : i64, slot_stride = 4096 : i64, slots = 4 : i64, v_offset = 131072 : i64}
 
 // The embedding reads no activation (token ids are a step input).
 // CHECK: hetc.embedding {{.*}}hetc.buffers_in = array<i64>, hetc.buffers_out = array<i64: [[H0:[0-9]+]]>
@@ -71,7 +76,7 @@
 // BOUNDS-SAME: {cols = 64 : i64, name = "hidden.0", offset = 0 : i64, role = "hidden", row_stride = 256 : i64, rows = 7 : i64}
 // BOUNDS-SAME: {cols = 176 : i64, name = "scratch.6", offset = 18816 : i64, role = "scratch", row_stride = 704 : i64, rows = 7 : i64}
 // BOUNDS-SAME: {cols = 256 : i64, name = "logits", offset = 23744 : i64, role = "logits", row_stride = 1024 : i64, rows = 3 : i64}
-// BOUNDS-SAME: hetc.kv_cache = {arena_size = 1536000 : i64, head_dim = 16 : i64, head_stride = 16000 : i64, k_offset = 0 : i64, kv_heads = 2 : i64, layer_stride = 96000 : i64, layers = 2 : i64, max_seq = 1000 : i64, pos_stride = 16 : i64, slot_stride = 32000 : i64, slots = 3 : i64, v_offset = 768000 : i64}
+// BOUNDS-SAME: hetc.kv_cache = {arena_size = 1536000 : i64, dtype = "f32", head_dim = 16 : i64, head_stride = 16000 : i64, k_offset = 0 : i64, kv_heads = 2 : i64, layer_stride = 96000 : i64, layers = 2 : i64, max_seq = 1000 : i64, pos_stride = 16 : i64, slot_stride = 32000 : i64, slots = 3 : i64, v_offset = 768000 : i64}
 
 // Narrow rows are padded to a 64-byte stride, so every row starts on a cache line.
 // NARROW: hetc.activation_arena_size = 3008 : i64
@@ -79,4 +84,4 @@
 // NARROW-SAME: {cols = 4 : i64, name = "scratch.1", offset = 640 : i64, role = "scratch", row_stride = 64 : i64, rows = 5 : i64}
 // NARROW-SAME: {cols = 12 : i64, name = "scratch.4", offset = 1920 : i64, role = "scratch", row_stride = 64 : i64, rows = 5 : i64}
 // NARROW-SAME: {cols = 16 : i64, name = "logits", offset = 2880 : i64, role = "logits", row_stride = 64 : i64, rows = 2 : i64}
-// NARROW-SAME: hetc.kv_cache = {arena_size = 1024 : i64, head_dim = 4 : i64, head_stride = 64 : i64, k_offset = 0 : i64, kv_heads = 1 : i64, layer_stride = 128 : i64, layers = 1 : i64, max_seq = 16 : i64, pos_stride = 4 : i64, slot_stride = 64 : i64, slots = 2 : i64, v_offset = 512 : i64}
+// NARROW-SAME: hetc.kv_cache = {arena_size = 1024 : i64, dtype = "f32", head_dim = 4 : i64, head_stride = 64 : i64, k_offset = 0 : i64, kv_heads = 1 : i64, layer_stride = 128 : i64, layers = 1 : i64, max_seq = 16 : i64, pos_stride = 4 : i64, slot_stride = 64 : i64, slots = 2 : i64, v_offset = 512 : i64}

@@ -11,12 +11,15 @@
 // RUN:   -hetc-plan-memory="max-batch=4 max-seq=4611686018427387904" 2>&1 | FileCheck %s --check-prefix=KV
 // RUN: not hetc-opt %S/Inputs/tiny_llama.mlir -hetc-group-sublayers \
 // RUN:   -hetc-plan-memory="max-seq=18446744073709551615" 2>&1 | FileCheck %s --check-prefix=SEQ-BITS
+// RUN: not hetc-opt %S/Inputs/tiny_llama.mlir -hetc-group-sublayers \
+// RUN:   -hetc-plan-memory="kv-dtype=f16" 2>&1 | FileCheck %s --check-prefix=KV-DTYPE
 // BATCH: error: max-batch must be at least 1 (sequence slots of the plan)
 // SEQ: error: max-seq must be at least 1 (positions per sequence)
 // STEP: error: max-step-tokens must be at least 1 (tokens per step)
 // STEP-BATCH: error: max-step-tokens = 4 is smaller than max-batch = 8; a decode step of every slot needs one token per sequence
 // KV: error: the KV cache for max-seq = 4611686018427387904 and max-batch = 4 (2 layers x 2 KV heads x head_dim 16 x 4 bytes, K and V) overflows 64 bits
 // SEQ-BITS: error: max-seq = 18446744073709551615 does not fit in 63 bits
+// KV-DTYPE: error: hetc-plan-memory: kv-dtype "f16" is not f32 or bf16
 
 // Then IR it cannot plan:
 // RUN: hetc-opt %s -split-input-file -verify-diagnostics -hetc-plan-memory

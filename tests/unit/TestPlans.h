@@ -432,16 +432,16 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
                               gateLast ? up : gate, gateLast ? upProj : gateProj,
                               shape.intermediate),
                      LinearParamsDefT());
-      OpDefT *fused = linearOp(OpKindDef::Linear, gateLast ? gateName : upName, layer, normed,
-                               act, gateLast ? gateProj : upProj, shape.intermediate);
+      OpDefT *fused = linearOp(OpKindDef::Linear, gateLast ? gateName : upName, layer, normed, act,
+                               gateLast ? gateProj : upProj, shape.intermediate);
       fused->inputs.push_back(gateLast ? up : gate);
       LinearParamsDefT params;
       params.swiglu = gateLast ? SwiGluRoleDef::Gate : SwiGluRoleDef::Up;
       fused->params.Set(std::move(params));
     } else {
-      setEmptyParams(linearOp(OpKindDef::Linear, gateName, layer, normed, gate, gateProj,
-                              shape.intermediate),
-                     LinearParamsDefT());
+      setEmptyParams(
+          linearOp(OpKindDef::Linear, gateName, layer, normed, gate, gateProj, shape.intermediate),
+          LinearParamsDefT());
       setEmptyParams(
           linearOp(OpKindDef::Linear, upName, layer, normed, up, upProj, shape.intermediate),
           LinearParamsDefT());

@@ -4,6 +4,7 @@
 // poisoned with NaN and the output poisoned too; then the position split: the same bits for one,
 // two and three threads, for any capacity of split rows, and balanced unit boundaries.
 #include "LongTailedRandom.h"
+#include "TestKvCache.h"
 
 #include "hetc/runtime/Attention.h"
 #include "hetc/runtime/CpuFeatures.h"
@@ -24,6 +25,7 @@ namespace hetc::kernels {
 namespace {
 
 using test::LongTailedRandom;
+using test::TestKvCache;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
@@ -42,34 +44,6 @@ std::vector<KernelSetCase> kernelSets() {
 }
 
 bool hostRunsAvx512() { return &vectorKernelsFor(hostCpuFeatures()) != &portableVectorKernels(); }
-
-// A cache of 2 layers and 2 slots with padded strides; every element starts as NaN.
-struct TestCache {
-  TestCache(size_t kvHeads, size_t headDim, size_t maxSeq) : maxSeq(maxSeq) {
-    view.posStride = headDim + 3;
-    view.headStride = maxSeq * view.posStride + 7;
-    view.slotStride = kvHeads * view.headStride + 11;
-    view.layerStride = 2 * view.slotStride;
-    keys.assign(2 * view.layerStride, kNaN);
-    values.assign(2 * view.layerStride, kNaN);
-    view.keys = keys.data();
-    view.values = values.data();
-  }
-  // Random K and V at positions [0, length) of (layer, slot), every head.
-  void fill(LongTailedRandom &random, size_t layer, size_t slot, size_t kvHeads, size_t headDim,
-            size_t length) {
-    for (size_t g = 0; g < kvHeads; ++g)
-      for (size_t p = 0; p < length; ++p)
-        for (size_t i = 0; i < headDim; ++i) {
-          const size_t at = view.offset(layer, slot, g, p) + i;
-          keys[at] = random.next(4.0f);
-          values[at] = random.next(30.0f);
-        }
-  }
-  size_t maxSeq;
-  std::vector<float> keys, values;
-  KvCacheView view;
-};
 
 // Runs the attention of `rows` rows the way the engine does, on one thread: the units of the
 // cut in order, then the merges.
@@ -109,94 +83,95 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
   // The engine's chunk, one of three 16-position blocks, and one that splits blocks.
   const std::vector<size_t> chunkSizes = {kAttentionChunkPositions, 48, 40};
   const size_t maxLength = 2999, poisonAfter = 40;
-  for (const KernelSetCase &set : kernelSets())
-    for (const HeadShape &hs : shapes) {
-      const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
-      LongTailedRandom random(static_cast<uint32_t>(hs.heads * 131 + d));
-      TestCache cache(hs.kvHeads, d, maxLength + poisonAfter);
-      cache.fill(random, 1, 1, hs.kvHeads, d, maxLength);
-      const size_t qStride = hs.heads * d + 5, outStride = hs.heads * d + 9;
-      std::vector<float> q(qStride);
-      for (float &e : q)
-        e = random.next(4.0f);
-      const uint32_t slot = 1;
-      AttentionOperands op;
-      op.q = q.data();
-      op.qStride = qStride;
-      op.outStride = outStride;
-      op.cache = cache.view;
-      op.shape = AttentionShape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
-      op.rowSlots = &slot;
+  for (const KvElement element : {KvElement::F32, KvElement::Bf16})
+    for (const KernelSetCase &set : kernelSets())
+      for (const HeadShape &hs : shapes) {
+        const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
+        LongTailedRandom random(static_cast<uint32_t>(hs.heads * 131 + d));
+        TestKvCache cache(hs.kvHeads, d, maxLength + poisonAfter, 2, element);
+        cache.fill(random, 1, 1, hs.kvHeads, d, maxLength);
+        const size_t qStride = hs.heads * d + 5, outStride = hs.heads * d + 9;
+        std::vector<float> q(qStride);
+        for (float &e : q)
+          e = random.next(4.0f);
+        const uint32_t slot = 1;
+        AttentionOperands op;
+        op.q = q.data();
+        op.qStride = qStride;
+        op.outStride = outStride;
+        op.cache = cache.view;
+        op.shape = AttentionShape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
+        op.rowSlots = &slot;
 
-      for (size_t length : lengths) {
-        // Positions past the row's own are NaN for a while: reading one shows in the output.
-        std::vector<size_t> poisoned;
-        std::vector<float> savedKeys, savedValues;
-        for (size_t g = 0; g < hs.kvHeads; ++g)
-          for (size_t p = length; p < length + poisonAfter; ++p)
-            for (size_t i = 0; i < d; ++i) {
-              const size_t at = cache.view.offset(1, slot, g, p) + i;
-              poisoned.push_back(at);
-              savedKeys.push_back(cache.keys[at]);
-              savedValues.push_back(cache.values[at]);
-              cache.keys[at] = kNaN;
-              cache.values[at] = kNaN;
-            }
+        for (size_t length : lengths) {
+          // Positions past the row's own are NaN for a while: reading one shows in the output.
+          std::vector<size_t> poisoned;
+          std::vector<float> savedKeys, savedValues;
+          for (size_t g = 0; g < hs.kvHeads; ++g)
+            for (size_t p = length; p < length + poisonAfter; ++p)
+              for (size_t i = 0; i < d; ++i) {
+                const size_t at = cache.view.offset(1, slot, g, p) + i;
+                poisoned.push_back(at);
+                savedKeys.push_back(cache.key(at));
+                savedValues.push_back(cache.value(at));
+                cache.set(at, kNaN, kNaN);
+              }
 
-        // The reference in double.
-        std::vector<double> want(hs.heads * d), magnitude(hs.heads * d);
-        for (size_t h = 0; h < hs.heads; ++h) {
-          const size_t g = h / group;
-          std::vector<double> scores(length);
-          double maxScore = -1e300, sum = 0;
-          for (size_t j = 0; j < length; ++j) {
-            const float *kj = &cache.keys[cache.view.offset(1, slot, g, j)];
-            double s = 0;
-            for (size_t i = 0; i < d; ++i)
-              s += double(q[h * d + i]) * kj[i];
-            scores[j] = s * op.shape.scale;
-            maxScore = std::max(maxScore, scores[j]);
-          }
-          for (double &s : scores)
-            sum += (s = std::exp(s - maxScore));
-          for (size_t i = 0; i < d; ++i)
+          // The reference in double.
+          std::vector<double> want(hs.heads * d), magnitude(hs.heads * d);
+          for (size_t h = 0; h < hs.heads; ++h) {
+            const size_t g = h / group;
+            std::vector<double> scores(length);
+            double maxScore = -1e300, sum = 0;
             for (size_t j = 0; j < length; ++j) {
-              const double vj = cache.values[cache.view.offset(1, slot, g, j) + i];
-              want[h * d + i] += scores[j] / sum * vj;
-              magnitude[h * d + i] += scores[j] / sum * std::abs(vj);
+              const size_t kj = cache.view.offset(1, slot, g, j);
+              double s = 0;
+              for (size_t i = 0; i < d; ++i)
+                s += double(q[h * d + i]) * cache.key(kj + i);
+              scores[j] = s * op.shape.scale;
+              maxScore = std::max(maxScore, scores[j]);
             }
-        }
-
-        const uint32_t position = static_cast<uint32_t>(length - 1);
-        for (size_t chunk : chunkSizes) {
-          const std::string what = std::string(set.name) + " " + describe(hs) + " length " +
-                                   std::to_string(length) + " chunk " + std::to_string(chunk);
-          std::vector<float> split(outStride, kNaN), whole(outStride, kNaN);
-          op.out = split.data();
-          runAttention(*set.kernels, op, &position, 1, chunk, true);
-          op.out = whole.data();
-          runAttention(*set.kernels, op, &position, 1, chunk, false);
-          bool anyNonZero = false;
-          for (size_t e = 0; e < hs.heads * d; ++e) {
-            ASSERT_FALSE(std::isnan(split[e])) << what << ": element " << e << " is NaN";
-            anyNonZero = anyNonZero || split[e] != 0.0f;
-            // Softmax in float32: a score error of a few ulps of |score| (up to ~50 here) moves
-            // weights by ~1e-5 relative.
-            ASSERT_LE(std::abs(split[e] - want[e]), 3e-5 * magnitude[e] + 1e-30)
-                << what << ": element " << e << " is " << split[e] << ", reference " << want[e];
+            for (double &s : scores)
+              sum += (s = std::exp(s - maxScore));
+            for (size_t i = 0; i < d; ++i)
+              for (size_t j = 0; j < length; ++j) {
+                const double vj = cache.value(cache.view.offset(1, slot, g, j) + i);
+                want[h * d + i] += scores[j] / sum * vj;
+                magnitude[h * d + i] += scores[j] / sum * std::abs(vj);
+              }
           }
-          ASSERT_TRUE(anyNonZero) << what << ": the output is all zeros";
-          ASSERT_EQ(std::memcmp(split.data(), whole.data(), outStride * sizeof(float)), 0)
-              << what << ": a split row and a whole row differ (or the padding was written)";
-          for (size_t e = hs.heads * d; e < outStride; ++e)
-            ASSERT_TRUE(std::isnan(split[e])) << what << ": wrote past the row";
-        }
-        for (size_t e = 0; e < poisoned.size(); ++e) {
-          cache.keys[poisoned[e]] = savedKeys[e];
-          cache.values[poisoned[e]] = savedValues[e];
+
+          const uint32_t position = static_cast<uint32_t>(length - 1);
+          for (size_t chunk : chunkSizes) {
+            const std::string what = std::string(set.name) +
+                                     (element == KvElement::Bf16 ? " bf16 KV " : " f32 KV ") +
+                                     describe(hs) + " length " + std::to_string(length) +
+                                     " chunk " + std::to_string(chunk);
+            std::vector<float> split(outStride, kNaN), whole(outStride, kNaN);
+            op.out = split.data();
+            runAttention(*set.kernels, op, &position, 1, chunk, true);
+            op.out = whole.data();
+            runAttention(*set.kernels, op, &position, 1, chunk, false);
+            bool anyNonZero = false;
+            for (size_t e = 0; e < hs.heads * d; ++e) {
+              ASSERT_FALSE(std::isnan(split[e])) << what << ": element " << e << " is NaN";
+              anyNonZero = anyNonZero || split[e] != 0.0f;
+              // Softmax in float32: a score error of a few ulps of |score| (up to ~50 here) moves
+              // weights by ~1e-5 relative.
+              ASSERT_LE(std::abs(split[e] - want[e]), 3e-5 * magnitude[e] + 1e-30)
+                  << what << ": element " << e << " is " << split[e] << ", reference " << want[e];
+            }
+            ASSERT_TRUE(anyNonZero) << what << ": the output is all zeros";
+            ASSERT_EQ(std::memcmp(split.data(), whole.data(), outStride * sizeof(float)), 0)
+                << what << ": a split row and a whole row differ (or the padding was written)";
+            for (size_t e = hs.heads * d; e < outStride; ++e)
+              ASSERT_TRUE(std::isnan(split[e])) << what << ": wrote past the row";
+          }
+          for (size_t e = 0; e < poisoned.size(); ++e) {
+            cache.set(poisoned[e], savedKeys[e], savedValues[e]);
+          }
         }
       }
-    }
 }
 
 // Phases of the pool for attentionWithThreads.
@@ -245,7 +220,7 @@ TEST(AttentionTest, BitsDoNotDependOnThreadsOrSplit) {
   const HeadShape hs{6, 2, 24}; // 3 query heads per KV head
   const size_t d = hs.headDim;
   LongTailedRandom random(11);
-  TestCache cache(hs.kvHeads, d, 3000);
+  TestKvCache cache(hs.kvHeads, d, 3000, 2);
   cache.fill(random, 1, 0, hs.kvHeads, d, 3000);
   cache.fill(random, 1, 1, hs.kvHeads, d, 3000);
   // One long sequence decoding alone, then a batch: the long one beside a short and a middle
@@ -343,7 +318,7 @@ TEST(AttentionTest, Avx512ChunkKernelIsPresentWhereTheHostHasAvx512) {
   if (!hostRunsAvx512())
     GTEST_SKIP() << "the host has no AVX-512 F and BW: only the portable kernels run here";
   EXPECT_STREQ(vectorKernelsFor(hostCpuFeatures()).name, "avx512-f32");
-  EXPECT_NE(vectorKernelsFor(hostCpuFeatures()).attentionChunk, &attentionChunkPortable);
+  EXPECT_FALSE(vectorKernelsFor(hostCpuFeatures()).attentionChunk == kAttentionChunkPortable);
 }
 
 } // namespace

@@ -195,8 +195,7 @@ TEST(EngineBf16Test, FusedSwiGluGivesTheBitsOfTheSeparateOp) {
       shape.swiglu_gate_last = gateLast;
       LoadedTinyPlan fused(shape);
       ASSERT_TRUE(separate.plan && fused.plan);
-      EXPECT_EQ(fused.plan->def().ops()->size() + shape.layers,
-                separate.plan->def().ops()->size());
+      EXPECT_EQ(fused.plan->def().ops()->size() + shape.layers, separate.plan->def().ops()->size());
       std::unique_ptr<Engine> a = fused.engine(2), b = separate.engine(3);
       ASSERT_TRUE(a && b);
       size_t swiGluOps = 0;

@@ -58,6 +58,7 @@ void operator delete[](void *p, size_t, std::align_val_t) noexcept { std::free(p
 namespace hetc {
 namespace {
 
+using plan::DTypeDef;
 using test::LoadedTinyPlan;
 using test::TinyPlan;
 using test::TinyPlanShape;
@@ -443,7 +444,8 @@ TEST(EngineTest, RefusesWhatThePortableKernelsCannotRun) {
 }
 
 // Prefills three ragged prompts, then runs 20 decode steps returning `output`, and counts the
-// allocations from decode step `countFrom` on (earlier steps may warm up); nullopt if a step failed.
+// allocations from decode step `countFrom` on (earlier steps may warm up); nullopt if a step
+// failed.
 std::optional<size_t> decodeAllocations(unsigned threads, StepOutput output, int countFrom) {
   LoadedTinyPlan loaded(largerShape());
   if (!loaded.plan)
@@ -529,28 +531,66 @@ std::unique_ptr<Engine> engineWith(const std::shared_ptr<const Plan> &plan, unsi
 // chunks of 256 positions): the logits of 1, 2 and 3 threads must agree bit for bit, with either
 // kernel set.
 TEST(EngineTest, LongSequenceIsBitIdenticalForOneTwoAndThreeThreads) {
-  TinyPlanShape shape = largerShape();
-  shape.max_batch = 2;
-  shape.max_seq = 2100;
-  shape.max_step_tokens = 64;
-  LoadedTinyPlan loaded(shape);
-  ASSERT_TRUE(loaded.plan);
-  const std::vector<std::vector<int32_t>> prompts = {
-      promptOf(2000, 3, static_cast<int32_t>(shape.vocab))};
-  for (bool portable : {false, true}) {
-    std::unique_ptr<Engine> one = engineWith(loaded.plan, 1, portable);
-    ASSERT_TRUE(one);
-    ASSERT_LT(7 * one->attentionChunkPositions(), 2000u);
-    const Generation expected = generate(*one, prompts, 6);
-    for (unsigned threads : {2u, 3u}) {
-      std::unique_ptr<Engine> many = engineWith(loaded.plan, threads, portable);
-      ASSERT_TRUE(many);
-      const Generation got = generate(*many, prompts, 6);
-      EXPECT_EQ(got.tokens, expected.tokens)
-          << threads << " threads, " << one->vectorKernels().name;
-      EXPECT_TRUE(sameBits(got.logits.data(), expected.logits.data(), got.logits.size()))
-          << threads << " threads, " << one->vectorKernels().name;
+  for (const DTypeDef kvDtype : {DTypeDef::F32, DTypeDef::BF16}) {
+    SCOPED_TRACE(kvDtype == DTypeDef::BF16 ? "bf16 KV" : "f32 KV");
+    TinyPlanShape shape = largerShape();
+    shape.max_batch = 2;
+    shape.max_seq = 2100;
+    shape.max_step_tokens = 64;
+    shape.kv_dtype = kvDtype;
+    LoadedTinyPlan loaded(shape);
+    ASSERT_TRUE(loaded.plan);
+    const std::vector<std::vector<int32_t>> prompts = {
+        promptOf(2000, 3, static_cast<int32_t>(shape.vocab))};
+    for (bool portable : {false, true}) {
+      std::unique_ptr<Engine> one = engineWith(loaded.plan, 1, portable);
+      ASSERT_TRUE(one);
+      ASSERT_LT(7 * one->attentionChunkPositions(), 2000u);
+      const Generation expected = generate(*one, prompts, 6);
+      for (unsigned threads : {2u, 3u}) {
+        std::unique_ptr<Engine> many = engineWith(loaded.plan, threads, portable);
+        ASSERT_TRUE(many);
+        const Generation got = generate(*many, prompts, 6);
+        EXPECT_EQ(got.tokens, expected.tokens)
+            << threads << " threads, " << one->vectorKernels().name;
+        EXPECT_TRUE(sameBits(got.logits.data(), expected.logits.data(), got.logits.size()))
+            << threads << " threads, " << one->vectorKernels().name;
+      }
     }
+  }
+}
+
+// A BF16 KV cache holds K and V rounded to bf16: the logits move by about the rounding (2^-9
+// relative per element), not more, with the portable and the AVX-512 attention alike; and the
+// attention reports the cache it reads.
+TEST(EngineTest, Bf16KvCacheStaysCloseToF32) {
+  TinyPlanShape shape = largerShape();
+  shape.max_seq = 600;
+  LoadedTinyPlan f32(shape);
+  shape.kv_dtype = DTypeDef::BF16;
+  LoadedTinyPlan bf16(shape);
+  ASSERT_TRUE(f32.plan && bf16.plan);
+  const int32_t vocab = static_cast<int32_t>(shape.vocab);
+  const std::vector<std::vector<int32_t>> prompts = {promptOf(500, 5, vocab),
+                                                     promptOf(7, 2, vocab)};
+  for (bool portable : {false, true}) {
+    std::unique_ptr<Engine> exact = engineWith(f32.plan, 2, portable);
+    std::unique_ptr<Engine> rounded = engineWith(bf16.plan, 2, portable);
+    ASSERT_TRUE(exact && rounded);
+    bool reportsBf16 = false;
+    for (const KernelUse &use : rounded->kernelSummary())
+      reportsBf16 |= use.opKind == "Attention" && use.kernel.find("bf16 kv") != std::string::npos;
+    EXPECT_TRUE(reportsBf16) << rounded->vectorKernels().name;
+    const Generation want = generate(*exact, prompts, 6);
+    const Generation got = generate(*rounded, prompts, 6);
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    double largest = 0, worst = 0;
+    for (size_t i = 0; i < want.logits.size(); ++i) {
+      largest = std::max(largest, std::abs(double(want.logits[i])));
+      worst = std::max(worst, std::abs(double(got.logits[i]) - want.logits[i]));
+    }
+    EXPECT_GT(worst, 0.0) << "no rounding at all: the cache is not bf16";
+    EXPECT_LE(worst, 1e-2 * largest) << rounded->vectorKernels().name;
   }
 }
 

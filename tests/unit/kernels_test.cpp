@@ -3,6 +3,7 @@
 // data. Outputs are poisoned with NaN first, so an element a kernel forgets stays NaN and fails;
 // an output of all zeros is refused even when the reference agrees.
 #include "LongTailedRandom.h"
+#include "TestKvCache.h"
 
 #include "hetc/runtime/Kernels.h"
 
@@ -228,66 +229,57 @@ TEST(KernelsTest, RopeMatchesRotateHalf) {
     }
 }
 
-// A KV cache with padded strides: 2 layers, 3 slots, `kvHeads` heads, positions padded too.
-struct TestCache {
-  TestCache(size_t kvHeads, size_t headDim, size_t maxSeq) {
-    view.posStride = headDim + 3;
-    view.headStride = maxSeq * view.posStride + 7;
-    view.slotStride = kvHeads * view.headStride + 11;
-    view.layerStride = 3 * view.slotStride;
-    keys.assign(2 * view.layerStride, kNaN);
-    values.assign(2 * view.layerStride, kNaN);
-    view.keys = keys.data();
-    view.values = values.data();
-  }
-  std::vector<float> keys, values;
-  KvCacheView view;
-};
-
 // The attention over the cache is tested in attention_test.cpp.
 TEST(KernelsTest, KvAppendWritesEachRowAtItsSlotAndPosition) {
   LongTailedRandom random(7);
   struct HeadShape {
     size_t heads, kvHeads, headDim;
   };
-  for (HeadShape hs : {HeadShape{1, 1, 8}, HeadShape{3, 1, 24}, HeadShape{4, 2, 16},
-                       HeadShape{6, 2, 24}, HeadShape{8, 8, 64}}) {
-    const std::string what = "kvAppend heads=" + std::to_string(hs.heads) + "/" +
-                             std::to_string(hs.kvHeads) + " head_dim=" + std::to_string(hs.headDim);
-    const size_t maxSeq = 300, d = hs.headDim;
-    TestCache cache(hs.kvHeads, d, maxSeq);
-    AttentionShape shape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
+  for (const KvElement element : {KvElement::F32, KvElement::Bf16})
+    for (HeadShape hs : {HeadShape{1, 1, 8}, HeadShape{3, 1, 24}, HeadShape{4, 2, 16},
+                         HeadShape{6, 2, 24}, HeadShape{8, 8, 64}}) {
+      const std::string what =
+          std::string("kvAppend ") + (element == KvElement::Bf16 ? "bf16" : "f32") +
+          " heads=" + std::to_string(hs.heads) + "/" + std::to_string(hs.kvHeads) +
+          " head_dim=" + std::to_string(hs.headDim);
+      const size_t maxSeq = 300, d = hs.headDim;
+      test::TestKvCache cache(hs.kvHeads, d, maxSeq, 3, element);
+      AttentionShape shape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
 
-    // The step: slot 2 prefills positions 0..4, slot 0 decodes at 70, slot 1 continues at
-    // 200..201.
-    const std::vector<uint32_t> slots = {2, 2, 2, 2, 2, 0, 1, 1};
-    const std::vector<uint32_t> positions = {0, 1, 2, 3, 4, 70, 200, 201};
-    const size_t rows = slots.size();
-    const size_t kvStride = paddedStride(hs.kvHeads * d);
-    std::vector<float> k(rows * kvStride), v(rows * kvStride);
-    for (float &e : k)
-      e = random.next(4.0f);
-    for (float &e : v)
-      e = random.next(30.0f);
+      // The step: slot 2 prefills positions 0..4, slot 0 decodes at 70, slot 1 continues at
+      // 200..201.
+      const std::vector<uint32_t> slots = {2, 2, 2, 2, 2, 0, 1, 1};
+      const std::vector<uint32_t> positions = {0, 1, 2, 3, 4, 70, 200, 201};
+      const size_t rows = slots.size();
+      const size_t kvStride = paddedStride(hs.kvHeads * d);
+      std::vector<float> k(rows * kvStride), v(rows * kvStride);
+      for (float &e : k)
+        e = random.next(4.0f);
+      for (float &e : v)
+        e = random.next(30.0f);
+      // A bf16 cache holds each value rounded to nearest even, as the linear kernels round.
+      auto stored = [&](float x) {
+        return element == KvElement::Bf16 ? codegen::bf16ToFloat(codegen::floatToBf16(x)) : x;
+      };
 
-    kvAppend(k.data(), kvStride, v.data(), kvStride, cache.view, shape, slots.data(),
-             positions.data(), 0, 3);
-    kvAppend(k.data(), kvStride, v.data(), kvStride, cache.view, shape, slots.data(),
-             positions.data(), 3, rows);
-    size_t written = 0;
-    for (size_t t = 0; t < rows; ++t)
-      for (size_t g = 0; g < hs.kvHeads; ++g)
-        for (size_t i = 0; i < d; ++i, ++written) {
-          const size_t at = cache.view.offset(1, slots[t], g, positions[t]) + i;
-          ASSERT_EQ(cache.keys[at], k[t * kvStride + g * d + i]) << what;
-          ASSERT_EQ(cache.values[at], v[t * kvStride + g * d + i]) << what;
-        }
-    // Nothing else was touched.
-    size_t notNaN = 0;
-    for (size_t e = 0; e < cache.keys.size(); ++e)
-      notNaN += !std::isnan(cache.keys[e]) + !std::isnan(cache.values[e]);
-    ASSERT_EQ(notNaN, 2 * written) << what;
-  }
+      kvAppend(k.data(), kvStride, v.data(), kvStride, cache.view, shape, slots.data(),
+               positions.data(), 0, 3);
+      kvAppend(k.data(), kvStride, v.data(), kvStride, cache.view, shape, slots.data(),
+               positions.data(), 3, rows);
+      size_t written = 0;
+      for (size_t t = 0; t < rows; ++t)
+        for (size_t g = 0; g < hs.kvHeads; ++g)
+          for (size_t i = 0; i < d; ++i, ++written) {
+            const size_t at = cache.view.offset(1, slots[t], g, positions[t]) + i;
+            ASSERT_EQ(cache.key(at), stored(k[t * kvStride + g * d + i])) << what;
+            ASSERT_EQ(cache.value(at), stored(v[t * kvStride + g * d + i])) << what;
+          }
+      // Nothing else was touched.
+      size_t notNaN = 0;
+      for (size_t e = 0; e < cache.elements; ++e)
+        notNaN += !std::isnan(cache.key(e)) + !std::isnan(cache.value(e));
+      ASSERT_EQ(notNaN, 2 * written) << what;
+    }
 }
 
 TEST(KernelsTest, SwiGluAndAddMatchReference) {

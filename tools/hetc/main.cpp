@@ -236,6 +236,7 @@ struct CompileArguments {
   std::string maxSeq = "4096";
   uint32_t maxStepTokens = 512;
   std::string weights = "bf16";
+  std::string kv; // empty: as the weights
   bool verbose = false;
 };
 
@@ -261,6 +262,8 @@ int compileCommand(const CompileArguments &args) {
   options.maxStepTokens = args.maxStepTokens;
   options.weights = args.weights == "f32" ? hetc::compiler::WeightFormat::F32
                                           : hetc::compiler::WeightFormat::BF16;
+  if (!args.kv.empty())
+    options.kv = args.kv == "f32" ? hetc::compiler::KvFormat::F32 : hetc::compiler::KvFormat::BF16;
   options.verbose = args.verbose;
   check(hetc::compiler::compileOnnxToPlan(options));
   return 0;
@@ -297,6 +300,11 @@ int runTool(int argc, char **argv) {
                    "Linear and lm_head weights: bf16 (packed for the BF16 kernels) or f32 (exact)")
       ->check(CLI::IsMember({"bf16", "f32"}))
       ->capture_default_str();
+  compile
+      ->add_option("--kv", compileArgs.kv,
+                   "KV cache elements: bf16 (half the bytes per position) or f32 (exact); "
+                   "default: bf16 with --weights bf16, f32 with --weights f32")
+      ->check(CLI::IsMember({"bf16", "f32"}));
   compile->add_flag("--verbose", compileArgs.verbose, "Print the IR after each stage to stderr");
 
   RunArguments runArgs;

@@ -4,6 +4,7 @@
 #include "hetc/runtime/Status.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace hetc::compiler {
@@ -12,6 +13,12 @@ namespace hetc::compiler {
 enum class WeightFormat {
   BF16, // packed for the BF16 kernels (WeightLayoutDef::LinearBf16N16K2); the default
   F32,  // float32 [N, K] (LinearNK): exact, for checks against a float32 reference
+};
+
+// What the KV cache holds.
+enum class KvFormat {
+  BF16, // half the bytes per position: the default with BF16 weights
+  F32,  // exact, the default with float32 weights
 };
 
 struct CompileOptions {
@@ -23,6 +30,7 @@ struct CompileOptions {
   bool maxSeqAuto = false;                   // largest max-seq that fits the host (maxSeq unused)
   uint32_t maxStepTokens = 512;              // tokens one step processes (prefill chunk)
   WeightFormat weights = WeightFormat::BF16; // linear and lm_head weights
+  std::optional<KvFormat> kv;                // KV cache elements; unset: as the weights
   bool verbose = false;                      // print the IR after each stage to stderr
 };
 

@@ -13,7 +13,7 @@ namespace hetc::compiler {
 // graph, and fills `weights`. On failure returns null and sets `error` to one clear message
 // naming the file, node, op or tensor at fault.
 mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(const std::string &path,
-                                                  mlir::MLIRContext &context,
-                                                  WeightStore &weights, std::string &error);
+                                                  mlir::MLIRContext &context, WeightStore &weights,
+                                                  std::string &error);
 
 } // namespace hetc::compiler

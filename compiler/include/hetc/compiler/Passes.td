@@ -60,6 +60,8 @@ def PlanMemory : Pass<"hetc-plan-memory", "mlir::ModuleOp"> {
     Option<"maxBatch", "max-batch", "uint32_t", "4", "sequence slots">,
     Option<"maxSeq", "max-seq", "uint64_t", "4096", "positions per sequence">,
     Option<"maxStepTokens", "max-step-tokens", "uint32_t", "512", "tokens per step">,
+    Option<"kvDtype", "kv-dtype", "std::string", "\"f32\"",
+           "KV cache elements: f32 or bf16">,
   ];
 }
 

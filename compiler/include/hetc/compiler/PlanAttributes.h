@@ -20,7 +20,8 @@
 //   hetc.buffers      [{name, role: "hidden" | "scratch" | "logits", offset, rows, cols,
 //                     row_stride: i64}]: the activation arena's buffers, in index order
 //   hetc.activation_arena_size  i64 bytes
-//   hetc.kv_cache     {layers, slots, kv_heads, max_seq, head_dim, pos_stride, head_stride,
+//   hetc.kv_cache     {dtype: "f32" | "bf16", layers, slots, kv_heads, max_seq, head_dim,
+//                     pos_stride, head_stride,
 //                     slot_stride, layer_stride (elements), k_offset, v_offset, arena_size
 //                     (bytes)}
 #pragma once
@@ -67,8 +68,17 @@ inline constexpr llvm::StringLiteral kHiddenRole = "hidden";
 inline constexpr llvm::StringLiteral kScratchRole = "scratch";
 inline constexpr llvm::StringLiteral kLogitsRole = "logits";
 
-// Activations, weights and the KV cache are float32 in plans of this version.
+// Activations are float32 in plans of this version.
 inline constexpr int64_t kElementBytes = 4;
+
+// Bytes of one KV cache element of `dtype` ("f32" or "bf16"); none for any other name.
+inline std::optional<int64_t> kvElementBytes(llvm::StringRef dtype) {
+  if (dtype == "f32")
+    return 4;
+  if (dtype == "bf16")
+    return 2;
+  return std::nullopt;
+}
 // Buffer offsets and row strides are multiples of a cache line (and of an AVX-512 vector).
 inline constexpr int64_t kActivationAlignment = 64;
 

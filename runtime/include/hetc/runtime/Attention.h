@@ -32,15 +32,24 @@ constexpr size_t attentionStateFloats(size_t group, size_t headDim) {
 
 // Partial attention of the `group` query heads q[h * headDim ..] (h < group) over positions
 // [begin, end) (begin < end) of one KV head: keys and values point at position 0 of the head's
-// stream, rows posStride elements apart. Writes the chunk state. Reads no row at or past `end`.
-using AttentionChunkKernel = void (*)(const float *q, const float *keys, const float *values,
-                                      size_t posStride, size_t group, size_t headDim, float scale,
-                                      size_t begin, size_t end, float *state);
+// stream, rows posStride elements apart, float32 or bf16 (widened exactly to float32 as read).
+// Writes the chunk state. Reads no row at or past `end`.
+template <typename Element>
+using AttentionChunkFn = void (*)(const float *q, const Element *keys, const Element *values,
+                                  size_t posStride, size_t group, size_t headDim, float scale,
+                                  size_t begin, size_t end, float *state);
+
+// One instruction set's chunk kernel for each KV element type.
+struct AttentionChunkKernel {
+  AttentionChunkFn<float> f32;
+  AttentionChunkFn<uint16_t> bf16;
+  bool operator==(const AttentionChunkKernel &other) const {
+    return f32 == other.f32 && bf16 == other.bf16;
+  }
+};
 
 // The portable chunk kernel: scores in blocks of positions, std::exp, the fixed-order dot().
-void attentionChunkPortable(const float *q, const float *keys, const float *values,
-                            size_t posStride, size_t group, size_t headDim, float scale,
-                            size_t begin, size_t end, float *state);
+extern const AttentionChunkKernel kAttentionChunkPortable;
 
 // Folds the state of the next chunk into `into` (the merge of every earlier chunk).
 void attentionMerge(float *into, const float *next, size_t group, size_t headDim);
@@ -112,9 +121,10 @@ struct AttentionOperands {
   const uint32_t *rowSlots = nullptr;
 };
 
-// Runs units [unitBegin, unitEnd) of the cut. `partials` holds split.statesUsed() states of
-// attentionStateFloats(group, headDim) floats; `work` holds two states for this caller alone.
-void attentionUnits(AttentionChunkKernel chunk, const AttentionSplit &split,
+// Runs units [unitBegin, unitEnd) of the cut, with `chunk`'s kernel for the cache's element type.
+// `partials` holds split.statesUsed() states of attentionStateFloats(group, headDim) floats; `work`
+// holds two states for this caller alone.
+void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &split,
                     const AttentionOperands &op, size_t unitBegin, size_t unitEnd, float *partials,
                     float *work);
 

@@ -121,8 +121,7 @@ public:
   // Runs one step over `count` sequences whose tokens are packed in order into rows 0..T-1.
   // Each slot may appear once. Fails, changing nothing, when a limit of the plan is exceeded.
   // `output` says what the sequences asking for logits get: logits() or argmax().
-  Status step(const StepSequence *sequences, size_t count,
-              StepOutput output = StepOutput::Logits);
+  Status step(const StepSequence *sequences, size_t count, StepOutput output = StepOutput::Logits);
 
   // Logits [vocab] of sequence `sequenceIndexInStep` of the last step; meaningful only for a
   // sequence that asked for them. Null past max_batch.

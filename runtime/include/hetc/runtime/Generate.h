@@ -24,8 +24,8 @@ size_t argmaxFirst(const float *values, size_t count);
 
 // Checks a request against the plan's bounds (prompt count, positions, ids) without running it,
 // so a caller can refuse it before sizing anything for it; generateGreedy checks the same.
-Status checkGenerateRequest(const Engine &engine,
-                            const std::vector<std::vector<int32_t>> &prompts, uint32_t maxNew);
+Status checkGenerateRequest(const Engine &engine, const std::vector<std::vector<int32_t>> &prompts,
+                            uint32_t maxNew);
 
 // Prompt i runs in slot i from position 0. Each step carries at most the plan's max_step_tokens
 // tokens, so long prompts are prefilled over several steps; only the step holding a prompt's

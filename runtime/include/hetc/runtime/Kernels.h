@@ -22,11 +22,17 @@ constexpr size_t kDotLanes = 8;
 // sum_i a[i] * b[i] in the fixed lane order above.
 float dot(const float *a, const float *b, size_t n);
 
+// What the KV cache holds: float32, or bf16 (the upper 16 bits of a float32, rounded to nearest
+// even when written), which halves the bytes a decode step reads and the memory a context takes.
+enum class KvElement : uint8_t { F32, Bf16 };
+
 // The KV cache of the plan, in elements: K element (layer, slot, head, pos, d) is at
 // keys[layer*layerStride + slot*slotStride + head*headStride + pos*posStride + d]; V likewise.
+// keys and values point at float (F32) or uint16_t (Bf16) elements.
 struct KvCacheView {
-  float *keys = nullptr;
-  float *values = nullptr;
+  void *keys = nullptr;
+  void *values = nullptr;
+  KvElement element = KvElement::F32;
   size_t layerStride = 0;
   size_t slotStride = 0;
   size_t headStride = 0;
@@ -34,6 +40,11 @@ struct KvCacheView {
 
   size_t offset(size_t layer, size_t slot, size_t head, size_t pos) const {
     return layer * layerStride + slot * slotStride + head * headStride + pos * posStride;
+  }
+  size_t elementBytes() const { return element == KvElement::Bf16 ? 2 : 4; }
+  // The address of element `offset` of K (keys = true) or V.
+  void *at(bool keys, size_t offset) const {
+    return static_cast<char *>(keys ? this->keys : values) + offset * elementBytes();
   }
 };
 
@@ -74,7 +85,7 @@ void rope(float *x, size_t xStride, size_t heads, size_t headDim, const float *i
           const uint32_t *positions, size_t rowBegin, size_t rowEnd);
 
 // Writes the k and v rows [rowBegin, rowEnd) ([T, kvHeads*headDim]) into the cache at
-// (layer, rowSlots[t], head, rowPositions[t]).
+// (layer, rowSlots[t], head, rowPositions[t]), rounded to bf16 for a Bf16 cache.
 void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
               const KvCacheView &cache, const AttentionShape &shape, const uint32_t *rowSlots,
               const uint32_t *rowPositions, size_t rowBegin, size_t rowEnd);

@@ -22,6 +22,7 @@ using AddKernel = decltype(&add);
 
 struct VectorKernels {
   const char *name; // "avx512-f32" or "portable-f32", as reports name a kernel
+  const char *bf16KvName; // the attention's name over a BF16 KV cache ("avx512-f32, bf16 kv")
   EmbeddingKernel embedding;
   RmsNormKernel rmsNorm;
   RopeKernel rope;
