@@ -117,9 +117,6 @@ Status Engine::fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed)
     return Status::error(std::to_string(positions) + " positions exceed the plan's --max-seq " +
                          std::to_string(maxSeq_));
   const plan::KvCacheDef &kv = *plan_->def().kv_cache();
-  if (kv.dtype() != plan::DTypeDef::F32)
-    return Status::error(std::string("a synthetic fill of a ") +
-                         plan::EnumNameDTypeDef(kv.dtype()) + " KV cache is not supported");
   if (positions > 0 && kv.layers() > 0) {
     SyntheticFill fill;
     fill.cache = &kvCache_;
