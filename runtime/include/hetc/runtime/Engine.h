@@ -8,6 +8,7 @@
 
 #include "hetc/runtime/Attention.h"
 #include "hetc/runtime/Kernels.h"
+#include "hetc/runtime/Session.h"
 #include "hetc/runtime/Status.h"
 #include "hetc/runtime/ThreadPool.h"
 #include "hetc/runtime/VectorKernels.h"
@@ -118,8 +119,7 @@ public:
   // Runs one step over `count` sequences whose tokens are packed in order into rows 0..T-1.
   // Each slot may appear once. Fails, changing nothing, when a limit of the plan is exceeded.
   // `output` says what the sequences asking for logits get: logits() or argmax().
-  Status step(const StepSequence *sequences, size_t count,
-              StepOutput output = StepOutput::Logits);
+  Status step(const StepSequence *sequences, size_t count, StepOutput output = StepOutput::Logits);
 
   // Logits [vocab] of sequence `sequenceIndexInStep` of the last step; meaningful only for a
   // sequence that asked for them. Null past max_batch.
@@ -158,6 +158,17 @@ public:
   // cached. Nothing is computed: logits after this are meaningless, the work is not.
   Status fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed);
 
+  // Sessions (Session.h, Session.cpp): writes positions 0..cachedPositions(slot)-1 of `slot`
+  // (every layer, K and V) and `history`, the sequence's token ids (at least one per position),
+  // to `path` atomically: a temporary file in the same directory, renamed over `path`.
+  Status saveSession(const std::string &path, uint32_t slot,
+                     const std::vector<int32_t> &history) const;
+  // Loads a file saved from a plan of the same model (sessionFingerprint) into `slot`, any slot,
+  // and returns its header and history; cachedPositions(slot) becomes its positions. Every
+  // failure is one message; one found after the slot's rows were written (a checksum mismatch)
+  // leaves the slot with no cached positions.
+  Result<SessionInfo> restoreSession(const std::string &path, uint32_t slot);
+
 private:
   explicit Engine(std::shared_ptr<const Plan> plan);
   Status resolve();
@@ -165,6 +176,9 @@ private:
   void runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) const;
   Status allocateAttentionStates();
   Status allocateArgmax();
+  // Byte address of the K (or V) row of (layer, slot, KV head, position), for session files.
+  uint8_t *kvRow(bool values, uint64_t layer, uint64_t slot, uint64_t head,
+                 uint64_t position) const;
   void runLmHeadArgmax(const ResolvedOp &op, unsigned thread, size_t firstTask,
                        size_t lastTask) const;
   void mergeArgmax();
