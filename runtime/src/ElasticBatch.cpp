@@ -14,7 +14,7 @@ std::string str(uint64_t value) { return std::to_string(value); }
 
 } // namespace
 
-Result<ElasticBatch> ElasticBatch::create(Engine &engine, std::vector<GenerationRequest> requests) {
+Status ElasticBatch::check(const Engine &engine, const std::vector<GenerationRequest> &requests) {
   if (requests.empty())
     return Status::error("no prompts given");
   std::vector<bool> slotNamed(engine.maxBatch(), false);
@@ -53,7 +53,12 @@ Result<ElasticBatch> ElasticBatch::create(Engine &engine, std::vector<Generation
                            str(request.prompt.size()) + " prompt + " + str(request.maxNew) +
                            " new) but the plan's --max-seq is " + str(engine.maxSeq()));
   }
+  return Status();
+}
 
+Result<ElasticBatch> ElasticBatch::create(Engine &engine, std::vector<GenerationRequest> requests) {
+  if (Status s = check(engine, requests); !s)
+    return s;
   ElasticBatch batch(engine);
   const size_t count = requests.size();
   batch.requests_ = std::move(requests);
@@ -73,7 +78,10 @@ Result<ElasticBatch> ElasticBatch::create(Engine &engine, std::vector<Generation
     return batch.requests_[a].arrivalStep < batch.requests_[b].arrivalStep;
   });
   batch.slotBusy_.assign(engine.maxBatch(), false);
-  batch.slotReserved_ = slotNamed;
+  batch.slotReserved_.assign(engine.maxBatch(), false);
+  for (const GenerationRequest &request : batch.requests_)
+    if (request.slot != GenerationRequest::kAnySlot)
+      batch.slotReserved_[request.slot] = true;
   batch.active_.reserve(engine.maxBatch());
   batch.stepSequences_.reserve(engine.maxBatch());
   batch.stepRequests_.reserve(engine.maxBatch());

@@ -55,6 +55,8 @@ public:
   // Checks every request against the plan (ids, positions, slots) and sizes everything run()
   // touches. The engine must outlive the batch; fixed slots must already hold `start` positions.
   static Result<ElasticBatch> create(Engine &engine, std::vector<GenerationRequest> requests);
+  // The checks of create() alone, so a caller can refuse requests before sizing anything for them.
+  static Status check(const Engine &engine, const std::vector<GenerationRequest> &requests);
 
   // Runs every request to its end. Allocates nothing; fails on the first failing step.
   Status run();
