@@ -319,12 +319,17 @@ Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slo
   const std::string name = "session file " + path;
   const plan::KvCacheDef &kv = *plan_->def().kv_cache();
   const uint64_t fingerprint = sessionFingerprint(*plan_);
-  if (info.fingerprint != fingerprint)
-    return Status::error(name + " was saved with another model: its KV cache is " +
-                         kvShapeText(info.kvDtype, info.layers, info.kvHeads, info.headDim) +
-                         ", model fingerprint " + hex(info.fingerprint) + "; this plan's is " +
-                         kvShapeText(kv.dtype(), kv.layers(), kv.kv_heads(), kv.head_dim()) +
-                         ", fingerprint " + hex(fingerprint));
+  if (info.fingerprint != fingerprint) {
+    const std::string theirs = kvShapeText(info.kvDtype, info.layers, info.kvHeads, info.headDim);
+    const std::string ours = kvShapeText(kv.dtype(), kv.layers(), kv.kv_heads(), kv.head_dim());
+    if (theirs == ours)
+      return Status::error(name + " was saved with another model or other weights (model " +
+                           "fingerprint " + hex(info.fingerprint) + ", this plan's " +
+                           hex(fingerprint) + ", both with a KV cache of " + ours + ")");
+    return Status::error(name + " was saved with another model: its KV cache is " + theirs +
+                         ", this plan's " + ours + " (model fingerprint " + hex(info.fingerprint) +
+                         ", this plan's " + hex(fingerprint) + ")");
+  }
   // Equal fingerprints cover these; a mismatch here is a file whose header lies.
   if (info.kvDtype != kv.dtype() || info.layers != kv.layers() || info.kvHeads != kv.kv_heads() ||
       info.headDim != kv.head_dim())

@@ -224,12 +224,12 @@ hetc::ElasticBatch runElastic(hetc::Engine &engine, const RunArguments &args,
     const hetc::ElasticBatchStats &stats = batch->stats();
     std::fprintf(stderr,
                  "hetc: %llu steps (%llu with prefill and decode together), %llu prompt ids "
-                 "prefilled, %llu ids decoded, %u slots busy at most: %.3f ms\n",
+                 "prefilled, %llu ids decoded, at most %u of %u slots busy: %.3f ms\n",
                  static_cast<unsigned long long>(stats.steps),
                  static_cast<unsigned long long>(stats.mixedSteps),
                  static_cast<unsigned long long>(stats.prefillTokens),
                  static_cast<unsigned long long>(stats.decodeTokens), stats.mostActive,
-                 stats.seconds * 1e3);
+                 engine.maxBatch(), stats.seconds * 1e3);
   }
   return std::move(batch.value());
 }
