@@ -17,8 +17,6 @@ double secondsBetween(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double>(end - start).count();
 }
 
-uint64_t dtypeBytes(plan::DTypeDef dtype) { return dtype == plan::DTypeDef::BF16 ? 2 : 4; }
-
 // splitmix64: prompts and first tokens, the same on every platform.
 uint64_t nextRandom(uint64_t &state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ull);

@@ -83,8 +83,6 @@ std::string epilogueText(const OpDef &op) {
   }
 }
 
-uint64_t dtypeSize(DTypeDef dtype) { return dtype == DTypeDef::BF16 ? 2 : 4; }
-
 // Totals both printers show.
 struct PlanTotals {
   uint64_t weightBytes = 0;
@@ -354,7 +352,7 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
   os << "\nkv cache: " << EnumNameDTypeDef(kv.dtype()) << ", " << kKvLayoutText << "\n";
   os << "  dims: layers " << kv.layers() << ", slots " << kv.slots() << ", kv_heads "
      << kv.kv_heads() << ", max_seq " << kv.max_seq() << ", head_dim " << kv.head_dim() << "\n";
-  os << "  strides (elements of " << dtypeSize(kv.dtype()) << " bytes): pos " << kv.pos_stride()
+  os << "  strides (elements of " << dtypeBytes(kv.dtype()) << " bytes): pos " << kv.pos_stride()
      << ", head " << kv.head_stride() << ", slot " << kv.slot_stride() << ", layer "
      << kv.layer_stride() << "\n";
   os << "  K at byte " << kv.k_offset() << ", V at byte " << kv.v_offset() << ", arena "

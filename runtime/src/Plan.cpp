@@ -22,6 +22,17 @@
 #include <vector>
 
 namespace hetc {
+
+uint64_t dtypeBytes(plan::DTypeDef dtype) {
+  switch (dtype) {
+  case plan::DTypeDef::F32:
+    return 4;
+  case plan::DTypeDef::BF16:
+    return 2;
+  }
+  return 0;
+}
+
 namespace {
 
 using namespace plan;
@@ -58,17 +69,6 @@ std::string identifierText(const uint8_t *id) {
 
 std::string quoted(const flatbuffers::String *s) {
   return s ? "'" + s->str() + "'" : std::string("''");
-}
-
-// Byte size of one element; 0 for a value this runtime does not know.
-uint64_t dtypeSize(DTypeDef dtype) {
-  switch (dtype) {
-  case DTypeDef::F32:
-    return 4;
-  case DTypeDef::BF16:
-    return 2;
-  }
-  return 0;
 }
 
 template <typename Enum> bool inRange(Enum value) {
@@ -251,7 +251,7 @@ private:
       if (packedBf16 && t->dtype() != DTypeDef::BF16)
         return fail(tensorText(i), " has layout LinearBf16N16K2 but dtype ", dtypeText(t->dtype()),
                     "; the layout holds BF16");
-      uint64_t bytes = dtypeSize(t->dtype());
+      uint64_t bytes = dtypeBytes(t->dtype());
       for (uint64_t dim : *shape) {
         if (dim == 0)
           return fail(tensorText(i), " shape ", shapeText(shape), " has an empty dimension");
@@ -281,7 +281,7 @@ private:
         return fail(bufferText(i), " has unknown role ", static_cast<int>(b->role()));
       if (b->rows() == 0 || b->cols() == 0)
         return fail(bufferText(i), " is empty: ", b->rows(), " x ", b->cols());
-      const uint64_t elementSize = dtypeSize(b->dtype());
+      const uint64_t elementSize = dtypeBytes(b->dtype());
       uint64_t rowBytes;
       if (__builtin_mul_overflow(b->cols(), elementSize, &rowBytes))
         return fail(bufferText(i), " row of ", b->cols(), " columns overflows 64 bits");
@@ -379,7 +379,7 @@ private:
         return fail("kv_cache extent overflows 64 bits");
     }
     uint64_t spanBytes;
-    if (__builtin_mul_overflow(span, dtypeSize(kv.dtype()), &spanBytes))
+    if (__builtin_mul_overflow(span, dtypeBytes(kv.dtype()), &spanBytes))
       return fail("kv_cache extent overflows 64 bits");
     const struct {
       const char *name;

@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace hetc::test {
 
@@ -21,6 +23,32 @@ inline std::unique_ptr<Engine> createEngine(const std::shared_ptr<const Plan> &p
   Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
   EXPECT_TRUE(created.ok()) << (created.ok() ? "" : created.message());
   return created.ok() ? std::move(created.value()) : nullptr;
+}
+
+// A shape that exercises more than the defaults: two layers, three query heads per KV head,
+// head_dim 24, more positions than one attention score block (64), odd widths.
+inline TinyPlanShape largerShape() {
+  TinyPlanShape shape;
+  shape.vocab = 97;
+  shape.hidden = 40;
+  shape.layers = 2;
+  shape.heads = 6;
+  shape.kv_heads = 2;
+  shape.head_dim = 24;
+  shape.intermediate = 72;
+  shape.max_batch = 3;
+  shape.max_seq = 96;
+  shape.max_step_tokens = 16;
+  shape.seed = 7;
+  return shape;
+}
+
+// Deterministic prompt ids below `vocab`.
+inline std::vector<int32_t> promptOf(size_t length, int32_t first, int32_t vocab) {
+  std::vector<int32_t> ids(length);
+  for (size_t i = 0; i < length; ++i)
+    ids[i] = static_cast<int32_t>((first + 7 * i + i * i) % vocab);
+  return ids;
 }
 
 // A tiny plan written to disk and loaded the way `hetc run` loads it. `plan` stays null (after a

@@ -1,8 +1,7 @@
 // A small but complete plan for the runtime's tests: a tiny Llama (embedding, per layer
 // rms_norm, q/k/v, rope, attention, o_proj, residual add, rms_norm, gate/up, swiglu, down_proj,
 // residual add, then the final rms_norm and lm_head) with seeded weights, every buffer laid out
-// in one activation arena and a dimension-first KV cache. Header-only: the unit-test binary
-// is built from *_test.cpp files alone.
+// in one activation arena and a dimension-first KV cache. Header-only, for every *_test.cpp.
 #pragma once
 
 #include "hetc/runtime/Plan.h"

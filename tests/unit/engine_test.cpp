@@ -1,6 +1,7 @@
 // The executor on the tiny test plans: results independent of threads, batching and chunking,
 // agreement with a full-recompute reference written here, clear limit errors, and no allocation
 // once decoding runs.
+#include "AllocationCounter.h"
 #include "EngineTestSupport.h"
 #include "TestPlans.h"
 
@@ -11,82 +12,22 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <optional>
 #include <string>
 #include <vector>
-
-// Every allocation in this test binary passes through here, so a test can assert that a stretch
-// of code allocated nothing.
-namespace {
-std::atomic<size_t> gAllocations{0};
-
-void *countedAllocation(size_t size, size_t alignment) {
-  gAllocations.fetch_add(1, std::memory_order_relaxed);
-  if (size == 0)
-    size = 1;
-  void *p = alignment > alignof(std::max_align_t)
-                ? std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment)
-                : std::malloc(size);
-  if (!p)
-    throw std::bad_alloc();
-  return p;
-}
-} // namespace
-
-void *operator new(size_t size) { return countedAllocation(size, 0); }
-void *operator new[](size_t size) { return countedAllocation(size, 0); }
-void *operator new(size_t size, std::align_val_t a) {
-  return countedAllocation(size, static_cast<size_t>(a));
-}
-void *operator new[](size_t size, std::align_val_t a) {
-  return countedAllocation(size, static_cast<size_t>(a));
-}
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete[](void *p) noexcept { std::free(p); }
-void operator delete(void *p, size_t) noexcept { std::free(p); }
-void operator delete[](void *p, size_t) noexcept { std::free(p); }
-void operator delete(void *p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void *p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void *p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void *p, size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace hetc {
 namespace {
 
 using plan::DTypeDef;
+using test::largerShape;
 using test::LoadedTinyPlan;
+using test::promptOf;
 using test::TinyPlan;
 using test::TinyPlanShape;
-
-// A shape that exercises more than the defaults: two layers, three query heads per KV head,
-// head_dim 24, more positions than one attention score block (64), odd widths.
-TinyPlanShape largerShape() {
-  TinyPlanShape shape;
-  shape.vocab = 97;
-  shape.hidden = 40;
-  shape.layers = 2;
-  shape.heads = 6;
-  shape.kv_heads = 2;
-  shape.head_dim = 24;
-  shape.intermediate = 72;
-  shape.max_batch = 3;
-  shape.max_seq = 96;
-  shape.max_step_tokens = 16;
-  shape.seed = 7;
-  return shape;
-}
-
-std::vector<int32_t> promptOf(size_t length, int32_t first, int32_t vocab) {
-  std::vector<int32_t> ids(length);
-  for (size_t i = 0; i < length; ++i)
-    ids[i] = static_cast<int32_t>((first + 7 * i + i * i) % vocab);
-  return ids;
-}
 
 struct Generation {
   std::vector<std::vector<int32_t>> tokens;
@@ -464,10 +405,10 @@ std::optional<size_t> decodeAllocations(unsigned threads, StepOutput output, int
     return std::nullopt;
 
   bool allOk = true;
-  size_t before = gAllocations.load();
+  size_t before = test::allocationCount();
   for (int step = 0; step < 20; ++step) {
     if (step == countFrom)
-      before = gAllocations.load();
+      before = test::allocationCount();
     for (uint32_t s = 0; s < 3; ++s) {
       next[s] = output == StepOutput::Argmax
                     ? engine->argmax(s)
@@ -478,7 +419,7 @@ std::optional<size_t> decodeAllocations(unsigned threads, StepOutput output, int
     }
     allOk = engine->step(sequences, 3, output).ok() && allOk;
   }
-  const size_t allocations = gAllocations.load() - before;
+  const size_t allocations = test::allocationCount() - before;
   if (!allOk)
     return std::nullopt;
   return allocations;
@@ -504,7 +445,7 @@ TEST(EngineTest, ProfiledDecodeStepsDoNotAllocate) {
   int32_t next = 0;
   StepSequence sequence{0, 0, prompt, 4, true};
   ASSERT_TRUE(engine.step(&sequence, 1).ok());
-  const size_t before = gAllocations.load();
+  const size_t before = test::allocationCount();
   bool allOk = true;
   for (int step = 0; step < 10; ++step) {
     next = static_cast<int32_t>(argmaxFirst(engine.logits(0), engine.vocab()));
@@ -515,7 +456,7 @@ TEST(EngineTest, ProfiledDecodeStepsDoNotAllocate) {
   }
   engine.resetProfile();
   EXPECT_TRUE(allOk);
-  EXPECT_EQ(gAllocations.load() - before, 0u);
+  EXPECT_EQ(test::allocationCount() - before, 0u);
 }
 
 std::unique_ptr<Engine> engineWith(const std::shared_ptr<const Plan> &plan, unsigned threads,

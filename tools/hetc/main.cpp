@@ -1,13 +1,15 @@
 // hetc: compile an ONNX model into a plan, run a plan, benchmark it, show what a plan holds.
 //
 // Output contract: `run` prints one line per prompt with the generated ids and nothing else on
-// stdout; details go to stderr with --verbose. Every failure is one line
-// "hetc: error: <message>" on stderr and exit code 1.
+// stdout (with --session or --arrive-at-step too); details go to stderr with --verbose. Every
+// failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
+#include "hetc/runtime/ElasticBatch.h"
 #include "hetc/runtime/Engine.h"
 #include "hetc/runtime/Generate.h"
 #include "hetc/runtime/Inspect.h"
 #include "hetc/runtime/Plan.h"
+#include "hetc/runtime/Session.h"
 
 #ifdef HETC_WITH_COMPILER
 #include "hetc/compiler/Compile.h"
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <new>
@@ -129,15 +132,196 @@ struct RunArguments {
   std::vector<std::string> promptIds;
   uint32_t maxNew = 32;
   std::string logitsOut;
+  std::vector<uint64_t> arriveAtStep;
+  std::string session;
   unsigned threads = 0;
   bool noPin = false;
   bool verbose = false;
 };
 
+// --logits-out: opened once the request has been checked, so a huge request is refused before its
+// logits are sized and a bad path fails before the work; removed if the run fails afterwards
+// rather than left looking like output.
+class LogitsOutput {
+public:
+  explicit LogitsOutput(std::string path) : path_(std::move(path)) {}
+
+  // [prompts, maxNew, vocab] floats to fill, or null without --logits-out.
+  float *open(size_t prompts, uint32_t maxNew, uint32_t vocab) {
+    if (path_.empty())
+      return nullptr;
+    file_.reset(std::fopen(path_.c_str(), "wb"));
+    if (!file_)
+      fail("cannot write --logits-out " + path_ + ": " + std::strerror(errno));
+    unfinished_.path = path_;
+    shape_ = {prompts, maxNew, vocab};
+    logits_.resize(prompts * static_cast<size_t>(maxNew) * vocab);
+    return logits_.data();
+  }
+
+  void write() {
+    if (!file_)
+      return;
+    writeNpy(file_.get(), path_, logits_.data(), shape_);
+    unfinished_.path.clear();
+  }
+
+private:
+  std::string path_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> file_{nullptr, &std::fclose};
+  UnfinishedFile unfinished_;
+  std::vector<float> logits_;
+  std::vector<size_t> shape_;
+};
+
+double millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// Every prompt from step 0 in slots 0..n-1.
+std::vector<std::vector<int32_t>> runBatch(hetc::Engine &engine, const RunArguments &args,
+                                           const std::vector<std::vector<int32_t>> &prompts,
+                                           LogitsOutput &logitsOutput) {
+  check(hetc::checkGenerateRequest(engine, prompts, args.maxNew));
+  float *logits = logitsOutput.open(prompts.size(), args.maxNew, engine.vocab());
+  hetc::Result<hetc::GenerateResult> generated =
+      hetc::generateGreedy(engine, prompts, args.maxNew, logits);
+  if (!generated)
+    fail(generated.message());
+  if (args.verbose) {
+    const hetc::GenerateResult &r = *generated;
+    size_t promptTokens = 0;
+    for (const auto &prompt : prompts)
+      promptTokens += prompt.size();
+    const size_t decodeTokens = prompts.size() * (args.maxNew > 0 ? args.maxNew - 1 : 0);
+    std::fprintf(stderr, "hetc: prefill %zu tokens in %u steps: %.3f ms (%.1f tokens/s)\n",
+                 promptTokens, r.prefillSteps, r.prefillSeconds * 1e3,
+                 r.prefillSeconds > 0 ? promptTokens / r.prefillSeconds : 0.0);
+    std::fprintf(stderr,
+                 "hetc: decode %zu tokens in %u steps: %.3f ms (%.3f ms/step, %.1f "
+                 "tokens/s)\n",
+                 decodeTokens, r.decodeSteps, r.decodeSeconds * 1e3,
+                 r.decodeSteps ? r.decodeSeconds * 1e3 / r.decodeSteps : 0.0,
+                 r.decodeSeconds > 0 ? decodeTokens / r.decodeSeconds : 0.0);
+  }
+  return generated->tokens;
+}
+
+// Runs `requests` as an elastic batch; logits of request i go to row block i of --logits-out.
+hetc::ElasticBatch runElastic(hetc::Engine &engine, const RunArguments &args,
+                              std::vector<hetc::GenerationRequest> requests,
+                              LogitsOutput &logitsOutput) {
+  check(hetc::ElasticBatch::check(engine, requests));
+  if (float *logits = logitsOutput.open(requests.size(), args.maxNew, engine.vocab()))
+    for (size_t i = 0; i < requests.size(); ++i)
+      requests[i].logits = logits + i * static_cast<size_t>(args.maxNew) * engine.vocab();
+  hetc::Result<hetc::ElasticBatch> batch = hetc::ElasticBatch::create(engine, std::move(requests));
+  if (!batch)
+    fail(batch.message());
+  check(batch->run());
+  if (args.verbose) {
+    const hetc::ElasticBatchStats &stats = batch->stats();
+    std::fprintf(stderr,
+                 "hetc: %llu steps (%llu with prefill and decode together), %llu prompt ids "
+                 "prefilled, %llu ids decoded, at most %u of %u slots busy: %.3f ms\n",
+                 static_cast<unsigned long long>(stats.steps),
+                 static_cast<unsigned long long>(stats.mixedSteps),
+                 static_cast<unsigned long long>(stats.prefillTokens),
+                 static_cast<unsigned long long>(stats.decodeTokens), stats.mostActive,
+                 engine.maxBatch(), stats.seconds * 1e3);
+  }
+  return std::move(batch.value());
+}
+
+// Prompt i joins at step --arrive-at-step i.
+std::vector<std::vector<int32_t>> runArrivals(hetc::Engine &engine, const RunArguments &args,
+                                              const std::vector<std::vector<int32_t>> &prompts,
+                                              LogitsOutput &logitsOutput) {
+  std::vector<hetc::GenerationRequest> requests(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    requests[i].prompt = prompts[i];
+    requests[i].maxNew = args.maxNew;
+    requests[i].arrivalStep = args.arriveAtStep[i];
+  }
+  hetc::ElasticBatch batch = runElastic(engine, args, std::move(requests), logitsOutput);
+  std::vector<std::vector<int32_t>> tokens;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const hetc::RequestOutcome &outcome = batch.outcomes()[i];
+    tokens.push_back(outcome.tokens);
+    if (args.verbose)
+      std::fprintf(stderr,
+                   "hetc: sequence %zu: slot %u, arrived at step %llu, joined at step %llu, "
+                   "finished at step %llu\n",
+                   i, outcome.slot, static_cast<unsigned long long>(args.arriveAtStep[i]),
+                   static_cast<unsigned long long>(outcome.joinedAtStep),
+                   static_cast<unsigned long long>(outcome.finishedAtStep));
+  }
+  return tokens;
+}
+
+// The one prompt continues the sequence kept in --session (a new one when the file does not
+// exist): its KV cache is restored into slot 0, only the ids it does not hold yet are prefilled,
+// and the file is saved again with the history grown by the prompt and the generated ids.
+std::vector<std::vector<int32_t>> runSession(hetc::Engine &engine, const RunArguments &args,
+                                             const std::vector<int32_t> &prompt,
+                                             LogitsOutput &logitsOutput) {
+  const std::string &path = args.session;
+  std::vector<int32_t> history;
+  uint64_t positions = 0;
+  std::error_code error;
+  const bool exists = std::filesystem::exists(path, error);
+  if (error)
+    fail("cannot read session file " + path + ": " + error.message());
+  if (exists) {
+    const auto start = std::chrono::steady_clock::now();
+    hetc::Result<hetc::SessionInfo> restored = engine.restoreSession(path, 0);
+    if (!restored)
+      fail(restored.message());
+    history = std::move(restored->history);
+    positions = restored->positions;
+    if (args.verbose)
+      std::fprintf(stderr,
+                   "hetc: session %s: restored %llu positions and %zu history ids (%llu bytes) "
+                   "in %.3f ms\n",
+                   path.c_str(), static_cast<unsigned long long>(positions), history.size(),
+                   static_cast<unsigned long long>(restored->fileBytes), millisecondsSince(start));
+  } else if (args.verbose) {
+    std::fprintf(stderr, "hetc: session %s: new\n", path.c_str());
+  }
+
+  hetc::GenerationRequest request;
+  request.prompt.assign(history.begin() + static_cast<std::ptrdiff_t>(positions), history.end());
+  request.prompt.insert(request.prompt.end(), prompt.begin(), prompt.end());
+  request.maxNew = args.maxNew;
+  request.slot = 0;
+  request.start = positions;
+  hetc::ElasticBatch batch = runElastic(engine, args, {request}, logitsOutput);
+  const std::vector<int32_t> &generated = batch.outcomes()[0].tokens;
+
+  history.insert(history.end(), prompt.begin(), prompt.end());
+  history.insert(history.end(), generated.begin(), generated.end());
+  const auto start = std::chrono::steady_clock::now();
+  check(engine.saveSession(path, 0, history));
+  if (args.verbose)
+    std::fprintf(stderr, "hetc: session %s: saved %llu positions and %zu history ids in %.3f ms\n",
+                 path.c_str(), static_cast<unsigned long long>(engine.cachedPositions(0)),
+                 history.size(), millisecondsSince(start));
+  return {generated};
+}
+
 int runCommand(const RunArguments &args) {
   std::vector<std::vector<int32_t>> prompts;
   for (const std::string &text : args.promptIds)
     prompts.push_back(parsePromptIds(text));
+  if (!args.session.empty() && prompts.size() != 1)
+    fail("--session continues one sequence: give one --prompt-ids, not " +
+         std::to_string(prompts.size()));
+  if (!args.session.empty() && !args.arriveAtStep.empty())
+    fail("--session continues one sequence; --arrive-at-step is for several");
+  if (!args.arriveAtStep.empty() && args.arriveAtStep.size() != prompts.size())
+    fail("--arrive-at-step: give one per --prompt-ids (" + std::to_string(prompts.size()) +
+         " prompts, " + std::to_string(args.arriveAtStep.size()) + " --arrive-at-step)");
 
   std::shared_ptr<const hetc::Plan> plan = loadPlan(args.planPath);
   hetc::EngineOptions options;
@@ -147,50 +331,7 @@ int runCommand(const RunArguments &args) {
   if (!created)
     fail(created.message());
   hetc::Engine &engine = *created.value();
-
-  if (hetc::Status checked = hetc::checkGenerateRequest(engine, prompts, args.maxNew); !checked)
-    fail(checked.message());
-
-  // Open the logits file before generating, so a bad path fails before the work; a run that
-  // fails afterwards removes it rather than leave a file that looks like output.
-  std::unique_ptr<std::FILE, int (*)(std::FILE *)> logitsFile(nullptr, &std::fclose);
-  UnfinishedFile unfinished;
-  std::vector<float> logits;
-  if (!args.logitsOut.empty()) {
-    logitsFile.reset(std::fopen(args.logitsOut.c_str(), "wb"));
-    if (!logitsFile)
-      fail("cannot write --logits-out " + args.logitsOut + ": " + std::strerror(errno));
-    unfinished.path = args.logitsOut;
-    logits.resize(prompts.size() * static_cast<size_t>(args.maxNew) * engine.vocab());
-  }
-
-  hetc::Result<hetc::GenerateResult> generated =
-      hetc::generateGreedy(engine, prompts, args.maxNew, logits.empty() ? nullptr : logits.data());
-  if (!generated)
-    fail(generated.message());
-
-  for (const std::vector<int32_t> &ids : generated->tokens) {
-    std::string line;
-    for (size_t i = 0; i < ids.size(); ++i)
-      line += (i ? " " : "") + std::to_string(ids[i]);
-    std::cout << line << '\n';
-  }
-  std::cout.flush();
-  if (!std::cout)
-    fail("cannot write the generated ids to standard output");
-
-  if (logitsFile) {
-    writeNpy(logitsFile.get(), args.logitsOut, logits.data(),
-             {prompts.size(), args.maxNew, engine.vocab()});
-    unfinished.path.clear();
-  }
-
   if (args.verbose) {
-    const hetc::GenerateResult &r = *generated;
-    size_t promptTokens = 0;
-    for (const auto &prompt : prompts)
-      promptTokens += prompt.size();
-    const size_t decodeTokens = prompts.size() * (args.maxNew > 0 ? args.maxNew - 1 : 0);
     std::fprintf(stderr,
                  "hetc: plan %s: %zu ops, vocab %u, max-batch %u, max-seq %llu, "
                  "max-step-tokens %u\n",
@@ -205,16 +346,24 @@ int runCommand(const RunArguments &args) {
     for (const hetc::KernelUse &use : engine.kernelSummary())
       std::fprintf(stderr, "hetc: kernel %s: %s, %zu op%s\n", use.opKind.c_str(),
                    use.kernel.c_str(), use.count, use.count == 1 ? "" : "s");
-    std::fprintf(stderr, "hetc: prefill %zu tokens in %u steps: %.3f ms (%.1f tokens/s)\n",
-                 promptTokens, r.prefillSteps, r.prefillSeconds * 1e3,
-                 r.prefillSeconds > 0 ? promptTokens / r.prefillSeconds : 0.0);
-    std::fprintf(stderr,
-                 "hetc: decode %zu tokens in %u steps: %.3f ms (%.3f ms/step, %.1f "
-                 "tokens/s)\n",
-                 decodeTokens, r.decodeSteps, r.decodeSeconds * 1e3,
-                 r.decodeSteps ? r.decodeSeconds * 1e3 / r.decodeSteps : 0.0,
-                 r.decodeSeconds > 0 ? decodeTokens / r.decodeSeconds : 0.0);
   }
+
+  LogitsOutput logitsOutput(args.logitsOut);
+  const std::vector<std::vector<int32_t>> generated =
+      !args.session.empty()        ? runSession(engine, args, prompts[0], logitsOutput)
+      : !args.arriveAtStep.empty() ? runArrivals(engine, args, prompts, logitsOutput)
+                                   : runBatch(engine, args, prompts, logitsOutput);
+
+  for (const std::vector<int32_t> &ids : generated) {
+    std::string line;
+    for (size_t i = 0; i < ids.size(); ++i)
+      line += (i ? " " : "") + std::to_string(ids[i]);
+    std::cout << line << '\n';
+  }
+  std::cout.flush();
+  if (!std::cout)
+    fail("cannot write the generated ids to standard output");
+  logitsOutput.write();
   return 0;
 }
 
@@ -225,6 +374,33 @@ int inspectCommand(const std::string &planPath, bool json) {
   else
     hetc::printPlanSummary(*plan, std::cout);
   std::cout.flush();
+  return 0;
+}
+
+// What a session file holds, read without a plan.
+int sessionShowCommand(const std::string &path) {
+  hetc::Result<hetc::SessionInfo> read = hetc::readSessionInfo(path);
+  if (!read)
+    fail(read.message());
+  const hetc::SessionInfo &info = *read;
+  char fingerprint[20];
+  std::snprintf(fingerprint, sizeof(fingerprint), "%016llx",
+                static_cast<unsigned long long>(info.fingerprint));
+  std::cout << "session " << path << "\n"
+            << "  format version " << info.formatVersion << ", " << info.fileBytes
+            << " bytes, model fingerprint " << fingerprint << "\n"
+            << "  KV cache: " << info.positions << " positions of " << info.layers << " layers x "
+            << info.kvHeads << " KV heads x head_dim " << info.headDim << ", "
+            << hetc::plan::EnumNameDTypeDef(info.kvDtype) << " (" << info.kvBytes << " bytes)\n"
+            << "  history: " << info.history.size() << " ids, "
+            << info.history.size() - info.positions << " not yet in the KV cache\n"
+            << "  ids:";
+  for (int32_t id : info.history)
+    std::cout << ' ' << id;
+  std::cout << '\n';
+  std::cout.flush();
+  if (!std::cout)
+    fail("cannot write to standard output");
   return 0;
 }
 
@@ -318,6 +494,14 @@ int runTool(int argc, char **argv) {
       ->capture_default_str();
   run->add_option("--logits-out", runArgs.logitsOut,
                   "Write the logits as float32 .npy of shape (prompts, max_new, vocab)");
+  run->add_option("--arrive-at-step", runArgs.arriveAtStep,
+                  "One per --prompt-ids: the step its sequence joins the running batch (sequences "
+                  "join and leave between steps; more prompts than --max-batch wait for a slot)")
+      ->allow_extra_args(false);
+  run->add_option("--session", runArgs.session,
+                  "Continue the one sequence kept in this file (started when it does not exist) "
+                  "and save it back with the prompt and generated ids")
+      ->allow_extra_args(false);
   run->add_option("--threads", runArgs.threads, "Threads (0 = every core)")->capture_default_str();
   run->add_flag("--no-pin", runArgs.noPin, "Do not bind threads to cores");
   run->add_flag("--verbose", runArgs.verbose, "Threads, arena sizes and timings on stderr");
@@ -328,6 +512,12 @@ int runTool(int argc, char **argv) {
   inspect->add_option("plan", inspectPath, "Plan file")->required();
   inspect->add_flag("--json", inspectJson, "One JSON object instead of text");
 
+  std::string sessionPath;
+  CLI::App *session = app.add_subcommand("session", "Session files of hetc run --session");
+  session->require_subcommand(1);
+  CLI::App *sessionShow = session->add_subcommand("show", "Show a session file's header and ids");
+  sessionShow->add_option("file", sessionPath, "Session file")->required();
+
   hetc::tool::BenchArguments benchArgs;
   CLI::App *bench = app.add_subcommand(
       "bench", "Decode throughput against the read bandwidth measured in the same run");
@@ -336,9 +526,12 @@ int runTool(int argc, char **argv) {
   // CLI11 would only say that a subcommand is required.
   const std::string command = argc > 1 ? argv[1] : "";
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
-      command != "inspect" && command != "bench")
+      command != "inspect" && command != "bench" && command != "session")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, bench or inspect)");
+         "' (expected compile, run, bench, inspect or session)");
+
+  if (command == "session" && argc == 2)
+    fail("session: expected a subcommand: show FILE");
 
   try {
     app.parse(argc, argv);
@@ -354,6 +547,8 @@ int runTool(int argc, char **argv) {
     return runCommand(runArgs);
   if (bench->parsed())
     return hetc::tool::benchCommand(benchArgs);
+  if (sessionShow->parsed())
+    return sessionShowCommand(sessionPath);
   return inspectCommand(inspectPath, inspectJson);
 }
 

@@ -8,6 +8,7 @@
 
 #include "hetc/runtime/Attention.h"
 #include "hetc/runtime/Kernels.h"
+#include "hetc/runtime/Session.h"
 #include "hetc/runtime/Status.h"
 #include "hetc/runtime/ThreadPool.h"
 #include "hetc/runtime/VectorKernels.h"
@@ -160,6 +161,17 @@ public:
   // cached. Nothing is computed: logits after this are meaningless, the work is not.
   Status fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed);
 
+  // Sessions (Session.h, Session.cpp): writes positions 0..cachedPositions(slot)-1 of `slot`
+  // (every layer, K and V) and `history`, the sequence's token ids (at least one per position),
+  // to `path` atomically: a temporary file in the same directory, renamed over `path`.
+  Status saveSession(const std::string &path, uint32_t slot,
+                     const std::vector<int32_t> &history) const;
+  // Loads a file saved from a plan of the same model (sessionFingerprint) into `slot`, any slot,
+  // and returns its header and history; cachedPositions(slot) becomes its positions. Every
+  // failure is one message; one found after the slot's rows were written (a checksum mismatch)
+  // leaves the slot with no cached positions.
+  Result<SessionInfo> restoreSession(const std::string &path, uint32_t slot);
+
 private:
   explicit Engine(std::shared_ptr<const Plan> plan);
   Status resolve();
@@ -168,6 +180,9 @@ private:
   void applySwiGlu(const ResolvedOp &op, size_t rows, size_t begin, size_t end) const;
   Status allocateAttentionStates();
   Status allocateArgmax();
+  // Byte address of the K (or V) row of (layer, slot, KV head, position), for session files.
+  uint8_t *kvRow(bool values, uint64_t layer, uint64_t slot, uint64_t head,
+                 uint64_t position) const;
   void runLmHeadArgmax(const ResolvedOp &op, unsigned thread, size_t firstTask,
                        size_t lastTask) const;
   void mergeArgmax();

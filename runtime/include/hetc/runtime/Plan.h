@@ -19,6 +19,9 @@ constexpr uint32_t kPlanSchemaMinor = 2;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 
+// Bytes of one element of `dtype`; 0 for a value this runtime does not know.
+uint64_t dtypeBytes(plan::DTypeDef dtype);
+
 // A verified, read-only plan. Weights are read in place from the mapping.
 class Plan {
 public:
