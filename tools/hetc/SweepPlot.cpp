@@ -49,7 +49,7 @@ struct Axis {
 
   std::string label(double value) const {
     if (kilo)
-      return format("%.0fK", value / 1024.0);
+      return value == 0 ? "0" : format("%.0fK", value / 1024.0);
     const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(step) + 1e-9)));
     return format("%.*f", decimals, value);
   }
@@ -202,9 +202,12 @@ std::string renderSweepPlotSvg(const SweepPlot &plot) {
     }
     svg += "</g>\n";
   }
-  svg += format("<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#555\">markers: measured; "
-                "lines: fitted model</text>\n",
-                kLegendX, legendY + 8);
+  const bool anyReference =
+      std::any_of(plot.series.begin(), plot.series.end(),
+                  [](const PlotSeries &series) { return !series.reference.empty(); });
+  svg += format("<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\" fill=\"#555\">dots: measured; "
+                "solid lines: fitted model%s</text>\n",
+                kLegendX, legendY + 8, anyReference ? "; squares: PyTorch" : "");
   svg += "</svg>\n";
   return svg;
 }
