@@ -7,6 +7,7 @@
 #include "hetc/compiler/Passes.h"
 #include "hetc/compiler/PlanEmitter.h"
 #include "hetc/compiler/WeightStore.h"
+#include "hetc/runtime/HostMemory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -17,7 +18,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 
@@ -102,18 +102,6 @@ Status validate(const CompileOptions &options) {
   return Status();
 }
 
-// MemAvailable from /proc/meminfo in bytes, or nothing where it cannot be read.
-std::optional<uint64_t> availableMemory() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1)
-      return static_cast<uint64_t>(kib) * 1024;
-  }
-  return std::nullopt;
-}
-
 std::string gib(uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.2f", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
@@ -187,7 +175,7 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   const KvFormat kv =
       options.kv.value_or(options.weights == WeightFormat::F32 ? KvFormat::F32 : KvFormat::BF16);
   const llvm::StringRef kvDtype = kv == KvFormat::F32 ? "f32" : "bf16";
-  std::optional<uint64_t> available = host ? availableMemory() : std::nullopt;
+  std::optional<uint64_t> available = host ? availableMemoryBytes() : std::nullopt;
 
   uint64_t maxSeq = options.maxSeq;
   if (options.maxSeqAuto) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -48,6 +49,9 @@ DecodeProfile summariseProfile(const Engine &engine, double stepSeconds, double 
     if (ops[i].kind == ResolvedOp::Kind::KvAppend)
       op.name += " (kv append)";
     op.kind = opKindName(ops[i].kind);
+    op.attention = ops[i].kind == ResolvedOp::Kind::KvAppend ||
+                   ops[i].kind == ResolvedOp::Kind::Attention ||
+                   ops[i].kind == ResolvedOp::Kind::AttentionMerge;
     uint64_t run = 0, wait = 0, maxRun = 0;
     for (unsigned t = 0; t < threads; ++t) {
       run += profile.at(i, t).runNs;
@@ -73,6 +77,31 @@ DecodeProfile summariseProfile(const Engine &engine, double stepSeconds, double 
   out.dispatchMs = std::max(0.0, out.stepMs - out.runMs - out.waitMs);
   out.overheadFraction = tokenMs > 0 ? (out.waitMs + out.dispatchMs) / tokenMs : 0.0;
   return out;
+}
+
+DecodeTimeSplit splitDecodeTime(const DecodeProfile &profile, const DecodeStepBytes &bytes,
+                                double tokenMs, double measuredGbs) {
+  DecodeTimeSplit split;
+  for (const OpTime &op : profile.ops)
+    if (op.attention)
+      split.attentionMs += op.runMs + op.waitMs;
+  split.fixedMs = std::max(0.0, tokenMs - split.attentionMs);
+  split.attentionShare = tokenMs > 0 ? split.attentionMs / tokenMs : 0.0;
+  if (split.attentionMs > 0)
+    split.attentionGbs = bytes.kv() / (split.attentionMs / 1e3) / 1e9;
+  if (split.fixedMs > 0)
+    split.fixedGbs = static_cast<double>(bytes.weights) / (split.fixedMs / 1e3) / 1e9;
+  if (measuredGbs > 0) {
+    split.attentionRooflineFraction = split.attentionGbs / measuredGbs;
+    split.fixedRooflineFraction = split.fixedGbs / measuredGbs;
+  }
+  return split;
+}
+
+std::string gib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1u << 30));
+  return text;
 }
 
 } // namespace
@@ -238,6 +267,9 @@ Result<DecodeBenchReport> runDecodeBench(Engine &engine, const DecodeBenchOption
   report.measuredGbs = std::max(report.bandwidthBefore.bestGbs, report.bandwidthAfter.bestGbs);
   report.achievedGbs = report.bytes.total() / (report.msPerToken / 1e3) / 1e9;
   report.rooflineFraction = report.measuredGbs > 0 ? report.achievedGbs / report.measuredGbs : 0.0;
+  if (report.profiled)
+    report.split =
+        splitDecodeTime(report.profile, report.bytes, report.msPerToken, report.measuredGbs);
 
   if (options.pairedSteps) {
     // The same steps again, each between two single probe passes: step k's bandwidth over the
@@ -268,6 +300,84 @@ Result<DecodeBenchReport> runDecodeBench(Engine &engine, const DecodeBenchOption
   report.threads = engine.threads();
   report.pinnedThreads = engine.pinnedThreads();
   return report;
+}
+
+uint64_t KvResidency::newBytes(uint32_t batch, uint64_t positions) const {
+  uint64_t bytes = 0;
+  for (uint32_t slot = 0; slot < batch && slot < touched_.size(); ++slot)
+    if (positions > touched_[slot])
+      bytes += (positions - touched_[slot]) * kvBytesPerPosition_;
+  return bytes;
+}
+
+void KvResidency::touch(uint32_t batch, uint64_t positions) {
+  for (uint32_t slot = 0; slot < batch && slot < touched_.size(); ++slot)
+    touched_[slot] = std::max(touched_[slot], positions);
+}
+
+std::optional<std::string> memoryShortfall(uint64_t newKvBytes, uint64_t probeBytes,
+                                           uint64_t availableBytes, uint64_t earlierBytes) {
+  const uint64_t usable = availableBytes / 10 * 9;
+  if (earlierBytes <= usable && newKvBytes + probeBytes <= usable - earlierBytes)
+    return std::nullopt;
+  return "the KV cache needs " + gib(newKvBytes) + " more memory (and the bandwidth probe " +
+         gib(probeBytes) + ")" +
+         (earlierBytes ? " after " + gib(earlierBytes) + " for earlier points" : "") + " but " +
+         gib(availableBytes) + " is available, of which 10% is kept free";
+}
+
+Result<DecodeSweep> planDecodeSweep(const Engine &engine, std::vector<uint64_t> contexts,
+                                    std::vector<uint32_t> batches, uint32_t gen,
+                                    uint64_t probeBytes, std::optional<uint64_t> availableBytes) {
+  if (contexts.empty())
+    return Status::error("the sweep has no context");
+  if (batches.empty())
+    return Status::error("the sweep has no batch size");
+  if (gen == 0)
+    return Status::error("--gen must be at least 1");
+  std::sort(contexts.begin(), contexts.end());
+  contexts.erase(std::unique(contexts.begin(), contexts.end()), contexts.end());
+  std::sort(batches.begin(), batches.end());
+  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+  if (batches.front() == 0)
+    return Status::error("--batch must be at least 1");
+
+  const uint64_t kvPerPosition = decodeStepBytes(engine.plan(), 1, 0, 1).kvPerPosition;
+  KvResidency residency(kvPerPosition, engine.maxBatch());
+  uint64_t planned = 0; // KV bytes the points kept so far newly touch
+  DecodeSweep sweep;
+  for (uint32_t batch : batches)
+    for (uint64_t context : contexts) {
+      const DecodeSweepPoint point{context, batch};
+      DecodeBenchOptions options;
+      options.context = context;
+      options.batch = batch;
+      options.gen = gen;
+      if (Status s = checkDecodeBench(engine, options); !s) {
+        sweep.skipped.push_back({point, s.message()});
+        continue;
+      }
+      const uint64_t positions = context + gen;
+      if (availableBytes) {
+        const uint64_t needed = residency.newBytes(batch, positions);
+        if (std::optional<std::string> why =
+                memoryShortfall(needed, probeBytes, *availableBytes, planned)) {
+          sweep.skipped.push_back({point, *why});
+          continue;
+        }
+        planned += needed;
+      }
+      residency.touch(batch, positions);
+      sweep.points.push_back(point);
+    }
+  if (sweep.points.empty()) {
+    std::string reasons;
+    for (const SkippedSweepPoint &skipped : sweep.skipped)
+      if (reasons.find(skipped.reason) == std::string::npos)
+        reasons += (reasons.empty() ? "" : "; ") + skipped.reason;
+    return Status::error("no point of the sweep can run: " + reasons);
+  }
+  return sweep;
 }
 
 } // namespace hetc

@@ -213,7 +213,132 @@ TEST(DecodeBenchTest, ReportAndProfileAddUp) {
     EXPECT_LE(p.stepMs, r.msPerToken * (1 + 1e-9));
     EXPECT_GE(p.overheadFraction, 0.0);
     EXPECT_LE(p.overheadFraction, 1.0);
+
+    // The split: attention is the KV append, the chunks and their merge, the rest is fixed.
+    double attentionMs = 0;
+    for (size_t i = 0; i < p.ops.size(); ++i) {
+      const ResolvedOp::Kind kind = engine->resolvedOps()[i].kind;
+      EXPECT_EQ(p.ops[i].attention, kind == ResolvedOp::Kind::KvAppend ||
+                                        kind == ResolvedOp::Kind::Attention ||
+                                        kind == ResolvedOp::Kind::AttentionMerge)
+          << p.ops[i].name;
+      if (p.ops[i].attention)
+        attentionMs += p.ops[i].runMs + p.ops[i].waitMs;
+    }
+    const DecodeTimeSplit &split = r.split;
+    EXPECT_GT(split.attentionMs, 0.0);
+    EXPECT_NEAR(split.attentionMs, attentionMs, 1e-12);
+    EXPECT_NEAR(split.fixedMs + split.attentionMs, r.msPerToken, 1e-9);
+    EXPECT_NEAR(split.attentionShare, split.attentionMs / r.msPerToken, 1e-12);
+    EXPECT_NEAR(split.attentionGbs, r.bytes.kv() / (split.attentionMs / 1e3) / 1e9, 1e-9);
+    EXPECT_NEAR(split.fixedGbs, r.bytes.weights / (split.fixedMs / 1e3) / 1e9, 1e-9);
+    EXPECT_NEAR(split.attentionRooflineFraction, split.attentionGbs / r.measuredGbs, 1e-12);
+    EXPECT_NEAR(split.fixedRooflineFraction, split.fixedGbs / r.measuredGbs, 1e-12);
   }
+}
+
+TEST(DecodeBenchTest, OneEngineServesASweep) {
+  // A point after a longer one overwrites the slots: its steps decode exactly what a fresh
+  // engine's do (the stale positions past the context are never attended).
+  LoadedTinyPlan loaded(TinyPlanShape{});
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> reused = loaded.engine(2);
+  std::unique_ptr<Engine> fresh = loaded.engine(2);
+  ASSERT_TRUE(reused && fresh);
+  for (KvFill fill : {KvFill::Synthetic, KvFill::Prefill}) {
+    DecodeBenchOptions longer = quickOptions(24, 2, 4), shorter = quickOptions(12, 2, 3);
+    longer.fill = shorter.fill = fill;
+    ASSERT_TRUE(runDecodeBench(*reused, longer).ok());
+    Result<DecodeBenchReport> again = runDecodeBench(*reused, shorter);
+    ASSERT_TRUE(again.ok()) << again.message();
+    ASSERT_TRUE(runDecodeBench(*fresh, shorter).ok());
+    for (uint32_t slot = 0; slot < 2; ++slot) {
+      EXPECT_EQ(reused->cachedPositions(slot), 12u + 3u);
+      EXPECT_EQ(reused->argmax(slot), fresh->argmax(slot)) << slot;
+    }
+    EXPECT_EQ(again->context, 12u);
+    EXPECT_DOUBLE_EQ(again->bytes.averageAttended, 12 + (3 + 1) / 2.0);
+  }
+}
+
+TEST(DecodeBenchTest, SweepSkipsWhatThePlanCannotRunAndSaysWhy) {
+  TinyPlanShape shape; // max_batch 2, max_seq 32, max_step_tokens 8
+  LoadedTinyPlan loaded(shape);
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> engine = loaded.engine(1);
+  ASSERT_TRUE(engine);
+  Result<DecodeSweep> sweep =
+      planDecodeSweep(*engine, {16, 0, 40, 8, 8}, {3, 1, 2}, 4, 0, std::nullopt);
+  ASSERT_TRUE(sweep.ok()) << sweep.message();
+  // Batch-major, ascending, duplicates gone.
+  std::vector<std::pair<uint32_t, uint64_t>> points;
+  for (const DecodeSweepPoint &p : sweep->points)
+    points.push_back({p.batch, p.context});
+  EXPECT_EQ(points, (std::vector<std::pair<uint32_t, uint64_t>>{
+                        {1, 0}, {1, 8}, {1, 16}, {2, 0}, {2, 8}, {2, 16}}));
+  ASSERT_EQ(sweep->skipped.size(), 6u);
+  EXPECT_EQ(sweep->skipped[0].point.batch, 1u);
+  EXPECT_EQ(sweep->skipped[0].point.context, 40u);
+  EXPECT_EQ(sweep->skipped[0].reason,
+            "--context 40 + --gen 4 need 44 positions but the plan's --max-seq is 32");
+  EXPECT_EQ(sweep->skipped[2].point.batch, 3u);
+  EXPECT_EQ(sweep->skipped[2].reason, "--batch 3 exceeds the plan's --max-batch 2");
+
+  Result<DecodeSweep> none = planDecodeSweep(*engine, {30, 40}, {1, 3}, 4, 0, std::nullopt);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.message(),
+            "no point of the sweep can run: --context 30 + --gen 4 need 34 positions but the "
+            "plan's --max-seq is 32; --context 40 + --gen 4 need 44 positions but the plan's "
+            "--max-seq is 32; --batch 3 exceeds the plan's --max-batch 2");
+  EXPECT_EQ(planDecodeSweep(*engine, {0}, {1}, 0, 0, std::nullopt).message(),
+            "--gen must be at least 1");
+  EXPECT_EQ(planDecodeSweep(*engine, {0}, {0, 1}, 4, 0, std::nullopt).message(),
+            "--batch must be at least 1");
+  EXPECT_EQ(planDecodeSweep(*engine, {}, {1}, 4, 0, std::nullopt).message(),
+            "the sweep has no context");
+}
+
+TEST(DecodeBenchTest, SweepCountsTheKvPositionsEarlierPointsLeftResident) {
+  TinyPlanShape shape;
+  LoadedTinyPlan loaded(shape);
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> engine = loaded.engine(1);
+  ASSERT_TRUE(engine);
+  const uint64_t perPosition = decodeStepBytes(*loaded.plan, 1, 0, 1).kvPerPosition;
+
+  KvResidency residency(perPosition, 2);
+  EXPECT_EQ(residency.newBytes(2, 20), 40 * perPosition);
+  residency.touch(1, 20);
+  EXPECT_EQ(residency.newBytes(1, 12), 0u);               // slot 0 already holds 20
+  EXPECT_EQ(residency.newBytes(2, 12), 12 * perPosition); // slot 1 does not
+  EXPECT_EQ(residency.newBytes(2, 24), (4 + 24) * perPosition);
+
+  EXPECT_FALSE(memoryShortfall(900, 0, 1000).has_value()); // 10% kept free
+  EXPECT_EQ(memoryShortfall(901, 0, 1000).value_or(""),
+            "the KV cache needs 0.00 GiB more memory (and the bandwidth probe 0.00 GiB) but "
+            "0.00 GiB is available, of which 10% is kept free");
+  EXPECT_TRUE(memoryShortfall(500, 401, 1000).has_value());
+  EXPECT_TRUE(memoryShortfall(500, 0, 1000, 401).has_value());
+  EXPECT_EQ(
+      memoryShortfall(uint64_t{3} << 30, uint64_t{1} << 30, uint64_t{4} << 30, uint64_t{1} << 29)
+          .value_or(""),
+      "the KV cache needs 3.00 GiB more memory (and the bandwidth probe 1.00 GiB) after "
+      "0.50 GiB for earlier points but 4.00 GiB is available, of which 10% is kept free");
+
+  // Room for 28 positions: batch 1 up to context 16 takes 20 of slot 0, batch 2 at context 0
+  // then 4 of slot 1; at context 8 slot 1 would need 8 more.
+  const uint64_t available = (24 + 4) * perPosition * 10 / 9 + 9;
+  Result<DecodeSweep> sweep = planDecodeSweep(*engine, {0, 8, 16}, {1, 2}, 4, 0, available);
+  ASSERT_TRUE(sweep.ok()) << sweep.message();
+  ASSERT_EQ(sweep->points.size(), 4u);
+  EXPECT_EQ(sweep->points[3].batch, 2u);
+  EXPECT_EQ(sweep->points[3].context, 0u);
+  ASSERT_EQ(sweep->skipped.size(), 2u);
+  EXPECT_EQ(sweep->skipped[0].point.context, 8u);
+  EXPECT_NE(sweep->skipped[0].reason.find("for earlier points"), std::string::npos)
+      << sweep->skipped[0].reason;
+  // The probe's buffer counts too.
+  EXPECT_FALSE(planDecodeSweep(*engine, {0}, {1}, 4, available, available).ok());
 }
 
 TEST(DecodeBenchTest, NoProfileOrPairedStepsUnlessAsked) {

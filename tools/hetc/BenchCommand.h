@@ -12,6 +12,10 @@ struct BenchArguments {
   std::string planPath;
   uint64_t context = 0;
   uint32_t batch = 1;
+  // A sweep: comma-separated contexts and batch sizes, every combination (empty: --context or
+  // --batch alone).
+  std::string contexts;
+  std::string batches;
   uint32_t gen = 16;
   std::string fill = "auto";
   unsigned threads = 0;
@@ -19,7 +23,14 @@ struct BenchArguments {
   bool json = false;
   bool profile = false;
   bool noPaired = false;
-  uint64_t probeMiB = 0; // 0: the probe's default size
+  uint64_t probeMiB = 0;    // 0: the probe's default size
+  std::string plotPath;     // an SVG of the sweep
+  std::string compareTorch; // the model directory models/export.py wrote
+  std::string python;       // default: the build's HETC_PYTHON
+  std::string torchScript;  // default: models/bench_torch.py of the source tree built from
+  // Set once the command line is parsed: whether --context and --batch were given.
+  bool contextGiven = false;
+  bool batchGiven = false;
 };
 
 // Declares the options of the `bench` subcommand.

@@ -12,6 +12,7 @@
 #include "hetc/runtime/Status.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,7 @@ struct OpTime {
   double runMs = 0.0;
   double waitMs = 0.0;
   double maxThreadRunMs = 0.0;
+  bool attention = false; // KV append, attention chunks or their merge: grows with the context
 };
 
 struct KindTime {
@@ -94,6 +96,22 @@ struct DecodeProfile {
   double overheadFraction = 0.0;
   std::vector<KindTime> kinds; // in order of first appearance
   std::vector<OpTime> ops;     // in execution order
+};
+
+// A decode step's time split into what grows with the context and what does not, from the
+// profile. Each thread runs an op's phase and then waits at the barrier after it, so a phase's run
+// + wait, averaged over the threads, is its wall time.
+struct DecodeTimeSplit {
+  // Run + wait of the attention ops (KV append, attention chunks, merge) per step.
+  double attentionMs = 0.0;
+  // The rest of the token time: every weight read once (linears, norms, lm_head, embedding), the
+  // dispatch, and reading the next ids out of the engine.
+  double fixedMs = 0.0;
+  double attentionShare = 0.0;            // attentionMs / msPerToken
+  double attentionGbs = 0.0;              // bytes.kv() / attentionMs
+  double attentionRooflineFraction = 0.0; // attentionGbs / measuredGbs
+  double fixedGbs = 0.0;                  // bytes.weights / fixedMs
+  double fixedRooflineFraction = 0.0;     // fixedGbs / measuredGbs
 };
 
 struct DecodeBenchReport {
@@ -126,6 +144,7 @@ struct DecodeBenchReport {
   unsigned pinnedThreads = 0;
   bool profiled = false; // the engine was created with EngineOptions::profile
   DecodeProfile profile;
+  DecodeTimeSplit split; // with the profile only
 };
 
 // Refuses options the plan cannot run, naming the option and the plan's limit.
@@ -133,8 +152,53 @@ Status checkDecodeBench(const Engine &engine, const DecodeBenchOptions &options)
 
 // Fills, measures the read bandwidth with the engine's threads, runs one untimed warm-up step,
 // then the timed steps (greedy: each step feeds the argmax of the previous one), measures the
-// bandwidth again, and runs the paired steps. The engine must
-// be fresh (nothing cached in slots 0..batch-1 matters; they are overwritten).
+// bandwidth again, and runs the paired steps. Whatever slots 0..batch-1 held before is
+// overwritten, so one engine serves any number of runs.
 Result<DecodeBenchReport> runDecodeBench(Engine &engine, const DecodeBenchOptions &options);
+
+// A sweep over contexts x batches, in that order: for each batch (ascending), each context
+// (ascending). A point the engine cannot run is skipped with the reason, never refused alone.
+struct DecodeSweepPoint {
+  uint64_t context = 0;
+  uint32_t batch = 0;
+};
+struct SkippedSweepPoint {
+  DecodeSweepPoint point;
+  std::string reason;
+};
+struct DecodeSweep {
+  std::vector<DecodeSweepPoint> points;
+  std::vector<SkippedSweepPoint> skipped;
+};
+
+// The KV positions a sweep has written stay resident (the arena is never given back): a point
+// only needs memory for the positions of its slots beyond those earlier points touched.
+class KvResidency {
+public:
+  KvResidency(uint64_t kvBytesPerPosition, uint32_t slots)
+      : kvBytesPerPosition_(kvBytesPerPosition), touched_(slots, 0) {}
+  // Bytes slots 0..batch-1 would newly touch holding `positions` positions each.
+  uint64_t newBytes(uint32_t batch, uint64_t positions) const;
+  void touch(uint32_t batch, uint64_t positions);
+
+private:
+  uint64_t kvBytesPerPosition_;
+  std::vector<uint64_t> touched_;
+};
+
+// Why a point needing `newKvBytes` of KV cache (plus the bandwidth probe's buffer) cannot run
+// with `availableBytes` free once earlier points not yet run took `earlierBytes`, or nothing when
+// it fits; 10% of the available memory is kept free.
+std::optional<std::string> memoryShortfall(uint64_t newKvBytes, uint64_t probeBytes,
+                                           uint64_t availableBytes, uint64_t earlierBytes = 0);
+
+// Sorts and deduplicates the contexts and batches, and keeps the points the engine can run with
+// `gen` steps. A point past the plan's bounds is skipped with checkDecodeBench's reason; with
+// `availableBytes`, so is a point whose new KV positions and probe buffer (counting what earlier
+// points took) would not fit in it. Fails on an empty list, a batch of 0, --gen 0, or when no
+// point is left (naming why).
+Result<DecodeSweep> planDecodeSweep(const Engine &engine, std::vector<uint64_t> contexts,
+                                    std::vector<uint32_t> batches, uint32_t gen,
+                                    uint64_t probeBytes, std::optional<uint64_t> availableBytes);
 
 } // namespace hetc
