@@ -1,4 +1,5 @@
-// hetc: compile an ONNX model into a plan, run a plan, benchmark it, show what a plan holds.
+// hetc: compile an ONNX model into a plan, run a plan, benchmark it, show what a plan holds, and
+// (with the compiler) plan a model's devices on a target without its weights.
 //
 // Output contract: `run` prints one line per prompt with the generated ids and nothing else on
 // stdout; details go to stderr with --verbose. Every failure is one line
@@ -10,6 +11,7 @@
 #include "hetc/runtime/Plan.h"
 
 #ifdef HETC_WITH_COMPILER
+#include "PlanCommand.h"
 #include "hetc/compiler/Compile.h"
 #endif
 
@@ -325,12 +327,27 @@ int runTool(int argc, char **argv) {
       "bench", "Decode throughput against the read bandwidth measured in the same run");
   hetc::tool::addBenchOptions(*bench, benchArgs);
 
+#ifdef HETC_WITH_COMPILER
+  hetc::tool::PlanArguments planArgs;
+  CLI::App *plan = app.add_subcommand(
+      "plan", "Which device computes each sublayer of a model on a target (no weights needed)");
+  hetc::tool::addPlanOptions(*plan, planArgs);
+  hetc::tool::TargetsArguments targetsArgs;
+  CLI::App *targets = app.add_subcommand("targets", "The target machines the cost model knows");
+  hetc::tool::addTargetsOptions(*targets, targetsArgs);
+#endif
+
   // CLI11 would only say that a subcommand is required.
   const std::string command = argc > 1 ? argv[1] : "";
+#ifndef HETC_WITH_COMPILER
+  if (command == "plan" || command == "targets")
+    fail("this build of hetc has no compiler (configure with -DHETC_BUILD_COMPILER=ON); it can "
+         "run and inspect plans");
+#endif
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
-      command != "inspect" && command != "bench")
+      command != "inspect" && command != "bench" && command != "plan" && command != "targets")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, bench or inspect)");
+         "' (expected compile, run, bench, inspect, plan or targets)");
 
   try {
     app.parse(argc, argv);
@@ -346,6 +363,12 @@ int runTool(int argc, char **argv) {
     return runCommand(runArgs);
   if (bench->parsed())
     return hetc::tool::benchCommand(benchArgs);
+#ifdef HETC_WITH_COMPILER
+  if (plan->parsed())
+    return hetc::tool::planCommand(planArgs);
+  if (targets->parsed())
+    return hetc::tool::targetsCommand(targetsArgs);
+#endif
   return inspectCommand(inspectPath, inspectJson);
 }
 
