@@ -4,6 +4,7 @@
 #include "hetc/compiler/CostModel.h"
 #include "hetc/compiler/DevicePlan.h"
 #include "hetc/compiler/ModelShape.h"
+#include "hetc/compiler/OnnxModelShape.h"
 #include "hetc/compiler/OperatorSplit.h"
 #include "hetc/compiler/Target.h"
 
@@ -36,6 +37,8 @@ using hetc::tools::format;
 using Json = nlohmann::ordered_json;
 
 constexpr unsigned kRunnersUp = 4;
+// An ONNX export does not say what context the model was trained for; --sweep goes this far.
+constexpr uint32_t kOnnxAssumedContext = 4096;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr const char *kConvention =
     "p_i = 1 runs sublayer i on the CPU, 0 on the GPU; sublayers qkv, qk, sv, out, fc1, fc2";
@@ -194,12 +197,25 @@ Json memoryJson(const StagePlan &plan) {
   return j;
 }
 
+Json shapeJson(const ModelShape &model) {
+  return Json{{"layers", model.layers},
+              {"hidden", model.hidden},
+              {"heads", model.heads},
+              {"kv_heads", model.kvHeads},
+              {"head_dim", model.headDim},
+              {"ffn", model.ffn},
+              {"gated_ffn", model.gatedFfn},
+              {"vocab", model.vocab},
+              {"tied_embeddings", model.tiedEmbeddings}};
+}
+
 Json stageJson(const PlanRequest &request, const StagePlan &plan, uint32_t batches) {
   Json j;
   j["stage"] = compiler::stageName(plan.stage);
   j["policy"] = policyJson(plan.policy());
   j["predicted_ms"] = plan.seconds * 1e3;
   j["model"] = request.model->name;
+  j["model_shape"] = shapeJson(*request.model);
   j["target"] = request.target->name;
   j["batch"] = plan.batch;
   j["len"] = plan.len;
@@ -355,7 +371,8 @@ int operatorTimesCommand(const PlanArguments &args) {
 } // namespace
 
 void addPlanOptions(CLI::App &command, PlanArguments &args) {
-  command.add_option("--model", args.model, "Model: " + knownModelNames());
+  command.add_option("--model", args.model,
+                     "Model: " + knownModelNames() + ", or a Llama-family model.onnx");
   command.add_option("--target", args.target, "Target name (see hetc targets) or a .json file");
   command.add_option("--batch", args.batch, "Batch (B)")->capture_default_str();
   command
@@ -400,10 +417,16 @@ int planCommand(const PlanArguments &args) {
     fail("plan needs --model (one of " + knownModelNames() + ") or --op-times");
   if (args.target.empty())
     fail("plan needs --target (see hetc targets)");
-  const ModelShape *model = compiler::findModel(args.model);
-  if (!model)
-    fail("unknown model '" + args.model + "' (known models: " + knownModelNames() + ")");
   const Target target = value(compiler::findTarget(args.target));
+  const bool onnx =
+      args.model.size() > 5 && args.model.compare(args.model.size() - 5, 5, ".onnx") == 0;
+  ModelShape onnxShape;
+  if (onnx)
+    onnxShape = value(compiler::readOnnxModelShape(args.model, kOnnxAssumedContext));
+  const ModelShape *model = onnx ? &onnxShape : compiler::findModel(args.model);
+  if (!model)
+    fail("unknown model '" + args.model + "' (known models: " + knownModelNames() +
+         "; or a path to a model.onnx)");
   if (args.batch == 0)
     fail("--batch must be at least 1");
   if (args.len == 0)
@@ -467,6 +490,7 @@ int planCommand(const PlanArguments &args) {
       j = stageJson(request, plans[0], args.batches);
     } else {
       j["model"] = model->name;
+      j["model_shape"] = shapeJson(*model);
       j["target"] = target.name;
       j["batch"] = args.batch;
       j["len"] = args.len;
@@ -484,6 +508,9 @@ int planCommand(const PlanArguments &args) {
   std::cout << format("hetc plan: %s (%u decoder layers) on %s: %s%s%s\n", model->name.c_str(),
                       model->layers, target.name.c_str(), target.cpu.model.c_str(),
                       target.gpu ? " + " : ", no GPU", target.gpu ? target.gpu->model.c_str() : "");
+  std::cout << format("  model: hidden %u, %u heads (%u KV) of %u, FFN %u%s, vocab %u\n",
+                      model->hidden, model->heads, model->kvHeads, model->headDim, model->ffn,
+                      model->gatedFfn ? " (SwiGLU)" : "", model->vocab);
   std::cout << "  policy: " << kConvention << '\n';
   std::cout << "  timing: "
             << (request.timing == compiler::Timing::Serial
