@@ -1,4 +1,5 @@
-// hetc: compile an ONNX model into a plan, run a plan, benchmark it, show what a plan holds.
+// hetc: compile an ONNX model into a plan, run a plan, benchmark it, show what a plan holds, and
+// (with the compiler) plan a model's devices on a target without its weights.
 //
 // Output contract: `run` prints one line per prompt with the generated ids and nothing else on
 // stdout (with --session or --arrive-at-step too); details go to stderr with --verbose. Every
@@ -12,6 +13,7 @@
 #include "hetc/runtime/Session.h"
 
 #ifdef HETC_WITH_COMPILER
+#include "PlanCommand.h"
 #include "hetc/compiler/Compile.h"
 #endif
 
@@ -523,12 +525,28 @@ int runTool(int argc, char **argv) {
       "bench", "Decode throughput against the read bandwidth measured in the same run");
   hetc::tool::addBenchOptions(*bench, benchArgs);
 
+#ifdef HETC_WITH_COMPILER
+  hetc::tool::PlanArguments planArgs;
+  CLI::App *plan = app.add_subcommand(
+      "plan", "Which device computes each sublayer of a model on a target (no weights needed)");
+  hetc::tool::addPlanOptions(*plan, planArgs);
+  hetc::tool::TargetsArguments targetsArgs;
+  CLI::App *targets = app.add_subcommand("targets", "The target machines the cost model knows");
+  hetc::tool::addTargetsOptions(*targets, targetsArgs);
+#endif
+
   // CLI11 would only say that a subcommand is required.
   const std::string command = argc > 1 ? argv[1] : "";
+#ifndef HETC_WITH_COMPILER
+  if (command == "plan" || command == "targets")
+    fail("this build of hetc has no compiler (configure with -DHETC_BUILD_COMPILER=ON); it can "
+         "run and inspect plans");
+#endif
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
-      command != "inspect" && command != "bench" && command != "session")
+      command != "inspect" && command != "bench" && command != "session" && command != "plan" &&
+      command != "targets")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, bench, inspect or session)");
+         "' (expected compile, run, bench, inspect, session, plan or targets)");
 
   if (command == "session" && argc == 2)
     fail("session: expected a subcommand: show FILE");
@@ -549,6 +567,12 @@ int runTool(int argc, char **argv) {
     return hetc::tool::benchCommand(benchArgs);
   if (sessionShow->parsed())
     return sessionShowCommand(sessionPath);
+#ifdef HETC_WITH_COMPILER
+  if (plan->parsed())
+    return hetc::tool::planCommand(planArgs);
+  if (targets->parsed())
+    return hetc::tool::targetsCommand(targetsArgs);
+#endif
   return inspectCommand(inspectPath, inspectJson);
 }
 
