@@ -535,6 +535,18 @@ std::vector<Mistake> mistakes() {
          opNamed(t, kQProj).inputs.push_back(opNamed(t, kQProj).outputs[0]);
        },
        {"unknown swiglu role 9"}},
+      {"RopeAttentionWithoutFrequencies",
+       [](TinyPlan &t) {
+         opNamed(t, "model.layers.0.self_attn").params.AsAttentionParamsDef()->rope = true;
+       },
+       {"(Attention 'model.layers.0.self_attn')", "has 0 weights", "with rope takes 1"}},
+      {"RopeAttentionWrongFrequencies",
+       [](TinyPlan &t) {
+         plan::OpDefT &attention = opNamed(t, "model.layers.0.self_attn");
+         attention.params.AsAttentionParamsDef()->rope = true;
+         attention.weights.push_back(opNamed(t, kQProj).weights[0]);
+       },
+       {"(Attention 'model.layers.0.self_attn')", "inv_freq"}},
       {"NoLmHead",
        [](TinyPlan &t) {
          opNamed(t, "lm_head").kind = OpKindDef::Linear;

@@ -15,7 +15,8 @@ namespace hetc {
 constexpr uint32_t kPlanSchemaMajor = 1;
 // 1.1: WeightLayoutDef::LinearBf16N16K2 (BF16 weights) and LinearParamsDef.residual.
 // 1.2: LinearParamsDef.swiglu (a fused SwiGlu).
-constexpr uint32_t kPlanSchemaMinor = 2;
+// 1.3: AttentionParamsDef.rope (the attention rotates q and k).
+constexpr uint32_t kPlanSchemaMinor = 3;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 
