@@ -84,13 +84,7 @@ Continued runRequest(Engine &engine, std::vector<int32_t> prompt, uint32_t maxNe
 std::shared_ptr<const Plan> planWithPaddedKvRows(const TinyPlanShape &shape, uint64_t posStride,
                                                  test::ScratchDir &dir) {
   test::TinyPlan tiny = test::buildTinyPlan(shape);
-  plan::KvCacheDefT &kv = *tiny.def.kv_cache;
-  kv.pos_stride = posStride;
-  kv.head_stride = kv.max_seq * kv.pos_stride;
-  kv.slot_stride = kv.kv_heads * kv.head_stride;
-  kv.layer_stride = kv.slots * kv.slot_stride;
-  kv.v_offset = (kv.layers * kv.layer_stride * sizeof(float) + 63) / 64 * 64;
-  kv.arena_size = 2 * kv.v_offset;
+  test::layOutKvCache(*tiny.def.kv_cache, posStride);
   const std::string path = dir.file("padded-kv.hplan");
   Status written = test::writeTinyPlan(path, tiny);
   EXPECT_TRUE(written.ok()) << written.message();
