@@ -282,13 +282,11 @@ Status Engine::saveSession(const std::string &path, uint32_t slot,
   for (uint64_t layer = 0; layer < kv.layers(); ++layer)
     for (bool values : {false, true})
       for (uint64_t head = 0; head < kv.kv_heads(); ++head) {
-        if (contiguous && positions > 0) {
-          if (!writeHashed(file.get(), kvRow(values, layer, slot, head, 0), positions * rowBytes,
-                           hash))
-            return failed(errno);
-          continue;
-        }
-        for (uint64_t position = 0; position < positions; ++position)
+        if (contiguous && positions > 0 &&
+            !writeHashed(file.get(), kvRow(values, layer, slot, head, 0), positions * rowBytes,
+                         hash))
+          return failed(errno);
+        for (uint64_t position = 0; !contiguous && position < positions; ++position)
           if (!writeHashed(file.get(), kvRow(values, layer, slot, head, position), rowBytes, hash))
             return failed(errno);
         // A head's scales are consecutive: one write after its rows.
