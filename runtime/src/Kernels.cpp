@@ -233,10 +233,12 @@ float quantizeInt8(const float *x, size_t n, int8_t *q) {
   }
   for (size_t i = 0; i < n; ++i) {
     // x / scale, not x * (127 / largest): the division a float32 reference does, bit for bit.
-    // The clamp keeps a quotient that rounds past 127 in range; NaN (a NaN or infinite row)
-    // stores 0 and leaves the NaN or infinite scale to show in the attention.
+    // The clamp keeps a quotient that rounds past 127 in range. Adding and taking away 1.5 * 2^23
+    // rounds it to an integer, half to even (the default rounding mode), without a libm call.
+    // NaN (from a NaN or infinite row) stores 0 and leaves the row's scale to show it.
     const float quotient = std::min(std::max(x[i] / scale, -127.0f), 127.0f);
-    q[i] = static_cast<int8_t>(quotient == quotient ? std::nearbyint(quotient) : 0.0f);
+    const float rounded = (quotient + 0x1.8p23f) - 0x1.8p23f;
+    q[i] = rounded == rounded ? static_cast<int8_t>(rounded) : 0;
   }
   return scale;
 }
