@@ -174,7 +174,9 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   const bool host = options.target == "host";
   const KvFormat kv =
       options.kv.value_or(options.weights == WeightFormat::F32 ? KvFormat::F32 : KvFormat::BF16);
-  const llvm::StringRef kvDtype = kv == KvFormat::F32 ? "f32" : "bf16";
+  const llvm::StringRef kvDtype = kv == KvFormat::F32    ? "f32"
+                                  : kv == KvFormat::INT8 ? "int8"
+                                                         : "bf16";
   std::optional<uint64_t> available = host ? availableMemoryBytes() : std::nullopt;
 
   uint64_t maxSeq = options.maxSeq;

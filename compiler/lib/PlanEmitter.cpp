@@ -254,8 +254,10 @@ LogicalResult PlanBuilder::buildModuleTables() {
   auto k = std::make_unique<plan::KvCacheDefT>();
   auto kvDtype = kv.getAs<StringAttr>("dtype");
   if (!kvDtype || !kvElementBytes(kvDtype.getValue()))
-    return fail("the module's hetc.kv_cache has no dtype \"f32\" or \"bf16\"");
-  k->dtype = kvDtype.getValue() == "bf16" ? plan::DTypeDef::BF16 : plan::DTypeDef::F32;
+    return fail("the module's hetc.kv_cache has no dtype \"f32\", \"bf16\" or \"int8\"");
+  k->dtype = kvDtype.getValue() == "bf16"   ? plan::DTypeDef::BF16
+             : kvDtype.getValue() == "int8" ? plan::DTypeDef::INT8
+                                            : plan::DTypeDef::F32;
   if (failed(readField(kv, kKvCache, "layers", k->layers, failFn)) ||
       failed(readField(kv, kKvCache, "slots", k->slots, failFn)) ||
       failed(readField(kv, kKvCache, "kv_heads", k->kv_heads, failFn)) ||
@@ -268,6 +270,13 @@ LogicalResult PlanBuilder::buildModuleTables() {
       failed(readField(kv, kKvCache, "k_offset", k->k_offset, failFn)) ||
       failed(readField(kv, kKvCache, "v_offset", k->v_offset, failFn)) ||
       failed(readField(kv, kKvCache, "arena_size", k->arena_size, failFn)))
+    return failure();
+  if (kvHasRowScales(kvDtype.getValue()) &&
+      (failed(readField(kv, kKvCache, "k_scale_offset", k->k_scale_offset, failFn)) ||
+       failed(readField(kv, kKvCache, "v_scale_offset", k->v_scale_offset, failFn)) ||
+       failed(readField(kv, kKvCache, "scale_head_stride", k->scale_head_stride, failFn)) ||
+       failed(readField(kv, kKvCache, "scale_slot_stride", k->scale_slot_stride, failFn)) ||
+       failed(readField(kv, kKvCache, "scale_layer_stride", k->scale_layer_stride, failFn))))
     return failure();
   plan_.kv_cache = std::move(k);
 
@@ -756,9 +765,8 @@ PlanMemory memoryOf(PlanBuilder &builder) {
   memory.activationBytes = plan.activation_arena_size;
   if (const plan::KvCacheDefT *kv = plan.kv_cache.get()) {
     memory.kvArenaBytes = kv->arena_size;
-    const uint64_t elementBytes = kv->dtype == plan::DTypeDef::BF16 ? 2 : 4;
     memory.kvBytesPerPosition =
-        static_cast<uint64_t>(kv->layers) * kv->kv_heads * kv->head_dim * 2 * elementBytes;
+        static_cast<uint64_t>(kv->layers) * kv->kv_heads * 2 * kvRowBytes(kv->dtype, kv->head_dim);
     memory.maxBatch = kv->slots;
     memory.maxSeq = kv->max_seq;
   }

@@ -230,7 +230,7 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
   std::optional<int64_t> elementBytes = kvElementBytes(kvDtype);
   if (!elementBytes)
     return module.emitError() << "hetc-plan-memory: kv-dtype \"" << kvDtype
-                              << "\" is not f32 or bf16";
+                              << "\" is not f32, bf16 or int8";
 
   // Strides in elements; (layer, slot, kv_head) is the outer index so each head's positions are
   // one stream, the order long-context decode reads them in. Why rows of K rather than K blocked
@@ -244,32 +244,65 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
       slotStride ? llvm::checkedMul(slots, *slotStride) : std::nullopt;
   std::optional<int64_t> elements =
       layerStride ? llvm::checkedMul(*layers, *layerStride) : std::nullopt;
-  std::optional<int64_t> vOffset =
-      elements ? llvm::checkedMul<int64_t>(*elements, *elementBytes) : std::nullopt;
-  std::optional<int64_t> arenaSize =
+  // Each region starts on an activation-aligned byte: K, V, then an int8 cache's K and V scales,
+  // one float32 per row in the same [layer][slot][kv_head][pos] order.
+  auto alignedBytes = [](std::optional<int64_t> count, int64_t bytes) -> std::optional<int64_t> {
+    std::optional<int64_t> total = count ? llvm::checkedMul(*count, bytes) : std::nullopt;
+    std::optional<int64_t> padded =
+        total ? llvm::checkedAdd<int64_t>(*total, kActivationAlignment - 1) : std::nullopt;
+    if (!padded)
+      return std::nullopt;
+    return *padded / kActivationAlignment * kActivationAlignment;
+  };
+  const bool scaled = kvHasRowScales(kvDtype);
+  std::optional<int64_t> vOffset = alignedBytes(elements, *elementBytes);
+  std::optional<int64_t> kScaleOffset =
       vOffset ? llvm::checkedMul<int64_t>(*vOffset, 2) : std::nullopt;
+  // Scale strides in scales: a head's max_seq positions, then heads, slots, layers.
+  std::optional<int64_t> scaleSlotStride = llvm::checkedMul(*kvHeads, seq);
+  std::optional<int64_t> scaleLayerStride =
+      scaleSlotStride ? llvm::checkedMul(slots, *scaleSlotStride) : std::nullopt;
+  std::optional<int64_t> scaleBytes =
+      !scaled            ? std::optional<int64_t>(0)
+      : scaleLayerStride ? alignedBytes(llvm::checkedMul(*layers, *scaleLayerStride), kKvScaleBytes)
+                         : std::nullopt;
+  std::optional<int64_t> vScaleOffset =
+      kScaleOffset && scaleBytes ? llvm::checkedAdd(*kScaleOffset, *scaleBytes) : std::nullopt;
+  std::optional<int64_t> arenaSize =
+      vScaleOffset ? llvm::checkedAdd(*vScaleOffset, *scaleBytes) : std::nullopt;
   if (!arenaSize)
     return module.emitError() << "the KV cache for max-seq = " << seq
                               << " and max-batch = " << slots << " (" << *layers << " layers x "
                               << *kvHeads << " KV heads x head_dim " << *headDim << " x "
-                              << *elementBytes << " bytes, K and V) overflows 64 bits";
+                              << *elementBytes << " bytes"
+                              << (scaled ? " and a 4-byte scale per row" : "")
+                              << ", K and V) overflows 64 bits";
 
   Builder b(module.getContext());
-  module->setAttr(kKvCache, b.getDictionaryAttr({
-                                b.getNamedAttr("dtype", b.getStringAttr(kvDtype)),
-                                b.getNamedAttr("layers", b.getI64IntegerAttr(*layers)),
-                                b.getNamedAttr("slots", b.getI64IntegerAttr(slots)),
-                                b.getNamedAttr("kv_heads", b.getI64IntegerAttr(*kvHeads)),
-                                b.getNamedAttr("max_seq", b.getI64IntegerAttr(seq)),
-                                b.getNamedAttr("head_dim", b.getI64IntegerAttr(*headDim)),
-                                b.getNamedAttr("pos_stride", b.getI64IntegerAttr(posStride)),
-                                b.getNamedAttr("head_stride", b.getI64IntegerAttr(*headStride)),
-                                b.getNamedAttr("slot_stride", b.getI64IntegerAttr(*slotStride)),
-                                b.getNamedAttr("layer_stride", b.getI64IntegerAttr(*layerStride)),
-                                b.getNamedAttr("k_offset", b.getI64IntegerAttr(0)),
-                                b.getNamedAttr("v_offset", b.getI64IntegerAttr(*vOffset)),
-                                b.getNamedAttr("arena_size", b.getI64IntegerAttr(*arenaSize)),
-                            }));
+  SmallVector<NamedAttribute> fields = {
+      b.getNamedAttr("dtype", b.getStringAttr(kvDtype)),
+      b.getNamedAttr("layers", b.getI64IntegerAttr(*layers)),
+      b.getNamedAttr("slots", b.getI64IntegerAttr(slots)),
+      b.getNamedAttr("kv_heads", b.getI64IntegerAttr(*kvHeads)),
+      b.getNamedAttr("max_seq", b.getI64IntegerAttr(seq)),
+      b.getNamedAttr("head_dim", b.getI64IntegerAttr(*headDim)),
+      b.getNamedAttr("pos_stride", b.getI64IntegerAttr(posStride)),
+      b.getNamedAttr("head_stride", b.getI64IntegerAttr(*headStride)),
+      b.getNamedAttr("slot_stride", b.getI64IntegerAttr(*slotStride)),
+      b.getNamedAttr("layer_stride", b.getI64IntegerAttr(*layerStride)),
+      b.getNamedAttr("k_offset", b.getI64IntegerAttr(0)),
+      b.getNamedAttr("v_offset", b.getI64IntegerAttr(*vOffset)),
+      b.getNamedAttr("arena_size", b.getI64IntegerAttr(*arenaSize)),
+  };
+  if (scaled)
+    fields.append({
+        b.getNamedAttr("k_scale_offset", b.getI64IntegerAttr(*kScaleOffset)),
+        b.getNamedAttr("v_scale_offset", b.getI64IntegerAttr(*vScaleOffset)),
+        b.getNamedAttr("scale_head_stride", b.getI64IntegerAttr(seq)),
+        b.getNamedAttr("scale_slot_stride", b.getI64IntegerAttr(*scaleSlotStride)),
+        b.getNamedAttr("scale_layer_stride", b.getI64IntegerAttr(*scaleLayerStride)),
+    });
+  module->setAttr(kKvCache, b.getDictionaryAttr(fields));
   return success();
 }
 

@@ -36,6 +36,15 @@ namespace {
 
 inline float widen(float x) { return x; }
 inline float widen(uint16_t x) { return codegen::bf16ToFloat(x); }
+inline float widen(int8_t x) { return static_cast<float>(x); }
+
+// An int8 row's scale (1 for the other element types, which carry none).
+template <typename Element> inline float rowScale(const float *scales, size_t j) {
+  if constexpr (std::is_same_v<Element, int8_t>)
+    return scales[j];
+  else
+    return 1.0f;
+}
 
 // sum_i a[i] * widen(b[i]) in dot()'s fixed lane order (the same bits as dot() for float32).
 template <typename Element> float dotWidened(const float *a, const Element *b, size_t n) {
@@ -58,8 +67,9 @@ template <typename Element> float dotWidened(const float *a, const Element *b, s
 
 template <typename Element>
 void attentionChunkPortable(const float *q, const Element *keys, const Element *values,
-                            size_t posStride, size_t group, size_t headDim, float scale,
-                            size_t begin, size_t end, float *state) {
+                            const float *keyScales, const float *valueScales, size_t posStride,
+                            size_t group, size_t headDim, float scale, size_t begin, size_t end,
+                            float *state) {
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
     const float *qh = q + h * d;
@@ -73,7 +83,8 @@ void attentionChunkPortable(const float *q, const Element *keys, const Element *
       float blockMax = -std::numeric_limits<float>::infinity();
       for (size_t j = 0; j < blockLength; ++j) {
         __builtin_prefetch(keys + (j0 + j + 4) * posStride);
-        scores[j] = scale * dotWidened(qh, keys + (j0 + j) * posStride, d);
+        scores[j] = scale * (rowScale<Element>(keyScales, j0 + j) *
+                             dotWidened(qh, keys + (j0 + j) * posStride, d));
         blockMax = std::max(blockMax, scores[j]);
       }
       const float newMax = std::max(runningMax, blockMax);
@@ -85,10 +96,12 @@ void attentionChunkPortable(const float *q, const Element *keys, const Element *
       for (size_t j = 0; j < blockLength; ++j) {
         const float weight = std::exp(scores[j] - newMax);
         runningSum += weight;
+        // An int8 row's scale multiplies its weight once instead of each of its elements.
+        const float rowWeight = weight * rowScale<Element>(valueScales, j0 + j);
         const Element *vj = values + (j0 + j) * posStride;
         __builtin_prefetch(vj + 4 * posStride);
         for (size_t i = 0; i < d; ++i)
-          acc[i] += weight * widen(vj[i]);
+          acc[i] += rowWeight * widen(vj[i]);
       }
       runningMax = newMax;
     }
@@ -100,7 +113,8 @@ void attentionChunkPortable(const float *q, const Element *keys, const Element *
 } // namespace
 
 const AttentionChunkKernel kAttentionChunkPortable = {&attentionChunkPortable<float>,
-                                                      &attentionChunkPortable<uint16_t>};
+                                                      &attentionChunkPortable<uint16_t>,
+                                                      &attentionChunkPortable<int8_t>};
 
 void attentionMerge(float *into, const float *next, size_t group, size_t headDim) {
   const size_t d = headDim;
@@ -234,12 +248,23 @@ void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &spl
     const float *q = op.q + row * op.qStride + head * group * d;
     auto runChunk = [&](size_t begin, float *state) {
       const size_t end = std::min(positions, begin + chunkPositions);
-      if (op.cache.element == KvElement::Bf16)
+      switch (op.cache.element) {
+      case KvElement::F32:
+        chunk.f32(q, static_cast<const float *>(keys), static_cast<const float *>(values), nullptr,
+                  nullptr, op.cache.posStride, group, d, shape.scale, begin, end, state);
+        return;
+      case KvElement::Bf16:
         chunk.bf16(q, static_cast<const uint16_t *>(keys), static_cast<const uint16_t *>(values),
+                   nullptr, nullptr, op.cache.posStride, group, d, shape.scale, begin, end, state);
+        return;
+      case KvElement::Int8: {
+        const size_t scaleBase = op.cache.scaleOffset(shape.layer, op.rowSlots[row], head, 0);
+        chunk.int8(q, static_cast<const int8_t *>(keys), static_cast<const int8_t *>(values),
+                   op.cache.keyScales + scaleBase, op.cache.valueScales + scaleBase,
                    op.cache.posStride, group, d, shape.scale, begin, end, state);
-      else
-        chunk.f32(q, static_cast<const float *>(keys), static_cast<const float *>(values),
-                  op.cache.posStride, group, d, shape.scale, begin, end, state);
+        return;
+      }
+      }
     };
     if (split.split(row)) {
       runChunk(local % chunks * chunkPositions,

@@ -152,7 +152,7 @@ DecodeStepBytes decodeStepBytes(const Plan &plan, uint32_t batch, uint64_t conte
 
   if (const plan::KvCacheDef *kv = def.kv_cache())
     bytes.kvPerPosition =
-        uint64_t{2} * kv->layers() * kv->kv_heads() * kv->head_dim() * dtypeBytes(kv->dtype());
+        uint64_t{2} * kv->layers() * kv->kv_heads() * kvRowBytes(kv->dtype(), kv->head_dim());
   bytes.averageAttended = static_cast<double>(context) + (static_cast<double>(gen) + 1.0) / 2.0;
   return bytes;
 }

@@ -522,9 +522,10 @@ Status Engine::resolve() {
 
   // KV arena: address space only; a page costs memory once a position on it is written.
   const plan::KvCacheDef *kv = def.kv_cache();
-  if (kv->dtype() != DTypeDef::F32 && kv->dtype() != DTypeDef::BF16)
+  if (kv->dtype() != DTypeDef::F32 && kv->dtype() != DTypeDef::BF16 &&
+      kv->dtype() != DTypeDef::INT8)
     return Status::error(std::string("the KV cache is ") + plan::EnumNameDTypeDef(kv->dtype()) +
-                         "; this runtime's kernels read F32 or BF16 KV elements");
+                         "; this runtime's kernels read F32, BF16 or INT8 KV elements");
   if (kv->slots() < maxBatch_ || kv->max_seq() < maxSeq_)
     return Status::error("the KV cache holds " + str(kv->slots()) + " slots of " +
                          str(kv->max_seq()) + " positions, fewer than the plan's bounds");
@@ -542,12 +543,20 @@ Status Engine::resolve() {
     auto *base = static_cast<uint8_t *>(kvArena_);
     kvCache_.keys = base + kv->k_offset();
     kvCache_.values = base + kv->v_offset();
-    kvCache_.element =
-        kv->dtype() == plan::DTypeDef::BF16 ? kernels::KvElement::Bf16 : kernels::KvElement::F32;
+    kvCache_.element = kv->dtype() == plan::DTypeDef::BF16   ? kernels::KvElement::Bf16
+                       : kv->dtype() == plan::DTypeDef::INT8 ? kernels::KvElement::Int8
+                                                             : kernels::KvElement::F32;
     kvCache_.layerStride = kv->layer_stride();
     kvCache_.slotStride = kv->slot_stride();
     kvCache_.headStride = kv->head_stride();
     kvCache_.posStride = kv->pos_stride();
+    if (kvHasRowScales(kv->dtype())) {
+      kvCache_.keyScales = reinterpret_cast<float *>(base + kv->k_scale_offset());
+      kvCache_.valueScales = reinterpret_cast<float *>(base + kv->v_scale_offset());
+      kvCache_.scaleLayerStride = kv->scale_layer_stride();
+      kvCache_.scaleSlotStride = kv->scale_slot_stride();
+      kvCache_.scaleHeadStride = kv->scale_head_stride();
+    }
   }
 
   // Step metadata, sized by the bounds once.
@@ -603,8 +612,12 @@ Status Engine::resolve() {
       op.kernel = vector_->name;
     if (op.kind == Kind::Attention && kvCache_.element == kernels::KvElement::Bf16)
       op.kernel = vector_->bf16KvName;
+    if (op.kind == Kind::Attention && kvCache_.element == kernels::KvElement::Int8)
+      op.kernel = vector_->int8KvName;
     if (op.kind == Kind::KvAppend && kvCache_.element == kernels::KvElement::Bf16)
       op.kernel = "portable, to bf16";
+    if (op.kind == Kind::KvAppend && kvCache_.element == kernels::KvElement::Int8)
+      op.kernel = "portable, to int8 with row scales";
   }
   return Status();
 }

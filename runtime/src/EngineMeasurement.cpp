@@ -4,9 +4,8 @@
 
 #include "hetc/runtime/Plan.h"
 
-#include "codegen/cpu/WeightLayout.h"
-
 #include <string>
+#include <vector>
 
 namespace hetc {
 namespace {
@@ -37,21 +36,17 @@ void syntheticFillPhase(void *context, size_t, unsigned thread, unsigned threadC
     const size_t layer = stream / (fill.kvHeads * 2);
     const size_t head = stream / 2 % fill.kvHeads;
     const bool keys = stream % 2 == 0;
-    const bool bf16 = fill.cache->element == kernels::KvElement::Bf16;
     uint64_t state = mix(fill.seed ^ mix(stream) ^ (uint64_t{fill.slot} << 48)) | 1;
+    std::vector<float> row(fill.headDim);
     for (uint64_t pos = 0; pos < fill.positions; ++pos) {
-      void *row = fill.cache->at(keys, fill.cache->offset(layer, fill.slot, head, pos));
-      for (size_t d = 0; d < fill.headDim; ++d) {
+      for (float &value : row) {
         // xorshift64: cheap, and its top 24 bits make a float in [-1, 1) that is never denormal.
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        const float value = static_cast<float>(state >> 40) * 0x1.0p-23f - 1.0f;
-        if (bf16)
-          static_cast<uint16_t *>(row)[d] = codegen::floatToBf16(value);
-        else
-          static_cast<float *>(row)[d] = value;
+        value = static_cast<float>(state >> 40) * 0x1.0p-23f - 1.0f;
       }
+      kernels::storeKvRow(*fill.cache, keys, layer, fill.slot, head, pos, row.data(), fill.headDim);
     }
   }
 }

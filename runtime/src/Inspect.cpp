@@ -362,6 +362,15 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
      << kv.layer_stride() << "\n";
   os << "  K at byte " << kv.k_offset() << ", V at byte " << kv.v_offset() << ", arena "
      << humanBytes(kv.arena_size()) << "\n";
+  if (kvHasRowScales(kv.dtype()))
+    os << "  row scales (float32, max|x| / 127, [layer][slot][kv_head][pos]): K at byte "
+       << kv.k_scale_offset() << ", V at byte " << kv.v_scale_offset() << ", strides head "
+       << kv.scale_head_stride() << ", slot " << kv.scale_slot_stride() << ", layer "
+       << kv.scale_layer_stride() << "\n";
+  os << "  per position of one sequence: "
+     << humanBytes(uint64_t{2} * kv.layers() * kv.kv_heads() *
+                   kvRowBytes(kv.dtype(), kv.head_dim()))
+     << " (K and V of every layer)\n";
 
   os << "\nmemory: "
      << humanBytes(totals.weightBytes + kv.arena_size() + def.activation_arena_size())
@@ -511,6 +520,15 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
   json.field("k_offset", kv.k_offset());
   json.field("v_offset", kv.v_offset());
   json.field("arena_size", kv.arena_size());
+  if (kvHasRowScales(kv.dtype())) {
+    json.field("k_scale_offset", kv.k_scale_offset());
+    json.field("v_scale_offset", kv.v_scale_offset());
+    json.field("scale_head_stride", kv.scale_head_stride());
+    json.field("scale_slot_stride", kv.scale_slot_stride());
+    json.field("scale_layer_stride", kv.scale_layer_stride());
+  }
+  json.field("bytes_per_position",
+             uint64_t{2} * kv.layers() * kv.kv_heads() * kvRowBytes(kv.dtype(), kv.head_dim()));
   json.endObject();
 
   json.key("segments");

@@ -219,25 +219,58 @@ void rope(float *x, size_t xStride, size_t heads, size_t headDim, const float *i
   }
 }
 
+float quantizeInt8(const float *x, size_t n, int8_t *q) {
+  float largest = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float magnitude = std::abs(x[i]);
+    // A NaN sticks, so that the row's scale is NaN and the attention shows it.
+    largest = magnitude > largest || magnitude != magnitude ? magnitude : largest;
+  }
+  const float scale = largest / 127.0f;
+  if (scale == 0.0f) {
+    std::memset(q, 0, n);
+    return scale;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    // x / scale, not x * (127 / largest): the division a float32 reference does, bit for bit.
+    // The clamp keeps a quotient that rounds past 127 in range. Adding and taking away 1.5 * 2^23
+    // rounds it to an integer, half to even (the default rounding mode), without a libm call.
+    // NaN (from a NaN or infinite row) stores 0 and leaves the row's scale to show it.
+    const float quotient = std::min(std::max(x[i] / scale, -127.0f), 127.0f);
+    const float rounded = (quotient + 0x1.8p23f) - 0x1.8p23f;
+    q[i] = rounded == rounded ? static_cast<int8_t>(rounded) : 0;
+  }
+  return scale;
+}
+
+void storeKvRow(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
+                size_t pos, const float *row, size_t headDim) {
+  void *to = cache.at(keys, cache.offset(layer, slot, head, pos));
+  switch (cache.element) {
+  case KvElement::F32:
+    std::memcpy(to, row, headDim * sizeof(float));
+    return;
+  case KvElement::Bf16:
+    for (size_t i = 0; i < headDim; ++i)
+      static_cast<uint16_t *>(to)[i] = codegen::floatToBf16(row[i]);
+    return;
+  case KvElement::Int8:
+    cache.scales(keys)[cache.scaleOffset(layer, slot, head, pos)] =
+        quantizeInt8(row, headDim, static_cast<int8_t *>(to));
+    return;
+  }
+}
+
 void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
               const KvCacheView &cache, const AttentionShape &shape, const uint32_t *rowSlots,
               const uint32_t *rowPositions, size_t rowBegin, size_t rowEnd) {
   const size_t d = shape.headDim;
   for (size_t t = rowBegin; t < rowEnd; ++t)
     for (size_t g = 0; g < shape.kvHeads; ++g) {
-      const size_t at = cache.offset(shape.layer, rowSlots[t], g, rowPositions[t]);
-      const float *kRow = k + t * kStride + g * d, *vRow = v + t * vStride + g * d;
-      if (cache.element == KvElement::F32) {
-        std::memcpy(cache.at(true, at), kRow, d * sizeof(float));
-        std::memcpy(cache.at(false, at), vRow, d * sizeof(float));
-        continue;
-      }
-      auto *kTo = static_cast<uint16_t *>(cache.at(true, at));
-      auto *vTo = static_cast<uint16_t *>(cache.at(false, at));
-      for (size_t i = 0; i < d; ++i) {
-        kTo[i] = codegen::floatToBf16(kRow[i]);
-        vTo[i] = codegen::floatToBf16(vRow[i]);
-      }
+      storeKvRow(cache, true, shape.layer, rowSlots[t], g, rowPositions[t], k + t * kStride + g * d,
+                 d);
+      storeKvRow(cache, false, shape.layer, rowSlots[t], g, rowPositions[t],
+                 v + t * vStride + g * d, d);
     }
 }
 

@@ -85,7 +85,8 @@ HETC_AVX512 inline __m512 sumEachOf16(const __m512 *v) {
 }
 
 // KV elements as float32 lanes: float32 as they are, bf16 widened exactly (a bf16 is the upper
-// half of a float32) by zero-extending to 32 bits and shifting left by 16.
+// half of a float32) by zero-extending to 32 bits and shifting left by 16, int8 sign-extended
+// (vpmovsxbd) and converted exactly; an int8 row's scale is applied per row, not here.
 HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const float *p) {
   return _mm512_maskz_loadu_ps(mask, p);
 }
@@ -95,6 +96,15 @@ HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const uint16_t *p) {
       _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(static_cast<__mmask32>(mask), p));
   const __m512i widened = _mm512_cvtepu16_epi32(halves);
   return _mm512_castsi512_ps(_mm512_slli_epi32(widened, 16));
+}
+HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const int8_t *p) {
+  // A whole vector widens straight from memory (vpmovsxbd zmm, m128): one instruction fewer
+  // than the masked load a partial one needs.
+  const __m128i bytes =
+      mask == kAllLanes
+          ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(p))
+          : _mm512_castsi512_si128(_mm512_maskz_loadu_epi8(static_cast<__mmask64>(mask), p));
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
 }
 
 // ---- Attention -------------------------------------------------------------------------------
@@ -212,11 +222,15 @@ HETC_AVX512 inline void keyDots(const float *qh, const Element *rows, size_t pos
 // One pass of up to kHeadBatch heads over positions [begin, end). Per block of 16 positions:
 // the 16 scores of a head come out of one transposed reduction, the running max moves once per
 // block (the output is rescaled only when it grows), and the weights are applied to the value
-// rows in register tiles. Lane sums of the weights are reduced once, at the end.
+// rows in register tiles. Lane sums of the weights are reduced once, at the end. With int8 rows
+// the 16 K scales multiply the 16 dot products, and the 16 V scales the weights the value rows
+// are accumulated with (the sum of weights stays unscaled): one multiply per row, not per element.
 template <int NV, typename Element>
 HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Element *values,
-                                size_t posStride, size_t heads, size_t d, float scale, size_t begin,
-                                size_t end, float *state) {
+                                const float *keyScales, const float *valueScales, size_t posStride,
+                                size_t heads, size_t d, float scale, size_t begin, size_t end,
+                                float *state) {
+  constexpr bool kScaledRows = std::is_same_v<Element, int8_t>;
   const size_t vectors = (d + kLanes - 1) / kLanes;
   const __mmask16 lastMask = firstLanes(d - (vectors - 1) * kLanes);
   const size_t rowBytes = d * sizeof(Element);
@@ -241,6 +255,18 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
          j < std::min(end, j0 + (kPrefetchBlocks + 1) * kLanes); ++j) {
       prefetchRow(keys + j * posStride, rowBytes);
       prefetchRow(values + j * posStride, rowBytes);
+    }
+    __m512 keyScaleVector = scaleVector, valueScaleVector = _mm512_setzero_ps();
+    if constexpr (kScaledRows) {
+      // Lanes past the end load no scale; their scores are masked out below.
+      keyScaleVector = _mm512_maskz_loadu_ps(valid, keyScales + j0);
+      valueScaleVector = _mm512_maskz_loadu_ps(valid, valueScales + j0);
+      if (j0 + (kPrefetchBlocks + 1) * kLanes <= end) {
+        _mm_prefetch(reinterpret_cast<const char *>(keyScales + j0 + kPrefetchBlocks * kLanes),
+                     _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(valueScales + j0 + kPrefetchBlocks * kLanes),
+                     _MM_HINT_T0);
+      }
     }
     const Element *keyRows = keys + j0 * posStride;
     // bf16 key rows are widened once per block into float32 rows in L1, which every head of the
@@ -269,7 +295,12 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
       } else {
         keyDots<NV, true>(q + h * d, keyRows, posStride, n - 1, vectors, lastMask, partial);
       }
-      __m512 scores = _mm512_mul_ps(sumEachOf16(partial), scaleVector);
+      // scale * (k scale * dot), as the portable kernel groups it.
+      __m512 scores = sumEachOf16(partial);
+      if constexpr (kScaledRows)
+        scores = _mm512_mul_ps(_mm512_mul_ps(keyScaleVector, scores), scaleVector);
+      else
+        scores = _mm512_mul_ps(scores, scaleVector);
       scores = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid, scores);
       const float blockMax = _mm512_reduce_max_ps(scores);
       if (blockMax > runningMax[h]) {
@@ -288,7 +319,7 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
       const __m512 w =
           _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(scores, _mm512_set1_ps(runningMax[h]))));
       laneSums[h] = _mm512_add_ps(laneSums[h], w);
-      _mm512_store_ps(weights + h * kLanes, w);
+      _mm512_store_ps(weights + h * kLanes, kScaledRows ? _mm512_mul_ps(w, valueScaleVector) : w);
     }
 
     const Element *valueRows = values + j0 * posStride;
@@ -314,8 +345,9 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
 }
 
 template <typename Element>
-using AttentionHeadsFn = void (*)(const float *, const Element *, const Element *, size_t, size_t,
-                                  size_t, float, size_t, size_t, float *);
+using AttentionHeadsFn = void (*)(const float *, const Element *, const Element *, const float *,
+                                  const float *, size_t, size_t, size_t, float, size_t, size_t,
+                                  float *);
 
 // Heads of up to 8 vectors (head_dim <= 128) keep the query in registers; longer ones read it.
 template <typename Element> AttentionHeadsFn<Element> attentionHeadsFor(size_t headDim) {
@@ -343,12 +375,13 @@ template <typename Element> AttentionHeadsFn<Element> attentionHeadsFor(size_t h
 
 template <typename Element>
 HETC_AVX512 void attentionChunkAvx512(const float *q, const Element *keys, const Element *values,
+                                      const float *keyScales, const float *valueScales,
                                       size_t posStride, size_t group, size_t headDim, float scale,
                                       size_t begin, size_t end, float *state) {
   const AttentionHeadsFn<Element> run = attentionHeadsFor<Element>(headDim);
   for (size_t h = 0; h < group; h += kHeadBatch)
-    run(q + h * headDim, keys, values, posStride, std::min(kHeadBatch, group - h), headDim, scale,
-        begin, end, state + h * (headDim + 2));
+    run(q + h * headDim, keys, values, keyScales, valueScales, posStride,
+        std::min(kHeadBatch, group - h), headDim, scale, begin, end, state + h * (headDim + 2));
 }
 
 // ---- Row-wise kernels ------------------------------------------------------------------------
@@ -482,12 +515,14 @@ const VectorKernels *avx512VectorKernels() {
   static const VectorKernels kernels = {
       "avx512-f32",
       "avx512-f32, bf16 kv",
+      "avx512-f32, int8 kv",
       &embeddingAvx512,
       &rmsNormAvx512,
       &ropeAvx512,
       &swiGluAvx512,
       &addAvx512,
-      {&attentionChunkAvx512<float>, &attentionChunkAvx512<uint16_t>},
+      {&attentionChunkAvx512<float>, &attentionChunkAvx512<uint16_t>,
+       &attentionChunkAvx512<int8_t>},
   };
   return &kernels;
 }

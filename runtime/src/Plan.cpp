@@ -29,6 +29,8 @@ uint64_t dtypeBytes(plan::DTypeDef dtype) {
     return 4;
   case plan::DTypeDef::BF16:
     return 2;
+  case plan::DTypeDef::INT8:
+    return 1;
   }
   return 0;
 }
@@ -343,13 +345,6 @@ private:
                   m.head_dim());
 
     // Each stride must step over the whole extent of the dimensions inside it.
-    struct Nesting {
-      const char *stride;
-      uint64_t value;
-      const char *inner;
-      uint64_t innerCount;
-      uint64_t innerStride;
-    };
     const Nesting nesting[] = {
         {"pos_stride", kv.pos_stride(), "head_dim", kv.head_dim(), 1},
         {"head_stride", kv.head_stride(), "max_seq * pos_stride", kv.max_seq(), kv.pos_stride()},
@@ -357,6 +352,54 @@ private:
          kv.head_stride()},
         {"layer_stride", kv.layer_stride(), "slots * slot_stride", kv.slots(), kv.slot_stride()},
     };
+    if (Status s = checkNesting(nesting); !s)
+      return s;
+    // Elements from the first to the last addressed one, inclusive.
+    const uint64_t elementTerms[][2] = {{kv.layers() - uint64_t{1}, kv.layer_stride()},
+                                        {kv.slots() - uint64_t{1}, kv.slot_stride()},
+                                        {kv.kv_heads() - uint64_t{1}, kv.head_stride()},
+                                        {kv.max_seq() - 1, kv.pos_stride()}};
+    const Region regions[] = {{"K", kv.k_offset()}, {"V", kv.v_offset()}};
+    if (Status s = checkRegions(kv.head_dim(), elementTerms, dtypeBytes(kv.dtype()), regions); !s)
+      return s;
+
+    const uint64_t scaleFields[] = {kv.k_scale_offset(), kv.v_scale_offset(),
+                                    kv.scale_head_stride(), kv.scale_slot_stride(),
+                                    kv.scale_layer_stride()};
+    if (!kvHasRowScales(kv.dtype())) {
+      for (uint64_t field : scaleFields)
+        if (field != 0)
+          return fail("kv_cache of dtype ", dtypeText(kv.dtype()),
+                      " has scale offsets or strides; only an INT8 cache has scales");
+      return Status();
+    }
+    // One scale per row; a head's positions are consecutive scales.
+    const Nesting scaleNesting[] = {
+        {"scale_head_stride", kv.scale_head_stride(), "max_seq", kv.max_seq(), 1},
+        {"scale_slot_stride", kv.scale_slot_stride(), "kv_heads * scale_head_stride", kv.kv_heads(),
+         kv.scale_head_stride()},
+        {"scale_layer_stride", kv.scale_layer_stride(), "slots * scale_slot_stride", kv.slots(),
+         kv.scale_slot_stride()},
+    };
+    if (Status s = checkNesting(scaleNesting); !s)
+      return s;
+    const uint64_t scaleTerms[][2] = {{kv.layers() - uint64_t{1}, kv.scale_layer_stride()},
+                                      {kv.slots() - uint64_t{1}, kv.scale_slot_stride()},
+                                      {kv.kv_heads() - uint64_t{1}, kv.scale_head_stride()},
+                                      {kv.max_seq() - 1, 1}};
+    const Region scaleRegions[] = {{"K scale", kv.k_scale_offset()},
+                                   {"V scale", kv.v_scale_offset()}};
+    return checkRegions(1, scaleTerms, kKvScaleBytes, scaleRegions);
+  }
+
+  struct Nesting {
+    const char *stride;
+    uint64_t value;
+    const char *inner;
+    uint64_t innerCount;
+    uint64_t innerStride;
+  };
+  template <size_t N> Status checkNesting(const Nesting (&nesting)[N]) const {
     for (const Nesting &n : nesting) {
       uint64_t innerExtent;
       if (__builtin_mul_overflow(n.innerCount, n.innerStride, &innerExtent))
@@ -365,13 +408,20 @@ private:
         return fail("kv_cache ", n.stride, " ", n.value, " is less than ", n.inner, " = ",
                     innerExtent);
     }
+    return Status();
+  }
 
-    // Elements from the first to the last addressed one, inclusive.
-    uint64_t span = kv.head_dim();
-    const uint64_t terms[][2] = {{kv.layers() - uint64_t{1}, kv.layer_stride()},
-                                 {kv.slots() - uint64_t{1}, kv.slot_stride()},
-                                 {kv.kv_heads() - uint64_t{1}, kv.head_stride()},
-                                 {kv.max_seq() - 1, kv.pos_stride()}};
+  struct Region {
+    const char *name;
+    uint64_t offset;
+  };
+  // Each region holds `innermost` items plus sum(index * stride) over `terms`, of `itemBytes`
+  // each, from its offset: aligned, inside the KV arena, without overflow.
+  template <size_t N>
+  Status checkRegions(uint64_t innermost, const uint64_t (&terms)[4][2], uint64_t itemBytes,
+                      const Region (&regions)[N]) const {
+    const KvCacheDef &kv = *def_.kv_cache();
+    uint64_t span = innermost;
     for (const auto &term : terms) {
       uint64_t product;
       if (__builtin_mul_overflow(term[0], term[1], &product) ||
@@ -379,13 +429,9 @@ private:
         return fail("kv_cache extent overflows 64 bits");
     }
     uint64_t spanBytes;
-    if (__builtin_mul_overflow(span, dtypeBytes(kv.dtype()), &spanBytes))
+    if (__builtin_mul_overflow(span, itemBytes, &spanBytes))
       return fail("kv_cache extent overflows 64 bits");
-    const struct {
-      const char *name;
-      uint64_t offset;
-    } regions[] = {{"K", kv.k_offset()}, {"V", kv.v_offset()}};
-    for (const auto &region : regions) {
+    for (const Region &region : regions) {
       if (region.offset % kBufferAlignment != 0)
         return fail("kv_cache ", region.name, " offset ", region.offset, " is not ",
                     kBufferAlignment, "-byte aligned");

@@ -1,6 +1,6 @@
 // Session files: one slot's KV cache and token history, written atomically and read back with
 // every field checked. KV rows are copied by the plan's strides and element size, whatever the
-// KV dtype.
+// KV dtype, and an INT8 cache's row scales with them.
 #include "hetc/runtime/Session.h"
 
 #include "hetc/runtime/Engine.h"
@@ -118,8 +118,8 @@ Result<File> openSession(const std::string &path, SessionInfo &info, uint64_t &c
 
   // Every count comes from the file: the size check, overflow-free, comes before any allocation.
   using Wide = unsigned __int128;
-  const Wide kvBytes =
-      Wide(info.layers) * 2 * info.kvHeads * info.positions * info.headDim * info.elementBytes;
+  const Wide kvBytes = Wide(info.layers) * 2 * info.kvHeads * info.positions *
+                       kvRowBytes(info.kvDtype, info.headDim);
   const Wide expected = Wide(kSessionHeaderBytes) + Wide(historyLength) * sizeof(int32_t) + kvBytes;
   if (expected != info.fileBytes) {
     const std::string counts = " for " + str(historyLength) + " history tokens and " +
@@ -217,6 +217,12 @@ uint8_t *Engine::kvRow(bool values, uint64_t layer, uint64_t slot, uint64_t head
   return static_cast<uint8_t *>(kvCache_.at(!values, kvCache_.offset(layer, slot, head, position)));
 }
 
+uint8_t *Engine::kvScale(bool values, uint64_t layer, uint64_t slot, uint64_t head,
+                         uint64_t position) const {
+  return reinterpret_cast<uint8_t *>(kvCache_.scales(!values) +
+                                     kvCache_.scaleOffset(layer, slot, head, position));
+}
+
 Status Engine::saveSession(const std::string &path, uint32_t slot,
                            const std::vector<int32_t> &history) const {
   if (slot >= maxBatch_)
@@ -236,6 +242,7 @@ Status Engine::saveSession(const std::string &path, uint32_t slot,
   const size_t rowBytes = kv.head_dim() * elementBytes;
   // Rows of a (slot, head) that follow each other in the arena go out in one write.
   const bool contiguous = kv.pos_stride() == kv.head_dim();
+  const bool scaled = kvHasRowScales(kv.dtype());
 
   uint8_t header[kSessionHeaderBytes] = {};
   std::memcpy(header, kMagic, sizeof(kMagic));
@@ -275,15 +282,18 @@ Status Engine::saveSession(const std::string &path, uint32_t slot,
   for (uint64_t layer = 0; layer < kv.layers(); ++layer)
     for (bool values : {false, true})
       for (uint64_t head = 0; head < kv.kv_heads(); ++head) {
-        if (contiguous && positions > 0) {
-          if (!writeHashed(file.get(), kvRow(values, layer, slot, head, 0), positions * rowBytes,
-                           hash))
-            return failed(errno);
-          continue;
-        }
-        for (uint64_t position = 0; position < positions; ++position)
+        if (contiguous && positions > 0 &&
+            !writeHashed(file.get(), kvRow(values, layer, slot, head, 0), positions * rowBytes,
+                         hash))
+          return failed(errno);
+        for (uint64_t position = 0; !contiguous && position < positions; ++position)
           if (!writeHashed(file.get(), kvRow(values, layer, slot, head, position), rowBytes, hash))
             return failed(errno);
+        // A head's scales are consecutive: one write after its rows.
+        if (scaled && positions > 0 &&
+            !writeHashed(file.get(), kvScale(values, layer, slot, head, 0),
+                         positions * kKvScaleBytes, hash))
+          return failed(errno);
       }
   put<uint64_t>(header, 64, XXH64_digest(hash.state));
   // The checksum goes into the header last; the data reach the disk before the rename makes the
@@ -345,6 +355,7 @@ Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slo
   slotCachedPositions_[slot] = 0;
   const size_t rowBytes = kv.head_dim() * info.elementBytes;
   const bool contiguous = kv.pos_stride() == kv.head_dim();
+  const bool scaled = kvHasRowScales(kv.dtype());
   for (uint64_t layer = 0; layer < kv.layers(); ++layer)
     for (bool values : {false, true})
       for (uint64_t head = 0; head < kv.kv_heads(); ++head) {
@@ -354,6 +365,9 @@ Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slo
                           info.positions * rowBytes, hash);
         for (uint64_t position = 0; !contiguous && ok && position < info.positions; ++position)
           ok = readHashed(file->get(), kvRow(values, layer, slot, head, position), rowBytes, hash);
+        if (ok && scaled && info.positions > 0)
+          ok = readHashed(file->get(), kvScale(values, layer, slot, head, 0),
+                          info.positions * kKvScaleBytes, hash);
         if (!ok)
           return Status::error("cannot read " + name + ": " +
                                (std::ferror(file->get()) ? std::strerror(errno)

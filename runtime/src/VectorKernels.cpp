@@ -6,7 +6,15 @@ namespace hetc::kernels {
 
 const VectorKernels &portableVectorKernels() {
   static const VectorKernels kernels = {
-      "portable-f32", "portable-f32, bf16 kv", &embedding, &rmsNorm, &rope, &swiGlu, &add, kAttentionChunkPortable,
+      "portable-f32",
+      "portable-f32, bf16 kv",
+      "portable-f32, int8 kv",
+      &embedding,
+      &rmsNorm,
+      &rope,
+      &swiGlu,
+      &add,
+      kAttentionChunkPortable,
   };
   return kernels;
 }

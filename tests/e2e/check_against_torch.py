@@ -2,7 +2,8 @@
 """End-to-end check of hetc against PyTorch on a seeded Llama preset.
 
     /usr/bin/python3 tests/e2e/check_against_torch.py --hetc BUILD/bin/hetc --preset tiny \\
-        --workdir DIR [--no-constant-folding] [--external-data] [--weights f32|bf16]
+        --workdir DIR [--no-constant-folding] [--external-data] [--weights f32|bf16] \
+        [--kv f32|bf16|int8]
 
 1. exports the preset (seed 0) to DIR/model.onnx with models/export.py;
 2. hetc compile DIR/model.onnx --target host --max-batch 4 --max-seq 128 --weights W
@@ -12,7 +13,9 @@
    is the same model in float32 on the plan's BF16 operands (tests/e2e/reference_bf16.py: weights
    rounded to bf16, and linear inputs too when `hetc inspect` shows the plan's kernels convert
    activation rows to bf16); hetc's distance from the float32-weight run is printed as well, for
-   information;
+   information. With an INT8 KV cache (`hetc inspect` shows the dtype) K and V are quantised in
+   the reference as the plan stores them (reference_bf16.py --quantize-kv-int8), with float32
+   or bf16 weights, and hetc's distance from the plain float32 run is printed too;
 4. hetc run DIR/model.hplan --prompt-ids P (per prompt) --max-new N --logits-out DIR/hetc_logits.npy;
 5. compares: the generated ids line by line must be identical, and for every (sequence, step)
    row of logits, max|hetc - torch| <= tolerance * max|torch row|.
@@ -133,9 +136,9 @@ def load_reference(a, what, script=None, extra_args=(), subdir="torch"):
 
 
 def plan_roundings(hetc, plan, timeout):
-    """What the plan rounds to bf16 on this host, from hetc inspect --json: (activation rows, for
-    linear kernels that read them converted: ConvertRowsBf16 among the kernels; K and V, for a
-    BF16 KV cache)."""
+    """What the plan rounds on this host, from hetc inspect --json: (activation rows to bf16, for
+    linear kernels that read them converted: ConvertRowsBf16 among the kernels; the KV cache
+    dtype: "F32", "BF16" (K and V rounded to bf16) or "INT8" (quantised per row))."""
     proc = run([hetc, "inspect", "--json", plan], "hetc inspect", timeout=timeout)
     try:
         inspected = json.loads(proc.stdout)
@@ -145,9 +148,9 @@ def plan_roundings(hetc, plan, timeout):
     if not kernels:
         raise CheckFailed("hetc inspect --json lists no kernels for this host")
     kv_dtype = inspected.get("kv_cache", {}).get("dtype")
-    if kv_dtype not in ("F32", "BF16"):
+    if kv_dtype not in ("F32", "BF16", "INT8"):
         raise CheckFailed(f"hetc inspect --json shows KV cache dtype {kv_dtype!r}")
-    return any(k.get("op") == "ConvertRowsBf16" for k in kernels), kv_dtype == "BF16"
+    return any(k.get("op") == "ConvertRowsBf16" for k in kernels), kv_dtype
 
 
 def check(a):
@@ -165,15 +168,20 @@ def check(a):
         raise CheckFailed(f"hetc compile succeeded but wrote no plan at {plan}")
 
     f32_tokens, f32_logits = load_reference(a, "torch")
-    if a.weights == "bf16":
-        round_inputs, round_kv = plan_roundings(a.hetc, plan, a.timeout)
-        operands = ["bf16 weights"] + (["linear inputs"] if round_inputs else []) + (
-            ["K and V"] if round_kv else [])
+    round_inputs, kv_dtype = plan_roundings(a.hetc, plan, a.timeout)
+    if a.weights == "bf16" or kv_dtype == "INT8":
+        operands = (["bf16 weights"] if a.weights == "bf16" else ["float32 weights"]) + (
+            ["bf16 linear inputs"] if round_inputs and a.weights == "bf16" else []) + (
+            ["bf16 K and V"] if kv_dtype == "BF16" else []) + (
+            ["int8 K and V (a scale per head and position)"] if kv_dtype == "INT8" else [])
         print(f"reference: PyTorch in float32 on {', '.join(operands)}, as the plan on this host")
         torch_tokens, torch_logits = load_reference(
-            a, "torch (bf16 operands)", REFERENCE_BF16,
-            (["--round-inputs"] if round_inputs else []) + (["--round-kv"] if round_kv else []),
-            "torch_bf16")
+            a, "torch (plan operands)", REFERENCE_BF16,
+            (["--round-inputs"] if round_inputs and a.weights == "bf16" else [])
+            + (["--round-kv"] if kv_dtype == "BF16" else [])
+            + (["--quantize-kv-int8"] if kv_dtype == "INT8" else [])
+            + (["--f32-weights"] if a.weights == "f32" else []),
+            "torch_operands")
     else:
         torch_tokens, torch_logits = f32_tokens, f32_logits
 
@@ -197,10 +205,10 @@ def check(a):
     if hetc_logits.dtype != np.float32:
         raise CheckFailed(f"hetc logits are {hetc_logits.dtype}, expected float32")
 
-    if a.weights == "bf16" and hetc_logits.shape == f32_logits.shape:
-        # What rounding to bf16 costs against the float32 weights: reported, not checked.
+    if (a.weights == "bf16" or kv_dtype == "INT8") and hetc_logits.shape == f32_logits.shape:
+        # What rounding to bf16 or int8 costs against plain float32: reported, not checked.
         worst, _, token = measure(f32_tokens, f32_logits, hetc_tokens, hetc_logits, a.tolerance)
-        text = f"against PyTorch on the float32 weights (information): worst logits error {worst[0]:.3e}"
+        text = f"against PyTorch in plain float32 (information): worst logits error {worst[0]:.3e}"
         if token is not None:
             s, t, err, gap = token
             text += (f"; first differing id at sequence {s}, step {t} (row error {err:.3e}, torch's "
@@ -211,7 +219,7 @@ def check(a):
 
     err = compare(torch_tokens, torch_logits, hetc_tokens, hetc_logits, a.tolerance,
                   a.allow_near_ties)
-    print(f"PASS: preset {a.preset}, {a.weights} weights"
+    print(f"PASS: preset {a.preset}, {a.weights} weights, {kv_dtype} KV cache"
           f"{' without constant folding' if a.no_constant_folding else ''}"
           f"{' with external data' if a.external_data else ''}: {len(PROMPTS)} sequences x {a.max_new} "
           f"tokens {'identical to PyTorch up to any near tie above' if a.allow_near_ties else 'identical to PyTorch'}, "
@@ -227,7 +235,7 @@ def main(argv=None):
     p.add_argument("--external-data", action="store_true")
     p.add_argument("--weights", choices=["f32", "bf16"], default="f32",
                    help="hetc compile --weights: f32 (exact, the default here) or bf16")
-    p.add_argument("--kv", choices=["f32", "bf16"],
+    p.add_argument("--kv", choices=["f32", "bf16", "int8"],
                    help="hetc compile --kv (default: the compiler's, which follows --weights)")
     p.add_argument("--allow-near-ties", action="store_true",
                    help="a differing id where torch's top-2 gap is within the row's error is "

@@ -2,8 +2,8 @@
 """models/reference.py run in float32 on BF16 operands: what a plan compiled with --weights bf16
 computes, so its check can be as strict as the float32 one.
 
-    /usr/bin/python3 tests/e2e/reference_bf16.py [--round-inputs] [--round-kv] \
-        <models/reference.py arguments>
+    /usr/bin/python3 tests/e2e/reference_bf16.py [--round-inputs] [--round-kv | --quantize-kv-int8] \
+        [--f32-weights] <models/reference.py arguments>
 
 Every nn.Linear weight of the model is rounded to bf16 (round to nearest even), and with it a tied
 embedding table, which is what hetc compile --weights bf16 stores; the model then runs in float32
@@ -12,6 +12,10 @@ kernel converts activation rows to bf16 and sums the exact products of bf16 pair
 (vdpbf16ps), where the portable kernel for hosts without it keeps float32 activations. With
 --round-kv, K after RoPE and V are rounded to bf16 before attention reads them, as a plan with a
 BF16 KV cache stores them (the new positions too: the attention reads them from the cache).
+With --quantize-kv-int8 they are quantised instead as a plan with an INT8 KV cache stores them:
+each head's row of head_dim values x becomes round_half_even(x / s) * s with s = max|x| / 127
+in float32 (a zero row stays zero). --f32-weights leaves the weights in float32, for a plan
+compiled with --weights f32: then only the KV cache's operands differ from models/reference.py.
 The model definition, the generation loop and the outputs are models/reference.py's own.
 """
 
@@ -44,22 +48,34 @@ def bf16_operands(load_model, round_inputs):
     return load
 
 
-def round_kv_to_bf16():
-    """K leaves apply_rotary_pos_emb and V leaves v_proj rounded to bf16."""
+def int8_and_back(rows):
+    """Symmetric int8 of each row along the last dimension, as the runtime's quantizeInt8: scale
+    max|x| / 127 and x / scale rounded half to even (torch.round), both in float32."""
+    scale = rows.abs().amax(dim=-1, keepdim=True) / 127.0
+    quotient = torch.where(scale > 0, rows / scale, torch.zeros_like(rows))
+    return torch.round(quotient).clamp(-127, 127) * scale
+
+
+def store_kv_as(cache_element):
+    """K leaves apply_rotary_pos_emb and V leaves v_proj as `cache_element` stores each head's
+    row of head_dim values."""
     rotary = llama.apply_rotary_pos_emb
 
-    def rotary_rounding_k(q, k, cos, sin, *args, **kwargs):
+    def rotary_storing_k(q, k, cos, sin, *args, **kwargs):
         q_embed, k_embed = rotary(q, k, cos, sin, *args, **kwargs)
-        return q_embed, to_bf16_and_back(k_embed)
-    llama.apply_rotary_pos_emb = rotary_rounding_k
+        return q_embed, cache_element(k_embed)  # [batch, kv_heads, positions, head_dim]
+    llama.apply_rotary_pos_emb = rotary_storing_k
 
     load_model = reference.load_model
 
     def load(model_dir):
         model = load_model(model_dir)
-        for name, module in model.named_modules():
-            if name.endswith("v_proj"):
-                module.register_forward_hook(lambda _, __, output: to_bf16_and_back(output))
+        for module in model.modules():
+            if hasattr(module, "v_proj") and hasattr(module, "head_dim"):
+                def store_rows(_, __, output, head_dim=module.head_dim):
+                    rows = output.reshape(*output.shape[:-1], -1, head_dim)
+                    return cache_element(rows).reshape(output.shape)
+                module.v_proj.register_forward_hook(store_rows)
         return model
     reference.load_model = load
 
@@ -74,13 +90,19 @@ def take_flag(argv, flag):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     round_inputs = take_flag(argv, "--round-inputs")
+    f32_weights = take_flag(argv, "--f32-weights")
     if take_flag(argv, "--round-kv"):
-        round_kv_to_bf16()
+        store_kv_as(to_bf16_and_back)
         # The full recompute computes K and V in other batch shapes: a float32 difference of an
         # ulp can cross a bf16 rounding step and move an element by one bf16 step (2^-8
         # relative), which shows in the logits at about 1e-3 of their largest magnitude.
         reference.SELF_CHECK_TOLERANCE = 5e-3
-    reference.load_model = bf16_operands(reference.load_model, round_inputs)
+    elif take_flag(argv, "--quantize-kv-int8"):
+        store_kv_as(int8_and_back)
+        # Likewise, but one int8 step is 2^-8 of the row's largest element, not of the element.
+        reference.SELF_CHECK_TOLERANCE = 2e-2
+    if not f32_weights:
+        reference.load_model = bf16_operands(reference.load_model, round_inputs)
     return reference.main(argv)
 
 

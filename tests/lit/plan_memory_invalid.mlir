@@ -19,7 +19,7 @@
 // STEP-BATCH: error: max-step-tokens = 4 is smaller than max-batch = 8; a decode step of every slot needs one token per sequence
 // KV: error: the KV cache for max-seq = 4611686018427387904 and max-batch = 4 (2 layers x 2 KV heads x head_dim 16 x 4 bytes, K and V) overflows 64 bits
 // SEQ-BITS: error: max-seq = 18446744073709551615 does not fit in 63 bits
-// KV-DTYPE: error: hetc-plan-memory: kv-dtype "f16" is not f32 or bf16
+// KV-DTYPE: error: hetc-plan-memory: kv-dtype "f16" is not f32, bf16 or int8
 
 // Then IR it cannot plan:
 // RUN: hetc-opt %s -split-input-file -verify-diagnostics -hetc-plan-memory

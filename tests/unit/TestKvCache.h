@@ -1,7 +1,9 @@
 // A KV cache for kernel tests: 2 layers, `slots` slots, `kvHeads` heads of `maxSeq` positions,
 // every stride padded so a kernel that assumes a dense layout reads the wrong elements, of
-// float32 or bf16 elements, every element NaN until written. key() and value() read an element
-// as the kernels see it (a bf16 one widened).
+// float32, bf16 or int8 elements (int8 with a float32 scale per row, its strides padded too).
+// Until written every float32 or bf16 element is NaN, every int8 element -128 (which quantising
+// never writes) and every scale NaN. key() and value() read an element as the kernels see it,
+// in double: a bf16 one widened, an int8 one times its row's scale.
 #pragma once
 
 #include "LongTailedRandom.h"
@@ -9,63 +11,200 @@
 #include "codegen/cpu/WeightLayout.h"
 #include "hetc/runtime/Kernels.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 namespace hetc::test {
 
 struct TestKvCache {
+  static constexpr int8_t kUnwrittenInt8 = -128;
+
   TestKvCache(size_t kvHeads, size_t headDim, size_t maxSeq, size_t slots,
-              kernels::KvElement element = kernels::KvElement::F32) {
-    const float nan = std::numeric_limits<float>::quiet_NaN();
+              kernels::KvElement element = kernels::KvElement::F32)
+      : headDim(headDim) {
     view.element = element;
     view.posStride = headDim + 3;
     view.headStride = maxSeq * view.posStride + 7;
     view.slotStride = kvHeads * view.headStride + 11;
     view.layerStride = slots * view.slotStride;
     elements = 2 * view.layerStride;
-    if (bf16()) {
-      keys16.assign(elements, codegen::floatToBf16(nan));
-      values16.assign(elements, codegen::floatToBf16(nan));
-      view.keys = keys16.data();
-      view.values = values16.data();
-    } else {
-      keys.assign(elements, nan);
-      values.assign(elements, nan);
-      view.keys = keys.data();
-      view.values = values.data();
+    keyBytes.resize(elements * view.elementBytes());
+    valueBytes.resize(elements * view.elementBytes());
+    for (size_t at = 0; at < elements; ++at) {
+      poisonElement(keyBytes, at);
+      poisonElement(valueBytes, at);
+    }
+    view.keys = keyBytes.data();
+    view.values = valueBytes.data();
+    if (element == kernels::KvElement::Int8) {
+      view.scaleHeadStride = maxSeq + 5;
+      view.scaleSlotStride = kvHeads * view.scaleHeadStride + 3;
+      view.scaleLayerStride = slots * view.scaleSlotStride;
+      scaleCount = 2 * view.scaleLayerStride;
+      keyScales.assign(scaleCount, kNaN);
+      valueScales.assign(scaleCount, kNaN);
+      view.keyScales = keyScales.data();
+      view.valueScales = valueScales.data();
     }
   }
-  bool bf16() const { return view.element == kernels::KvElement::Bf16; }
-  float key(size_t at) const { return bf16() ? codegen::bf16ToFloat(keys16[at]) : keys[at]; }
-  float value(size_t at) const { return bf16() ? codegen::bf16ToFloat(values16[at]) : values[at]; }
-  // Stores k and v at element `at`, rounded to bf16 in a bf16 cache.
-  void set(size_t at, float k, float v) {
-    if (bf16()) {
-      keys16[at] = codegen::floatToBf16(k);
-      values16[at] = codegen::floatToBf16(v);
-    } else {
-      keys[at] = k;
-      values[at] = v;
-    }
+  TestKvCache(const TestKvCache &) = delete;
+  TestKvCache &operator=(const TestKvCache &) = delete;
+
+  bool int8() const { return view.element == kernels::KvElement::Int8; }
+
+  double key(size_t layer, size_t slot, size_t head, size_t pos, size_t i) const {
+    return read(true, layer, slot, head, pos, i);
   }
-  // Random K and V at positions [0, length) of (layer, slot), every head.
-  void fill(LongTailedRandom &random, size_t layer, size_t slot, size_t kvHeads, size_t headDim,
-            size_t length) {
-    for (size_t g = 0; g < kvHeads; ++g)
-      for (size_t p = 0; p < length; ++p)
-        for (size_t i = 0; i < headDim; ++i) {
-          const float k = random.next(4.0f);
-          set(view.offset(layer, slot, g, p) + i, k, random.next(30.0f));
-        }
+  double value(size_t layer, size_t slot, size_t head, size_t pos, size_t i) const {
+    return read(false, layer, slot, head, pos, i);
+  }
+  // The raw int8 element and its row's scale (Int8 only).
+  int8_t quantized(bool keys, size_t layer, size_t slot, size_t head, size_t pos, size_t i) const {
+    return static_cast<int8_t>(bytes(keys)[view.offset(layer, slot, head, pos) + i]);
+  }
+  float scale(bool keys, size_t layer, size_t slot, size_t head, size_t pos) const {
+    return (keys ? keyScales : valueScales)[view.scaleOffset(layer, slot, head, pos)];
   }
 
+  // Stores the rows k and v (headDim values each) as the runtime stores them.
+  void setRow(size_t layer, size_t slot, size_t head, size_t pos, const float *k, const float *v) {
+    kernels::storeKvRow(view, true, layer, slot, head, pos, k, headDim);
+    kernels::storeKvRow(view, false, layer, slot, head, pos, v, headDim);
+  }
+
+  // Random K (|k| up to ~4) and V (up to ~30) at positions [0, length) of (layer, slot), every
+  // head.
+  void fill(LongTailedRandom &random, size_t layer, size_t slot, size_t kvHeads, size_t length) {
+    std::vector<float> k(headDim), v(headDim);
+    for (size_t g = 0; g < kvHeads; ++g)
+      for (size_t p = 0; p < length; ++p) {
+        for (size_t i = 0; i < headDim; ++i) {
+          k[i] = random.next(4.0f);
+          v[i] = random.next(30.0f);
+        }
+        setRow(layer, slot, g, p, k.data(), v.data());
+      }
+  }
+
+  // Makes row (layer, slot, head, pos) of K and V read as NaN (an int8 row through its scales),
+  // keeping what it held for restorePoisoned().
+  void poison(size_t layer, size_t slot, size_t head, size_t pos) {
+    Saved saved;
+    saved.at = view.offset(layer, slot, head, pos);
+    const size_t rowBytes = headDim * view.elementBytes();
+    saved.keys.assign(keyBytes.begin() + saved.at * view.elementBytes(),
+                      keyBytes.begin() + saved.at * view.elementBytes() + rowBytes);
+    saved.values.assign(valueBytes.begin() + saved.at * view.elementBytes(),
+                        valueBytes.begin() + saved.at * view.elementBytes() + rowBytes);
+    for (size_t i = 0; i < headDim; ++i) {
+      poisonElement(keyBytes, saved.at + i);
+      poisonElement(valueBytes, saved.at + i);
+    }
+    if (int8()) {
+      saved.scaleAt = view.scaleOffset(layer, slot, head, pos);
+      saved.keyScale = keyScales[saved.scaleAt];
+      saved.valueScale = valueScales[saved.scaleAt];
+      keyScales[saved.scaleAt] = valueScales[saved.scaleAt] = kNaN;
+    }
+    poisoned.push_back(std::move(saved));
+  }
+  void restorePoisoned() {
+    for (const Saved &saved : poisoned) {
+      std::memcpy(keyBytes.data() + saved.at * view.elementBytes(), saved.keys.data(),
+                  saved.keys.size());
+      std::memcpy(valueBytes.data() + saved.at * view.elementBytes(), saved.values.data(),
+                  saved.values.size());
+      if (int8()) {
+        keyScales[saved.scaleAt] = saved.keyScale;
+        valueScales[saved.scaleAt] = saved.valueScale;
+      }
+    }
+    poisoned.clear();
+  }
+
+  // K and V elements, and scales, that no longer hold the unwritten value.
+  size_t writtenElements() const {
+    size_t written = 0;
+    for (size_t at = 0; at < elements; ++at)
+      written += !unwritten(keyBytes, at) + !unwritten(valueBytes, at);
+    return written;
+  }
+  size_t writtenScales() const {
+    size_t written = 0;
+    for (size_t at = 0; at < scaleCount; ++at)
+      written += !std::isnan(keyScales[at]) + !std::isnan(valueScales[at]);
+    return written;
+  }
+
+  size_t headDim = 0;
   size_t elements = 0;
-  std::vector<float> keys, values;
-  std::vector<uint16_t> keys16, values16;
+  size_t scaleCount = 0;
   kernels::KvCacheView view;
+
+private:
+  static constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  struct Saved {
+    size_t at = 0, scaleAt = 0;
+    std::vector<uint8_t> keys, values;
+    float keyScale = 0, valueScale = 0;
+  };
+
+  const std::vector<uint8_t> &bytes(bool keys) const { return keys ? keyBytes : valueBytes; }
+
+  double read(bool keys, size_t layer, size_t slot, size_t head, size_t pos, size_t i) const {
+    const size_t at = view.offset(layer, slot, head, pos) + i;
+    const uint8_t *p = bytes(keys).data() + at * view.elementBytes();
+    switch (view.element) {
+    case kernels::KvElement::F32: {
+      float x;
+      std::memcpy(&x, p, sizeof(x));
+      return x;
+    }
+    case kernels::KvElement::Bf16: {
+      uint16_t x;
+      std::memcpy(&x, p, sizeof(x));
+      return codegen::bf16ToFloat(x);
+    }
+    case kernels::KvElement::Int8:
+      return double(static_cast<int8_t>(*p)) * scale(keys, layer, slot, head, pos);
+    }
+    return kNaN;
+  }
+
+  void poisonElement(std::vector<uint8_t> &storage, size_t at) const {
+    uint8_t *p = storage.data() + at * view.elementBytes();
+    if (view.element == kernels::KvElement::F32) {
+      std::memcpy(p, &kNaN, sizeof(kNaN));
+    } else if (view.element == kernels::KvElement::Bf16) {
+      const uint16_t nan = codegen::floatToBf16(kNaN);
+      std::memcpy(p, &nan, sizeof(nan));
+    } else {
+      *p = static_cast<uint8_t>(kUnwrittenInt8);
+    }
+  }
+
+  bool unwritten(const std::vector<uint8_t> &storage, size_t at) const {
+    const uint8_t *p = storage.data() + at * view.elementBytes();
+    if (view.element == kernels::KvElement::F32) {
+      float x;
+      std::memcpy(&x, p, sizeof(x));
+      return std::isnan(x);
+    }
+    if (view.element == kernels::KvElement::Bf16) {
+      uint16_t x;
+      std::memcpy(&x, p, sizeof(x));
+      return std::isnan(codegen::bf16ToFloat(x));
+    }
+    return static_cast<int8_t>(*p) == kUnwrittenInt8;
+  }
+
+  std::vector<uint8_t> keyBytes, valueBytes;
+  std::vector<float> keyScales, valueScales;
+  std::vector<Saved> poisoned;
 };
 
 } // namespace hetc::test

@@ -147,6 +147,30 @@ inline std::vector<uint8_t> encode(const std::vector<float> &values, plan::DType
 
 } // namespace detail
 
+// Strides, offsets and arena size of a KV cache whose dims and dtype are set, with position rows
+// `posStride` elements apart: K, V, then for INT8 the K and V scales, each region 64-aligned.
+inline void layOutKvCache(plan::KvCacheDefT &kv, uint64_t posStride) {
+  kv.pos_stride = posStride;
+  kv.head_stride = kv.max_seq * kv.pos_stride;
+  kv.slot_stride = kv.kv_heads * kv.head_stride;
+  kv.layer_stride = kv.slots * kv.slot_stride;
+  kv.k_offset = 0;
+  kv.v_offset = detail::alignUp(kv.layers * kv.layer_stride * dtypeBytes(kv.dtype), 64);
+  kv.arena_size = 2 * kv.v_offset;
+  kv.k_scale_offset = kv.v_scale_offset = 0;
+  kv.scale_head_stride = kv.scale_slot_stride = kv.scale_layer_stride = 0;
+  if (!kvHasRowScales(kv.dtype))
+    return;
+  kv.scale_head_stride = kv.max_seq;
+  kv.scale_slot_stride = kv.kv_heads * kv.scale_head_stride;
+  kv.scale_layer_stride = kv.slots * kv.scale_slot_stride;
+  const uint64_t scaleBytes =
+      detail::alignUp(kv.layers * kv.scale_layer_stride * kKvScaleBytes, 64);
+  kv.k_scale_offset = kv.arena_size;
+  kv.v_scale_offset = kv.k_scale_offset + scaleBytes;
+  kv.arena_size = kv.v_scale_offset + scaleBytes;
+}
+
 inline std::vector<float> TinyPlan::tensorValues(uint32_t index) const {
   const plan::TensorDefT &t = *def.tensors.at(index);
   const std::vector<uint8_t> &bytes = segments.at(t.segment);
@@ -297,14 +321,7 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
   kv.kv_heads = shape.kv_heads;
   kv.max_seq = shape.max_seq;
   kv.head_dim = shape.head_dim;
-  kv.pos_stride = shape.head_dim;
-  kv.head_stride = shape.max_seq * kv.pos_stride;
-  kv.slot_stride = shape.kv_heads * kv.head_stride;
-  kv.layer_stride = shape.max_batch * kv.slot_stride;
-  kv.k_offset = 0;
-  kv.v_offset =
-      detail::alignUp(kv.layers * kv.layer_stride * detail::dtypeSize(shape.kv_dtype), 64);
-  kv.arena_size = 2 * kv.v_offset;
+  layOutKvCache(kv, shape.head_dim);
 
   auto addOp = [&](OpKindDef kind, const std::string &name, int32_t layer,
                    std::vector<uint32_t> inputs, std::vector<uint32_t> outputs,

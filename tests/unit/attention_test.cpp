@@ -1,8 +1,10 @@
-// Attention over the KV cache: the chunk kernel of every instruction set against a plain
-// double-precision softmax written here, over head sizes, GQA groups, chunk sizes and contexts
-// that are not multiples of anything (1 to 2999 positions), with the positions after a row's own
-// poisoned with NaN and the output poisoned too; then the position split: the same bits for one,
-// two and three threads, for any capacity of split rows, and balanced unit boundaries.
+// Attention over the KV cache: the chunk kernel of every instruction set and KV element type
+// (float32, bf16, int8 with row scales) against a plain double-precision softmax written here on
+// the values the cache holds (an int8 row dequantised), over head sizes, GQA groups, chunk sizes
+// and contexts that are not multiples of anything (1 to 2999 positions), with the positions after
+// a row's own poisoned with NaN and the output poisoned too; then the position split: the same
+// bits for one, two and three threads, for any capacity of split rows, and balanced unit
+// boundaries.
 #include "LongTailedRandom.h"
 #include "TestKvCache.h"
 
@@ -69,6 +71,10 @@ struct HeadShape {
   size_t heads, kvHeads, headDim;
 };
 
+const char *elementName(KvElement element) {
+  return element == KvElement::F32 ? "f32" : element == KvElement::Bf16 ? "bf16" : "int8";
+}
+
 std::string describe(const HeadShape &s) {
   return std::to_string(s.heads) + "/" + std::to_string(s.kvHeads) + " heads of " +
          std::to_string(s.headDim);
@@ -83,13 +89,13 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
   // The engine's chunk, one of three 16-position blocks, and one that splits blocks.
   const std::vector<size_t> chunkSizes = {kAttentionChunkPositions, 48, 40};
   const size_t maxLength = 2999, poisonAfter = 40;
-  for (const KvElement element : {KvElement::F32, KvElement::Bf16})
+  for (const KvElement element : {KvElement::F32, KvElement::Bf16, KvElement::Int8})
     for (const KernelSetCase &set : kernelSets())
       for (const HeadShape &hs : shapes) {
         const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
         LongTailedRandom random(static_cast<uint32_t>(hs.heads * 131 + d));
         TestKvCache cache(hs.kvHeads, d, maxLength + poisonAfter, 2, element);
-        cache.fill(random, 1, 1, hs.kvHeads, d, maxLength);
+        cache.fill(random, 1, 1, hs.kvHeads, maxLength);
         const size_t qStride = hs.heads * d + 5, outStride = hs.heads * d + 9;
         std::vector<float> q(qStride);
         for (float &e : q)
@@ -104,18 +110,11 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
         op.rowSlots = &slot;
 
         for (size_t length : lengths) {
-          // Positions past the row's own are NaN for a while: reading one shows in the output.
-          std::vector<size_t> poisoned;
-          std::vector<float> savedKeys, savedValues;
+          // Positions past the row's own are NaN for a while (int8 rows through their scales):
+          // reading one shows in the output.
           for (size_t g = 0; g < hs.kvHeads; ++g)
             for (size_t p = length; p < length + poisonAfter; ++p)
-              for (size_t i = 0; i < d; ++i) {
-                const size_t at = cache.view.offset(1, slot, g, p) + i;
-                poisoned.push_back(at);
-                savedKeys.push_back(cache.key(at));
-                savedValues.push_back(cache.value(at));
-                cache.set(at, kNaN, kNaN);
-              }
+              cache.poison(1, slot, g, p);
 
           // The reference in double.
           std::vector<double> want(hs.heads * d), magnitude(hs.heads * d);
@@ -124,10 +123,9 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
             std::vector<double> scores(length);
             double maxScore = -1e300, sum = 0;
             for (size_t j = 0; j < length; ++j) {
-              const size_t kj = cache.view.offset(1, slot, g, j);
               double s = 0;
               for (size_t i = 0; i < d; ++i)
-                s += double(q[h * d + i]) * cache.key(kj + i);
+                s += double(q[h * d + i]) * cache.key(1, slot, g, j, i);
               scores[j] = s * op.shape.scale;
               maxScore = std::max(maxScore, scores[j]);
             }
@@ -135,7 +133,7 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
               sum += (s = std::exp(s - maxScore));
             for (size_t i = 0; i < d; ++i)
               for (size_t j = 0; j < length; ++j) {
-                const double vj = cache.value(cache.view.offset(1, slot, g, j) + i);
+                const double vj = cache.value(1, slot, g, j, i);
                 want[h * d + i] += scores[j] / sum * vj;
                 magnitude[h * d + i] += scores[j] / sum * std::abs(vj);
               }
@@ -143,8 +141,7 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
 
           const uint32_t position = static_cast<uint32_t>(length - 1);
           for (size_t chunk : chunkSizes) {
-            const std::string what = std::string(set.name) +
-                                     (element == KvElement::Bf16 ? " bf16 KV " : " f32 KV ") +
+            const std::string what = std::string(set.name) + " " + elementName(element) + " KV " +
                                      describe(hs) + " length " + std::to_string(length) +
                                      " chunk " + std::to_string(chunk);
             std::vector<float> split(outStride, kNaN), whole(outStride, kNaN);
@@ -167,9 +164,7 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
             for (size_t e = hs.heads * d; e < outStride; ++e)
               ASSERT_TRUE(std::isnan(split[e])) << what << ": wrote past the row";
           }
-          for (size_t e = 0; e < poisoned.size(); ++e) {
-            cache.set(poisoned[e], savedKeys[e], savedValues[e]);
-          }
+          cache.restorePoisoned();
         }
       }
 }
@@ -216,13 +211,22 @@ void attentionWithThreads(const VectorKernels &kernels, const AttentionOperands 
   pool.value()->run(2, &poolAttentionPhase, &context);
 }
 
+void checkBitsDoNotDependOnThreadsOrSplit(KvElement element);
+
 TEST(AttentionTest, BitsDoNotDependOnThreadsOrSplit) {
+  for (const KvElement element : {KvElement::F32, KvElement::Bf16, KvElement::Int8}) {
+    SCOPED_TRACE(std::string(elementName(element)) + " KV");
+    checkBitsDoNotDependOnThreadsOrSplit(element);
+  }
+}
+
+void checkBitsDoNotDependOnThreadsOrSplit(KvElement element) {
   const HeadShape hs{6, 2, 24}; // 3 query heads per KV head
   const size_t d = hs.headDim;
   LongTailedRandom random(11);
-  TestKvCache cache(hs.kvHeads, d, 3000, 2);
-  cache.fill(random, 1, 0, hs.kvHeads, d, 3000);
-  cache.fill(random, 1, 1, hs.kvHeads, d, 3000);
+  TestKvCache cache(hs.kvHeads, d, 3000, 2, element);
+  cache.fill(random, 1, 0, hs.kvHeads, 3000);
+  cache.fill(random, 1, 1, hs.kvHeads, 3000);
   // One long sequence decoding alone, then a batch: the long one beside a short and a middle
   // one (different slots), so unit boundaries fall inside and between rows.
   const std::vector<std::vector<uint32_t>> steps = {{2999}, {2999, 0, 699}};

@@ -472,8 +472,8 @@ std::unique_ptr<Engine> engineWith(const std::shared_ptr<const Plan> &plan, unsi
 // chunks of 256 positions): the logits of 1, 2 and 3 threads must agree bit for bit, with either
 // kernel set.
 TEST(EngineTest, LongSequenceIsBitIdenticalForOneTwoAndThreeThreads) {
-  for (const DTypeDef kvDtype : {DTypeDef::F32, DTypeDef::BF16}) {
-    SCOPED_TRACE(kvDtype == DTypeDef::BF16 ? "bf16 KV" : "f32 KV");
+  for (const DTypeDef kvDtype : {DTypeDef::F32, DTypeDef::BF16, DTypeDef::INT8}) {
+    SCOPED_TRACE(std::string(plan::EnumNameDTypeDef(kvDtype)) + " KV");
     TinyPlanShape shape = largerShape();
     shape.max_batch = 2;
     shape.max_seq = 2100;
@@ -532,6 +532,57 @@ TEST(EngineTest, Bf16KvCacheStaysCloseToF32) {
     }
     EXPECT_GT(worst, 0.0) << "no rounding at all: the cache is not bf16";
     EXPECT_LE(worst, 1e-2 * largest) << rounded->vectorKernels().name;
+  }
+}
+
+// An INT8 KV cache holds each K and V row to within half its scale (max|row| / 127 / 2): an
+// error up to 2^-8 of the row's largest element, where bf16's is 2^-9 of each element. The logits
+// move by more than with bf16 (1.4e-3 of their largest magnitude against 5e-4 here, 500
+// positions of the tiny model's random weights) and the bound is 1e-2, looser than bf16's
+// because small elements of a row with a large one lose most of their bits; the portable and the
+// AVX-512 attention alike; the attention and the append report the cache they use.
+TEST(EngineTest, Int8KvCacheStaysCloseToF32) {
+  TinyPlanShape shape = largerShape();
+  shape.max_seq = 600;
+  LoadedTinyPlan f32(shape);
+  shape.kv_dtype = DTypeDef::INT8;
+  LoadedTinyPlan int8(shape);
+  shape.kv_dtype = DTypeDef::BF16;
+  LoadedTinyPlan bf16(shape);
+  ASSERT_TRUE(f32.plan && int8.plan && bf16.plan);
+  const int32_t vocab = static_cast<int32_t>(shape.vocab);
+  const std::vector<std::vector<int32_t>> prompts = {promptOf(500, 5, vocab),
+                                                     promptOf(7, 2, vocab)};
+  auto worstError = [](const Generation &got, const Generation &want) {
+    double largest = 0, worst = 0;
+    for (size_t i = 0; i < want.logits.size(); ++i) {
+      largest = std::max(largest, std::abs(double(want.logits[i])));
+      worst = std::max(worst, std::abs(double(got.logits[i]) - want.logits[i]));
+    }
+    return worst / largest;
+  };
+  for (bool portable : {false, true}) {
+    std::unique_ptr<Engine> exact = engineWith(f32.plan, 2, portable);
+    std::unique_ptr<Engine> quantized = engineWith(int8.plan, 2, portable);
+    std::unique_ptr<Engine> rounded = engineWith(bf16.plan, 2, portable);
+    ASSERT_TRUE(exact && quantized && rounded);
+    const std::string kernels = quantized->vectorKernels().name;
+    bool attentionReadsInt8 = false, appendWritesInt8 = false;
+    for (const KernelUse &use : quantized->kernelSummary()) {
+      attentionReadsInt8 |=
+          use.opKind == "Attention" && use.kernel.find("int8 kv") != std::string::npos;
+      appendWritesInt8 |= use.opKind == "KvAppend" && use.kernel.find("int8") != std::string::npos;
+    }
+    EXPECT_TRUE(attentionReadsInt8 && appendWritesInt8) << kernels;
+    const Generation want = generate(*exact, prompts, 6);
+    const Generation got = generate(*quantized, prompts, 6);
+    const Generation bf16Got = generate(*rounded, prompts, 6);
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    const double int8Error = worstError(got, want), bf16Error = worstError(bf16Got, want);
+    RecordProperty(portable ? "int8_error_portable" : "int8_error", std::to_string(int8Error));
+    RecordProperty(portable ? "bf16_error_portable" : "bf16_error", std::to_string(bf16Error));
+    EXPECT_GT(int8Error, bf16Error) << kernels << ": the cache does not look quantised to int8";
+    EXPECT_LE(int8Error, 1e-2) << kernels;
   }
 }
 

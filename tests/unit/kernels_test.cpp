@@ -235,13 +235,17 @@ TEST(KernelsTest, KvAppendWritesEachRowAtItsSlotAndPosition) {
   struct HeadShape {
     size_t heads, kvHeads, headDim;
   };
-  for (const KvElement element : {KvElement::F32, KvElement::Bf16})
+  for (const KvElement element : {KvElement::F32, KvElement::Bf16, KvElement::Int8})
     for (HeadShape hs : {HeadShape{1, 1, 8}, HeadShape{3, 1, 24}, HeadShape{4, 2, 16},
                          HeadShape{6, 2, 24}, HeadShape{8, 8, 64}}) {
-      const std::string what =
-          std::string("kvAppend ") + (element == KvElement::Bf16 ? "bf16" : "f32") +
-          " heads=" + std::to_string(hs.heads) + "/" + std::to_string(hs.kvHeads) +
-          " head_dim=" + std::to_string(hs.headDim);
+      const bool int8 = element == KvElement::Int8;
+      const std::string what = std::string("kvAppend ") +
+                               (element == KvElement::Bf16 ? "bf16"
+                                : int8                     ? "int8"
+                                                           : "f32") +
+                               " heads=" + std::to_string(hs.heads) + "/" +
+                               std::to_string(hs.kvHeads) +
+                               " head_dim=" + std::to_string(hs.headDim);
       const size_t maxSeq = 300, d = hs.headDim;
       test::TestKvCache cache(hs.kvHeads, d, maxSeq, 3, element);
       AttentionShape shape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
@@ -257,6 +261,9 @@ TEST(KernelsTest, KvAppendWritesEachRowAtItsSlotAndPosition) {
         e = random.next(4.0f);
       for (float &e : v)
         e = random.next(30.0f);
+      // Row 3's first head is all zeros: an int8 row of scale 0.
+      std::fill(k.begin() + 3 * kvStride, k.begin() + 3 * kvStride + d, 0.0f);
+      std::fill(v.begin() + 3 * kvStride, v.begin() + 3 * kvStride + d, 0.0f);
       // A bf16 cache holds each value rounded to nearest even, as the linear kernels round.
       auto stored = [&](float x) {
         return element == KvElement::Bf16 ? codegen::bf16ToFloat(codegen::floatToBf16(x)) : x;
@@ -268,18 +275,73 @@ TEST(KernelsTest, KvAppendWritesEachRowAtItsSlotAndPosition) {
                positions.data(), 3, rows);
       size_t written = 0;
       for (size_t t = 0; t < rows; ++t)
-        for (size_t g = 0; g < hs.kvHeads; ++g)
-          for (size_t i = 0; i < d; ++i, ++written) {
-            const size_t at = cache.view.offset(1, slots[t], g, positions[t]) + i;
-            ASSERT_EQ(cache.key(at), stored(k[t * kvStride + g * d + i])) << what;
-            ASSERT_EQ(cache.value(at), stored(v[t * kvStride + g * d + i])) << what;
+        for (size_t g = 0; g < hs.kvHeads; ++g) {
+          for (bool keys : {true, false}) {
+            const float *x = (keys ? k.data() : v.data()) + t * kvStride + g * d;
+            if (!int8) {
+              for (size_t i = 0; i < d; ++i) {
+                const double got = keys ? cache.key(1, slots[t], g, positions[t], i)
+                                        : cache.value(1, slots[t], g, positions[t], i);
+                ASSERT_EQ(got, stored(x[i])) << what;
+              }
+              continue;
+            }
+            // int8: the row's scale is max|x| / 127, each element x / scale rounded to nearest
+            // even, so the dequantised row is within scale / 2 of x (and a float32 rounding of
+            // the quotient); a zero row is zeros with scale 0.
+            float largest = 0.0f;
+            for (size_t i = 0; i < d; ++i)
+              largest = std::max(largest, std::abs(x[i]));
+            const float scale = cache.scale(keys, 1, slots[t], g, positions[t]);
+            ASSERT_EQ(scale, largest / 127.0f) << what << " row " << t << " head " << g;
+            bool reachesBound = false;
+            for (size_t i = 0; i < d; ++i) {
+              const int8_t q = cache.quantized(keys, 1, slots[t], g, positions[t], i);
+              ASSERT_EQ(q, scale == 0.0f ? 0 : static_cast<int8_t>(std::nearbyint(x[i] / scale)))
+                  << what << " row " << t << " head " << g << " element " << i;
+              const double got = keys ? cache.key(1, slots[t], g, positions[t], i)
+                                      : cache.value(1, slots[t], g, positions[t], i);
+              ASSERT_LE(std::abs(got - x[i]), 0.5 * scale * (1 + 1e-5)) << what;
+              reachesBound |= std::abs(q) == 127;
+            }
+            ASSERT_EQ(reachesBound, scale != 0.0f) << what << ": the largest element is not 127";
           }
-      // Nothing else was touched.
-      size_t notNaN = 0;
-      for (size_t e = 0; e < cache.elements; ++e)
-        notNaN += !std::isnan(cache.key(e)) + !std::isnan(cache.value(e));
-      ASSERT_EQ(notNaN, 2 * written) << what;
+          written += d;
+        }
+      // Nothing else was touched: K and V elements, and an int8 cache's scales (one per row).
+      ASSERT_EQ(cache.writtenElements(), 2 * written) << what;
+      ASSERT_EQ(cache.writtenScales(), int8 ? 2 * rows * hs.kvHeads : 0) << what;
     }
+}
+
+// Rounding to nearest even, the clamp to 127, zero and NaN rows, on rows built to hit them.
+TEST(KernelsTest, QuantizeInt8RoundsHalvesToEvenAndKeepsNaN) {
+  // max|x| = 127 makes the scale exactly 1: each element is its own quotient.
+  const std::vector<float> halves = {127.0f, -127.0f, 2.5f,  3.5f,   -2.5f,   -3.5f,
+                                     0.5f,   -0.5f,   1.49f, 126.5f, -126.5f, 0.0f};
+  const std::vector<int8_t> want = {127, -127, 2, 4, -2, -4, 0, 0, 1, 126, -126, 0};
+  std::vector<int8_t> q(halves.size(), 99);
+  EXPECT_EQ(quantizeInt8(halves.data(), halves.size(), q.data()), 1.0f);
+  EXPECT_EQ(q, want);
+
+  // A scale that is not a power of two: every quotient stays in [-127, 127], the largest at it.
+  const std::vector<float> thirds = {1.0f / 3, -0.1f, 0.2f, 1e-9f};
+  std::vector<int8_t> q3(thirds.size());
+  const float scale = quantizeInt8(thirds.data(), thirds.size(), q3.data());
+  EXPECT_EQ(scale, (1.0f / 3) / 127.0f);
+  EXPECT_EQ(q3[0], 127);
+  EXPECT_EQ(q3[1], static_cast<int8_t>(std::nearbyint(-0.1f / scale)));
+  EXPECT_EQ(q3[3], 0);
+
+  const std::vector<float> zeros(5, 0.0f);
+  std::vector<int8_t> qz(5, 99);
+  EXPECT_EQ(quantizeInt8(zeros.data(), zeros.size(), qz.data()), 0.0f);
+  EXPECT_EQ(qz, std::vector<int8_t>(5, 0));
+
+  // A NaN anywhere makes the scale NaN, so the attention over the row shows it.
+  const std::vector<float> withNaN = {1.0f, std::nanf(""), 0.5f};
+  std::vector<int8_t> qn(3);
+  EXPECT_TRUE(std::isnan(quantizeInt8(withNaN.data(), withNaN.size(), qn.data())));
 }
 
 TEST(KernelsTest, SwiGluAndAddMatchReference) {

@@ -54,7 +54,9 @@ void expectTrustworthy(const Plan &plan) {
   printPlanJson(plan, sink);
   const plan::PlanDef &def = plan.def();
   using Wide = unsigned __int128; // no overflow in the test's own arithmetic
-  auto elementSize = [](plan::DTypeDef dtype) { return dtype == plan::DTypeDef::BF16 ? 2u : 4u; };
+  auto elementSize = [](plan::DTypeDef dtype) {
+    return dtype == plan::DTypeDef::BF16 ? 2u : dtype == plan::DTypeDef::INT8 ? 1u : 4u;
+  };
 
   uint64_t sum = 0;
   for (uint32_t t = 0; t < def.tensors()->size(); ++t) {
@@ -79,6 +81,15 @@ void expectTrustworthy(const Plan &plan) {
       elementSize(kv.dtype());
   EXPECT_LE(Wide(kv.k_offset()) + kvSpan, Wide(kv.arena_size()));
   EXPECT_LE(Wide(kv.v_offset()) + kvSpan, Wide(kv.arena_size()));
+  if (kv.dtype() == plan::DTypeDef::INT8) {
+    const Wide scaleSpan = (Wide(kv.layers() - 1) * kv.scale_layer_stride() +
+                            Wide(kv.slots() - 1) * kv.scale_slot_stride() +
+                            Wide(kv.kv_heads() - 1) * kv.scale_head_stride() + Wide(kv.max_seq())) *
+                           sizeof(float);
+    EXPECT_LE(Wide(kv.k_scale_offset()) + scaleSpan, Wide(kv.arena_size()));
+    EXPECT_LE(Wide(kv.v_scale_offset()) + scaleSpan, Wide(kv.arena_size()));
+    EXPECT_GE(kv.scale_head_stride(), kv.max_seq());
+  }
   for (uint32_t i = 0; i < def.ops()->size(); ++i) {
     const plan::OpDef &op = *def.ops()->Get(i);
     for (const auto *indices : {op.inputs(), op.outputs()})
@@ -113,6 +124,8 @@ protected:
     auto loaded = Plan::load(path_);
     return loaded.ok() ? std::string() : loaded.message();
   }
+
+  void checkRandomFieldValues(plan::DTypeDef kvDtype);
 
   std::string bytesError(const std::vector<uint8_t> &file) {
     // An exact-size copy, so reading one byte too far is a sanitizer error.
@@ -188,8 +201,10 @@ TEST_F(PlanLoaderTest, ValidPlanLoadsAndRoundTrips) {
 
 TEST_F(PlanLoaderTest, ShapeVariantsLoad) {
   const TinyPlanShape base;
-  std::vector<TinyPlanShape> shapes(4, base);
+  std::vector<TinyPlanShape> shapes(5, base);
   shapes[0].tied_embeddings = true;
+  shapes[4].kv_dtype = plan::DTypeDef::INT8;
+  shapes[4].layers = 2;
   shapes[1].weight_dtype = plan::DTypeDef::BF16;
   shapes[1].activation_dtype = plan::DTypeDef::BF16;
   shapes[1].kv_dtype = plan::DTypeDef::BF16;
@@ -556,6 +571,63 @@ std::vector<Mistake> mistakes() {
   };
 }
 
+// An INT8 KV cache's scale regions are held to what K and V are: strides that step over the
+// dimensions inside them, aligned offsets, and room in the arena; other caches carry none.
+TEST_F(PlanLoaderTest, KvScaleMistakesAreNamed) {
+  TinyPlanShape int8;
+  int8.kv_dtype = plan::DTypeDef::INT8;
+  int8.layers = 2;
+  const std::vector<std::pair<Mistake, TinyPlanShape>> mistakes = {
+      {{"ScaleOutsideArena",
+        [](TinyPlan &t) { t.def.kv_cache->arena_size -= 4; },
+        {"V scale region", "outside the", "KV arena"}},
+       int8},
+      {{"ScaleMisaligned",
+        [](TinyPlan &t) { t.def.kv_cache->k_scale_offset += 4; },
+        {"K scale offset", "64-byte aligned"}},
+       int8},
+      {{"ScaleHeadStrideBelowMaxSeq",
+        [](TinyPlan &t) { t.def.kv_cache->scale_head_stride = t.def.kv_cache->max_seq - 1; },
+        {"scale_head_stride 31", "less than max_seq = 32"}},
+       int8},
+      {{"ScaleSlotStrideTooSmall",
+        [](TinyPlan &t) { t.def.kv_cache->scale_slot_stride -= 1; },
+        {"scale_slot_stride", "kv_heads * scale_head_stride"}},
+       int8},
+      {{"ScaleLayerStrideTooSmall",
+        [](TinyPlan &t) { t.def.kv_cache->scale_layer_stride = 1; },
+        {"scale_layer_stride 1", "slots * scale_slot_stride"}},
+       int8},
+      {{"NoScales",
+        [](TinyPlan &t) {
+          plan::KvCacheDefT &kv = *t.def.kv_cache;
+          kv.k_scale_offset = kv.v_scale_offset = 0;
+          kv.scale_head_stride = kv.scale_slot_stride = kv.scale_layer_stride = 0;
+        },
+        {"scale_head_stride 0"}},
+       int8},
+      {{"ScaleOverflow",
+        [](TinyPlan &t) {
+          t.def.kv_cache->scale_slot_stride = uint64_t{1} << 62;
+          t.def.kv_cache->scale_layer_stride = uint64_t{1} << 63;
+        },
+        {"kv_cache extent overflows"}},
+       int8},
+      {{"ScalesOnF32Cache",
+        [](TinyPlan &t) { t.def.kv_cache->scale_head_stride = t.def.kv_cache->max_seq; },
+        {"kv_cache of dtype F32 has scale offsets or strides", "only an INT8 cache"}},
+       TinyPlanShape{}},
+  };
+  for (const auto &[mistake, shape] : mistakes) {
+    SCOPED_TRACE(mistake.name);
+    const std::string error = loadErrorAfter(mistake.mutate, shape);
+    ASSERT_FALSE(error.empty()) << "accepted";
+    for (const std::string &word : mistake.expected)
+      EXPECT_THAT(error, HasSubstr(word));
+  }
+  EXPECT_EQ(loadErrorAfter([](TinyPlan &) {}, int8), "");
+}
+
 TEST_F(PlanLoaderTest, SemanticMistakesAreNamed) {
   for (const Mistake &mistake : mistakes()) {
     SCOPED_TRACE(mistake.name);
@@ -592,9 +664,17 @@ TEST_F(PlanLoaderTest, RandomByteCorruptionIsRefusedOrHarmless) {
 
 // Seeded random values in the plan's scalar fields: the FlatBuffer stays well formed, so only
 // the semantic checks stand between these plans and the executor.
+// On a plan with a float32 KV cache and on one with an INT8 cache and its scales.
 TEST_F(PlanLoaderTest, RandomFieldValuesAreRefusedOrTrustworthy) {
+  for (const plan::DTypeDef kvDtype : {plan::DTypeDef::F32, plan::DTypeDef::INT8})
+    checkRandomFieldValues(kvDtype);
+}
+
+void PlanLoaderTest::checkRandomFieldValues(plan::DTypeDef kvDtype) {
+  SCOPED_TRACE(plan::EnumNameDTypeDef(kvDtype));
   TinyPlanShape shape;
   shape.layers = 2;
+  shape.kv_dtype = kvDtype;
   TinyPlan tiny = buildTinyPlan(shape);
   const std::vector<uint8_t> file = writeAndRead(tiny);
   uint64_t rng = 7;
@@ -683,7 +763,7 @@ TEST_F(PlanLoaderTest, RandomFieldValuesAreRefusedOrTrustworthy) {
       [&](Def &d) { nudge(pick(d.sublayers).layer); },
       [&](Def &d) {
         plan::KvCacheDefT &kv = *d.kv_cache;
-        switch (random() % 12) {
+        switch (random() % 17) {
         case 0:
           nudge(kv.layers);
           break;
@@ -716,6 +796,21 @@ TEST_F(PlanLoaderTest, RandomFieldValuesAreRefusedOrTrustworthy) {
           break;
         case 10:
           nudge(kv.v_offset);
+          break;
+        case 11:
+          nudge(kv.k_scale_offset);
+          break;
+        case 12:
+          nudge(kv.v_scale_offset);
+          break;
+        case 13:
+          nudge(kv.scale_head_stride);
+          break;
+        case 14:
+          nudge(kv.scale_slot_stride);
+          break;
+        case 15:
+          nudge(kv.scale_layer_stride);
           break;
         default:
           nudge(kv.arena_size);

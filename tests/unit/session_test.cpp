@@ -84,13 +84,7 @@ Continued runRequest(Engine &engine, std::vector<int32_t> prompt, uint32_t maxNe
 std::shared_ptr<const Plan> planWithPaddedKvRows(const TinyPlanShape &shape, uint64_t posStride,
                                                  test::ScratchDir &dir) {
   test::TinyPlan tiny = test::buildTinyPlan(shape);
-  plan::KvCacheDefT &kv = *tiny.def.kv_cache;
-  kv.pos_stride = posStride;
-  kv.head_stride = kv.max_seq * kv.pos_stride;
-  kv.slot_stride = kv.kv_heads * kv.head_stride;
-  kv.layer_stride = kv.slots * kv.slot_stride;
-  kv.v_offset = (kv.layers * kv.layer_stride * sizeof(float) + 63) / 64 * 64;
-  kv.arena_size = 2 * kv.v_offset;
+  test::layOutKvCache(*tiny.def.kv_cache, posStride);
   const std::string path = dir.file("padded-kv.hplan");
   Status written = test::writeTinyPlan(path, tiny);
   EXPECT_TRUE(written.ok()) << written.message();
@@ -99,11 +93,22 @@ std::shared_ptr<const Plan> planWithPaddedKvRows(const TinyPlanShape &shape, uin
   return loaded.ok() ? std::shared_ptr<const Plan>(std::move(loaded.value())) : nullptr;
 }
 
+void checkRestoredDialogue(plan::DTypeDef kvDtype);
+
 // Three rounds of a dialogue, each in a fresh engine restored from the file the last one saved,
 // in a different slot (and the last on a plan with other bounds and padded KV rows), equal one
-// uninterrupted greedy run on the whole history bit for bit, and prefill only the new ids.
+// uninterrupted greedy run on the whole history bit for bit, and prefill only the new ids; with
+// each KV cache dtype (an INT8 cache's rows are only right with their scales).
 TEST(SessionTest, RestoredDialogueEqualsOneRunOverTheWholeHistory) {
-  const TinyPlanShape shape = largerShape(); // max_batch 3, max_seq 96
+  for (plan::DTypeDef kvDtype : {plan::DTypeDef::F32, plan::DTypeDef::BF16, plan::DTypeDef::INT8}) {
+    SCOPED_TRACE(std::string(plan::EnumNameDTypeDef(kvDtype)) + " KV");
+    checkRestoredDialogue(kvDtype);
+  }
+}
+
+void checkRestoredDialogue(plan::DTypeDef kvDtype) {
+  TinyPlanShape shape = largerShape(); // max_batch 3, max_seq 96
+  shape.kv_dtype = kvDtype;
   LoadedTinyPlan loaded(shape);
   ASSERT_TRUE(loaded.plan);
   TinyPlanShape otherBounds = shape;
@@ -161,8 +166,9 @@ TEST(SessionTest, RestoredDialogueEqualsOneRunOverTheWholeHistory) {
   ASSERT_TRUE(info.ok()) << info.message();
   EXPECT_EQ(info->history, history);
   EXPECT_EQ(info->positions, history.size() - 1);
-  EXPECT_EQ(info->kvBytes,
-            info->positions * 2 * shape.layers * shape.kv_heads * shape.head_dim * sizeof(float));
+  EXPECT_EQ(info->kvDtype, kvDtype);
+  EXPECT_EQ(info->kvBytes, info->positions * 2 * shape.layers * shape.kv_heads *
+                               kvRowBytes(kvDtype, shape.head_dim));
   EXPECT_EQ(info->fileBytes, kSessionHeaderBytes + history.size() * 4 + info->kvBytes);
   // Only the session file is left: the temporary files were renamed over it.
   size_t files = 0;

@@ -441,7 +441,9 @@ int compileCommand(const CompileArguments &args) {
   options.weights = args.weights == "f32" ? hetc::compiler::WeightFormat::F32
                                           : hetc::compiler::WeightFormat::BF16;
   if (!args.kv.empty())
-    options.kv = args.kv == "f32" ? hetc::compiler::KvFormat::F32 : hetc::compiler::KvFormat::BF16;
+    options.kv = args.kv == "f32"    ? hetc::compiler::KvFormat::F32
+                 : args.kv == "int8" ? hetc::compiler::KvFormat::INT8
+                                     : hetc::compiler::KvFormat::BF16;
   options.verbose = args.verbose;
   check(hetc::compiler::compileOnnxToPlan(options));
   return 0;
@@ -480,9 +482,10 @@ int runTool(int argc, char **argv) {
       ->capture_default_str();
   compile
       ->add_option("--kv", compileArgs.kv,
-                   "KV cache elements: bf16 (half the bytes per position) or f32 (exact); "
-                   "default: bf16 with --weights bf16, f32 with --weights f32")
-      ->check(CLI::IsMember({"bf16", "f32"}));
+                   "KV cache elements: bf16 (half the bytes per position), int8 (a scale per "
+                   "head and position, about half of bf16's bytes) or f32 (exact); default: bf16 "
+                   "with --weights bf16, f32 with --weights f32")
+      ->check(CLI::IsMember({"bf16", "int8", "f32"}));
   compile->add_flag("--verbose", compileArgs.verbose, "Print the IR after each stage to stderr");
 
   RunArguments runArgs;

@@ -13,6 +13,7 @@
 #include "hetc/runtime/CpuFeatures.h"
 #include "hetc/runtime/Kernels.h"
 #include "hetc/runtime/MemoryBandwidth.h"
+#include "hetc/runtime/Plan.h"
 #include "hetc/runtime/ThreadPool.h"
 #include "hetc/runtime/VectorKernels.h"
 #include "hplan_generated.h"
@@ -554,7 +555,8 @@ std::vector<const hetc::kernels::VectorKernels *> vectorKernelSets() {
 
 // ---------------------------------------------------------------------------------------------
 // Attention: one decode row (batch 1) of Llama-3.2-1B's 32 query heads over 8 KV heads of 64, at
-// several contexts; K and V rotated over layers totalling > 4x LLC.
+// several contexts, with each KV element type (int8 with its row scales); K and V rotated over
+// layers totalling > 4x LLC.
 
 struct AttentionPhase {
   hetc::kernels::AttentionChunkKernel chunk;
@@ -579,72 +581,121 @@ void attentionPhase(void *context, size_t phase, unsigned thread, unsigned threa
   }
 }
 
+// A dense KV cache of `layers` layers of one slot in `element`, filled with pseudo-random rows
+// in [-1, 1) stored as the engine stores them.
+struct BenchKvCache {
+  BenchKvCache(hetc::kernels::KvElement element, size_t layers, size_t kvHeads, size_t context,
+               size_t headDim) {
+    hetc::kernels::KvCacheView &c = view;
+    c.element = element;
+    c.posStride = headDim;
+    c.headStride = context * headDim;
+    c.slotStride = kvHeads * c.headStride;
+    c.layerStride = c.slotStride;
+    const size_t elements = layers * c.layerStride;
+    keys.resize(elements * c.elementBytes());
+    values.resize(elements * c.elementBytes());
+    c.keys = keys.data();
+    c.values = values.data();
+    if (element == hetc::kernels::KvElement::Int8) {
+      c.scaleHeadStride = context;
+      c.scaleSlotStride = kvHeads * context;
+      c.scaleLayerStride = c.scaleSlotStride;
+      keyScales.resize(layers * c.scaleLayerStride);
+      valueScales.resize(layers * c.scaleLayerStride);
+      c.keyScales = keyScales.data();
+      c.valueScales = valueScales.data();
+    }
+    std::vector<float> row(headDim);
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (size_t layer = 0; layer < layers; ++layer)
+      for (size_t head = 0; head < kvHeads; ++head)
+        for (size_t pos = 0; pos < context; ++pos)
+          for (bool isKey : {true, false}) {
+            for (float &x : row) {
+              state ^= state << 13;
+              state ^= state >> 7;
+              state ^= state << 17;
+              x = static_cast<float>(state >> 40) * 0x1.0p-23f - 1.0f;
+            }
+            hetc::kernels::storeKvRow(c, isKey, layer, 0, head, pos, row.data(), headDim);
+          }
+  }
+  hetc::kernels::KvCacheView view;
+  std::vector<uint8_t> keys, values;
+  std::vector<float> keyScales, valueScales;
+};
+
 void benchAttention(const Settings &settings, hetc::ThreadPool &pool, BandwidthReference &bandwidth,
                     uint64_t llc) {
+  using hetc::kernels::KvElement;
   const size_t heads = 32, kvHeads = 8, headDim = 64;
   const std::vector<size_t> contexts =
       settings.quick ? std::vector<size_t>{4096, 32768} : std::vector<size_t>{512, 4096, 32768};
-  std::printf("\nattention (decode, 1 row, %zu heads over %zu KV heads of %zu, f32 KV): K and V "
-              "rotated over layers totalling > 4x LLC\n",
+  const struct {
+    KvElement element;
+    const char *name;
+    hetc::plan::DTypeDef dtype;
+  } elements[] = {{KvElement::F32, "f32", hetc::plan::DTypeDef::F32},
+                  {KvElement::Bf16, "bf16", hetc::plan::DTypeDef::BF16},
+                  {KvElement::Int8, "int8", hetc::plan::DTypeDef::INT8}};
+  std::printf("\nattention (decode, 1 row, %zu heads over %zu KV heads of %zu; int8 KV with its "
+              "row scales): K and V rotated over layers totalling > 4x LLC\n",
               heads, kvHeads, headDim);
-  std::printf("%-14s %8s %7s %10s %8s %6s\n", "kernel", "context", "layers", "ms", "GB/s", "of-bw");
+  std::printf("%-14s %4s %8s %7s %10s %8s %6s\n", "kernel", "kv", "context", "layers", "ms", "GB/s",
+              "of-bw");
   std::vector<PendingLine> lines;
   const double opening = openGroup(bandwidth);
-  for (size_t context : contexts) {
-    const uint64_t layerBytes = uint64_t{2} * kvHeads * context * headDim * sizeof(float);
-    const size_t layers = coldCopies(layerBytes, llc);
-    const size_t perCache = layers * kvHeads * context * headDim;
-    std::vector<float> keys(perCache), values(perCache);
-    fillRandom(pool, keys.data(), perCache, 1.0f, 1);
-    fillRandom(pool, values.data(), perCache, 1.0f, 2);
-    std::vector<float> q(heads * headDim), out(heads * headDim);
-    fillRandom(pool, q.data(), q.size(), 1.0f, 3);
-    const uint32_t slot = 0, position = static_cast<uint32_t>(context - 1);
-    // The engine's split of one row: chunks of positions over the threads, then the merge.
-    const size_t chunks = (context + hetc::kernels::kAttentionChunkPositions - 1) /
-                          hetc::kernels::kAttentionChunkPositions;
-    hetc::kernels::AttentionSplit split;
-    split.reserve(1, kvHeads, hetc::kernels::kAttentionChunkPositions, kvHeads * chunks);
-    split.cut(&position, 1, pool.threadCount() > 1);
-    const size_t stateFloats = hetc::kernels::attentionStateFloats(heads / kvHeads, headDim);
-    std::vector<float> states(kvHeads * chunks * stateFloats),
-        work(2 * pool.threadCount() * stateFloats);
-    AttentionPhase phase;
-    phase.split = &split;
-    phase.states = states.data();
-    phase.work = work.data();
-    phase.stateFloats = stateFloats;
-    hetc::kernels::AttentionOperands &op = phase.operands;
-    op.q = q.data();
-    op.qStride = heads * headDim;
-    op.out = out.data();
-    op.outStride = heads * headDim;
-    op.cache.keys = keys.data();
-    op.cache.values = values.data();
-    op.cache.posStride = headDim;
-    op.cache.headStride = context * headDim;
-    op.cache.slotStride = kvHeads * op.cache.headStride;
-    op.cache.layerStride = op.cache.slotStride;
-    op.shape.heads = heads;
-    op.shape.kvHeads = kvHeads;
-    op.shape.headDim = headDim;
-    op.shape.scale = 1.0f / std::sqrt(float(headDim));
-    op.rowSlots = &slot;
-    for (const hetc::kernels::VectorKernels *set : vectorKernelSets()) {
-      phase.chunk = set->attentionChunk;
-      const double seconds = bestSeconds(
-          settings,
-          [&](size_t i) {
-            op.shape.layer = i;
-            pool.run(2, &attentionPhase, &phase);
-          },
-          layers);
-      const double gbs = layerBytes / seconds / 1e9;
-      lines.push_back(
-          {format("%-14s %8zu %7zu %10.4f %8.2f", set->name, context, layers, seconds * 1e3, gbs),
-           gbs, ""});
+  for (size_t context : contexts)
+    for (const auto &kv : elements) {
+      // What the row reads: K and V rows of every KV head, and an int8 cache's scales.
+      const uint64_t layerBytes =
+          uint64_t{2} * kvHeads * context * hetc::kvRowBytes(kv.dtype, headDim);
+      const size_t layers = coldCopies(layerBytes, llc);
+      BenchKvCache cache(kv.element, layers, kvHeads, context, headDim);
+      std::vector<float> q(heads * headDim), out(heads * headDim);
+      fillRandom(pool, q.data(), q.size(), 1.0f, 3);
+      const uint32_t slot = 0, position = static_cast<uint32_t>(context - 1);
+      // The engine's split of one row: chunks of positions over the threads, then the merge.
+      const size_t chunks = (context + hetc::kernels::kAttentionChunkPositions - 1) /
+                            hetc::kernels::kAttentionChunkPositions;
+      hetc::kernels::AttentionSplit split;
+      split.reserve(1, kvHeads, hetc::kernels::kAttentionChunkPositions, kvHeads * chunks);
+      split.cut(&position, 1, pool.threadCount() > 1);
+      const size_t stateFloats = hetc::kernels::attentionStateFloats(heads / kvHeads, headDim);
+      std::vector<float> states(kvHeads * chunks * stateFloats),
+          work(2 * pool.threadCount() * stateFloats);
+      AttentionPhase phase;
+      phase.split = &split;
+      phase.states = states.data();
+      phase.work = work.data();
+      phase.stateFloats = stateFloats;
+      hetc::kernels::AttentionOperands &op = phase.operands;
+      op.q = q.data();
+      op.qStride = heads * headDim;
+      op.out = out.data();
+      op.outStride = heads * headDim;
+      op.cache = cache.view;
+      op.shape.heads = heads;
+      op.shape.kvHeads = kvHeads;
+      op.shape.headDim = headDim;
+      op.shape.scale = 1.0f / std::sqrt(float(headDim));
+      op.rowSlots = &slot;
+      for (const hetc::kernels::VectorKernels *set : vectorKernelSets()) {
+        phase.chunk = set->attentionChunk;
+        const double seconds = bestSeconds(
+            settings,
+            [&](size_t i) {
+              op.shape.layer = i;
+              pool.run(2, &attentionPhase, &phase);
+            },
+            layers);
+        const double gbs = layerBytes / seconds / 1e9;
+        lines.push_back({format("%-14s %4s %8zu %7zu %10.4f %8.2f", set->name, kv.name, context,
+                                layers, seconds * 1e3, gbs),
+                         gbs, ""});
+      }
     }
-  }
   closeGroup(lines, bandwidth, opening);
 }
 

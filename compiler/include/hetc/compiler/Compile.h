@@ -19,6 +19,7 @@ enum class WeightFormat {
 enum class KvFormat {
   BF16, // half the bytes per position: the default with BF16 weights
   F32,  // exact, the default with float32 weights
+  INT8, // a quarter of f32's bytes and a float32 scale per (head, position) row of K and of V
 };
 
 struct CompileOptions {

@@ -23,7 +23,7 @@ struct PlanBounds {
   uint64_t maxSeq;
   uint32_t maxStepTokens;
 };
-// Group sublayers, plan memory for the bounds with a KV cache of `kvDtype` ("f32" or "bf16")
+// Group sublayers, plan memory for the bounds with a KV cache of `kvDtype` ("f32", "bf16", "int8")
 // elements, partition into tasks, fuse residual adds and swiglus into the linears before them.
 void addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds,
                        llvm::StringRef kvDtype = "f32");

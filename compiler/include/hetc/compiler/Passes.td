@@ -61,7 +61,7 @@ def PlanMemory : Pass<"hetc-plan-memory", "mlir::ModuleOp"> {
     Option<"maxSeq", "max-seq", "uint64_t", "4096", "positions per sequence">,
     Option<"maxStepTokens", "max-step-tokens", "uint32_t", "512", "tokens per step">,
     Option<"kvDtype", "kv-dtype", "std::string", "\"f32\"",
-           "KV cache elements: f32 or bf16">,
+           "KV cache elements: f32, bf16 or int8 (with a scale per row)">,
   ];
 }
 

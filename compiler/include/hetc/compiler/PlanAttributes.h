@@ -22,10 +22,11 @@
 //   hetc.buffers      [{name, role: "hidden" | "scratch" | "logits", offset, rows, cols,
 //                     row_stride: i64}]: the activation arena's buffers, in index order
 //   hetc.activation_arena_size  i64 bytes
-//   hetc.kv_cache     {dtype: "f32" | "bf16", layers, slots, kv_heads, max_seq, head_dim,
-//                     pos_stride, head_stride,
-//                     slot_stride, layer_stride (elements), k_offset, v_offset, arena_size
-//                     (bytes)}
+//   hetc.kv_cache     {dtype: "f32" | "bf16" | "int8", layers, slots, kv_heads, max_seq,
+//                     head_dim, pos_stride, head_stride, slot_stride, layer_stride (elements),
+//                     k_offset, v_offset, arena_size (bytes); int8 only: k_scale_offset,
+//                     v_scale_offset (bytes), scale_head_stride, scale_slot_stride,
+//                     scale_layer_stride (float32 scales, one per position row)}
 #pragma once
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,14 +77,19 @@ inline constexpr llvm::StringLiteral kLogitsRole = "logits";
 // Activations are float32 in plans of this version.
 inline constexpr int64_t kElementBytes = 4;
 
-// Bytes of one KV cache element of `dtype` ("f32" or "bf16"); none for any other name.
+// Bytes of one KV cache element of `dtype` ("f32", "bf16" or "int8"); none for any other name.
 inline std::optional<int64_t> kvElementBytes(llvm::StringRef dtype) {
   if (dtype == "f32")
     return 4;
   if (dtype == "bf16")
     return 2;
+  if (dtype == "int8")
+    return 1;
   return std::nullopt;
 }
+// Whether a KV cache of `dtype` keeps a float32 scale per (layer, slot, kv_head, position) row.
+inline bool kvHasRowScales(llvm::StringRef dtype) { return dtype == "int8"; }
+inline constexpr int64_t kKvScaleBytes = 4;
 // Buffer offsets and row strides are multiples of a cache line (and of an AVX-512 vector).
 inline constexpr int64_t kActivationAlignment = 64;
 

@@ -32,10 +32,13 @@ constexpr size_t attentionStateFloats(size_t group, size_t headDim) {
 
 // Partial attention of the `group` query heads q[h * headDim ..] (h < group) over positions
 // [begin, end) (begin < end) of one KV head: keys and values point at position 0 of the head's
-// stream, rows posStride elements apart, float32 or bf16 (widened exactly to float32 as read).
-// Writes the chunk state. Reads no row at or past `end`.
+// stream, rows posStride elements apart, float32 or bf16 (widened exactly to float32 as read), or
+// int8 with keyScales[j] and valueScales[j] the scales of position j's rows (null for the other
+// element types): the score of position j is scale * keyScales[j] * (q . k_j), its value row
+// counts as valueScales[j] * v_j. Writes the chunk state. Reads no row or scale at or past `end`.
 template <typename Element>
 using AttentionChunkFn = void (*)(const float *q, const Element *keys, const Element *values,
+                                  const float *keyScales, const float *valueScales,
                                   size_t posStride, size_t group, size_t headDim, float scale,
                                   size_t begin, size_t end, float *state);
 
@@ -43,8 +46,9 @@ using AttentionChunkFn = void (*)(const float *q, const Element *keys, const Ele
 struct AttentionChunkKernel {
   AttentionChunkFn<float> f32;
   AttentionChunkFn<uint16_t> bf16;
+  AttentionChunkFn<int8_t> int8;
   bool operator==(const AttentionChunkKernel &other) const {
-    return f32 == other.f32 && bf16 == other.bf16;
+    return f32 == other.f32 && bf16 == other.bf16 && int8 == other.int8;
   }
 };
 

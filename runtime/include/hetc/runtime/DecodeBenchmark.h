@@ -48,7 +48,8 @@ struct DecodeBenchOptions {
 struct DecodeStepBytes {
   uint64_t weights = 0;       // each weight byte the step reads, counted once (see below)
   uint64_t embeddingRows = 0; // part of `weights`: the embedding rows gathered
-  uint64_t kvPerPosition = 0; // K and V bytes of one position of one sequence, all layers
+  uint64_t kvPerPosition = 0; // K and V bytes (int8: with the scales) of one position of one
+                              // sequence, all layers
   double averageAttended = 0; // positions one sequence's attention reads, averaged over the steps
   uint32_t batch = 0;
 

@@ -22,13 +22,17 @@ constexpr size_t kDotLanes = 8;
 // sum_i a[i] * b[i] in the fixed lane order above.
 float dot(const float *a, const float *b, size_t n);
 
-// What the KV cache holds: float32, or bf16 (the upper 16 bits of a float32, rounded to nearest
-// even when written), which halves the bytes a decode step reads and the memory a context takes.
-enum class KvElement : uint8_t { F32, Bf16 };
+// What the KV cache holds: float32; bf16 (the upper 16 bits of a float32, rounded to nearest
+// even when written), which halves the bytes a decode step reads and the memory a context takes;
+// or int8 with a float32 scale per row of head_dim elements (x ~ scale * q, scale = max|x| / 127),
+// which halves them again, less the scale.
+enum class KvElement : uint8_t { F32, Bf16, Int8 };
 
 // The KV cache of the plan, in elements: K element (layer, slot, head, pos, d) is at
 // keys[layer*layerStride + slot*slotStride + head*headStride + pos*posStride + d]; V likewise.
-// keys and values point at float (F32) or uint16_t (Bf16) elements.
+// keys and values point at float (F32), uint16_t (Bf16) or int8_t (Int8) elements. An Int8 cache
+// has the scale of row (layer, slot, head, pos) at keyScales[scaleOffset(...)], V's likewise;
+// a head's scales are consecutive floats, one per position.
 struct KvCacheView {
   void *keys = nullptr;
   void *values = nullptr;
@@ -37,16 +41,37 @@ struct KvCacheView {
   size_t slotStride = 0;
   size_t headStride = 0;
   size_t posStride = 0;
+  float *keyScales = nullptr; // Int8 only
+  float *valueScales = nullptr;
+  size_t scaleLayerStride = 0;
+  size_t scaleSlotStride = 0;
+  size_t scaleHeadStride = 0;
 
   size_t offset(size_t layer, size_t slot, size_t head, size_t pos) const {
     return layer * layerStride + slot * slotStride + head * headStride + pos * posStride;
   }
-  size_t elementBytes() const { return element == KvElement::Bf16 ? 2 : 4; }
+  size_t scaleOffset(size_t layer, size_t slot, size_t head, size_t pos) const {
+    return layer * scaleLayerStride + slot * scaleSlotStride + head * scaleHeadStride + pos;
+  }
+  size_t elementBytes() const {
+    return element == KvElement::F32 ? 4 : element == KvElement::Bf16 ? 2 : 1;
+  }
   // The address of element `offset` of K (keys = true) or V.
   void *at(bool keys, size_t offset) const {
     return static_cast<char *>(keys ? this->keys : values) + offset * elementBytes();
   }
+  // The scales of K (keys = true) or V; null but for an Int8 cache.
+  float *scales(bool keys) const { return keys ? keyScales : valueScales; }
 };
+
+// Quantises n values to int8: returns scale = max|x| / 127 and writes q[i] = x[i] / scale rounded
+// to nearest even (|q| <= 127); a row of zeros gets scale 0 and zeros. x ~ scale * q to scale / 2.
+float quantizeInt8(const float *x, size_t n, int8_t *q);
+
+// Stores one row of headDim values as K (keys = true) or V of (layer, slot, head, pos) in the
+// cache's element type: copied, rounded to bf16, or quantised to int8 with its row's scale.
+void storeKvRow(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
+                size_t pos, const float *row, size_t headDim);
 
 // Shape of one attention op: `heads` query heads share `kvHeads` KV heads in groups of
 // heads / kvHeads consecutive query heads.
@@ -85,7 +110,7 @@ void rope(float *x, size_t xStride, size_t heads, size_t headDim, const float *i
           const uint32_t *positions, size_t rowBegin, size_t rowEnd);
 
 // Writes the k and v rows [rowBegin, rowEnd) ([T, kvHeads*headDim]) into the cache at
-// (layer, rowSlots[t], head, rowPositions[t]), rounded to bf16 for a Bf16 cache.
+// (layer, rowSlots[t], head, rowPositions[t]) with storeKvRow.
 void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
               const KvCacheView &cache, const AttentionShape &shape, const uint32_t *rowSlots,
               const uint32_t *rowPositions, size_t rowBegin, size_t rowEnd);

@@ -16,12 +16,23 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 // 1.1: WeightLayoutDef::LinearBf16N16K2 (BF16 weights) and LinearParamsDef.residual.
 // 1.2: LinearParamsDef.swiglu (a fused SwiGlu).
 // 1.3: AttentionParamsDef.rope (the attention rotates q and k).
-constexpr uint32_t kPlanSchemaMinor = 3;
+// 1.4: DTypeDef::INT8 and KvCacheDef's scales (an INT8 KV cache).
+constexpr uint32_t kPlanSchemaMinor = 4;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 
 // Bytes of one element of `dtype`; 0 for a value this runtime does not know.
 uint64_t dtypeBytes(plan::DTypeDef dtype);
+
+// Bytes of a KV cache scale: one float32 per row of an INT8 cache.
+constexpr uint64_t kKvScaleBytes = 4;
+// Whether a KV cache of `dtype` keeps a scale per (layer, slot, kv_head, position) row.
+inline bool kvHasRowScales(plan::DTypeDef dtype) { return dtype == plan::DTypeDef::INT8; }
+// Bytes one position of one KV head takes in K (or in V): head_dim elements and, for INT8, the
+// row's scale. What a decode step reads and a context costs per position, layer and head.
+inline uint64_t kvRowBytes(plan::DTypeDef dtype, uint64_t headDim) {
+  return headDim * dtypeBytes(dtype) + (kvHasRowScales(dtype) ? kKvScaleBytes : 0);
+}
 
 // A verified, read-only plan. Weights are read in place from the mapping.
 class Plan {

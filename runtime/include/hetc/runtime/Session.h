@@ -16,8 +16,9 @@
 //   [64, 72)  XXH64 (seed 0) of every byte after the header
 //   [72, 80)  zero
 //   then int32 history[history], then for each layer, K then V, each KV head: `positions` rows
-//   of head_dim elements, packed (the plan's strides are not stored: any plan of the model with
-//   room for the positions can take the file).
+//   of head_dim elements, packed, followed for an INT8 cache by the rows' `positions` float32
+//   scales (the plan's strides are not stored: any plan of the model with room for the positions
+//   can take the file).
 #pragma once
 
 #include "hetc/runtime/Plan.h"
@@ -45,7 +46,7 @@ struct SessionInfo {
   uint32_t headDim = 0;
   std::vector<int32_t> history;
   uint64_t fileBytes = 0;
-  uint64_t kvBytes = 0; // K and V of every layer and head
+  uint64_t kvBytes = 0; // K and V of every layer and head (with an INT8 cache's scales)
 };
 
 // What a session's KV cache depends on: XXH64 over the model definition, each attention op's

@@ -23,6 +23,7 @@ using AddKernel = decltype(&add);
 struct VectorKernels {
   const char *name; // "avx512-f32" or "portable-f32", as reports name a kernel
   const char *bf16KvName; // the attention's name over a BF16 KV cache ("avx512-f32, bf16 kv")
+  const char *int8KvName; // and over an INT8 one ("avx512-f32, int8 kv")
   EmbeddingKernel embedding;
   RmsNormKernel rmsNorm;
   RopeKernel rope;
