@@ -9,7 +9,7 @@
 // RUN: not hetc compile %s -o %t.hplan 2>&1 | FileCheck %s --check-prefix=NOT-ONNX
 // RUN: not ls %t.hplan
 
-// TARGET: hetc: error: unknown target 'nosuch' (known targets: host)
+// TARGET: hetc: error: unknown target 'nosuch' (known targets: host, gnr-a100, gnr-cpu, gnr-h100, spr-a100, spr-cpu, spr-h100; or a path to a .json target file)
 // BATCH: hetc: error: --max-batch must be at least 1, got 0
 // SEQ: hetc: error: --max-seq must be at least 1, got 0
 // STEP: hetc: error: --max-step-tokens must be at least 1, got 0

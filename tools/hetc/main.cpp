@@ -415,6 +415,7 @@ struct CompileArguments {
   uint32_t maxStepTokens = 512;
   std::string weights = "bf16";
   std::string kv; // empty: as the weights
+  bool noResident = false;
   bool verbose = false;
 };
 
@@ -424,6 +425,7 @@ int compileCommand(const CompileArguments &args) {
   options.onnxPath = args.onnxPath;
   options.outputPath = args.outputPath;
   options.target = args.target;
+  options.residentLayers = !args.noResident;
   options.maxBatch = args.maxBatch;
   if (args.maxSeq == "auto") {
     options.maxSeqAuto = true;
@@ -461,7 +463,14 @@ int runTool(int argc, char **argv) {
   CLI::App *compile = app.add_subcommand("compile", "Compile an ONNX model into a plan file");
   compile->add_option("model", compileArgs.onnxPath, "ONNX model")->required();
   compile->add_option("-o,--output", compileArgs.outputPath, "Plan file to write")->required();
-  compile->add_option("--target", compileArgs.target, "Target machine")->capture_default_str();
+  compile
+      ->add_option("--target", compileArgs.target,
+                   "Target machine: host (this machine's CPU alone), a name from hetc targets, "
+                   "or a .json target file; the plan records each op's device and each tensor's "
+                   "memory tier on it")
+      ->capture_default_str();
+  compile->add_flag("--no-resident", compileArgs.noResident,
+                    "Keep no decoder layers resident in spare GPU memory (no LIA Optimization-1)");
   compile->add_option("--max-batch", compileArgs.maxBatch, "Sequence slots (B_max)")
       ->capture_default_str();
   compile

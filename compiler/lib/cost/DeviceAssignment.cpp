@@ -49,9 +49,9 @@ std::string spanPhrase(const LayerSpan &span, const DeviceAssignment &assignment
   if (span.group == "fc1-on-gpu")
     return "with FC1 weights on the GPU";
   if (span.group == kStreamedGroup)
-    return assignment.gpu.empty() ? "in " + std::string(tierName(assignment.weightHostTier))
-                                  : "streamed from " +
-                                        std::string(tierName(assignment.weightHostTier));
+    return assignment.gpu.empty()
+               ? "in " + std::string(tierName(assignment.weightHostTier))
+               : "streamed from " + std::string(tierName(assignment.weightHostTier));
   return "on this machine's CPU";
 }
 
@@ -109,11 +109,13 @@ std::string placementPhrase(const DeviceAssignment &a) {
   case Placement::Cxl:
     return "weights on CXL (LIA section 6), KV cache and activations in DDR";
   case Placement::Helm:
-    return "weights in " + host + " with FC1's on the GPU (Gupta et al.'s HeLM), KV cache and "
-                                  "activations in DDR";
+    return "weights in " + host +
+           " with FC1's on the GPU (Gupta et al.'s HeLM), KV cache and "
+           "activations in DDR";
   case Placement::AllCpu:
-    return "weights in " + host + ", KV cache on the GPU (Gupta et al.'s All-CPU), activations "
-                                  "in DDR";
+    return "weights in " + host +
+           ", KV cache on the GPU (Gupta et al.'s All-CPU), activations "
+           "in DDR";
   case Placement::Auto:
   case Placement::Ddr:
     break;
@@ -286,14 +288,13 @@ Result<DeviceAssignment> assignDevices(const DeviceAssignmentRequest &request) {
   assignment.kvTier = first.placement.kvTier;
   assignment.activationTier = Tier::Ddr; // the cost model's: GPU sublayers copy theirs over
 
-  Result<StageAssignment> decode = planAssignedStage(fixed, Stage::Decode, request.maxBatch,
-                                                     request.maxSeq, request.maxBatch,
-                                                     request.maxSeq);
+  Result<StageAssignment> decode = planAssignedStage(
+      fixed, Stage::Decode, request.maxBatch, request.maxSeq, request.maxBatch, request.maxSeq);
   if (!decode)
     return decode.status();
   const uint64_t prefillLen = std::min(request.maxStepTokens, request.maxSeq);
-  Result<StageAssignment> prefill = planAssignedStage(fixed, Stage::Prefill, 1, prefillLen,
-                                                      request.maxBatch, request.maxSeq);
+  Result<StageAssignment> prefill =
+      planAssignedStage(fixed, Stage::Prefill, 1, prefillLen, request.maxBatch, request.maxSeq);
   if (!prefill)
     return prefill.status();
   assignment.decode = std::move(*decode);
@@ -305,8 +306,7 @@ Result<DeviceAssignment> assignDevices(const DeviceAssignmentRequest &request) {
                       (request.placement == Placement::Auto ? " (placement auto); " : "; ") +
                       residentPhrase(assignment, model.layers, request.residentLayers) +
                       "; decode at B=" + std::to_string(request.maxBatch) +
-                      ", L=" + std::to_string(request.maxSeq) + " needs " +
-                      memoryPhrase(*heaviest);
+                      ", L=" + std::to_string(request.maxSeq) + " needs " + memoryPhrase(*heaviest);
   std::vector<std::string> notes = assignment.decode.notes;
   for (const std::string &note : assignment.prefill.notes)
     if (std::find(notes.begin(), notes.end(), note) == notes.end())
@@ -340,8 +340,8 @@ DeviceAssignment cpuOnlyAssignment(const std::string &target, uint32_t layers, u
   };
   assignment.decode = stage(Stage::Decode, maxBatch, maxSeq);
   assignment.prefill = stage(Stage::Prefill, 1, std::min(maxStepTokens, maxSeq));
-  assignment.tierReason = "weights, KV cache and activations in this machine's memory (DDR); " +
-                          target + " has no GPU";
+  assignment.tierReason =
+      "weights, KV cache and activations in this machine's memory (DDR); " + target + " has no GPU";
   return assignment;
 }
 

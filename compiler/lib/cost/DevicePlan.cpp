@@ -286,9 +286,9 @@ Result<PolicyTable> buildPolicyTable(const PlanRequest &request, const std::vect
       std::vector<Policy> groupPolicies;
       for (const LayerGroup &group : plan->groups)
         groupPolicies.push_back(group.best().policy);
-      const bool same = !row.ranges.empty() && row.ranges.back().policy == policy &&
-                        (!request.residentLayerCount ||
-                         row.ranges.back().groupPolicies == groupPolicies);
+      const bool same =
+          !row.ranges.empty() && row.ranges.back().policy == policy &&
+          (!request.residentLayerCount || row.ranges.back().groupPolicies == groupPolicies);
       if (same)
         row.ranges.back().lastBatch = batch;
       else

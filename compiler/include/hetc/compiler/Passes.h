@@ -24,7 +24,8 @@ struct PlanBounds {
   uint32_t maxStepTokens;
 };
 // Group sublayers, plan memory for the bounds with a KV cache of `kvDtype` ("f32" or "bf16")
-// elements, partition into tasks, fuse residual adds and swiglus into the linears before them.
+// elements, assign devices and tiers for `devices.target`, partition into tasks, fuse residual
+// adds and swiglus into the linears before them.
 void addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds,
-                       llvm::StringRef kvDtype = "f32");
+                       llvm::StringRef kvDtype = "f32", const AssignDevicesOptions &devices = {});
 } // namespace hetc
