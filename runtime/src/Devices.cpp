@@ -153,4 +153,26 @@ std::string gpuFallbackNotice(const Plan &plan, const GpuProbe &probe) {
   return text + ": running every op on the CPU";
 }
 
+std::string describePlanDevices(const Plan &plan, const GpuProbe &probe) {
+  const PlanDevices devices = countPlanDevices(plan);
+  std::string text = "target " + devices.target + " (" +
+                     (devices.gpu.empty() ? std::string("CPU only") : devices.gpu) + "): ";
+  if (!devices.anyGpu()) {
+    text += "every op on the CPU";
+  } else {
+    text += "GPU for ";
+    if (devices.hasStages)
+      text += std::to_string(devices.decode.gpuSublayers) + " of " +
+              std::to_string(devices.decode.sublayers) + " decode and " +
+              std::to_string(devices.prefill.gpuSublayers) + " of " +
+              std::to_string(devices.prefill.sublayers) + " prefill sublayers (";
+    text += std::to_string(devices.decode.gpuOps) + " and " +
+            std::to_string(devices.prefill.gpuOps) + " of " + std::to_string(devices.ops) + " ops" +
+            (devices.hasStages ? ")" : " in decode and prefill") +
+            "; run on the CPU here (no GPU executor";
+    text += ")";
+  }
+  return text + "; host: " + probe.describe();
+}
+
 } // namespace hetc

@@ -980,5 +980,40 @@ TEST_F(PlanLoaderTest, InspectShowsWhatWasDecided) {
   EXPECT_FALSE(inString);
 }
 
+TEST_F(PlanLoaderTest, InspectShowsTheDevicePlan) {
+  TinyPlan tiny = buildTinyPlan();
+  test::addDevicePlan(tiny, 0x06, 0x00);
+  writeAndRead(tiny);
+  auto loaded = Plan::load(path_);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+
+  std::ostringstream text;
+  printPlanSummary(**loaded, text);
+  for (const std::string &expected :
+       {std::string("devices: target 'spr-h100' (GPU NVIDIA H100 80GB PCIe)"),
+        std::string("Prefill  0       gpu-resident  (0,0,0,0,0,0)  GPU  GPU  GPU  GPU  GPU  GPU"),
+        std::string("Decode   0       gpu-resident  (0,1,1,0,0,0)  GPU  CPU  CPU  GPU  GPU  GPU"),
+        std::string("Decode: Decode on spr-h100"),
+        std::string("memory tiers: weights 9 in GPU, 4 in DDR; KV cache DDR; activations DDR"),
+        std::string("why: weights, KV cache and activations in DDR; all layers resident"),
+        std::string("policy table, Decode"), std::string("len        1: B 1-2 (0,1,1,0,0,0)"),
+        std::string("outside the layers (prefill/decode): Embedding CPU/CPU, RmsNorm CPU/CPU, "
+                    "LmHead CPU/CPU"),
+        std::string("GPU/CPU qk+sv"), std::string("GPU/GPU qkv"), std::string("on this host: ")})
+    EXPECT_THAT(text.str(), HasSubstr(expected));
+
+  std::ostringstream json;
+  printPlanJson(**loaded, json);
+  for (const std::string &expected :
+       {std::string(R"("target":"spr-h100","target_gpu":"NVIDIA H100 80GB PCIe")"),
+        std::string(R"("device":"CPU","prefill_device":"GPU","cost_sublayers":"qk+sv")"),
+        std::string(R"("tier":"GPU")"), std::string(R"("stages":[{"stage":"Prefill")"),
+        std::string(R"("policy":[0,1,1,0,0,0],"devices":{"qkv":"GPU","qk":"CPU","sv":"CPU")"),
+        std::string(R"("policy_table":[{"len":1,"ranges":[{"first_batch":1,"last_batch":2,)"
+                    R"("policies":[[0,1,1,0,0,0]]}]}])"),
+        std::string(R"("host_gpu":{"present":)"), std::string(R"("notice":")")})
+    EXPECT_THAT(json.str(), HasSubstr(expected));
+}
+
 } // namespace
 } // namespace hetc

@@ -5,6 +5,7 @@
 // stdout (with --session or --arrive-at-step too); details go to stderr with --verbose. Every
 // failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
+#include "hetc/runtime/Devices.h"
 #include "hetc/runtime/ElasticBatch.h"
 #include "hetc/runtime/Engine.h"
 #include "hetc/runtime/Generate.h"
@@ -333,7 +334,12 @@ int runCommand(const RunArguments &args) {
   if (!created)
     fail(created.message());
   hetc::Engine &engine = *created.value();
+  // A plan for a GPU target runs here on the CPU: said once, verbose or not.
+  const hetc::GpuProbe gpu = hetc::probeGpu();
+  if (const std::string notice = hetc::gpuFallbackNotice(*plan, gpu); !notice.empty())
+    std::fprintf(stderr, "%s\n", notice.c_str());
   if (args.verbose) {
+    std::fprintf(stderr, "hetc: devices: %s\n", hetc::describePlanDevices(*plan, gpu).c_str());
     std::fprintf(stderr,
                  "hetc: plan %s: %zu ops, vocab %u, max-batch %u, max-seq %llu, "
                  "max-step-tokens %u\n",

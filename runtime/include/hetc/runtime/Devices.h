@@ -67,4 +67,9 @@ GpuProbe probeGpu(const std::string &root = "");
 // libcuda.so.1): running every op on the CPU".
 std::string gpuFallbackNotice(const Plan &plan, const GpuProbe &probe);
 
+// The same facts in full, for --verbose and reports, whatever the plan assigns: "target spr-h100
+// (NVIDIA H100 80GB PCIe): GPU for 8 of 12 decode and 12 of 12 prefill sublayers (20 and 24 of
+// 27 ops); run on the CPU here (no GPU executor; host: no /dev/nvidia0, no libcuda.so.1)".
+std::string describePlanDevices(const Plan &plan, const GpuProbe &probe);
+
 } // namespace hetc
