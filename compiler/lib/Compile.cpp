@@ -84,7 +84,8 @@ Status validate(const CompileOptions &options) {
       std::string known = "host";
       if (Result<std::vector<Target>> targets = listTargets())
         for (const Target &t : *targets)
-          known += ", " + t.name;
+          if (t.name != kHostTarget) // the calibrated host's file plays no part in compile
+            known += ", " + t.name;
       return Status::error("unknown target '" + options.target + "' (known targets: " + known +
                            "; or a path to a .json target file)");
     }

@@ -1,5 +1,6 @@
 // hetc: compile an ONNX model into a plan, run a plan, benchmark it, show what a plan holds, and
-// (with the compiler) plan a model's devices on a target without its weights.
+// (with the compiler) plan a model's devices on a target without its weights and measure this
+// machine as a target.
 //
 // Output contract: `run` prints one line per prompt with the generated ids and nothing else on
 // stdout (with --session or --arrive-at-step too); details go to stderr with --verbose. Every
@@ -14,6 +15,7 @@
 #include "hetc/runtime/Session.h"
 
 #ifdef HETC_WITH_COMPILER
+#include "CalibrateCommand.h"
 #include "PlanCommand.h"
 #include "hetc/compiler/Compile.h"
 #endif
@@ -548,20 +550,25 @@ int runTool(int argc, char **argv) {
   hetc::tool::TargetsArguments targetsArgs;
   CLI::App *targets = app.add_subcommand("targets", "The target machines the cost model knows");
   hetc::tool::addTargetsOptions(*targets, targetsArgs);
+  hetc::tool::CalibrateArguments calibrateArgs;
+  CLI::App *calibrate = app.add_subcommand(
+      "calibrate", "Measure this machine (read bandwidth, BF16 matmul throughput per thread "
+                   "count) and write it as the target 'host'");
+  hetc::tool::addCalibrateOptions(*calibrate, calibrateArgs);
 #endif
 
   // CLI11 would only say that a subcommand is required.
   const std::string command = argc > 1 ? argv[1] : "";
 #ifndef HETC_WITH_COMPILER
-  if (command == "plan" || command == "targets")
+  if (command == "plan" || command == "targets" || command == "calibrate")
     fail("this build of hetc has no compiler (configure with -DHETC_BUILD_COMPILER=ON); it can "
          "run and inspect plans");
 #endif
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
       command != "inspect" && command != "bench" && command != "session" && command != "plan" &&
-      command != "targets")
+      command != "targets" && command != "calibrate")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, bench, inspect, session, plan or targets)");
+         "' (expected compile, run, bench, inspect, session, plan, targets or calibrate)");
 
   if (command == "session" && argc == 2)
     fail("session: expected a subcommand: show FILE");
@@ -587,6 +594,8 @@ int runTool(int argc, char **argv) {
     return hetc::tool::planCommand(planArgs);
   if (targets->parsed())
     return hetc::tool::targetsCommand(targetsArgs);
+  if (calibrate->parsed())
+    return hetc::tool::calibrateCommand(calibrateArgs);
 #endif
   return inspectCommand(inspectPath, inspectJson);
 }
