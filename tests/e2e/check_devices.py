@@ -154,10 +154,14 @@ def check(a):
         raise CheckFailed(f"hetc run of the spr-h100 plan printed {len(found)} notices:\n{indent(h100_err)}")
     notice = found[0]
     print(notice)
-    has_gpu = os.path.exists("/dev/nvidia0")
+    # A device node alone (no driver library) is still no usable GPU; either way the notice names
+    # what it found.
+    has_node = os.path.exists("/dev/nvidia0")
     expected = ["to the GPU (target spr-h100", "this runtime has no GPU executor",
                 "running every op on the CPU",
-                "this host has a GPU" if has_gpu else "this host has no GPU (no /dev/nvidia0"]
+                "/dev/nvidia0" if has_node else "this host has no GPU (no /dev/nvidia0"]
+    if has_node and "no /dev/nvidia0" in notice:
+        raise CheckFailed(f"this host has /dev/nvidia0 but the notice says it has none: {notice}")
     for words in expected:
         if words not in notice:
             raise CheckFailed(f"the notice does not say {words!r}: {notice}")
