@@ -672,8 +672,16 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             params.kv_heads = static_cast<uint32_t>(attention.getKvHeads());
             params.head_dim = static_cast<uint32_t>(attention.getHeadDim());
             params.scale = attention.getScale().convertToFloat();
+            // Rotates q and k itself (hetc-fuse-rope-into-attention), with the q rope's
+            // frequencies, which the pass checked the k rope shares.
+            const bool rotates = params.rope = attention->hasAttr(kRope);
             def->params.Set(std::move(params));
-            return success();
+            if (!rotates)
+              return success();
+            auto rope = attention.getQ().getDefiningOp<RopeOp>();
+            if (!rope)
+              return fail(def->name + " has hetc.rope but its q does not come from a hetc.rope");
+            return addWeight(rope.getInvFreq(), rowMajor, "inv_freq");
           })
           .Case([&](SwiGluOp) {
             def->kind = plan::OpKindDef::SwiGlu;

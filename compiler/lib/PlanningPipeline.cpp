@@ -15,4 +15,5 @@ void hetc::addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds,
   pm.addPass(createPartitionTasks());
   pm.addPass(createFuseResidualAdd());
   pm.addPass(createFuseSwiGlu());
+  pm.addPass(createFuseRopeIntoAttention());
 }

@@ -412,6 +412,20 @@ Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
       return fail("output overlaps q");
     append.in[0] = op.in[1];
     append.in[1] = op.in[2];
+    if (params->rope()) {
+      // The append rotates q and k in place first (the fused ropes), so K enters the cache
+      // rotated and the attention units read rotated q.
+      if (shape.headDim % 2 != 0)
+        return fail("rotates heads of odd head_dim " + str(shape.headDim));
+      const flatbuffers::Vector<uint64_t> *freqShape = nullptr;
+      if (Status s = weight(0, WeightLayoutDef::RowMajor, 1, append.weight, freqShape); !s)
+        return s;
+      if (freqShape->Get(0) != shape.headDim / 2)
+        return fail("inv_freq has " + str(freqShape->Get(0)) +
+                    " entries, expected head_dim/2 = " + str(shape.headDim / 2));
+      append.in[2] = op.in[0];
+      append.headDim = shape.headDim;
+    }
     ops.push_back(append);
     ops.push_back(op);
     // The merge phase of rows split across threads: same operands, after the barrier.
@@ -917,6 +931,13 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
                   rowPositions_.get(), begin, end);
     break;
   case Kind::KvAppend:
+    // The fused ropes: the same kernel on the same rows as the Rope ops would run.
+    if (op.weight) {
+      vector_->rope(op.in[2].data, op.in[2].stride, op.attention.heads, op.headDim, op.weight,
+                    rowPositions_.get(), begin, end);
+      vector_->rope(op.in[0].data, op.in[0].stride, op.attention.kvHeads, op.headDim, op.weight,
+                    rowPositions_.get(), begin, end);
+    }
     kernels::kvAppend(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, kvCache_,
                       op.attention, rowSlots_.get(), rowPositions_.get(), begin, end);
     break;

@@ -65,9 +65,14 @@ std::string shapeText(const flatbuffers::Vector<uint64_t> *shape) {
 
 std::string layerText(int32_t index) { return index < 0 ? "-" : std::to_string(index); }
 
-// The op after it that a Linear carries out in its epilogue: "add" (a residual add), "swiglu/gate"
-// or "swiglu/up" (a swiglu whose gate or up operand the linear computes); "-" for none.
-std::string epilogueText(const OpDef &op) {
+// The ops an op carries out besides its own: a Linear's epilogue ("add", a residual add;
+// "swiglu/gate" or "swiglu/up", a swiglu whose gate or up operand it computes) or the ropes an
+// Attention applies to q and k before writing K into the cache ("rope q,k"); "-" for none.
+std::string fusedText(const OpDef &op) {
+  if (op.kind() == OpKindDef::Attention) {
+    const AttentionParamsDef *params = op.params_as_AttentionParamsDef();
+    return params && params->rope() ? "rope q,k" : "-";
+  }
   const LinearParamsDef *params =
       op.kind() == OpKindDef::Linear ? op.params_as_LinearParamsDef() : nullptr;
   if (!params)
@@ -343,7 +348,7 @@ void printDevicePlan(const Plan &plan, std::ostream &os) {
   os << "\ndevices: target '" << str(def.target()) << "' ("
      << (gpu.empty() ? std::string("CPU only") : "GPU " + gpu) << ")\n";
   if (count(def.stages()) == 0) {
-    os << "  no stage plans (a plan before schema 1.3): every op as its device column says\n";
+    os << "  no stage plans (a plan before schema 1.4): every op as its device column says\n";
   } else {
     const std::vector<Column> columns = {{8, false}, {7, false}, {13, false}, {14, false},
                                          {4, false}, {4, false}, {4, false},  {4, false},
@@ -521,13 +526,13 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
                                          {8, true},  {7, false}, {6, false},  {10, false},
                                          {7, false}, {7, false}, {12, false}, {0, false}};
   printRow(os, opColumns,
-           {"#", "kind", "epilogue", "layer", "sublayer", "devices", "cost", "inputs", "outputs",
+           {"#", "kind", "fuses", "layer", "sublayer", "devices", "cost", "inputs", "outputs",
             "weights", "tasks x grain", "name"});
   for (uint32_t i = 0; i < count(def.ops()); ++i) {
     const OpDef &op = *def.ops()->Get(i);
     printRow(os, opColumns,
-             {std::to_string(i), EnumNameOpKindDef(op.kind()), epilogueText(op),
-              layerText(op.layer()), layerText(op.sublayer()),
+             {std::to_string(i), EnumNameOpKindDef(op.kind()), fusedText(op), layerText(op.layer()),
+              layerText(op.sublayer()),
               std::string(deviceText(op.prefill_device())) + "/" + deviceText(op.device()),
               costSublayersText(static_cast<uint8_t>(op.cost_sublayers())), indexList(op.inputs()),
               indexList(op.outputs()), indexList(op.weights()),
@@ -656,7 +661,7 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
     json.beginObject();
     json.field("index", i);
     json.field("kind", EnumNameOpKindDef(op.kind()));
-    json.field("epilogue", epilogueText(op));
+    json.field("fuses", fusedText(op));
     json.field("name", str(op.name()));
     json.field("layer", op.layer());
     json.field("sublayer", op.sublayer());

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #define HETC_AVX512 __attribute__((target("avx512f,avx512bw")))
 
@@ -242,13 +243,32 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
       prefetchRow(values + j * posStride, rowBytes);
     }
     const Element *keyRows = keys + j0 * posStride;
+    // bf16 key rows are widened once per block into float32 rows in L1, which every head of the
+    // pass then reads, instead of once per head (NV = 0, head_dim past 128, widens per head).
+    alignas(64) float widenedKeys[(NV > 0 && !std::is_same_v<Element, float>) ? kLanes * NV * kLanes
+                                                                              : 1];
+    if constexpr (NV > 0 && !std::is_same_v<Element, float>) {
+      for (size_t j = 0; j < n; ++j)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v)
+          _mm512_store_ps(widenedKeys + (j * NV + v) * kLanes,
+                          loadKv(v + 1 == NV ? lastMask : kAllLanes, keyRows + j * posStride +
+                                                                         v * kLanes));
+    }
     for (size_t h = 0; h < heads; ++h) {
       // Rows past the end repeat the last row: their scores are computed, then masked out.
       __m512 partial[kLanes];
-      if (n == kLanes)
+      if constexpr (NV > 0 && !std::is_same_v<Element, float>) {
+        const size_t stride = NV * kLanes;
+        if (n == kLanes)
+          keyDots<NV, false>(q + h * d, widenedKeys, stride, n - 1, vectors, lastMask, partial);
+        else
+          keyDots<NV, true>(q + h * d, widenedKeys, stride, n - 1, vectors, lastMask, partial);
+      } else if (n == kLanes) {
         keyDots<NV, false>(q + h * d, keyRows, posStride, n - 1, vectors, lastMask, partial);
-      else
+      } else {
         keyDots<NV, true>(q + h * d, keyRows, posStride, n - 1, vectors, lastMask, partial);
+      }
       __m512 scores = _mm512_mul_ps(sumEachOf16(partial), scaleVector);
       scores = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid, scores);
       const float blockMax = _mm512_reduce_max_ps(scores);

@@ -16,23 +16,30 @@ Result<LatencyFit> fitLatencyModel(const std::vector<LatencySample> &samples) {
     if (!std::isfinite(s.p) || !std::isfinite(s.ms) || s.ms <= 0.0)
       return Status::error("the latency fit needs positive finite times and finite p");
 
-  // Centred sums: x reaches 1e5 and more, t a few ms, so the raw normal equations would cancel.
-  const double n = static_cast<double>(samples.size());
-  double meanX = 0.0, meanT = 0.0;
+  // Least squares of the relative residuals (t - e - x a) / t: weights 1 / t^2, so a point at a
+  // short context counts as much as one at a long context, whose milliseconds are many times
+  // larger. Centred weighted sums: x reaches 1e6 and more, t a few ms, so the raw normal
+  // equations would cancel.
+  double weightSum = 0.0, meanX = 0.0, meanT = 0.0;
   for (const LatencySample &s : samples) {
-    meanX += (s.p + 1.0) / 2.0;
-    meanT += s.ms;
+    const double w = 1.0 / (s.ms * s.ms);
+    weightSum += w;
+    meanX += w * (s.p + 1.0) / 2.0;
+    meanT += w * s.ms;
   }
-  meanX /= n;
-  meanT /= n;
-  double sxx = 0.0, sxt = 0.0;
+  meanX /= weightSum;
+  meanT /= weightSum;
+  double sxx = 0.0, sxt = 0.0, sxxUnweighted = 0.0;
   for (const LatencySample &s : samples) {
+    const double w = 1.0 / (s.ms * s.ms);
     const double dx = (s.p + 1.0) / 2.0 - meanX;
-    sxx += dx * dx;
-    sxt += dx * (s.ms - meanT);
+    sxx += w * dx * dx;
+    sxt += w * dx * (s.ms - meanT);
+    sxxUnweighted += dx * dx;
   }
+  const double n = static_cast<double>(samples.size());
   // Every x equal to the mean up to rounding: one context only.
-  if (sxx <= 1e-12 * std::max(1.0, meanX * meanX) * n)
+  if (sxxUnweighted <= 1e-12 * std::max(1.0, meanX * meanX) * n)
     return Status::error("the latency fit needs points at two different contexts at least (every "
                          "point has p = " +
                          std::to_string(static_cast<long long>(std::llround(samples[0].p))) + ")");

@@ -471,6 +471,10 @@ private:
       const bool swiglu = linear && linear->swiglu() != SwiGluRoleDef::None;
       if (residual || swiglu)
         rule.inputs = 2;
+      // An Attention that rotates q and k reads the frequencies as a weight.
+      if (op->kind() == OpKindDef::Attention && op->params_as_AttentionParamsDef() &&
+          op->params_as_AttentionParamsDef()->rope())
+        rule.weights = 1;
       if (count(op->inputs()) != rule.inputs)
         return fail(opText(i), " has ", count(op->inputs()), " inputs; a ", kind, " op",
                     residual ? " with a residual"
@@ -478,8 +482,9 @@ private:
                              : "",
                     " takes ", rule.inputs);
       if (count(op->weights()) != rule.weights)
-        return fail(opText(i), " has ", count(op->weights()), " weights; a ", kind, " op takes ",
-                    rule.weights);
+        return fail(opText(i), " has ", count(op->weights()), " weights; a ", kind, " op",
+                    rule.weights == 1 && op->kind() == OpKindDef::Attention ? " with rope" : "",
+                    " takes ", rule.weights);
       if (count(op->outputs()) != rule.outputs)
         return fail(opText(i), " has ", count(op->outputs()), " outputs; a ", kind, " op takes ",
                     rule.outputs);
@@ -623,6 +628,11 @@ private:
           return fail(opText(i), " ", operand.role, " ", bufferText(operand.index), " has ",
                       buffer(operand.index).cols(), " columns but ", operand.formula,
                       " * head_dim = ", operand.cols);
+      if (p.rope()) {
+        if (p.head_dim() % 2 != 0)
+          return fail(opText(i), " rotates heads of odd head_dim ", p.head_dim());
+        return checkVectorWeight(i, weight(0), p.head_dim() / 2, "inv_freq [head_dim / 2]");
+      }
       return Status();
     }
     case OpKindDef::SwiGlu:
@@ -702,7 +712,7 @@ private:
     return Status();
   }
 
-  // The device plan (schema 1.3): tiers, each op's devices and cost sublayers, sublayer devices,
+  // The device plan (schema 1.4): tiers, each op's devices and cost sublayers, sublayer devices,
   // and the stage plans the op devices must follow.
   Status checkDevicePlan() {
     for (uint32_t i = 0; i < def_.tensors()->size(); ++i)

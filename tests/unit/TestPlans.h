@@ -61,6 +61,8 @@ struct TinyPlanShape {
   // and gate_proj reads [normed, up].
   bool fused_swiglu = false;
   bool swiglu_gate_last = false;
+  // The q and k ropes carried out by the attention (AttentionParamsDef.rope), not as Rope ops.
+  bool fused_rope = false;
 };
 
 // The plan before writing, and the bytes of its weight segments.
@@ -384,6 +386,8 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
         LinearParamsDefT());
     for (const auto &[buffer, heads, suffix] :
          {std::make_tuple(q, shape.heads, "q"), std::make_tuple(k, shape.kv_heads, "k")}) {
+      if (shape.fused_rope)
+        break;
       OpDefT *rope = rowOp(OpKindDef::Rope, prefix + "self_attn.rotary_emb." + suffix, layer,
                            {buffer}, buffer, {invFreqTensor});
       RopeParamsDefT params;
@@ -391,14 +395,17 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
       params.head_dim = shape.head_dim;
       rope->params.Set(std::move(params));
     }
-    OpDefT *attention = addOp(OpKindDef::Attention, prefix + "self_attn", layer, {q, k, v}, {attn},
-                              {}, shape.heads, 1);
+    OpDefT *attention =
+        addOp(OpKindDef::Attention, prefix + "self_attn", layer, {q, k, v}, {attn},
+              shape.fused_rope ? std::vector<uint32_t>{invFreqTensor} : std::vector<uint32_t>{},
+              shape.heads, 1);
     AttentionParamsDefT attentionParams;
     attentionParams.layer = l;
     attentionParams.heads = shape.heads;
     attentionParams.kv_heads = shape.kv_heads;
     attentionParams.head_dim = shape.head_dim;
     attentionParams.scale = 1.0f / std::sqrt(float(shape.head_dim));
+    attentionParams.rope = shape.fused_rope;
     attention->params.Set(std::move(attentionParams));
     // A fused residual reads `hidden` as its second input and writes the Add's output.
     auto fusedLinear = [&](const std::string &name, uint32_t input, uint32_t residualIn,

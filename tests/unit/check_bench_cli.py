@@ -54,12 +54,16 @@ def dtype_bytes(name):
 
 
 def least_squares(points):
-    """e, a of t = e + (p+1)/2 * a over (p, t) pairs, written out independently of hetc."""
+    """e, a of t = e + (p+1)/2 * a over (p, t) pairs minimising the squared relative residuals
+    (weights 1/t^2), written out independently of hetc."""
     xs = [(p + 1) / 2 for p, _ in points]
     ts = [t for _, t in points]
-    n = len(xs)
-    mx, mt = sum(xs) / n, sum(ts) / n
-    a = sum((x - mx) * (t - mt) for x, t in zip(xs, ts)) / sum((x - mx) ** 2 for x in xs)
+    ws = [1 / t ** 2 for t in ts]
+    sw = sum(ws)
+    mx = sum(w * x for w, x in zip(ws, xs)) / sw
+    mt = sum(w * t for w, t in zip(ws, ts)) / sw
+    a = (sum(w * (x - mx) * (t - mt) for w, x, t in zip(ws, xs, ts)) /
+         sum(w * (x - mx) ** 2 for w, x in zip(ws, xs)))
     return mt - a * mx, a
 
 

@@ -207,6 +207,26 @@ TEST(EngineBf16Test, FusedSwiGluGivesTheBitsOfTheSeparateOp) {
     }
 }
 
+// The attention rotating q and k itself, with a BF16 and a float32 KV cache.
+TEST(EngineBf16Test, FusedRopeGivesTheBitsOfTheSeparateOps) {
+  for (const plan::DTypeDef kv : {plan::DTypeDef::BF16, plan::DTypeDef::F32}) {
+    SCOPED_TRACE(kv == plan::DTypeDef::BF16 ? "bf16 KV" : "f32 KV");
+    TinyPlanShape shape = bf16Shape();
+    shape.kv_dtype = kv;
+    LoadedTinyPlan separate(shape);
+    shape.fused_rope = true;
+    LoadedTinyPlan fused(shape);
+    ASSERT_TRUE(separate.plan && fused.plan);
+    EXPECT_EQ(fused.plan->def().ops()->size() + 2 * shape.layers,
+              separate.plan->def().ops()->size());
+    std::unique_ptr<Engine> a = fused.engine(2), b = separate.engine(3);
+    ASSERT_TRUE(a && b);
+    for (const ResolvedOp &op : a->resolvedOps())
+      EXPECT_NE(op.kind, ResolvedOp::Kind::Rope) << "the fused plan runs no Rope op";
+    expectSameBits(teacherForced(*a, kPrompts, 3), teacherForced(*b, kPrompts, 3), "fused rope");
+  }
+}
+
 TEST(EngineBf16Test, TiedTableIsThePackedLmHeadWeight) {
   TinyPlanShape shape = bf16Shape();
   shape.tied_embeddings = true;

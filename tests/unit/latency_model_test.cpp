@@ -58,16 +58,17 @@ TEST(LatencyModelTest, NoisyDataIsALeastSquaresFit) {
   const std::vector<LatencySample> samples = samplesAt(ps, factors);
   Result<LatencyFit> fit = fitLatencyModel(samples);
   ASSERT_TRUE(fit.ok()) << fit.message();
-  // The normal equations of least squares in x = (p+1)/2: the absolute residuals sum to zero
-  // and are orthogonal to x.
+  // The normal equations of least squares of the relative residuals r = (t - fitted) / t in
+  // x = (p+1)/2: sum r / t = 0 and sum x r / t = 0.
   double sum = 0, weighted = 0, scale = 0;
   for (size_t i = 0; i < samples.size(); ++i) {
-    const double x = (samples[i].p + 1) / 2, residual = samples[i].ms - fit->at(samples[i].p);
-    sum += residual;
-    weighted += x * residual;
-    scale += samples[i].ms * x;
+    const double x = (samples[i].p + 1) / 2;
+    const double residual = (samples[i].ms - fit->at(samples[i].p)) / samples[i].ms;
+    sum += residual / samples[i].ms;
+    weighted += x * residual / samples[i].ms;
+    scale += x / samples[i].ms;
     EXPECT_NEAR(fit->fittedMs[i], fit->at(samples[i].p), 1e-12);
-    EXPECT_NEAR(fit->relativeResiduals[i], residual / samples[i].ms, 1e-12);
+    EXPECT_NEAR(fit->relativeResiduals[i], residual, 1e-12);
   }
   EXPECT_NEAR(sum, 0.0, 1e-9);
   EXPECT_NEAR(weighted, 0.0, 1e-9 * scale);
@@ -75,7 +76,7 @@ TEST(LatencyModelTest, NoisyDataIsALeastSquaresFit) {
   auto squares = [&](double e, double a) {
     double total = 0;
     for (const LatencySample &s : samples)
-      total += std::pow(s.ms - (e + (s.p + 1) / 2 * a), 2);
+      total += std::pow((s.ms - (e + (s.p + 1) / 2 * a)) / s.ms, 2);
     return total;
   };
   const double best = squares(fit->e, fit->a);

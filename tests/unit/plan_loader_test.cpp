@@ -551,13 +551,25 @@ std::vector<Mistake> mistakes() {
          opNamed(t, kQProj).inputs.push_back(opNamed(t, kQProj).outputs[0]);
        },
        {"unknown swiglu role 9"}},
+      {"RopeAttentionWithoutFrequencies",
+       [](TinyPlan &t) {
+         opNamed(t, "model.layers.0.self_attn").params.AsAttentionParamsDef()->rope = true;
+       },
+       {"(Attention 'model.layers.0.self_attn')", "has 0 weights", "with rope takes 1"}},
+      {"RopeAttentionWrongFrequencies",
+       [](TinyPlan &t) {
+         plan::OpDefT &attention = opNamed(t, "model.layers.0.self_attn");
+         attention.params.AsAttentionParamsDef()->rope = true;
+         attention.weights.push_back(opNamed(t, kQProj).weights[0]);
+       },
+       {"(Attention 'model.layers.0.self_attn')", "inv_freq"}},
       {"NoLmHead",
        [](TinyPlan &t) {
          opNamed(t, "lm_head").kind = OpKindDef::Linear;
          opNamed(t, "lm_head").params.Set(LinearParamsDefT());
        },
        {"no LmHead"}},
-      // The device plan (1.3). A host plan has no GPU to put anything on.
+      // The device plan (1.4). A host plan has no GPU to put anything on.
       {"UnknownTensorTier",
        [](TinyPlan &t) { t.def.tensors[0]->tier = static_cast<TierDef>(7); },
        {"tensor 0", "unknown tier 7"}},

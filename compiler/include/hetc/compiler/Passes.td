@@ -127,4 +127,18 @@ def FuseSwiGlu : Pass<"hetc-fuse-swiglu", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseRopeIntoAttention : Pass<"hetc-fuse-rope-into-attention", "mlir::ModuleOp"> {
+  let summary = "Let an attention rotate its q and k itself, writing rotated K into the cache";
+  let description = [{
+    After memory planning: when an attention's q and k each come from a `hetc.rope` that rotates
+    its buffer in place, has the attention as its only reader, lies in the attention's sublayer
+    and uses the same positions and frequencies as the other, the attention rotates q and k
+    itself, per row, in the phase that writes K and V into the KV cache: the rotated K goes
+    straight into the cache. Two ops and two barriers less per layer. The attention gets
+    `hetc.rope` and reads the frequencies as its weight; the ropes get `hetc.fused` and the plan
+    emitter leaves them out. The runtime runs the same rope kernel on the same rows, so the
+    values are those of the separate ropes.
+  }];
+}
+
 #endif // HETC_COMPILER_PASSES_TD

@@ -13,7 +13,9 @@
 //   hetc.buffers_out  array<i64>: activation buffer of the op's activation result
 //   hetc.tasks        {count: i64, grain: i64}: independent tasks and units of work per task
 //   hetc.residual     unit, on a linear: fused with the add after it (hetc-fuse-residual-add)
-//   hetc.fused        unit, on that add (or swiglu): run by the linear, left out of the plan
+//   hetc.fused        unit, on that add (or swiglu): run by the linear, left out of the plan;
+//                     on a rope: run by the attention reading its result
+//   hetc.rope         unit, on an attention: rotates q and k itself (hetc-fuse-rope-into-attention)
 //   hetc.swiglu       "gate" | "up", on a linear: computes that operand of the swiglu after it
 //                     and applies the swiglu to its own columns (hetc-fuse-swiglu)
 // On each hetc.weight and hetc.constant an LLM op reads (hetc-assign-devices):
@@ -69,6 +71,9 @@ inline constexpr llvm::StringLiteral kFused = "hetc.fused";
 inline constexpr llvm::StringLiteral kSwiGlu = "hetc.swiglu";
 inline constexpr llvm::StringLiteral kSwiGluGate = "gate";
 inline constexpr llvm::StringLiteral kSwiGluUp = "up";
+// hetc-fuse-rope-into-attention: on an attention, it rotates q and k (the fused ropes' work)
+// before writing K and V into the KV cache.
+inline constexpr llvm::StringLiteral kRope = "hetc.rope";
 
 inline constexpr llvm::StringLiteral kModel = "hetc.model";
 inline constexpr llvm::StringLiteral kBounds = "hetc.bounds";

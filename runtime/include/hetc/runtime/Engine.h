@@ -76,7 +76,9 @@ struct ResolvedOp {
 
   Kind kind = Kind::Embedding;
   uint32_t planOp = 0; // index of the op in the plan, for messages
-  Rows in[3];          // inputs in plan order (Rope: x is in[0] and out; Linear: residual in[1])
+  // Inputs in plan order (Rope: x is in[0] and out; Linear: residual in[1]); KvAppend: k, v and,
+  // when it rotates q and k (weight = inv_freq), q.
+  Rows in[3];
   Rows out;
   const float *weight = nullptr; // table, gamma, W [N, K] or inv_freq (f32)
   // Linear, LmHead: a LinearBf16N16K2 weight, run by `linear`; Embedding: a tied table in that

@@ -15,9 +15,10 @@ namespace hetc {
 constexpr uint32_t kPlanSchemaMajor = 1;
 // 1.1: WeightLayoutDef::LinearBf16N16K2 (BF16 weights) and LinearParamsDef.residual.
 // 1.2: LinearParamsDef.swiglu (a fused SwiGlu).
-// 1.3: the device plan: OpDef.prefill_device and cost_sublayers, TensorDef.tier, KvCacheDef.tier,
+// 1.3: AttentionParamsDef.rope (the attention rotates q and k).
+// 1.4: the device plan: OpDef.prefill_device and cost_sublayers, TensorDef.tier, KvCacheDef.tier,
 //      PlanDef.target_gpu, activation_tier, tier_reason and stages (policy tables over (B, L)).
-constexpr uint32_t kPlanSchemaMinor = 3;
+constexpr uint32_t kPlanSchemaMinor = 4;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 
