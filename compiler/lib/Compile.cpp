@@ -6,6 +6,7 @@
 #include "hetc/compiler/OnnxImport.h"
 #include "hetc/compiler/Passes.h"
 #include "hetc/compiler/PlanEmitter.h"
+#include "hetc/compiler/Target.h"
 #include "hetc/compiler/WeightStore.h"
 #include "hetc/runtime/HostMemory.h"
 
@@ -25,9 +26,6 @@ using namespace mlir;
 
 namespace hetc::compiler {
 namespace {
-
-// Targets are data; until target descriptions arrive, the host is the only one.
-constexpr const char *kKnownTargets[] = {"host"};
 
 // "node '/model/layers.0/MatMul'" for an imported node, "file:line:col" for parsed IR.
 std::string describeLocation(Location loc) {
@@ -79,12 +77,25 @@ void printStage(ModuleOp module, const char *stage) {
 }
 
 Status validate(const CompileOptions &options) {
-  if (!llvm::is_contained(kKnownTargets, options.target)) {
-    std::string known;
-    for (const char *name : kKnownTargets)
-      known += (known.empty() ? "" : ", ") + std::string(name);
-    return Status::error("unknown target '" + options.target + "' (known targets: " + known + ")");
+  // "host" is this machine's CPU; any other target is a file the cost model reads.
+  if (options.target != "host") {
+    Result<Target> target = findTarget(options.target);
+    if (!target && llvm::StringRef(target.message()).starts_with("unknown target")) {
+      std::string known = "host";
+      if (Result<std::vector<Target>> targets = listTargets())
+        for (const Target &t : *targets)
+          if (t.name != kHostTarget) // the calibrated host's file plays no part in compile
+            known += ", " + t.name;
+      return Status::error("unknown target '" + options.target + "' (known targets: " + known +
+                           "; or a path to a .json target file)");
+    }
+    if (!target)
+      return target.status();
   }
+  if (options.maxSeqAuto && options.target != "host")
+    return Status::error("--max-seq auto sizes the plan for this host's memory; give --max-seq "
+                         "for target '" +
+                         options.target + "'");
   if (options.onnxPath.empty())
     return Status::error("no ONNX model given");
   if (options.outputPath.empty())
@@ -203,8 +214,11 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   }
 
   PlanBounds bounds{options.maxBatch, maxSeq, options.maxStepTokens};
-  if (Status status =
-          runStage("planning", [&](OpPassManager &pm) { addPlanningPasses(pm, bounds, kvDtype); });
+  AssignDevicesOptions devices;
+  devices.target = options.target;
+  devices.residentLayers = options.residentLayers;
+  if (Status status = runStage(
+          "planning", [&](OpPassManager &pm) { addPlanningPasses(pm, bounds, kvDtype, devices); });
       !status)
     return status;
 

@@ -235,10 +235,8 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
 
   // Record the decisions.
   Builder b(func.getContext());
-  StringAttr cpu = b.getStringAttr(kCpuDevice);
   llvm::SmallPtrSet<Operation *, 32> placed;
   auto place = [&](Operation *op) {
-    op->setAttr(kDevice, cpu);
     op->removeAttr(kLayer);
     op->removeAttr(kSublayer);
     placed.insert(op);

@@ -1,6 +1,7 @@
 #include "hetc/compiler/PlanAttributes.h"
 
 #include "hetc/Dialect/HetcDialect.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -76,6 +77,34 @@ std::optional<std::pair<int64_t, int64_t>> bufferByteRange(ArrayAttr buffers, in
   if (!offset || !rows || !stride)
     return std::nullopt;
   return std::make_pair(*offset, *offset + *rows * *stride);
+}
+
+std::optional<unsigned> costSublayerBits(StringRef name) {
+  return llvm::StringSwitch<std::optional<unsigned>>(name)
+      .Case("qkv", 1u << 0)
+      .Case(kAttentionCostSublayers, 1u << 1 | 1u << 2)
+      .Case("out", 1u << 3)
+      .Case("fc1", 1u << 4)
+      .Case("fc2", 1u << 5)
+      .Default(std::nullopt);
+}
+
+std::optional<unsigned> parsePolicyText(StringRef text) {
+  constexpr unsigned kSublayers = 6;
+  if (!text.consume_front("(") || !text.consume_back(")"))
+    return std::nullopt;
+  SmallVector<StringRef, kSublayers> values;
+  text.split(values, ',');
+  if (values.size() != kSublayers)
+    return std::nullopt;
+  unsigned bits = 0;
+  for (auto [i, value] : llvm::enumerate(values)) {
+    if (value == "1")
+      bits |= 1u << i;
+    else if (value != "0")
+      return std::nullopt;
+  }
+  return bits;
 }
 
 } // namespace hetc::planning

@@ -96,6 +96,26 @@ struct WeightSource {
   DenseElementsAttr constant;
 };
 
+std::optional<plan::DeviceDef> deviceOf(StringAttr name) {
+  if (name && name.getValue() == kCpuDevice)
+    return plan::DeviceDef::CPU;
+  if (name && name.getValue() == kGpuDevice)
+    return plan::DeviceDef::GPU;
+  return std::nullopt;
+}
+
+std::optional<plan::TierDef> tierOf(StringAttr name) {
+  if (!name)
+    return std::nullopt;
+  if (name.getValue() == kDdrTier)
+    return plan::TierDef::DDR;
+  if (name.getValue() == kGpuTier)
+    return plan::TierDef::GPU;
+  if (name.getValue() == kCxlTier)
+    return plan::TierDef::CXL;
+  return std::nullopt;
+}
+
 class PlanBuilder {
 public:
   PlanBuilder(ModuleOp module, const WeightStore &weights, WeightFormat linearWeights)
@@ -113,6 +133,8 @@ private:
     return failure();
   }
   LogicalResult buildModuleTables();
+  LogicalResult buildDevicePlan();
+  FailureOr<std::unique_ptr<plan::StagePlanDefT>> buildStage(DictionaryAttr stage, StringRef name);
   LogicalResult buildOp(Operation *op);
   LogicalResult buildSublayers(ArrayRef<Operation *> ops);
   FailureOr<WeightSource> traceWeight(Operation *op, Value weight, StringRef role);
@@ -512,9 +534,16 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
   if (failed(segment))
     return failure();
 
+  Operation *producer = weight.getDefiningOp();
+  std::optional<plan::TierDef> tier =
+      tierOf(producer ? producer->getAttrOfType<StringAttr>(kTier) : StringAttr());
+  if (!tier)
+    return fail("weight '" + source->name +
+                "' has no hetc.tier \"gpu\", \"ddr\" or \"cxl\"; run hetc-assign-devices first");
   auto tensor = std::make_unique<plan::TensorDefT>();
   tensor->name = source->name;
   tensor->segment = *segment;
+  tensor->tier = *tier;
   tensor->dtype = packedBf16 ? plan::DTypeDef::BF16 : plan::DTypeDef::F32;
   tensor->layout = layout;
   if (linear)
@@ -549,10 +578,23 @@ LogicalResult readIndices(Operation *op, StringRef attrName, std::vector<uint32_
 LogicalResult PlanBuilder::buildOp(Operation *op) {
   auto def = std::make_unique<plan::OpDefT>();
   def->name = nameOf(op);
-  def->device = plan::DeviceDef::CPU;
-  if (auto device = op->getAttrOfType<StringAttr>(kDevice); device && device != kCpuDevice)
-    return fail(def->name + " is placed on device '" + device.getValue() +
-                "', which this plan version cannot run");
+  auto devices = op->getAttrOfType<DictionaryAttr>(kDevice);
+  std::optional<plan::DeviceDef> decode =
+      deviceOf(devices ? devices.getAs<StringAttr>(kDecodeStage) : StringAttr());
+  std::optional<plan::DeviceDef> prefill =
+      deviceOf(devices ? devices.getAs<StringAttr>(kPrefillStage) : StringAttr());
+  if (!decode || !prefill)
+    return fail(def->name + " has no hetc.device {decode, prefill} of \"cpu\" or \"gpu\"; run "
+                            "hetc-assign-devices first");
+  def->device = *decode;
+  def->prefill_device = *prefill;
+  if (auto name = op->getAttrOfType<StringAttr>(kCostSublayer)) {
+    std::optional<unsigned> bits = costSublayerBits(name.getValue());
+    if (!bits)
+      return fail(def->name + " has hetc.cost_sublayer \"" + name.getValue() +
+                  "\"; expected qkv, qk_sv, out, fc1 or fc2");
+    def->cost_sublayers = static_cast<plan::CostSublayerBits>(*bits);
+  }
   if (auto layer = op->getAttrOfType<IntegerAttr>(kLayer))
     def->layer = static_cast<int32_t>(layer.getInt());
   if (auto sublayer = op->getAttrOfType<DictionaryAttr>(kSublayer))
@@ -707,6 +749,115 @@ LogicalResult PlanBuilder::buildSublayers(ArrayRef<Operation *> ops) {
       return fail(plan_.ops[index]->name + " belongs to sublayer " + Twine(s) +
                   ", whose ops are not contiguous");
     ++def.op_count;
+    // On the GPU when any of its ops runs there in decode.
+    if (plan_.ops[index]->device == plan::DeviceDef::GPU)
+      def.device = plan::DeviceDef::GPU;
+  }
+  return success();
+}
+
+FailureOr<std::unique_ptr<plan::StagePlanDefT>> PlanBuilder::buildStage(DictionaryAttr stage,
+                                                                        StringRef name) {
+  const std::string where = ("hetc.device_plan." + name).str();
+  auto failFn = [&](const Twine &message) { return fail(message); };
+  if (!stage)
+    return fail("the module's " + where + " is missing");
+  auto def = std::make_unique<plan::StagePlanDefT>();
+  def->stage = name == kPrefillStage ? plan::StageDef::Prefill : plan::StageDef::Decode;
+  auto predicted = stage.getAs<FloatAttr>("predicted_ms");
+  auto reason = stage.getAs<StringAttr>("reason");
+  auto groups = stage.getAs<ArrayAttr>("groups");
+  auto table = stage.getAs<ArrayAttr>("table");
+  if (!predicted || !reason || !groups || !table)
+    return fail("the module's " + where + " lacks predicted_ms, reason, groups or table");
+  if (failed(readField(stage, where, "batch", def->batch, failFn)) ||
+      failed(readField(stage, where, "len", def->len, failFn)))
+    return failure();
+  def->predicted_seconds = predicted.getValueAsDouble() / 1e3;
+  def->reason = reason.str();
+  auto policyOf = [&](Attribute attr, const Twine &what) -> FailureOr<plan::CostSublayerBits> {
+    auto text = dyn_cast_or_null<StringAttr>(attr);
+    std::optional<unsigned> bits = text ? parsePolicyText(text.getValue()) : std::nullopt;
+    if (!bits)
+      return fail("the module's " + what + " is not a policy \"(p1,...,p6)\" of zeros and ones");
+    return static_cast<plan::CostSublayerBits>(*bits);
+  };
+  for (auto [index, attr] : llvm::enumerate(groups)) {
+    const std::string groupWhere = where + ".groups[" + std::to_string(index) + "]";
+    auto dict = dyn_cast<DictionaryAttr>(attr);
+    auto groupName = dict ? dict.getAs<StringAttr>("name") : StringAttr();
+    auto layerMs = dict ? dict.getAs<FloatAttr>("layer_ms") : FloatAttr();
+    if (!groupName || !layerMs)
+      return fail("the module's " + groupWhere + " lacks a name or layer_ms");
+    auto group = std::make_unique<plan::LayerGroupDefT>();
+    group->name = groupName.str();
+    group->layer_seconds = layerMs.getValueAsDouble() / 1e3;
+    if (failed(readField(dict, groupWhere, "first_layer", group->first_layer, failFn)) ||
+        failed(readField(dict, groupWhere, "layers", group->layer_count, failFn)))
+      return failure();
+    FailureOr<plan::CostSublayerBits> policy = policyOf(dict.get("policy"), groupWhere + ".policy");
+    if (failed(policy))
+      return failure();
+    group->policy = *policy;
+    def->groups.push_back(std::move(group));
+  }
+  for (auto [rowIndex, attr] : llvm::enumerate(table)) {
+    const std::string rowWhere = where + ".table[" + std::to_string(rowIndex) + "]";
+    auto dict = dyn_cast<DictionaryAttr>(attr);
+    auto ranges = dict ? dict.getAs<ArrayAttr>("ranges") : ArrayAttr();
+    if (!ranges)
+      return fail("the module's " + rowWhere + " lacks ranges");
+    auto row = std::make_unique<plan::PolicyRowDefT>();
+    if (failed(readField(dict, rowWhere, "len", row->len, failFn)))
+      return failure();
+    for (auto [rangeIndex, rangeAttr] : llvm::enumerate(ranges)) {
+      const std::string rangeWhere = rowWhere + ".ranges[" + std::to_string(rangeIndex) + "]";
+      auto rangeDict = dyn_cast<DictionaryAttr>(rangeAttr);
+      auto policies = rangeDict ? rangeDict.getAs<ArrayAttr>("policies") : ArrayAttr();
+      if (!policies)
+        return fail("the module's " + rangeWhere + " lacks policies");
+      auto range = std::make_unique<plan::PolicyRangeDefT>();
+      if (failed(readField(rangeDict, rangeWhere, "first_batch", range->first_batch, failFn)) ||
+          failed(readField(rangeDict, rangeWhere, "last_batch", range->last_batch, failFn)))
+        return failure();
+      for (Attribute policyAttr : policies) {
+        FailureOr<plan::CostSublayerBits> policy = policyOf(policyAttr, rangeWhere + ".policies");
+        if (failed(policy))
+          return failure();
+        range->policies.push_back(*policy);
+      }
+      row->ranges.push_back(std::move(range));
+    }
+    def->policy_table.push_back(std::move(row));
+  }
+  return def;
+}
+
+// The target, tiers, reasons and stage plans hetc-assign-devices recorded on the module.
+LogicalResult PlanBuilder::buildDevicePlan() {
+  auto devicePlan = module_->getAttrOfType<DictionaryAttr>(kDevicePlan);
+  if (!devicePlan)
+    return fail("the module has no hetc.device_plan; run hetc-assign-devices first");
+  auto target = devicePlan.getAs<StringAttr>("target");
+  auto gpu = devicePlan.getAs<StringAttr>("gpu");
+  auto tierReason = devicePlan.getAs<StringAttr>("tier_reason");
+  std::optional<plan::TierDef> kvTier = tierOf(devicePlan.getAs<StringAttr>("kv_tier"));
+  std::optional<plan::TierDef> activationTier =
+      tierOf(devicePlan.getAs<StringAttr>("activation_tier"));
+  if (!target || !gpu || !tierReason || !kvTier || !activationTier)
+    return fail("the module's hetc.device_plan lacks its target, gpu, tier_reason, kv_tier or "
+                "activation_tier");
+  plan_.target = target.str();
+  plan_.target_gpu = gpu.str();
+  plan_.tier_reason = tierReason.str();
+  plan_.activation_tier = *activationTier;
+  plan_.kv_cache->tier = *kvTier;
+  for (StringRef stage : {kPrefillStage, kDecodeStage}) {
+    FailureOr<std::unique_ptr<plan::StagePlanDefT>> def =
+        buildStage(devicePlan.getAs<DictionaryAttr>(stage), stage);
+    if (failed(def))
+      return failure();
+    plan_.stages.push_back(std::move(*def));
   }
   return success();
 }
@@ -716,7 +867,7 @@ LogicalResult PlanBuilder::build(const std::string &target) {
   plan_.required_cpu_features = kRequiredCpuFeatures;
   plan_.target = target;
   plan_.producer = kProducer;
-  if (failed(buildModuleTables()))
+  if (failed(buildModuleTables()) || failed(buildDevicePlan()))
     return failure();
 
   func::FuncOp func = module_.lookupSymbol<func::FuncOp>("main");

@@ -3,7 +3,7 @@
 #include "mlir/Pass/PassManager.h"
 
 void hetc::addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds,
-                             llvm::StringRef kvDtype) {
+                             llvm::StringRef kvDtype, const AssignDevicesOptions &devices) {
   pm.addPass(createGroupSublayers());
   PlanMemoryOptions memory;
   memory.maxBatch = bounds.maxBatch;
@@ -11,6 +11,7 @@ void hetc::addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds,
   memory.maxStepTokens = bounds.maxStepTokens;
   memory.kvDtype = kvDtype.str();
   pm.addPass(createPlanMemory(memory));
+  pm.addPass(createAssignDevices(devices));
   pm.addPass(createPartitionTasks());
   pm.addPass(createFuseResidualAdd());
   pm.addPass(createFuseSwiGlu());

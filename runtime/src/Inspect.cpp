@@ -1,6 +1,7 @@
 #include "hetc/runtime/Inspect.h"
 
 #include "hetc/runtime/CpuFeatures.h"
+#include "hetc/runtime/Devices.h"
 #include "hetc/runtime/Engine.h"
 #include "hetc/runtime/Plan.h"
 
@@ -160,6 +161,16 @@ public:
     separate();
     os_ << (flag ? "true" : "false");
   }
+  void value(double number) {
+    separate();
+    if (!std::isfinite(number)) {
+      os_ << "null";
+      return;
+    }
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.17g", number);
+    os_ << text;
+  }
   void value(float number) {
     separate();
     if (!std::isfinite(number)) {
@@ -273,6 +284,205 @@ HostKernels hostKernels(const Plan &plan) {
   return {engine.value()->kernelSummary(), ""};
 }
 
+std::string tierText(TierDef tier) { return EnumNameTierDef(tier); }
+
+const char *deviceText(DeviceDef device) { return EnumNameDeviceDef(device); }
+
+// "CPU" or "GPU" for sublayer `index` under a policy's CPU bits.
+const char *sublayerDevice(uint8_t policy, unsigned index) {
+  return (policy >> index & 1) ? "CPU" : "GPU";
+}
+
+std::string layersText(const LayerGroupDef &group) {
+  if (group.layer_count() == 1)
+    return std::to_string(group.first_layer());
+  return std::to_string(group.first_layer()) + "-" +
+         std::to_string(uint64_t{group.first_layer()} + group.layer_count() - 1);
+}
+
+std::string millisecondsText(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4g ms", seconds * 1e3);
+  return text;
+}
+
+std::string rangePolicies(const PolicyRangeDef &range) {
+  std::string text;
+  for (uint32_t g = 0; g < count(range.policies()); ++g)
+    text += (g ? " | " : "") + policyText(static_cast<uint8_t>(range.policies()->Get(g)));
+  return text;
+}
+
+// How many tensors each tier holds, "14 in GPU, 4 in DDR".
+std::string tensorTiers(const PlanDef &def) {
+  uint32_t counts[3] = {0, 0, 0};
+  for (uint32_t i = 0; i < count(def.tensors()); ++i) {
+    const auto tier = static_cast<unsigned>(def.tensors()->Get(i)->tier());
+    if (tier < 3)
+      ++counts[tier];
+  }
+  std::string text;
+  for (TierDef tier : {TierDef::GPU, TierDef::DDR, TierDef::CXL})
+    if (counts[static_cast<unsigned>(tier)])
+      text += (text.empty() ? "" : ", ") + std::to_string(counts[static_cast<unsigned>(tier)]) +
+              " in " + EnumNameTierDef(tier);
+  return text;
+}
+
+// The ops outside the decoder layers and where they run: "Embedding CPU/CPU, RmsNorm CPU/CPU".
+std::string outsideOps(const PlanDef &def) {
+  std::string text;
+  for (uint32_t i = 0; i < count(def.ops()); ++i) {
+    const OpDef &op = *def.ops()->Get(i);
+    if (op.layer() >= 0)
+      continue;
+    text += (text.empty() ? "" : ", ") + std::string(EnumNameOpKindDef(op.kind())) + " " +
+            deviceText(op.prefill_device()) + "/" + deviceText(op.device());
+  }
+  return text;
+}
+
+void printDevicePlan(const Plan &plan, std::ostream &os) {
+  const PlanDef &def = plan.def();
+  const std::string gpu = str(def.target_gpu());
+  os << "\ndevices: target '" << str(def.target()) << "' ("
+     << (gpu.empty() ? std::string("CPU only") : "GPU " + gpu) << ")\n";
+  if (count(def.stages()) == 0) {
+    os << "  no stage plans (a plan before schema 1.4): every op as its device column says\n";
+  } else {
+    const std::vector<Column> columns = {{8, false}, {7, false}, {13, false}, {14, false},
+                                         {4, false}, {4, false}, {4, false},  {4, false},
+                                         {4, false}, {4, false}, {0, false}};
+    printRow(os, columns,
+             {"stage", "layers", "group", "policy", "qkv", "qk", "sv", "out", "fc1", "fc2",
+              "per layer"});
+    for (const StagePlanDef *stage : *def.stages())
+      for (const LayerGroupDef *group : *stage->groups()) {
+        const auto policy = static_cast<uint8_t>(group->policy());
+        std::vector<std::string> cells = {EnumNameStageDef(stage->stage()), layersText(*group),
+                                          str(group->name()), policyText(policy)};
+        for (unsigned i = 0; i < kCostSublayerCount; ++i)
+          cells.push_back(sublayerDevice(policy, i));
+        cells.push_back(millisecondsText(group->layer_seconds()));
+        printRow(os, columns, cells);
+      }
+    os << "  policy: p_i = 1 runs sublayer i on the CPU (LIA); outside the layers "
+          "(prefill/decode): "
+       << outsideOps(def) << "\n";
+    for (const StagePlanDef *stage : *def.stages())
+      os << "  " << EnumNameStageDef(stage->stage()) << ": " << str(stage->reason()) << "\n";
+  }
+  os << "  memory tiers: weights " << tensorTiers(def) << "; KV cache "
+     << tierText(def.kv_cache()->tier()) << "; activations " << tierText(def.activation_tier())
+     << "\n";
+  if (!str(def.tier_reason()).empty())
+    os << "    why: " << str(def.tier_reason()) << "\n";
+  for (uint32_t k = 0; k < count(def.stages()); ++k) {
+    const StagePlanDef &stage = *def.stages()->Get(k);
+    std::string groups;
+    for (const LayerGroupDef *group : *stage.groups())
+      groups += (groups.empty() ? "" : " | ") + str(group->name());
+    os << "  policy table, " << EnumNameStageDef(stage.stage())
+       << " (the row of the largest len <= L, the range holding B; policies of " << groups
+       << "):\n";
+    for (uint32_t r = 0; r < count(stage.policy_table()); ++r) {
+      const PolicyRowDef &row = *stage.policy_table()->Get(r);
+      os << "    len " << std::setw(8) << std::right << row.len() << std::left << ":";
+      for (uint32_t i = 0; i < count(row.ranges()); ++i) {
+        const PolicyRangeDef &range = *row.ranges()->Get(i);
+        os << (i ? "," : "") << " B " << range.first_batch();
+        if (range.last_batch() != range.first_batch())
+          os << "-" << range.last_batch();
+        os << " " << rangePolicies(range);
+      }
+      os << "\n";
+    }
+  }
+  const GpuProbe probe = probeGpu();
+  const std::string notice = gpuFallbackNotice(plan, probe);
+  os << "  on this host: "
+     << (notice.empty() ? "every op is assigned to the CPU"
+                        : "this runtime has no GPU executor and runs every op on the CPU")
+     << "; " << (probe.present() ? "a GPU is present (" : "no GPU (") << probe.describe() << ")\n";
+}
+
+void policyArray(JsonWriter &json, uint8_t policy) {
+  json.beginArray();
+  for (unsigned i = 0; i < kCostSublayerCount; ++i)
+    json.value(uint32_t{(policy >> i & 1u)});
+  json.endArray();
+}
+
+void devicePlanJson(const Plan &plan, JsonWriter &json) {
+  const PlanDef &def = plan.def();
+  json.key("stages");
+  json.beginArray();
+  for (uint32_t k = 0; k < count(def.stages()); ++k) {
+    const StagePlanDef &stage = *def.stages()->Get(k);
+    json.beginObject();
+    json.field("stage", EnumNameStageDef(stage.stage()));
+    json.field("batch", stage.batch());
+    json.field("len", stage.len());
+    json.field("predicted_ms", stage.predicted_seconds() * 1e3);
+    json.field("reason", str(stage.reason()));
+    json.key("groups");
+    json.beginArray();
+    for (const LayerGroupDef *group : *stage.groups()) {
+      const auto policy = static_cast<uint8_t>(group->policy());
+      json.beginObject();
+      json.field("name", str(group->name()));
+      json.field("first_layer", group->first_layer());
+      json.field("layers", group->layer_count());
+      json.key("policy");
+      policyArray(json, policy);
+      json.key("devices");
+      json.beginObject();
+      for (unsigned i = 0; i < kCostSublayerCount; ++i)
+        json.field(costSublayerName(i), sublayerDevice(policy, i));
+      json.endObject();
+      json.field("layer_ms", group->layer_seconds() * 1e3);
+      json.endObject();
+    }
+    json.endArray();
+    json.key("policy_table");
+    json.beginArray();
+    for (uint32_t r = 0; r < count(stage.policy_table()); ++r) {
+      const PolicyRowDef &row = *stage.policy_table()->Get(r);
+      json.beginObject();
+      json.field("len", row.len());
+      json.key("ranges");
+      json.beginArray();
+      for (uint32_t i = 0; i < count(row.ranges()); ++i) {
+        const PolicyRangeDef &range = *row.ranges()->Get(i);
+        json.beginObject();
+        json.field("first_batch", range.first_batch());
+        json.field("last_batch", range.last_batch());
+        json.key("policies");
+        json.beginArray();
+        for (uint32_t g = 0; g < count(range.policies()); ++g)
+          policyArray(json, static_cast<uint8_t>(range.policies()->Get(g)));
+        json.endArray();
+        json.endObject();
+      }
+      json.endArray();
+      json.endObject();
+    }
+    json.endArray();
+    json.endObject();
+  }
+  json.endArray();
+  json.field("activation_tier", tierText(def.activation_tier()));
+  json.field("tier_reason", str(def.tier_reason()));
+  const GpuProbe probe = probeGpu();
+  json.key("host_gpu");
+  json.beginObject();
+  json.field("present", probe.present());
+  json.field("device_node", probe.deviceNode);
+  json.field("driver_library", probe.driverPath);
+  json.field("notice", gpuFallbackNotice(plan, probe));
+  json.endObject();
+}
+
 } // namespace
 
 void printPlanSummary(const Plan &plan, std::ostream &os) {
@@ -309,18 +519,22 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
                   std::to_string(uint64_t{s.first_op()} + s.op_count()) + ")"});
   }
 
-  os << "\nops (" << count(def.ops()) << ", " << totals.tasks << " tasks in total):\n";
-  const std::vector<Column> opColumns = {{4, true},  {9, false},  {11, false}, {5, true},
-                                         {8, true},  {6, false},  {10, false}, {7, false},
-                                         {7, false}, {12, false}, {0, false}};
+  os << "\nops (" << count(def.ops()) << ", " << totals.tasks
+     << " tasks in total; devices prefill/decode, cost sublayers):\n";
+  // Devices per stage: prefill/decode; cost: the cost model's sublayers the op computes.
+  const std::vector<Column> opColumns = {{4, true},  {9, false}, {11, false}, {5, true},
+                                         {8, true},  {7, false}, {6, false},  {10, false},
+                                         {7, false}, {7, false}, {12, false}, {0, false}};
   printRow(os, opColumns,
-           {"#", "kind", "fuses", "layer", "sublayer", "device", "inputs", "outputs", "weights",
-            "tasks x grain", "name"});
+           {"#", "kind", "fuses", "layer", "sublayer", "devices", "cost", "inputs", "outputs",
+            "weights", "tasks x grain", "name"});
   for (uint32_t i = 0; i < count(def.ops()); ++i) {
     const OpDef &op = *def.ops()->Get(i);
     printRow(os, opColumns,
              {std::to_string(i), EnumNameOpKindDef(op.kind()), fusedText(op), layerText(op.layer()),
-              layerText(op.sublayer()), EnumNameDeviceDef(op.device()), indexList(op.inputs()),
+              layerText(op.sublayer()),
+              std::string(deviceText(op.prefill_device())) + "/" + deviceText(op.device()),
+              costSublayersText(static_cast<uint8_t>(op.cost_sublayers())), indexList(op.inputs()),
               indexList(op.outputs()), indexList(op.weights()),
               std::to_string(op.task_count()) + " x " + std::to_string(op.task_grain()),
               str(op.name())});
@@ -344,17 +558,20 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
 
   os << "\ntensors (" << count(def.tensors()) << "):\n";
   const std::vector<Column> tensorColumns = {{4, true}, {5, false}, {8, false}, {16, false},
-                                             {7, true}, {12, true}, {0, false}};
-  printRow(os, tensorColumns, {"#", "dtype", "layout", "shape", "segment", "bytes", "name"});
+                                             {7, true}, {12, true}, {4, false}, {0, false}};
+  printRow(os, tensorColumns,
+           {"#", "dtype", "layout", "shape", "segment", "bytes", "tier", "name"});
   for (uint32_t i = 0; i < count(def.tensors()); ++i) {
     const TensorDef &t = *def.tensors()->Get(i);
     printRow(os, tensorColumns,
              {std::to_string(i), EnumNameDTypeDef(t.dtype()), EnumNameWeightLayoutDef(t.layout()),
               shapeText(t.shape()), std::to_string(t.segment()),
-              std::to_string(def.segments()->Get(t.segment())->size()), str(t.name())});
+              std::to_string(def.segments()->Get(t.segment())->size()), tierText(t.tier()),
+              str(t.name())});
   }
 
-  os << "\nkv cache: " << EnumNameDTypeDef(kv.dtype()) << ", " << kKvLayoutText << "\n";
+  os << "\nkv cache: " << EnumNameDTypeDef(kv.dtype()) << ", " << kKvLayoutText << ", in "
+     << tierText(kv.tier()) << "\n";
   os << "  dims: layers " << kv.layers() << ", slots " << kv.slots() << ", kv_heads "
      << kv.kv_heads() << ", max_seq " << kv.max_seq() << ", head_dim " << kv.head_dim() << "\n";
   os << "  strides (elements of " << dtypeBytes(kv.dtype()) << " bytes): pos " << kv.pos_stride()
@@ -371,6 +588,8 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
      << humanBytes(uint64_t{2} * kv.layers() * kv.kv_heads() *
                    kvRowBytes(kv.dtype(), kv.head_dim()))
      << " (K and V of every layer)\n";
+
+  printDevicePlan(plan, os);
 
   os << "\nmemory: "
      << humanBytes(totals.weightBytes + kv.arena_size() + def.activation_arena_size())
@@ -402,6 +621,7 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
   json.field("runtime_schema_version", versionText(kPlanSchemaVersion));
   json.field("producer", str(def.producer()));
   json.field("target", str(def.target()));
+  json.field("target_gpu", str(def.target_gpu()));
   json.field("file_size", uint64_t{plan.fileSize()});
   featureArray(json, "required_cpu_features", def.required_cpu_features());
   featureArray(json, "host_cpu_features", hostCpuFeatures());
@@ -455,6 +675,8 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
     json.field("layer", op.layer());
     json.field("sublayer", op.sublayer());
     json.field("device", EnumNameDeviceDef(op.device()));
+    json.field("prefill_device", EnumNameDeviceDef(op.prefill_device()));
+    json.field("cost_sublayers", costSublayersText(static_cast<uint8_t>(op.cost_sublayers())));
     json.indexArray("inputs", op.inputs());
     json.indexArray("outputs", op.outputs());
     json.indexArray("weights", op.weights());
@@ -500,6 +722,7 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
     json.endArray();
     json.field("segment", t.segment());
     json.field("size", def.segments()->Get(t.segment())->size());
+    json.field("tier", tierText(t.tier()));
     json.endObject();
   }
   json.endArray();
@@ -529,7 +752,10 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
   }
   json.field("bytes_per_position",
              uint64_t{2} * kv.layers() * kv.kv_heads() * kvRowBytes(kv.dtype(), kv.head_dim()));
+  json.field("tier", tierText(kv.tier()));
   json.endObject();
+
+  devicePlanJson(plan, json);
 
   json.key("segments");
   json.beginObject();

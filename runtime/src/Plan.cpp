@@ -3,6 +3,7 @@
 #include "hetc/runtime/Plan.h"
 
 #include "hetc/runtime/CpuFeatures.h"
+#include "hetc/runtime/Devices.h"
 
 #include "codegen/cpu/WeightLayout.h"
 
@@ -126,6 +127,8 @@ public:
       status = checkOps();
     if (status)
       status = checkSublayers();
+    if (status)
+      status = checkDevicePlan();
     // Last, because it reads every weight byte: cheap mistakes are reported without that wait.
     if (status)
       status = checkChecksums();
@@ -728,6 +731,186 @@ private:
       if (i < sub->first_op() || i - sub->first_op() >= sub->op_count())
         return fail(opText(i), " names sublayer ", s, " but lies outside its ops [",
                     sub->first_op(), ", ", uint64_t{sub->first_op()} + sub->op_count(), ")");
+    }
+    return Status();
+  }
+
+  bool targetHasGpu() const { return def_.target_gpu() && def_.target_gpu()->size() > 0; }
+  std::string targetText() const {
+    return concat("the plan's target ", quoted(def_.target()), " has no GPU");
+  }
+
+  Status checkTier(TierDef tier, const std::string &what) const {
+    if (!inRange(tier))
+      return fail(what, " has unknown tier ", static_cast<int>(tier));
+    if (tier == TierDef::GPU && !targetHasGpu())
+      return fail(what, " is kept in GPU memory but ", targetText());
+    return Status();
+  }
+
+  Status checkPolicy(uint8_t policy, const std::string &what) const {
+    if (policy & ~kAllCostSublayers)
+      return fail(what, " has policy bits 0x", std::hex, unsigned{policy}, std::dec,
+                  " beyond the 6 sublayers");
+    if (policy != kAllCostSublayers && !targetHasGpu())
+      return fail(what, " runs sublayers on the GPU (policy ", policyText(policy), ") but ",
+                  targetText());
+    return Status();
+  }
+
+  // The device plan (schema 1.4): tiers, each op's devices and cost sublayers, sublayer devices,
+  // and the stage plans the op devices must follow.
+  Status checkDevicePlan() {
+    for (uint32_t i = 0; i < def_.tensors()->size(); ++i)
+      if (Status s = checkTier(def_.tensors()->Get(i)->tier(), tensorText(i)); !s)
+        return s;
+    if (Status s = checkTier(def_.kv_cache()->tier(), "kv_cache"); !s)
+      return s;
+    if (Status s = checkTier(def_.activation_tier(), "the activation arena"); !s)
+      return s;
+
+    const auto &ops = *def_.ops();
+    for (uint32_t i = 0; i < ops.size(); ++i) {
+      const OpDef *op = ops.Get(i);
+      if (!inRange(op->prefill_device()))
+        return fail(opText(i), " has unknown prefill device ",
+                    static_cast<int>(op->prefill_device()));
+      const uint8_t sublayers = static_cast<uint8_t>(op->cost_sublayers());
+      if (sublayers & ~kAllCostSublayers)
+        return fail(opText(i), " names cost sublayer bits 0x", std::hex, unsigned{sublayers},
+                    std::dec, " beyond the 6 sublayers");
+      if (op->layer() < 0 && sublayers != 0)
+        return fail(opText(i), " lies outside the decoder layers but names cost sublayers ",
+                    costSublayersText(sublayers));
+      if (!targetHasGpu())
+        for (const auto &[stage, device] : {std::make_pair("decode", op->device()),
+                                            std::make_pair("prefill", op->prefill_device())})
+          if (device == DeviceDef::GPU)
+            return fail(opText(i), " runs on the GPU in ", stage, " but ", targetText());
+    }
+
+    // A sublayer is on the GPU exactly when one of its ops runs there in decode.
+    for (uint32_t s = 0; s < count(def_.sublayers()); ++s) {
+      const SublayerDef *sub = def_.sublayers()->Get(s);
+      int32_t gpuOp = -1;
+      for (uint32_t i = sub->first_op(); i < sub->first_op() + sub->op_count() && gpuOp < 0; ++i)
+        if (ops.Get(i)->device() == DeviceDef::GPU)
+          gpuOp = static_cast<int32_t>(i);
+      if (sub->device() == DeviceDef::CPU && gpuOp >= 0)
+        return fail("sublayer ", s, " is on the CPU but its ", opText(static_cast<uint32_t>(gpuOp)),
+                    " runs on the GPU in decode");
+      if (sub->device() == DeviceDef::GPU && gpuOp < 0)
+        return fail("sublayer ", s, " is on the GPU but none of its ops runs there in decode");
+    }
+
+    bool seen[2] = {false, false};
+    for (uint32_t k = 0; k < count(def_.stages()); ++k)
+      if (Status s = checkStage(*def_.stages()->Get(k), seen); !s)
+        return s;
+    return Status();
+  }
+
+  Status checkStage(const StagePlanDef &stage, bool (&seen)[2]) const {
+    if (!inRange(stage.stage()))
+      return fail("a stage plan has unknown stage ", static_cast<int>(stage.stage()));
+    const std::string name = concat("stage ", EnumNameStageDef(stage.stage()));
+    bool &already = seen[static_cast<int>(stage.stage())];
+    if (already)
+      return fail("the plan has two ", name, " plans");
+    already = true;
+    const BoundsDef &bounds = *def_.bounds();
+    if (stage.batch() == 0 || stage.len() == 0)
+      return fail(name, " point B=", stage.batch(), ", L=", stage.len(), " is empty");
+    if (stage.batch() > bounds.max_batch() || stage.len() > bounds.max_seq())
+      return fail(name, " point B=", stage.batch(), ", L=", stage.len(),
+                  " lies beyond bounds max_batch ", bounds.max_batch(), ", max_seq ",
+                  bounds.max_seq());
+    if (!std::isfinite(stage.predicted_seconds()) || stage.predicted_seconds() < 0)
+      return fail(name, " predicted_seconds ", stage.predicted_seconds(),
+                  " is not a finite non-negative number");
+
+    // Groups: the layers in order, each once.
+    const uint32_t groupCount = count(stage.groups());
+    if (groupCount == 0)
+      return fail(name, " has no layer groups");
+    uint64_t nextLayer = 0;
+    for (uint32_t g = 0; g < groupCount; ++g) {
+      const LayerGroupDef *group = stage.groups()->Get(g);
+      const std::string what = concat(name, " group ", g, " (", quoted(group->name()), ")");
+      if (group->first_layer() != nextLayer || group->layer_count() == 0)
+        return fail(what, " holds layers [", group->first_layer(), ", ",
+                    uint64_t{group->first_layer()} + group->layer_count(),
+                    ") but the groups before it end at layer ", nextLayer,
+                    "; groups hold every layer once, in order");
+      nextLayer += group->layer_count();
+      if (!std::isfinite(group->layer_seconds()) || group->layer_seconds() < 0)
+        return fail(what, " layer_seconds ", group->layer_seconds(),
+                    " is not a finite non-negative number");
+      if (Status s = checkPolicy(static_cast<uint8_t>(group->policy()), what); !s)
+        return s;
+    }
+    if (nextLayer != def_.model()->layers())
+      return fail(name, " groups hold layers [0, ", nextLayer, ") but the model has ",
+                  def_.model()->layers());
+
+    // The policy table: rows by increasing length, each covering batches 1..max_batch.
+    const uint32_t rowCount = count(stage.policy_table());
+    if (rowCount == 0)
+      return fail(name, " has an empty policy table");
+    uint64_t previousLen = 0;
+    for (uint32_t r = 0; r < rowCount; ++r) {
+      const PolicyRowDef *row = stage.policy_table()->Get(r);
+      const std::string rowName = concat(name, " policy table row ", r, " (len ", row->len(), ")");
+      if (row->len() <= previousLen)
+        return fail(rowName, " does not follow len ", previousLen,
+                    "; lengths start at 1 and increase");
+      previousLen = row->len();
+      uint64_t nextBatch = 1;
+      for (uint32_t k = 0; k < count(row->ranges()); ++k) {
+        const PolicyRangeDef *range = row->ranges()->Get(k);
+        if (range->first_batch() != nextBatch || range->last_batch() < range->first_batch())
+          return fail(rowName, " range ", k, " covers batches ", range->first_batch(), "-",
+                      range->last_batch(), " where batch ", nextBatch, " comes next");
+        nextBatch = range->last_batch() + 1;
+        const uint32_t policies = range->policies() ? range->policies()->size() : 0;
+        if (policies != groupCount)
+          return fail(rowName, " range ", k, " has ", policies, " policies for ", groupCount,
+                      " layer groups");
+        for (uint32_t g = 0; g < policies; ++g)
+          if (Status s = checkPolicy(static_cast<uint8_t>(range->policies()->Get(g)),
+                                     concat(rowName, " range ", k));
+              !s)
+            return s;
+      }
+      if (nextBatch != uint64_t{bounds.max_batch()} + 1)
+        return fail(rowName, " covers batches up to ", nextBatch - 1, " but bounds max_batch is ",
+                    bounds.max_batch());
+    }
+
+    // Every op of a layer runs where its group's policy puts the first sublayer it computes.
+    const bool decode = stage.stage() == StageDef::Decode;
+    for (uint32_t i = 0; i < def_.ops()->size(); ++i) {
+      const OpDef *op = def_.ops()->Get(i);
+      if (op->layer() < 0)
+        continue;
+      const uint8_t sublayers = static_cast<uint8_t>(op->cost_sublayers());
+      if (sublayers == 0)
+        return fail(opText(i), " in layer ", op->layer(),
+                    " names no cost sublayer, so the stage plans cannot place it");
+      uint32_t g = 0;
+      while (g + 1 < groupCount &&
+             uint64_t(op->layer()) >= stage.groups()->Get(g + 1)->first_layer())
+        ++g;
+      const LayerGroupDef *group = stage.groups()->Get(g);
+      const uint8_t policy = static_cast<uint8_t>(group->policy());
+      const unsigned first = firstCostSublayer(sublayers);
+      const DeviceDef expected = (policy >> first & 1) ? DeviceDef::CPU : DeviceDef::GPU;
+      const DeviceDef device = decode ? op->device() : op->prefill_device();
+      if (device != expected)
+        return fail(opText(i), " runs on the ", EnumNameDeviceDef(device), " in ",
+                    EnumNameStageDef(stage.stage()), " but its layer group ", g, " (",
+                    quoted(group->name()), ") runs ", costSublayerName(first), " on the ",
+                    EnumNameDeviceDef(expected), " (policy ", policyText(policy), ")");
     }
     return Status();
   }

@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -168,8 +172,72 @@ TEST(Target, UnknownNameListsTheKnownOnes) {
       << found.message();
 }
 
+// Points XDG_CACHE_HOME (where hetc calibrate writes the target 'host') at a directory of the
+// test's own for the test's duration.
+class CacheHome {
+public:
+  explicit CacheHome(const std::string &name) : path_(::testing::TempDir() + name) {
+    if (const char *old = std::getenv("XDG_CACHE_HOME"))
+      old_ = old;
+    std::filesystem::remove_all(path_);
+    ::setenv("XDG_CACHE_HOME", path_.c_str(), 1);
+  }
+  ~CacheHome() {
+    std::filesystem::remove_all(path_);
+    if (old_)
+      ::setenv("XDG_CACHE_HOME", old_->c_str(), 1);
+    else
+      ::unsetenv("XDG_CACHE_HOME");
+  }
+  const std::string &path() const { return path_; }
+
+private:
+  std::string path_;
+  std::optional<std::string> old_;
+};
+
+TEST(Target, DdrOrganisationIsOptionalButCheckedWhenGiven) {
+  Json target = validTarget();
+  target["ddr"].erase("channels");
+  target["ddr"].erase("mts");
+  Result<Target> parsed = parseTarget(target.dump(), "t.json");
+  ASSERT_TRUE(parsed) << parsed.message();
+  EXPECT_EQ(parsed->ddr.channels, 0u);
+  EXPECT_EQ(parsed->ddr.mts, 0u);
+  EXPECT_DOUBLE_EQ(parsed->ddr.readGbs, 60.0);
+  target["ddr"]["channels"] = figure(0);
+  EXPECT_EQ(parseTarget(target.dump(), "t.json").message(),
+            "t.json: ddr.channels.value: 0 is out of range [1, 1024]");
+}
+
+// "host" is this machine as hetc calibrate measured it, read from the user's cache.
+TEST(Target, HostIsTheCalibratedFile) {
+  CacheHome cache("hetc-cache-host");
+  const std::string path = cache.path() + "/hetc/host.json";
+  EXPECT_EQ(calibratedHostTargetPath(), path);
+  EXPECT_EQ(findTarget("host").message(),
+            "target 'host' has not been measured: run hetc calibrate first (it writes " + path +
+                ")");
+  Json host = validTarget();
+  host["name"] = "host";
+  host.erase("gpu");
+  host.erase("pcie");
+  std::filesystem::create_directories(cache.path() + "/hetc");
+  std::ofstream(path) << host.dump();
+  Result<Target> found = findTarget("host");
+  ASSERT_TRUE(found) << found.message();
+  EXPECT_EQ(found->path, path);
+  EXPECT_FALSE(found->hasGpu());
+  Result<std::vector<Target>> targets = listTargets();
+  ASSERT_TRUE(targets) << targets.message();
+  EXPECT_EQ(std::count_if(targets->begin(), targets->end(),
+                          [](const Target &t) { return t.name == "host"; }),
+            1);
+}
+
 // The shipped targets load, and their headline figures are the papers'.
 TEST(Target, ShippedTargetsCarryThePublishedFigures) {
+  CacheHome cache("hetc-cache-empty"); // no calibrated host among them
   Result<std::vector<Target>> targets = listTargets();
   ASSERT_TRUE(targets) << targets.message();
   std::set<std::string> names;

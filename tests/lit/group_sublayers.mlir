@@ -3,8 +3,8 @@
 
 // The tiny model: two layers of an attention and a feed-forward sublayer each.
 // TINY: module attributes {hetc.model = {head_dim = 16 : i64, heads = 4 : i64, hidden = 64 : i64, intermediate = 176 : i64, kv_heads = 2 : i64, layers = 2 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 256 : i64}}
-// The embedding, the final norm and lm_head are outside the layers: a device, no layer.
-// TINY: hetc.embedding %{{.*}}, %{{.*}} {hetc.device = "cpu"} :
+// The embedding, the final norm and lm_head are outside the layers: no layer, no sublayer.
+// TINY: hetc.embedding %{{.*}}, %{{.*}} :
 // TINY: hetc.rms_norm {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
 // TINY-COUNT-3: hetc.linear {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
 // TINY-COUNT-2: hetc.rope {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
@@ -17,16 +17,16 @@
 // TINY: hetc.linear {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
 // TINY: hetc.add {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
 // TINY: hetc.rms_norm {{.*}}hetc.layer = 1 : i64, hetc.sublayer = {index = 2 : i64, kind = "attention"}
-// TINY: hetc.attention {{.*}}hetc.device = "cpu", hetc.layer = 1 : i64, hetc.sublayer = {index = 2 : i64, kind = "attention"}
+// TINY: hetc.attention {{.*}}hetc.layer = 1 : i64, hetc.sublayer = {index = 2 : i64, kind = "attention"}
 // TINY: hetc.add {{.*}}hetc.layer = 1 : i64, hetc.sublayer = {index = 2 : i64, kind = "attention"}
 // TINY: hetc.swiglu {{.*}}hetc.layer = 1 : i64, hetc.sublayer = {index = 3 : i64, kind = "feed_forward"}
 // TINY: hetc.add {{.*}}hetc.layer = 1 : i64, hetc.sublayer = {index = 3 : i64, kind = "feed_forward"}
-// TINY: hetc.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32, hetc.device = "cpu"} :
-// TINY: hetc.lm_head %{{.*}}, %{{.*}} {hetc.device = "cpu"} :
+// TINY: hetc.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32} :
+// TINY: hetc.lm_head %{{.*}}, %{{.*}} :
 
 // Grouping follows the dataflow, not names or op order (see Inputs/small_tied.mlir), and sees
 // that lm_head reads the embedding table transposed.
 // CHECK: hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = true, vocab = 16 : i64}
 // CHECK-COUNT-9: {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
 // CHECK-COUNT-6: {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
-// CHECK: hetc.lm_head %{{.*}}, %{{.*}} {hetc.device = "cpu"}
+// CHECK: hetc.lm_head %{{.*}}, %{{.*}} :

@@ -81,7 +81,7 @@
 // CHECK: hetc.add {{.*}}hetc.buffers_in = array<i64: [[H1]], [[D]]>, hetc.buffers_out = array<i64: [[H0]]>{{.*}}hetc.layer = 1
 
 // lm_head writes the logits buffer (index 9), one row per sequence.
-// CHECK: hetc.rms_norm {{.*}}hetc.buffers_in = array<i64: [[H0]]>, hetc.buffers_out = array<i64: [[NF:[0-9]+]]>, hetc.device = "cpu"}
+// CHECK: hetc.rms_norm {{.*}}hetc.buffers_in = array<i64: [[H0]]>, hetc.buffers_out = array<i64: [[NF:[0-9]+]]>}
 // CHECK: hetc.lm_head {{.*}}hetc.buffers_in = array<i64: [[NF]]>, hetc.buffers_out = array<i64: 9>
 
 // Other bounds: rows follow max-step-tokens and max-batch; the KV strides follow max-seq.

@@ -508,6 +508,83 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
   return tiny;
 }
 
+// The cost model's sublayers (CostSublayerBits) a tiny-plan op computes, from its name; none
+// outside the layers.
+inline uint8_t tinyCostSublayers(const plan::OpDefT &op) {
+  using Bits = plan::CostSublayerBits;
+  auto has = [&](const char *part) { return op.name.find(part) != std::string::npos; };
+  auto bits = [](Bits b) { return static_cast<uint8_t>(b); };
+  if (op.layer < 0)
+    return 0;
+  if (op.kind == plan::OpKindDef::Attention)
+    return bits(Bits::QK) | bits(Bits::SV);
+  if (has("o_proj") || has("attn_residual"))
+    return bits(Bits::OUT);
+  if (has("down_proj") || has("mlp_residual"))
+    return bits(Bits::FC2);
+  if (has("post_attention_layernorm") || has("mlp."))
+    return bits(Bits::FC1);
+  return bits(Bits::QKV); // the input norm, q, k, v and RoPE
+}
+
+// Gives the tiny plan the device plan hetc-assign-devices records for a target with a GPU: one
+// "gpu-resident" group of every layer running `decodePolicy` in decode and `prefillPolicy` in
+// prefill (CPU bits, LIA's p_i = 1 on the CPU), each op on its first sublayer's device, the
+// layers' weights kept in GPU memory, and one-row policy tables.
+inline void addDevicePlan(TinyPlan &tiny, uint8_t decodePolicy, uint8_t prefillPolicy) {
+  using namespace plan;
+  PlanDefT &def = tiny.def;
+  def.target = "spr-h100";
+  def.target_gpu = "NVIDIA H100 80GB PCIe";
+  def.tier_reason = "weights, KV cache and activations in DDR; all layers resident";
+  for (auto &tensor : def.tensors)
+    if (tensor->name.rfind("model.layers.", 0) == 0)
+      tensor->tier = TierDef::GPU;
+  auto deviceOf = [](uint8_t policy, uint8_t sublayers) {
+    const unsigned first = static_cast<unsigned>(__builtin_ctz(sublayers));
+    return (policy >> first & 1) ? DeviceDef::CPU : DeviceDef::GPU;
+  };
+  for (auto &op : def.ops) {
+    const uint8_t sublayers = tinyCostSublayers(*op);
+    op->cost_sublayers = static_cast<CostSublayerBits>(sublayers);
+    if (sublayers) {
+      op->device = deviceOf(decodePolicy, sublayers);
+      op->prefill_device = deviceOf(prefillPolicy, sublayers);
+    }
+  }
+  for (auto &sublayer : def.sublayers)
+    for (uint32_t i = sublayer->first_op; i < sublayer->first_op + sublayer->op_count; ++i)
+      if (def.ops[i]->device == DeviceDef::GPU)
+        sublayer->device = DeviceDef::GPU;
+  for (const auto &[stage, policy, batch, len] :
+       {std::make_tuple(StageDef::Prefill, prefillPolicy, uint64_t{1}, uint64_t{8}),
+        std::make_tuple(StageDef::Decode, decodePolicy, uint64_t{def.bounds->max_batch},
+                        def.bounds->max_seq)}) {
+    auto plan = std::make_unique<StagePlanDefT>();
+    plan->stage = stage;
+    plan->batch = batch;
+    plan->len = std::min(len, def.bounds->max_seq);
+    plan->predicted_seconds = 1e-6;
+    plan->reason = std::string(EnumNameStageDef(stage)) + " on spr-h100";
+    auto group = std::make_unique<LayerGroupDefT>();
+    group->name = "gpu-resident";
+    group->first_layer = 0;
+    group->layer_count = def.model->layers;
+    group->policy = static_cast<CostSublayerBits>(policy);
+    group->layer_seconds = 1e-6 / def.model->layers;
+    plan->groups.push_back(std::move(group));
+    auto range = std::make_unique<PolicyRangeDefT>();
+    range->first_batch = 1;
+    range->last_batch = def.bounds->max_batch;
+    range->policies = {static_cast<CostSublayerBits>(policy)};
+    auto row = std::make_unique<PolicyRowDefT>();
+    row->len = 1;
+    row->ranges.push_back(std::move(range));
+    plan->policy_table.push_back(std::move(row));
+    def.stages.push_back(std::move(plan));
+  }
+}
+
 // A fresh directory under the test temporary directory, removed with everything in it.
 class ScratchDir {
 public:

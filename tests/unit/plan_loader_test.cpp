@@ -218,6 +218,22 @@ TEST_F(PlanLoaderTest, ShapeVariantsLoad) {
     EXPECT_EQ(loadErrorAfter([](TinyPlan &) {}, shapes[i]), "") << "shape " << i;
 }
 
+// A device plan as hetc-assign-devices writes one, for every layer count and policy mix.
+TEST_F(PlanLoaderTest, DevicePlansLoad) {
+  for (uint32_t layers : {1u, 3u})
+    for (const auto &[decode, prefill] : {std::make_pair(0x06, 0x00), std::make_pair(0x3f, 0x3f),
+                                          std::make_pair(0x00, 0x3f), std::make_pair(0x02, 0x04)}) {
+      TinyPlanShape shape;
+      shape.layers = layers;
+      const std::string error = loadErrorAfter(
+          [&, decode = decode, prefill = prefill](TinyPlan &t) {
+            test::addDevicePlan(t, static_cast<uint8_t>(decode), static_cast<uint8_t>(prefill));
+          },
+          shape);
+      EXPECT_EQ(error, "") << layers << " layers, policies " << decode << ", " << prefill;
+    }
+}
+
 TEST_F(PlanLoaderTest, TiedEmbeddingsShareOneSegment) {
   TinyPlanShape shape;
   shape.tied_embeddings = true;
@@ -568,6 +584,145 @@ std::vector<Mistake> mistakes() {
          opNamed(t, "lm_head").params.Set(LinearParamsDefT());
        },
        {"no LmHead"}},
+      // The device plan (1.4). A host plan has no GPU to put anything on.
+      {"UnknownTensorTier",
+       [](TinyPlan &t) { t.def.tensors[0]->tier = static_cast<TierDef>(7); },
+       {"tensor 0", "unknown tier 7"}},
+      {"TensorOnGpuOfAHostPlan",
+       [](TinyPlan &t) { t.def.tensors[2]->tier = TierDef::GPU; },
+       {"tensor 2", "kept in GPU memory", "target 'host' has no GPU"}},
+      {"KvCacheOnGpuOfAHostPlan",
+       [](TinyPlan &t) { t.def.kv_cache->tier = TierDef::GPU; },
+       {"kv_cache is kept in GPU memory", "no GPU"}},
+      {"UnknownActivationTier",
+       [](TinyPlan &t) { t.def.activation_tier = static_cast<TierDef>(3); },
+       {"activation arena has unknown tier 3"}},
+      {"OpOnGpuOfAHostPlan",
+       [](TinyPlan &t) { opNamed(t, kQProj).device = DeviceDef::GPU; },
+       {"(Linear '" + kQProj + "')", "runs on the GPU in decode", "target 'host' has no GPU"}},
+      {"UnknownPrefillDevice",
+       [](TinyPlan &t) { opNamed(t, kQProj).prefill_device = static_cast<DeviceDef>(5); },
+       {"unknown prefill device 5"}},
+      {"CostSublayersOutsideTheLayers",
+       [](TinyPlan &t) { opNamed(t, "lm_head").cost_sublayers = CostSublayerBits::FC2; },
+       {"(LmHead 'lm_head')", "outside the decoder layers", "cost sublayers fc2"}},
+      {"UnknownCostSublayerBits",
+       [](TinyPlan &t) { opNamed(t, kQProj).cost_sublayers = static_cast<CostSublayerBits>(64); },
+       {"cost sublayer bits 0x40"}},
+      {"SublayerOnCpuWithAnOpOnGpu",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.sublayers[0]->device = DeviceDef::CPU;
+       },
+       {"sublayer 0 is on the CPU", "runs on the GPU in decode"}},
+      {"SublayerOnGpuWithoutOne",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x3f, 0);
+         t.def.sublayers[1]->device = DeviceDef::GPU;
+       },
+       {"sublayer 1 is on the GPU but none of its ops runs there in decode"}},
+      {"OpAgainstItsGroupsPolicy",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         opNamed(t, kQProj).device = DeviceDef::CPU;
+       },
+       {"(Linear '" + kQProj + "') runs on the CPU in Decode",
+        "layer group 0 ('gpu-resident') runs qkv on the GPU (policy (0,1,1,0,0,0))"}},
+      {"AttentionAgainstItsPrefillPolicy",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         opNamed(t, "model.layers.0.self_attn").prefill_device = DeviceDef::CPU;
+       },
+       {"runs on the CPU in Prefill", "runs qk on the GPU (policy (0,0,0,0,0,0))"}},
+      {"OpInALayerWithoutCostSublayer",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         opNamed(t, kQProj).cost_sublayers = CostSublayerBits::NONE;
+       },
+       {"in layer 0 names no cost sublayer"}},
+      {"GpuPlanOfATargetWithoutGpu",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x3f, 0x3f);
+         t.def.target_gpu.clear();
+         for (auto &tensor : t.def.tensors)
+           tensor->tier = TierDef::DDR;
+         t.def.stages[1]->groups[0]->policy = CostSublayerBits::NONE;
+       },
+       {"stage Decode group 0 ('gpu-resident') runs sublayers on the GPU", "has no GPU"}},
+      {"GroupsMissALayer",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[1]->groups[0]->layer_count = 2;
+       },
+       {"stage Decode groups hold layers [0, 2) but the model has 1"}},
+      {"GroupsOutOfOrder",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[0]->groups[0]->first_layer = 1;
+       },
+       {"stage Prefill group 0 ('gpu-resident') holds layers [1, 2)", "end at layer 0"}},
+      {"PolicyBeyondSixSublayers",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[1]->groups[0]->policy = static_cast<CostSublayerBits>(0x86);
+       },
+       {"policy bits 0x86 beyond the 6 sublayers"}},
+      {"PolicyTableBatchGap",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[1]->policy_table[0]->ranges[0]->last_batch = 1;
+       },
+       {"stage Decode policy table row 0 (len 1) covers batches up to 1", "bounds max_batch is 2"}},
+      {"PolicyTableRangeStartsLate",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[1]->policy_table[0]->ranges[0]->first_batch = 2;
+       },
+       {"range 0 covers batches 2-2 where batch 1 comes next"}},
+      {"PolicyTableLengthsRepeat",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         auto &rows = t.def.stages[1]->policy_table;
+         auto copy = std::make_unique<PolicyRowDefT>(*rows[0]);
+         rows.push_back(std::move(copy));
+       },
+       {"row 1 (len 1) does not follow len 1"}},
+      {"PolicyTableWithoutAGroupsPolicy",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[1]->policy_table[0]->ranges[0]->policies.clear();
+       },
+       {"has 0 policies for 1 layer groups"}},
+      {"EmptyPolicyTable",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[0]->policy_table.clear();
+       },
+       {"stage Prefill has an empty policy table"}},
+      {"StageTwice",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[1]->stage = StageDef::Prefill;
+       },
+       {"two stage Prefill plans"}},
+      {"UnknownStage",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[0]->stage = static_cast<StageDef>(9);
+       },
+       {"unknown stage 9"}},
+      {"StagePointBeyondTheBounds",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[1]->batch = 3;
+       },
+       {"stage Decode point B=3, L=32 lies beyond bounds max_batch 2, max_seq 32"}},
+      {"PredictionNotANumber",
+       [](TinyPlan &t) {
+         test::addDevicePlan(t, 0x06, 0);
+         t.def.stages[1]->predicted_seconds = std::nan("");
+       },
+       {"stage Decode predicted_seconds", "not a finite non-negative number"}},
   };
 }
 
@@ -703,6 +858,10 @@ void PlanLoaderTest::checkRandomFieldValues(plan::DTypeDef kvDtype) {
       [&](Def &d) { nudge(pick(d.ops).sublayer); },
       [&](Def &d) { nudge(pick(d.ops).kind); },
       [&](Def &d) { nudge(pick(d.ops).device); },
+      [&](Def &d) { nudge(pick(d.ops).prefill_device); },
+      [&](Def &d) { nudge(pick(d.ops).cost_sublayers); },
+      [&](Def &d) { nudge(pick(d.tensors).tier); },
+      [&](Def &d) { nudge(d.kv_cache->tier); },
       [&](Def &d) {
         auto &op = pick(d.ops);
         if (!op.inputs.empty())
@@ -926,6 +1085,41 @@ TEST_F(PlanLoaderTest, InspectShowsWhatWasDecided) {
   }
   EXPECT_EQ(depth, 0);
   EXPECT_FALSE(inString);
+}
+
+TEST_F(PlanLoaderTest, InspectShowsTheDevicePlan) {
+  TinyPlan tiny = buildTinyPlan();
+  test::addDevicePlan(tiny, 0x06, 0x00);
+  writeAndRead(tiny);
+  auto loaded = Plan::load(path_);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+
+  std::ostringstream text;
+  printPlanSummary(**loaded, text);
+  for (const std::string &expected :
+       {std::string("devices: target 'spr-h100' (GPU NVIDIA H100 80GB PCIe)"),
+        std::string("Prefill  0       gpu-resident  (0,0,0,0,0,0)  GPU  GPU  GPU  GPU  GPU  GPU"),
+        std::string("Decode   0       gpu-resident  (0,1,1,0,0,0)  GPU  CPU  CPU  GPU  GPU  GPU"),
+        std::string("Decode: Decode on spr-h100"),
+        std::string("memory tiers: weights 9 in GPU, 4 in DDR; KV cache DDR; activations DDR"),
+        std::string("why: weights, KV cache and activations in DDR; all layers resident"),
+        std::string("policy table, Decode"), std::string("len        1: B 1-2 (0,1,1,0,0,0)"),
+        std::string("outside the layers (prefill/decode): Embedding CPU/CPU, RmsNorm CPU/CPU, "
+                    "LmHead CPU/CPU"),
+        std::string("GPU/CPU qk+sv"), std::string("GPU/GPU qkv"), std::string("on this host: ")})
+    EXPECT_THAT(text.str(), HasSubstr(expected));
+
+  std::ostringstream json;
+  printPlanJson(**loaded, json);
+  for (const std::string &expected :
+       {std::string(R"("target":"spr-h100","target_gpu":"NVIDIA H100 80GB PCIe")"),
+        std::string(R"("device":"CPU","prefill_device":"GPU","cost_sublayers":"qk+sv")"),
+        std::string(R"("tier":"GPU")"), std::string(R"("stages":[{"stage":"Prefill")"),
+        std::string(R"("policy":[0,1,1,0,0,0],"devices":{"qkv":"GPU","qk":"CPU","sv":"CPU")"),
+        std::string(R"("policy_table":[{"len":1,"ranges":[{"first_batch":1,"last_batch":2,)"
+                    R"("policies":[[0,1,1,0,0,0]]}]}])"),
+        std::string(R"("host_gpu":{"present":)"), std::string(R"("notice":")")})
+    EXPECT_THAT(json.str(), HasSubstr(expected));
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 #include "TorchReference.h"
 
 #include "hetc/runtime/DecodeBenchmark.h"
+#include "hetc/runtime/Devices.h"
 #include "hetc/runtime/Engine.h"
 #include "hetc/runtime/HostMemory.h"
 #include "hetc/runtime/LatencyModel.h"
@@ -192,6 +193,24 @@ Json pointJson(const BenchArguments &args, const DecodeBenchReport &r) {
 }
 
 // What the whole run shares: the plan, its kernels and bounds, the threads.
+// Where the plan puts its ops on its target, and where they ran: here, always the CPU.
+Json devicesJson(const Plan &plan) {
+  const GpuProbe probe = probeGpu();
+  const PlanDevices devices = countPlanDevices(plan);
+  return Json{{"target", devices.target},
+              {"target_gpu", devices.gpu},
+              {"ops", devices.ops},
+              {"gpu_ops_decode", devices.decode.gpuOps},
+              {"gpu_ops_prefill", devices.prefill.gpuOps},
+              {"gpu_sublayers_decode", devices.decode.gpuSublayers},
+              {"gpu_sublayers_prefill", devices.prefill.gpuSublayers},
+              {"sublayers", devices.decode.sublayers},
+              {"ran_on", "cpu"},
+              {"host_gpu_present", probe.present()},
+              {"host_gpu", probe.describe()},
+              {"description", describePlanDevices(plan, probe)}};
+}
+
 void addRunJson(Json &j, const Engine &engine, const DecodeBenchReport &r) {
   Json kernels = Json::array();
   for (const KernelUse &use : r.kernels)
@@ -204,6 +223,7 @@ void addRunJson(Json &j, const Engine &engine, const DecodeBenchReport &r) {
                  {"max_step_tokens", engine.maxStepTokens()}};
   j["threads"] = r.threads;
   j["pinned_threads"] = r.pinnedThreads;
+  j["devices"] = devicesJson(engine.plan());
 }
 
 std::string splitText(const DecodeTimeSplit &s) {
@@ -248,6 +268,7 @@ void printPointText(const BenchArguments &args, const Engine &engine, const Deco
               static_cast<unsigned long long>(engine.maxSeq()), engine.maxStepTokens()));
   line("weights", joined(weightDtypes(engine.plan())) + "; KV cache " + kvDtype(engine.plan()));
   line("threads", format("%u (%u pinned)", r.threads, r.pinnedThreads));
+  line("devices", describePlanDevices(engine.plan(), probeGpu()));
   line("fill", format("%llu positions x %u %s: ", static_cast<unsigned long long>(r.context),
                       r.batch, seqs) +
                    describeFill(r) + format(", %.2f s", r.fillSeconds));
@@ -424,6 +445,7 @@ Json sweepJson(const BenchArguments &args, const Engine &engine,
                const TorchReference *torch) {
   Json j;
   j["plan"] = args.planPath;
+  j["devices"] = devicesJson(engine.plan());
   j["gen"] = args.gen;
   j["fill"] = args.fill;
   j["fill_descriptions"] = {{"prefill", "prefill computed"}, {"synthetic", kSyntheticNote}};
@@ -498,6 +520,7 @@ void printSweepText(const BenchArguments &args, const Engine &engine,
                            first.threads, first.pinnedThreads);
   out += "  weights " + joined(weightDtypes(engine.plan())) + "; KV cache " +
          kvDtype(engine.plan()) + "\n";
+  out += "  devices: " + describePlanDevices(engine.plan(), probeGpu()) + "\n";
   out += format("  read bandwidth measured around each point: %.2f .. %.2f GB/s (median %.2f); "
                 "each point's fractions use its own\n",
                 bw.min, bw.max, bw.median);
@@ -743,6 +766,9 @@ int benchCommand(const BenchArguments &args) {
   if (!created)
     fail(created.message());
   Engine &engine = *created.value();
+  // Once, before any measurement: a plan for a GPU target is measured on the CPU here.
+  if (const std::string notice = gpuFallbackNotice(*plan, probeGpu()); !notice.empty())
+    std::cerr << notice << '\n';
 
   const int status = isSweep ? sweep(args, engine) : singlePoint(args, engine);
   std::cout.flush();

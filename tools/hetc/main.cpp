@@ -1,10 +1,12 @@
 // hetc: compile an ONNX model into a plan, run a plan, benchmark it, show what a plan holds, and
-// (with the compiler) plan a model's devices on a target without its weights.
+// (with the compiler) plan a model's devices on a target without its weights and measure this
+// machine as a target.
 //
 // Output contract: `run` prints one line per prompt with the generated ids and nothing else on
 // stdout (with --session or --arrive-at-step too); details go to stderr with --verbose. Every
 // failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
+#include "hetc/runtime/Devices.h"
 #include "hetc/runtime/ElasticBatch.h"
 #include "hetc/runtime/Engine.h"
 #include "hetc/runtime/Generate.h"
@@ -13,6 +15,7 @@
 #include "hetc/runtime/Session.h"
 
 #ifdef HETC_WITH_COMPILER
+#include "CalibrateCommand.h"
 #include "PlanCommand.h"
 #include "hetc/compiler/Compile.h"
 #endif
@@ -333,7 +336,12 @@ int runCommand(const RunArguments &args) {
   if (!created)
     fail(created.message());
   hetc::Engine &engine = *created.value();
+  // A plan for a GPU target runs here on the CPU: said once, verbose or not.
+  const hetc::GpuProbe gpu = hetc::probeGpu();
+  if (const std::string notice = hetc::gpuFallbackNotice(*plan, gpu); !notice.empty())
+    std::fprintf(stderr, "%s\n", notice.c_str());
   if (args.verbose) {
+    std::fprintf(stderr, "hetc: devices: %s\n", hetc::describePlanDevices(*plan, gpu).c_str());
     std::fprintf(stderr,
                  "hetc: plan %s: %zu ops, vocab %u, max-batch %u, max-seq %llu, "
                  "max-step-tokens %u\n",
@@ -415,6 +423,7 @@ struct CompileArguments {
   uint32_t maxStepTokens = 512;
   std::string weights = "bf16";
   std::string kv; // empty: as the weights
+  bool noResident = false;
   bool verbose = false;
 };
 
@@ -424,6 +433,7 @@ int compileCommand(const CompileArguments &args) {
   options.onnxPath = args.onnxPath;
   options.outputPath = args.outputPath;
   options.target = args.target;
+  options.residentLayers = !args.noResident;
   options.maxBatch = args.maxBatch;
   if (args.maxSeq == "auto") {
     options.maxSeqAuto = true;
@@ -463,7 +473,14 @@ int runTool(int argc, char **argv) {
   CLI::App *compile = app.add_subcommand("compile", "Compile an ONNX model into a plan file");
   compile->add_option("model", compileArgs.onnxPath, "ONNX model")->required();
   compile->add_option("-o,--output", compileArgs.outputPath, "Plan file to write")->required();
-  compile->add_option("--target", compileArgs.target, "Target machine")->capture_default_str();
+  compile
+      ->add_option("--target", compileArgs.target,
+                   "Target machine: host (this machine's CPU alone), a name from hetc targets, "
+                   "or a .json target file; the plan records each op's device and each tensor's "
+                   "memory tier on it")
+      ->capture_default_str();
+  compile->add_flag("--no-resident", compileArgs.noResident,
+                    "Keep no decoder layers resident in spare GPU memory (no LIA Optimization-1)");
   compile->add_option("--max-batch", compileArgs.maxBatch, "Sequence slots (B_max)")
       ->capture_default_str();
   compile
@@ -536,20 +553,25 @@ int runTool(int argc, char **argv) {
   hetc::tool::TargetsArguments targetsArgs;
   CLI::App *targets = app.add_subcommand("targets", "The target machines the cost model knows");
   hetc::tool::addTargetsOptions(*targets, targetsArgs);
+  hetc::tool::CalibrateArguments calibrateArgs;
+  CLI::App *calibrate = app.add_subcommand(
+      "calibrate", "Measure this machine (read bandwidth, BF16 matmul throughput per thread "
+                   "count) and write it as the target 'host'");
+  hetc::tool::addCalibrateOptions(*calibrate, calibrateArgs);
 #endif
 
   // CLI11 would only say that a subcommand is required.
   const std::string command = argc > 1 ? argv[1] : "";
 #ifndef HETC_WITH_COMPILER
-  if (command == "plan" || command == "targets")
+  if (command == "plan" || command == "targets" || command == "calibrate")
     fail("this build of hetc has no compiler (configure with -DHETC_BUILD_COMPILER=ON); it can "
          "run and inspect plans");
 #endif
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
       command != "inspect" && command != "bench" && command != "session" && command != "plan" &&
-      command != "targets")
+      command != "targets" && command != "calibrate")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, bench, inspect, session, plan or targets)");
+         "' (expected compile, run, bench, inspect, session, plan, targets or calibrate)");
 
   if (command == "session" && argc == 2)
     fail("session: expected a subcommand: show FILE");
@@ -575,6 +597,8 @@ int runTool(int argc, char **argv) {
     return hetc::tool::planCommand(planArgs);
   if (targets->parsed())
     return hetc::tool::targetsCommand(targetsArgs);
+  if (calibrate->parsed())
+    return hetc::tool::calibrateCommand(calibrateArgs);
 #endif
   return inspectCommand(inspectPath, inspectJson);
 }

@@ -168,18 +168,22 @@ Result<StagePlan> planStage(const PlanRequest &request) {
     }
   }
 
+  // As many layers as the free memory holds, or the count a compiled plan fixed.
+  auto layersFitting = [&](double bytesPerLayer) {
+    if (request.residentLayerCount)
+      return std::min(model.layers, *request.residentLayerCount);
+    return static_cast<uint32_t>(
+        std::min<double>(model.layers, std::floor(gpuFree / bytesPerLayer)));
+  };
   uint32_t onGpuLayers = 0;
   LayerPlacement onGpu = host;
   const char *onGpuName = nullptr;
   if (hasGpu && placement == Placement::Helm) {
-    const double fc1Bytes = size.sublayers[kFc1].yBytes;
-    onGpuLayers =
-        static_cast<uint32_t>(std::min<double>(model.layers, std::floor(gpuFree / fc1Bytes)));
+    onGpuLayers = layersFitting(size.sublayers[kFc1].yBytes);
     onGpu.weightsOnGpu[kFc1] = true;
     onGpuName = "fc1-on-gpu";
   } else if (hasGpu && request.residentLayers && placement != Placement::AllCpu) {
-    onGpuLayers =
-        static_cast<uint32_t>(std::min<double>(model.layers, std::floor(gpuFree / layerWeights)));
+    onGpuLayers = layersFitting(layerWeights);
     onGpu.weightsOnGpu.fill(true);
     onGpuName = "gpu-resident";
   }
@@ -279,10 +283,16 @@ Result<PolicyTable> buildPolicyTable(const PlanRequest &request, const std::vect
       if (!plan)
         return plan.status();
       const Policy policy = plan->policy();
-      if (row.ranges.empty() || row.ranges.back().policy != policy)
-        row.ranges.push_back({batch, batch, policy});
-      else
+      std::vector<Policy> groupPolicies;
+      for (const LayerGroup &group : plan->groups)
+        groupPolicies.push_back(group.best().policy);
+      const bool same =
+          !row.ranges.empty() && row.ranges.back().policy == policy &&
+          (!request.residentLayerCount || row.ranges.back().groupPolicies == groupPolicies);
+      if (same)
         row.ranges.back().lastBatch = batch;
+      else
+        row.ranges.push_back({batch, batch, policy, std::move(groupPolicies)});
     }
     table.rows.push_back(std::move(row));
   }

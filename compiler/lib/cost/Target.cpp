@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <dirent.h>
 #include <fstream>
 #include <initializer_list>
@@ -194,8 +195,13 @@ void readDdr(TargetReader &reader, const Json &root, DdrSpec &ddr) {
     return;
   reader.onlyKnownKeys(*section, "ddr.",
                        {"channels", "mts", "capacity_gib", "peak_gbs", "read_gbs"});
-  ddr.channels = static_cast<uint32_t>(reader.number(*section, "ddr.", "channels", 1, 1024, true));
-  ddr.mts = static_cast<uint32_t>(reader.number(*section, "ddr.", "mts", 1, 1e6, true));
+  // The memory's organisation is described, not used by the cost model; a measured host (hetc
+  // calibrate) cannot read it without root and leaves it out.
+  if (section->contains("channels"))
+    ddr.channels =
+        static_cast<uint32_t>(reader.number(*section, "ddr.", "channels", 1, 1024, true));
+  if (section->contains("mts"))
+    ddr.mts = static_cast<uint32_t>(reader.number(*section, "ddr.", "mts", 1, 1e6, true));
   ddr.capacityBytes = reader.number(*section, "ddr.", "capacity_gib", 1e-3, kMaxGiB) * kGiB;
   ddr.peakGbs = reader.number(*section, "ddr.", "peak_gbs", 1e-3, kMaxRate);
   ddr.readGbs = reader.number(*section, "ddr.", "read_gbs", 1e-3, kMaxRate);
@@ -346,6 +352,14 @@ Result<Target> loadTarget(const std::string &path) {
   return target;
 }
 
+std::string calibratedHostTargetPath() {
+  if (const char *cache = std::getenv("XDG_CACHE_HOME"); cache && *cache == '/')
+    return std::string(cache) + "/hetc/host.json";
+  if (const char *home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/hetc/host.json";
+  return "";
+}
+
 std::vector<std::string> targetDirectories() {
   std::vector<std::string> directories;
   char exe[4096];
@@ -365,6 +379,15 @@ std::vector<std::string> targetDirectories() {
 Result<Target> findTarget(const std::string &nameOrPath) {
   if (nameOrPath.size() > 5 && nameOrPath.compare(nameOrPath.size() - 5, 5, ".json") == 0)
     return loadTarget(nameOrPath);
+  if (nameOrPath == kHostTarget) {
+    const std::string path = calibratedHostTargetPath();
+    if (path.empty() || !isFile(path))
+      return Status::error("target 'host' has not been measured: run hetc calibrate first (it "
+                           "writes " +
+                           (path.empty() ? std::string("$HOME/.cache/hetc/host.json") : path) +
+                           ")");
+    return loadTarget(path);
+  }
   const std::vector<std::string> directories = targetDirectories();
   for (const std::string &dir : directories) {
     const std::string path = dir + "/" + nameOrPath + ".json";
@@ -398,6 +421,14 @@ Result<std::vector<Target>> listTargets() {
         return target.status();
       targets.push_back(std::move(*target));
     }
+  }
+  // This machine, once hetc calibrate has measured it.
+  if (const std::string path = calibratedHostTargetPath(); !path.empty() && isFile(path)) {
+    Result<Target> host = loadTarget(path);
+    if (!host)
+      return host.status();
+    if (seen.insert(host->name).second)
+      targets.push_back(std::move(*host));
   }
   std::sort(targets.begin(), targets.end(),
             [](const Target &a, const Target &b) { return a.name < b.name; });

@@ -25,7 +25,10 @@ enum class KvFormat {
 struct CompileOptions {
   std::string onnxPath;
   std::string outputPath;
-  std::string target = "host";               // only "host" is known until targets arrive as data
+  // "host" (this machine's CPU alone), or a target the cost model plans devices and memory
+  // tiers for: a name from compiler/targets or a .json file (Target.h).
+  std::string target = "host";
+  bool residentLayers = true;                // keep whole layers in spare GPU memory
   uint32_t maxBatch = 4;                     // sequence slots
   uint64_t maxSeq = 4096;                    // positions per sequence
   bool maxSeqAuto = false;                   // largest max-seq that fits the host (maxSeq unused)
@@ -40,7 +43,8 @@ inline constexpr uint64_t kMaxAutoSeq = uint64_t{1} << 24;
 
 // Imports, raises, plans and emits. Every failure is one message naming the node, op or limit.
 // For the host target the plan must fit in MemAvailable (/proc/meminfo): weights, KV cache at full
-// max-seq and activations, else it fails naming the largest --max-seq that would fit.
+// max-seq and activations, else it fails naming the largest --max-seq that would fit. For another
+// target the memory is the target's, and the device plan says where everything lives.
 Status compileOnnxToPlan(const CompileOptions &options);
 
 } // namespace hetc::compiler

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct PlanRequest {
   Timing timing = Timing::Serial;
   Placement placement = Placement::Auto;
   bool residentLayers = true; // Optimization-1
+  // Exactly this many resident layers (a compiled plan's fixed placement), whether or not they
+  // fit beside the streamed layers' working set; unset: as many as fit. Needs residentLayers.
+  std::optional<uint32_t> residentLayerCount;
 };
 
 struct LayerGroup {
@@ -91,6 +95,10 @@ struct PolicyRange {
   uint64_t firstBatch = 0;
   uint64_t lastBatch = 0;
   Policy policy;
+  // Every layer group's policy, in StagePlan::groups order (policy is the first's). With a fixed
+  // PlanRequest::residentLayerCount the groups are the same at every point and a range ends where
+  // any of them changes; otherwise only where `policy` does.
+  std::vector<Policy> groupPolicies;
 };
 
 struct PolicyRow {

@@ -23,8 +23,9 @@ struct PlanBounds {
   uint64_t maxSeq;
   uint32_t maxStepTokens;
 };
-// Group sublayers, plan memory for the bounds with a KV cache of `kvDtype` ("f32", "bf16", "int8")
-// elements, partition into tasks, fuse residual adds and swiglus into the linears before them.
+// Group sublayers, plan memory for the bounds with a KV cache of `kvDtype` ("f32", "bf16" or
+// "int8") elements, assign devices and tiers for `devices.target`, partition into tasks, fuse
+// residual adds and swiglus into the linears before them.
 void addPlanningPasses(mlir::OpPassManager &pm, const PlanBounds &bounds,
-                       llvm::StringRef kvDtype = "f32");
+                       llvm::StringRef kvDtype = "f32", const AssignDevicesOptions &devices = {});
 } // namespace hetc

@@ -51,7 +51,7 @@ def CheckRaised : Pass<"hetc-check-raised", "mlir::func::FuncOp"> {
 //===- Planning ------------------------------------------------------------===//
 
 def GroupSublayers : Pass<"hetc-group-sublayers", "mlir::ModuleOp"> {
-  let summary = "Assign each LLM op its layer, sublayer (attention or feed-forward) and device";
+  let summary = "Assign each LLM op its layer and sublayer (attention or feed-forward)";
 }
 
 def PlanMemory : Pass<"hetc-plan-memory", "mlir::ModuleOp"> {
@@ -62,6 +62,35 @@ def PlanMemory : Pass<"hetc-plan-memory", "mlir::ModuleOp"> {
     Option<"maxStepTokens", "max-step-tokens", "uint32_t", "512", "tokens per step">,
     Option<"kvDtype", "kv-dtype", "std::string", "\"f32\"",
            "KV cache elements: f32, bf16 or int8 (with a scale per row)">,
+  ];
+}
+
+def AssignDevices : Pass<"hetc-assign-devices", "mlir::ModuleOp"> {
+  let summary = "Give each LLM op its device per stage and each weight its memory tier, from the "
+                "cost model on a target";
+  let description = [{
+    After memory planning (it reads `hetc.model` and `hetc.bounds`): runs LIA's cost model
+    (compiler/include/hetc/compiler/DeviceAssignment.h) for the model on the target file named by
+    `target` (compiler/targets, or a path to a .json file): decode at max-batch sequences
+    attending max-seq positions, which also fixes the memory placement and the layers kept in GPU
+    memory, and prefill at one step of it (a prompt of min(max-step-tokens, max-seq) tokens).
+    Each op in a decoder layer gets `hetc.cost_sublayer` (which of the six sublayers it computes)
+    and `hetc.device = {decode, prefill}` from its layer's policy; the embedding, the final norm
+    and lm_head, which the model does not time, stay on the CPU. Each weight gets `hetc.tier`, and
+    the module `hetc.device_plan`: per stage the layer groups and their policies, the policy table
+    over (B, L) within the bounds, the prediction and a one-line reason, plus the tiers of the KV
+    cache and activations and why. `target=host` (the default) is this machine's CPU alone:
+    every op on the CPU, nothing to predict.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"host\"",
+           "Target name (hetc targets) or .json file; host: this machine's CPU alone">,
+    Option<"residentLayers", "resident-layers", "bool", "true",
+           "Keep whole layers in spare GPU memory (LIA Optimization-1)">,
+    Option<"timing", "timing", "std::string", "\"serial\"",
+           "serial (LIA Eq. 2) or overlapped (Optimization-2)">,
+    Option<"placement", "placement", "std::string", "\"auto\"",
+           "Where weights and KV live: auto, ddr, cxl, helm or all-cpu">,
   ];
 }
 

@@ -5,7 +5,10 @@
 //   hetc.layer        i64: decoder layer; absent on the embedding, the final norm and lm_head
 //   hetc.sublayer     {index: i64 (position in the plan's sublayer list), kind: "attention" |
 //                     "feed_forward"}; absent where hetc.layer is
-//   hetc.device       "cpu"
+//   hetc.device       {decode = "cpu" | "gpu", prefill = "cpu" | "gpu"}: where the op runs in
+//                     each stage on the target (hetc-assign-devices)
+//   hetc.cost_sublayer "qkv" | "qk_sv" | "out" | "fc1" | "fc2": the cost model's sublayers the op
+//                     computes (an attention op both Q x K^T and S x V); absent outside the layers
 //   hetc.buffers_in   array<i64>: activation buffer of each activation operand, operand order
 //   hetc.buffers_out  array<i64>: activation buffer of the op's activation result
 //   hetc.tasks        {count: i64, grain: i64}: independent tasks and units of work per task
@@ -15,7 +18,20 @@
 //   hetc.rope         unit, on an attention: rotates q and k itself (hetc-fuse-rope-into-attention)
 //   hetc.swiglu       "gate" | "up", on a linear: computes that operand of the swiglu after it
 //                     and applies the swiglu to its own columns (hetc-fuse-swiglu)
+// On each hetc.weight and hetc.constant an LLM op reads (hetc-assign-devices):
+//   hetc.tier         "gpu" | "ddr" | "cxl": where the target reads it from; "gpu" is a copy kept
+//                     in GPU memory beside the host one (a weight several layers share, RoPE's
+//                     inv_freq, is "gpu" when any of them keeps its weights there)
 // On the module:
+//   hetc.device_plan  (hetc-assign-devices) {target: str, gpu: str ("" for a CPU-only target),
+//                     timing: "serial" | "overlapped", placement: "ddr" | "cxl" | "helm" |
+//                     "all-cpu", resident_layers: i64, weight_tier, kv_tier, activation_tier:
+//                     tier, tier_reason: str, prefill, decode: stage} where a stage is
+//                     {batch, len: i64 (the operating point), predicted_ms: f64, reason: str,
+//                     groups: [{name: str, first_layer, layers: i64, policy: "(p1,...,p6)",
+//                     layer_ms: f64}] in layer order, table: [{len: i64, ranges: [{first_batch,
+//                     last_batch: i64, policies: ["(p1,...,p6)"] one per group}]}]}; a policy's
+//                     p_i = 1 runs sublayer i on the CPU (LIA), as hetc plan prints it
 //   hetc.model        {vocab, hidden, layers, heads, kv_heads, head_dim, intermediate: i64,
 //                     rms_eps: f32, tied_embeddings: bool}
 //   hetc.bounds       {max_batch, max_seq, max_step_tokens: i64}
@@ -66,9 +82,29 @@ inline constexpr llvm::StringLiteral kBuffers = "hetc.buffers";
 inline constexpr llvm::StringLiteral kActivationArenaSize = "hetc.activation_arena_size";
 inline constexpr llvm::StringLiteral kKvCache = "hetc.kv_cache";
 
+inline constexpr llvm::StringLiteral kCostSublayer = "hetc.cost_sublayer";
+inline constexpr llvm::StringLiteral kTier = "hetc.tier";
+inline constexpr llvm::StringLiteral kDevicePlan = "hetc.device_plan";
+
 inline constexpr llvm::StringLiteral kAttentionKind = "attention";
 inline constexpr llvm::StringLiteral kFeedForwardKind = "feed_forward";
 inline constexpr llvm::StringLiteral kCpuDevice = "cpu";
+inline constexpr llvm::StringLiteral kGpuDevice = "gpu";
+inline constexpr llvm::StringLiteral kPrefillStage = "prefill";
+inline constexpr llvm::StringLiteral kDecodeStage = "decode";
+inline constexpr llvm::StringLiteral kDdrTier = "ddr";
+inline constexpr llvm::StringLiteral kGpuTier = "gpu";
+inline constexpr llvm::StringLiteral kCxlTier = "cxl";
+// The attention op's hetc.cost_sublayer: it computes Q x K^T and S x V.
+inline constexpr llvm::StringLiteral kAttentionCostSublayers = "qk_sv";
+
+// Bits of the cost model's sublayers (bit i is LIA's sublayer i + 1: qkv, qk, sv, out, fc1, fc2)
+// a hetc.cost_sublayer value names; none for any other text.
+std::optional<unsigned> costSublayerBits(llvm::StringRef name);
+
+// The CPU bits of a policy written "(p1,p2,p3,p4,p5,p6)" with each p 0 or 1 (bit i is p_{i+1});
+// none for any other text.
+std::optional<unsigned> parsePolicyText(llvm::StringRef text);
 
 inline constexpr llvm::StringLiteral kHiddenRole = "hidden";
 inline constexpr llvm::StringLiteral kScratchRole = "scratch";

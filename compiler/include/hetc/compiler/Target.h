@@ -1,6 +1,7 @@
 // A target machine as data: the figures the cost model reads, each with the source it comes from.
 //
-// Targets live in compiler/targets/<name>.json, one file each; `hetc targets` lists them. Every
+// Targets live in compiler/targets/<name>.json, one file each; `hetc targets` lists them. The
+// target "host" is this machine as `hetc calibrate` measured it (calibratedHostTargetPath()). Every
 // figure is an object {"value": ..., "source": "..."} and the loader refuses a file with a missing,
 // mistyped, out-of-range or unknown field, naming it. A target without "gpu" (and "pcie") is
 // CPU-only; "cxl" is optional. Bandwidths are in GB/s (1e9 bytes), capacities in GiB.
@@ -33,7 +34,7 @@ struct CpuSpec {
 };
 
 struct DdrSpec {
-  uint32_t channels = 0;
+  uint32_t channels = 0; // 0: not stated (optional: a measured host does not know them)
   uint32_t mts = 0;
   double capacityBytes = 0;
   double peakGbs = 0;
@@ -86,16 +87,24 @@ Result<Target> parseTarget(const std::string &jsonText, const std::string &origi
 // Reads and parses a target file.
 Result<Target> loadTarget(const std::string &path);
 
+// The name of this machine's measured target; the compiler's "host" target is its CPU alone.
+inline constexpr const char *kHostTarget = "host";
+
+// Where hetc calibrate writes this machine's target: $XDG_CACHE_HOME/hetc/host.json, else
+// $HOME/.cache/hetc/host.json; empty when neither variable is set.
+std::string calibratedHostTargetPath();
+
 // Where target files are looked for, in order: <dir of the running program>/../share/hetc/targets
 // (an installed or built tree) and the source tree's compiler/targets (a build that was not
 // installed). Directories that do not exist are left out.
 std::vector<std::string> targetDirectories();
 
-// A target by name (the file <name>.json in the first directory that has it) or by path (any
-// argument ending in ".json"). The error names the known targets.
+// A target by name (the file <name>.json in the first directory that has it; "host": the
+// calibrated file) or by path (any argument ending in ".json"). The error names the known targets.
 Result<Target> findTarget(const std::string &nameOrPath);
 
-// Every target in the directories, sorted by name; a malformed file is an error naming it.
+// Every target in the directories and the calibrated host when there is one, sorted by name; a
+// malformed file is an error naming it.
 Result<std::vector<Target>> listTargets();
 
 } // namespace hetc::compiler

@@ -7,8 +7,10 @@ namespace hetc {
 
 class Plan;
 
-// Human-readable: header and CPU features against the host, model, bounds, sublayers, ops,
-// buffers and activation arena, KV layout, tensors, segments and task totals.
+// Human-readable: header and CPU features against the host, model, bounds, sublayers, ops (with
+// their devices per stage), buffers and activation arena, KV layout, tensors (with their tiers),
+// the device plan (groups, policies, devices per sublayer and stage, reasons, policy tables, what
+// this host runs), segments and task totals.
 void printPlanSummary(const Plan &plan, std::ostream &os);
 
 // The same information as one JSON object, for scripts.

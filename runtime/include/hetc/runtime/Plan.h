@@ -17,7 +17,9 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 // 1.2: LinearParamsDef.swiglu (a fused SwiGlu).
 // 1.3: AttentionParamsDef.rope (the attention rotates q and k).
 // 1.4: DTypeDef::INT8 and KvCacheDef's scales (an INT8 KV cache).
-constexpr uint32_t kPlanSchemaMinor = 4;
+// 1.5: the device plan: OpDef.prefill_device and cost_sublayers, TensorDef.tier, KvCacheDef.tier,
+//      PlanDef.target_gpu, activation_tier, tier_reason and stages (policy tables over (B, L)).
+constexpr uint32_t kPlanSchemaMinor = 5;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 

@@ -1,0 +1,286 @@
+// The cost model's device plan recorded in the IR: each op's device per stage, each weight's
+// tier, and the module's hetc.device_plan (see PlanAttributes.h and DeviceAssignment.h).
+#include "hetc/compiler/DeviceAssignment.h"
+#include "hetc/compiler/Passes.h"
+#include "hetc/compiler/PlanAttributes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <limits>
+#include <string>
+
+namespace hetc {
+#define GEN_PASS_DEF_ASSIGNDEVICES
+#include "hetc/compiler/Passes.h.inc"
+} // namespace hetc
+
+using namespace mlir;
+using namespace hetc;
+using namespace hetc::planning;
+using compiler::DeviceAssignment;
+using compiler::LayerSpan;
+using compiler::Policy;
+using compiler::Stage;
+using compiler::StageAssignment;
+using compiler::Tier;
+
+namespace {
+
+StringRef tierText(Tier tier) {
+  switch (tier) {
+  case Tier::Gpu:
+    return kGpuTier;
+  case Tier::Cxl:
+    return kCxlTier;
+  case Tier::Ddr:
+    break;
+  }
+  return kDdrTier;
+}
+
+// Which of the cost model's sublayers an op of a decoder layer computes, from its place in its
+// sublayer's dataflow: the norm, projections and RoPE before attention are QKV; the projection
+// reading attention's output and the residual add after it are OUT; in the feed-forward
+// sublayer, the down projection reading the swiglu and the add after it are FC2, the rest FC1.
+FailureOr<StringRef> costSublayerOf(Operation *op, StringRef kind) {
+  const bool attention = kind == kAttentionKind;
+  if (!attention && kind != kFeedForwardKind)
+    return op->emitOpError() << "has hetc.sublayer kind '" << kind
+                             << "'; expected attention or feed_forward";
+  auto wrongSublayer = [&]() -> FailureOr<StringRef> {
+    return op->emitOpError() << "cannot be placed: the cost model has no sublayer for it in "
+                             << (attention ? "an attention" : "a feed-forward") << " sublayer";
+  };
+  auto named = [](StringRef name) { return FailureOr<StringRef>(name); };
+  if (isa<RmsNormOp>(op))
+    return named(attention ? "qkv" : "fc1");
+  if (isa<RopeOp>(op))
+    return attention ? named("qkv") : wrongSublayer();
+  if (isa<AttentionOp>(op))
+    return attention ? named(kAttentionCostSublayers) : wrongSublayer();
+  if (auto linear = dyn_cast<LinearOp>(op)) {
+    Operation *producer = linear.getX().getDefiningOp();
+    if (attention)
+      return named(producer && isa<AttentionOp>(producer) ? "out" : "qkv");
+    return named(producer && isa<SwiGluOp>(producer) ? "fc2" : "fc1");
+  }
+  if (isa<SwiGluOp>(op))
+    return attention ? wrongSublayer() : named("fc1");
+  if (isa<AddOp>(op))
+    return named(attention ? "out" : "fc2");
+  return wrongSublayer();
+}
+
+// The weight and constant operands an op reads.
+SmallVector<Operation *> weightProducers(Operation *op) {
+  SmallVector<Operation *> producers;
+  for (Value operand : op->getOperands())
+    if (Operation *producer = operand.getDefiningOp())
+      if (isa<WeightOp, ConstantOp>(producer))
+        producers.push_back(producer);
+  return producers;
+}
+
+std::optional<uint64_t> positiveField(DictionaryAttr dict, StringRef name) {
+  std::optional<int64_t> value = getIntField(dict, name);
+  if (!value || *value < 1)
+    return std::nullopt;
+  return static_cast<uint64_t>(*value);
+}
+
+struct AssignDevicesPass : public hetc::impl::AssignDevicesBase<AssignDevicesPass> {
+  using AssignDevicesBase::AssignDevicesBase;
+  void runOnOperation() override;
+  FailureOr<DeviceAssignment> plan(ModuleOp module);
+  LogicalResult place(func::FuncOp func, const DeviceAssignment &assignment, uint32_t layers);
+};
+
+FailureOr<DeviceAssignment> AssignDevicesPass::plan(ModuleOp module) {
+  auto model = module->getAttrOfType<DictionaryAttr>(kModel);
+  auto bounds = module->getAttrOfType<DictionaryAttr>(kBounds);
+  if (!model || !bounds)
+    return module.emitError("hetc-assign-devices needs the module's hetc.model and hetc.bounds; "
+                            "run hetc-group-sublayers and hetc-plan-memory first");
+  compiler::ModelShape shape;
+  shape.name = "model";
+  std::optional<uint64_t> fields[7];
+  const char *names[7] = {"layers",   "hidden",       "heads", "kv_heads",
+                          "head_dim", "intermediate", "vocab"};
+  for (int i = 0; i < 7; ++i) {
+    fields[i] = positiveField(model, names[i]);
+    if (!fields[i] || *fields[i] > std::numeric_limits<uint32_t>::max())
+      return module.emitError() << "the module's hetc.model has no positive 32-bit '" << names[i]
+                                << "'";
+  }
+  shape.layers = static_cast<uint32_t>(*fields[0]);
+  shape.hidden = static_cast<uint32_t>(*fields[1]);
+  shape.heads = static_cast<uint32_t>(*fields[2]);
+  shape.kvHeads = static_cast<uint32_t>(*fields[3]);
+  shape.headDim = static_cast<uint32_t>(*fields[4]);
+  shape.ffn = static_cast<uint32_t>(*fields[5]);
+  shape.vocab = static_cast<uint32_t>(*fields[6]);
+  shape.gatedFfn = true; // the raising passes accept Llama's SwiGLU feed-forward only
+  auto tied = model.getAs<BoolAttr>("tied_embeddings");
+  shape.tiedEmbeddings = tied && tied.getValue();
+
+  std::optional<uint64_t> maxBatch = positiveField(bounds, "max_batch");
+  std::optional<uint64_t> maxSeq = positiveField(bounds, "max_seq");
+  std::optional<uint64_t> maxStepTokens = positiveField(bounds, "max_step_tokens");
+  if (!maxBatch || !maxSeq || !maxStepTokens)
+    return module.emitError("the module's hetc.bounds needs positive max_batch, max_seq and "
+                            "max_step_tokens");
+  shape.maxContext = static_cast<uint32_t>(std::min<uint64_t>(*maxSeq, UINT32_MAX));
+
+  if (timing != "serial" && timing != "overlapped")
+    return module.emitError() << "hetc-assign-devices: timing '" << timing
+                              << "' is neither serial nor overlapped";
+  compiler::Placement placementChoice;
+  if (!compiler::parsePlacement(placement, placementChoice))
+    return module.emitError() << "hetc-assign-devices: placement '" << placement
+                              << "' is not one of auto, ddr, cxl, helm, all-cpu";
+
+  if (target == "host")
+    return compiler::cpuOnlyAssignment("host", shape.layers, *maxBatch, *maxSeq, *maxStepTokens);
+
+  Result<compiler::Target> found = compiler::findTarget(target);
+  if (!found)
+    return module.emitError() << "hetc-assign-devices: " << found.message();
+  compiler::DeviceAssignmentRequest request;
+  request.model = &shape;
+  request.target = &*found;
+  request.maxBatch = *maxBatch;
+  request.maxSeq = *maxSeq;
+  request.maxStepTokens = *maxStepTokens;
+  request.timing = timing == "overlapped" ? compiler::Timing::Overlapped : compiler::Timing::Serial;
+  request.placement = placementChoice;
+  request.residentLayers = residentLayers;
+  Result<DeviceAssignment> assignment = compiler::assignDevices(request);
+  if (!assignment)
+    return module.emitError() << "hetc-assign-devices: " << assignment.message();
+  return std::move(*assignment);
+}
+
+LogicalResult AssignDevicesPass::place(func::FuncOp func, const DeviceAssignment &assignment,
+                                       uint32_t layers) {
+  Builder b(func.getContext());
+  StringAttr cpu = b.getStringAttr(kCpuDevice), gpu = b.getStringAttr(kGpuDevice);
+  auto devices = [&](StringAttr prefill, StringAttr decode) {
+    return b.getDictionaryAttr(
+        {b.getNamedAttr(kDecodeStage, decode), b.getNamedAttr(kPrefillStage, prefill)});
+  };
+  // A weight read from the GPU by any op is kept there; the others stay in their host tier.
+  llvm::DenseMap<Operation *, Tier> tiers;
+  auto readFrom = [&](Operation *weight, Tier tier) {
+    auto [it, inserted] = tiers.try_emplace(weight, tier);
+    if (!inserted && tier == Tier::Gpu)
+      it->second = Tier::Gpu;
+  };
+
+  for (Operation *op : collectLlmOps(func)) {
+    auto layer = op->getAttrOfType<IntegerAttr>(kLayer);
+    if (!layer) {
+      // The embedding, the final norm and lm_head: counted in memory, not timed; on the CPU.
+      op->setAttr(kDevice, devices(cpu, cpu));
+      op->removeAttr(kCostSublayer);
+      for (Operation *weight : weightProducers(op))
+        readFrom(weight, assignment.weightHostTier);
+      continue;
+    }
+    if (layer.getInt() < 0 || layer.getInt() >= layers)
+      return op->emitOpError() << "is in layer " << layer.getInt() << " but hetc.model has "
+                               << layers << " layers";
+    auto sublayer = op->getAttrOfType<DictionaryAttr>(kSublayer);
+    auto kind = sublayer ? sublayer.getAs<StringAttr>("kind") : StringAttr();
+    if (!kind)
+      return op->emitOpError("has a hetc.layer but no hetc.sublayer kind; run "
+                             "hetc-group-sublayers first");
+    FailureOr<StringRef> name = costSublayerOf(op, kind.getValue());
+    if (failed(name))
+      return failure();
+    const unsigned bits = *costSublayerBits(*name);
+    const unsigned first = static_cast<unsigned>(__builtin_ctz(bits));
+    const uint32_t index = static_cast<uint32_t>(layer.getInt());
+    auto deviceIn = [&](const StageAssignment &stage) {
+      return stage.spanOf(index).policy.onCpu(first) ? cpu : gpu;
+    };
+    op->setAttr(kDevice, devices(deviceIn(assignment.prefill), deviceIn(assignment.decode)));
+    op->setAttr(kCostSublayer, b.getStringAttr(*name));
+    for (Operation *weight : weightProducers(op))
+      readFrom(weight, assignment.weightTier(index, first));
+  }
+  for (auto [weight, tier] : tiers)
+    weight->setAttr(kTier, b.getStringAttr(tierText(tier)));
+  return success();
+}
+
+DictionaryAttr stageAttr(Builder &b, const StageAssignment &stage) {
+  SmallVector<Attribute> groups;
+  for (const LayerSpan &span : stage.spans)
+    groups.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", b.getStringAttr(span.group)),
+        b.getNamedAttr("first_layer", b.getI64IntegerAttr(span.firstLayer)),
+        b.getNamedAttr("layers", b.getI64IntegerAttr(span.layers)),
+        b.getNamedAttr("policy", b.getStringAttr(span.policy.text())),
+        b.getNamedAttr("layer_ms", b.getF64FloatAttr(span.layerSeconds * 1e3)),
+    }));
+  SmallVector<Attribute> rows;
+  for (const compiler::PolicyRow &row : stage.table.rows) {
+    SmallVector<Attribute> ranges;
+    for (const compiler::PolicyRange &range : row.ranges) {
+      SmallVector<Attribute> policies;
+      for (Policy policy : range.groupPolicies)
+        policies.push_back(b.getStringAttr(policy.text()));
+      ranges.push_back(b.getDictionaryAttr({
+          b.getNamedAttr("first_batch", b.getI64IntegerAttr(range.firstBatch)),
+          b.getNamedAttr("last_batch", b.getI64IntegerAttr(range.lastBatch)),
+          b.getNamedAttr("policies", b.getArrayAttr(policies)),
+      }));
+    }
+    rows.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("len", b.getI64IntegerAttr(row.len)),
+        b.getNamedAttr("ranges", b.getArrayAttr(ranges)),
+    }));
+  }
+  return b.getDictionaryAttr({
+      b.getNamedAttr("batch", b.getI64IntegerAttr(stage.batch)),
+      b.getNamedAttr("len", b.getI64IntegerAttr(stage.len)),
+      b.getNamedAttr("predicted_ms", b.getF64FloatAttr(stage.seconds * 1e3)),
+      b.getNamedAttr("reason", b.getStringAttr(stage.reason)),
+      b.getNamedAttr("groups", b.getArrayAttr(groups)),
+      b.getNamedAttr("table", b.getArrayAttr(rows)),
+  });
+}
+
+void AssignDevicesPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  func::FuncOp func = findModelFunction(module);
+  if (!func)
+    return signalPassFailure();
+  FailureOr<DeviceAssignment> assignment = plan(module);
+  if (failed(assignment))
+    return signalPassFailure();
+  const uint32_t layers =
+      static_cast<uint32_t>(*getIntField(module->getAttrOfType<DictionaryAttr>(kModel), "layers"));
+  if (failed(place(func, *assignment, layers)))
+    return signalPassFailure();
+
+  Builder b(module.getContext());
+  const DeviceAssignment &a = *assignment;
+  module->setAttr(
+      kDevicePlan,
+      b.getDictionaryAttr({
+          b.getNamedAttr("target", b.getStringAttr(a.target)),
+          b.getNamedAttr("gpu", b.getStringAttr(a.gpu)),
+          b.getNamedAttr("timing", b.getStringAttr(compiler::timingName(a.timing))),
+          b.getNamedAttr("placement", b.getStringAttr(compiler::placementName(a.placement))),
+          b.getNamedAttr("resident_layers", b.getI64IntegerAttr(a.residentLayers)),
+          b.getNamedAttr("weight_tier", b.getStringAttr(tierText(a.weightHostTier))),
+          b.getNamedAttr("kv_tier", b.getStringAttr(tierText(a.kvTier))),
+          b.getNamedAttr("activation_tier", b.getStringAttr(tierText(a.activationTier))),
+          b.getNamedAttr("tier_reason", b.getStringAttr(a.tierReason)),
+          b.getNamedAttr(kPrefillStage, stageAttr(b, a.prefill)),
+          b.getNamedAttr(kDecodeStage, stageAttr(b, a.decode)),
+      }));
+}
+
+} // namespace

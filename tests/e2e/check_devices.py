@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""A plan compiled for a GPU target runs on this machine's CPU, says so, and matches the host plan.
+
+    /usr/bin/python3 tests/e2e/check_devices.py --hetc BUILD/bin/hetc --preset tiny --workdir DIR
+
+1. exports the preset (seed 0) and compiles it three times with float32 weights and the same
+   bounds (--max-batch 4 --max-seq 128): for --target host, for --target spr-h100 (the cost model
+   keeps both layers in GPU memory and gives the GPU most sublayers) and for --target spr-a100
+   --no-resident (every layer streamed: at these sizes all of decode and this prefill stay on the
+   CPU);
+2. hetc inspect --json of each: the spr-h100 plan names its target and GPU, carries a prefill and a
+   decode stage plan with groups covering every layer and a policy table over batches 1..4, keeps
+   the layers' weights on the GPU tier, and every op of a layer runs where its group's policy puts
+   the first cost sublayer it computes (derived here from the policy, not taken from the plan);
+   the host plan puts nothing on the GPU;
+3. hetc run on the ragged batch, --logits-out: the spr-h100 run prints exactly one notice that it
+   runs its GPU sublayers on the CPU (saying whether this host has a GPU: /dev/nvidia0), the others
+   none; the generated ids are identical and the logits bit for bit equal to the host plan's;
+4. hetc run --verbose and hetc bench --json report the devices: the plan's target and where the ops
+   ran (the CPU).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_against_torch import parse_token_lines  # noqa: E402
+from e2e_common import (PROMPTS, CheckFailed, check_hetc_binary, export, indent,  # noqa: E402
+                        main_wrapper, prompt_arg, run)
+
+MAX_NEW = 8
+BOUNDS = ["--max-batch", "4", "--max-seq", "128", "--weights", "f32"]
+NOTICE = "hetc: notice:"
+SUBLAYERS = ["qkv", "qk", "sv", "out", "fc1", "fc2"]
+
+
+def inspect_json(hetc, plan):
+    proc = run([hetc, "inspect", "--json", plan], "hetc inspect --json")
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError as e:
+        raise CheckFailed(f"hetc inspect --json {plan} printed no JSON: {e}")
+
+
+def check_device_plan(inspected, layers, max_batch):
+    """The stage plans are complete and the ops follow them; returns the GPU op count per stage."""
+    stages = {s["stage"]: s for s in inspected["stages"]}
+    if set(stages) != {"Prefill", "Decode"}:
+        raise CheckFailed(f"expected a Prefill and a Decode stage plan, got {sorted(stages)}")
+    gpu_ops = {}
+    for name, stage in stages.items():
+        covered = 0
+        for group in stage["groups"]:
+            if group["first_layer"] != covered:
+                raise CheckFailed(f"{name} group {group['name']} starts at layer {group['first_layer']}")
+            covered += group["layers"]
+        if covered != layers:
+            raise CheckFailed(f"{name} groups cover {covered} of {layers} layers")
+        for row in stage["policy_table"]:
+            ranges = row["ranges"]
+            if ranges[0]["first_batch"] != 1 or ranges[-1]["last_batch"] != max_batch:
+                raise CheckFailed(f"{name} policy table row len {row['len']} does not cover batches "
+                                  f"1..{max_batch}")
+        if not stage["reason"].startswith(name.lower() + " on "):
+            raise CheckFailed(f"{name} reason: {stage['reason']!r}")
+        key = "device" if name == "Decode" else "prefill_device"
+        gpu_ops[name] = 0
+        for op in inspected["ops"]:
+            gpu_ops[name] += op[key] == "GPU"
+            if op["layer"] < 0:
+                continue
+            group = next(g for g in stage["groups"]
+                         if g["first_layer"] <= op["layer"] < g["first_layer"] + g["layers"])
+            first = op["cost_sublayers"].split("+")[0]
+            expected = "CPU" if group["policy"][SUBLAYERS.index(first)] == 1 else "GPU"
+            if op[key] != expected:
+                raise CheckFailed(f"op {op['index']} ({op['name']}) runs on the {op[key]} in {name}, but "
+                                  f"group {group['name']}'s policy {group['policy']} puts {first} on "
+                                  f"the {expected}")
+    return gpu_ops
+
+
+def run_plan(a, plan, tag, extra=()):
+    logits = os.path.join(a.workdir, f"{tag}_logits.npy")
+    if os.path.exists(logits):
+        os.remove(logits)
+    cmd = [a.hetc, "run", plan, "--max-new", str(MAX_NEW), "--logits-out", logits, *extra]
+    for p in PROMPTS:
+        cmd += ["--prompt-ids", prompt_arg(p)]
+    proc = run(cmd, f"hetc run ({tag})", timeout=a.timeout)
+    tokens = parse_token_lines(proc.stdout, f"hetc run ({tag})", len(PROMPTS), MAX_NEW)
+    return tokens, np.load(logits), proc.stderr
+
+
+def notices(stderr):
+    return [line for line in stderr.splitlines() if line.startswith(NOTICE)]
+
+
+def check(a):
+    check_hetc_binary(a.hetc)
+    os.makedirs(a.workdir, exist_ok=True)
+    onnx_path = export(a.preset, a.workdir, seed=0)
+    plans = {}
+    for tag, target in [("host", ["--target", "host"]), ("h100", ["--target", "spr-h100"]),
+                        ("a100_streamed", ["--target", "spr-a100", "--no-resident"])]:
+        plans[tag] = os.path.join(a.workdir, f"{tag}.hplan")
+        run([a.hetc, "compile", onnx_path, *target, *BOUNDS, "-o", plans[tag]], f"hetc compile ({tag})")
+
+    host = inspect_json(a.hetc, plans["host"])
+    h100 = inspect_json(a.hetc, plans["h100"])
+    streamed = inspect_json(a.hetc, plans["a100_streamed"])
+    layers = h100["model"]["layers"]
+    if h100["target"] != "spr-h100" or "H100" not in h100["target_gpu"]:
+        raise CheckFailed(f"spr-h100 plan names target {h100['target']!r}, GPU {h100['target_gpu']!r}")
+    if host["target"] != "host" or host["target_gpu"]:
+        raise CheckFailed(f"host plan names target {host['target']!r}, GPU {host['target_gpu']!r}")
+    h100_gpu = check_device_plan(h100, layers, 4)
+    print(f"spr-h100 plan: GPU ops {h100_gpu}, decode groups "
+          f"{[(g['name'], g['policy']) for g in h100['stages'][1]['groups']]}")
+    if h100_gpu["Decode"] == 0 or h100_gpu["Prefill"] == 0:
+        raise CheckFailed(f"the spr-h100 plan gives the GPU no op in some stage: {h100_gpu}")
+    layer_tiers = {t["tier"] for t in h100["tensors"] if t["name"].startswith("model.layers.")}
+    if layer_tiers != {"GPU"}:
+        raise CheckFailed(f"the spr-h100 plan's layer weights are in tiers {layer_tiers}, expected GPU "
+                          "(both layers resident)")
+    if check_device_plan(host, layers, 4) != {"Prefill": 0, "Decode": 0}:
+        raise CheckFailed("the host plan puts ops on the GPU")
+    streamed_gpu = check_device_plan(streamed, layers, 4)
+    if streamed_gpu != {"Prefill": 0, "Decode": 0}:
+        raise CheckFailed(f"the streamed spr-a100 plan puts ops on the GPU: {streamed_gpu}")
+    if any(t["tier"] == "GPU" for t in streamed["tensors"]):
+        raise CheckFailed("the streamed spr-a100 plan keeps weights in GPU memory")
+
+    host_tokens, host_logits, host_err = run_plan(a, plans["host"], "host")
+    h100_tokens, h100_logits, h100_err = run_plan(a, plans["h100"], "h100")
+    streamed_tokens, streamed_logits, streamed_err = run_plan(a, plans["a100_streamed"], "a100_streamed")
+    if not np.all(np.isfinite(host_logits)) or not np.any(host_logits):
+        raise CheckFailed("the host plan's logits are not finite or all zero")
+    for tag, tokens, logits in [("spr-h100", h100_tokens, h100_logits),
+                                ("spr-a100 streamed", streamed_tokens, streamed_logits)]:
+        if tokens != host_tokens:
+            raise CheckFailed(f"the {tag} plan generated {tokens}, the host plan {host_tokens}")
+        if logits.shape != host_logits.shape or not np.array_equal(logits, host_logits):
+            diff = np.max(np.abs(logits - host_logits)) if logits.shape == host_logits.shape else None
+            raise CheckFailed(f"the {tag} plan's logits differ from the host plan's (max diff {diff})")
+    print(f"tokens and {host_logits.size} logits identical to the host plan's for both GPU targets")
+
+    found = notices(h100_err)
+    if len(found) != 1:
+        raise CheckFailed(f"hetc run of the spr-h100 plan printed {len(found)} notices:\n{indent(h100_err)}")
+    notice = found[0]
+    print(notice)
+    # A device node alone (no driver library) is still no usable GPU; either way the notice names
+    # what it found.
+    has_node = os.path.exists("/dev/nvidia0")
+    expected = ["to the GPU (target spr-h100", "this runtime has no GPU executor",
+                "running every op on the CPU",
+                "/dev/nvidia0" if has_node else "this host has no GPU (no /dev/nvidia0"]
+    if has_node and "no /dev/nvidia0" in notice:
+        raise CheckFailed(f"this host has /dev/nvidia0 but the notice says it has none: {notice}")
+    for words in expected:
+        if words not in notice:
+            raise CheckFailed(f"the notice does not say {words!r}: {notice}")
+    for tag, stderr in [("host", host_err), ("spr-a100 streamed", streamed_err)]:
+        if notices(stderr):
+            raise CheckFailed(f"hetc run of the {tag} plan printed a notice:\n{indent(stderr)}")
+
+    _, _, verbose = run_plan(a, plans["h100"], "h100_verbose", ["--verbose"])
+    if "hetc: devices: target spr-h100" not in verbose or len(notices(verbose)) != 1:
+        raise CheckFailed(f"hetc run --verbose does not report the devices once:\n{indent(verbose)}")
+
+    bench = run([a.hetc, "bench", plans["h100"], "--context", "8", "--gen", "2", "--no-paired",
+                 "--probe-mib", "16", "--json"], "hetc bench --json", timeout=a.timeout)
+    devices = json.loads(bench.stdout).get("devices", {})
+    if devices.get("target") != "spr-h100" or devices.get("ran_on") != "cpu" or \
+            devices.get("gpu_ops_decode") != h100_gpu["Decode"]:
+        raise CheckFailed(f"hetc bench --json reports devices {devices}")
+    if len(notices(bench.stderr)) != 1:
+        raise CheckFailed(f"hetc bench printed {len(notices(bench.stderr))} notices:\n{indent(bench.stderr)}")
+    text = run([a.hetc, "inspect", plans["h100"]], "hetc inspect").stdout
+    for words in ["devices: target 'spr-h100'", "policy table, Decode", "memory tiers: weights"]:
+        if words not in text:
+            raise CheckFailed(f"hetc inspect does not show {words!r}")
+    print("OK: a plan for spr-h100 runs on this CPU, says so once, and matches the host plan")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hetc", required=True)
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--timeout", type=int, default=300)
+    a = p.parse_args()
+    return main_wrapper(lambda: check(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
