@@ -151,9 +151,10 @@ Result<std::unique_ptr<LinearKernel>> createLinearAmxBf16(size_t k, bool residua
                                                           bool tilesForEveryCall) {
   const uint64_t needs = kCpuAmxTile | kCpuAmxBf16 | kCpuAvx512Bf16;
   if (!hostHas(needs))
-    return Status::error("LinearAmxBf16 needs " + describeCpuFeatures(needs) + "; " +
-                         (hostHas(kCpuAmxTile) ? "" : "host has no AMX; ") + "host has " +
-                         describeCpuFeatures(hostCpuFeatures()));
+    return Status::error(
+        std::string(hostHas(kCpuAmxTile | kCpuAmxBf16) ? "" : "host has no AMX: ") +
+        "LinearAmxBf16 needs " + describeCpuFeatures(needs) + ", host has " +
+        describeCpuFeatures(hostCpuFeatures()));
   if (Status permission = requestAmxPermission(); !permission)
     return Status::error("LinearAmxBf16: " + permission.message());
   if (k == 0)
