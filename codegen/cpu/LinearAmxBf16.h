@@ -7,8 +7,9 @@
 // LinearBf16N16K2 weight, whose 16 consecutive 64-byte lines of a block are exactly a B tile
 // (16 K pairs x 16 columns in VNNI order, stride 64); C tiles accumulate in f32. The blocking is
 // 2 x 2: two A tiles (32 rows) and two B tiles (32 columns) feed four C tiles, so each tile load
-// serves two tdpbf16ps. Columns are taken in chunks whose weight panels fit half of L2, and the
-// rows in blocks of 32 within a chunk, so a chunk's panels are read from memory once per call.
+// serves two tdpbf16ps. Columns are taken in chunks of at most 512 KiB of weight panels, and the
+// rows in blocks of 32 within a chunk, so a chunk's panels stay in L2 and are read from memory
+// once per call.
 //
 // Tails: a block of fewer than 32 rows uses one A tile of `rows` rows or a second one of
 // rows - 16; a K that is not a multiple of 32 ends with a step of fewer pairs (A tiles of fewer
