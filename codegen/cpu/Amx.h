@@ -6,7 +6,8 @@
 // compute theirs ahead (at plan load) and loadTileConfig reloads only when it changes.
 //
 // Not verified on the machines this was written on (no AMX there): the tests that need AMX skip
-// with "host has no AMX"; only the permission gate and the configuration bytes are tested.
+// with "host has no AMX"; there the permission gate, the configuration bytes and, through
+// EmulatedAmxTiles (AmxTiles.h), the AMX kernel's code are tested.
 #pragma once
 
 #include "hetc/runtime/Status.h"

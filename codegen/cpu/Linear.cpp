@@ -1,11 +1,14 @@
 // Kernel choice for BF16 linear weights, and the portable kernel that runs on any x86-64.
 #include "codegen/cpu/Linear.h"
 
+#include "codegen/cpu/Amx.h"
 #include "codegen/cpu/CpuFeatures.h"
+#include "codegen/cpu/LinearAmxBf16.h"
 #include "codegen/cpu/WeightLayout.h"
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace hetc::codegen {
 namespace {
@@ -93,9 +96,35 @@ public:
 } // namespace
 
 LinearKernelInfo chooseLinearBf16Kernel(uint64_t cpuFeatures) {
+  const uint64_t amx = kCpuAmxTile | kCpuAmxBf16 | kCpuAvx512Bf16;
+  if ((cpuFeatures & amx) == amx)
+    return kLinearAmxBf16Info;
   if ((cpuFeatures & kCpuAvx512Bf16) == kCpuAvx512Bf16)
     return {"LinearAvx512Bf16", "LinearAvx512Bf16 (jit)", true, true};
   return {"LinearBf16Portable", "LinearBf16Portable", false, false};
+}
+
+uint64_t linearKernelFeatures() {
+  const uint64_t features = hostCpuFeatures();
+  if (!(features & kCpuAmxTile) || requestAmxPermission().ok())
+    return features;
+  return features & ~(kCpuAmxTile | kCpuAmxBf16);
+}
+
+void convertRowsForLinear(const LinearKernelInfo &info, size_t callRows, const float *x,
+                          size_t xStride, const uint32_t *rowIndex, size_t k, uint32_t *dst,
+                          size_t rowBegin, size_t rowEnd) {
+  if (readsBf16RowMajor(info, callRows))
+    convertRowsToBf16RowMajor(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
+  else
+    convertRowsToBf16(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
+}
+
+uint64_t convertedRowsBytes(const LinearKernelInfo &info, size_t maxRows, size_t k) {
+  uint64_t bytes = info.tileRowsFrom == 1 ? 0 : Bf16Rows::bytes(maxRows, k);
+  if (readsBf16RowMajor(info, maxRows))
+    bytes = std::max<uint64_t>(bytes, Bf16RowMajor::bytes(maxRows, k));
+  return bytes;
 }
 
 std::unique_ptr<LinearKernel> createLinearBf16Portable(size_t k, bool residual) {
@@ -104,7 +133,10 @@ std::unique_ptr<LinearKernel> createLinearBf16Portable(size_t k, bool residual) 
 
 Result<std::unique_ptr<LinearKernel>> createLinearBf16Kernel(size_t k, bool residual,
                                                              uint64_t cpuFeatures) {
-  if (chooseLinearBf16Kernel(cpuFeatures).jit)
+  const std::string name = chooseLinearBf16Kernel(cpuFeatures).name;
+  if (name == kLinearAmxBf16Info.name)
+    return createLinearAmxBf16(k, residual);
+  if (name == "LinearAvx512Bf16")
     return createLinearAvx512Bf16(k, residual);
   return Result<std::unique_ptr<LinearKernel>>(createLinearBf16Portable(k, residual));
 }

@@ -4,8 +4,10 @@
 //
 // for rows r < rows and columns n in [colBegin, colEnd), accumulated in f32. The kernel is chosen
 // and generated once at plan load (chooseLinearBf16Kernel, createLinearBf16Kernel); a call is one
-// virtual call. Each output element's arithmetic is the same whatever the row count of the call,
-// the column range or the thread, so results do not depend on batching or the thread count.
+// virtual call. Each output element's arithmetic is the same whatever the column range or the
+// thread, and whatever the row count of the call within one kernel, so results do not depend on
+// the thread count; they depend on batching only where a kernel switches with the row count
+// (LinearAmxBf16: tiles from kAmxMinRows rows, LinearAvx512Bf16 below).
 #pragma once
 
 #include "hetc/runtime/Status.h"
@@ -45,8 +47,25 @@ struct LinearKernelInfo {
   const char *name;   // the ISA in the name: "LinearAvx512Bf16"
   const char *label;  // for reports: the name, with " (jit)" for a generated kernel
   bool jit;           // generated at plan load
-  bool readsBf16Rows; // wants x converted with convertRowsToBf16 first
+  bool readsBf16Rows; // wants x converted first (convertRowsForLinear)
+  // Calls of at least this many rows read x as Bf16RowMajor (AMX tiles), the others as
+  // Bf16Rows; 0: every call reads Bf16Rows.
+  size_t tileRowsFrom = 0;
 };
+
+// Whether a call of `rows` rows of a kernel that readsBf16Rows takes them as Bf16RowMajor.
+inline bool readsBf16RowMajor(const LinearKernelInfo &info, size_t rows) {
+  return info.tileRowsFrom != 0 && rows >= info.tileRowsFrom;
+}
+
+// Converts rows [rowBegin, rowEnd) of a call of `callRows` rows into the layout the kernel reads
+// for that call (convertRowsToBf16RowMajor or convertRowsToBf16; same arguments).
+void convertRowsForLinear(const LinearKernelInfo &info, size_t callRows, const float *x,
+                          size_t xStride, const uint32_t *rowIndex, size_t k, uint32_t *dst,
+                          size_t rowBegin, size_t rowEnd);
+
+// Bytes of converted rows that calls of up to `maxRows` rows of width `k` need.
+uint64_t convertedRowsBytes(const LinearKernelInfo &info, size_t maxRows, size_t k);
 
 class LinearKernel {
 public:
@@ -68,9 +87,14 @@ private:
   bool residual_;
 };
 
-// The best kernel for BF16 N16K2 weights on a host with `cpuFeatures`:
-// LinearAvx512Bf16 (JIT, vdpbf16ps) with AVX-512 BF16, else LinearBf16Portable.
+// The best kernel for BF16 N16K2 weights on a host with `cpuFeatures`: with AMX BF16 and AVX-512
+// BF16, LinearAmxBf16 (AMX tiles for calls of kAmxMinRows rows or more, LinearAvx512Bf16 for
+// the others); with AVX-512 BF16, LinearAvx512Bf16 (JIT, vdpbf16ps); else LinearBf16Portable.
 LinearKernelInfo chooseLinearBf16Kernel(uint64_t cpuFeatures);
+
+// The host's features for that choice: hostCpuFeatures(), less AMX when Linux refuses this
+// process the tile data permission (requested here, once per process, only when the CPU has AMX).
+uint64_t linearKernelFeatures();
 
 // Creates (and for a JIT kernel generates) the chosen kernel for inputs of width `k`. One kernel
 // serves every weight with that K, whatever its N.

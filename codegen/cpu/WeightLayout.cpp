@@ -81,9 +81,51 @@ void convertRowsToBf16Portable(const float *x, size_t xStride, const uint32_t *r
   }
 }
 
+void convertRowsToBf16RowMajorPortable(const float *x, size_t xStride, const uint32_t *rowIndex,
+                                       size_t k, uint32_t *dst, size_t rowBegin, size_t rowEnd) {
+  const size_t pairs = (k + 1) / 2;
+  for (size_t r = rowBegin; r < rowEnd; ++r) {
+    const float *source = x + (rowIndex ? rowIndex[r] : r) * xStride;
+    uint32_t *out = dst + Bf16RowMajor::pairIndex(r, 0, k);
+    for (size_t p = 0; p < pairs; ++p) {
+      const uint32_t even = floatToBf16(source[2 * p]);
+      const uint32_t odd = 2 * p + 1 < k ? floatToBf16(source[2 * p + 1]) : 0;
+      out[p] = even | odd << 16;
+    }
+  }
+}
+
 namespace {
 
 #if defined(__x86_64__)
+// 16 pairs of a row at a time: one vcvtne2ps2bf16 and one 64-byte store.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void
+convertRowsRowMajorAvx512Bf16(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
+                              uint32_t *dst, size_t rowBegin, size_t rowEnd) {
+  for (size_t r = rowBegin; r < rowEnd; ++r) {
+    const float *source = x + (rowIndex ? rowIndex[r] : r) * xStride;
+    uint32_t *out = dst + Bf16RowMajor::pairIndex(r, 0, k);
+    size_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+      const __m512 lo = _mm512_loadu_ps(source + i);
+      const __m512 hi = _mm512_loadu_ps(source + i + 16);
+      _mm512_storeu_si512(out + i / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+    if (i < k) {
+      // Loads beyond k read zeros, which pad an odd K's last pair.
+      const size_t left = k - i, pairs = (left + 1) / 2;
+      const __mmask16 loLoad = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
+      const __mmask16 hiLoad = static_cast<__mmask16>(left <= 16   ? 0
+                                                      : left >= 32 ? 0xffff
+                                                                   : (1u << (left - 16)) - 1);
+      const __m512 lo = _mm512_maskz_loadu_ps(loLoad, source + i);
+      const __m512 hi = _mm512_maskz_loadu_ps(hiLoad, source + i + 16);
+      _mm512_mask_storeu_epi32(out + i / 2, static_cast<__mmask16>((1u << pairs) - 1),
+                               (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+  }
+}
+
 // 16 pairs of a row at a time: one vcvtne2ps2bf16, then a scatter to 16 lines 64 bytes apart.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void
 convertRowsAvx512Bf16(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
@@ -135,6 +177,18 @@ void convertRowsToBf16(const float *x, size_t xStride, const uint32_t *rowIndex,
                        uint32_t *dst, size_t rowBegin, size_t rowEnd) {
   static const ConvertRows convert = chooseConvertRows();
   convert(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
+}
+
+void convertRowsToBf16RowMajor(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
+                               uint32_t *dst, size_t rowBegin, size_t rowEnd) {
+#if defined(__x86_64__)
+  static const bool avx512Bf16 = hostHas(kCpuAvx512Bf16);
+  if (avx512Bf16) {
+    convertRowsRowMajorAvx512Bf16(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
+    return;
+  }
+#endif
+  convertRowsToBf16RowMajorPortable(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
 }
 
 } // namespace hetc::codegen

@@ -70,6 +70,22 @@ struct Bf16Rows {
   }
 };
 
+// Activation rows for AMX A tiles (LinearAmxBf16), row-major: row r at 32-bit index
+// r * rowBytes(k) / 4, a row being the pairs (x[2p], x[2p+1]) of Bf16Rows (an odd K's last pair
+// padded with a zero). A tile row is 16 consecutive pairs of one row. Rows are padded to an odd
+// number of 64-byte lines, so the 32 rows two A tiles load fall in 32 different L1 sets rather
+// than a few (a power-of-two stride would map them all to one). The padding is never read.
+struct Bf16RowMajor {
+  static uint64_t rowBytes(uint64_t k) {
+    const uint64_t lines = ((k + 1) / 2 * 4 + 63) / 64;
+    return (lines % 2 ? lines : lines + 1) * 64;
+  }
+  static uint64_t bytes(uint64_t rows, uint64_t k) { return rows * rowBytes(k); }
+  static uint64_t pairIndex(uint64_t row, uint64_t pair, uint64_t k) {
+    return row * (rowBytes(k) / 4) + pair;
+  }
+};
+
 // Converts rows [rowBegin, rowEnd) of x into the Bf16Rows layout at `dst`: destination row r
 // comes from source row rowIndex[r] (or r when rowIndex is null) at x + source * xStride floats.
 void convertRowsToBf16(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
@@ -77,5 +93,11 @@ void convertRowsToBf16(const float *x, size_t xStride, const uint32_t *rowIndex,
 // The same in plain C++ (what runs without AVX-512 BF16); bit-identical to the above.
 void convertRowsToBf16Portable(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
                                uint32_t *dst, size_t rowBegin, size_t rowEnd);
+
+// The same rows into the Bf16RowMajor layout (row r of dst from source row rowIndex[r] or r).
+void convertRowsToBf16RowMajor(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
+                               uint32_t *dst, size_t rowBegin, size_t rowEnd);
+void convertRowsToBf16RowMajorPortable(const float *x, size_t xStride, const uint32_t *rowIndex,
+                                       size_t k, uint32_t *dst, size_t rowBegin, size_t rowEnd);
 
 } // namespace hetc::codegen

@@ -166,9 +166,11 @@ Status OpResolver::linearWeight(ResolvedOp &op, const flatbuffers::Vector<uint64
 
 // A BF16 weight's kernel: the best the host has, one per (K, epilogue) shared by every op with
 // that shape, generated now. Kernels that read bf16 rows get a ConvertRowsBf16 op before them
-// unless the rows they read are already converted (q, k and v share their input).
+// unless the rows they read are already converted (q, k and v share their input); the op
+// converts into the layout the kernel reads for the step's row count (LinearAmxBf16 reads
+// row-major rows from kAmxMinRows rows).
 Status OpResolver::chooseLinearKernel(ResolvedOp &op, bool residual, std::vector<ResolvedOp> &ops) {
-  const uint64_t features = codegen::hostCpuFeatures();
+  const uint64_t features = codegen::linearKernelFeatures();
   const codegen::LinearKernelInfo info = codegen::chooseLinearBf16Kernel(features);
   const size_t k = op.in[0].cols;
   for (const auto &kernel : linearKernels_)
@@ -195,7 +197,7 @@ Status OpResolver::chooseLinearKernel(ResolvedOp &op, bool residual, std::vector
     return Status();
   const bool lmHead = op.kind == ResolvedOp::Kind::LmHead;
   const size_t rows = lmHead ? maxBatch_ : maxStepTokens_;
-  bf16RowsBytes_ = std::max<size_t>(bf16RowsBytes_, codegen::Bf16Rows::bytes(rows, k));
+  bf16RowsBytes_ = std::max<size_t>(bf16RowsBytes_, codegen::convertedRowsBytes(info, rows, k));
   const int64_t input = op_->inputs()->Get(0);
   if (lmHead || convertedBuffer_ != input) {
     ResolvedOp convert;
@@ -204,8 +206,11 @@ Status OpResolver::chooseLinearKernel(ResolvedOp &op, bool residual, std::vector
     convert.in[0] = op.in[0];
     convert.lastRowsOnly = lmHead;
     convert.taskGrain = 1;
-    convert.kernel =
-        codegen::hostHas(codegen::kCpuAvx512Bf16) ? "Bf16RowsAvx512Bf16" : "Bf16RowsPortable";
+    convert.linear = op.linear;
+    const bool avx512 = codegen::hostHas(codegen::kCpuAvx512Bf16);
+    convert.kernel = info.tileRowsFrom ? (avx512 ? "Bf16RowsAvx512Bf16 + Bf16RowMajor (prefill)"
+                                                 : "Bf16RowsPortable + Bf16RowMajor (prefill)")
+                                       : (avx512 ? "Bf16RowsAvx512Bf16" : "Bf16RowsPortable");
     ops.push_back(convert);
     convertedBuffer_ = lmHead ? -1 : input;
   }
@@ -911,9 +916,9 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
     const size_t rows = op.lastRowsOnly ? logitsCount_ : T;
     shareOf(rows, thread, threadCount, begin, end);
     if (begin < end)
-      codegen::convertRowsToBf16(op.in[0].data, op.in[0].stride,
-                                 op.lastRowsOnly ? logitsSourceRows_.get() : nullptr, op.in[0].cols,
-                                 op.bf16Rows, begin, end);
+      codegen::convertRowsForLinear(op.linear->info(), rows, op.in[0].data, op.in[0].stride,
+                                    op.lastRowsOnly ? logitsSourceRows_.get() : nullptr,
+                                    op.in[0].cols, op.bf16Rows, begin, end);
     return;
   }
 

@@ -7,8 +7,10 @@
 #include "LongTailedRandom.h"
 
 #include "codegen/cpu/Amx.h"
+#include "codegen/cpu/AmxTiles.h"
 #include "codegen/cpu/CpuFeatures.h"
 #include "codegen/cpu/Linear.h"
+#include "codegen/cpu/LinearAmxBf16.h"
 #include "codegen/cpu/LinearAvx512Bf16.h"
 #include "codegen/cpu/WeightLayout.h"
 
@@ -110,6 +112,74 @@ TEST(Bf16Test, RowConversionMatchesPortableBitForBit) {
     }
 }
 
+TEST(Bf16Test, RowMajorConversionMatchesPortableBitForBit) {
+  LongTailedRandom random(13);
+  for (size_t k : {1, 2, 15, 16, 17, 31, 32, 33, 63, 100, 257, 2048})
+    for (size_t rows : {5, 16, 21}) {
+      const size_t xStride = k + 3, pairs = (k + 1) / 2;
+      const uint64_t rowBytes = Bf16RowMajor::rowBytes(k);
+      // Whole lines, an odd number of them, holding the row's pairs.
+      ASSERT_EQ(rowBytes % 64, 0u);
+      ASSERT_EQ(rowBytes / 64 % 2, 1u) << "k=" << k;
+      ASSERT_GE(rowBytes, pairs * 4);
+      ASSERT_LT(rowBytes, pairs * 4 + 128);
+      std::vector<float> x = random.vector(rows * xStride);
+      x[0] = floatOf(0x00000010); // a denormal
+      std::vector<uint32_t> gather(rows);
+      for (size_t r = 0; r < rows; ++r)
+        gather[r] = static_cast<uint32_t>((r * 7 + 3) % rows);
+      const size_t words = Bf16RowMajor::bytes(rows, k) / 4;
+      Aligned<uint32_t> fast(words, 0xdeadbeef), portable(words, 0xdeadbeef);
+      convertRowsToBf16RowMajor(x.data(), xStride, gather.data(), k, fast.data, 1, rows);
+      convertRowsToBf16RowMajorPortable(x.data(), xStride, gather.data(), k, portable.data, 1,
+                                        rows);
+      std::vector<bool> written(words, false);
+      for (size_t r = 1; r < rows; ++r)
+        for (size_t p = 0; p < pairs; ++p) {
+          const size_t at = Bf16RowMajor::pairIndex(r, p, k);
+          ASSERT_EQ(at, r * rowBytes / 4 + p);
+          const uint32_t even = floatToBf16(x[gather[r] * xStride + 2 * p]);
+          const uint32_t odd = 2 * p + 1 < k ? floatToBf16(x[gather[r] * xStride + 2 * p + 1]) : 0;
+          ASSERT_EQ(fast.data[at], even | odd << 16) << "k=" << k << " row " << r << " pair " << p;
+          written[at] = true;
+        }
+      for (size_t i = 0; i < words; ++i) {
+        ASSERT_EQ(fast.data[i], portable.data[i]) << "k=" << k << " word " << i;
+        if (!written[i])
+          ASSERT_EQ(fast.data[i], 0xdeadbeefu) << "k=" << k << ": wrote outside the asked rows";
+      }
+    }
+}
+
+TEST(Bf16Test, ConversionForALinearFollowsItsRowCount) {
+  const LinearKernelInfo amx =
+      chooseLinearBf16Kernel(kCpuX86_64 | kCpuAvx2 | kCpuFma | kCpuAvx512F | kCpuAvx512BW |
+                             kCpuAvx512Bf16 | kCpuAmxTile | kCpuAmxBf16);
+  const LinearKernelInfo avx512 = {"LinearAvx512Bf16", "LinearAvx512Bf16 (jit)", true, true};
+  EXPECT_FALSE(readsBf16RowMajor(amx, kAmxMinRows - 1));
+  EXPECT_TRUE(readsBf16RowMajor(amx, kAmxMinRows));
+  EXPECT_FALSE(readsBf16RowMajor(avx512, 4096));
+  const size_t k = 100;
+  EXPECT_EQ(convertedRowsBytes(avx512, 40, k), Bf16Rows::bytes(40, k));
+  EXPECT_EQ(convertedRowsBytes(amx, 16, k), Bf16Rows::bytes(16, k));
+  EXPECT_EQ(convertedRowsBytes(amx, 40, k),
+            std::max(Bf16Rows::bytes(40, k), Bf16RowMajor::bytes(40, k)));
+  // The same rows land in the layout the call reads.
+  LongTailedRandom random(14);
+  const std::vector<float> x = random.vector(40 * k);
+  for (size_t rows : {kAmxMinRows - 1, kAmxMinRows}) {
+    const size_t words = convertedRowsBytes(amx, rows, k) / 4;
+    Aligned<uint32_t> got(words, 0), want(words, 0);
+    convertRowsForLinear(amx, rows, x.data(), k, nullptr, k, got.data, 0, rows);
+    if (rows >= kAmxMinRows)
+      convertRowsToBf16RowMajorPortable(x.data(), k, nullptr, k, want.data, 0, rows);
+    else
+      convertRowsToBf16Portable(x.data(), k, nullptr, k, want.data, 0, rows);
+    for (size_t i = 0; i < words; ++i)
+      ASSERT_EQ(got.data[i], want.data[i]) << rows << " rows, word " << i;
+  }
+}
+
 TEST(WeightLayoutTest, PacksBothOrientationsAndRoundTrips) {
   LongTailedRandom random(12);
   for (size_t n : {1, 5, 16, 17, 40})
@@ -171,6 +241,31 @@ std::unique_ptr<LinearKernel> makeAvx512Bf16(size_t k, bool residual) {
 std::unique_ptr<LinearKernel> makePortable(size_t k, bool residual) {
   return createLinearBf16Portable(k, residual);
 }
+std::unique_ptr<LinearKernel> makeAmxEmulated(size_t k, bool residual) {
+  return std::make_unique<LinearAmxBf16Emulated>(k, residual);
+}
+std::unique_ptr<LinearKernel> makeAmxTiles(size_t k, bool residual) {
+  Result<std::unique_ptr<LinearKernel>> kernel = createLinearAmxBf16(k, residual, true);
+  EXPECT_TRUE(kernel.ok()) << kernel.message();
+  return kernel.ok() ? std::move(kernel.value()) : nullptr;
+}
+std::unique_ptr<LinearKernel> makeAmxWithAvx512(size_t k, bool residual) {
+  Result<std::unique_ptr<LinearKernel>> kernel = createLinearAmxBf16(k, residual);
+  EXPECT_TRUE(kernel.ok()) << kernel.message();
+  return kernel.ok() ? std::move(kernel.value()) : nullptr;
+}
+
+// Whether the host runs AMX tiles here (the CPU has them and Linux grants them), and why not.
+bool hostRunsAmx() {
+  return hostHas(kCpuAmxTile | kCpuAmxBf16 | kCpuAvx512Bf16) && requestAmxPermission().ok();
+}
+std::string whyNoAmx() {
+  if (!hostHas(kCpuAmxTile | kCpuAmxBf16))
+    return "host has no AMX (has " + describeCpuFeatures(hostCpuFeatures()) + ")";
+  if (!hostHas(kCpuAvx512Bf16))
+    return "host has no avx512-bf16";
+  return requestAmxPermission().message();
+}
 
 std::vector<KernelUnderTest> kernelsUnderTest() {
   return {
@@ -178,7 +273,19 @@ std::vector<KernelUnderTest> kernelsUnderTest() {
        "host has no avx512-bf16 (has " + describeCpuFeatures(hostCpuFeatures()) + ")",
        &makeAvx512Bf16},
       {"LinearBf16Portable", true, "", &makePortable},
+      // The AMX kernel's code on the tile model, for every row count: runs everywhere.
+      {"LinearAmxBf16Emulated", true, "", &makeAmxEmulated},
+      // The same code on the real tiles, for every row count; and as the engine runs it.
+      {"LinearAmxBf16Tiles", hostRunsAmx(), whyNoAmx(), &makeAmxTiles},
+      {"LinearAmxBf16", hostRunsAmx(), whyNoAmx(), &makeAmxWithAvx512},
   };
+}
+
+// An emulated AMX kernel's first fault (a configuration or shape its instructions would #UD or
+// #GP on, or memory outside the call's rows, weight blocks and scratch); empty otherwise.
+std::string emulationFault(const LinearKernel &kernel) {
+  const auto *emulated = dynamic_cast<const LinearAmxBf16Emulated *>(&kernel);
+  return emulated ? emulated->fault() : std::string();
 }
 
 // One shape of one kernel against the reference; returns the output for further comparisons.
@@ -201,8 +308,11 @@ std::vector<float> runCase(const LinearKernel &kernel, const Case &c, uint32_t s
   const LinearBf16N16K2 layout{c.n, c.k};
   Aligned<uint16_t> packed(layout.bytes() / 2);
   packLinearBf16(w.data(), false, c.n, c.k, packed.data);
-  Aligned<uint32_t> xBf16(Bf16Rows::bytes(c.rows, c.k) / 4);
-  convertRowsToBf16(x.data(), xStride, nullptr, c.k, xBf16.data, 0, c.rows);
+  // The layout this kernel reads for this many rows; padding and rows past them poisoned with
+  // bf16 NaN pairs, which would reach the outputs if a kernel read them.
+  Aligned<uint32_t> xBf16(convertedRowsBytes(kernel.info(), c.rows, c.k) / 4, 0x7fc07fc0u);
+  convertRowsForLinear(kernel.info(), c.rows, x.data(), xStride, nullptr, c.k, xBf16.data, 0,
+                       c.rows);
   std::vector<uint32_t> yRows;
   for (size_t r = 0; r < c.rows; ++r)
     yRows.push_back(static_cast<uint32_t>(c.gatherOutput ? outRows - 1 - r : r));
@@ -228,6 +338,7 @@ std::vector<float> runCase(const LinearKernel &kernel, const Case &c, uint32_t s
     call.colEnd = end;
     kernel.run(call);
   }
+  EXPECT_EQ(emulationFault(kernel), "");
 
   const std::string what = std::string(kernel.info().name) + " rows=" + std::to_string(c.rows) +
                            " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
@@ -316,8 +427,11 @@ TEST_P(LinearKernelTest, ColumnSplitsAndRowCountsDoNotChangeBits) {
     ASSERT_EQ(whole.size(), split.size());
     for (size_t i = 0; i < whole.size(); ++i)
       ASSERT_EQ(bitsOf(whole[i]), bitsOf(split[i])) << "element " << i;
-    // Fewer rows per call: the first rows' results are the same bits.
-    for (size_t fewer : {1, 4, 16}) {
+    // Fewer rows per call: the first rows' results are the same bits, within one kernel (the AMX
+    // kernel runs LinearAvx512Bf16 below kAmxMinRows rows: other bits, compared elsewhere).
+    for (size_t fewer : {1, 4, 16, 17}) {
+      if (readsBf16RowMajor(made->info(), fewer) != readsBf16RowMajor(made->info(), rows))
+        continue;
       const std::vector<float> part = runCase(*made, {fewer, n, k, false, false}, 7, {{0, n}});
       for (size_t i = 0; i < part.size(); ++i)
         ASSERT_EQ(bitsOf(part[i]), bitsOf(whole[i])) << fewer << " rows, element " << i;
@@ -337,7 +451,8 @@ TEST_P(LinearKernelTest, ManyRowsCrossColumnChunks) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, LinearKernelTest, ::testing::Values(0, 1),
+INSTANTIATE_TEST_SUITE_P(Kernels, LinearKernelTest,
+                         ::testing::Range<size_t>(0, kernelsUnderTest().size()),
                          [](const ::testing::TestParamInfo<size_t> &info) {
                            return std::string(kernelsUnderTest()[info.param].name);
                          });
@@ -355,6 +470,32 @@ TEST(LinearKernelChoiceTest, BestKernelTheFeaturesAllow) {
     Result<std::unique_ptr<LinearKernel>> refused = createLinearAvx512Bf16(64, false);
     ASSERT_FALSE(refused.ok());
     EXPECT_NE(refused.message().find("avx512-bf16"), std::string::npos) << refused.message();
+  }
+
+  // AMX BF16 with AVX-512 BF16: tiles for prefill-sized calls, LinearAvx512Bf16 below.
+  const uint64_t amx = avx512 | kCpuAvx512Bf16 | kCpuAmxTile | kCpuAmxBf16;
+  const LinearKernelInfo tiles = chooseLinearBf16Kernel(amx);
+  EXPECT_STREQ(tiles.name, "LinearAmxBf16");
+  EXPECT_STREQ(tiles.label, "LinearAmxBf16 (prefill) + LinearAvx512Bf16 (decode)");
+  EXPECT_TRUE(tiles.readsBf16Rows);
+  EXPECT_EQ(tiles.tileRowsFrom, kAmxMinRows);
+  EXPECT_EQ(best.tileRowsFrom, 0u);
+  // Without either AMX feature (as HETC_DISABLE_CPU_FEATURES=amx-tile or amx-bf16 leaves it),
+  // or without AVX-512 BF16 for the decode calls, no tiles.
+  EXPECT_STREQ(chooseLinearBf16Kernel(amx & ~kCpuAmxBf16).name, "LinearAvx512Bf16");
+  EXPECT_STREQ(chooseLinearBf16Kernel(amx & ~kCpuAmxTile).name, "LinearAvx512Bf16");
+  EXPECT_STREQ(chooseLinearBf16Kernel(amx & ~kCpuAvx512Bf16).name, "LinearBf16Portable");
+  // The engine's features: the host's, less AMX only where Linux refuses the permission.
+  const uint64_t amxBits = kCpuAmxTile | kCpuAmxBf16;
+  EXPECT_EQ(linearKernelFeatures() & ~amxBits, hostCpuFeatures() & ~amxBits);
+  EXPECT_EQ(linearKernelFeatures() == hostCpuFeatures(),
+            !hostHas(kCpuAmxTile) || requestAmxPermission().ok());
+  if (!hostRunsAmx()) {
+    Result<std::unique_ptr<LinearKernel>> refused = createLinearAmxBf16(64, false);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.message().find("LinearAmxBf16"), std::string::npos) << refused.message();
+    if (!hostHas(kCpuAmxTile))
+      EXPECT_NE(refused.message().find("host has no AMX"), std::string::npos) << refused.message();
   }
 }
 
@@ -413,6 +554,155 @@ TEST(AmxTest, PermissionIsAskedOnlyWithAmx) {
   loadTileConfig(config);
   loadTileConfig(config); // no reload: same configuration
   releaseTiles();
+}
+
+// ---------------------------------------------------------------------------------------------
+// LinearAmxBf16: its tile configurations, its kernel on the tile model (every host), and on the
+// real tiles against the model (AMX hosts only).
+
+TEST(LinearAmxBf16Test, TileConfigurationOfEveryTailShape) {
+  for (unsigned rows = 1; rows <= 32; ++rows)
+    for (unsigned pairs = 1; pairs <= 16; ++pairs) {
+      const TileConfig config = linearAmxBf16TileConfig(rows, pairs);
+      // The ldtilecfg operand byte by byte: palette 1, colsb of tile t at 16 + 2t, rows at 48 + t.
+      uint8_t expected[64] = {};
+      expected[0] = 1;
+      auto tile = [&](unsigned t, unsigned tileRows, unsigned colsb) {
+        expected[16 + 2 * t] = static_cast<uint8_t>(colsb);
+        expected[48 + t] = static_cast<uint8_t>(tileRows);
+      };
+      const unsigned top = std::min(rows, 16u), bottom = rows - top;
+      tile(0, top, 64);        // C(0, 0)
+      tile(1, top, 64);        // C(0, 1)
+      tile(4, top, 4 * pairs); // A(0)
+      if (bottom) {
+        tile(2, bottom, 64);        // C(1, 0)
+        tile(3, bottom, 64);        // C(1, 1)
+        tile(5, bottom, 4 * pairs); // A(1)
+      }
+      tile(6, pairs, 64); // B(0)
+      tile(7, pairs, 64); // B(1)
+      ASSERT_EQ(std::memcmp(&config, expected, 64), 0) << rows << " rows, " << pairs << " pairs";
+      // The model accepts it, and every product of the 2 x 2 blocking chains under it.
+      EmulatedAmxTiles model;
+      model.ldtilecfg(config);
+      model.tdpbf16ps(0, 4, 6);
+      model.tdpbf16ps(1, 4, 7);
+      if (bottom) {
+        model.tdpbf16ps(2, 5, 6);
+        model.tdpbf16ps(3, 5, 7);
+      }
+      ASSERT_EQ(model.fault(), "") << rows << " rows, " << pairs << " pairs";
+    }
+  for (size_t k : {1, 2, 31, 32, 33, 64, 100, 2048, 8192, 9001}) {
+    const LinearAmxBf16Shape shape = makeLinearAmxBf16Shape(k, k % 2 == 0);
+    const size_t pairs = (k + 1) / 2;
+    EXPECT_EQ(shape.kPairs, pairs);
+    EXPECT_EQ(shape.fullSteps, pairs / 16) << "k=" << k;
+    EXPECT_EQ(shape.tailPairs, pairs % 16) << "k=" << k;
+    EXPECT_EQ(shape.aStride, Bf16RowMajor::rowBytes(k));
+    EXPECT_EQ(shape.blockBytes, (LinearBf16N16K2{16, k}.blockBytes()));
+    EXPECT_EQ(shape.residual, k % 2 == 0);
+    EXPECT_GE(shape.chunkBlocks, 1u);
+    EXPECT_LE(shape.chunkBlocks, LinearAmxBf16Shape::kMaxChunkBlocks);
+    EXPECT_TRUE(shape.chunkBlocks == 1 || shape.chunkBlocks * shape.blockBytes <= 512 * 1024);
+    for (unsigned rows = 1; rows <= 32; ++rows) {
+      if (shape.fullSteps)
+        EXPECT_TRUE(shape.configs[rows - 1][0] == linearAmxBf16TileConfig(rows, 16));
+      if (shape.tailPairs)
+        EXPECT_TRUE(shape.configs[rows - 1][1] ==
+                    linearAmxBf16TileConfig(rows, static_cast<unsigned>(shape.tailPairs)));
+    }
+  }
+}
+
+// Row counts, K and N at the kernel's boundaries: one or two A tiles (16, 17, 32, 33 rows and
+// past), K steps of 16 pairs with and without a shorter last step, one or two B tiles and
+// several column chunks (up to 8 blocks each).
+TEST(LinearAmxBf16Test, EmulatedMatchesReferenceAtTileBoundaries) {
+  uint32_t seed = 500;
+  for (size_t k : {2, 31, 32, 33, 62, 64, 66})
+    for (bool residual : {false, true}) {
+      LinearAmxBf16Emulated kernel(k, residual);
+      for (size_t n : {16, 17, 48, 130, 257})
+        for (size_t rows : {1, 15, 16, 17, 31, 32, 33, 47, 64, 65}) {
+          runCase(kernel, {rows, n, k, residual, rows % 2 == 1}, ++seed, {{0, n}});
+          if (residual && rows % 2 == 0)
+            runCase(kernel, {rows, n, k, true, false, true}, ++seed, {{0, n}});
+          if (HasFailure())
+            return;
+        }
+    }
+  for (size_t k : {1000, 2048}) {
+    LinearAmxBf16Emulated kernel(k, true);
+    for (size_t rows : {17, 33})
+      runCase(kernel, {rows, 130, k, true, false}, ++seed, {{0, 130}});
+    runCase(kernel, {40, 200, k, true, true}, ++seed, {{160, 200}, {0, 32}, {32, 160}});
+  }
+}
+
+// The configuration is loaded only when it changes: one load for a call whose row blocks and K
+// steps share one; two per row block when K has a shorter last step. The 2 x 2 blocking does
+// one tdpbf16ps per C tile per K step.
+TEST(LinearAmxBf16Test, LoadsAConfigurationOnlyWhenItChanges) {
+  struct Expectation {
+    size_t k, rows, n;
+    uint64_t configLoads, dotProducts;
+  };
+  const Expectation cases[] = {
+      {64, 64, 64, 1, 2 * 2 * 2 * 4},         // 2 row blocks x 2 column pairs x 2 steps x 4 tiles
+      {64, 40, 64, 2, 2 * 2 * 4 + 2 * 2 * 2}, // a block of 32 rows, then one of 8 (one A tile)
+      {66, 64, 64, 4, 2 * 2 * 3 * 4},         // per row block: the 2 full steps, then the tail step
+      {30, 40, 48, 2, 4 + 2 + 2 + 1},         // a tail step only; 3 blocks: a pair, then one
+  };
+  for (const Expectation &e : cases) {
+    LinearAmxBf16Emulated kernel(e.k, false);
+    runCase(kernel, {e.rows, e.n, e.k, false, false}, 77, {{0, e.n}});
+    EXPECT_EQ(kernel.configLoads(), e.configLoads) << "k=" << e.k << " rows=" << e.rows;
+    EXPECT_EQ(kernel.dotProducts(), e.dotProducts) << "k=" << e.k << " rows=" << e.rows;
+  }
+}
+
+TEST(LinearAmxBf16Test, RealTilesGiveTheEmulatedBits) {
+  if (!hostRunsAmx())
+    GTEST_SKIP() << whyNoAmx();
+  uint32_t seed = 900;
+  for (size_t k : {2, 33, 64, 66, 1000})
+    for (bool residual : {false, true}) {
+      std::unique_ptr<LinearKernel> real = makeAmxTiles(k, residual);
+      ASSERT_TRUE(real);
+      LinearAmxBf16Emulated emulated(k, residual);
+      for (size_t n : {17, 130})
+        for (size_t rows : {1, 16, 17, 33, 65}) {
+          ++seed;
+          const Case c{rows, n, k, residual, rows % 2 == 1};
+          const std::vector<float> got = runCase(*real, c, seed, {{0, n}});
+          const std::vector<float> want = runCase(emulated, c, seed, {{0, n}});
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(bitsOf(got[i]), bitsOf(want[i]))
+                << "k=" << k << " n=" << n << " rows=" << rows << " element " << i << ": real "
+                << got[i] << ", emulated " << want[i];
+        }
+    }
+}
+
+TEST(LinearAmxBf16Test, EngineKernelSwitchesToTilesAtKAmxMinRows) {
+  if (!hostRunsAmx())
+    GTEST_SKIP() << whyNoAmx();
+  const size_t k = 200, n = 70;
+  std::unique_ptr<LinearKernel> engineKernel = makeAmxWithAvx512(k, false);
+  std::unique_ptr<LinearKernel> tiles = makeAmxTiles(k, false);
+  std::unique_ptr<LinearKernel> avx512 = makeAvx512Bf16(k, false);
+  ASSERT_TRUE(engineKernel && tiles && avx512);
+  for (size_t rows : {size_t{1}, kAmxMinRows - 1, kAmxMinRows, size_t{40}}) {
+    const Case c{rows, n, k, false, false};
+    const std::vector<float> got = runCase(*engineKernel, c, 31, {{0, n}});
+    const std::vector<float> want = runCase(rows < kAmxMinRows ? *avx512 : *tiles, c, 31, {{0, n}});
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(bitsOf(got[i]), bitsOf(want[i])) << rows << " rows, element " << i;
+  }
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 // library's per-benchmark reports do not express.
 #include "../PrintfString.h"
 #include "codegen/cpu/Linear.h"
+#include "codegen/cpu/LinearAmxBf16.h"
 #include "codegen/cpu/WeightLayout.h"
 #include "hetc/runtime/Attention.h"
 #include "hetc/runtime/CpuFeatures.h"
@@ -191,6 +192,8 @@ public:
   virtual std::string unavailable() const { return {}; }
   // What the engine runs on this host (f32 weights, or bf16 weights): the only ones --quick runs.
   virtual bool chosenForHost() const { return true; }
+  // Row counts it is measured at: the AMX kernel only where it runs its tiles.
+  virtual bool measuresRows(size_t) const { return true; }
   // Columns a thread's share is a multiple of.
   virtual size_t columnGrain() const { return 16; }
   // Builds `copies` copies of the kernel's weights for [N, K] from f32 values (in its layout and
@@ -224,26 +227,35 @@ private:
 };
 
 // A kernel of codegen/cpu over BF16 weights packed as LinearBf16N16K2, made for each K by
-// `create` as the engine makes it at plan load.
+// `create` as the engine makes it at plan load. `title` names it while it cannot be made.
 class CodegenBf16Linear final : public LinearUnderTest {
 public:
   using Create =
       std::function<hetc::Result<std::unique_ptr<hetc::codegen::LinearKernel>>(size_t k)>;
-  CodegenBf16Linear(Create create, std::string suffix = "")
-      : create_(std::move(create)), suffix_(std::move(suffix)) {
+  CodegenBf16Linear(Create create, std::string title, std::string suffix = "", size_t minRows = 1)
+      : create_(std::move(create)), suffix_(std::move(suffix)), label_(std::move(title)),
+        minRows_(minRows) {
     auto probe = create_(64);
-    if (probe.ok())
+    if (probe.ok()) {
       label_ = probe.value()->info().label;
-    else
+      kernelName_ = probe.value()->info().name;
+    } else {
       why_ = probe.message();
+    }
   }
-  std::string name() const override { return (label_.empty() ? "bf16" : label_) + suffix_; }
+  std::string name() const override { return label_ + suffix_; }
   std::string weightDtype() const override { return "bf16"; }
   std::string unavailable() const override { return why_; }
   bool chosenForHost() const override {
-    return suffix_.empty() &&
-           label_ == hetc::codegen::chooseLinearBf16Kernel(hetc::hostCpuFeatures()).label;
+    if (!suffix_.empty() || !why_.empty())
+      return false;
+    const hetc::codegen::LinearKernelInfo chosen =
+        hetc::codegen::chooseLinearBf16Kernel(hetc::codegen::linearKernelFeatures());
+    // The AMX kernel runs LinearAvx512Bf16 for decode-sized steps.
+    return label_ == chosen.label ||
+           (chosen.tileRowsFrom != 0 && kernelName_ == "LinearAvx512Bf16");
   }
+  bool measuresRows(size_t m) const override { return m >= minRows_; }
   size_t columnGrain() const override { return hetc::codegen::LinearBf16N16K2::kBlockColumns; }
   uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {
     auto kernel = create_(k);
@@ -265,17 +277,25 @@ public:
     copies_.clear();
     kernel_.reset();
   }
+  // Both layouts the kernel may read: every prefix of `rows` rows is then a valid input.
   void setInput(const float *x, size_t xStride, size_t rows, size_t k) override {
-    rows_.reset(
-        static_cast<uint32_t *>(std::aligned_alloc(64, hetc::codegen::Bf16Rows::bytes(rows, k))));
-    hetc::codegen::convertRowsToBf16Portable(x, xStride, nullptr, k, rows_.get(), 0, rows);
+    using namespace hetc::codegen;
+    rows_.reset(static_cast<uint32_t *>(std::aligned_alloc(64, Bf16Rows::bytes(rows, k))));
+    convertRowsToBf16Portable(x, xStride, nullptr, k, rows_.get(), 0, rows);
+    rowMajor_.reset();
+    if (kernel_ && kernel_->info().tileRowsFrom != 0) {
+      rowMajor_.reset(
+          static_cast<uint32_t *>(std::aligned_alloc(64, Bf16RowMajor::bytes(rows, k))));
+      convertRowsToBf16RowMajorPortable(x, xStride, nullptr, k, rowMajor_.get(), 0, rows);
+    }
   }
   void run(const float *x, size_t xStride, size_t m, size_t, float *y, size_t yStride,
            size_t colBegin, size_t colEnd, size_t copy) const override {
     hetc::codegen::LinearCall call;
     call.x = x;
     call.xStride = xStride;
-    call.xBf16 = rows_.get();
+    call.xBf16 =
+        hetc::codegen::readsBf16RowMajor(kernel_->info(), m) ? rowMajor_.get() : rows_.get();
     call.rows = m;
     call.w = copies_[copy].get();
     call.y = y;
@@ -290,24 +310,30 @@ private:
     void operator()(void *p) const { std::free(p); }
   };
   Create create_;
-  std::string suffix_, label_, why_;
+  std::string suffix_, label_, why_, kernelName_;
+  size_t minRows_;
   std::unique_ptr<hetc::codegen::LinearKernel> kernel_;
   std::vector<std::unique_ptr<uint16_t, void (*)(void *)>> copies_;
-  std::unique_ptr<uint32_t, Free> rows_;
+  std::unique_ptr<uint32_t, Free> rows_, rowMajor_;
 };
 
 std::vector<std::unique_ptr<LinearUnderTest>> linearKernels() {
   using namespace hetc::codegen;
   std::vector<std::unique_ptr<LinearUnderTest>> kernels;
   kernels.push_back(std::make_unique<PortableLinear>());
+  // Prefill row counts only: below kAmxMinRows it runs LinearAvx512Bf16, measured below.
   kernels.push_back(std::make_unique<CodegenBf16Linear>(
-      [](size_t k) { return createLinearAvx512Bf16(k, false); }));
+      [](size_t k) { return createLinearAmxBf16(k, false); }, "LinearAmxBf16", "", kAmxMinRows));
   kernels.push_back(std::make_unique<CodegenBf16Linear>(
-      [](size_t k) { return createLinearAvx512Bf16(k, false, 0); }, " no-prefetch"));
+      [](size_t k) { return createLinearAvx512Bf16(k, false); }, "LinearAvx512Bf16"));
+  kernels.push_back(std::make_unique<CodegenBf16Linear>(
+      [](size_t k) { return createLinearAvx512Bf16(k, false, 0); }, "LinearAvx512Bf16",
+      " no-prefetch"));
   kernels.push_back(std::make_unique<CodegenBf16Linear>(
       [](size_t k) -> hetc::Result<std::unique_ptr<LinearKernel>> {
         return createLinearBf16Portable(k, false);
-      }));
+      },
+      "LinearBf16Portable"));
   return kernels;
 }
 
@@ -468,8 +494,7 @@ void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthRefe
 #endif
 
     for (const auto &kernel : kernels) {
-      if (settings.quick && !kernel->chosenForHost())
-        continue;
+      // A kernel the host cannot run says so, --quick or not.
       const std::string why = kernel->unavailable();
       if (!why.empty()) {
         lines.push_back(
@@ -477,6 +502,8 @@ void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthRefe
              -1.0, ""});
         continue;
       }
+      if (settings.quick && !kernel->chosenForHost())
+        continue;
       const uint64_t bytes = kernel->prepare(w.data(), shape.n, shape.k, 1);
       const size_t copies = coldCopies(bytes, llc);
       if (copies > 1)
@@ -484,6 +511,8 @@ void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthRefe
       kernel->setInput(x.data(), shape.k, maxRows, shape.k);
       const std::string dtype = kernel->weightDtype();
       for (size_t m : rowCounts) {
+        if (!kernel->measuresRows(m))
+          continue;
         LinearPhase phase{kernel.get(), x.data(), m, shape.k, shape.n, nullptr, 0};
         phase.n = columnsFor(settings, pool, phase, shape.n, y);
         const size_t n = phase.n;

@@ -82,7 +82,7 @@ struct ResolvedOp {
   Rows out;
   const float *weight = nullptr; // table, gamma, W [N, K] or inv_freq (f32)
   // Linear, LmHead: a LinearBf16N16K2 weight, run by `linear`; Embedding: a tied table in that
-  // layout (weight is then null).
+  // layout (weight is then null). ConvertRowsBf16: `linear` is the kernel whose layout it writes.
   const uint16_t *weightBf16 = nullptr;
   const codegen::LinearKernel *linear = nullptr;
   // ConvertRowsBf16 writes, and a Linear or LmHead whose kernel reads bf16 rows reads, here.
