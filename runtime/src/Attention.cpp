@@ -1,9 +1,8 @@
 #include "hetc/runtime/Attention.h"
 
-#include "codegen/cpu/WeightLayout.h"
-
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -35,7 +34,14 @@ template <typename T> size_t lastRowAtOrBefore(const T *before, size_t rows, T v
 namespace {
 
 inline float widen(float x) { return x; }
-inline float widen(uint16_t x) { return codegen::bf16ToFloat(x); }
+// A bf16 is the upper half of a float32: widened in line (codegen::bf16ToFloat is a call, which
+// here would run once per element).
+inline float widen(uint16_t x) {
+  const uint32_t bits = uint32_t{x} << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
 inline float widen(int8_t x) { return static_cast<float>(x); }
 
 // An int8 row's scale (1 for the other element types, which carry none).
