@@ -216,7 +216,7 @@ void bindArena(void *address, size_t bytes, const NumaTopology &topology, ArenaB
   (void)address;
   (void)bytes;
   (void)topology;
-  binding.outcome = "not bound: NUMA binding not available in this build";
+  binding.outcome = "not bound";
 #endif
 }
 

@@ -74,8 +74,8 @@ PolicyLookup PolicyTables::lookup(StageDef stageKind, uint64_t batch, uint64_t l
 
 std::string policyLookupText(const PolicyTables &tables, StageDef stage, uint64_t batch,
                              uint64_t len) {
-  std::string text = std::string(stage == StageDef::Decode ? "decode" : "prefill") + " at B=" +
-                     std::to_string(batch) + ", L=" + std::to_string(len) + ": ";
+  std::string text = std::string(stage == StageDef::Decode ? "decode" : "prefill") +
+                     " at B=" + std::to_string(batch) + ", L=" + std::to_string(len) + ": ";
   const PolicyLookup found = tables.lookup(stage, batch, len);
   if (!found.policies)
     return text + "no policy table (every op on the CPU)";
@@ -84,9 +84,9 @@ std::string policyLookupText(const PolicyTables &tables, StageDef stage, uint64_
     const uint32_t firstLayer = table.groupFirstLayer[g];
     const uint32_t lastLayer = firstLayer + table.groupLayerCount[g] - 1;
     text += (g ? ", " : "") +
-            (firstLayer == lastLayer ? "layer " + std::to_string(firstLayer)
-                                     : "layers " + std::to_string(firstLayer) + "-" +
-                                           std::to_string(lastLayer)) +
+            (firstLayer == lastLayer
+                 ? "layer " + std::to_string(firstLayer)
+                 : "layers " + std::to_string(firstLayer) + "-" + std::to_string(lastLayer)) +
             (table.groupNames[g].empty() ? "" : " (" + table.groupNames[g] + ")") + " " +
             policyText(found.policies[g]);
   }

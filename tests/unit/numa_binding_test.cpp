@@ -148,10 +148,12 @@ TEST(NumaBinding, EngineBindsItsArenasOnThisHost) {
 
   const bool cpuLessNode = std::any_of(host.nodes.begin(), host.nodes.end(),
                                        [](const NumaNode &n) { return !n.hasCpus; });
-  if (host.nodes.size() == 1)
+  if (host.nodes.size() == 1) {
     EXPECT_THAT(text, HasSubstr("KV cache (CXL) -> node " + std::to_string(host.nodes[0].id)));
-  if (!cpuLessNode)
+  }
+  if (!cpuLessNode) {
     EXPECT_THAT(text, HasSubstr("; this host has no CPU-less node"));
+  }
 
 #ifdef HETC_HAVE_LIBNUMA
   EXPECT_TRUE(binding.arenas[0].attempted);
@@ -161,8 +163,8 @@ TEST(NumaBinding, EngineBindsItsArenasOnThisHost) {
       EXPECT_THAT(arena->outcome, HasSubstr("not bound: mbind refused: "));
       continue;
     }
-    const void *address = arena == &binding.arenas[0] ? engine->activationArena()
-                                                      : engine->kvArena();
+    const void *address =
+        arena == &binding.arenas[0] ? engine->activationArena() : engine->kvArena();
     int mode = -1;
     unsigned long mask[16] = {};
     ASSERT_EQ(get_mempolicy(&mode, mask, 16 * 8 * sizeof(unsigned long),

@@ -218,8 +218,8 @@ uint64_t decodeLen(const DecodeBenchReport &r) { return r.context + r.gen; }
 
 // The policy the plan's decode table gives a point, and where it ran: here, always the CPU.
 Json policyJson(const Engine &engine, const DecodeBenchReport &r) {
-  const PolicyLookup found = engine.policyTables().lookup(plan::StageDef::Decode, r.batch,
-                                                          decodeLen(r));
+  const PolicyLookup found =
+      engine.policyTables().lookup(plan::StageDef::Decode, r.batch, decodeLen(r));
   Json policies = Json::array();
   for (uint32_t g = 0; g < found.groupCount; ++g)
     policies.push_back(policyText(found.policies[g]));
