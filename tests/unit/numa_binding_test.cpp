@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sys/mman.h>
 
 #ifdef HETC_HAVE_LIBNUMA
 #include <numaif.h>
@@ -113,6 +115,29 @@ TEST(NumaBinding, ReadsTheTopologyFromSysfs) {
   ASSERT_EQ(none.nodes.size(), 1u);
   EXPECT_THAT(none.localNodes, ElementsAre(0));
   EXPECT_EQ(describeTopology(none), "1 NUMA node (node 0: size unknown)");
+}
+
+TEST(NumaBinding, ARefusedBindingIsReportedNotFatal) {
+  // Node 62 is within the mask but on no machine this runs on: the kernel refuses it.
+  const NumaTopology host = readNumaTopology(allowedCpus());
+  ASSERT_TRUE(std::none_of(host.nodes.begin(), host.nodes.end(),
+                           [](const NumaNode &n) { return n.id == 62; }));
+  const size_t bytes = 1 << 16;
+  void *region = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(region, MAP_FAILED);
+  ArenaBinding arena;
+  arena.what = "KV cache";
+  arena.target.nodes = {62};
+  bindArena(region, bytes, host, arena);
+  EXPECT_FALSE(arena.bound);
+#ifdef HETC_HAVE_LIBNUMA
+  EXPECT_TRUE(arena.attempted);
+  EXPECT_THAT(arena.outcome, HasSubstr("not bound: mbind refused: "));
+#else
+  EXPECT_EQ(arena.outcome, "not bound");
+#endif
+  std::memset(region, 1, bytes); // the memory is still usable
+  munmap(region, bytes);
 }
 
 TEST(NumaBinding, EngineBindsItsArenasOnThisHost) {
