@@ -8,7 +8,7 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler
   libonnx-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libcli11-dev libxxhash-dev nlohmann-json3-dev
-  libxbyak-dev libdnnl-dev
+  libxbyak-dev libdnnl-dev libnuma-dev
   python3-torch python3-onnx python3-numpy
 )
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <sys/mman.h>
+#include <unistd.h>
 
 namespace hetc {
 namespace {
@@ -463,7 +464,8 @@ Engine::Engine(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {}
 
 Engine::~Engine() {
   pool_.reset(); // joins the workers before the memory they touch goes away
-  std::free(activations_);
+  if (activations_)
+    munmap(activations_, activationMapBytes_);
   std::free(bf16Rows_);
   std::free(attentionStates_);
   std::free(attentionWork_);
@@ -482,6 +484,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Plan> plan,
                         : &kernels::vectorKernelsFor(codegen::hostCpuFeatures());
   if (Status s = engine->resolve(); !s)
     return s;
+  engine->policyTables_ = PolicyTables::fromPlan(*engine->plan_);
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(options.threads, options.pin);
   if (!pool)
     return pool.status();
@@ -515,15 +518,32 @@ Status Engine::resolve() {
   if (maxSeq_ > UINT32_MAX)
     return Status::error("the plan's --max-seq " + str(maxSeq_) + " exceeds " + str(UINT32_MAX));
 
-  // Activation arena: zeroed once so nothing ever reads indeterminate memory.
+  // The plan's tiers on this host's nodes: the threads run on the CPUs this process may use.
+  memoryBinding_.topology = readNumaTopology(allowedCpus());
+  memoryBinding_.planTarget = def.target() ? def.target()->str() : "";
+  auto placeArena = [this](const char *what, plan::TierDef tier) -> ArenaBinding & {
+    ArenaBinding arena;
+    arena.what = what;
+    arena.tier = tier;
+    arena.target = nodesForTier(memoryBinding_.topology, tier);
+    memoryBinding_.arenas.push_back(std::move(arena));
+    return memoryBinding_.arenas.back();
+  };
+
+  // Activation arena: an anonymous mapping (page aligned, so kActivationAlignment holds), bound
+  // and then zeroed, which places its pages and leaves nothing indeterminate to read.
   activationBytes_ = def.activation_arena_size();
-  const size_t rounded = std::max(
-      kActivationAlignment, ceilDiv(activationBytes_, kActivationAlignment) * kActivationAlignment);
-  activations_ = static_cast<float *>(std::aligned_alloc(kActivationAlignment, rounded));
-  if (!activations_)
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  activationMapBytes_ = std::max(page, ceilDiv(activationBytes_, page) * page);
+  void *activationMapping = mmap(nullptr, activationMapBytes_, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (activationMapping == MAP_FAILED)
     return Status::error("cannot allocate the activation arena of " + str(activationBytes_) +
-                         " bytes");
-  std::memset(activations_, 0, rounded);
+                         " bytes: " + std::strerror(errno));
+  activations_ = static_cast<float *>(activationMapping);
+  bindArena(activations_, activationMapBytes_, memoryBinding_.topology,
+            placeArena("activations", def.activation_tier()));
+  std::memset(activations_, 0, activationMapBytes_);
 
   // KV arena: address space only; a page costs memory once a position on it is written.
   const plan::KvCacheDef *kv = def.kv_cache();
@@ -545,6 +565,8 @@ Status Engine::resolve() {
                            "KV cache: " +
                            std::strerror(errno));
     kvArena_ = mapping;
+    // Before any position is written: the pages land where the binding says.
+    bindArena(kvArena_, kvBytes_, memoryBinding_.topology, placeArena("KV cache", kv->tier()));
     auto *base = static_cast<uint8_t *>(kvArena_);
     kvCache_.keys = base + kv->k_offset();
     kvCache_.values = base + kv->v_offset();
@@ -563,6 +585,11 @@ Status Engine::resolve() {
       kvCache_.scaleHeadStride = kv->scale_head_stride();
     }
   }
+
+  // The weights are the plan file's shared mapping: mbind does not place page-cache pages, so
+  // their tiers are mapped and said, not bound.
+  for (plan::TierDef tier : weightTiers(*plan_))
+    placeArena("weights", tier).outcome = "not bound: pages of the plan file";
 
   // Step metadata, sized by the bounds once.
   rowTokens_.reset(new int32_t[maxStepTokens_]());

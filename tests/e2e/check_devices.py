@@ -100,6 +100,13 @@ def notices(stderr):
     return [line for line in stderr.splitlines() if line.startswith(NOTICE)]
 
 
+def table_policies(table, batch, length):
+    """The policies a stage's policy table (inspect --json) gives (batch, length), as text."""
+    row = [r for r in table if r["len"] <= length][-1]
+    found = [r for r in row["ranges"] if r["first_batch"] <= batch <= r["last_batch"]][0]
+    return ["(" + ",".join(str(bit) for bit in p) + ")" for p in found["policies"]]
+
+
 def check(a):
     check_hetc_binary(a.hetc)
     os.makedirs(a.workdir, exist_ok=True)
@@ -172,6 +179,10 @@ def check(a):
     _, _, verbose = run_plan(a, plans["h100"], "h100_verbose", ["--verbose"])
     if "hetc: devices: target spr-h100" not in verbose or len(notices(verbose)) != 1:
         raise CheckFailed(f"hetc run --verbose does not report the devices once:\n{indent(verbose)}")
+    for words in ["hetc: policy: prefill at B=", "; decode at B=", "run on the CPU here",
+                  "hetc: memory: "]:
+        if words not in verbose:
+            raise CheckFailed(f"hetc run --verbose does not say {words!r}:\n{indent(verbose)}")
 
     bench = run([a.hetc, "bench", plans["h100"], "--context", "8", "--gen", "2", "--no-paired",
                  "--probe-mib", "16", "--json"], "hetc bench --json", timeout=a.timeout)
@@ -179,6 +190,18 @@ def check(a):
     if devices.get("target") != "spr-h100" or devices.get("ran_on") != "cpu" or \
             devices.get("gpu_ops_decode") != h100_gpu["Decode"]:
         raise CheckFailed(f"hetc bench --json reports devices {devices}")
+    # bench's default point: one sequence, its last step attending context + gen positions.
+    policy = json.loads(bench.stdout).get("policy", {})
+    expected = table_policies(h100["stages"][1]["policy_table"], 1, 8 + 2)
+    if policy.get("group_policies") != expected or policy.get("ran_on") != "cpu" or \
+            (policy.get("batch"), policy.get("len")) != (1, 10):
+        raise CheckFailed(f"hetc bench --json reports policy {policy}, the table gives {expected}")
+    binding = json.loads(bench.stdout).get("memory_binding", {})
+    arenas = {arena["arena"] for arena in binding.get("arenas", [])}
+    if not {"KV cache", "activations", "weights"} <= arenas or not binding.get("nodes"):
+        raise CheckFailed(f"hetc bench --json reports memory_binding {binding}")
+    print(f"bench policy: {policy['description']}")
+    print(f"bench memory: {binding['description']}")
     if len(notices(bench.stderr)) != 1:
         raise CheckFailed(f"hetc bench printed {len(notices(bench.stderr))} notices:\n{indent(bench.stderr)}")
     text = run([a.hetc, "inspect", plans["h100"]], "hetc inspect").stdout

@@ -9,6 +9,7 @@
 #include "hetc/runtime/HostMemory.h"
 #include "hetc/runtime/LatencyModel.h"
 #include "hetc/runtime/Plan.h"
+#include "hetc/runtime/PolicyTable.h"
 
 #include <nlohmann/json.hpp>
 
@@ -211,6 +212,54 @@ Json devicesJson(const Plan &plan) {
               {"description", describePlanDevices(plan, probe)}};
 }
 
+// The positions the last timed decode step of a point attends: the length its policy is looked
+// up at.
+uint64_t decodeLen(const DecodeBenchReport &r) { return r.context + r.gen; }
+
+// The policy the plan's decode table gives a point, and where it ran: here, always the CPU.
+Json policyJson(const Engine &engine, const DecodeBenchReport &r) {
+  const PolicyLookup found =
+      engine.policyTables().lookup(plan::StageDef::Decode, r.batch, decodeLen(r));
+  Json policies = Json::array();
+  for (uint32_t g = 0; g < found.groupCount; ++g)
+    policies.push_back(policyText(found.policies[g]));
+  return Json{{"stage", "decode"},
+              {"batch", r.batch},
+              {"len", decodeLen(r)},
+              {"table", found.policies != nullptr},
+              {"group_policies", policies},
+              {"ran_on", "cpu"},
+              {"description", policyLookupText(engine.policyTables(), plan::StageDef::Decode,
+                                               r.batch, decodeLen(r))}};
+}
+
+// "...; run on the CPU here (no GPU executor)" for a plan with a table.
+std::string policyLine(const Engine &engine, const DecodeBenchReport &r) {
+  return policyLookupText(engine.policyTables(), plan::StageDef::Decode, r.batch, decodeLen(r)) +
+         (engine.policyTables().empty() ? "" : "; run on the CPU here (no GPU executor)");
+}
+
+// The host's NUMA nodes and where each arena's tier went on them.
+Json memoryBindingJson(const Engine &engine) {
+  const MemoryBinding &binding = engine.memoryBinding();
+  Json nodes = Json::array();
+  for (const NumaNode &node : binding.topology.nodes)
+    nodes.push_back(
+        {{"node", node.id}, {"has_cpus", node.hasCpus}, {"memory_bytes", node.memoryBytes}});
+  Json arenas = Json::array();
+  for (const ArenaBinding &arena : binding.arenas)
+    arenas.push_back({{"arena", arena.what},
+                      {"tier", plan::EnumNameTierDef(arena.tier)},
+                      {"nodes", arena.target.nodes},
+                      {"note", arena.target.note},
+                      {"bound", arena.bound},
+                      {"outcome", arena.outcome}});
+  return Json{{"available", numaBindingAvailable()},
+              {"nodes", nodes},
+              {"arenas", arenas},
+              {"description", binding.describe()}};
+}
+
 void addRunJson(Json &j, const Engine &engine, const DecodeBenchReport &r) {
   Json kernels = Json::array();
   for (const KernelUse &use : r.kernels)
@@ -224,6 +273,7 @@ void addRunJson(Json &j, const Engine &engine, const DecodeBenchReport &r) {
   j["threads"] = r.threads;
   j["pinned_threads"] = r.pinnedThreads;
   j["devices"] = devicesJson(engine.plan());
+  j["memory_binding"] = memoryBindingJson(engine);
 }
 
 std::string splitText(const DecodeTimeSplit &s) {
@@ -269,6 +319,8 @@ void printPointText(const BenchArguments &args, const Engine &engine, const Deco
   line("weights", joined(weightDtypes(engine.plan())) + "; KV cache " + kvDtype(engine.plan()));
   line("threads", format("%u (%u pinned)", r.threads, r.pinnedThreads));
   line("devices", describePlanDevices(engine.plan(), probeGpu()));
+  line("policy", policyLine(engine, r));
+  line("memory", engine.memoryBinding().describe());
   line("fill", format("%llu positions x %u %s: ", static_cast<unsigned long long>(r.context),
                       r.batch, seqs) +
                    describeFill(r) + format(", %.2f s", r.fillSeconds));
@@ -328,6 +380,7 @@ int singlePoint(const BenchArguments &args, Engine &engine) {
     j["plan"] = args.planPath;
     j.update(pointJson(args, *report));
     addRunJson(j, engine, *report);
+    j["policy"] = policyJson(engine, *report);
     std::cout << j.dump(2) << '\n';
   } else {
     printPointText(args, engine, *report);
@@ -468,6 +521,7 @@ Json sweepJson(const BenchArguments &args, const Engine &engine,
   Json points = Json::array();
   for (const SweepResult &result : results) {
     Json point = pointJson(args, result.report);
+    point["policy"] = policyJson(engine, result.report);
     if (torch) {
       Json t = result.torch;
       if (double ms = torchMs(t); ms > 0)
@@ -521,6 +575,7 @@ void printSweepText(const BenchArguments &args, const Engine &engine,
   out += "  weights " + joined(weightDtypes(engine.plan())) + "; KV cache " +
          kvDtype(engine.plan()) + "\n";
   out += "  devices: " + describePlanDevices(engine.plan(), probeGpu()) + "\n";
+  out += "  memory: " + engine.memoryBinding().describe() + "\n";
   out += format("  read bandwidth measured around each point: %.2f .. %.2f GB/s (median %.2f); "
                 "each point's fractions use its own\n",
                 bw.min, bw.max, bw.median);

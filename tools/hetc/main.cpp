@@ -22,6 +22,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -315,6 +316,24 @@ std::vector<std::vector<int32_t>> runSession(hetc::Engine &engine, const RunArgu
   return {generated};
 }
 
+// The policies the plan's tables give this run: prefill of every prompt at the longest one's
+// length, and decode of every sequence at the positions its last step attends.
+std::string runPolicyText(const hetc::Engine &engine,
+                          const std::vector<std::vector<int32_t>> &prompts,
+                          const RunArguments &args) {
+  uint64_t longest = 0;
+  for (const std::vector<int32_t> &prompt : prompts)
+    longest = std::max<uint64_t>(longest, prompt.size());
+  const uint64_t batch = prompts.size();
+  const uint64_t decodeLen = longest + (args.maxNew > 0 ? args.maxNew - 1 : 0);
+  return hetc::policyLookupText(engine.policyTables(), hetc::plan::StageDef::Prefill, batch,
+                                longest) +
+         "; " +
+         hetc::policyLookupText(engine.policyTables(), hetc::plan::StageDef::Decode, batch,
+                                decodeLen) +
+         "; run on the CPU here (no GPU executor)";
+}
+
 int runCommand(const RunArguments &args) {
   std::vector<std::vector<int32_t>> prompts;
   for (const std::string &text : args.promptIds)
@@ -342,6 +361,9 @@ int runCommand(const RunArguments &args) {
     std::fprintf(stderr, "%s\n", notice.c_str());
   if (args.verbose) {
     std::fprintf(stderr, "hetc: devices: %s\n", hetc::describePlanDevices(*plan, gpu).c_str());
+    std::fprintf(stderr, "hetc: memory: %s\n", engine.memoryBinding().describe().c_str());
+    if (!engine.policyTables().empty())
+      std::fprintf(stderr, "hetc: policy: %s\n", runPolicyText(engine, prompts, args).c_str());
     std::fprintf(stderr,
                  "hetc: plan %s: %zu ops, vocab %u, max-batch %u, max-seq %llu, "
                  "max-step-tokens %u\n",

@@ -8,6 +8,8 @@
 
 #include "hetc/runtime/Attention.h"
 #include "hetc/runtime/Kernels.h"
+#include "hetc/runtime/NumaBinding.h"
+#include "hetc/runtime/PolicyTable.h"
 #include "hetc/runtime/Session.h"
 #include "hetc/runtime/Status.h"
 #include "hetc/runtime/ThreadPool.h"
@@ -151,6 +153,15 @@ public:
   // Positions per attention chunk: the fixed boundaries of the attention's reduction order.
   size_t attentionChunkPositions() const { return attentionSplit_.chunkPositions(); }
 
+  // Where the arenas' tiers were mapped on this host's NUMA nodes and what was bound (create()).
+  const MemoryBinding &memoryBinding() const { return memoryBinding_; }
+  // The KV arena's first byte (null for a plan without a KV cache), for checking its placement.
+  const void *kvArena() const { return kvArena_; }
+  const void *activationArena() const { return activations_; }
+
+  // The plan's policy tables, copied at create() for lookups by (stage, batch, length).
+  const PolicyTables &policyTables() const { return policyTables_; }
+
   // The kernels the ops run, one entry per (op kind, kernel) in the order first met.
   std::vector<KernelUse> kernelSummary() const;
   // Phase i of the profile is resolvedOps()[i]; null unless EngineOptions::profile was set.
@@ -196,6 +207,8 @@ private:
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PhaseProfile> profile_; // sized for ops_ at create() when asked for
   std::vector<ResolvedOp> ops_;
+  PolicyTables policyTables_;
+  MemoryBinding memoryBinding_;
   // Linear kernels, generated at create() (one per K and epilogue), and the bf16 activation rows
   // they read: [max_step_tokens] rows of the widest converted input.
   std::vector<std::unique_ptr<codegen::LinearKernel>> linearKernels_;
@@ -206,9 +219,10 @@ private:
   uint32_t maxStepTokens_ = 0;
   uint32_t vocab_ = 0;
 
-  // Arenas, owned: activations from aligned_alloc, KV from an anonymous mapping.
+  // Arenas, owned: anonymous mappings, bound to their tier's NUMA nodes before the first touch.
   float *activations_ = nullptr;
   size_t activationBytes_ = 0;
+  size_t activationMapBytes_ = 0; // activationBytes_ rounded up to pages
   void *kvArena_ = nullptr;
   size_t kvBytes_ = 0;
   kernels::KvCacheView kvCache_;
