@@ -24,12 +24,9 @@ struct FuseResidualAddPass : public hetc::impl::FuseResidualAddBase<FuseResidual
 
 void FuseResidualAddPass::runOnOperation() {
   ModuleOp module = getOperation();
-  auto buffers = module->getAttrOfType<ArrayAttr>(kBuffers);
-  if (!buffers) {
-    module.emitError("hetc-fuse-residual-add needs the module's hetc.buffers attribute; run "
-                     "hetc-plan-memory first");
+  ArrayAttr buffers = requirePlannedBuffers(module, "hetc-fuse-residual-add");
+  if (!buffers)
     return signalPassFailure();
-  }
   func::FuncOp func = findModelFunction(module);
   if (!func)
     return signalPassFailure();

@@ -25,12 +25,9 @@ struct FuseSwiGluPass : public hetc::impl::FuseSwiGluBase<FuseSwiGluPass> {
 
 void FuseSwiGluPass::runOnOperation() {
   ModuleOp module = getOperation();
-  auto buffers = module->getAttrOfType<ArrayAttr>(kBuffers);
-  if (!buffers) {
-    module.emitError("hetc-fuse-swiglu needs the module's hetc.buffers attribute; run "
-                     "hetc-plan-memory first");
+  ArrayAttr buffers = requirePlannedBuffers(module, "hetc-fuse-swiglu");
+  if (!buffers)
     return signalPassFailure();
-  }
   func::FuncOp func = findModelFunction(module);
   if (!func)
     return signalPassFailure();

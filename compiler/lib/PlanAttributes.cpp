@@ -67,6 +67,14 @@ std::optional<int64_t> getIntField(DictionaryAttr dict, StringRef name) {
   return std::nullopt;
 }
 
+ArrayAttr requirePlannedBuffers(ModuleOp module, StringRef pass) {
+  auto buffers = module->getAttrOfType<ArrayAttr>(kBuffers);
+  if (!buffers)
+    module.emitError() << pass
+                       << " needs the module's hetc.buffers attribute; run hetc-plan-memory first";
+  return buffers;
+}
+
 std::optional<std::pair<int64_t, int64_t>> bufferByteRange(ArrayAttr buffers, int64_t index) {
   if (index < 0 || static_cast<size_t>(index) >= buffers.size())
     return std::nullopt;

@@ -152,6 +152,9 @@ std::optional<int64_t> featureSize(mlir::Type type);
 // An integer field of a dictionary attribute, if present.
 std::optional<int64_t> getIntField(mlir::DictionaryAttr dict, llvm::StringRef name);
 
+// The module's hetc.buffers; null after an error saying that `pass` needs hetc-plan-memory first.
+mlir::ArrayAttr requirePlannedBuffers(mlir::ModuleOp module, llvm::StringRef pass);
+
 // Byte range [begin, end) of buffer `index` of the module's hetc.buffers in the activation arena;
 // none when the index or the entry's fields are missing.
 std::optional<std::pair<int64_t, int64_t>> bufferByteRange(mlir::ArrayAttr buffers, int64_t index);
