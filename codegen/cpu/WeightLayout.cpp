@@ -98,35 +98,37 @@ void convertRowsToBf16RowMajorPortable(const float *x, size_t xStride, const uin
 namespace {
 
 #if defined(__x86_64__)
-// 16 pairs of a row at a time: one vcvtne2ps2bf16 and one 64-byte store.
+// The bf16 pairs of the next min(left, 32) values of a row, 16 pairs in one vector: one
+// vcvtne2ps2bf16. Loads beyond `left` read zeros, which pad an odd K's last pair.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) inline __m512i
+bf16PairsOf(const float *source, size_t left) {
+  const __mmask16 loLoad = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
+  const __mmask16 hiLoad = static_cast<__mmask16>(left <= 16   ? 0
+                                                  : left >= 32 ? 0xffff
+                                                               : (1u << (left - 16)) - 1);
+  const __m512 lo = _mm512_maskz_loadu_ps(loLoad, source);
+  const __m512 hi = _mm512_maskz_loadu_ps(hiLoad, source + 16);
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+// The pairs of those values that exist: all 16 but at the end of an odd or short row.
+inline __mmask16 pairsMask(size_t left) {
+  return left >= 32 ? 0xffff : static_cast<__mmask16>((1u << (left + 1) / 2) - 1);
+}
+
+// 16 pairs of a row at a time: one conversion and one 64-byte store.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void
 convertRowsRowMajorAvx512Bf16(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
                               uint32_t *dst, size_t rowBegin, size_t rowEnd) {
   for (size_t r = rowBegin; r < rowEnd; ++r) {
     const float *source = x + (rowIndex ? rowIndex[r] : r) * xStride;
     uint32_t *out = dst + Bf16RowMajor::pairIndex(r, 0, k);
-    size_t i = 0;
-    for (; i + 32 <= k; i += 32) {
-      const __m512 lo = _mm512_loadu_ps(source + i);
-      const __m512 hi = _mm512_loadu_ps(source + i + 16);
-      _mm512_storeu_si512(out + i / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-    }
-    if (i < k) {
-      // Loads beyond k read zeros, which pad an odd K's last pair.
-      const size_t left = k - i, pairs = (left + 1) / 2;
-      const __mmask16 loLoad = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
-      const __mmask16 hiLoad = static_cast<__mmask16>(left <= 16   ? 0
-                                                      : left >= 32 ? 0xffff
-                                                                   : (1u << (left - 16)) - 1);
-      const __m512 lo = _mm512_maskz_loadu_ps(loLoad, source + i);
-      const __m512 hi = _mm512_maskz_loadu_ps(hiLoad, source + i + 16);
-      _mm512_mask_storeu_epi32(out + i / 2, static_cast<__mmask16>((1u << pairs) - 1),
-                               (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-    }
+    for (size_t i = 0; i < k; i += 32)
+      _mm512_mask_storeu_epi32(out + i / 2, pairsMask(k - i), bf16PairsOf(source + i, k - i));
   }
 }
 
-// 16 pairs of a row at a time: one vcvtne2ps2bf16, then a scatter to 16 lines 64 bytes apart.
+// 16 pairs of a row at a time: one conversion, then a scatter to 16 lines 64 bytes apart.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void
 convertRowsAvx512Bf16(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
                       uint32_t *dst, size_t rowBegin, size_t rowEnd) {
@@ -136,26 +138,9 @@ convertRowsAvx512Bf16(const float *x, size_t xStride, const uint32_t *rowIndex, 
   for (size_t r = rowBegin; r < rowEnd; ++r) {
     const float *source = x + (rowIndex ? rowIndex[r] : r) * xStride;
     uint32_t *out = dst + Bf16Rows::pairIndex(r, 0, k);
-    size_t i = 0;
-    for (; i + 32 <= k; i += 32) {
-      const __m512 lo = _mm512_loadu_ps(source + i);
-      const __m512 hi = _mm512_loadu_ps(source + i + 16);
-      _mm512_i32scatter_epi32(out + i / 2 * Bf16Rows::kGroupRows, lines,
-                              (__m512i)_mm512_cvtne2ps_pbh(hi, lo), 4);
-    }
-    if (i < k) {
-      // The tail: loads beyond k read zeros, which pad an odd K's last pair.
-      const size_t left = k - i, pairs = (left + 1) / 2;
-      const __mmask16 loLoad = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
-      const __mmask16 hiLoad = static_cast<__mmask16>(left <= 16   ? 0
-                                                      : left >= 32 ? 0xffff
-                                                                   : (1u << (left - 16)) - 1);
-      const __m512 lo = _mm512_maskz_loadu_ps(loLoad, source + i);
-      const __m512 hi = _mm512_maskz_loadu_ps(hiLoad, source + i + 16);
-      _mm512_mask_i32scatter_epi32(out + i / 2 * Bf16Rows::kGroupRows,
-                                   static_cast<__mmask16>((1u << pairs) - 1), lines,
-                                   (__m512i)_mm512_cvtne2ps_pbh(hi, lo), 4);
-    }
+    for (size_t i = 0; i < k; i += 32)
+      _mm512_mask_i32scatter_epi32(out + i / 2 * Bf16Rows::kGroupRows, pairsMask(k - i), lines,
+                                   bf16PairsOf(source + i, k - i), 4);
   }
 }
 #endif

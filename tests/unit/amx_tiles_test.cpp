@@ -3,6 +3,7 @@
 // and odd K accumulators per instruction, DAZ, FTZ, round to nearest even), on cases where a
 // simpler model would give other bits. On a host with AMX every case also runs on the real tiles
 // and must give the model's bits; elsewhere that part skips with "host has no AMX".
+#include "FloatBits.h"
 #include "codegen/cpu/Amx.h"
 #include "codegen/cpu/AmxTiles.h"
 #include "codegen/cpu/CpuFeatures.h"
@@ -21,16 +22,8 @@
 namespace hetc::codegen {
 namespace {
 
-uint32_t bitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-float floatOf(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
+using test::bitsOf;
+using test::floatOf;
 
 // C[m x n] += A[m x k pairs] * B[k pairs x n], tiles 0 (C), 4 (A) and 6 (B) as the kernel's
 // C(0, 0), A(0) and B(0); rows of A and B are their pairs, back to back.

@@ -63,7 +63,7 @@ TEST(Devices, ProbeLooksForTheDeviceNodeAndTheDriver) {
   GpuProbe nodeOnly = probeGpu(root.path());
   EXPECT_TRUE(nodeOnly.deviceNode);
   EXPECT_FALSE(nodeOnly.present()) << "a device node without the driver's library is not usable";
-  // The toolkit's stub is not a driver.
+  // The toolkit's link-time libcuda.so.1 (under lib64/stubs) is not a driver.
   touch(root.file("usr/local/cuda/lib64/stubs/libcuda.so.1"));
   EXPECT_FALSE(probeGpu(root.path()).driverLibrary);
 

@@ -3,6 +3,7 @@
 // weights, results independent of threads and batching, the fused residual epilogue and a tied
 // embedding read from the packed lm_head weight.
 #include "EngineTestSupport.h"
+#include "FloatBits.h"
 #include "TestPlans.h"
 
 #include "codegen/cpu/CpuFeatures.h"
@@ -76,11 +77,7 @@ std::vector<float> teacherForced(Engine &engine, const std::vector<std::vector<i
   return out;
 }
 
-uint32_t bitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
+using test::bitsOf;
 
 void expectSameBits(const std::vector<float> &a, const std::vector<float> &b,
                     const std::string &what) {

@@ -4,6 +4,7 @@
 // Outputs are poisoned with NaN first: an element a kernel forgets stays NaN and fails, an element
 // written outside the asked range shows up as a number; an all-zero output is refused. A kernel
 // whose ISA the host lacks is skipped with the reason.
+#include "FloatBits.h"
 #include "LongTailedRandom.h"
 
 #include "codegen/cpu/Amx.h"
@@ -35,16 +36,8 @@ using test::LongTailedRandom;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-uint32_t bitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-float floatOf(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
+using test::bitsOf;
+using test::floatOf;
 
 // 64-byte aligned storage, as the plan's segments and the engine's scratch are.
 template <typename T> struct Aligned {

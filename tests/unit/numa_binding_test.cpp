@@ -71,7 +71,7 @@ TEST(NumaBinding, CxlGoesToTheCpuLessNodesAndDdrStaysLocal) {
             "4 NUMA nodes (node 0: 64.0 GiB, CPUs 0-3; node 1: 64.0 GiB, CPUs 4-7; node 2: "
             "128.0 GiB, no CPUs; node 3: 256.0 GiB, no CPUs)");
 
-  // A CPU-less node without memory (a memory-less placeholder) is no CXL tier.
+  // A node with neither CPUs nor memory holds nothing, so it is no CXL tier.
   NumaTopology empty = host;
   empty.nodes[2].memoryBytes = 0;
   empty.nodes[3].memoryBytes = 0;
