@@ -126,7 +126,7 @@ uint64_t largestFittingSeq(const PlanMemory &memory, uint64_t budget) {
   uint64_t perSeq = memory.kvBytesPerPosition * memory.maxBatch;
   if (budget <= fixed || perSeq == 0)
     return 0;
-  return (budget - fixed) / perSeq;
+  return (budget - fixed) / perSeq / memory.kvPositionGranule * memory.kvPositionGranule;
 }
 
 // What the engine needs beyond these (the step's token, position and slot arrays, its thread

@@ -920,6 +920,7 @@ PlanMemory memoryOf(PlanBuilder &builder) {
         static_cast<uint64_t>(kv->layers) * kv->kv_heads * 2 * kvRowBytes(kv->dtype, kv->head_dim);
     memory.maxBatch = kv->slots;
     memory.maxSeq = kv->max_seq;
+    memory.kvPositionGranule = kvStreamPositions(kv->dtype, 1);
   }
   return memory;
 }

@@ -5,6 +5,7 @@
 // with one contiguous stream of positions per (layer, slot, KV head).
 #include "hetc/compiler/Passes.h"
 #include "hetc/compiler/PlanAttributes.h"
+#include "hetc/runtime/Plan.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -233,11 +234,18 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
                               << "\" is not f32, bf16 or int8";
 
   // Strides in elements; (layer, slot, kv_head) is the outer index so each head's positions are
-  // one stream, the order long-context decode reads them in. Why rows of K rather than K blocked
-  // by positions: the measurement under KvCacheDef in runtime/schema/hplan.fbs.
+  // one stream, the order long-context decode reads them in. A bf16 stream holds whole blocks of
+  // positions (why: under KvCacheDef in runtime/schema/hplan.fbs).
   int64_t slots = maxBatch, seq = static_cast<int64_t>(maxSeq);
+  const bool blocks = kvDtype == "bf16";
+  if (blocks && *headDim % 2 != 0)
+    return module.emitError() << "a bf16 KV cache pairs head dims; head_dim " << *headDim
+                              << " is odd (use --kv f32 or --kv int8)";
+  const int64_t streamPositions =
+      static_cast<int64_t>(kvStreamPositions(blocks ? plan::DTypeDef::BF16 : plan::DTypeDef::F32,
+                                             static_cast<uint64_t>(seq)));
   int64_t posStride = *headDim;
-  std::optional<int64_t> headStride = llvm::checkedMul(seq, *headDim);
+  std::optional<int64_t> headStride = llvm::checkedMul(streamPositions, *headDim);
   std::optional<int64_t> slotStride =
       headStride ? llvm::checkedMul(*kvHeads, *headStride) : std::nullopt;
   std::optional<int64_t> layerStride =
@@ -264,7 +272,7 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
       scaleSlotStride ? llvm::checkedMul(slots, *scaleSlotStride) : std::nullopt;
   std::optional<int64_t> scaleBytes =
       !scaled            ? std::optional<int64_t>(0)
-      : scaleLayerStride ? alignedBytes(llvm::checkedMul(*layers, *scaleLayerStride), kKvScaleBytes)
+      : scaleLayerStride ? alignedBytes(llvm::checkedMul(*layers, *scaleLayerStride), planning::kKvScaleBytes)
                          : std::nullopt;
   std::optional<int64_t> vScaleOffset =
       kScaleOffset && scaleBytes ? llvm::checkedAdd(*kScaleOffset, *scaleBytes) : std::nullopt;

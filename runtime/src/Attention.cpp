@@ -1,5 +1,7 @@
 #include "hetc/runtime/Attention.h"
 
+#include "codegen/cpu/WeightLayout.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -116,10 +118,57 @@ void attentionChunkPortable(const float *q, const Element *keys, const Element *
   }
 }
 
+// Over a bf16 cache's blocks, the arithmetic every bf16 chunk kernel shares, as vdpbf16ps does
+// it: the query rounded to bf16 (to nearest even), scores as float32 sums of exact products, and
+// each weight exp(score - max) rounded to bf16 before it multiplies its value row; the sum that
+// divides the output adds those rounded weights. Sums run in this kernel's own order.
+void attentionChunkPortableBf16Blocks(const float *q, const uint16_t *keys, const uint16_t *values,
+                                      const float *, const float *, size_t, size_t group,
+                                      size_t headDim, float scale, size_t begin, size_t end,
+                                      float *state) {
+  const size_t d = headDim;
+  for (size_t h = 0; h < group; ++h) {
+    const float *qh = q + h * d;
+    float *acc = state + h * (d + 2);
+    std::fill(acc, acc + d, 0.0f);
+    float runningMax = -std::numeric_limits<float>::infinity();
+    float runningSum = 0.0f;
+    for (size_t j0 = begin; j0 < end; j0 += kScoreBlock) {
+      const size_t blockLength = std::min(kScoreBlock, end - j0);
+      float scores[kScoreBlock];
+      float blockMax = -std::numeric_limits<float>::infinity();
+      std::fill(scores, scores + blockLength, 0.0f);
+      for (size_t i = 0; i < d; ++i) {
+        const float qi = widen(codegen::floatToBf16(qh[i]));
+        for (size_t j = 0; j < blockLength; ++j)
+          scores[j] += qi * widen(keys[kvBlockKeyIndex(j0 + j, i, d)]);
+      }
+      for (size_t j = 0; j < blockLength; ++j) {
+        scores[j] *= scale;
+        blockMax = std::max(blockMax, scores[j]);
+      }
+      const float newMax = std::max(runningMax, blockMax);
+      const float correction = std::exp(runningMax - newMax);
+      runningSum *= correction;
+      for (size_t i = 0; i < d; ++i)
+        acc[i] *= correction;
+      for (size_t j = 0; j < blockLength; ++j) {
+        const float weight = widen(codegen::floatToBf16(std::exp(scores[j] - newMax)));
+        runningSum += weight;
+        for (size_t i = 0; i < d; ++i)
+          acc[i] += weight * widen(values[kvBlockValueIndex(j0 + j, i, d)]);
+      }
+      runningMax = newMax;
+    }
+    acc[d] = runningMax;
+    acc[d + 1] = runningSum;
+  }
+}
+
 } // namespace
 
 const AttentionChunkKernel kAttentionChunkPortable = {&attentionChunkPortable<float>,
-                                                      &attentionChunkPortable<uint16_t>,
+                                                      &attentionChunkPortableBf16Blocks,
                                                       &attentionChunkPortable<int8_t>};
 
 void attentionMerge(float *into, const float *next, size_t group, size_t headDim) {
@@ -248,7 +297,7 @@ void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &spl
     const size_t chunks = split.chunks(row);
     const size_t positions = static_cast<size_t>(split.positions(row));
     const size_t head = split.split(row) ? local / chunks : local;
-    const size_t base = op.cache.offset(shape.layer, op.rowSlots[row], head, 0);
+    const size_t base = op.cache.streamOffset(shape.layer, op.rowSlots[row], head);
     const void *keys = op.cache.at(true, base);
     const void *values = op.cache.at(false, base);
     const float *q = op.q + row * op.qStride + head * group * d;

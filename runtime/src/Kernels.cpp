@@ -245,20 +245,59 @@ float quantizeInt8(const float *x, size_t n, int8_t *q) {
 
 void storeKvRow(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
                 size_t pos, const float *row, size_t headDim) {
-  void *to = cache.at(keys, cache.offset(layer, slot, head, pos));
   switch (cache.element) {
   case KvElement::F32:
-    std::memcpy(to, row, headDim * sizeof(float));
+    std::memcpy(cache.at(keys, cache.elementOffset(keys, layer, slot, head, pos, 0)), row,
+                headDim * sizeof(float));
     return;
-  case KvElement::Bf16:
-    for (size_t i = 0; i < headDim; ++i)
-      static_cast<uint16_t *>(to)[i] = codegen::floatToBf16(row[i]);
-    return;
-  case KvElement::Int8:
-    cache.scales(keys)[cache.scaleOffset(layer, slot, head, pos)] =
-        quantizeInt8(row, headDim, static_cast<int8_t *>(to));
+  case KvElement::Bf16: {
+    uint16_t *stream = static_cast<uint16_t *>(cache.at(keys, cache.streamOffset(layer, slot, head)));
+    for (size_t d = 0; d < headDim; ++d)
+      stream[keys ? kvBlockKeyIndex(pos, d, headDim) : kvBlockValueIndex(pos, d, headDim)] =
+          codegen::floatToBf16(row[d]);
     return;
   }
+  case KvElement::Int8:
+    cache.scales(keys)[cache.scaleOffset(layer, slot, head, pos)] = quantizeInt8(
+        row, headDim,
+        static_cast<int8_t *>(cache.at(keys, cache.elementOffset(keys, layer, slot, head, pos, 0))));
+    return;
+  }
+}
+
+namespace {
+
+// Copies between row-ordered elements and the cache, either way (rows are only read when
+// copying in): a row at a time from a float32 or int8 stream, element by element through a bf16
+// stream's blocks.
+template <bool kOut>
+void copyKvRows(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
+                size_t pos, size_t count, size_t headDim, char *rows) {
+  const size_t elementBytes = cache.elementBytes();
+  auto copy = [](void *element, char *row, size_t bytes) {
+    if constexpr (kOut)
+      std::memcpy(row, element, bytes);
+    else
+      std::memcpy(element, row, bytes);
+  };
+  const bool wholeRows = cache.element != KvElement::Bf16;
+  for (size_t t = 0; t < count; ++t)
+    for (size_t d = 0; d < headDim; d += wholeRows ? headDim : 1)
+      copy(cache.at(keys, cache.elementOffset(keys, layer, slot, head, pos + t, d)),
+           rows + (t * headDim + d) * elementBytes, wholeRows ? headDim * elementBytes : elementBytes);
+}
+
+} // namespace
+
+void copyKvRowsOut(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
+                   size_t pos, size_t count, size_t headDim, void *rows) {
+  copyKvRows<true>(cache, keys, layer, slot, head, pos, count, headDim, static_cast<char *>(rows));
+}
+
+void copyKvRowsIn(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
+                  size_t pos, size_t count, size_t headDim, const void *rows) {
+  copyKvRows<false>(cache, keys, layer, slot, head, pos, count, headDim,
+                    const_cast<char *>(static_cast<const char *>(rows)));
 }
 
 void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,

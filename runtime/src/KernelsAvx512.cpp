@@ -1,10 +1,13 @@
-// AVX-512 (F and BW) versions of the row-wise kernels and of the attention chunk kernel.
+// AVX-512 (F and BW) versions of the row-wise kernels and of the attention chunk kernel over
+// float32 and int8 rows (bf16 blocks: AttentionBf16Blocks.inl).
 //
 // Every function here carries its own target attribute, so the file builds for baseline x86-64
 // and none of its code runs unless the engine picked this set on a host with AVX-512. Inline
 // functions are internal and carry the attribute too: no AVX-512 code can reach another
 // translation unit through a shared inline function.
 #include "hetc/runtime/VectorKernels.h"
+
+#include "AttentionBf16Blocks.h"
 
 #if defined(__x86_64__)
 
@@ -84,18 +87,10 @@ HETC_AVX512 inline __m512 sumEachOf16(const __m512 *v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
 }
 
-// KV elements as float32 lanes: float32 as they are, bf16 widened exactly (a bf16 is the upper
-// half of a float32) by zero-extending to 32 bits and shifting left by 16, int8 sign-extended
-// (vpmovsxbd) and converted exactly; an int8 row's scale is applied per row, not here.
+// KV elements as float32 lanes: float32 as they are, int8 sign-extended (vpmovsxbd) and converted
+// exactly; an int8 row's scale is applied per row, not here.
 HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const float *p) {
   return _mm512_maskz_loadu_ps(mask, p);
-}
-HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const uint16_t *p) {
-  // A 512-bit load of which only the low 16 lanes are enabled: AVX-512 BW without VL.
-  const __m256i halves =
-      _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(static_cast<__mmask32>(mask), p));
-  const __m512i widened = _mm512_cvtepu16_epi32(halves);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(widened, 16));
 }
 HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const int8_t *p) {
   // A whole vector widens straight from memory (vpmovsxbd zmm, m128): one instruction fewer
@@ -269,7 +264,7 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
       }
     }
     const Element *keyRows = keys + j0 * posStride;
-    // bf16 key rows are widened once per block into float32 rows in L1, which every head of the
+    // int8 key rows are widened once per block into float32 rows in L1, which every head of the
     // pass then reads, instead of once per head (NV = 0, head_dim past 128, widens per head).
     alignas(64) float widenedKeys[(NV > 0 && !std::is_same_v<Element, float>) ? kLanes * NV * kLanes
                                                                               : 1];
@@ -514,14 +509,30 @@ HETC_AVX512 void addAvx512(const float *a, size_t aStride, const float *b, size_
 const VectorKernels *avx512VectorKernels() {
   static const VectorKernels kernels = {
       "avx512-f32",
-      "avx512-f32, bf16 kv",
+      "avx512-f32, bf16 kv blocks (pair products as float32 multiply-adds)",
       "avx512-f32, int8 kv",
       &embeddingAvx512,
       &rmsNormAvx512,
       &ropeAvx512,
       &swiGluAvx512,
       &addAvx512,
-      {&attentionChunkAvx512<float>, &attentionChunkAvx512<uint16_t>,
+      {&attentionChunkAvx512<float>, attentionChunkBf16BlocksAvx512(),
+       &attentionChunkAvx512<int8_t>},
+  };
+  return &kernels;
+}
+
+const VectorKernels *avx512Bf16VectorKernels() {
+  static const VectorKernels kernels = {
+      "avx512-bf16",
+      "avx512-bf16, bf16 kv blocks (vdpbf16ps)",
+      "avx512-bf16, int8 kv",
+      &embeddingAvx512,
+      &rmsNormAvx512,
+      &ropeAvx512,
+      &swiGluAvx512,
+      &addAvx512,
+      {&attentionChunkAvx512<float>, attentionChunkBf16BlocksAvx512Bf16(),
        &attentionChunkAvx512<int8_t>},
   };
   return &kernels;
@@ -535,6 +546,7 @@ const VectorKernels *avx512VectorKernels() {
 
 namespace hetc::kernels {
 const VectorKernels *avx512VectorKernels() { return nullptr; }
+const VectorKernels *avx512Bf16VectorKernels() { return nullptr; }
 } // namespace hetc::kernels
 
 #endif

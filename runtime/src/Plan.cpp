@@ -347,10 +347,19 @@ private:
       return fail("kv_cache head_dim ", kv.head_dim(), " differs from model head_dim ",
                   m.head_dim());
 
+    // A BF16 stream's blocks pair dims and positions: rows exactly head_dim apart, pairs whole.
+    const bool blocks = kv.dtype() == DTypeDef::BF16;
+    if (blocks && (kv.head_dim() % 2 != 0 || kv.pos_stride() != kv.head_dim()))
+      return fail("kv_cache is BF16 with head_dim ", kv.head_dim(), " and pos_stride ",
+                  kv.pos_stride(), "; its blocks need an even head_dim and pos_stride = head_dim");
     // Each stride must step over the whole extent of the dimensions inside it.
+    const uint64_t streamPositions = kvStreamPositions(kv.dtype(), kv.max_seq());
     const Nesting nesting[] = {
         {"pos_stride", kv.pos_stride(), "head_dim", kv.head_dim(), 1},
-        {"head_stride", kv.head_stride(), "max_seq * pos_stride", kv.max_seq(), kv.pos_stride()},
+        {"head_stride", kv.head_stride(),
+         blocks ? "max_seq rounded up to 16 (whole BF16 blocks) * pos_stride"
+                : "max_seq * pos_stride",
+         streamPositions, kv.pos_stride()},
         {"slot_stride", kv.slot_stride(), "kv_heads * head_stride", kv.kv_heads(),
          kv.head_stride()},
         {"layer_stride", kv.layer_stride(), "slots * slot_stride", kv.slots(), kv.slot_stride()},
@@ -361,7 +370,7 @@ private:
     const uint64_t elementTerms[][2] = {{kv.layers() - uint64_t{1}, kv.layer_stride()},
                                         {kv.slots() - uint64_t{1}, kv.slot_stride()},
                                         {kv.kv_heads() - uint64_t{1}, kv.head_stride()},
-                                        {kv.max_seq() - 1, kv.pos_stride()}};
+                                        {streamPositions - 1, kv.pos_stride()}};
     const Region regions[] = {{"K", kv.k_offset()}, {"V", kv.v_offset()}};
     if (Status s = checkRegions(kv.head_dim(), elementTerms, dtypeBytes(kv.dtype()), regions); !s)
       return s;

@@ -1,6 +1,6 @@
 // Session files: one slot's KV cache and token history, written atomically and read back with
-// every field checked. KV rows are copied by the plan's strides and element size, whatever the
-// KV dtype, and an INT8 cache's row scales with them.
+// every field checked. KV rows go to the file as the cache stores their elements, in row order
+// whatever the cache's layout, and an INT8 cache's row scales with them.
 #include "hetc/runtime/Session.h"
 
 #include "hetc/runtime/Engine.h"
@@ -43,6 +43,18 @@ template <typename T> T get(const uint8_t *header, size_t offset) {
 }
 
 using File = std::unique_ptr<std::FILE, int (*)(std::FILE *)>;
+
+// Up to 1 MiB of one head's KV rows in row order, the form a session file holds them in
+// whatever the cache's layout.
+struct KvRowBuffer {
+  KvRowBuffer(const plan::KvCacheDef &kv, uint64_t positionsWanted)
+      : rowBytes(kv.head_dim() * dtypeBytes(kv.dtype())),
+        positions(std::max<uint64_t>(1, std::min<uint64_t>(positionsWanted, (1u << 20) / rowBytes))),
+        bytes(positions * rowBytes) {}
+  uint64_t rowBytes;
+  uint64_t positions;
+  std::vector<uint8_t> bytes;
+};
 
 struct HashState {
   HashState() : state(XXH64_createState()) { XXH64_reset(state, 0); }
@@ -212,11 +224,6 @@ Result<SessionInfo> readSessionInfo(const std::string &path) {
   return info;
 }
 
-uint8_t *Engine::kvRow(bool values, uint64_t layer, uint64_t slot, uint64_t head,
-                       uint64_t position) const {
-  return static_cast<uint8_t *>(kvCache_.at(!values, kvCache_.offset(layer, slot, head, position)));
-}
-
 uint8_t *Engine::kvScale(bool values, uint64_t layer, uint64_t slot, uint64_t head,
                          uint64_t position) const {
   return reinterpret_cast<uint8_t *>(kvCache_.scales(!values) +
@@ -239,9 +246,6 @@ Status Engine::saveSession(const std::string &path, uint32_t slot,
                            str(vocab_) + " ids");
   const plan::KvCacheDef &kv = *plan_->def().kv_cache();
   const uint64_t elementBytes = dtypeBytes(kv.dtype());
-  const size_t rowBytes = kv.head_dim() * elementBytes;
-  // Rows of a (slot, head) that follow each other in the arena go out in one write.
-  const bool contiguous = kv.pos_stride() == kv.head_dim();
   const bool scaled = kvHasRowScales(kv.dtype());
 
   uint8_t header[kSessionHeaderBytes] = {};
@@ -279,16 +283,17 @@ Status Engine::saveSession(const std::string &path, uint32_t slot,
   if (std::fwrite(header, 1, sizeof(header), file.get()) != sizeof(header) ||
       !writeHashed(file.get(), history.data(), history.size() * sizeof(int32_t), hash))
     return failed(errno);
+  KvRowBuffer rows(kv, positions);
   for (uint64_t layer = 0; layer < kv.layers(); ++layer)
     for (bool values : {false, true})
       for (uint64_t head = 0; head < kv.kv_heads(); ++head) {
-        if (contiguous && positions > 0 &&
-            !writeHashed(file.get(), kvRow(values, layer, slot, head, 0), positions * rowBytes,
-                         hash))
-          return failed(errno);
-        for (uint64_t position = 0; !contiguous && position < positions; ++position)
-          if (!writeHashed(file.get(), kvRow(values, layer, slot, head, position), rowBytes, hash))
+        for (uint64_t first = 0; first < positions; first += rows.positions) {
+          const uint64_t count = std::min(rows.positions, positions - first);
+          kernels::copyKvRowsOut(kvCache_, !values, layer, slot, head, first, count, kv.head_dim(),
+                                 rows.bytes.data());
+          if (!writeHashed(file.get(), rows.bytes.data(), count * rows.rowBytes, hash))
             return failed(errno);
+        }
         // A head's scales are consecutive: one write after its rows.
         if (scaled && positions > 0 &&
             !writeHashed(file.get(), kvScale(values, layer, slot, head, 0),
@@ -353,18 +358,19 @@ Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slo
 
   // From here the slot's rows are overwritten: it holds nothing until all of them are in.
   slotCachedPositions_[slot] = 0;
-  const size_t rowBytes = kv.head_dim() * info.elementBytes;
-  const bool contiguous = kv.pos_stride() == kv.head_dim();
   const bool scaled = kvHasRowScales(kv.dtype());
+  KvRowBuffer rows(kv, info.positions);
   for (uint64_t layer = 0; layer < kv.layers(); ++layer)
     for (bool values : {false, true})
       for (uint64_t head = 0; head < kv.kv_heads(); ++head) {
         bool ok = true;
-        if (contiguous && info.positions > 0)
-          ok = readHashed(file->get(), kvRow(values, layer, slot, head, 0),
-                          info.positions * rowBytes, hash);
-        for (uint64_t position = 0; !contiguous && ok && position < info.positions; ++position)
-          ok = readHashed(file->get(), kvRow(values, layer, slot, head, position), rowBytes, hash);
+        for (uint64_t first = 0; ok && first < info.positions; first += rows.positions) {
+          const uint64_t count = std::min(rows.positions, info.positions - first);
+          ok = readHashed(file->get(), rows.bytes.data(), count * rows.rowBytes, hash);
+          if (ok)
+            kernels::copyKvRowsIn(kvCache_, !values, layer, slot, head, first, count,
+                                  kv.head_dim(), rows.bytes.data());
+        }
         if (ok && scaled && info.positions > 0)
           ok = readHashed(file->get(), kvScale(values, layer, slot, head, 0),
                           info.positions * kKvScaleBytes, hash);

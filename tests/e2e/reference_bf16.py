@@ -11,7 +11,11 @@ as usual. With --round-inputs every nn.Linear input is rounded to bf16 too: hetc
 kernel converts activation rows to bf16 and sums the exact products of bf16 pairs in float32
 (vdpbf16ps), where the portable kernel for hosts without it keeps float32 activations. With
 --round-kv, K after RoPE and V are rounded to bf16 before attention reads them, as a plan with a
-BF16 KV cache stores them (the new positions too: the attention reads them from the cache).
+BF16 KV cache stores them (the new positions too: the attention reads them from the cache), and
+the attention takes its operands as that plan's kernels do (vdpbf16ps on the cache's blocks): the
+query rounded to bf16, and each weight exp(score - max) rounded to bf16 before it multiplies its
+value row, the weights divided by the sum of the rounded ones. (The kernels subtract a running
+max, so a weight may round from another exponent: the same size of error, not the same bits.)
 With --quantize-kv-int8 they are quantised instead as a plan with an INT8 KV cache stores them:
 each head's row of head_dim values x becomes round_half_even(x / s) * s with s = max|x| / 127
 in float32 (a zero row stays zero). --f32-weights leaves the weights in float32, for a plan
@@ -56,14 +60,15 @@ def int8_and_back(rows):
     return torch.round(quotient).clamp(-127, 127) * scale
 
 
-def store_kv_as(cache_element):
+def store_kv_as(cache_element, query_element=lambda q: q):
     """K leaves apply_rotary_pos_emb and V leaves v_proj as `cache_element` stores each head's
-    row of head_dim values."""
+    row of head_dim values; the query leaves it as `query_element`."""
     rotary = llama.apply_rotary_pos_emb
 
     def rotary_storing_k(q, k, cos, sin, *args, **kwargs):
         q_embed, k_embed = rotary(q, k, cos, sin, *args, **kwargs)
-        return q_embed, cache_element(k_embed)  # [batch, kv_heads, positions, head_dim]
+        # [batch, heads or kv_heads, positions, head_dim]
+        return query_element(q_embed), cache_element(k_embed)
     llama.apply_rotary_pos_emb = rotary_storing_k
 
     load_model = reference.load_model
@@ -80,6 +85,16 @@ def store_kv_as(cache_element):
     reference.load_model = load
 
 
+def softmax_of_bf16_weights():
+    """The attention's softmax (the model's only one) with each weight exp(score - max) rounded
+    to bf16 and divided by the sum of the rounded weights."""
+    def softmax(scores, dim=-1, dtype=None):
+        scores = scores.to(dtype or scores.dtype)
+        weights = to_bf16_and_back(torch.exp(scores - scores.amax(dim=dim, keepdim=True)))
+        return weights / weights.sum(dim=dim, keepdim=True)
+    torch.nn.functional.softmax = softmax
+
+
 def take_flag(argv, flag):
     present = flag in argv
     if present:
@@ -92,7 +107,8 @@ def main(argv=None):
     round_inputs = take_flag(argv, "--round-inputs")
     f32_weights = take_flag(argv, "--f32-weights")
     if take_flag(argv, "--round-kv"):
-        store_kv_as(to_bf16_and_back)
+        store_kv_as(to_bf16_and_back, to_bf16_and_back)
+        softmax_of_bf16_weights()
         # The full recompute computes K and V in other batch shapes: a float32 difference of an
         # ulp can cross a bf16 rounding step and move an element by one bf16 step (2^-8
         # relative), which shows in the logits at about 1e-3 of their largest magnitude.

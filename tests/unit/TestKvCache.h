@@ -27,8 +27,14 @@ struct TestKvCache {
               kernels::KvElement element = kernels::KvElement::F32)
       : headDim(headDim) {
     view.element = element;
-    view.posStride = headDim + 3;
-    view.headStride = maxSeq * view.posStride + 7;
+    // A bf16 cache's blocks fix its position stride at headDim and its streams at whole blocks.
+    const bool blocks = element == kernels::KvElement::Bf16;
+    view.posStride = blocks ? headDim : headDim + 3;
+    const size_t streamPositions =
+        blocks ? (maxSeq + kernels::kKvBlockPositions - 1) / kernels::kKvBlockPositions *
+                     kernels::kKvBlockPositions
+               : maxSeq;
+    view.headStride = streamPositions * view.posStride + 7;
     view.slotStride = kvHeads * view.headStride + 11;
     view.layerStride = slots * view.slotStride;
     elements = 2 * view.layerStride;
@@ -64,7 +70,7 @@ struct TestKvCache {
   }
   // The raw int8 element and its row's scale (Int8 only).
   int8_t quantized(bool keys, size_t layer, size_t slot, size_t head, size_t pos, size_t i) const {
-    return static_cast<int8_t>(bytes(keys)[view.offset(layer, slot, head, pos) + i]);
+    return static_cast<int8_t>(bytes(keys)[view.elementOffset(keys, layer, slot, head, pos, i)]);
   }
   float scale(bool keys, size_t layer, size_t slot, size_t head, size_t pos) const {
     return (keys ? keyScales : valueScales)[view.scaleOffset(layer, slot, head, pos)];
@@ -94,16 +100,16 @@ struct TestKvCache {
   // keeping what it held for restorePoisoned().
   void poison(size_t layer, size_t slot, size_t head, size_t pos) {
     Saved saved;
-    saved.at = view.offset(layer, slot, head, pos);
-    const size_t rowBytes = headDim * view.elementBytes();
-    saved.keys.assign(keyBytes.begin() + saved.at * view.elementBytes(),
-                      keyBytes.begin() + saved.at * view.elementBytes() + rowBytes);
-    saved.values.assign(valueBytes.begin() + saved.at * view.elementBytes(),
-                        valueBytes.begin() + saved.at * view.elementBytes() + rowBytes);
-    for (size_t i = 0; i < headDim; ++i) {
-      poisonElement(keyBytes, saved.at + i);
-      poisonElement(valueBytes, saved.at + i);
-    }
+    const size_t elementBytes = view.elementBytes();
+    for (size_t i = 0; i < headDim; ++i)
+      for (bool keys : {true, false}) {
+        const size_t at = view.elementOffset(keys, layer, slot, head, pos, i);
+        std::vector<uint8_t> &storage = keys ? keyBytes : valueBytes;
+        saved.elements.push_back({keys, at,
+                                  std::vector<uint8_t>(storage.begin() + at * elementBytes,
+                                                       storage.begin() + (at + 1) * elementBytes)});
+        poisonElement(storage, at);
+      }
     if (int8()) {
       saved.scaleAt = view.scaleOffset(layer, slot, head, pos);
       saved.keyScale = keyScales[saved.scaleAt];
@@ -114,10 +120,9 @@ struct TestKvCache {
   }
   void restorePoisoned() {
     for (const Saved &saved : poisoned) {
-      std::memcpy(keyBytes.data() + saved.at * view.elementBytes(), saved.keys.data(),
-                  saved.keys.size());
-      std::memcpy(valueBytes.data() + saved.at * view.elementBytes(), saved.values.data(),
-                  saved.values.size());
+      for (const SavedElement &element : saved.elements)
+        std::memcpy((element.keys ? keyBytes : valueBytes).data() + element.at * view.elementBytes(),
+                    element.bytes.data(), element.bytes.size());
       if (int8()) {
         keyScales[saved.scaleAt] = saved.keyScale;
         valueScales[saved.scaleAt] = saved.valueScale;
@@ -147,16 +152,21 @@ struct TestKvCache {
 
 private:
   static constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  struct SavedElement {
+    bool keys;
+    size_t at;
+    std::vector<uint8_t> bytes;
+  };
   struct Saved {
-    size_t at = 0, scaleAt = 0;
-    std::vector<uint8_t> keys, values;
+    std::vector<SavedElement> elements;
+    size_t scaleAt = 0;
     float keyScale = 0, valueScale = 0;
   };
 
   const std::vector<uint8_t> &bytes(bool keys) const { return keys ? keyBytes : valueBytes; }
 
   double read(bool keys, size_t layer, size_t slot, size_t head, size_t pos, size_t i) const {
-    const size_t at = view.offset(layer, slot, head, pos) + i;
+    const size_t at = view.elementOffset(keys, layer, slot, head, pos, i);
     const uint8_t *p = bytes(keys).data() + at * view.elementBytes();
     switch (view.element) {
     case kernels::KvElement::F32: {

@@ -151,7 +151,7 @@ inline std::vector<uint8_t> encode(const std::vector<float> &values, plan::DType
 // `posStride` elements apart: K, V, then for INT8 the K and V scales, each region 64-aligned.
 inline void layOutKvCache(plan::KvCacheDefT &kv, uint64_t posStride) {
   kv.pos_stride = posStride;
-  kv.head_stride = kv.max_seq * kv.pos_stride;
+  kv.head_stride = kvStreamPositions(kv.dtype, kv.max_seq) * kv.pos_stride;
   kv.slot_stride = kv.kv_heads * kv.head_stride;
   kv.layer_stride = kv.slots * kv.slot_stride;
   kv.k_offset = 0;

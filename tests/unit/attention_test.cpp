@@ -12,6 +12,7 @@
 #include "hetc/runtime/CpuFeatures.h"
 #include "hetc/runtime/ThreadPool.h"
 #include "hetc/runtime/VectorKernels.h"
+#include "hplan_generated.h"
 
 #include <gtest/gtest.h>
 
@@ -37,15 +38,29 @@ struct KernelSetCase {
   const VectorKernels *kernels;
 };
 
-std::vector<KernelSetCase> kernelSets() {
-  std::vector<KernelSetCase> sets = {{"portable", &portableVectorKernels()}};
-  const VectorKernels &best = vectorKernelsFor(hostCpuFeatures());
-  if (&best != &portableVectorKernels())
-    sets.push_back({"avx512", &best});
-  return sets;
+bool hostHas(plan::CpuFeatureBits features) {
+  return (hostCpuFeatures() & static_cast<uint64_t>(features)) ==
+         static_cast<uint64_t>(features);
+}
+bool hostRunsAvx512() {
+  return avx512VectorKernels() &&
+         hostHas(plan::CpuFeatureBits::AVX512F | plan::CpuFeatureBits::AVX512BW);
+}
+bool hostRunsAvx512Bf16() {
+  return hostRunsAvx512() && avx512Bf16VectorKernels() &&
+         hostHas(plan::CpuFeatureBits::AVX512_BF16);
 }
 
-bool hostRunsAvx512() { return &vectorKernelsFor(hostCpuFeatures()) != &portableVectorKernels(); }
+// Every set the host runs, not only the one the engine picks: the AVX-512 set's bf16 kernel
+// (pair products as multiply-adds) is what hosts without AVX-512 BF16 run.
+std::vector<KernelSetCase> kernelSets() {
+  std::vector<KernelSetCase> sets = {{"portable", &portableVectorKernels()}};
+  if (hostRunsAvx512())
+    sets.push_back({"avx512", avx512VectorKernels()});
+  if (hostRunsAvx512Bf16())
+    sets.push_back({"avx512-bf16", avx512Bf16VectorKernels()});
+  return sets;
+}
 
 // Runs the attention of `rows` rows the way the engine does, on one thread: the units of the
 // cut in order, then the merges.
@@ -116,7 +131,8 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
             for (size_t p = length; p < length + poisonAfter; ++p)
               cache.poison(1, slot, g, p);
 
-          // The reference in double.
+          // The reference in double, on the query as a bf16 cache's kernels round it.
+          const bool bf16 = element == KvElement::Bf16;
           std::vector<double> want(hs.heads * d), magnitude(hs.heads * d);
           for (size_t h = 0; h < hs.heads; ++h) {
             const size_t g = h / group;
@@ -125,7 +141,9 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
             for (size_t j = 0; j < length; ++j) {
               double s = 0;
               for (size_t i = 0; i < d; ++i)
-                s += double(q[h * d + i]) * cache.key(1, slot, g, j, i);
+                s += (bf16 ? double(codegen::bf16ToFloat(codegen::floatToBf16(q[h * d + i])))
+                           : double(q[h * d + i])) *
+                     cache.key(1, slot, g, j, i);
               scores[j] = s * op.shape.scale;
               maxScore = std::max(maxScore, scores[j]);
             }
@@ -154,8 +172,10 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
               ASSERT_FALSE(std::isnan(split[e])) << what << ": element " << e << " is NaN";
               anyNonZero = anyNonZero || split[e] != 0.0f;
               // Softmax in float32: a score error of a few ulps of |score| (up to ~50 here) moves
-              // weights by ~1e-5 relative.
-              ASSERT_LE(std::abs(split[e] - want[e]), 3e-5 * magnitude[e] + 1e-30)
+              // weights by ~1e-5 relative. Over bf16 blocks each weight is also rounded to bf16
+              // (2^-9 relative), which moves the output by up to 2^-8 of the magnitude.
+              const double tolerance = bf16 ? 0x1.0p-8 : 3e-5;
+              ASSERT_LE(std::abs(split[e] - want[e]), tolerance * magnitude[e] + 1e-30)
                   << what << ": element " << e << " is " << split[e] << ", reference " << want[e];
             }
             ASSERT_TRUE(anyNonZero) << what << ": the output is all zeros";
@@ -318,10 +338,11 @@ TEST(AttentionTest, UnitBoundariesCoverEveryUnitInBalancedRanges) {
   }
 }
 
-TEST(AttentionTest, Avx512ChunkKernelIsPresentWhereTheHostHasAvx512) {
+TEST(AttentionTest, FastestChunkKernelsArePresentWhereTheHostHasAvx512) {
   if (!hostRunsAvx512())
     GTEST_SKIP() << "the host has no AVX-512 F and BW: only the portable kernels run here";
-  EXPECT_STREQ(vectorKernelsFor(hostCpuFeatures()).name, "avx512-f32");
+  EXPECT_STREQ(vectorKernelsFor(hostCpuFeatures()).name,
+               hostRunsAvx512Bf16() ? "avx512-bf16" : "avx512-f32");
   EXPECT_FALSE(vectorKernelsFor(hostCpuFeatures()).attentionChunk == kAttentionChunkPortable);
 }
 

@@ -315,6 +315,59 @@ TEST(KernelsTest, KvAppendWritesEachRowAtItsSlotAndPosition) {
 }
 
 // Rounding to nearest even, the clamp to 127, zero and NaN rows, on rows built to hit them.
+// A bf16 stream's block of 16 positions holds each (position, dim) once, K as pairs of dims of
+// 16 positions per 64-byte line and V as pairs of positions; storeKvRow writes there and
+// copyKvRowsOut/In move the rows in row order.
+TEST(KernelsTest, Bf16KvBlocksHoldEveryElementOnceAndCopyRowsInOrder) {
+  const size_t d = 6, block = kKvBlockPositions * d;
+  for (bool keys : {true, false}) {
+    std::vector<int> seen(3 * block, 0);
+    for (size_t p = 0; p < 3 * kKvBlockPositions; ++p)
+      for (size_t i = 0; i < d; ++i) {
+        const size_t at = keys ? kvBlockKeyIndex(p, i, d) : kvBlockValueIndex(p, i, d);
+        ASSERT_LT(at, 3 * block);
+        EXPECT_EQ(at / block, p / kKvBlockPositions) << "position " << p << " left its block";
+        ++seen[at];
+      }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(seen.size()));
+  }
+  // Dims 2 and 3 of position 17 are the second pair of its block's K, lane 1; positions 16 and
+  // 17 are the first pair of its block's V.
+  EXPECT_EQ(kvBlockKeyIndex(17, 3, d), block + 1 * 32 + 1 * 2 + 1);
+  EXPECT_EQ(kvBlockValueIndex(17, 3, d), block + 3 * 2 + 1);
+
+  const size_t positions = 37;
+  std::vector<uint16_t> keyStore(positions * d + block), valueStore(keyStore.size());
+  KvCacheView view;
+  view.element = KvElement::Bf16;
+  view.keys = keyStore.data();
+  view.values = valueStore.data();
+  view.posStride = d;
+  view.headStride = view.slotStride = view.layerStride = keyStore.size();
+  std::vector<float> rows(positions * d);
+  for (size_t e = 0; e < rows.size(); ++e)
+    rows[e] = static_cast<float>(e) - 100.0f; // exact in bf16
+  for (size_t p = 0; p < positions; ++p) {
+    storeKvRow(view, true, 0, 0, 0, p, rows.data() + p * d, d);
+    storeKvRow(view, false, 0, 0, 0, p, rows.data() + p * d, d);
+  }
+  for (bool keys : {true, false}) {
+    std::vector<uint16_t> out(positions * d);
+    copyKvRowsOut(view, keys, 0, 0, 0, 0, positions, d, out.data());
+    for (size_t e = 0; e < rows.size(); ++e)
+      ASSERT_EQ(codegen::bf16ToFloat(out[e]), rows[e]) << (keys ? "K" : "V") << " element " << e;
+    std::vector<uint16_t> &store = keys ? keyStore : valueStore;
+    const std::vector<uint16_t> before = store;
+    std::fill(store.begin(), store.end(), 0);
+    copyKvRowsIn(view, keys, 0, 0, 0, 0, positions, d, out.data());
+    for (size_t p = 0; p < positions; ++p)
+      for (size_t i = 0; i < d; ++i) {
+        const size_t at = keys ? kvBlockKeyIndex(p, i, d) : kvBlockValueIndex(p, i, d);
+        ASSERT_EQ(store[at], before[at]) << "position " << p << " dim " << i;
+      }
+  }
+}
+
 TEST(KernelsTest, QuantizeInt8RoundsHalvesToEvenAndKeepsNaN) {
   // max|x| = 127 makes the scale exactly 1: each element is its own quotient.
   const std::vector<float> halves = {127.0f, -127.0f, 2.5f,  3.5f,   -2.5f,   -3.5f,

@@ -783,6 +783,33 @@ TEST_F(PlanLoaderTest, KvScaleMistakesAreNamed) {
   EXPECT_EQ(loadErrorAfter([](TinyPlan &) {}, int8), "");
 }
 
+// A BF16 cache's streams are blocks of 16 positions of pairs of dims: rows head_dim apart, an
+// even head_dim, and room for max_seq rounded up to a whole block.
+TEST_F(PlanLoaderTest, KvBf16BlockMistakesAreNamed) {
+  TinyPlanShape bf16;
+  bf16.kv_dtype = plan::DTypeDef::BF16;
+  bf16.max_seq = 40; // two and a half blocks: the stream holds 48 positions
+  const std::vector<Mistake> mistakes = {
+      {"PaddedRows",
+       [](TinyPlan &t) { test::layOutKvCache(*t.def.kv_cache, t.def.kv_cache->head_dim + 2); },
+       {"BF16", "pos_stride = head_dim"}},
+      {"StreamOfMaxSeqOnly",
+       [](TinyPlan &t) {
+         plan::KvCacheDefT &kv = *t.def.kv_cache;
+         kv.head_stride = kv.max_seq * kv.pos_stride;
+       },
+       {"head_stride", "max_seq rounded up to 16"}},
+  };
+  for (const Mistake &mistake : mistakes) {
+    SCOPED_TRACE(mistake.name);
+    const std::string error = loadErrorAfter(mistake.mutate, bf16);
+    ASSERT_FALSE(error.empty()) << "accepted";
+    for (const std::string &word : mistake.expected)
+      EXPECT_THAT(error, HasSubstr(word));
+  }
+  EXPECT_EQ(loadErrorAfter([](TinyPlan &) {}, bf16), "");
+}
+
 TEST_F(PlanLoaderTest, SemanticMistakesAreNamed) {
   for (const Mistake &mistake : mistakes()) {
     SCOPED_TRACE(mistake.name);

@@ -577,8 +577,14 @@ void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthRefe
 std::vector<const hetc::kernels::VectorKernels *> vectorKernelSets() {
   std::vector<const hetc::kernels::VectorKernels *> sets = {
       &hetc::kernels::portableVectorKernels()};
-  if (&hetc::kernels::vectorKernelsFor(hetc::hostCpuFeatures()) != sets[0])
-    sets.push_back(&hetc::kernels::vectorKernelsFor(hetc::hostCpuFeatures()));
+  const hetc::kernels::VectorKernels *best =
+      &hetc::kernels::vectorKernelsFor(hetc::hostCpuFeatures());
+  // On an AVX-512 BF16 host the plain AVX-512 set too: its bf16 attention is what hosts without
+  // AVX-512 BF16 run.
+  if (best == hetc::kernels::avx512Bf16VectorKernels())
+    sets.push_back(hetc::kernels::avx512VectorKernels());
+  if (best != sets[0])
+    sets.push_back(best);
   return sets;
 }
 

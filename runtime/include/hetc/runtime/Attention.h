@@ -32,10 +32,15 @@ constexpr size_t attentionStateFloats(size_t group, size_t headDim) {
 
 // Partial attention of the `group` query heads q[h * headDim ..] (h < group) over positions
 // [begin, end) (begin < end) of one KV head: keys and values point at position 0 of the head's
-// stream, rows posStride elements apart, float32 or bf16 (widened exactly to float32 as read), or
-// int8 with keyScales[j] and valueScales[j] the scales of position j's rows (null for the other
-// element types): the score of position j is scale * keyScales[j] * (q . k_j), its value row
-// counts as valueScales[j] * v_j. Writes the chunk state. Reads no row or scale at or past `end`.
+// stream, which holds
+// - float32 rows posStride elements apart;
+// - int8 rows likewise, with keyScales[j] and valueScales[j] the scales of position j's rows
+//   (null for the other element types): the score of position j is
+//   scale * keyScales[j] * (q . k_j), its value row counts as valueScales[j] * v_j;
+// - or bf16 blocks of 16 positions (KvCacheView), the query and the weights rounded to bf16 (see
+//   kAttentionChunkPortable).
+// Writes the chunk state. Reads no row or scale outside [begin, end) but for the rest of the
+// first and last bf16 blocks, whose values it ignores whatever they are.
 template <typename Element>
 using AttentionChunkFn = void (*)(const float *q, const Element *keys, const Element *values,
                                   const float *keyScales, const float *valueScales,
@@ -52,7 +57,9 @@ struct AttentionChunkKernel {
   }
 };
 
-// The portable chunk kernel: scores in blocks of positions, std::exp, the fixed-order dot().
+// The portable chunk kernel: scores in blocks of positions, std::exp, the fixed-order dot(); over
+// bf16 blocks, with the query and each weight exp(score - max) rounded to bf16 as vdpbf16ps takes
+// them, the sum of weights adding the rounded ones.
 extern const AttentionChunkKernel kAttentionChunkPortable;
 
 // Folds the state of the next chunk into `into` (the merge of every earlier chunk).

@@ -193,9 +193,6 @@ private:
   void applySwiGlu(const ResolvedOp &op, size_t rows, size_t begin, size_t end) const;
   Status allocateAttentionStates();
   Status allocateArgmax();
-  // Byte address of the K (or V) row of (layer, slot, KV head, position), for session files.
-  uint8_t *kvRow(bool values, uint64_t layer, uint64_t slot, uint64_t head,
-                 uint64_t position) const;
   // Byte address of that row's scale in an INT8 cache (the head's next positions' follow it).
   uint8_t *kvScale(bool values, uint64_t layer, uint64_t slot, uint64_t head,
                    uint64_t position) const;

@@ -28,11 +28,32 @@ float dot(const float *a, const float *b, size_t n);
 // which halves them again, less the scale.
 enum class KvElement : uint8_t { F32, Bf16, Int8 };
 
-// The KV cache of the plan, in elements: K element (layer, slot, head, pos, d) is at
-// keys[layer*layerStride + slot*slotStride + head*headStride + pos*posStride + d]; V likewise.
-// keys and values point at float (F32), uint16_t (Bf16) or int8_t (Int8) elements. An Int8 cache
-// has the scale of row (layer, slot, head, pos) at keyScales[scaleOffset(...)], V's likewise;
-// a head's scales are consecutive floats, one per position.
+// Positions per block of a bf16 cache's streams (KvCacheView).
+constexpr size_t kKvBlockPositions = 16;
+
+// Where element (pos, d) of a bf16 cache's stream lies, in elements from the stream's start, for
+// an even headDim. The positions are kept in blocks of 16, headDim * 16 elements each, laid out
+// for vdpbf16ps, which multiplies pairs of bf16 and adds both products to one float32 lane:
+// - K: pairs of dims, one 64-byte line per pair of dims for the block's 16 positions
+//   ([d/2][p%16][d%2]); against a broadcast pair of query dims it adds to the 16 scores at once.
+// - V: pairs of positions ([p%16/2][d][p%2]); against a broadcast pair of weights it adds to 16
+//   output dims at once.
+constexpr size_t kvBlockKeyIndex(size_t pos, size_t d, size_t headDim) {
+  return pos / kKvBlockPositions * kKvBlockPositions * headDim +
+         d / 2 * (2 * kKvBlockPositions) + pos % kKvBlockPositions * 2 + d % 2;
+}
+constexpr size_t kvBlockValueIndex(size_t pos, size_t d, size_t headDim) {
+  return pos / 2 * (2 * headDim) + d * 2 + pos % 2;
+}
+
+// The KV cache of the plan. Each (layer, slot, head) has one stream of positions for K and one
+// for V, starting at element layer*layerStride + slot*slotStride + head*headStride of keys and
+// values. Float32 and int8 streams are rows: element (pos, d) at pos*posStride + d. A bf16
+// stream is blocks of 16 positions (kvBlockKeyIndex, kvBlockValueIndex; posStride = headDim,
+// even; a head's stream holds whole blocks). keys and values point at float (F32), uint16_t
+// (Bf16) or int8_t (Int8) elements. An Int8 cache has the scale of row (layer, slot, head, pos)
+// at keyScales[scaleOffset(...)], V's likewise; a head's scales are consecutive floats, one per
+// position.
 struct KvCacheView {
   void *keys = nullptr;
   void *values = nullptr;
@@ -47,8 +68,17 @@ struct KvCacheView {
   size_t scaleSlotStride = 0;
   size_t scaleHeadStride = 0;
 
-  size_t offset(size_t layer, size_t slot, size_t head, size_t pos) const {
-    return layer * layerStride + slot * slotStride + head * headStride + pos * posStride;
+  size_t streamOffset(size_t layer, size_t slot, size_t head) const {
+    return layer * layerStride + slot * slotStride + head * headStride;
+  }
+  // Element (pos, d) of K (keys = true) or V of (layer, slot, head), from the start of keys or
+  // values.
+  size_t elementOffset(bool keys, size_t layer, size_t slot, size_t head, size_t pos,
+                       size_t d) const {
+    const size_t stream = streamOffset(layer, slot, head);
+    if (element != KvElement::Bf16)
+      return stream + pos * posStride + d;
+    return stream + (keys ? kvBlockKeyIndex(pos, d, posStride) : kvBlockValueIndex(pos, d, posStride));
   }
   size_t scaleOffset(size_t layer, size_t slot, size_t head, size_t pos) const {
     return layer * scaleLayerStride + slot * scaleSlotStride + head * scaleHeadStride + pos;
@@ -72,6 +102,14 @@ float quantizeInt8(const float *x, size_t n, int8_t *q);
 // cache's element type: copied, rounded to bf16, or quantised to int8 with its row's scale.
 void storeKvRow(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
                 size_t pos, const float *row, size_t headDim);
+
+// Copies the stored elements of positions [pos, pos + count) of K (keys = true) or V of
+// (layer, slot, head) to `rows` as rows of headDim elements, or back: the cache's own bytes in
+// row order whatever its layout (what a session file holds), int8 scales not included.
+void copyKvRowsOut(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
+                   size_t pos, size_t count, size_t headDim, void *rows);
+void copyKvRowsIn(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
+                  size_t pos, size_t count, size_t headDim, const void *rows);
 
 // Shape of one attention op: `heads` query heads share `kvHeads` KV heads in groups of
 // heads / kvHeads consecutive query heads.

@@ -19,7 +19,9 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 // 1.4: DTypeDef::INT8 and KvCacheDef's scales (an INT8 KV cache).
 // 1.5: the device plan: OpDef.prefill_device and cost_sublayers, TensorDef.tier, KvCacheDef.tier,
 //      PlanDef.target_gpu, activation_tier, tier_reason and stages (policy tables over (B, L)).
-constexpr uint32_t kPlanSchemaMinor = 5;
+// 1.6: a BF16 KV cache keeps each head's positions in blocks of 16 (kernels::KvCacheView), so
+//      its head_stride covers max_seq rounded up to a whole block.
+constexpr uint32_t kPlanSchemaMinor = 6;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 
@@ -34,6 +36,16 @@ inline bool kvHasRowScales(plan::DTypeDef dtype) { return dtype == plan::DTypeDe
 // row's scale. What a decode step reads and a context costs per position, layer and head.
 inline uint64_t kvRowBytes(plan::DTypeDef dtype, uint64_t headDim) {
   return headDim * dtypeBytes(dtype) + (kvHasRowScales(dtype) ? kKvScaleBytes : 0);
+}
+
+// A BF16 KV cache keeps each head's positions in blocks of this many (kernels::KvCacheView, whose
+// kKvBlockPositions is the same number); a head's stream holds whole blocks.
+constexpr uint64_t kKvBf16BlockPositions = 16;
+// Positions a KV head's stream has room for: max_seq, for BF16 rounded up to a whole block.
+inline uint64_t kvStreamPositions(plan::DTypeDef dtype, uint64_t maxSeq) {
+  return dtype == plan::DTypeDef::BF16
+             ? (maxSeq + kKvBf16BlockPositions - 1) / kKvBf16BlockPositions * kKvBf16BlockPositions
+             : maxSeq;
 }
 
 // A verified, read-only plan. Weights are read in place from the mapping.

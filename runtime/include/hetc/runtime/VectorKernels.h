@@ -21,7 +21,7 @@ using SwiGluKernel = decltype(&swiGlu);
 using AddKernel = decltype(&add);
 
 struct VectorKernels {
-  const char *name; // "avx512-f32" or "portable-f32", as reports name a kernel
+  const char *name; // "avx512-bf16", "avx512-f32" or "portable-f32", as reports name a kernel
   const char *bf16KvName; // the attention's name over a BF16 KV cache ("avx512-f32, bf16 kv")
   const char *int8KvName; // and over an INT8 one ("avx512-f32, int8 kv")
   EmbeddingKernel embedding;
@@ -39,8 +39,13 @@ const VectorKernels &portableVectorKernels();
 // host that has both (see vectorKernelsFor).
 const VectorKernels *avx512VectorKernels();
 
-// The fastest set the host runs: AVX-512 when `cpuFeatures` (plan::CpuFeatureBits, as
-// hostCpuFeatures() returns) has avx512f and avx512bw, else the portable set.
+// The same, with the attention over a bf16 KV cache on vdpbf16ps: for hosts that also have
+// AVX-512 BF16.
+const VectorKernels *avx512Bf16VectorKernels();
+
+// The fastest set the host runs: AVX-512 BF16 when `cpuFeatures` (plan::CpuFeatureBits, as
+// hostCpuFeatures() returns) has avx512f, avx512bw and avx512_bf16, AVX-512 with the first two,
+// else the portable set.
 const VectorKernels &vectorKernelsFor(uint64_t cpuFeatures);
 
 } // namespace hetc::kernels

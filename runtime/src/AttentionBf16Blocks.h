@@ -1,0 +1,16 @@
+// The AVX-512 chunk kernels over a bf16 cache's blocks of 16 positions (kvBlockKeyIndex,
+// kvBlockValueIndex): one written once in AttentionBf16Blocks.inl, built twice, with vdpbf16ps
+// where the host has AVX-512 BF16 and with its products done by two float32 multiply-adds where
+// it has only AVX-512 F and BW. Both compute the arithmetic of the portable bf16 kernel (query
+// and weights rounded to bf16, exact products, float32 sums), in their own order of sums.
+#pragma once
+
+#include "hetc/runtime/Attention.h"
+
+namespace hetc::kernels {
+
+// Null in a build for a CPU family without AVX-512.
+AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512();
+AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512Bf16();
+
+} // namespace hetc::kernels

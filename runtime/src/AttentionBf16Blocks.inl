@@ -1,0 +1,238 @@
+// The bf16 block chunk kernel, included by the translation units that build it for one
+// instruction set. The includer defines HETC_BLOCKS_TARGET (the target attribute of every
+// function here) and, before the include, a struct Pairs with
+//   static __m512 dot(__m512 acc, __m512i pairs, const uint32_t *broadcast): acc[i] +=
+//       pairs.bf16[2i] * b.bf16[0] + pairs.bf16[2i+1] * b.bf16[1], b the bf16 pair at broadcast;
+//   static __m256i round(__m512 x): the 16 floats rounded to bf16, to nearest even.
+// Everything is in an anonymous namespace: no code for one target reaches another translation
+// unit through a shared inline function.
+
+namespace {
+
+constexpr size_t kLanes = 16;
+constexpr __mmask16 kAllLanes = 0xffff;
+// Query dims up to 128 (64 pairs) have their bf16 pairs in a buffer on the stack.
+constexpr size_t kMaxPairs = 64;
+// Blocks between the one being computed and the one whose lines are prefetched.
+constexpr size_t kPrefetchBlocks = 2;
+
+HETC_BLOCKS_TARGET inline __mmask16 firstLanes(size_t count) {
+  return count >= kLanes ? kAllLanes : static_cast<__mmask16>((1u << count) - 1);
+}
+
+// exp(x) as 2^n * p(r), as the row kernels compute it (KernelsAvx512.cpp): within 2 ulp of
+// std::exp, 0 or the smallest subnormal below -104.
+HETC_BLOCKS_TARGET inline __m512 exp512(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(104.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(y, n);
+}
+
+HETC_BLOCKS_TARGET inline __m512 widenBf16(__m256i x) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
+}
+
+HETC_BLOCKS_TARGET inline void prefetchLines(const uint16_t *at, size_t bytes) {
+  const char *p = reinterpret_cast<const char *>(at);
+  for (size_t offset = 0; offset < bytes; offset += 64)
+    _mm_prefetch(p + offset, _MM_HINT_T0);
+}
+
+// H query heads over positions [begin, end) of one KV head of d <= 128
+// dims in NV vectors of 16 (the last one partial when d % 16 != 0). Per block of 16 positions:
+// 16 scores per head from d/2 K lines, each against a broadcast pair of query dims; the running
+// max moves once per block (the output is rescaled only when it grows); the weights, rounded to
+// bf16, go to the V pairs of positions in registers.
+template <int H, int NV>
+HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
+                                        const uint16_t *values, size_t d, float scale,
+                                        size_t begin, size_t end, float *state) {
+  const size_t pairs = d / 2;
+  const size_t blockElements = kLanes * d;
+  const float negativeInfinity = -std::numeric_limits<float>::infinity();
+  // The last V vector's bf16 lanes (two per output dim) and float lanes.
+  const __mmask32 lastPairLanes =
+      static_cast<__mmask32>((uint64_t{1} << (2 * (d - (NV - 1) * kLanes))) - 1);
+  const __mmask16 lastLanes = firstLanes(d - (NV - 1) * kLanes);
+
+  alignas(64) uint32_t queryPairs[H][kMaxPairs];
+  for (int h = 0; h < H; ++h)
+    for (size_t i = 0; i < d; i += kLanes) {
+      const __mmask16 mask = firstLanes(d - i);
+      _mm512_mask_storeu_epi16(
+          reinterpret_cast<uint16_t *>(queryPairs[h]) + i, mask,
+          _mm512_castsi256_si512(Pairs::round(_mm512_maskz_loadu_ps(mask, q + h * d + i))));
+    }
+  __m512 acc[H][NV];
+  float runningMax[H];
+  __m512 sums[H];
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      acc[h][v] = _mm512_setzero_ps();
+    runningMax[h] = negativeInfinity;
+    sums[h] = _mm512_setzero_ps();
+  }
+  alignas(64) uint16_t weights[H][kLanes];
+  const __m512 scaleVector = _mm512_set1_ps(scale);
+
+  for (size_t j0 = begin / kLanes * kLanes; j0 < end; j0 += kLanes) {
+    // The block's positions in [begin, end): lanes [first, n).
+    const size_t first = std::max(begin, j0) - j0, n = std::min(kLanes, end - j0);
+    const __mmask16 valid = static_cast<__mmask16>(firstLanes(n) & ~firstLanes(first));
+    const uint16_t *keyBlock = keys + j0 * d;
+    const uint16_t *valueBlock = values + j0 * d;
+    if (j0 + (kPrefetchBlocks + 1) * kLanes <= end) {
+      prefetchLines(keyBlock + kPrefetchBlocks * blockElements, blockElements * 2);
+      prefetchLines(valueBlock + kPrefetchBlocks * blockElements, blockElements * 2);
+    }
+
+    // Opaque to the optimiser, so that it reads the pairs as broadcast operands instead of
+    // hoisting them into registers it then has to spill.
+    const uint32_t *qp = &queryPairs[0][0];
+    __asm__("" : "+r"(qp));
+    __m512 s[H][2];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h)
+      s[h][0] = s[h][1] = _mm512_setzero_ps();
+    size_t p = 0;
+    for (; p + 2 <= pairs; p += 2) {
+      const __m512i k0 = _mm512_loadu_si512(keyBlock + p * 2 * kLanes);
+      const __m512i k1 = _mm512_loadu_si512(keyBlock + (p + 1) * 2 * kLanes);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        s[h][0] = Pairs::dot(s[h][0], k0, qp + h * kMaxPairs + p);
+        s[h][1] = Pairs::dot(s[h][1], k1, qp + h * kMaxPairs + p + 1);
+      }
+    }
+    if (p < pairs) {
+      const __m512i k0 = _mm512_loadu_si512(keyBlock + p * 2 * kLanes);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h)
+        s[h][0] = Pairs::dot(s[h][0], k0, qp + h * kMaxPairs + p);
+    }
+
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      // Positions past the end read what the block holds there; their scores are masked out.
+      const __m512 scores = _mm512_mask_mov_ps(
+          _mm512_set1_ps(negativeInfinity), valid,
+          _mm512_mul_ps(_mm512_add_ps(s[h][0], s[h][1]), scaleVector));
+      const float blockMax = _mm512_reduce_max_ps(scores);
+      if (blockMax > runningMax[h]) {
+        if (runningMax[h] != negativeInfinity) {
+          const __m512 correction = exp512(_mm512_set1_ps(runningMax[h] - blockMax));
+#pragma GCC unroll 8
+          for (int v = 0; v < NV; ++v)
+            acc[h][v] = _mm512_mul_ps(acc[h][v], correction);
+          sums[h] = _mm512_mul_ps(sums[h], correction);
+        }
+        runningMax[h] = blockMax;
+      }
+      const __m256i rounded = Pairs::round(_mm512_maskz_mov_ps(
+          valid, exp512(_mm512_sub_ps(scores, _mm512_set1_ps(runningMax[h])))));
+      _mm256_store_si256(reinterpret_cast<__m256i *>(weights[h]), rounded);
+      sums[h] = _mm512_add_ps(sums[h], widenBf16(rounded));
+    }
+
+    const uint32_t *wp = reinterpret_cast<const uint32_t *>(&weights[0][0]);
+    __asm__("" : "+r"(wp));
+    // Pairs of positions; in a pair half outside [begin, end) that position is masked to zero
+    // (its weight is zero, but 0 times a NaN left in the block would not be).
+    for (size_t i = first / 2; i < (n + 1) / 2; ++i) {
+      const uint16_t *pair = valueBlock + i * 2 * d;
+      const __mmask32 outside = (2 * i + 1 == n ? 0xaaaaaaaau : 0u) | (2 * i < first ? 0x55555555u : 0u);
+      __m512i x[NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        const __mmask32 lanes = (v + 1 == NV ? lastPairLanes : 0xffffffffu) & ~outside;
+        x[v] = lanes == 0xffffffffu ? _mm512_loadu_si512(pair + v * 2 * kLanes)
+                                    : _mm512_maskz_loadu_epi16(lanes, pair + v * 2 * kLanes);
+      }
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v)
+          acc[h][v] = Pairs::dot(acc[h][v], x[v], wp + h * (kLanes / 2) + i);
+    }
+  }
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+    float *out = state + h * (d + 2);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      _mm512_mask_storeu_ps(out + v * kLanes, v + 1 == NV ? lastLanes : kAllLanes, acc[h][v]);
+    out[d] = runningMax[h];
+    out[d + 1] = _mm512_reduce_add_ps(sums[h]);
+  }
+}
+
+using HeadsFn = void (*)(const float *, const uint16_t *, const uint16_t *, size_t, float, size_t,
+                         size_t, float *);
+
+// Up to 4 heads at a time with up to 4 vectors of dims (16 accumulators), 2 past that.
+constexpr size_t maxHeadsPerPass(size_t vectors) { return vectors <= 4 ? 4 : 2; }
+
+template <int NV> HeadsFn headsFor(size_t heads) {
+  if constexpr (maxHeadsPerPass(NV) == 4) {
+    if (heads == 4)
+      return headsOverBlocks<4, NV>;
+    if (heads == 3)
+      return headsOverBlocks<3, NV>;
+  }
+  return heads == 2 ? headsOverBlocks<2, NV> : headsOverBlocks<1, NV>;
+}
+
+HeadsFn headsFor(size_t vectors, size_t heads) {
+  switch (vectors) {
+  case 1:
+    return headsFor<1>(heads);
+  case 2:
+    return headsFor<2>(heads);
+  case 3:
+    return headsFor<3>(heads);
+  case 4:
+    return headsFor<4>(heads);
+  case 5:
+    return headsFor<5>(heads);
+  case 6:
+    return headsFor<6>(heads);
+  case 7:
+    return headsFor<7>(heads);
+  default:
+    return headsFor<8>(heads);
+  }
+}
+
+// The AttentionChunkFn: passes of up to maxHeadsPerPass heads over the chunk, the later ones
+// reading it from cache. Heads past 128 dims take the portable kernel.
+void attentionChunkBf16Blocks(const float *q, const uint16_t *keys, const uint16_t *values,
+                              const float *keyScales, const float *valueScales, size_t posStride,
+                              size_t group, size_t headDim, float scale, size_t begin, size_t end,
+                              float *state) {
+  if (headDim > 2 * kMaxPairs) {
+    kAttentionChunkPortable.bf16(q, keys, values, keyScales, valueScales, posStride, group, headDim,
+                                 scale, begin, end, state);
+    return;
+  }
+  const size_t vectors = (headDim + kLanes - 1) / kLanes;
+  const size_t perPass = maxHeadsPerPass(vectors);
+  for (size_t h = 0; h < group; h += perPass) {
+    const size_t heads = std::min(perPass, group - h);
+    headsFor(vectors, heads)(q + h * headDim, keys, values, headDim, scale, begin, end,
+                             state + h * (headDim + 2));
+  }
+}
+
+} // namespace

@@ -1,0 +1,60 @@
+// The bf16 block attention kernel for AVX-512 F and BW: each pair product of vdpbf16ps done as
+// two float32 multiply-adds on the pair's halves, widened exactly (odd element first, as the
+// instruction adds them).
+#include "AttentionBf16Blocks.h"
+
+#if defined(__x86_64__)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#define HETC_BLOCKS_TARGET __attribute__((target("avx512f,avx512bw")))
+
+namespace hetc::kernels {
+namespace {
+
+struct Pairs {
+  HETC_BLOCKS_TARGET static __m512 dot(__m512 acc, __m512i pairs, const uint32_t *broadcast) {
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    const __m512i b = _mm512_set1_epi32(static_cast<int>(*broadcast));
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(pairs, high)),
+                          _mm512_castsi512_ps(_mm512_and_si512(b, high)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16)),
+                           _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)), acc);
+  }
+  // To nearest even by adding 0x7fff and the lowest kept bit; the weights and queries this
+  // rounds are finite.
+  HETC_BLOCKS_TARGET static __m256i round(__m512 x) {
+    const __m512i bits = _mm512_castps_si512(x);
+    const __m512i lowestKept = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded =
+        _mm512_add_epi32(bits, _mm512_add_epi32(lowestKept, _mm512_set1_epi32(0x7fff)));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
+  }
+};
+
+} // namespace
+} // namespace hetc::kernels
+
+namespace hetc::kernels {
+#include "AttentionBf16Blocks.inl"
+
+AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512() { return &attentionChunkBf16Blocks; }
+} // namespace hetc::kernels
+
+#pragma GCC diagnostic pop
+
+#else
+
+namespace hetc::kernels {
+AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512() { return nullptr; }
+} // namespace hetc::kernels
+
+#endif

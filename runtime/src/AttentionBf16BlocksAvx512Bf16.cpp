@@ -1,0 +1,53 @@
+// The bf16 block attention kernel for AVX-512 BF16: vdpbf16ps against a pair of query dims or of
+// weights broadcast from memory, vcvtneps2bf16 for the rounding.
+#include "AttentionBf16Blocks.h"
+
+#if defined(__x86_64__)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#define HETC_BLOCKS_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+namespace hetc::kernels {
+namespace {
+
+struct Pairs {
+  HETC_BLOCKS_TARGET static __m512 dot(__m512 acc, __m512i pairs, const uint32_t *broadcast) {
+    const __m512i b = _mm512_set1_epi32(static_cast<int>(*broadcast));
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<const __m512bh &>(pairs),
+                            reinterpret_cast<const __m512bh &>(b));
+  }
+  HETC_BLOCKS_TARGET static __m256i round(__m512 x) {
+    const __m256bh rounded = _mm512_cvtneps_pbh(x);
+    return reinterpret_cast<const __m256i &>(rounded);
+  }
+};
+
+} // namespace
+} // namespace hetc::kernels
+
+namespace hetc::kernels {
+#include "AttentionBf16Blocks.inl"
+
+AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512Bf16() {
+  return &attentionChunkBf16Blocks;
+}
+} // namespace hetc::kernels
+
+#pragma GCC diagnostic pop
+
+#else
+
+namespace hetc::kernels {
+AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512Bf16() { return nullptr; }
+} // namespace hetc::kernels
+
+#endif
