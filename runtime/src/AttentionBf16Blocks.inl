@@ -13,7 +13,8 @@ constexpr size_t kLanes = 16;
 constexpr __mmask16 kAllLanes = 0xffff;
 // Query dims up to 128 (64 pairs) have their bf16 pairs in a buffer on the stack.
 constexpr size_t kMaxPairs = 64;
-// Blocks between the one being computed and the one whose lines are prefetched.
+// Blocks between the one being computed and the one whose lines are prefetched, every line of
+// them: measured on Zen 5, prefetching every second or fourth line is slower than none.
 constexpr size_t kPrefetchBlocks = 2;
 
 HETC_BLOCKS_TARGET inline __mmask16 firstLanes(size_t count) {
@@ -87,17 +88,14 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
   alignas(64) uint16_t weights[H][kLanes];
   const __m512 scaleVector = _mm512_set1_ps(scale);
 
-  for (size_t j0 = begin / kLanes * kLanes; j0 < end; j0 += kLanes) {
-    // The block's positions in [begin, end): lanes [first, n).
-    const size_t first = std::max(begin, j0) - j0, n = std::min(kLanes, end - j0);
-    const __mmask16 valid = static_cast<__mmask16>(firstLanes(n) & ~firstLanes(first));
+  // The lanes of the block at j0 that hold positions in [begin, end).
+  auto validLanes = [&](size_t j0) {
+    return static_cast<__mmask16>(firstLanes(end - j0) & ~firstLanes(std::max(begin, j0) - j0));
+  };
+  // The scaled scores of the block at j0, -inf in lanes outside [begin, end) (which read what
+  // the block holds there).
+  auto blockScores = [&](size_t j0, __m512 *scores) HETC_BLOCKS_TARGET {
     const uint16_t *keyBlock = keys + j0 * d;
-    const uint16_t *valueBlock = values + j0 * d;
-    if (j0 + (kPrefetchBlocks + 1) * kLanes <= end) {
-      prefetchLines(keyBlock + kPrefetchBlocks * blockElements, blockElements * 2);
-      prefetchLines(valueBlock + kPrefetchBlocks * blockElements, blockElements * 2);
-    }
-
     // Opaque to the optimiser, so that it reads the pairs as broadcast operands instead of
     // hoisting them into registers it then has to spill.
     const uint32_t *qp = &queryPairs[0][0];
@@ -122,15 +120,34 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
       for (int h = 0; h < H; ++h)
         s[h][0] = Pairs::dot(s[h][0], k0, qp + h * kMaxPairs + p);
     }
+    const __mmask16 valid = validLanes(j0);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h)
+      scores[h] = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid,
+                                     _mm512_mul_ps(_mm512_add_ps(s[h][0], s[h][1]), scaleVector));
+  };
+
+  // Software-pipelined: the scores of the next block are computed between this block's softmax
+  // and its weighted sum, so that their independent chains of vdpbf16ps overlap the softmax's
+  // dependent steps (max, exp, rounding) instead of waiting behind them.
+  __m512 scores[H];
+  blockScores(begin / kLanes * kLanes, scores);
+  for (size_t j0 = begin / kLanes * kLanes; j0 < end; j0 += kLanes) {
+    // The block's positions in [begin, end): lanes [first, n).
+    const size_t first = std::max(begin, j0) - j0, n = std::min(kLanes, end - j0);
+    const __mmask16 valid = validLanes(j0);
+    const uint16_t *valueBlock = values + j0 * d;
+    // Past `end` too: a thread's next chunk is usually the next positions of the same stream,
+    // and a prefetch outside what is mapped is dropped, never a fault.
+    prefetchLines(keys + j0 * d + kPrefetchBlocks * blockElements, blockElements * 2);
+    prefetchLines(valueBlock + kPrefetchBlocks * blockElements, blockElements * 2);
 
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
-      // Positions past the end read what the block holds there; their scores are masked out.
-      const __m512 scores = _mm512_mask_mov_ps(
-          _mm512_set1_ps(negativeInfinity), valid,
-          _mm512_mul_ps(_mm512_add_ps(s[h][0], s[h][1]), scaleVector));
-      const float blockMax = _mm512_reduce_max_ps(scores);
-      if (blockMax > runningMax[h]) {
+      // The horizontal max only when a score passes the running one: after the first blocks of
+      // a chunk that is rare, and the compare is one instruction.
+      if (_mm512_cmp_ps_mask(scores[h], _mm512_set1_ps(runningMax[h]), _CMP_GT_OQ) != 0) {
+        const float blockMax = _mm512_reduce_max_ps(scores[h]);
         if (runningMax[h] != negativeInfinity) {
           const __m512 correction = exp512(_mm512_set1_ps(runningMax[h] - blockMax));
 #pragma GCC unroll 8
@@ -141,10 +158,12 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
         runningMax[h] = blockMax;
       }
       const __m256i rounded = Pairs::round(_mm512_maskz_mov_ps(
-          valid, exp512(_mm512_sub_ps(scores, _mm512_set1_ps(runningMax[h])))));
+          valid, exp512(_mm512_sub_ps(scores[h], _mm512_set1_ps(runningMax[h])))));
       _mm256_store_si256(reinterpret_cast<__m256i *>(weights[h]), rounded);
       sums[h] = _mm512_add_ps(sums[h], widenBf16(rounded));
     }
+    if (j0 + kLanes < end)
+      blockScores(j0 + kLanes, scores);
 
     const uint32_t *wp = reinterpret_cast<const uint32_t *>(&weights[0][0]);
     __asm__("" : "+r"(wp));
