@@ -468,8 +468,8 @@ std::unique_ptr<Engine> engineWith(const std::shared_ptr<const Plan> &plan, unsi
   return test::createEngine(plan, options);
 }
 
-// One sequence long enough for its decode rows to be split by positions over the threads (8
-// chunks of 256 positions): the logits of 1, 2 and 3 threads must agree bit for bit, with either
+// One sequence long enough for its decode rows to be split by positions over the threads (more
+// chunks than threads): the logits of 1, 2 and 3 threads must agree bit for bit, with either
 // kernel set.
 TEST(EngineTest, LongSequenceIsBitIdenticalForOneTwoAndThreeThreads) {
   for (const DTypeDef kvDtype : {DTypeDef::F32, DTypeDef::BF16, DTypeDef::INT8}) {
@@ -486,7 +486,7 @@ TEST(EngineTest, LongSequenceIsBitIdenticalForOneTwoAndThreeThreads) {
     for (bool portable : {false, true}) {
       std::unique_ptr<Engine> one = engineWith(loaded.plan, 1, portable);
       ASSERT_TRUE(one);
-      ASSERT_LT(7 * one->attentionChunkPositions(), 2000u);
+      ASSERT_LT(3 * one->attentionChunkPositions(), 2000u);
       const Generation expected = generate(*one, prompts, 6);
       for (unsigned threads : {2u, 3u}) {
         std::unique_ptr<Engine> many = engineWith(loaded.plan, threads, portable);
