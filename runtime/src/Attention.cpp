@@ -338,6 +338,20 @@ void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &spl
   }
 }
 
+void attentionClaimedUnits(const AttentionChunkKernel &chunk, const AttentionSplit &split,
+                           const AttentionOperands &op, std::atomic<size_t> &claimed,
+                           unsigned threads, float *partials, float *work) {
+  const size_t units = split.unitCount();
+  size_t first = claimed.load(std::memory_order_relaxed);
+  while (first < units) {
+    const size_t take = std::max<size_t>(1, (units - first) / (2 * size_t{threads}));
+    if (!claimed.compare_exchange_weak(first, first + take, std::memory_order_relaxed))
+      continue; // `first` now holds what another thread left
+    attentionUnits(chunk, split, op, first, first + take, partials, work);
+    first = claimed.load(std::memory_order_relaxed);
+  }
+}
+
 void attentionMergeItems(const AttentionSplit &split, const AttentionOperands &op, size_t itemBegin,
                          size_t itemEnd, float *partials) {
   const AttentionShape &shape = op.shape;

@@ -926,11 +926,9 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
     operands.shape = op.attention;
     operands.rowSlots = rowSlots_.get();
     if (op.kind == Kind::Attention) {
-      kernels::attentionUnits(vector_->attentionChunk, attentionSplit_, operands,
-                              attentionSplit_.unitBoundary(thread, threadCount),
-                              attentionSplit_.unitBoundary(thread + 1, threadCount),
-                              attentionStates_,
-                              attentionWork_ + thread * 2 * attentionStateFloats_);
+      kernels::attentionClaimedUnits(vector_->attentionChunk, attentionSplit_, operands,
+                                     attentionUnitsClaimed_, threadCount, attentionStates_,
+                                     attentionWork_ + thread * 2 * attentionStateFloats_);
     } else {
       shareOf(attentionSplit_.mergeItemCount(), thread, threadCount, begin, end);
       if (begin < end)
@@ -948,6 +946,11 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
                                     op.in[0].cols, op.bf16Rows, begin, end);
     return;
   }
+
+  // The attention phase after this append claims its units from the first (the barrier between
+  // the phases publishes the reset).
+  if (op.kind == Kind::KvAppend && thread == 0)
+    attentionUnitsClaimed_.store(0, std::memory_order_relaxed);
 
   // Row-wise ops: the step's rows in tasks of taskGrain rows.
   size_t firstTask, lastTask;

@@ -27,6 +27,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -600,15 +601,15 @@ struct AttentionPhase {
   float *states; // the split row's chunk states
   float *work;   // two states per thread
   size_t stateFloats;
+  std::atomic<size_t> *claimed; // units claimed in phase 0, as the engine claims them
 };
 
 // Phase 0: the row's chunks of positions, spread over the threads; phase 1: their merge.
 void attentionPhase(void *context, size_t phase, unsigned thread, unsigned threads) {
   const AttentionPhase &p = *static_cast<const AttentionPhase *>(context);
   if (phase == 0) {
-    hetc::kernels::attentionUnits(
-        p.chunk, *p.split, p.operands, p.split->unitBoundary(thread, threads),
-        p.split->unitBoundary(thread + 1, threads), p.states, p.work + thread * 2 * p.stateFloats);
+    hetc::kernels::attentionClaimedUnits(p.chunk, *p.split, p.operands, *p.claimed, threads,
+                                         p.states, p.work + thread * 2 * p.stateFloats);
   } else {
     const size_t items = p.split->mergeItemCount();
     hetc::kernels::attentionMergeItems(*p.split, p.operands, items * thread / threads,
@@ -705,6 +706,8 @@ void benchAttention(const Settings &settings, hetc::ThreadPool &pool, BandwidthR
       phase.states = states.data();
       phase.work = work.data();
       phase.stateFloats = stateFloats;
+      std::atomic<size_t> claimed{0};
+      phase.claimed = &claimed;
       hetc::kernels::AttentionOperands &op = phase.operands;
       op.q = q.data();
       op.qStride = heads * headDim;
@@ -722,6 +725,7 @@ void benchAttention(const Settings &settings, hetc::ThreadPool &pool, BandwidthR
             settings,
             [&](size_t i) {
               op.shape.layer = i;
+              claimed.store(0);
               pool.run(2, &attentionPhase, &phase);
             },
             layers);

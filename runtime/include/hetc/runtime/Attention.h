@@ -14,6 +14,7 @@
 
 #include "hetc/runtime/Kernels.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -140,6 +141,15 @@ struct AttentionOperands {
 void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &split,
                     const AttentionOperands &op, size_t unitBegin, size_t unitEnd, float *partials,
                     float *work);
+
+// Runs units of the cut while any are left, claiming them from `claimed` (0 when the phase
+// starts, shared by the threads running it) in guided runs: each claim takes half of what is left
+// per thread, so a thread the machine slows (a busy core, a smaller share of the memory
+// bandwidth) takes less and the threads finish together. Each unit writes its own state or rows,
+// so the bits do not depend on which thread ran which unit.
+void attentionClaimedUnits(const AttentionChunkKernel &chunk, const AttentionSplit &split,
+                           const AttentionOperands &op, std::atomic<size_t> &claimed,
+                           unsigned threads, float *partials, float *work);
 
 // Folds and finishes merge items [itemBegin, itemEnd) once every unit has run.
 void attentionMergeItems(const AttentionSplit &split, const AttentionOperands &op, size_t itemBegin,

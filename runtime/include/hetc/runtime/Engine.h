@@ -15,6 +15,7 @@
 #include "hetc/runtime/ThreadPool.h"
 #include "hetc/runtime/VectorKernels.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -243,6 +244,9 @@ private:
   // bounds: min(max_step_tokens, max_batch) rows x kv_heads x ceil(max_seq / chunk) states of
   // group x (head_dim + 2) floats) and two states per thread for rows run whole.
   kernels::AttentionSplit attentionSplit_;
+  // Attention units handed out so far in the current attention phase (reset by the KV append
+  // phase before it): threads claim runs of units while any are left.
+  mutable std::atomic<size_t> attentionUnitsClaimed_{0};
   float *attentionStates_ = nullptr;
   float *attentionWork_ = nullptr;
   size_t attentionStateFloats_ = 0; // the largest state of any attention op
