@@ -165,13 +165,7 @@ void attentionChunkPortableBf16Blocks(const float *q, const uint16_t *keys, cons
   }
 }
 
-} // namespace
-
-const AttentionChunkKernel kAttentionChunkPortable = {&attentionChunkPortable<float>,
-                                                      &attentionChunkPortableBf16Blocks,
-                                                      &attentionChunkPortable<int8_t>};
-
-void attentionMerge(float *into, const float *next, size_t group, size_t headDim) {
+void attentionMergePortable(float *into, const float *next, size_t group, size_t headDim) {
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
     float *a = into + h * (d + 2);
@@ -192,6 +186,12 @@ void attentionMerge(float *into, const float *next, size_t group, size_t headDim
     }
   }
 }
+
+} // namespace
+
+const AttentionChunkKernel kAttentionChunkPortable = {
+    &attentionChunkPortable<float>, &attentionChunkPortableBf16Blocks,
+    &attentionChunkPortable<int8_t>, &attentionMergePortable};
 
 void attentionFinish(const float *state, size_t group, size_t headDim, float *out) {
   const size_t d = headDim;
@@ -332,7 +332,7 @@ void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &spl
     for (size_t c = 0; c < chunks; ++c) {
       runChunk(c * chunkPositions, c == 0 ? merged : next);
       if (c > 0)
-        attentionMerge(merged, next, group, d);
+        chunk.merge(merged, next, group, d);
     }
     attentionFinish(merged, group, d, op.out + row * op.outStride + head * group * d);
   }
@@ -352,8 +352,9 @@ void attentionClaimedUnits(const AttentionChunkKernel &chunk, const AttentionSpl
   }
 }
 
-void attentionMergeItems(const AttentionSplit &split, const AttentionOperands &op, size_t itemBegin,
-                         size_t itemEnd, float *partials) {
+void attentionMergeItems(const AttentionChunkKernel &chunk, const AttentionSplit &split,
+                         const AttentionOperands &op, size_t itemBegin, size_t itemEnd,
+                         float *partials) {
   const AttentionShape &shape = op.shape;
   const size_t d = shape.headDim;
   const size_t group = shape.heads / shape.kvHeads;
@@ -364,7 +365,7 @@ void attentionMergeItems(const AttentionSplit &split, const AttentionOperands &o
     const size_t chunks = split.chunks(row);
     float *merged = partials + (split.stateFirst(row) + head * chunks) * stateFloats;
     for (size_t c = 1; c < chunks; ++c)
-      attentionMerge(merged, merged + c * stateFloats, group, d);
+      chunk.merge(merged, merged + c * stateFloats, group, d);
     attentionFinish(merged, group, d, op.out + row * op.outStride + head * group * d);
   }
 }

@@ -932,7 +932,8 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
     } else {
       shareOf(attentionSplit_.mergeItemCount(), thread, threadCount, begin, end);
       if (begin < end)
-        kernels::attentionMergeItems(attentionSplit_, operands, begin, end, attentionStates_);
+        kernels::attentionMergeItems(vector_->attentionChunk, attentionSplit_, operands, begin, end,
+                                     attentionStates_);
     }
     return;
   }

@@ -379,6 +379,28 @@ HETC_AVX512 void attentionChunkAvx512(const float *q, const Element *keys, const
         std::min(kHeadBatch, group - h), headDim, scale, begin, end, state + h * (headDim + 2));
 }
 
+// The portable merge's arithmetic on 16-lane vectors, exp512 for the factor.
+HETC_AVX512 void attentionMergeAvx512(float *into, const float *next, size_t group,
+                                      size_t headDim) {
+  const size_t d = headDim;
+  for (size_t h = 0; h < group; ++h) {
+    float *a = into + h * (d + 2);
+    const float *b = next + h * (d + 2);
+    const bool keepInto = a[d] >= b[d];
+    const __m512 factor = exp512(_mm512_set1_ps(keepInto ? b[d] - a[d] : a[d] - b[d]));
+    for (size_t i = 0; i < d; i += kLanes) {
+      const __mmask16 mask = firstLanes(d - i);
+      const __m512 x = _mm512_maskz_loadu_ps(mask, a + i), y = _mm512_maskz_loadu_ps(mask, b + i);
+      _mm512_mask_storeu_ps(a + i, mask,
+                            keepInto ? _mm512_fmadd_ps(y, factor, x) : _mm512_fmadd_ps(x, factor, y));
+    }
+    const float scale = _mm512_cvtss_f32(factor);
+    a[d + 1] = keepInto ? a[d + 1] + b[d + 1] * scale : a[d + 1] * scale + b[d + 1];
+    if (!keepInto)
+      a[d] = b[d];
+  }
+}
+
 // ---- Row-wise kernels ------------------------------------------------------------------------
 
 HETC_AVX512 void embeddingAvx512(const int32_t *tokens, const float *table, size_t hidden,
@@ -517,7 +539,7 @@ const VectorKernels *avx512VectorKernels() {
       &swiGluAvx512,
       &addAvx512,
       {&attentionChunkAvx512<float>, attentionChunkBf16BlocksAvx512(),
-       &attentionChunkAvx512<int8_t>},
+       &attentionChunkAvx512<int8_t>, &attentionMergeAvx512},
   };
   return &kernels;
 }
@@ -533,7 +555,7 @@ const VectorKernels *avx512Bf16VectorKernels() {
       &swiGluAvx512,
       &addAvx512,
       {&attentionChunkAvx512<float>, attentionChunkBf16BlocksAvx512Bf16(),
-       &attentionChunkAvx512<int8_t>},
+       &attentionChunkAvx512<int8_t>, &attentionMergeAvx512},
   };
   return &kernels;
 }

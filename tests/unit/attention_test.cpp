@@ -79,7 +79,7 @@ void runAttention(const VectorKernels &kernels, const AttentionOperands &op,
   std::vector<float> work(2 * stateFloats, kNaN);
   attentionUnits(kernels.attentionChunk, split, op, 0, split.unitCount(), partials.data(),
                  work.data());
-  attentionMergeItems(split, op, 0, split.mergeItemCount(), partials.data());
+  attentionMergeItems(kernels.attentionChunk, split, op, 0, split.mergeItemCount(), partials.data());
 }
 
 struct HeadShape {
@@ -209,7 +209,7 @@ void poolAttentionPhase(void *context, size_t phase, unsigned thread, unsigned t
     return;
   }
   const size_t items = p.split->mergeItemCount();
-  attentionMergeItems(*p.split, p.op, items * thread / threads, items * (thread + 1) / threads,
+  attentionMergeItems(p.kernels->attentionChunk, *p.split, p.op, items * thread / threads, items * (thread + 1) / threads,
                       p.partials);
 }
 

@@ -612,7 +612,7 @@ void attentionPhase(void *context, size_t phase, unsigned thread, unsigned threa
                                          p.states, p.work + thread * 2 * p.stateFloats);
   } else {
     const size_t items = p.split->mergeItemCount();
-    hetc::kernels::attentionMergeItems(*p.split, p.operands, items * thread / threads,
+    hetc::kernels::attentionMergeItems(p.chunk, *p.split, p.operands, items * thread / threads,
                                        items * (thread + 1) / threads, p.states);
   }
 }

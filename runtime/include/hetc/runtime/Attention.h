@@ -50,13 +50,19 @@ using AttentionChunkFn = void (*)(const float *q, const Element *keys, const Ele
                                   size_t posStride, size_t group, size_t headDim, float scale,
                                   size_t begin, size_t end, float *state);
 
-// One instruction set's chunk kernel for each KV element type.
+// Folds the state of the next chunk into `into` (the merge of every earlier chunk): the side
+// holding the larger max keeps its values, the other is rescaled by exp(smaller - larger).
+using AttentionMergeFn = void (*)(float *into, const float *next, size_t group, size_t headDim);
+
+// One instruction set's chunk kernel for each KV element type, and its merge (split rows and
+// whole rows merge with the same one, so their bits agree).
 struct AttentionChunkKernel {
   AttentionChunkFn<float> f32;
   AttentionChunkFn<uint16_t> bf16;
   AttentionChunkFn<int8_t> int8;
+  AttentionMergeFn merge;
   bool operator==(const AttentionChunkKernel &other) const {
-    return f32 == other.f32 && bf16 == other.bf16 && int8 == other.int8;
+    return f32 == other.f32 && bf16 == other.bf16 && int8 == other.int8 && merge == other.merge;
   }
 };
 
@@ -65,8 +71,6 @@ struct AttentionChunkKernel {
 // them, the sum of weights adding the rounded ones.
 extern const AttentionChunkKernel kAttentionChunkPortable;
 
-// Folds the state of the next chunk into `into` (the merge of every earlier chunk).
-void attentionMerge(float *into, const float *next, size_t group, size_t headDim);
 
 // out[h * headDim + i] = acc_h[i] / sum_h for h < group.
 void attentionFinish(const float *state, size_t group, size_t headDim, float *out);
@@ -152,7 +156,8 @@ void attentionClaimedUnits(const AttentionChunkKernel &chunk, const AttentionSpl
                            unsigned threads, float *partials, float *work);
 
 // Folds and finishes merge items [itemBegin, itemEnd) once every unit has run.
-void attentionMergeItems(const AttentionSplit &split, const AttentionOperands &op, size_t itemBegin,
-                         size_t itemEnd, float *partials);
+void attentionMergeItems(const AttentionChunkKernel &chunk, const AttentionSplit &split,
+                         const AttentionOperands &op, size_t itemBegin, size_t itemEnd,
+                         float *partials);
 
 } // namespace hetc::kernels
