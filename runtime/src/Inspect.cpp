@@ -18,7 +18,13 @@ namespace {
 
 using namespace plan;
 
-const char *kKvLayoutText = "dimension-first [layer][slot][kv_head][pos][dim]";
+// The KV layout as KvCacheDef in runtime/schema/hplan.fbs defines it for `dtype`.
+const char *kvLayoutText(DTypeDef dtype) {
+  return dtype == DTypeDef::BF16
+             ? "dimension-first [layer][slot][kv_head], positions in blocks of 16 for vdpbf16ps "
+               "(K [pos/16][dim/2][16][2], V [pos/16][8][dim][2])"
+             : "dimension-first [layer][slot][kv_head][pos][dim]";
+}
 
 template <typename T> uint32_t count(const flatbuffers::Vector<T> *items) {
   return items ? items->size() : 0;
@@ -570,7 +576,7 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
               str(t.name())});
   }
 
-  os << "\nkv cache: " << EnumNameDTypeDef(kv.dtype()) << ", " << kKvLayoutText << ", in "
+  os << "\nkv cache: " << EnumNameDTypeDef(kv.dtype()) << ", " << kvLayoutText(kv.dtype()) << ", in "
      << tierText(kv.tier()) << "\n";
   os << "  dims: layers " << kv.layers() << ", slots " << kv.slots() << ", kv_heads "
      << kv.kv_heads() << ", max_seq " << kv.max_seq() << ", head_dim " << kv.head_dim() << "\n";
@@ -729,7 +735,7 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
 
   json.key("kv_cache");
   json.beginObject();
-  json.field("layout", kKvLayoutText);
+  json.field("layout", kvLayoutText(kv.dtype()));
   json.field("dtype", EnumNameDTypeDef(kv.dtype()));
   json.field("layers", kv.layers());
   json.field("slots", kv.slots());

@@ -224,6 +224,11 @@ def check(a):
     memory = report["memory"]
     if max_seq <= 0 or report["bounds"]["max_seq"] != max_seq:
         raise CheckFailed(f"--max-seq auto: max_seq {max_seq}, bounds {report['bounds']}")
+    # A BF16 cache takes memory in whole blocks of 16 positions: the largest max_seq that fits is
+    # a whole number of them.
+    if report["kv_cache"]["dtype"] == "BF16" and max_seq % 16 != 0:
+        raise CheckFailed(f"--max-seq auto: max_seq {max_seq} is not a whole number of the BF16 "
+                          "cache's 16-position blocks")
     if memory["total_bytes"] != (memory["weight_bytes"] + memory["kv_arena_bytes"]
                                  + memory["activation_arena_bytes"]) or memory["weight_bytes"] <= 0:
         raise CheckFailed(f"inspect memory section: {memory}")
