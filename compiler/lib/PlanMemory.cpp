@@ -241,9 +241,8 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
   if (blocks && *headDim % 2 != 0)
     return module.emitError() << "a bf16 KV cache pairs head dims; head_dim " << *headDim
                               << " is odd (use --kv f32 or --kv int8)";
-  const int64_t streamPositions =
-      static_cast<int64_t>(kvStreamPositions(blocks ? plan::DTypeDef::BF16 : plan::DTypeDef::F32,
-                                             static_cast<uint64_t>(seq)));
+  const int64_t streamPositions = static_cast<int64_t>(kvStreamPositions(
+      blocks ? plan::DTypeDef::BF16 : plan::DTypeDef::F32, static_cast<uint64_t>(seq)));
   int64_t posStride = *headDim;
   std::optional<int64_t> headStride = llvm::checkedMul(streamPositions, *headDim);
   std::optional<int64_t> slotStride =
@@ -271,9 +270,10 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
   std::optional<int64_t> scaleLayerStride =
       scaleSlotStride ? llvm::checkedMul(slots, *scaleSlotStride) : std::nullopt;
   std::optional<int64_t> scaleBytes =
-      !scaled            ? std::optional<int64_t>(0)
-      : scaleLayerStride ? alignedBytes(llvm::checkedMul(*layers, *scaleLayerStride), planning::kKvScaleBytes)
-                         : std::nullopt;
+      !scaled ? std::optional<int64_t>(0)
+      : scaleLayerStride
+          ? alignedBytes(llvm::checkedMul(*layers, *scaleLayerStride), planning::kKvScaleBytes)
+          : std::nullopt;
   std::optional<int64_t> vScaleOffset =
       kScaleOffset && scaleBytes ? llvm::checkedAdd(*kScaleOffset, *scaleBytes) : std::nullopt;
   std::optional<int64_t> arenaSize =

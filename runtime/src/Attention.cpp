@@ -140,8 +140,15 @@ void attentionChunkPortableBf16Blocks(const float *q, const uint16_t *keys, cons
       std::fill(scores, scores + blockLength, 0.0f);
       for (size_t i = 0; i < d; ++i) {
         const float qi = widen(codegen::floatToBf16(qh[i]));
-        for (size_t j = 0; j < blockLength; ++j)
-          scores[j] += qi * widen(keys[kvBlockKeyIndex(j0 + j, i, d)]);
+        // Dim i of a block's positions: every second element of one line from its first.
+        for (size_t j = 0; j < blockLength;) {
+          const uint16_t *k = keys + kvBlockKeyIndex(j0 + j, i, d);
+          const size_t inBlock =
+              std::min(blockLength - j, kKvBlockPositions - (j0 + j) % kKvBlockPositions);
+          for (size_t l = 0; l < inBlock; ++l)
+            scores[j + l] += qi * widen(k[2 * l]);
+          j += inBlock;
+        }
       }
       for (size_t j = 0; j < blockLength; ++j) {
         scores[j] *= scale;
@@ -155,8 +162,10 @@ void attentionChunkPortableBf16Blocks(const float *q, const uint16_t *keys, cons
       for (size_t j = 0; j < blockLength; ++j) {
         const float weight = widen(codegen::floatToBf16(std::exp(scores[j] - newMax)));
         runningSum += weight;
+        // A position's V elements are every second one from its first (pairs of positions).
+        const uint16_t *v = values + kvBlockValueIndex(j0 + j, 0, d);
         for (size_t i = 0; i < d; ++i)
-          acc[i] += weight * widen(values[kvBlockValueIndex(j0 + j, i, d)]);
+          acc[i] += weight * widen(v[2 * i]);
       }
       runningMax = newMax;
     }
@@ -216,7 +225,6 @@ void AttentionSplit::reserve(size_t maxRows, size_t kvHeads, size_t chunkPositio
   chunks_.reset(new size_t[maxRows]());
   stateFirst_.reset(new size_t[maxRows]());
   unitsBefore_.reset(new size_t[maxRows + 1]());
-  workBefore_.reset(new uint64_t[maxRows + 1]());
   splitRows_.reset(new uint32_t[maxRows]());
 }
 
@@ -225,7 +233,6 @@ void AttentionSplit::cut(const uint32_t *rowPositions, size_t rows, bool splitRo
   splitRowCount_ = 0;
   statesUsed_ = 0;
   unitsBefore_[0] = 0;
-  workBefore_[0] = 0;
   for (size_t t = 0; t < rows_; ++t) {
     const uint64_t positions = static_cast<uint64_t>(rowPositions[t]) + 1;
     const size_t chunks = ceilDiv(positions, chunkPositions_);
@@ -241,37 +248,7 @@ void AttentionSplit::cut(const uint32_t *rowPositions, size_t rows, bool splitRo
       units = states;
     }
     unitsBefore_[t + 1] = unitsBefore_[t] + units;
-    workBefore_[t + 1] = workBefore_[t] + kvHeads_ * positions;
   }
-}
-
-size_t AttentionSplit::unitBoundary(unsigned part, unsigned parts) const {
-  if (part == 0 || rows_ == 0)
-    return 0;
-  if (part >= parts)
-    return unitCount();
-  const uint64_t total = workBefore_[rows_];
-  const uint64_t target =
-      static_cast<uint64_t>(static_cast<unsigned __int128>(total) * part / parts);
-  // The last row whose work starts at or before the target (workBefore_ strictly increases).
-  const size_t row = lastRowAtOrBefore(workBefore_.get(), rows_, target);
-  const uint64_t into = target - workBefore_[row];
-  const uint64_t positions = positions_[row];
-  size_t local;
-  if (split(row)) {
-    // The first unit starting at or after `into`: unit (head, chunk) starts at
-    // head * positions + chunk * chunkPositions.
-    size_t head = static_cast<size_t>(into / positions);
-    size_t chunk = ceilDiv(into % positions, chunkPositions_);
-    if (chunk >= chunks_[row]) {
-      ++head;
-      chunk = 0;
-    }
-    local = std::min(head * chunks_[row] + chunk, kvHeads_ * chunks_[row]);
-  } else {
-    local = std::min<size_t>(ceilDiv(into, positions), kvHeads_);
-  }
-  return unitsBefore_[row] + local;
 }
 
 size_t AttentionSplit::rowOfUnit(size_t unit) const {

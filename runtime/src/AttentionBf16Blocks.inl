@@ -5,12 +5,13 @@
 //       pairs.bf16[2i] * b.bf16[0] + pairs.bf16[2i+1] * b.bf16[1], b the bf16 pair at broadcast;
 //   static __m256i round(__m512 x): the 16 floats rounded to bf16, to nearest even.
 // Everything is in an anonymous namespace: no code for one target reaches another translation
-// unit through a shared inline function.
+// unit through a shared inline function. The functions with vector code carry the target.
 
 namespace {
 
 constexpr size_t kLanes = 16;
 constexpr __mmask16 kAllLanes = 0xffff;
+static_assert(kLanes == kKvBlockPositions, "a block's 16 positions are one vector of scores");
 // Query dims up to 128 (64 pairs) have their bf16 pairs in a buffer on the stack.
 constexpr size_t kMaxPairs = 64;
 // Blocks between the one being computed and the one whose lines are prefetched, every line of
@@ -56,8 +57,8 @@ HETC_BLOCKS_TARGET inline void prefetchLines(const uint16_t *at, size_t bytes) {
 // bf16, go to the V pairs of positions in registers.
 template <int H, int NV>
 HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
-                                        const uint16_t *values, size_t d, float scale,
-                                        size_t begin, size_t end, float *state) {
+                                        const uint16_t *values, size_t d, float scale, size_t begin,
+                                        size_t end, float *state) {
   const size_t pairs = d / 2;
   const size_t blockElements = kLanes * d;
   const float negativeInfinity = -std::numeric_limits<float>::infinity();
@@ -171,7 +172,8 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
     // (its weight is zero, but 0 times a NaN left in the block would not be).
     for (size_t i = first / 2; i < (n + 1) / 2; ++i) {
       const uint16_t *pair = valueBlock + i * 2 * d;
-      const __mmask32 outside = (2 * i + 1 == n ? 0xaaaaaaaau : 0u) | (2 * i < first ? 0x55555555u : 0u);
+      const __mmask32 outside =
+          (2 * i + 1 == n ? 0xaaaaaaaau : 0u) | (2 * i < first ? 0x55555555u : 0u);
       __m512i x[NV];
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {

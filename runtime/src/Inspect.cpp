@@ -576,8 +576,8 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
               str(t.name())});
   }
 
-  os << "\nkv cache: " << EnumNameDTypeDef(kv.dtype()) << ", " << kvLayoutText(kv.dtype()) << ", in "
-     << tierText(kv.tier()) << "\n";
+  os << "\nkv cache: " << EnumNameDTypeDef(kv.dtype()) << ", " << kvLayoutText(kv.dtype())
+     << ", in " << tierText(kv.tier()) << "\n";
   os << "  dims: layers " << kv.layers() << ", slots " << kv.slots() << ", kv_heads "
      << kv.kv_heads() << ", max_seq " << kv.max_seq() << ", head_dim " << kv.head_dim() << "\n";
   os << "  strides (elements of " << dtypeBytes(kv.dtype()) << " bytes): pos " << kv.pos_stride()

@@ -1,6 +1,7 @@
 // Portable float32 kernels. Plain loops the compiler can vectorise without reassociating
 // floating-point sums: every reduction has an order fixed by the source.
 #include "hetc/runtime/Kernels.h"
+#include "hetc/runtime/Plan.h"
 
 #include "codegen/cpu/WeightLayout.h"
 
@@ -251,19 +252,24 @@ void storeKvRow(const KvCacheView &cache, bool keys, size_t layer, size_t slot, 
                 headDim * sizeof(float));
     return;
   case KvElement::Bf16: {
-    uint16_t *stream = static_cast<uint16_t *>(cache.at(keys, cache.streamOffset(layer, slot, head)));
+    uint16_t *stream =
+        static_cast<uint16_t *>(cache.at(keys, cache.streamOffset(layer, slot, head)));
     for (size_t d = 0; d < headDim; ++d)
       stream[keys ? kvBlockKeyIndex(pos, d, headDim) : kvBlockValueIndex(pos, d, headDim)] =
           codegen::floatToBf16(row[d]);
     return;
   }
   case KvElement::Int8:
-    cache.scales(keys)[cache.scaleOffset(layer, slot, head, pos)] = quantizeInt8(
-        row, headDim,
-        static_cast<int8_t *>(cache.at(keys, cache.elementOffset(keys, layer, slot, head, pos, 0))));
+    cache.scales(keys)[cache.scaleOffset(layer, slot, head, pos)] =
+        quantizeInt8(row, headDim,
+                     static_cast<int8_t *>(
+                         cache.at(keys, cache.elementOffset(keys, layer, slot, head, pos, 0))));
     return;
   }
 }
+
+static_assert(kKvBlockPositions == kKvBf16BlockPositions,
+              "the plan's BF16 block size (Plan.h) and the kernels' are one number");
 
 namespace {
 
@@ -273,18 +279,29 @@ namespace {
 template <bool kOut>
 void copyKvRows(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
                 size_t pos, size_t count, size_t headDim, char *rows) {
-  const size_t elementBytes = cache.elementBytes();
-  auto copy = [](void *element, char *row, size_t bytes) {
-    if constexpr (kOut)
-      std::memcpy(row, element, bytes);
-    else
-      std::memcpy(element, row, bytes);
-  };
-  const bool wholeRows = cache.element != KvElement::Bf16;
+  if (cache.element != KvElement::Bf16) {
+    const size_t rowBytes = headDim * cache.elementBytes();
+    for (size_t t = 0; t < count; ++t) {
+      char *row = rows + t * rowBytes;
+      void *stored = cache.at(keys, cache.elementOffset(keys, layer, slot, head, pos + t, 0));
+      if constexpr (kOut)
+        std::memcpy(row, stored, rowBytes);
+      else
+        std::memcpy(stored, row, rowBytes);
+    }
+    return;
+  }
+  uint16_t *stream = static_cast<uint16_t *>(cache.at(keys, cache.streamOffset(layer, slot, head)));
   for (size_t t = 0; t < count; ++t)
-    for (size_t d = 0; d < headDim; d += wholeRows ? headDim : 1)
-      copy(cache.at(keys, cache.elementOffset(keys, layer, slot, head, pos + t, d)),
-           rows + (t * headDim + d) * elementBytes, wholeRows ? headDim * elementBytes : elementBytes);
+    for (size_t d = 0; d < headDim; ++d) {
+      uint16_t *stored = stream + (keys ? kvBlockKeyIndex(pos + t, d, headDim)
+                                        : kvBlockValueIndex(pos + t, d, headDim));
+      char *element = rows + (t * headDim + d) * sizeof(uint16_t);
+      if constexpr (kOut)
+        std::memcpy(element, stored, sizeof(uint16_t));
+      else
+        std::memcpy(stored, element, sizeof(uint16_t));
+    }
 }
 
 } // namespace

@@ -266,15 +266,15 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
     const Element *keyRows = keys + j0 * posStride;
     // int8 key rows are widened once per block into float32 rows in L1, which every head of the
     // pass then reads, instead of once per head (NV = 0, head_dim past 128, widens per head).
-    alignas(64) float widenedKeys[(NV > 0 && !std::is_same_v<Element, float>) ? kLanes * NV * kLanes
-                                                                              : 1];
+    alignas(64) float
+        widenedKeys[(NV > 0 && !std::is_same_v<Element, float>) ? kLanes * NV * kLanes : 1];
     if constexpr (NV > 0 && !std::is_same_v<Element, float>) {
       for (size_t j = 0; j < n; ++j)
 #pragma GCC unroll 8
         for (int v = 0; v < NV; ++v)
-          _mm512_store_ps(widenedKeys + (j * NV + v) * kLanes,
-                          loadKv(v + 1 == NV ? lastMask : kAllLanes, keyRows + j * posStride +
-                                                                         v * kLanes));
+          _mm512_store_ps(
+              widenedKeys + (j * NV + v) * kLanes,
+              loadKv(v + 1 == NV ? lastMask : kAllLanes, keyRows + j * posStride + v * kLanes));
     }
     for (size_t h = 0; h < heads; ++h) {
       // Rows past the end repeat the last row: their scores are computed, then masked out.
@@ -391,8 +391,8 @@ HETC_AVX512 void attentionMergeAvx512(float *into, const float *next, size_t gro
     for (size_t i = 0; i < d; i += kLanes) {
       const __mmask16 mask = firstLanes(d - i);
       const __m512 x = _mm512_maskz_loadu_ps(mask, a + i), y = _mm512_maskz_loadu_ps(mask, b + i);
-      _mm512_mask_storeu_ps(a + i, mask,
-                            keepInto ? _mm512_fmadd_ps(y, factor, x) : _mm512_fmadd_ps(x, factor, y));
+      _mm512_mask_storeu_ps(
+          a + i, mask, keepInto ? _mm512_fmadd_ps(y, factor, x) : _mm512_fmadd_ps(x, factor, y));
     }
     const float scale = _mm512_cvtss_f32(factor);
     a[d + 1] = keepInto ? a[d + 1] + b[d + 1] * scale : a[d + 1] * scale + b[d + 1];

@@ -354,6 +354,11 @@ private:
                   kv.pos_stride(), "; its blocks need an even head_dim and pos_stride = head_dim");
     // Each stride must step over the whole extent of the dimensions inside it.
     const uint64_t streamPositions = kvStreamPositions(kv.dtype(), kv.max_seq());
+    if (blocks && (def_.schema_version() & 0xffff) < 6 &&
+        kv.head_stride() < streamPositions * kv.pos_stride())
+      return fail("kv_cache is BF16 in rows of max_seq ", kv.max_seq(),
+                  " (schema before 1.6); this runtime keeps BF16 in blocks of 16 positions: "
+                  "recompile the plan");
     const Nesting nesting[] = {
         {"pos_stride", kv.pos_stride(), "head_dim", kv.head_dim(), 1},
         {"head_stride", kv.head_stride(),

@@ -49,7 +49,8 @@ using File = std::unique_ptr<std::FILE, int (*)(std::FILE *)>;
 struct KvRowBuffer {
   KvRowBuffer(const plan::KvCacheDef &kv, uint64_t positionsWanted)
       : rowBytes(kv.head_dim() * dtypeBytes(kv.dtype())),
-        positions(std::max<uint64_t>(1, std::min<uint64_t>(positionsWanted, (1u << 20) / rowBytes))),
+        positions(
+            std::max<uint64_t>(1, std::min<uint64_t>(positionsWanted, (1u << 20) / rowBytes))),
         bytes(positions * rowBytes) {}
   uint64_t rowBytes;
   uint64_t positions;
@@ -368,8 +369,8 @@ Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slo
           const uint64_t count = std::min(rows.positions, info.positions - first);
           ok = readHashed(file->get(), rows.bytes.data(), count * rows.rowBytes, hash);
           if (ok)
-            kernels::copyKvRowsIn(kvCache_, !values, layer, slot, head, first, count,
-                                  kv.head_dim(), rows.bytes.data());
+            kernels::copyKvRowsIn(kvCache_, !values, layer, slot, head, first, count, kv.head_dim(),
+                                  rows.bytes.data());
         }
         if (ok && scaled && info.positions > 0)
           ok = readHashed(file->get(), kvScale(values, layer, slot, head, 0),

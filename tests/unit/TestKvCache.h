@@ -30,10 +30,10 @@ struct TestKvCache {
     // A bf16 cache's blocks fix its position stride at headDim and its streams at whole blocks.
     const bool blocks = element == kernels::KvElement::Bf16;
     view.posStride = blocks ? headDim : headDim + 3;
-    const size_t streamPositions =
-        blocks ? (maxSeq + kernels::kKvBlockPositions - 1) / kernels::kKvBlockPositions *
-                     kernels::kKvBlockPositions
-               : maxSeq;
+    const size_t streamPositions = blocks
+                                       ? (maxSeq + kernels::kKvBlockPositions - 1) /
+                                             kernels::kKvBlockPositions * kernels::kKvBlockPositions
+                                       : maxSeq;
     view.headStride = streamPositions * view.posStride + 7;
     view.slotStride = kvHeads * view.headStride + 11;
     view.layerStride = slots * view.slotStride;
@@ -121,7 +121,8 @@ struct TestKvCache {
   void restorePoisoned() {
     for (const Saved &saved : poisoned) {
       for (const SavedElement &element : saved.elements)
-        std::memcpy((element.keys ? keyBytes : valueBytes).data() + element.at * view.elementBytes(),
+        std::memcpy((element.keys ? keyBytes : valueBytes).data() +
+                        element.at * view.elementBytes(),
                     element.bytes.data(), element.bytes.size());
       if (int8()) {
         keyScales[saved.scaleAt] = saved.keyScale;

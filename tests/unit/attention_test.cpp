@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -39,8 +40,7 @@ struct KernelSetCase {
 };
 
 bool hostHas(plan::CpuFeatureBits features) {
-  return (hostCpuFeatures() & static_cast<uint64_t>(features)) ==
-         static_cast<uint64_t>(features);
+  return (hostCpuFeatures() & static_cast<uint64_t>(features)) == static_cast<uint64_t>(features);
 }
 bool hostRunsAvx512() {
   return avx512VectorKernels() &&
@@ -79,7 +79,8 @@ void runAttention(const VectorKernels &kernels, const AttentionOperands &op,
   std::vector<float> work(2 * stateFloats, kNaN);
   attentionUnits(kernels.attentionChunk, split, op, 0, split.unitCount(), partials.data(),
                  work.data());
-  attentionMergeItems(kernels.attentionChunk, split, op, 0, split.mergeItemCount(), partials.data());
+  attentionMergeItems(kernels.attentionChunk, split, op, 0, split.mergeItemCount(),
+                      partials.data());
 }
 
 struct HeadShape {
@@ -101,8 +102,9 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
   const std::vector<HeadShape> shapes = {{3, 1, 24}, {6, 2, 24},   {8, 2, 64},  {4, 4, 16},
                                          {1, 1, 8},  {16, 2, 128}, {20, 1, 40}, {2, 1, 200}};
   const std::vector<size_t> lengths = {1, 2, 15, 16, 17, 100, 255, 256, 257, 700, 1029, 2999};
-  // The engine's chunk, one of three 16-position blocks, and one that splits blocks.
-  const std::vector<size_t> chunkSizes = {kAttentionChunkPositions, 48, 40};
+  // The engine's chunk, one of three 16-position blocks, and two that split blocks (37 also starts
+  // chunks at odd positions, inside a pair of positions of a bf16 V block).
+  const std::vector<size_t> chunkSizes = {kAttentionChunkPositions, 48, 40, 37};
   const size_t maxLength = 2999, poisonAfter = 40;
   for (const KvElement element : {KvElement::F32, KvElement::Bf16, KvElement::Int8})
     for (const KernelSetCase &set : kernelSets())
@@ -197,23 +199,23 @@ struct PoolAttention {
   float *partials;
   float *work;
   size_t stateFloats;
+  std::atomic<size_t> *claimed; // 0 before the phases run
 };
 
 void poolAttentionPhase(void *context, size_t phase, unsigned thread, unsigned threads) {
   const PoolAttention &p = *static_cast<const PoolAttention *>(context);
   if (phase == 0) {
-    attentionUnits(p.kernels->attentionChunk, *p.split, p.op,
-                   p.split->unitBoundary(thread, threads),
-                   p.split->unitBoundary(thread + 1, threads), p.partials,
-                   p.work + thread * 2 * p.stateFloats);
+    attentionClaimedUnits(p.kernels->attentionChunk, *p.split, p.op, *p.claimed, threads,
+                          p.partials, p.work + thread * 2 * p.stateFloats);
     return;
   }
   const size_t items = p.split->mergeItemCount();
-  attentionMergeItems(p.kernels->attentionChunk, *p.split, p.op, items * thread / threads, items * (thread + 1) / threads,
-                      p.partials);
+  attentionMergeItems(p.kernels->attentionChunk, *p.split, p.op, items * thread / threads,
+                      items * (thread + 1) / threads, p.partials);
 }
 
-// The engine's two phases on `threads` real threads, every row split.
+// The engine's two phases on `threads` real threads, every row split, units claimed as the
+// engine claims them.
 void attentionWithThreads(const VectorKernels &kernels, const AttentionOperands &op,
                           const std::vector<uint32_t> &positions, unsigned threads) {
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(threads, false);
@@ -227,7 +229,8 @@ void attentionWithThreads(const VectorKernels &kernels, const AttentionOperands 
   const size_t stateFloats =
       attentionStateFloats(op.shape.heads / op.shape.kvHeads, op.shape.headDim);
   std::vector<float> partials(states * stateFloats, kNaN), work(2 * threads * stateFloats, kNaN);
-  PoolAttention context{&kernels, &split, op, partials.data(), work.data(), stateFloats};
+  std::atomic<size_t> claimed{0};
+  PoolAttention context{&kernels, &split, op, partials.data(), work.data(), stateFloats, &claimed};
   pool.value()->run(2, &poolAttentionPhase, &context);
 }
 
@@ -290,7 +293,17 @@ void checkBitsDoNotDependOnThreadsOrSplit(KvElement element) {
     }
 }
 
-TEST(AttentionTest, UnitBoundariesCoverEveryUnitInBalancedRanges) {
+// A chunk kernel that only counts its calls, to see which units the threads ran.
+std::atomic<size_t> countedChunks{0};
+void countChunk(const float *, const float *, const float *, const float *, const float *, size_t,
+                size_t, size_t, float, size_t, size_t, float *) {
+  countedChunks.fetch_add(1, std::memory_order_relaxed);
+}
+void mergeNothing(float *, const float *, size_t, size_t) {}
+
+// Rows split by positions while the scratch lasts, the others whole; claimed by three threads,
+// every chunk of every unit runs exactly once.
+TEST(AttentionTest, ClaimedUnitsRunEveryChunkOnce) {
   const size_t kvHeads = 3, chunk = 64;
   const std::vector<uint32_t> positions = {2999, 0, 699, 64, 63, 5000};
   AttentionSplit split;
@@ -303,38 +316,40 @@ TEST(AttentionTest, UnitBoundariesCoverEveryUnitInBalancedRanges) {
   ASSERT_FALSE(split.split(4));
   ASSERT_FALSE(split.split(5)); // past the capacity
   EXPECT_EQ(split.mergeItemCount(), 3 * kvHeads);
-
-  // Work (positions attended) of each unit, in unit order.
-  std::vector<uint64_t> work;
-  for (size_t t = 0; t < positions.size(); ++t) {
-    const uint64_t length = uint64_t{positions[t]} + 1;
-    for (size_t g = 0; g < kvHeads; ++g) {
-      if (!split.split(t)) {
-        work.push_back(length);
-        continue;
-      }
-      for (uint64_t begin = 0; begin < length; begin += chunk)
-        work.push_back(std::min<uint64_t>(chunk, length - begin));
-    }
+  size_t units = 0, chunkCalls = 0;
+  for (uint32_t p : positions) {
+    const size_t chunks = (size_t{p} + chunk) / chunk;
+    chunkCalls += kvHeads * chunks;
   }
-  ASSERT_EQ(work.size(), split.unitCount());
-  uint64_t total = 0;
-  for (uint64_t w : work)
-    total += w;
-  const uint64_t largestUnit = *std::max_element(work.begin(), work.end());
-  for (unsigned parts = 1; parts <= 7; ++parts) {
-    EXPECT_EQ(split.unitBoundary(0, parts), 0u);
-    EXPECT_EQ(split.unitBoundary(parts, parts), split.unitCount());
-    for (unsigned part = 0; part < parts; ++part) {
-      const size_t begin = split.unitBoundary(part, parts),
-                   end = split.unitBoundary(part + 1, parts);
-      ASSERT_LE(begin, end) << parts << " parts";
-      uint64_t mine = 0;
-      for (size_t u = begin; u < end; ++u)
-        mine += work[u];
-      // Each part is within one unit of its even share.
-      EXPECT_LE(mine, total / parts + largestUnit) << "part " << part << " of " << parts;
-    }
+  for (size_t t = 0; t < positions.size(); ++t)
+    units += split.split(t) ? kvHeads * split.chunks(t) : kvHeads;
+  ASSERT_EQ(split.unitCount(), units);
+
+  const AttentionChunkKernel counting = {&countChunk, nullptr, nullptr, &mergeNothing};
+  VectorKernels kernels = portableVectorKernels();
+  kernels.attentionChunk = counting;
+  const size_t group = 2, headDim = 8;
+  std::vector<float> q(positions.size() * kvHeads * group * headDim, 1.0f), out(q.size());
+  std::vector<uint32_t> slots(positions.size(), 0);
+  AttentionOperands op;
+  op.q = q.data();
+  op.qStride = kvHeads * group * headDim;
+  op.out = out.data();
+  op.outStride = op.qStride;
+  op.shape = AttentionShape{0, kvHeads * group, kvHeads, headDim, 1.0f};
+  op.rowSlots = slots.data();
+  const size_t stateFloats = attentionStateFloats(group, headDim);
+  for (unsigned threads : {1u, 3u}) {
+    Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(threads, false);
+    ASSERT_TRUE(pool.ok()) << pool.message();
+    std::vector<float> partials(split.statesUsed() * stateFloats), work(2 * threads * stateFloats);
+    std::atomic<size_t> claimed{0};
+    PoolAttention context{&kernels,    &split,      op,      partials.data(),
+                          work.data(), stateFloats, &claimed};
+    countedChunks = 0;
+    pool.value()->run(1, &poolAttentionPhase, &context);
+    EXPECT_EQ(claimed.load(), split.unitCount()) << threads << " threads";
+    EXPECT_EQ(countedChunks.load(), chunkCalls) << threads << " threads";
   }
 }
 

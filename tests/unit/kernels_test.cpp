@@ -314,7 +314,6 @@ TEST(KernelsTest, KvAppendWritesEachRowAtItsSlotAndPosition) {
     }
 }
 
-// Rounding to nearest even, the clamp to 127, zero and NaN rows, on rows built to hit them.
 // A bf16 stream's block of 16 positions holds each (position, dim) once, K as pairs of dims of
 // 16 positions per 64-byte line and V as pairs of positions; storeKvRow writes there and
 // copyKvRowsOut/In move the rows in row order.
@@ -368,6 +367,7 @@ TEST(KernelsTest, Bf16KvBlocksHoldEveryElementOnceAndCopyRowsInOrder) {
   }
 }
 
+// Rounding to nearest even, the clamp to 127, zero and NaN rows, on rows built to hit them.
 TEST(KernelsTest, QuantizeInt8RoundsHalvesToEvenAndKeepsNaN) {
   // max|x| = 127 makes the scale exactly 1: each element is its own quotient.
   const std::vector<float> halves = {127.0f, -127.0f, 2.5f,  3.5f,   -2.5f,   -3.5f,

@@ -799,6 +799,13 @@ TEST_F(PlanLoaderTest, KvBf16BlockMistakesAreNamed) {
          kv.head_stride = kv.max_seq * kv.pos_stride;
        },
        {"head_stride", "max_seq rounded up to 16"}},
+      {"RowsOfAnOlderSchema",
+       [](TinyPlan &t) {
+         plan::KvCacheDefT &kv = *t.def.kv_cache;
+         kv.head_stride = kv.max_seq * kv.pos_stride;
+         t.def.schema_version = kPlanSchemaMajor << 16 | 5;
+       },
+       {"before 1.6", "recompile the plan"}},
   };
   for (const Mistake &mistake : mistakes) {
     SCOPED_TRACE(mistake.name);

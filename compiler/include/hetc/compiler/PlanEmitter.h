@@ -20,9 +20,9 @@ namespace hetc::compiler {
 // attribute at fault; `path` is then left as it was.
 // The memory a plan needs to run, in bytes.
 struct PlanMemory {
-  uint64_t weightBytes = 0;        // the weight segments the plan file holds
-  uint64_t kvArenaBytes = 0;       // K and V (and their scales) for every layer, slot and position
-  uint64_t activationBytes = 0;    // the activation arena
+  uint64_t weightBytes = 0;     // the weight segments the plan file holds
+  uint64_t kvArenaBytes = 0;    // K and V (and their scales) for every layer, slot and position
+  uint64_t activationBytes = 0; // the activation arena
   // One position of one slot: layers x kv_heads x 2 x kvRowBytes (head_dim elements, and for an
   // int8 cache the row's scale).
   uint64_t kvBytesPerPosition = 0;

@@ -71,7 +71,6 @@ struct AttentionChunkKernel {
 // them, the sum of weights adding the rounded ones.
 extern const AttentionChunkKernel kAttentionChunkPortable;
 
-
 // out[h * headDim + i] = acc_h[i] / sum_h for h < group.
 void attentionFinish(const float *state, size_t group, size_t headDim, float *out);
 
@@ -94,9 +93,6 @@ public:
   size_t kvHeads() const { return kvHeads_; }
   size_t chunkPositions() const { return chunkPositions_; }
   size_t unitCount() const { return unitsBefore_[rows_]; }
-  // First unit of part `part` of `parts` (part == parts gives unitCount()): contiguous ranges
-  // balanced by positions attended, so one long row spreads over every part.
-  size_t unitBoundary(unsigned part, unsigned parts) const;
   // (split row, KV head) pairs the merge phase folds.
   size_t mergeItemCount() const { return splitRowCount_ * kvHeads_; }
   size_t statesUsed() const { return statesUsed_; }
@@ -120,12 +116,11 @@ private:
   size_t rows_ = 0;
   size_t splitRowCount_ = 0;
   size_t statesUsed_ = 0;
-  std::unique_ptr<uint64_t[]> positions_;  // [maxRows]
-  std::unique_ptr<size_t[]> chunks_;       // [maxRows]
-  std::unique_ptr<size_t[]> stateFirst_;   // [maxRows], kWhole for a row run whole
-  std::unique_ptr<size_t[]> unitsBefore_;  // [maxRows + 1]
-  std::unique_ptr<uint64_t[]> workBefore_; // [maxRows + 1], kvHeads * positions per row
-  std::unique_ptr<uint32_t[]> splitRows_;  // [maxRows]
+  std::unique_ptr<uint64_t[]> positions_; // [maxRows]
+  std::unique_ptr<size_t[]> chunks_;      // [maxRows]
+  std::unique_ptr<size_t[]> stateFirst_;  // [maxRows], kWhole for a row run whole
+  std::unique_ptr<size_t[]> unitsBefore_; // [maxRows + 1]
+  std::unique_ptr<uint32_t[]> splitRows_; // [maxRows]
 };
 
 // What the attention units of one op read and write.

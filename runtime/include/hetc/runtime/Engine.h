@@ -149,7 +149,8 @@ public:
   // Positions of `slot` held in the KV cache (a sequence in that slot may start at most here).
   uint64_t cachedPositions(uint32_t slot) const { return slotCachedPositions_[slot]; }
   const std::vector<ResolvedOp> &resolvedOps() const { return ops_; }
-  // The row-wise and attention kernels picked at create() ("avx512-f32", "portable-f32").
+  // The row-wise and attention kernels picked at create() ("avx512-bf16", "avx512-f32",
+  // "portable-f32").
   const kernels::VectorKernels &vectorKernels() const { return *vector_; }
   // Positions per attention chunk: the fixed boundaries of the attention's reduction order.
   size_t attentionChunkPositions() const { return attentionSplit_.chunkPositions(); }

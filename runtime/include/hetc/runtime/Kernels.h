@@ -39,8 +39,8 @@ constexpr size_t kKvBlockPositions = 16;
 // - V: pairs of positions ([p%16/2][d][p%2]); against a broadcast pair of weights it adds to 16
 //   output dims at once.
 constexpr size_t kvBlockKeyIndex(size_t pos, size_t d, size_t headDim) {
-  return pos / kKvBlockPositions * kKvBlockPositions * headDim +
-         d / 2 * (2 * kKvBlockPositions) + pos % kKvBlockPositions * 2 + d % 2;
+  return pos / kKvBlockPositions * kKvBlockPositions * headDim + d / 2 * (2 * kKvBlockPositions) +
+         pos % kKvBlockPositions * 2 + d % 2;
 }
 constexpr size_t kvBlockValueIndex(size_t pos, size_t d, size_t headDim) {
   return pos / 2 * (2 * headDim) + d * 2 + pos % 2;
@@ -78,7 +78,8 @@ struct KvCacheView {
     const size_t stream = streamOffset(layer, slot, head);
     if (element != KvElement::Bf16)
       return stream + pos * posStride + d;
-    return stream + (keys ? kvBlockKeyIndex(pos, d, posStride) : kvBlockValueIndex(pos, d, posStride));
+    return stream +
+           (keys ? kvBlockKeyIndex(pos, d, posStride) : kvBlockValueIndex(pos, d, posStride));
   }
   size_t scaleOffset(size_t layer, size_t slot, size_t head, size_t pos) const {
     return layer * scaleLayerStride + slot * scaleSlotStride + head * scaleHeadStride + pos;

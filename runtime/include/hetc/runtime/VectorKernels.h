@@ -22,8 +22,10 @@ using AddKernel = decltype(&add);
 
 struct VectorKernels {
   const char *name; // "avx512-bf16", "avx512-f32" or "portable-f32", as reports name a kernel
-  const char *bf16KvName; // the attention's name over a BF16 KV cache ("avx512-f32, bf16 kv")
-  const char *int8KvName; // and over an INT8 one ("avx512-f32, int8 kv")
+  // The attention's name over a BF16 KV cache ("avx512-bf16, bf16 kv blocks (vdpbf16ps)") and
+  // over an INT8 one ("avx512-bf16, int8 kv").
+  const char *bf16KvName;
+  const char *int8KvName;
   EmbeddingKernel embedding;
   RmsNormKernel rmsNorm;
   RopeKernel rope;
