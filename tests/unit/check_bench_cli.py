@@ -176,6 +176,16 @@ def check_sweep(hetc, plan, workdir):
           and not [l for l in root.iter(SVG + "polyline") if l.get("class") == "fit"],
           "markers and no fitted line without a fit")
 
+    # Rounds: every point runs in each round and keeps its fastest run.
+    rounds = run(hetc, plan, "--json", *PROBE, "--contexts", "0,8", "--gen", "2", "--rounds", "3")
+    check(rounds.returncode == 0, f"sweep in rounds failed: {rounds.stderr}")
+    rounds_report = json.loads(rounds.stdout)
+    check(rounds_report["rounds"]["count"] == 3, f"rounds: {rounds_report['rounds']}")
+    check(rounds.stderr.count("hetc: bench [") == 6, f"one progress line per run:\n{rounds.stderr}")
+    for p in rounds_report["points"]:
+        check(len(p["round_ms_per_token"]) == 3, f"three rounds of a point: {p['round_ms_per_token']}")
+        close(p["ms_per_token"], min(p["round_ms_per_token"]), "a point keeps its fastest round")
+
     text = run(hetc, plan, *PROBE, "--contexts", "0,8", "--gen", "2")
     check(text.returncode == 0, f"text sweep failed: {text.stderr}")
     check("latency model t = e + (p+1)/2 * a" in text.stdout and "attn-GB/s" in text.stdout,
@@ -188,6 +198,7 @@ def check_sweep(hetc, plan, workdir):
          "positions but the plan's --max-seq is 32; --context 40 + --gen 16 need 56 positions but "
          "the plan's --max-seq is 32"),
         (["--contexts", "0,4k"], "--contexts '0,4k': '4k' is not a non-negative integer"),
+        (["--contexts", "0", "--rounds", "0"], "--rounds: Value 0 not in range 1 to 100"),
         (["--contexts", "0,,8"], "--contexts '0,,8': an empty item"),
         (["--batches", "0,1"], "--batch must be at least 1"),
         (["--contexts", "0", "--plot", os.path.join(workdir, "missing", "x.svg")],

@@ -17,6 +17,9 @@ struct BenchArguments {
   std::string contexts;
   std::string batches;
   uint32_t gen = 16;
+  // A sweep: every point is run this many times, in interleaved rounds; each point keeps its
+  // fastest run.
+  uint32_t rounds = 1;
   std::string fill = "auto";
   unsigned threads = 0;
   bool noPin = false;
