@@ -747,24 +747,22 @@ int sweep(const BenchArguments &args, Engine &engine) {
         fail(format("batch %u, context %llu: ", point.batch,
                     static_cast<unsigned long long>(point.context)) +
              report.message());
+      SweepResult run{std::move(*report), nullptr, {}};
+      if (round == 0 && torch)
+        run.torch = torch->measure(point.context, point.batch, args.gen);
+      std::cerr << progressLine(round * count + i + 1, args.rounds * count, run) << '\n';
       if (round == 0) {
         resultOf[i] = results.size();
-        results.push_back({std::move(*report), nullptr, {}});
-        if (torch)
-          results.back().torch = torch->measure(point.context, point.batch, args.gen);
+        results.push_back(std::move(run));
+        results.back().roundMs.push_back(results.back().report.msPerToken);
+        continue;
       }
-      SweepResult &result = results[*resultOf[i]];
-      if (round > 0) {
-        // A shared machine slows a run, never speeds it up: the fastest run is the one least
-        // disturbed.
-        const double ms = report->msPerToken;
-        result.roundMs.push_back(ms);
-        if (ms < result.report.msPerToken)
-          result.report = std::move(*report);
-      } else {
-        result.roundMs.push_back(result.report.msPerToken);
-      }
-      std::cerr << progressLine(round * count + i + 1, args.rounds * count, result) << '\n';
+      // A shared machine slows a run, never speeds it up: the fastest run is the one least
+      // disturbed.
+      SweepResult &kept = results[*resultOf[i]];
+      kept.roundMs.push_back(run.report.msPerToken);
+      if (run.report.msPerToken < kept.report.msPerToken)
+        kept.report = std::move(run.report);
     }
   if (results.empty())
     fail("no point of the sweep could run (see the lines above)");
