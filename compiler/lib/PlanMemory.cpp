@@ -234,13 +234,13 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
                               << "\" is not f32, bf16 or int8";
 
   // Strides in elements; (layer, slot, kv_head) is the outer index so each head's positions are
-  // one stream, the order long-context decode reads them in. A bf16 stream holds whole blocks of
-  // positions (why: under KvCacheDef in runtime/schema/hplan.fbs).
+  // one stream, the order long-context decode reads them in. A bf16 or int8 stream holds whole
+  // blocks of positions (why: under KvCacheDef in runtime/schema/hplan.fbs).
   int64_t slots = maxBatch, seq = static_cast<int64_t>(maxSeq);
-  const bool blocks = kvDtype == "bf16";
+  const bool blocks = kvDtype == "bf16" || kvDtype == "int8";
   if (blocks && *headDim % 2 != 0)
-    return module.emitError() << "a bf16 KV cache pairs head dims; head_dim " << *headDim
-                              << " is odd (use --kv f32 or --kv int8)";
+    return module.emitError() << "a " << kvDtype << " KV cache pairs head dims; head_dim "
+                              << *headDim << " is odd (use --kv f32)";
   const int64_t streamPositions = static_cast<int64_t>(kvStreamPositions(
       blocks ? plan::DTypeDef::BF16 : plan::DTypeDef::F32, static_cast<uint64_t>(seq)));
   int64_t posStride = *headDim;

@@ -118,14 +118,18 @@ void attentionChunkPortable(const float *q, const Element *keys, const Element *
   }
 }
 
-// Over a bf16 cache's blocks, the arithmetic every bf16 chunk kernel shares, as vdpbf16ps does
-// it: the query rounded to bf16 (to nearest even), scores as float32 sums of exact products, and
-// each weight exp(score - max) rounded to bf16 before it multiplies its value row; the sum that
-// divides the output adds those rounded weights. Sums run in this kernel's own order.
-void attentionChunkPortableBf16Blocks(const float *q, const uint16_t *keys, const uint16_t *values,
-                                      const float *, const float *, size_t, size_t group,
-                                      size_t headDim, float scale, size_t begin, size_t end,
-                                      float *state) {
+// Over the blocks of a bf16 or int8 cache, the arithmetic every block kernel shares, as
+// vdpbf16ps does it: the query rounded to bf16 (to nearest even), int8 elements widened to bf16
+// exactly, scores as float32 sums of exact products, and each weight exp(score - max) rounded to
+// bf16 before it multiplies its value row; the sum that divides the output adds those rounded
+// weights. Over int8 a score is scale * (k scale * dot), and a weight is multiplied by its row's V
+// scale before it is rounded (the sum adds the unscaled rounded weights). Sums run in this
+// kernel's own order.
+template <typename Element>
+void attentionChunkPortableBlocks(const float *q, const Element *keys, const Element *values,
+                                  const float *keyScales, const float *valueScales, size_t,
+                                  size_t group, size_t headDim, float scale, size_t begin,
+                                  size_t end, float *state) {
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
     const float *qh = q + h * d;
@@ -142,7 +146,7 @@ void attentionChunkPortableBf16Blocks(const float *q, const uint16_t *keys, cons
         const float qi = widen(codegen::floatToBf16(qh[i]));
         // Dim i of a block's positions: every second element of one line from its first.
         for (size_t j = 0; j < blockLength;) {
-          const uint16_t *k = keys + kvBlockKeyIndex(j0 + j, i, d);
+          const Element *k = keys + kvBlockKeyIndex(j0 + j, i, d);
           const size_t inBlock =
               std::min(blockLength - j, kKvBlockPositions - (j0 + j) % kKvBlockPositions);
           for (size_t l = 0; l < inBlock; ++l)
@@ -151,7 +155,7 @@ void attentionChunkPortableBf16Blocks(const float *q, const uint16_t *keys, cons
         }
       }
       for (size_t j = 0; j < blockLength; ++j) {
-        scores[j] *= scale;
+        scores[j] = scale * (rowScale<Element>(keyScales, j0 + j) * scores[j]);
         blockMax = std::max(blockMax, scores[j]);
       }
       const float newMax = std::max(runningMax, blockMax);
@@ -160,10 +164,13 @@ void attentionChunkPortableBf16Blocks(const float *q, const uint16_t *keys, cons
       for (size_t i = 0; i < d; ++i)
         acc[i] *= correction;
       for (size_t j = 0; j < blockLength; ++j) {
-        const float weight = widen(codegen::floatToBf16(std::exp(scores[j] - newMax)));
-        runningSum += weight;
+        const float unrounded = std::exp(scores[j] - newMax);
+        runningSum += widen(codegen::floatToBf16(unrounded));
+        const float weight = widen(codegen::floatToBf16(
+            std::is_same_v<Element, int8_t> ? unrounded * rowScale<Element>(valueScales, j0 + j)
+                                            : unrounded));
         // A position's V elements are every second one from its first (pairs of positions).
-        const uint16_t *v = values + kvBlockValueIndex(j0 + j, 0, d);
+        const Element *v = values + kvBlockValueIndex(j0 + j, 0, d);
         for (size_t i = 0; i < d; ++i)
           acc[i] += weight * widen(v[2 * i]);
       }
@@ -199,8 +206,8 @@ void attentionMergePortable(float *into, const float *next, size_t group, size_t
 } // namespace
 
 const AttentionChunkKernel kAttentionChunkPortable = {
-    &attentionChunkPortable<float>, &attentionChunkPortableBf16Blocks,
-    &attentionChunkPortable<int8_t>, &attentionMergePortable};
+    &attentionChunkPortable<float>, &attentionChunkPortableBlocks<uint16_t>,
+    &attentionChunkPortableBlocks<int8_t>, &attentionMergePortable};
 
 void attentionFinish(const float *state, size_t group, size_t headDim, float *out) {
   const size_t d = headDim;

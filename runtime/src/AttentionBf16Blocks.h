@@ -1,5 +1,5 @@
-// The AVX-512 chunk kernels over a bf16 cache's blocks of 16 positions (kvBlockKeyIndex,
-// kvBlockValueIndex): one written once in AttentionBf16Blocks.inl, built twice, with vdpbf16ps
+// The AVX-512 chunk kernels over the blocks of 16 positions of a bf16 or int8 cache
+// (kvBlockKeyIndex, kvBlockValueIndex): written once in AttentionBf16Blocks.inl, built twice, with vdpbf16ps
 // where the host has AVX-512 BF16 and with its products done by two float32 multiply-adds where
 // it has only AVX-512 F and BW. Both compute the arithmetic of the portable bf16 kernel (query
 // and weights rounded to bf16, exact products, float32 sums), in their own order of sums; where
@@ -13,5 +13,7 @@ namespace hetc::kernels {
 // Null in a build for a CPU family without AVX-512.
 AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512();
 AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512Bf16();
+AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512();
+AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512Bf16();
 
 } // namespace hetc::kernels

@@ -44,21 +44,42 @@ HETC_BLOCKS_TARGET inline __m512 widenBf16(__m256i x) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
 }
 
-HETC_BLOCKS_TARGET inline void prefetchLines(const uint16_t *at, size_t bytes) {
-  const char *p = reinterpret_cast<const char *>(at);
+// A line of 32 block elements (16 pairs) as bf16 pairs, its lanes outside `lanes` zero: bf16 as
+// stored; int8 widened exactly (|x| <= 127 has at most 7 significant bits, so the float32 of an
+// int8 is its bf16 followed by 16 zero bits), each 32-bit lane the pair (even, odd).
+HETC_BLOCKS_TARGET inline __m512i loadPairs(const uint16_t *at, __mmask32 lanes) {
+  return lanes == 0xffffffffu ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi16(lanes, at);
+}
+HETC_BLOCKS_TARGET inline __m512i loadPairs(const int8_t *at, __mmask32 lanes) {
+  const __m256i bytes = lanes == 0xffffffffu
+                            ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(at))
+                            : _mm512_castsi512_si256(_mm512_maskz_loadu_epi8(lanes, at));
+  const __m512i words = _mm512_cvtepi8_epi16(bytes); // [even, odd] int16 in each 32-bit lane
+  const __m512 even = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(words, 16), 16));
+  const __m512 odd = _mm512_cvtepi32_ps(_mm512_srai_epi32(words, 16));
+  // (odd's upper half) | (even's upper half >> 16): vpternlogd with A ? B : C on the mask.
+  return _mm512_ternarylogic_epi32(_mm512_set1_epi32(static_cast<int>(0xffff0000u)),
+                                   _mm512_castps_si512(odd),
+                                   _mm512_srli_epi32(_mm512_castps_si512(even), 16), 0xca);
+}
+
+HETC_BLOCKS_TARGET inline void prefetchLines(const void *at, size_t bytes) {
+  const char *p = static_cast<const char *>(at);
   for (size_t offset = 0; offset < bytes; offset += 64)
     _mm_prefetch(p + offset, _MM_HINT_T0);
 }
 
-// H query heads over positions [begin, end) of one KV head of d <= 128
-// dims in NV vectors of 16 (the last one partial when d % 16 != 0). Per block of 16 positions:
-// 16 scores per head from d/2 K lines, each against a broadcast pair of query dims; the running
-// max moves once per block (the output is rescaled only when it grows); the weights, rounded to
-// bf16, go to the V pairs of positions in registers.
-template <int H, int NV>
-HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
-                                        const uint16_t *values, size_t d, float scale, size_t begin,
-                                        size_t end, float *state) {
+// H query heads over positions [begin, end) of one KV head of d <= 128 dims in NV vectors of 16
+// (the last one partial when d % 16 != 0). Per block of 16 positions: 16 scores per head from
+// d/2 K lines, each against a broadcast pair of query dims; the running max moves once per block
+// (the output is rescaled only when it grows); the weights, rounded to bf16, go to the V pairs of
+// positions in registers. Over int8 the 16 K scales of a block multiply its 16 scores, and each
+// weight is multiplied by its V scale before it is rounded (the sum adds the unscaled weights).
+template <int H, int NV, typename Element>
+HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const Element *keys, const Element *values,
+                                        const float *keyScales, const float *valueScales, size_t d,
+                                        float scale, size_t begin, size_t end, float *state) {
+  constexpr bool kScaled = std::is_same_v<Element, int8_t>;
   const size_t pairs = d / 2;
   const size_t blockElements = kLanes * d;
   const float negativeInfinity = -std::numeric_limits<float>::infinity();
@@ -96,7 +117,7 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
   // The scaled scores of the block at j0, -inf in lanes outside [begin, end) (which read what
   // the block holds there).
   auto blockScores = [&](size_t j0, __m512 *scores) HETC_BLOCKS_TARGET {
-    const uint16_t *keyBlock = keys + j0 * d;
+    const Element *keyBlock = keys + j0 * d;
     // Opaque to the optimiser, so that it reads the pairs as broadcast operands instead of
     // hoisting them into registers it then has to spill.
     const uint32_t *qp = &queryPairs[0][0];
@@ -107,8 +128,8 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
       s[h][0] = s[h][1] = _mm512_setzero_ps();
     size_t p = 0;
     for (; p + 2 <= pairs; p += 2) {
-      const __m512i k0 = _mm512_loadu_si512(keyBlock + p * 2 * kLanes);
-      const __m512i k1 = _mm512_loadu_si512(keyBlock + (p + 1) * 2 * kLanes);
+      const __m512i k0 = loadPairs(keyBlock + p * 2 * kLanes, 0xffffffffu);
+      const __m512i k1 = loadPairs(keyBlock + (p + 1) * 2 * kLanes, 0xffffffffu);
 #pragma GCC unroll 4
       for (int h = 0; h < H; ++h) {
         s[h][0] = Pairs::dot(s[h][0], k0, qp + h * kMaxPairs + p);
@@ -116,16 +137,22 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
       }
     }
     if (p < pairs) {
-      const __m512i k0 = _mm512_loadu_si512(keyBlock + p * 2 * kLanes);
+      const __m512i k0 = loadPairs(keyBlock + p * 2 * kLanes, 0xffffffffu);
 #pragma GCC unroll 4
       for (int h = 0; h < H; ++h)
         s[h][0] = Pairs::dot(s[h][0], k0, qp + h * kMaxPairs + p);
     }
     const __mmask16 valid = validLanes(j0);
+    // scale * (k scale * dot), as the portable kernel groups it; lanes outside load no scale.
+    const __m512 keyScale =
+        kScaled ? _mm512_maskz_loadu_ps(valid, keyScales + j0) : _mm512_setzero_ps();
 #pragma GCC unroll 4
-    for (int h = 0; h < H; ++h)
-      scores[h] = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid,
-                                     _mm512_mul_ps(_mm512_add_ps(s[h][0], s[h][1]), scaleVector));
+    for (int h = 0; h < H; ++h) {
+      const __m512 dots = _mm512_add_ps(s[h][0], s[h][1]);
+      scores[h] = _mm512_mask_mov_ps(
+          _mm512_set1_ps(negativeInfinity), valid,
+          _mm512_mul_ps(kScaled ? _mm512_mul_ps(keyScale, dots) : dots, scaleVector));
+    }
   };
 
   // Software-pipelined: the scores of the next block are computed between this block's softmax
@@ -137,11 +164,13 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
     // The block's positions in [begin, end): lanes [first, n).
     const size_t first = std::max(begin, j0) - j0, n = std::min(kLanes, end - j0);
     const __mmask16 valid = validLanes(j0);
-    const uint16_t *valueBlock = values + j0 * d;
+    const Element *valueBlock = values + j0 * d;
     // Past `end` too: a thread's next chunk is usually the next positions of the same stream,
     // and a prefetch outside what is mapped is dropped, never a fault.
-    prefetchLines(keys + j0 * d + kPrefetchBlocks * blockElements, blockElements * 2);
-    prefetchLines(valueBlock + kPrefetchBlocks * blockElements, blockElements * 2);
+    prefetchLines(keys + j0 * d + kPrefetchBlocks * blockElements, blockElements * sizeof(Element));
+    prefetchLines(valueBlock + kPrefetchBlocks * blockElements, blockElements * sizeof(Element));
+    const __m512 valueScale =
+        kScaled ? _mm512_maskz_loadu_ps(valid, valueScales + j0) : _mm512_setzero_ps();
 
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
@@ -158,9 +187,11 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
         }
         runningMax[h] = blockMax;
       }
-      const __m256i rounded = Pairs::round(_mm512_maskz_mov_ps(
-          valid, exp512(_mm512_sub_ps(scores[h], _mm512_set1_ps(runningMax[h])))));
-      _mm256_store_si256(reinterpret_cast<__m256i *>(weights[h]), rounded);
+      const __m512 w = _mm512_maskz_mov_ps(
+          valid, exp512(_mm512_sub_ps(scores[h], _mm512_set1_ps(runningMax[h]))));
+      const __m256i rounded = Pairs::round(w);
+      _mm256_store_si256(reinterpret_cast<__m256i *>(weights[h]),
+                         kScaled ? Pairs::round(_mm512_mul_ps(w, valueScale)) : rounded);
       sums[h] = _mm512_add_ps(sums[h], widenBf16(rounded));
     }
     if (j0 + kLanes < end)
@@ -171,15 +202,14 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
     // Pairs of positions; in a pair half outside [begin, end) that position is masked to zero
     // (its weight is zero, but 0 times a NaN left in the block would not be).
     for (size_t i = first / 2; i < (n + 1) / 2; ++i) {
-      const uint16_t *pair = valueBlock + i * 2 * d;
+      const Element *pair = valueBlock + i * 2 * d;
       const __mmask32 outside =
           (2 * i + 1 == n ? 0xaaaaaaaau : 0u) | (2 * i < first ? 0x55555555u : 0u);
       __m512i x[NV];
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
         const __mmask32 lanes = (v + 1 == NV ? lastPairLanes : 0xffffffffu) & ~outside;
-        x[v] = lanes == 0xffffffffu ? _mm512_loadu_si512(pair + v * 2 * kLanes)
-                                    : _mm512_maskz_loadu_epi16(lanes, pair + v * 2 * kLanes);
+        x[v] = loadPairs(pair + v * 2 * kLanes, lanes);
       }
 #pragma GCC unroll 4
       for (int h = 0; h < H; ++h)
@@ -199,60 +229,66 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const uint16_t *keys,
   }
 }
 
-using HeadsFn = void (*)(const float *, const uint16_t *, const uint16_t *, size_t, float, size_t,
-                         size_t, float *);
+template <typename Element>
+using HeadsFn = void (*)(const float *, const Element *, const Element *, const float *,
+                         const float *, size_t, float, size_t, size_t, float *);
 
 // Up to 4 heads at a time with up to 4 vectors of dims (16 accumulators), 2 past that.
 constexpr size_t maxHeadsPerPass(size_t vectors) { return vectors <= 4 ? 4 : 2; }
 
-template <int NV> HeadsFn headsFor(size_t heads) {
+template <int NV, typename Element> HeadsFn<Element> headsFor(size_t heads) {
   if constexpr (maxHeadsPerPass(NV) == 4) {
     if (heads == 4)
-      return headsOverBlocks<4, NV>;
+      return headsOverBlocks<4, NV, Element>;
     if (heads == 3)
-      return headsOverBlocks<3, NV>;
+      return headsOverBlocks<3, NV, Element>;
   }
-  return heads == 2 ? headsOverBlocks<2, NV> : headsOverBlocks<1, NV>;
+  return heads == 2 ? headsOverBlocks<2, NV, Element> : headsOverBlocks<1, NV, Element>;
 }
 
-HeadsFn headsFor(size_t vectors, size_t heads) {
+template <typename Element> HeadsFn<Element> headsFor(size_t vectors, size_t heads) {
   switch (vectors) {
   case 1:
-    return headsFor<1>(heads);
+    return headsFor<1, Element>(heads);
   case 2:
-    return headsFor<2>(heads);
+    return headsFor<2, Element>(heads);
   case 3:
-    return headsFor<3>(heads);
+    return headsFor<3, Element>(heads);
   case 4:
-    return headsFor<4>(heads);
+    return headsFor<4, Element>(heads);
   case 5:
-    return headsFor<5>(heads);
+    return headsFor<5, Element>(heads);
   case 6:
-    return headsFor<6>(heads);
+    return headsFor<6, Element>(heads);
   case 7:
-    return headsFor<7>(heads);
+    return headsFor<7, Element>(heads);
   default:
-    return headsFor<8>(heads);
+    return headsFor<8, Element>(heads);
   }
 }
 
 // The AttentionChunkFn: passes of up to maxHeadsPerPass heads over the chunk, the later ones
 // reading it from cache. Heads past 128 dims take the portable kernel.
-void attentionChunkBf16Blocks(const float *q, const uint16_t *keys, const uint16_t *values,
-                              const float *keyScales, const float *valueScales, size_t posStride,
-                              size_t group, size_t headDim, float scale, size_t begin, size_t end,
-                              float *state) {
+template <typename Element>
+void attentionChunkBlocks(const float *q, const Element *keys, const Element *values,
+                          const float *keyScales, const float *valueScales, size_t posStride,
+                          size_t group, size_t headDim, float scale, size_t begin, size_t end,
+                          float *state) {
   if (headDim > 2 * kMaxPairs) {
-    kAttentionChunkPortable.bf16(q, keys, values, keyScales, valueScales, posStride, group, headDim,
-                                 scale, begin, end, state);
+    if constexpr (std::is_same_v<Element, int8_t>)
+      kAttentionChunkPortable.int8(q, keys, values, keyScales, valueScales, posStride, group,
+                                   headDim, scale, begin, end, state);
+    else
+      kAttentionChunkPortable.bf16(q, keys, values, keyScales, valueScales, posStride, group,
+                                   headDim, scale, begin, end, state);
     return;
   }
   const size_t vectors = (headDim + kLanes - 1) / kLanes;
   const size_t perPass = maxHeadsPerPass(vectors);
   for (size_t h = 0; h < group; h += perPass) {
     const size_t heads = std::min(perPass, group - h);
-    headsFor(vectors, heads)(q + h * headDim, keys, values, headDim, scale, begin, end,
-                             state + h * (headDim + 2));
+    headsFor<Element>(vectors, heads)(q + h * headDim, keys, values, keyScales, valueScales,
+                                      headDim, scale, begin, end, state + h * (headDim + 2));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #define HETC_BLOCKS_TARGET __attribute__((target("avx512f,avx512bw")))
 
@@ -46,7 +47,10 @@ struct Pairs {
 namespace hetc::kernels {
 #include "AttentionBf16Blocks.inl"
 
-AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512() { return &attentionChunkBf16Blocks; }
+AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512() {
+  return &attentionChunkBlocks<uint16_t>;
+}
+AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512() { return &attentionChunkBlocks<int8_t>; }
 } // namespace hetc::kernels
 
 #pragma GCC diagnostic pop
@@ -55,6 +59,7 @@ AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512() { return &attentionC
 
 namespace hetc::kernels {
 AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512() { return nullptr; }
+AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512() { return nullptr; }
 } // namespace hetc::kernels
 
 #endif

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #define HETC_BLOCKS_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
@@ -38,7 +39,10 @@ namespace hetc::kernels {
 #include "AttentionBf16Blocks.inl"
 
 AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512Bf16() {
-  return &attentionChunkBf16Blocks;
+  return &attentionChunkBlocks<uint16_t>;
+}
+AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512Bf16() {
+  return &attentionChunkBlocks<int8_t>;
 }
 } // namespace hetc::kernels
 
@@ -48,6 +52,7 @@ AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512Bf16() {
 
 namespace hetc::kernels {
 AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512Bf16() { return nullptr; }
+AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512Bf16() { return nullptr; }
 } // namespace hetc::kernels
 
 #endif

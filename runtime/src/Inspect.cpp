@@ -20,7 +20,7 @@ using namespace plan;
 
 // The KV layout as KvCacheDef in runtime/schema/hplan.fbs defines it for `dtype`.
 const char *kvLayoutText(DTypeDef dtype) {
-  return dtype == DTypeDef::BF16
+  return kvInBlocks(dtype)
              ? "dimension-first [layer][slot][kv_head], positions in blocks of 16 for vdpbf16ps "
                "(K [pos/16][dim/2][16][2], V [pos/16][8][dim][2])"
              : "dimension-first [layer][slot][kv_head][pos][dim]";

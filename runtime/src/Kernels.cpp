@@ -220,7 +220,10 @@ void rope(float *x, size_t xStride, size_t heads, size_t headDim, const float *i
   }
 }
 
-float quantizeInt8(const float *x, size_t n, int8_t *q) {
+namespace {
+
+// quantizeInt8, with each element i handed to store(i, q) (a bf16 block stream scatters them).
+template <typename Store> float quantizeInt8Each(const float *x, size_t n, Store store) {
   float largest = 0.0f;
   for (size_t i = 0; i < n; ++i) {
     const float magnitude = std::abs(x[i]);
@@ -229,7 +232,8 @@ float quantizeInt8(const float *x, size_t n, int8_t *q) {
   }
   const float scale = largest / 127.0f;
   if (scale == 0.0f) {
-    std::memset(q, 0, n);
+    for (size_t i = 0; i < n; ++i)
+      store(i, int8_t{0});
     return scale;
   }
   for (size_t i = 0; i < n; ++i) {
@@ -239,9 +243,15 @@ float quantizeInt8(const float *x, size_t n, int8_t *q) {
     // NaN (from a NaN or infinite row) stores 0 and leaves the row's scale to show it.
     const float quotient = std::min(std::max(x[i] / scale, -127.0f), 127.0f);
     const float rounded = (quotient + 0x1.8p23f) - 0x1.8p23f;
-    q[i] = rounded == rounded ? static_cast<int8_t>(rounded) : 0;
+    store(i, rounded == rounded ? static_cast<int8_t>(rounded) : int8_t{0});
   }
   return scale;
+}
+
+} // namespace
+
+float quantizeInt8(const float *x, size_t n, int8_t *q) {
+  return quantizeInt8Each(x, n, [q](size_t i, int8_t value) { q[i] = value; });
 }
 
 void storeKvRow(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
@@ -259,27 +269,30 @@ void storeKvRow(const KvCacheView &cache, bool keys, size_t layer, size_t slot, 
           codegen::floatToBf16(row[d]);
     return;
   }
-  case KvElement::Int8:
+  case KvElement::Int8: {
+    int8_t *stream = static_cast<int8_t *>(cache.at(keys, cache.streamOffset(layer, slot, head)));
     cache.scales(keys)[cache.scaleOffset(layer, slot, head, pos)] =
-        quantizeInt8(row, headDim,
-                     static_cast<int8_t *>(
-                         cache.at(keys, cache.elementOffset(keys, layer, slot, head, pos, 0))));
+        quantizeInt8Each(row, headDim, [&](size_t d, int8_t value) {
+          stream[keys ? kvBlockKeyIndex(pos, d, headDim) : kvBlockValueIndex(pos, d, headDim)] =
+              value;
+        });
     return;
+  }
   }
 }
 
-static_assert(kKvBlockPositions == kKvBf16BlockPositions,
-              "the plan's BF16 block size (Plan.h) and the kernels' are one number");
+static_assert(kKvBlockPositions == hetc::kKvBlockPositions,
+              "the plan's block size (Plan.h) and the kernels' are one number");
 
 namespace {
 
 // Copies between row-ordered elements and the cache, either way (rows are only read when
-// copying in): a row at a time from a float32 or int8 stream, element by element through a bf16
-// stream's blocks.
+// copying in): a row at a time from a float32 stream, element by element through the blocks of
+// a bf16 or int8 one.
 template <bool kOut>
 void copyKvRows(const KvCacheView &cache, bool keys, size_t layer, size_t slot, size_t head,
                 size_t pos, size_t count, size_t headDim, char *rows) {
-  if (cache.element != KvElement::Bf16) {
+  if (!cache.blocks()) {
     const size_t rowBytes = headDim * cache.elementBytes();
     for (size_t t = 0; t < count; ++t) {
       char *row = rows + t * rowBytes;
@@ -291,16 +304,17 @@ void copyKvRows(const KvCacheView &cache, bool keys, size_t layer, size_t slot, 
     }
     return;
   }
-  uint16_t *stream = static_cast<uint16_t *>(cache.at(keys, cache.streamOffset(layer, slot, head)));
+  char *stream = static_cast<char *>(cache.at(keys, cache.streamOffset(layer, slot, head)));
+  const size_t bytes = cache.elementBytes();
   for (size_t t = 0; t < count; ++t)
     for (size_t d = 0; d < headDim; ++d) {
-      uint16_t *stored = stream + (keys ? kvBlockKeyIndex(pos + t, d, headDim)
-                                        : kvBlockValueIndex(pos + t, d, headDim));
-      char *element = rows + (t * headDim + d) * sizeof(uint16_t);
+      char *stored = stream + bytes * (keys ? kvBlockKeyIndex(pos + t, d, headDim)
+                                            : kvBlockValueIndex(pos + t, d, headDim));
+      char *element = rows + (t * headDim + d) * bytes;
       if constexpr (kOut)
-        std::memcpy(element, stored, sizeof(uint16_t));
+        std::memcpy(element, stored, bytes);
       else
-        std::memcpy(stored, element, sizeof(uint16_t));
+        std::memcpy(stored, element, bytes);
     }
 }
 

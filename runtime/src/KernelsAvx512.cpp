@@ -1,5 +1,5 @@
 // AVX-512 (F and BW) versions of the row-wise kernels and of the attention chunk kernel over
-// float32 and int8 rows (bf16 blocks: AttentionBf16Blocks.inl).
+// float32 rows (bf16 and int8 blocks: AttentionBf16Blocks.inl).
 //
 // Every function here carries its own target attribute, so the file builds for baseline x86-64
 // and none of its code runs unless the engine picked this set on a host with AVX-512. Inline
@@ -87,19 +87,8 @@ HETC_AVX512 inline __m512 sumEachOf16(const __m512 *v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
 }
 
-// KV elements as float32 lanes: float32 as they are, int8 sign-extended (vpmovsxbd) and converted
-// exactly; an int8 row's scale is applied per row, not here.
 HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const float *p) {
   return _mm512_maskz_loadu_ps(mask, p);
-}
-HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const int8_t *p) {
-  // A whole vector widens straight from memory (vpmovsxbd zmm, m128): one instruction fewer
-  // than the masked load a partial one needs.
-  const __m128i bytes =
-      mask == kAllLanes
-          ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(p))
-          : _mm512_castsi512_si128(_mm512_maskz_loadu_epi8(static_cast<__mmask64>(mask), p));
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
 }
 
 // ---- Attention -------------------------------------------------------------------------------
@@ -217,15 +206,11 @@ HETC_AVX512 inline void keyDots(const float *qh, const Element *rows, size_t pos
 // One pass of up to kHeadBatch heads over positions [begin, end). Per block of 16 positions:
 // the 16 scores of a head come out of one transposed reduction, the running max moves once per
 // block (the output is rescaled only when it grows), and the weights are applied to the value
-// rows in register tiles. Lane sums of the weights are reduced once, at the end. With int8 rows
-// the 16 K scales multiply the 16 dot products, and the 16 V scales the weights the value rows
-// are accumulated with (the sum of weights stays unscaled): one multiply per row, not per element.
+// rows in register tiles. Lane sums of the weights are reduced once, at the end.
 template <int NV, typename Element>
 HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Element *values,
-                                const float *keyScales, const float *valueScales, size_t posStride,
-                                size_t heads, size_t d, float scale, size_t begin, size_t end,
-                                float *state) {
-  constexpr bool kScaledRows = std::is_same_v<Element, int8_t>;
+                                const float *, const float *, size_t posStride, size_t heads,
+                                size_t d, float scale, size_t begin, size_t end, float *state) {
   const size_t vectors = (d + kLanes - 1) / kLanes;
   const __mmask16 lastMask = firstLanes(d - (vectors - 1) * kLanes);
   const size_t rowBytes = d * sizeof(Element);
@@ -251,51 +236,16 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
       prefetchRow(keys + j * posStride, rowBytes);
       prefetchRow(values + j * posStride, rowBytes);
     }
-    __m512 keyScaleVector = scaleVector, valueScaleVector = _mm512_setzero_ps();
-    if constexpr (kScaledRows) {
-      // Lanes past the end load no scale; their scores are masked out below.
-      keyScaleVector = _mm512_maskz_loadu_ps(valid, keyScales + j0);
-      valueScaleVector = _mm512_maskz_loadu_ps(valid, valueScales + j0);
-      if (j0 + (kPrefetchBlocks + 1) * kLanes <= end) {
-        _mm_prefetch(reinterpret_cast<const char *>(keyScales + j0 + kPrefetchBlocks * kLanes),
-                     _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char *>(valueScales + j0 + kPrefetchBlocks * kLanes),
-                     _MM_HINT_T0);
-      }
-    }
     const Element *keyRows = keys + j0 * posStride;
-    // int8 key rows are widened once per block into float32 rows in L1, which every head of the
-    // pass then reads, instead of once per head (NV = 0, head_dim past 128, widens per head).
-    alignas(64) float
-        widenedKeys[(NV > 0 && !std::is_same_v<Element, float>) ? kLanes * NV * kLanes : 1];
-    if constexpr (NV > 0 && !std::is_same_v<Element, float>) {
-      for (size_t j = 0; j < n; ++j)
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v)
-          _mm512_store_ps(
-              widenedKeys + (j * NV + v) * kLanes,
-              loadKv(v + 1 == NV ? lastMask : kAllLanes, keyRows + j * posStride + v * kLanes));
-    }
     for (size_t h = 0; h < heads; ++h) {
       // Rows past the end repeat the last row: their scores are computed, then masked out.
       __m512 partial[kLanes];
-      if constexpr (NV > 0 && !std::is_same_v<Element, float>) {
-        const size_t stride = NV * kLanes;
-        if (n == kLanes)
-          keyDots<NV, false>(q + h * d, widenedKeys, stride, n - 1, vectors, lastMask, partial);
-        else
-          keyDots<NV, true>(q + h * d, widenedKeys, stride, n - 1, vectors, lastMask, partial);
-      } else if (n == kLanes) {
+      if (n == kLanes) {
         keyDots<NV, false>(q + h * d, keyRows, posStride, n - 1, vectors, lastMask, partial);
       } else {
         keyDots<NV, true>(q + h * d, keyRows, posStride, n - 1, vectors, lastMask, partial);
       }
-      // scale * (k scale * dot), as the portable kernel groups it.
-      __m512 scores = sumEachOf16(partial);
-      if constexpr (kScaledRows)
-        scores = _mm512_mul_ps(_mm512_mul_ps(keyScaleVector, scores), scaleVector);
-      else
-        scores = _mm512_mul_ps(scores, scaleVector);
+      __m512 scores = _mm512_mul_ps(sumEachOf16(partial), scaleVector);
       scores = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid, scores);
       const float blockMax = _mm512_reduce_max_ps(scores);
       if (blockMax > runningMax[h]) {
@@ -314,7 +264,7 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
       const __m512 w =
           _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(scores, _mm512_set1_ps(runningMax[h]))));
       laneSums[h] = _mm512_add_ps(laneSums[h], w);
-      _mm512_store_ps(weights + h * kLanes, kScaledRows ? _mm512_mul_ps(w, valueScaleVector) : w);
+      _mm512_store_ps(weights + h * kLanes, w);
     }
 
     const Element *valueRows = values + j0 * posStride;
@@ -532,14 +482,14 @@ const VectorKernels *avx512VectorKernels() {
   static const VectorKernels kernels = {
       "avx512-f32",
       "avx512-f32, bf16 kv blocks (pair products as float32 multiply-adds)",
-      "avx512-f32, int8 kv",
+      "avx512-f32, int8 kv blocks (pair products as float32 multiply-adds)",
       &embeddingAvx512,
       &rmsNormAvx512,
       &ropeAvx512,
       &swiGluAvx512,
       &addAvx512,
       {&attentionChunkAvx512<float>, attentionChunkBf16BlocksAvx512(),
-       &attentionChunkAvx512<int8_t>, &attentionMergeAvx512},
+       attentionChunkInt8BlocksAvx512(), &attentionMergeAvx512},
   };
   return &kernels;
 }
@@ -548,14 +498,14 @@ const VectorKernels *avx512Bf16VectorKernels() {
   static const VectorKernels kernels = {
       "avx512-bf16",
       "avx512-bf16, bf16 kv blocks (vdpbf16ps)",
-      "avx512-bf16, int8 kv",
+      "avx512-bf16, int8 kv blocks (vdpbf16ps)",
       &embeddingAvx512,
       &rmsNormAvx512,
       &ropeAvx512,
       &swiGluAvx512,
       &addAvx512,
       {&attentionChunkAvx512<float>, attentionChunkBf16BlocksAvx512Bf16(),
-       &attentionChunkAvx512<int8_t>, &attentionMergeAvx512},
+       attentionChunkInt8BlocksAvx512Bf16(), &attentionMergeAvx512},
   };
   return &kernels;
 }

@@ -347,23 +347,26 @@ private:
       return fail("kv_cache head_dim ", kv.head_dim(), " differs from model head_dim ",
                   m.head_dim());
 
-    // A BF16 stream's blocks pair dims and positions: rows exactly head_dim apart, pairs whole.
-    const bool blocks = kv.dtype() == DTypeDef::BF16;
+    // A BF16 or INT8 stream's blocks pair dims and positions: rows exactly head_dim apart, pairs
+    // whole.
+    const bool blocks = kvInBlocks(kv.dtype());
+    const char *dtypeName = EnumNameDTypeDef(kv.dtype());
     if (blocks && (kv.head_dim() % 2 != 0 || kv.pos_stride() != kv.head_dim()))
-      return fail("kv_cache is BF16 with head_dim ", kv.head_dim(), " and pos_stride ",
+      return fail("kv_cache is ", dtypeName, " with head_dim ", kv.head_dim(), " and pos_stride ",
                   kv.pos_stride(), "; its blocks need an even head_dim and pos_stride = head_dim");
     // Each stride must step over the whole extent of the dimensions inside it.
     const uint64_t streamPositions = kvStreamPositions(kv.dtype(), kv.max_seq());
-    if (blocks && (def_.schema_version() & 0xffff) < 6 &&
-        kv.head_stride() < streamPositions * kv.pos_stride())
-      return fail("kv_cache is BF16 in rows of max_seq ", kv.max_seq(),
-                  " (schema before 1.6); this runtime keeps BF16 in blocks of 16 positions: "
-                  "recompile the plan");
+    // Before 1.6 (BF16) and 1.7 (INT8) these caches were rows: their plans name the layout this
+    // runtime no longer reads.
+    const uint32_t blocksSince = kv.dtype() == DTypeDef::BF16 ? 6 : 7;
+    if (blocks && (def_.schema_version() & 0xffff) < blocksSince)
+      return fail("kv_cache is ", dtypeName, " in rows (schema before 1.", blocksSince,
+                  "); this runtime keeps ", dtypeName,
+                  " in blocks of 16 positions: recompile the plan");
     const Nesting nesting[] = {
         {"pos_stride", kv.pos_stride(), "head_dim", kv.head_dim(), 1},
         {"head_stride", kv.head_stride(),
-         blocks ? "max_seq rounded up to 16 (whole BF16 blocks) * pos_stride"
-                : "max_seq * pos_stride",
+         blocks ? "max_seq rounded up to 16 (whole blocks) * pos_stride" : "max_seq * pos_stride",
          streamPositions, kv.pos_stride()},
         {"slot_stride", kv.slot_stride(), "kv_heads * head_stride", kv.kv_heads(),
          kv.head_stride()},

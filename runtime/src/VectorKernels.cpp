@@ -8,7 +8,7 @@ const VectorKernels &portableVectorKernels() {
   static const VectorKernels kernels = {
       "portable-f32",
       "portable-f32, bf16 kv blocks",
-      "portable-f32, int8 kv",
+      "portable-f32, int8 kv blocks",
       &embedding,
       &rmsNorm,
       &rope,

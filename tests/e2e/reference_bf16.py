@@ -18,7 +18,9 @@ value row, the weights divided by the sum of the rounded ones. (The kernels subt
 max, so a weight may round from another exponent: the same size of error, not the same bits.)
 With --quantize-kv-int8 they are quantised instead as a plan with an INT8 KV cache stores them:
 each head's row of head_dim values x becomes round_half_even(x / s) * s with s = max|x| / 127
-in float32 (a zero row stays zero). --f32-weights leaves the weights in float32, for a plan
+in float32 (a zero row stays zero), and the query and weights are rounded as with --round-kv (the
+plan widens int8 to bf16 and runs the same kernels; it rounds a weight after the V scale
+multiplies it, which this leaves out: rounding noise of the same size). --f32-weights leaves the weights in float32, for a plan
 compiled with --weights f32: then only the KV cache's operands differ from models/reference.py.
 The model definition, the generation loop and the outputs are models/reference.py's own.
 """
@@ -114,7 +116,9 @@ def main(argv=None):
         # relative), which shows in the logits at about 1e-3 of their largest magnitude.
         reference.SELF_CHECK_TOLERANCE = 5e-3
     elif take_flag(argv, "--quantize-kv-int8"):
-        store_kv_as(int8_and_back)
+        # The int8 blocks are attended like the bf16 ones: the query and the weights in bf16.
+        store_kv_as(int8_and_back, to_bf16_and_back)
+        softmax_of_bf16_weights()
         # Likewise, but one int8 step is 2^-8 of the row's largest element, not of the element.
         reference.SELF_CHECK_TOLERANCE = 2e-2
     if not f32_weights:

@@ -23,10 +23,11 @@
 // and of V, in the same order: a head's 128 scales are consecutive.
 // INT8: hetc.kv_cache = {arena_size = 81920 : i64, dtype = "int8", head_dim = 16 : i64, head_stride = 2048 : i64, k_offset = 0 : i64, k_scale_offset = 65536 : i64, kv_heads = 2 : i64, layer_stride = 16384 : i64, layers = 2 : i64, max_seq = 128 : i64, pos_stride = 16 : i64, scale_head_stride = 128 : i64, scale_layer_stride = 1024 : i64, scale_slot_stride = 256 : i64, slot_stride = 4096 : i64, slots = 4 : i64, v_offset = 32768 : i64, v_scale_offset = 73728 : i64}
 
-// 120 bytes of K and 120 of K scales: every region starts on a 64-byte boundary.
-// INT8-PADDED: hetc.kv_cache = {arena_size = 512 : i64, dtype = "int8", head_dim = 4 : i64, head_stride = 60 : i64, k_offset = 0 : i64, k_scale_offset = 256 : i64, kv_heads = 1 : i64, layer_stride = 120 : i64, layers = 1 : i64, max_seq = 15 : i64, pos_stride = 4 : i64, scale_head_stride = 15 : i64, scale_layer_stride = 30 : i64, scale_slot_stride = 15 : i64, slot_stride = 60 : i64, slots = 2 : i64, v_offset = 128 : i64, v_scale_offset = 384 : i64}
+// 128 bytes of K (whole blocks of 16 positions for max_seq 15) and 120 of K scales (one per
+// position): every region starts on a 64-byte boundary.
+// INT8-PADDED: hetc.kv_cache = {arena_size = 512 : i64, dtype = "int8", head_dim = 4 : i64, head_stride = 64 : i64, k_offset = 0 : i64, k_scale_offset = 256 : i64, kv_heads = 1 : i64, layer_stride = 128 : i64, layers = 1 : i64, max_seq = 15 : i64, pos_stride = 4 : i64, scale_head_stride = 15 : i64, scale_layer_stride = 30 : i64, scale_slot_stride = 15 : i64, slot_stride = 64 : i64, slots = 2 : i64, v_offset = 128 : i64, v_scale_offset = 384 : i64}
 
-// A bf16 stream holds whole blocks of 16 positions: max_seq 15 takes 16 (head_stride 16 x 4).
+// A bf16 stream holds whole blocks of 16 positions too: max_seq 15 takes 16 (head_stride 16 x 4).
 // BF16-BLOCKS: hetc.kv_cache = {arena_size = 512 : i64, dtype = "bf16", head_dim = 4 : i64, head_stride = 64 : i64, k_offset = 0 : i64, kv_heads = 1 : i64, layer_stride = 128 : i64, layers = 1 : i64, max_seq = 15 : i64, pos_stride = 4 : i64, slot_stride = 64 : i64, slots = 2 : i64, v_offset = 256 : i64}
 
 // The tiny model in ten buffers: two for the residual stream (an add never writes the buffer it

@@ -27,8 +27,9 @@ struct TestKvCache {
               kernels::KvElement element = kernels::KvElement::F32)
       : headDim(headDim) {
     view.element = element;
-    // A bf16 cache's blocks fix its position stride at headDim and its streams at whole blocks.
-    const bool blocks = element == kernels::KvElement::Bf16;
+    // A bf16 or int8 cache's blocks fix its position stride at headDim and its streams at whole
+    // blocks.
+    const bool blocks = element != kernels::KvElement::F32;
     view.posStride = blocks ? headDim : headDim + 3;
     const size_t streamPositions = blocks
                                        ? (maxSeq + kernels::kKvBlockPositions - 1) /

@@ -116,8 +116,8 @@ void checkRestoredDialogue(plan::DTypeDef kvDtype) {
   otherBounds.max_seq = 80;
   otherBounds.max_step_tokens = 5;
   test::ScratchDir dir;
-  // A BF16 cache's blocks have no padding between rows: its plan differs in bounds only.
-  const uint64_t posStride = shape.head_dim + (kvDtype == plan::DTypeDef::BF16 ? 0 : 8);
+  // A BF16 or INT8 cache's blocks have no padding between rows: its plan differs in bounds only.
+  const uint64_t posStride = shape.head_dim + (kvInBlocks(kvDtype) ? 0 : 8);
   std::shared_ptr<const Plan> padded = planWithPaddedKvRows(otherBounds, posStride, dir);
   ASSERT_TRUE(padded);
   ASSERT_EQ(sessionFingerprint(*padded), sessionFingerprint(*loaded.plan));

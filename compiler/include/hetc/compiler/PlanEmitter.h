@@ -28,8 +28,8 @@ struct PlanMemory {
   uint64_t kvBytesPerPosition = 0;
   uint64_t maxBatch = 0;
   uint64_t maxSeq = 0;
-  // max_seq takes KV memory in whole multiples of this many positions (16 for a bf16 cache's
-  // blocks, else 1).
+  // max_seq takes KV memory in whole multiples of this many positions (16 for the blocks of a
+  // bf16 or int8 cache, else 1).
   uint64_t kvPositionGranule = 1;
   uint64_t total() const { return weightBytes + kvArenaBytes + activationBytes; }
 };

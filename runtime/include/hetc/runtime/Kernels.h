@@ -28,13 +28,14 @@ float dot(const float *a, const float *b, size_t n);
 // which halves them again, less the scale.
 enum class KvElement : uint8_t { F32, Bf16, Int8 };
 
-// Positions per block of a bf16 cache's streams (KvCacheView).
+// Positions per block of a bf16 or int8 cache's streams (KvCacheView).
 constexpr size_t kKvBlockPositions = 16;
 
-// Where element (pos, d) of a bf16 cache's stream lies, in elements from the stream's start, for
-// an even headDim. The positions are kept in blocks of 16, headDim * 16 elements each, laid out
-// for vdpbf16ps, which multiplies pairs of bf16 and adds both products to one float32 lane:
-// - K: pairs of dims, one 64-byte line per pair of dims for the block's 16 positions
+// Where element (pos, d) of a bf16 or int8 cache's stream lies, in elements from the stream's
+// start, for an even headDim. The positions are kept in blocks of 16, headDim * 16 elements each,
+// laid out for vdpbf16ps, which multiplies pairs of bf16 and adds both products to one float32 lane
+// (int8 elements are widened to bf16 exactly, a pair line at a time):
+// - K: pairs of dims, one line (64 bytes of bf16) per pair of dims for the block's 16 positions
 //   ([d/2][p%16][d%2]); against a broadcast pair of query dims it adds to the 16 scores at once.
 // - V: pairs of positions ([p%16/2][d][p%2]); against a broadcast pair of weights it adds to 16
 //   output dims at once.
@@ -48,9 +49,9 @@ constexpr size_t kvBlockValueIndex(size_t pos, size_t d, size_t headDim) {
 
 // The KV cache of the plan. Each (layer, slot, head) has one stream of positions for K and one
 // for V, starting at element layer*layerStride + slot*slotStride + head*headStride of keys and
-// values. Float32 and int8 streams are rows: element (pos, d) at pos*posStride + d. A bf16
-// stream is blocks of 16 positions (kvBlockKeyIndex, kvBlockValueIndex; posStride = headDim,
-// even; a head's stream holds whole blocks). keys and values point at float (F32), uint16_t
+// values. A float32 stream is rows: element (pos, d) at pos*posStride + d. A bf16 or int8 stream
+// is blocks of 16 positions (kvBlockKeyIndex, kvBlockValueIndex; posStride = headDim, even; a
+// head's stream holds whole blocks). keys and values point at float (F32), uint16_t
 // (Bf16) or int8_t (Int8) elements. An Int8 cache has the scale of row (layer, slot, head, pos)
 // at keyScales[scaleOffset(...)], V's likewise; a head's scales are consecutive floats, one per
 // position.
@@ -68,6 +69,8 @@ struct KvCacheView {
   size_t scaleSlotStride = 0;
   size_t scaleHeadStride = 0;
 
+  // Whether the streams are blocks of positions (bf16, int8) rather than rows (float32).
+  bool blocks() const { return element != KvElement::F32; }
   size_t streamOffset(size_t layer, size_t slot, size_t head) const {
     return layer * layerStride + slot * slotStride + head * headStride;
   }
@@ -76,7 +79,7 @@ struct KvCacheView {
   size_t elementOffset(bool keys, size_t layer, size_t slot, size_t head, size_t pos,
                        size_t d) const {
     const size_t stream = streamOffset(layer, slot, head);
-    if (element != KvElement::Bf16)
+    if (!blocks())
       return stream + pos * posStride + d;
     return stream +
            (keys ? kvBlockKeyIndex(pos, d, posStride) : kvBlockValueIndex(pos, d, posStride));

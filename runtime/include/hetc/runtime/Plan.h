@@ -21,7 +21,8 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 //      PlanDef.target_gpu, activation_tier, tier_reason and stages (policy tables over (B, L)).
 // 1.6: a BF16 KV cache keeps each head's positions in blocks of 16 (kernels::KvCacheView), so
 //      its head_stride covers max_seq rounded up to a whole block.
-constexpr uint32_t kPlanSchemaMinor = 6;
+// 1.7: an INT8 KV cache too.
+constexpr uint32_t kPlanSchemaMinor = 7;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 
@@ -38,13 +39,17 @@ inline uint64_t kvRowBytes(plan::DTypeDef dtype, uint64_t headDim) {
   return headDim * dtypeBytes(dtype) + (kvHasRowScales(dtype) ? kKvScaleBytes : 0);
 }
 
-// A BF16 KV cache keeps each head's positions in blocks of this many (kernels::KvCacheView, whose
-// kKvBlockPositions is the same number); a head's stream holds whole blocks.
-constexpr uint64_t kKvBf16BlockPositions = 16;
-// Positions a KV head's stream has room for: max_seq, for BF16 rounded up to a whole block.
+// A BF16 or INT8 KV cache keeps each head's positions in blocks of this many
+// (kernels::KvCacheView, whose kKvBlockPositions is the same number); a head's stream holds whole
+// blocks.
+constexpr uint64_t kKvBlockPositions = 16;
+inline bool kvInBlocks(plan::DTypeDef dtype) {
+  return dtype == plan::DTypeDef::BF16 || dtype == plan::DTypeDef::INT8;
+}
+// Positions a KV head's stream has room for: max_seq, in blocks rounded up to a whole block.
 inline uint64_t kvStreamPositions(plan::DTypeDef dtype, uint64_t maxSeq) {
-  return dtype == plan::DTypeDef::BF16
-             ? (maxSeq + kKvBf16BlockPositions - 1) / kKvBf16BlockPositions * kKvBf16BlockPositions
+  return kvInBlocks(dtype)
+             ? (maxSeq + kKvBlockPositions - 1) / kKvBlockPositions * kKvBlockPositions
              : maxSeq;
 }
 
