@@ -639,6 +639,7 @@ Status Engine::resolve() {
   for (ResolvedOp &op : ops_) {
     using Kind = ResolvedOp::Kind;
     if (op.kind == Kind::RmsNorm || op.kind == Kind::Rope || op.kind == Kind::Attention ||
+        op.kind == Kind::AttentionMerge ||
         op.kind == Kind::SwiGlu || op.kind == Kind::Add ||
         (op.kind == Kind::Embedding && !op.weightBf16))
       op.kernel = vector_->name;
@@ -649,7 +650,7 @@ Status Engine::resolve() {
     if (op.kind == Kind::KvAppend && kvCache_.element == kernels::KvElement::Bf16)
       op.kernel = "portable, to bf16";
     if (op.kind == Kind::KvAppend && kvCache_.element == kernels::KvElement::Int8)
-      op.kernel = "portable, to int8 with row scales";
+      op.kernel = "portable, to int8 blocks with row scales";
   }
   return Status();
 }
