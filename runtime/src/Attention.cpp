@@ -36,14 +36,7 @@ template <typename T> size_t lastRowAtOrBefore(const T *before, size_t rows, T v
 namespace {
 
 inline float widen(float x) { return x; }
-// A bf16 is the upper half of a float32: widened in line (codegen::bf16ToFloat is a call, which
-// here would run once per element).
-inline float widen(uint16_t x) {
-  const uint32_t bits = uint32_t{x} << 16;
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
+inline float widen(uint16_t x) { return codegen::bf16ToFloat(x); }
 inline float widen(int8_t x) { return static_cast<float>(x); }
 
 // An int8 row's scale (1 for the other element types, which carry none).
