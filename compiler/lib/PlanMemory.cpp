@@ -237,12 +237,14 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
   // one stream, the order long-context decode reads them in. A bf16 or int8 stream holds whole
   // blocks of positions (why: under KvCacheDef in runtime/schema/hplan.fbs).
   int64_t slots = maxBatch, seq = static_cast<int64_t>(maxSeq);
-  const bool blocks = kvDtype == "bf16" || kvDtype == "int8";
-  if (blocks && *headDim % 2 != 0)
+  const plan::DTypeDef dtype = kvDtype == "bf16"   ? plan::DTypeDef::BF16
+                               : kvDtype == "int8" ? plan::DTypeDef::INT8
+                                                   : plan::DTypeDef::F32;
+  if (kvInBlocks(dtype) && *headDim % 2 != 0)
     return module.emitError() << "a " << kvDtype << " KV cache pairs head dims; head_dim "
                               << *headDim << " is odd (use --kv f32)";
-  const int64_t streamPositions = static_cast<int64_t>(kvStreamPositions(
-      blocks ? plan::DTypeDef::BF16 : plan::DTypeDef::F32, static_cast<uint64_t>(seq)));
+  const int64_t streamPositions =
+      static_cast<int64_t>(kvStreamPositions(dtype, static_cast<uint64_t>(seq)));
   int64_t posStride = *headDim;
   std::optional<int64_t> headStride = llvm::checkedMul(streamPositions, *headDim);
   std::optional<int64_t> slotStride =

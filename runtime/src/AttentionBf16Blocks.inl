@@ -1,5 +1,5 @@
-// The bf16 block chunk kernel, included by the translation units that build it for one
-// instruction set. The includer defines HETC_BLOCKS_TARGET (the target attribute of every
+// The chunk kernel over bf16 and int8 blocks, included by the translation units that build it for
+// one instruction set. The includer defines HETC_BLOCKS_TARGET (the target attribute of every
 // function here) and, before the include, a struct Pairs with
 //   static __m512 dot(__m512 acc, __m512i pairs, const uint32_t *broadcast): acc[i] +=
 //       pairs.bf16[2i] * b.bf16[0] + pairs.bf16[2i+1] * b.bf16[1], b the bf16 pair at broadcast;

@@ -639,8 +639,7 @@ Status Engine::resolve() {
   for (ResolvedOp &op : ops_) {
     using Kind = ResolvedOp::Kind;
     if (op.kind == Kind::RmsNorm || op.kind == Kind::Rope || op.kind == Kind::Attention ||
-        op.kind == Kind::AttentionMerge ||
-        op.kind == Kind::SwiGlu || op.kind == Kind::Add ||
+        op.kind == Kind::AttentionMerge || op.kind == Kind::SwiGlu || op.kind == Kind::Add ||
         (op.kind == Kind::Embedding && !op.weightBf16))
       op.kernel = vector_->name;
     if (op.kind == Kind::Attention && kvCache_.element == kernels::KvElement::Bf16)

@@ -348,21 +348,22 @@ private:
                   m.head_dim());
 
     // A BF16 or INT8 stream's blocks pair dims and positions: rows exactly head_dim apart, pairs
-    // whole.
+    // whole, room for whole blocks.
     const bool blocks = kvInBlocks(kv.dtype());
     const char *dtypeName = EnumNameDTypeDef(kv.dtype());
-    if (blocks && (kv.head_dim() % 2 != 0 || kv.pos_stride() != kv.head_dim()))
+    const uint64_t streamPositions = kvStreamPositions(kv.dtype(), kv.max_seq());
+    const bool pairsWhole = kv.head_dim() % 2 == 0 && kv.pos_stride() == kv.head_dim();
+    // Before 1.6 (BF16) and 1.7 (INT8) these caches were sized as rows. The layout is this
+    // runtime's own, so such a plan still runs when its strides happen to hold the blocks.
+    const uint32_t blocksSince = kv.dtype() == DTypeDef::BF16 ? 6 : 7;
+    if (blocks && (def_.schema_version() & 0xffff) < blocksSince &&
+        (!pairsWhole || kv.head_stride() / streamPositions < kv.pos_stride()))
+      return fail("kv_cache is ", dtypeName, " sized as rows (schema before 1.", blocksSince,
+                  ") that do not hold this runtime's blocks of 16 positions: recompile the plan");
+    if (blocks && !pairsWhole)
       return fail("kv_cache is ", dtypeName, " with head_dim ", kv.head_dim(), " and pos_stride ",
                   kv.pos_stride(), "; its blocks need an even head_dim and pos_stride = head_dim");
     // Each stride must step over the whole extent of the dimensions inside it.
-    const uint64_t streamPositions = kvStreamPositions(kv.dtype(), kv.max_seq());
-    // Before 1.6 (BF16) and 1.7 (INT8) these caches were rows: their plans name the layout this
-    // runtime no longer reads.
-    const uint32_t blocksSince = kv.dtype() == DTypeDef::BF16 ? 6 : 7;
-    if (blocks && (def_.schema_version() & 0xffff) < blocksSince)
-      return fail("kv_cache is ", dtypeName, " in rows (schema before 1.", blocksSince,
-                  "); this runtime keeps ", dtypeName,
-                  " in blocks of 16 positions: recompile the plan");
     const Nesting nesting[] = {
         {"pos_stride", kv.pos_stride(), "head_dim", kv.head_dim(), 1},
         {"head_stride", kv.head_stride(),

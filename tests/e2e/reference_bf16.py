@@ -18,9 +18,10 @@ value row, the weights divided by the sum of the rounded ones. (The kernels subt
 max, so a weight may round from another exponent: the same size of error, not the same bits.)
 With --quantize-kv-int8 they are quantised instead as a plan with an INT8 KV cache stores them:
 each head's row of head_dim values x becomes round_half_even(x / s) * s with s = max|x| / 127
-in float32 (a zero row stays zero), and the query and weights are rounded as with --round-kv (the
-plan widens int8 to bf16 and runs the same kernels; it rounds a weight after the V scale
-multiplies it, which this leaves out: rounding noise of the same size). --f32-weights leaves the weights in float32, for a plan
+in float32 (a zero row stays zero), the query is rounded as with --round-kv, and each weight
+is rounded as the plan's int8 kernels round it: after its row's V scale multiplies it for the
+product with V, before for the sum that divides (the plan widens int8 to bf16 exactly and runs
+the bf16 block kernels). --f32-weights leaves the weights in float32, for a plan
 compiled with --weights f32: then only the KV cache's operands differ from models/reference.py.
 The model definition, the generation loop and the outputs are models/reference.py's own.
 """
@@ -97,6 +98,37 @@ def softmax_of_bf16_weights():
     torch.nn.functional.softmax = softmax
 
 
+def attention_of_int8_blocks():
+    """The attention's weights and values as a plan's int8 block kernels combine them: the sum
+    that divides adds the rounded weights bf16(w), while the weight that multiplies a value row is
+    bf16(w * s_v), s_v the row's scale, times the row's int8 elements. V reaches the product here
+    dequantised (q * s_v); s_v comes back as max|row| / 127, since a quantised row's largest
+    element is 127 * s_v. The softmax keeps its unrounded weights for the product that follows
+    it (the model's only one after the softmax; q @ k^T comes before)."""
+    unrounded = []
+
+    def softmax(scores, dim=-1, dtype=None):
+        scores = scores.to(dtype or scores.dtype)
+        weights = torch.exp(scores - scores.amax(dim=dim, keepdim=True))
+        total = to_bf16_and_back(weights).sum(dim=dim, keepdim=True)
+        unrounded.append((weights, total))
+        return to_bf16_and_back(weights) / total
+    torch.nn.functional.softmax = softmax
+
+    matmul = torch.matmul
+
+    def weighted_values(a, b):
+        if not unrounded:
+            return matmul(a, b)
+        weights, total = unrounded.pop()
+        scale = (b.abs().amax(dim=-1) / 127).unsqueeze(-2)  # [..., 1, kv positions]
+        kept = scale > 0
+        divisor = torch.where(kept, scale, torch.ones_like(scale))
+        scaled = to_bf16_and_back(weights * scale) / divisor
+        return matmul(torch.where(kept, scaled, torch.zeros_like(scaled)) / total, b)
+    torch.matmul = weighted_values
+
+
 def take_flag(argv, flag):
     present = flag in argv
     if present:
@@ -118,7 +150,7 @@ def main(argv=None):
     elif take_flag(argv, "--quantize-kv-int8"):
         # The int8 blocks are attended like the bf16 ones: the query and the weights in bf16.
         store_kv_as(int8_and_back, to_bf16_and_back)
-        softmax_of_bf16_weights()
+        attention_of_int8_blocks()
         # Likewise, but one int8 step is 2^-8 of the row's largest element, not of the element.
         reference.SELF_CHECK_TOLERANCE = 2e-2
     if not f32_weights:

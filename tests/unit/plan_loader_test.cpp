@@ -783,38 +783,49 @@ TEST_F(PlanLoaderTest, KvScaleMistakesAreNamed) {
   EXPECT_EQ(loadErrorAfter([](TinyPlan &) {}, int8), "");
 }
 
-// A BF16 cache's streams are blocks of 16 positions of pairs of dims: rows head_dim apart, an
-// even head_dim, and room for max_seq rounded up to a whole block.
-TEST_F(PlanLoaderTest, KvBf16BlockMistakesAreNamed) {
-  TinyPlanShape bf16;
-  bf16.kv_dtype = plan::DTypeDef::BF16;
-  bf16.max_seq = 40; // two and a half blocks: the stream holds 48 positions
-  const std::vector<Mistake> mistakes = {
-      {"PaddedRows",
-       [](TinyPlan &t) { test::layOutKvCache(*t.def.kv_cache, t.def.kv_cache->head_dim + 2); },
-       {"BF16", "pos_stride = head_dim"}},
-      {"StreamOfMaxSeqOnly",
-       [](TinyPlan &t) {
-         plan::KvCacheDefT &kv = *t.def.kv_cache;
-         kv.head_stride = kv.max_seq * kv.pos_stride;
-       },
-       {"head_stride", "max_seq rounded up to 16"}},
-      {"RowsOfAnOlderSchema",
-       [](TinyPlan &t) {
-         plan::KvCacheDefT &kv = *t.def.kv_cache;
-         kv.head_stride = kv.max_seq * kv.pos_stride;
-         t.def.schema_version = kPlanSchemaMajor << 16 | 5;
-       },
-       {"before 1.6", "recompile the plan"}},
-  };
-  for (const Mistake &mistake : mistakes) {
-    SCOPED_TRACE(mistake.name);
-    const std::string error = loadErrorAfter(mistake.mutate, bf16);
-    ASSERT_FALSE(error.empty()) << "accepted";
-    for (const std::string &word : mistake.expected)
-      EXPECT_THAT(error, HasSubstr(word));
+// A BF16 or INT8 cache's streams are blocks of 16 positions of pairs of dims: rows exactly
+// head_dim apart, an even head_dim, and room for max_seq rounded up to a whole block. A plan of
+// the schema before its blocks (1.6 for BF16, 1.7 for INT8) runs when its strides hold them and
+// is otherwise told to be recompiled.
+TEST_F(PlanLoaderTest, KvBlockMistakesAreNamed) {
+  for (const plan::DTypeDef dtype : {plan::DTypeDef::BF16, plan::DTypeDef::INT8}) {
+    SCOPED_TRACE(plan::EnumNameDTypeDef(dtype));
+    TinyPlanShape shape;
+    shape.kv_dtype = dtype;
+    shape.max_seq = 40; // two and a half blocks: the stream holds 48 positions
+    const uint32_t olderSchema = kPlanSchemaMajor << 16 | (dtype == plan::DTypeDef::BF16 ? 5u : 6u);
+    const std::string before = dtype == plan::DTypeDef::BF16 ? "before 1.6" : "before 1.7";
+    const std::vector<Mistake> mistakes = {
+        {"PaddedRows",
+         [](TinyPlan &t) { test::layOutKvCache(*t.def.kv_cache, t.def.kv_cache->head_dim + 2); },
+         {plan::EnumNameDTypeDef(dtype), "pos_stride = head_dim"}},
+        {"StreamOfMaxSeqOnly",
+         [](TinyPlan &t) {
+           plan::KvCacheDefT &kv = *t.def.kv_cache;
+           kv.head_stride = kv.max_seq * kv.pos_stride;
+         },
+         {"head_stride", "max_seq rounded up to 16"}},
+        {"RowsOfAnOlderSchema",
+         [olderSchema](TinyPlan &t) {
+           plan::KvCacheDefT &kv = *t.def.kv_cache;
+           kv.head_stride = kv.max_seq * kv.pos_stride;
+           t.def.schema_version = olderSchema;
+         },
+         {before, "recompile the plan"}},
+    };
+    for (const Mistake &mistake : mistakes) {
+      SCOPED_TRACE(mistake.name);
+      const std::string error = loadErrorAfter(mistake.mutate, shape);
+      ASSERT_FALSE(error.empty()) << "accepted";
+      for (const std::string &word : mistake.expected)
+        EXPECT_THAT(error, HasSubstr(word));
+    }
+    EXPECT_EQ(loadErrorAfter([](TinyPlan &) {}, shape), "");
+    EXPECT_EQ(
+        loadErrorAfter([olderSchema](TinyPlan &t) { t.def.schema_version = olderSchema; }, shape),
+        "")
+        << "an older plan whose strides hold the blocks";
   }
-  EXPECT_EQ(loadErrorAfter([](TinyPlan &) {}, bf16), "");
 }
 
 TEST_F(PlanLoaderTest, SemanticMistakesAreNamed) {

@@ -37,13 +37,13 @@ constexpr size_t attentionStateFloats(size_t group, size_t headDim) {
 // [begin, end) (begin < end) of one KV head: keys and values point at position 0 of the head's
 // stream, which holds
 // - float32 rows posStride elements apart;
-// - int8 rows likewise, with keyScales[j] and valueScales[j] the scales of position j's rows
-//   (null for the other element types): the score of position j is
-//   scale * keyScales[j] * (q . k_j), its value row counts as valueScales[j] * v_j;
-// - or bf16 blocks of 16 positions (KvCacheView), the query and the weights rounded to bf16 (see
-//   kAttentionChunkPortable).
+// - or blocks of 16 positions (KvCacheView) of bf16, or of int8 with keyScales[j] and
+//   valueScales[j] the scales of position j (null for the other element types). The query and
+//   the weights are rounded to bf16 (see kAttentionChunkPortable); over int8 the score of
+//   position j is scale * (keyScales[j] * (q . k_j)), and the weight w_j multiplies v_j as
+//   bf16(w_j * valueScales[j]) while the sum that divides adds bf16(w_j).
 // Writes the chunk state. Reads no row or scale outside [begin, end) but for the rest of the
-// first and last bf16 blocks, whose values it ignores whatever they are.
+// first and last blocks, whose values it ignores whatever they are.
 template <typename Element>
 using AttentionChunkFn = void (*)(const float *q, const Element *keys, const Element *values,
                                   const float *keyScales, const float *valueScales,
@@ -67,8 +67,8 @@ struct AttentionChunkKernel {
 };
 
 // The portable chunk kernel: scores in blocks of positions, std::exp, the fixed-order dot(); over
-// bf16 blocks, with the query and each weight exp(score - max) rounded to bf16 as vdpbf16ps takes
-// them, the sum of weights adding the rounded ones.
+// bf16 or int8 blocks, with the query and each weight exp(score - max) rounded to bf16 as
+// vdpbf16ps takes them, the sum of weights adding the rounded ones.
 extern const AttentionChunkKernel kAttentionChunkPortable;
 
 // out[h * headDim + i] = acc_h[i] / sum_h for h < group.
