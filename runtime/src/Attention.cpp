@@ -35,7 +35,6 @@ template <typename T> size_t lastRowAtOrBefore(const T *before, size_t rows, T v
 
 namespace {
 
-inline float widen(float x) { return x; }
 inline float widen(uint16_t x) { return codegen::bf16ToFloat(x); }
 inline float widen(int8_t x) { return static_cast<float>(x); }
 
@@ -47,30 +46,11 @@ template <typename Element> inline float rowScale(const float *scales, size_t j)
     return 1.0f;
 }
 
-// sum_i a[i] * widen(b[i]) in dot()'s fixed lane order (the same bits as dot() for float32).
-template <typename Element> float dotWidened(const float *a, const Element *b, size_t n) {
-  if constexpr (std::is_same_v<Element, float>) {
-    return dot(a, b, n);
-  } else {
-    float lanes[kDotLanes] = {};
-    size_t i = 0;
-    for (; i + kDotLanes <= n; i += kDotLanes)
-      for (size_t l = 0; l < kDotLanes; ++l)
-        lanes[l] += a[i + l] * widen(b[i + l]);
-    for (size_t l = 0; i < n; ++i, ++l)
-      lanes[l] += a[i] * widen(b[i]);
-    for (size_t width = kDotLanes / 2; width > 0; width /= 2)
-      for (size_t l = 0; l < width; ++l)
-        lanes[l] += lanes[l + width];
-    return lanes[0];
-  }
-}
-
-template <typename Element>
-void attentionChunkPortable(const float *q, const Element *keys, const Element *values,
-                            const float *keyScales, const float *valueScales, size_t posStride,
-                            size_t group, size_t headDim, float scale, size_t begin, size_t end,
-                            float *state) {
+// Over float32 rows: dot() in its fixed lane order, std::exp.
+void attentionChunkPortableRows(const float *q, const float *keys, const float *values,
+                                const float *, const float *, size_t posStride, size_t group,
+                                size_t headDim, float scale, size_t begin, size_t end,
+                                float *state) {
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
     const float *qh = q + h * d;
@@ -84,8 +64,7 @@ void attentionChunkPortable(const float *q, const Element *keys, const Element *
       float blockMax = -std::numeric_limits<float>::infinity();
       for (size_t j = 0; j < blockLength; ++j) {
         __builtin_prefetch(keys + (j0 + j + 4) * posStride);
-        scores[j] = scale * (rowScale<Element>(keyScales, j0 + j) *
-                             dotWidened(qh, keys + (j0 + j) * posStride, d));
+        scores[j] = scale * dot(qh, keys + (j0 + j) * posStride, d);
         blockMax = std::max(blockMax, scores[j]);
       }
       const float newMax = std::max(runningMax, blockMax);
@@ -97,12 +76,10 @@ void attentionChunkPortable(const float *q, const Element *keys, const Element *
       for (size_t j = 0; j < blockLength; ++j) {
         const float weight = std::exp(scores[j] - newMax);
         runningSum += weight;
-        // An int8 row's scale multiplies its weight once instead of each of its elements.
-        const float rowWeight = weight * rowScale<Element>(valueScales, j0 + j);
-        const Element *vj = values + (j0 + j) * posStride;
+        const float *vj = values + (j0 + j) * posStride;
         __builtin_prefetch(vj + 4 * posStride);
         for (size_t i = 0; i < d; ++i)
-          acc[i] += rowWeight * widen(vj[i]);
+          acc[i] += weight * vj[i];
       }
       runningMax = newMax;
     }
@@ -199,7 +176,7 @@ void attentionMergePortable(float *into, const float *next, size_t group, size_t
 } // namespace
 
 const AttentionChunkKernel kAttentionChunkPortable = {
-    &attentionChunkPortable<float>, &attentionChunkPortableBlocks<uint16_t>,
+    &attentionChunkPortableRows, &attentionChunkPortableBlocks<uint16_t>,
     &attentionChunkPortableBlocks<int8_t>, &attentionMergePortable};
 
 void attentionFinish(const float *state, size_t group, size_t headDim, float *out) {

@@ -87,10 +87,6 @@ HETC_AVX512 inline __m512 sumEachOf16(const __m512 *v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
 }
 
-HETC_AVX512 inline __m512 loadKv(__mmask16 mask, const float *p) {
-  return _mm512_maskz_loadu_ps(mask, p);
-}
-
 // ---- Attention -------------------------------------------------------------------------------
 
 // Query heads processed together per pass over a chunk; a larger group (multi-query attention)
@@ -101,8 +97,8 @@ constexpr size_t kPrefetchBlocks = 1;
 
 // acc[h][dims] += sum_{j < n} weights[h][j] * values[j][dims] for H heads and V vectors of 16
 // dims, the accumulators held in registers across the block.
-template <int H, int V, typename Element>
-HETC_AVX512 void accumulateValues(float *const *acc, const float *weights, const Element *values,
+template <int H, int V>
+HETC_AVX512 void accumulateValues(float *const *acc, const float *weights, const float *values,
                                   size_t posStride, size_t n, const __mmask16 *masks) {
   // Fixed-count loops are unrolled explicitly: only then does GCC keep the arrays in registers
   // instead of storing every accumulator on each iteration.
@@ -113,11 +109,11 @@ HETC_AVX512 void accumulateValues(float *const *acc, const float *weights, const
     for (int v = 0; v < V; ++v)
       a[h][v] = _mm512_maskz_loadu_ps(masks[v], acc[h] + v * kLanes);
   for (size_t j = 0; j < n; ++j) {
-    const Element *row = values + j * posStride;
+    const float *row = values + j * posStride;
     __m512 x[V];
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v)
-      x[v] = loadKv(masks[v], row + v * kLanes);
+      x[v] = _mm512_maskz_loadu_ps(masks[v], row + v * kLanes);
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const __m512 w = _mm512_set1_ps(weights[h * kLanes + j]);
@@ -133,8 +129,7 @@ HETC_AVX512 void accumulateValues(float *const *acc, const float *weights, const
       _mm512_mask_storeu_ps(acc[h] + v * kLanes, masks[v], a[h][v]);
 }
 
-template <typename Element>
-using AccumulateValuesFn = void (*)(float *const *, const float *, const Element *, size_t, size_t,
+using AccumulateValuesFn = void (*)(float *const *, const float *, const float *, size_t, size_t,
                                     const __mmask16 *);
 
 // Tiles of up to 4 heads x 4 vectors: 16 accumulators, 4 value vectors and a broadcast fit the
@@ -142,16 +137,15 @@ using AccumulateValuesFn = void (*)(float *const *, const float *, const Element
 constexpr int kTileHeads = 4;
 constexpr int kTileVectors = 4;
 
-template <typename Element>
-const AccumulateValuesFn<Element> kAccumulateTiles[kTileHeads][kTileVectors] = {
-    {accumulateValues<1, 1, Element>, accumulateValues<1, 2, Element>,
-     accumulateValues<1, 3, Element>, accumulateValues<1, 4, Element>},
-    {accumulateValues<2, 1, Element>, accumulateValues<2, 2, Element>,
-     accumulateValues<2, 3, Element>, accumulateValues<2, 4, Element>},
-    {accumulateValues<3, 1, Element>, accumulateValues<3, 2, Element>,
-     accumulateValues<3, 3, Element>, accumulateValues<3, 4, Element>},
-    {accumulateValues<4, 1, Element>, accumulateValues<4, 2, Element>,
-     accumulateValues<4, 3, Element>, accumulateValues<4, 4, Element>},
+const AccumulateValuesFn kAccumulateTiles[kTileHeads][kTileVectors] = {
+    {accumulateValues<1, 1>, accumulateValues<1, 2>, accumulateValues<1, 3>,
+     accumulateValues<1, 4>},
+    {accumulateValues<2, 1>, accumulateValues<2, 2>, accumulateValues<2, 3>,
+     accumulateValues<2, 4>},
+    {accumulateValues<3, 1>, accumulateValues<3, 2>, accumulateValues<3, 3>,
+     accumulateValues<3, 4>},
+    {accumulateValues<4, 1>, accumulateValues<4, 2>, accumulateValues<4, 3>,
+     accumulateValues<4, 4>},
 };
 
 HETC_AVX512 inline void prefetchRow(const void *row, size_t bytes) {
@@ -164,15 +158,15 @@ HETC_AVX512 inline void prefetchRow(const void *row, size_t bytes) {
 // min(j, last) of the block starting at `rows`. NV > 0: the head has exactly NV vectors of 16
 // dims (the last one masked) and sits in registers; NV = 0: any number, read from the cache.
 // Full blocks (Tail false) walk the rows with a running pointer.
-template <int NV, bool Tail, typename Element>
-HETC_AVX512 inline void keyDots(const float *qh, const Element *rows, size_t posStride, size_t last,
+template <int NV, bool Tail>
+HETC_AVX512 inline void keyDots(const float *qh, const float *rows, size_t posStride, size_t last,
                                 size_t vectors, __mmask16 lastMask, __m512 *partial) {
   if constexpr (NV > 0) {
     __m512 qv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v)
       qv[v] = _mm512_maskz_loadu_ps(v + 1 == NV ? lastMask : kAllLanes, qh + v * kLanes);
-    const Element *row = rows;
+    const float *row = rows;
     // Opaque to the optimiser: otherwise GCC hoists the 16 x NV row addresses out of the caller's
     // head loop and spills them, which costs more than the adds it saves.
     __asm__("" : "+r"(row));
@@ -180,11 +174,12 @@ HETC_AVX512 inline void keyDots(const float *qh, const Element *rows, size_t pos
     for (size_t j = 0; j < kLanes; ++j) {
       if constexpr (Tail)
         row = rows + std::min(j, last) * posStride;
-      __m512 sum = _mm512_mul_ps(qv[0], loadKv(NV == 1 ? lastMask : kAllLanes, row));
+      __m512 sum = _mm512_mul_ps(qv[0], _mm512_maskz_loadu_ps(NV == 1 ? lastMask : kAllLanes, row));
 #pragma GCC unroll 8
       for (int v = 1; v < NV; ++v)
-        sum = _mm512_fmadd_ps(qv[v], loadKv(v + 1 == NV ? lastMask : kAllLanes, row + v * kLanes),
-                              sum);
+        sum = _mm512_fmadd_ps(
+            qv[v], _mm512_maskz_loadu_ps(v + 1 == NV ? lastMask : kAllLanes, row + v * kLanes),
+            sum);
       partial[j] = sum;
       if constexpr (!Tail)
         row += posStride;
@@ -195,8 +190,8 @@ HETC_AVX512 inline void keyDots(const float *qh, const Element *rows, size_t pos
       const __m512 qv = _mm512_maskz_loadu_ps(mask, qh + v * kLanes);
 #pragma GCC unroll 16
       for (size_t j = 0; j < kLanes; ++j) {
-        const Element *row = rows + (Tail ? std::min(j, last) : j) * posStride;
-        const __m512 product = _mm512_mul_ps(qv, loadKv(mask, row + v * kLanes));
+        const float *row = rows + (Tail ? std::min(j, last) : j) * posStride;
+        const __m512 product = _mm512_mul_ps(qv, _mm512_maskz_loadu_ps(mask, row + v * kLanes));
         partial[j] = v == 0 ? product : _mm512_add_ps(partial[j], product);
       }
     }
@@ -207,13 +202,13 @@ HETC_AVX512 inline void keyDots(const float *qh, const Element *rows, size_t pos
 // the 16 scores of a head come out of one transposed reduction, the running max moves once per
 // block (the output is rescaled only when it grows), and the weights are applied to the value
 // rows in register tiles. Lane sums of the weights are reduced once, at the end.
-template <int NV, typename Element>
-HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Element *values,
+template <int NV>
+HETC_AVX512 void attentionHeads(const float *q, const float *keys, const float *values,
                                 const float *, const float *, size_t posStride, size_t heads,
                                 size_t d, float scale, size_t begin, size_t end, float *state) {
   const size_t vectors = (d + kLanes - 1) / kLanes;
   const __mmask16 lastMask = firstLanes(d - (vectors - 1) * kLanes);
-  const size_t rowBytes = d * sizeof(Element);
+  const size_t rowBytes = d * sizeof(float);
   const float negativeInfinity = -std::numeric_limits<float>::infinity();
 
   float *acc[kHeadBatch];
@@ -236,7 +231,7 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
       prefetchRow(keys + j * posStride, rowBytes);
       prefetchRow(values + j * posStride, rowBytes);
     }
-    const Element *keyRows = keys + j0 * posStride;
+    const float *keyRows = keys + j0 * posStride;
     for (size_t h = 0; h < heads; ++h) {
       // Rows past the end repeat the last row: their scores are computed, then masked out.
       __m512 partial[kLanes];
@@ -267,7 +262,7 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
       _mm512_store_ps(weights + h * kLanes, w);
     }
 
-    const Element *valueRows = values + j0 * posStride;
+    const float *valueRows = values + j0 * posStride;
     for (size_t h = 0; h < heads; h += kTileHeads) {
       const size_t tileHeads = std::min<size_t>(kTileHeads, heads - h);
       for (size_t v = 0; v < vectors; v += kTileVectors) {
@@ -278,7 +273,7 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
           tileAcc[i] = acc[h + i] + v * kLanes;
         for (size_t i = 0; i < tileVectors; ++i)
           masks[i] = v + i + 1 == vectors ? lastMask : kAllLanes;
-        kAccumulateTiles<Element>[tileHeads - 1][tileVectors - 1](
+        kAccumulateTiles[tileHeads - 1][tileVectors - 1](
             tileAcc, weights + h * kLanes, valueRows + v * kLanes, posStride, n, masks);
       }
     }
@@ -289,41 +284,39 @@ HETC_AVX512 void attentionHeads(const float *q, const Element *keys, const Eleme
   }
 }
 
-template <typename Element>
-using AttentionHeadsFn = void (*)(const float *, const Element *, const Element *, const float *,
+using AttentionHeadsFn = void (*)(const float *, const float *, const float *, const float *,
                                   const float *, size_t, size_t, size_t, float, size_t, size_t,
                                   float *);
 
 // Heads of up to 8 vectors (head_dim <= 128) keep the query in registers; longer ones read it.
-template <typename Element> AttentionHeadsFn<Element> attentionHeadsFor(size_t headDim) {
+AttentionHeadsFn attentionHeadsFor(size_t headDim) {
   switch ((headDim + kLanes - 1) / kLanes) {
   case 1:
-    return attentionHeads<1, Element>;
+    return attentionHeads<1>;
   case 2:
-    return attentionHeads<2, Element>;
+    return attentionHeads<2>;
   case 3:
-    return attentionHeads<3, Element>;
+    return attentionHeads<3>;
   case 4:
-    return attentionHeads<4, Element>;
+    return attentionHeads<4>;
   case 5:
-    return attentionHeads<5, Element>;
+    return attentionHeads<5>;
   case 6:
-    return attentionHeads<6, Element>;
+    return attentionHeads<6>;
   case 7:
-    return attentionHeads<7, Element>;
+    return attentionHeads<7>;
   case 8:
-    return attentionHeads<8, Element>;
+    return attentionHeads<8>;
   default:
-    return attentionHeads<0, Element>;
+    return attentionHeads<0>;
   }
 }
 
-template <typename Element>
-HETC_AVX512 void attentionChunkAvx512(const float *q, const Element *keys, const Element *values,
+HETC_AVX512 void attentionChunkAvx512(const float *q, const float *keys, const float *values,
                                       const float *keyScales, const float *valueScales,
                                       size_t posStride, size_t group, size_t headDim, float scale,
                                       size_t begin, size_t end, float *state) {
-  const AttentionHeadsFn<Element> run = attentionHeadsFor<Element>(headDim);
+  const AttentionHeadsFn run = attentionHeadsFor(headDim);
   for (size_t h = 0; h < group; h += kHeadBatch)
     run(q + h * headDim, keys, values, keyScales, valueScales, posStride,
         std::min(kHeadBatch, group - h), headDim, scale, begin, end, state + h * (headDim + 2));
@@ -488,8 +481,8 @@ const VectorKernels *avx512VectorKernels() {
       &ropeAvx512,
       &swiGluAvx512,
       &addAvx512,
-      {&attentionChunkAvx512<float>, attentionChunkBf16BlocksAvx512(),
-       attentionChunkInt8BlocksAvx512(), &attentionMergeAvx512},
+      {&attentionChunkAvx512, attentionChunkBf16BlocksAvx512(), attentionChunkInt8BlocksAvx512(),
+       &attentionMergeAvx512},
   };
   return &kernels;
 }
@@ -504,7 +497,7 @@ const VectorKernels *avx512Bf16VectorKernels() {
       &ropeAvx512,
       &swiGluAvx512,
       &addAvx512,
-      {&attentionChunkAvx512<float>, attentionChunkBf16BlocksAvx512Bf16(),
+      {&attentionChunkAvx512, attentionChunkBf16BlocksAvx512Bf16(),
        attentionChunkInt8BlocksAvx512Bf16(), &attentionMergeAvx512},
   };
   return &kernels;
