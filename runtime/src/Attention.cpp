@@ -46,6 +46,37 @@ template <typename Element> inline float rowScale(const float *scales, size_t j)
     return 1.0f;
 }
 
+// The online softmax of one head over positions [begin, end), as every portable kernel runs it:
+// blocks of kScoreBlock scores, the output rescaled when the max grows (exp(-inf) = 0 on the first
+// block, when the output and sum are still zero). blockScores(j0, n, scores) fills the scores of
+// positions j0..j0+n; addRow(j, w, acc) adds the value row of position j for the weight
+// w = exp(score - max) and returns what the sum adds. Writes the head's state.
+template <typename BlockScores, typename AddRow>
+void portableOnlineSoftmax(size_t d, size_t begin, size_t end, float *acc, BlockScores blockScores,
+                           AddRow addRow) {
+  std::fill(acc, acc + d, 0.0f);
+  float runningMax = -std::numeric_limits<float>::infinity();
+  float runningSum = 0.0f;
+  for (size_t j0 = begin; j0 < end; j0 += kScoreBlock) {
+    const size_t blockLength = std::min(kScoreBlock, end - j0);
+    float scores[kScoreBlock];
+    blockScores(j0, blockLength, scores);
+    float blockMax = -std::numeric_limits<float>::infinity();
+    for (size_t j = 0; j < blockLength; ++j)
+      blockMax = std::max(blockMax, scores[j]);
+    const float newMax = std::max(runningMax, blockMax);
+    const float correction = std::exp(runningMax - newMax);
+    runningSum *= correction;
+    for (size_t i = 0; i < d; ++i)
+      acc[i] *= correction;
+    for (size_t j = 0; j < blockLength; ++j)
+      runningSum += addRow(j0 + j, std::exp(scores[j] - newMax), acc);
+    runningMax = newMax;
+  }
+  acc[d] = runningMax;
+  acc[d + 1] = runningSum;
+}
+
 // Over float32 rows: dot() in its fixed lane order, std::exp.
 void attentionChunkPortableRows(const float *q, const float *keys, const float *values,
                                 const float *, const float *, size_t posStride, size_t group,
@@ -54,37 +85,20 @@ void attentionChunkPortableRows(const float *q, const float *keys, const float *
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
     const float *qh = q + h * d;
-    float *acc = state + h * (d + 2);
-    std::fill(acc, acc + d, 0.0f);
-    float runningMax = -std::numeric_limits<float>::infinity();
-    float runningSum = 0.0f;
-    for (size_t j0 = begin; j0 < end; j0 += kScoreBlock) {
-      const size_t blockLength = std::min(kScoreBlock, end - j0);
-      float scores[kScoreBlock];
-      float blockMax = -std::numeric_limits<float>::infinity();
-      for (size_t j = 0; j < blockLength; ++j) {
+    auto blockScores = [&](size_t j0, size_t n, float *scores) {
+      for (size_t j = 0; j < n; ++j) {
         __builtin_prefetch(keys + (j0 + j + 4) * posStride);
         scores[j] = scale * dot(qh, keys + (j0 + j) * posStride, d);
-        blockMax = std::max(blockMax, scores[j]);
       }
-      const float newMax = std::max(runningMax, blockMax);
-      // exp(-inf) = 0 on the first block, when the output and sum are still zero.
-      const float correction = std::exp(runningMax - newMax);
-      runningSum *= correction;
+    };
+    auto addRow = [&](size_t j, float weight, float *acc) {
+      const float *v = values + j * posStride;
+      __builtin_prefetch(v + 4 * posStride);
       for (size_t i = 0; i < d; ++i)
-        acc[i] *= correction;
-      for (size_t j = 0; j < blockLength; ++j) {
-        const float weight = std::exp(scores[j] - newMax);
-        runningSum += weight;
-        const float *vj = values + (j0 + j) * posStride;
-        __builtin_prefetch(vj + 4 * posStride);
-        for (size_t i = 0; i < d; ++i)
-          acc[i] += weight * vj[i];
-      }
-      runningMax = newMax;
-    }
-    acc[d] = runningMax;
-    acc[d + 1] = runningSum;
+        acc[i] += weight * v[i];
+      return weight;
+    };
+    portableOnlineSoftmax(d, begin, end, state + h * (d + 2), blockScores, addRow);
   }
 }
 
@@ -103,51 +117,33 @@ void attentionChunkPortableBlocks(const float *q, const Element *keys, const Ele
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
     const float *qh = q + h * d;
-    float *acc = state + h * (d + 2);
-    std::fill(acc, acc + d, 0.0f);
-    float runningMax = -std::numeric_limits<float>::infinity();
-    float runningSum = 0.0f;
-    for (size_t j0 = begin; j0 < end; j0 += kScoreBlock) {
-      const size_t blockLength = std::min(kScoreBlock, end - j0);
-      float scores[kScoreBlock];
-      float blockMax = -std::numeric_limits<float>::infinity();
-      std::fill(scores, scores + blockLength, 0.0f);
+    auto blockScores = [&](size_t j0, size_t n, float *scores) {
+      std::fill(scores, scores + n, 0.0f);
       for (size_t i = 0; i < d; ++i) {
         const float qi = widen(codegen::floatToBf16(qh[i]));
         // Dim i of a block's positions: every second element of one line from its first.
-        for (size_t j = 0; j < blockLength;) {
+        for (size_t j = 0; j < n;) {
           const Element *k = keys + kvBlockKeyIndex(j0 + j, i, d);
-          const size_t inBlock =
-              std::min(blockLength - j, kKvBlockPositions - (j0 + j) % kKvBlockPositions);
+          const size_t inBlock = std::min(n - j, kKvBlockPositions - (j0 + j) % kKvBlockPositions);
           for (size_t l = 0; l < inBlock; ++l)
             scores[j + l] += qi * widen(k[2 * l]);
           j += inBlock;
         }
       }
-      for (size_t j = 0; j < blockLength; ++j) {
+      for (size_t j = 0; j < n; ++j)
         scores[j] = scale * (rowScale<Element>(keyScales, j0 + j) * scores[j]);
-        blockMax = std::max(blockMax, scores[j]);
-      }
-      const float newMax = std::max(runningMax, blockMax);
-      const float correction = std::exp(runningMax - newMax);
-      runningSum *= correction;
+    };
+    auto addRow = [&](size_t j, float weight, float *acc) {
+      const float scaled =
+          std::is_same_v<Element, int8_t> ? weight * rowScale<Element>(valueScales, j) : weight;
+      const float rounded = widen(codegen::floatToBf16(scaled));
+      // A position's V elements are every second one from its first (pairs of positions).
+      const Element *v = values + kvBlockValueIndex(j, 0, d);
       for (size_t i = 0; i < d; ++i)
-        acc[i] *= correction;
-      for (size_t j = 0; j < blockLength; ++j) {
-        const float unrounded = std::exp(scores[j] - newMax);
-        runningSum += widen(codegen::floatToBf16(unrounded));
-        const float weight = widen(codegen::floatToBf16(
-            std::is_same_v<Element, int8_t> ? unrounded * rowScale<Element>(valueScales, j0 + j)
-                                            : unrounded));
-        // A position's V elements are every second one from its first (pairs of positions).
-        const Element *v = values + kvBlockValueIndex(j0 + j, 0, d);
-        for (size_t i = 0; i < d; ++i)
-          acc[i] += weight * widen(v[2 * i]);
-      }
-      runningMax = newMax;
-    }
-    acc[d] = runningMax;
-    acc[d + 1] = runningSum;
+        acc[i] += rounded * widen(v[2 * i]);
+      return widen(codegen::floatToBf16(weight));
+    };
+    portableOnlineSoftmax(d, begin, end, state + h * (d + 2), blockScores, addRow);
   }
 }
 
