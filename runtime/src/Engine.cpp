@@ -948,10 +948,35 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
     return;
   }
 
-  // The attention phase after this append claims its units from the first (the barrier between
-  // the phases publishes the reset).
-  if (op.kind == Kind::KvAppend && thread == 0)
-    attentionUnitsClaimed_.store(0, std::memory_order_relaxed);
+  if (op.kind == Kind::KvAppend) {
+    // The attention phase after this append claims its units from the first (the barrier
+    // between the phases publishes the reset).
+    if (thread == 0)
+      attentionUnitsClaimed_.store(0, std::memory_order_relaxed);
+    // Shares of the rows; a step of fewer rows than threads (decode of a few sequences) gives
+    // each thread a share of every row's heads instead.
+    size_t rowBegin = 0, rowEnd = T, headBegin = 0, headEnd = op.attention.kvHeads;
+    size_t queryBegin = 0, queryEnd = op.attention.heads;
+    if (T >= threadCount) {
+      shareOf(T, thread, threadCount, rowBegin, rowEnd);
+    } else {
+      shareOf(op.attention.kvHeads, thread, threadCount, headBegin, headEnd);
+      shareOf(op.attention.heads, thread, threadCount, queryBegin, queryEnd);
+    }
+    if (rowBegin >= rowEnd)
+      return;
+    // The fused ropes: the same kernel on the same rows and heads as the Rope ops would run.
+    if (op.weight) {
+      vector_->rope(op.in[2].data + queryBegin * op.headDim, op.in[2].stride, queryEnd - queryBegin,
+                    op.headDim, op.weight, rowPositions_.get(), rowBegin, rowEnd);
+      vector_->rope(op.in[0].data + headBegin * op.headDim, op.in[0].stride, headEnd - headBegin,
+                    op.headDim, op.weight, rowPositions_.get(), rowBegin, rowEnd);
+    }
+    kernels::kvAppend(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, kvCache_,
+                      op.attention, rowSlots_.get(), rowPositions_.get(), rowBegin, rowEnd,
+                      headBegin, headEnd);
+    return;
+  }
 
   // Row-wise ops: the step's rows in tasks of taskGrain rows.
   size_t firstTask, lastTask;
@@ -978,17 +1003,6 @@ void Engine::runOp(const ResolvedOp &op, unsigned thread, unsigned threadCount) 
   case Kind::Rope:
     vector_->rope(op.in[0].data, op.in[0].stride, op.heads, op.headDim, op.weight,
                   rowPositions_.get(), begin, end);
-    break;
-  case Kind::KvAppend:
-    // The fused ropes: the same kernel on the same rows as the Rope ops would run.
-    if (op.weight) {
-      vector_->rope(op.in[2].data, op.in[2].stride, op.attention.heads, op.headDim, op.weight,
-                    rowPositions_.get(), begin, end);
-      vector_->rope(op.in[0].data, op.in[0].stride, op.attention.kvHeads, op.headDim, op.weight,
-                    rowPositions_.get(), begin, end);
-    }
-    kernels::kvAppend(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, kvCache_,
-                      op.attention, rowSlots_.get(), rowPositions_.get(), begin, end);
     break;
   case Kind::SwiGlu:
     vector_->swiGlu(op.in[0].data, op.in[0].stride, op.in[1].data, op.in[1].stride, op.out.cols,

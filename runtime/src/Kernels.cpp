@@ -333,10 +333,11 @@ void copyKvRowsIn(const KvCacheView &cache, bool keys, size_t layer, size_t slot
 
 void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
               const KvCacheView &cache, const AttentionShape &shape, const uint32_t *rowSlots,
-              const uint32_t *rowPositions, size_t rowBegin, size_t rowEnd) {
+              const uint32_t *rowPositions, size_t rowBegin, size_t rowEnd, size_t headBegin,
+              size_t headEnd) {
   const size_t d = shape.headDim;
   for (size_t t = rowBegin; t < rowEnd; ++t)
-    for (size_t g = 0; g < shape.kvHeads; ++g) {
+    for (size_t g = headBegin; g < headEnd; ++g) {
       storeKvRow(cache, true, shape.layer, rowSlots[t], g, rowPositions[t], k + t * kStride + g * d,
                  d);
       storeKvRow(cache, false, shape.layer, rowSlots[t], g, rowPositions[t],

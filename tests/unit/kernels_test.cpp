@@ -269,10 +269,14 @@ TEST(KernelsTest, KvAppendWritesEachRowAtItsSlotAndPosition) {
         return element == KvElement::Bf16 ? codegen::bf16ToFloat(codegen::floatToBf16(x)) : x;
       };
 
+      // Rows 0..2 with every head, the rest in two shares of the heads (as threads of a step
+      // with fewer rows than threads append them).
       kvAppend(k.data(), kvStride, v.data(), kvStride, cache.view, shape, slots.data(),
-               positions.data(), 0, 3);
+               positions.data(), 0, 3, 0, hs.kvHeads);
       kvAppend(k.data(), kvStride, v.data(), kvStride, cache.view, shape, slots.data(),
-               positions.data(), 3, rows);
+               positions.data(), 3, rows, 0, hs.kvHeads / 2);
+      kvAppend(k.data(), kvStride, v.data(), kvStride, cache.view, shape, slots.data(),
+               positions.data(), 3, rows, hs.kvHeads / 2, hs.kvHeads);
       size_t written = 0;
       for (size_t t = 0; t < rows; ++t)
         for (size_t g = 0; g < hs.kvHeads; ++g) {

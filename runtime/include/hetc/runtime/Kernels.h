@@ -151,11 +151,13 @@ void lmHead(const float *x, size_t xStride, const uint32_t *sourceRows, const ui
 void rope(float *x, size_t xStride, size_t heads, size_t headDim, const float *invFreq,
           const uint32_t *positions, size_t rowBegin, size_t rowEnd);
 
-// Writes the k and v rows [rowBegin, rowEnd) ([T, kvHeads*headDim]) into the cache at
-// (layer, rowSlots[t], head, rowPositions[t]) with storeKvRow.
+// Writes KV heads [headBegin, headEnd) of the k and v rows [rowBegin, rowEnd)
+// ([T, kvHeads*headDim]) into the cache at (layer, rowSlots[t], head, rowPositions[t]) with
+// storeKvRow.
 void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
               const KvCacheView &cache, const AttentionShape &shape, const uint32_t *rowSlots,
-              const uint32_t *rowPositions, size_t rowBegin, size_t rowEnd);
+              const uint32_t *rowPositions, size_t rowBegin, size_t rowEnd, size_t headBegin,
+              size_t headEnd);
 
 // Causal attention over the cache lives in Attention.h: split by positions, merged in a fixed
 // order.
