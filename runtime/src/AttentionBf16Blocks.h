@@ -10,10 +10,14 @@
 
 namespace hetc::kernels {
 
-// Null in a build for a CPU family without AVX-512.
-AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512();
-AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512Bf16();
-AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512();
-AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512Bf16();
+// One build's chunk kernels for each element type kept in blocks.
+struct AttentionBlockKernels {
+  AttentionChunkFn<uint16_t> bf16 = nullptr;
+  AttentionChunkFn<int8_t> int8 = nullptr;
+};
+
+// Null kernels in a build for a CPU family without AVX-512.
+AttentionBlockKernels attentionBlocksAvx512();
+AttentionBlockKernels attentionBlocksAvx512Bf16();
 
 } // namespace hetc::kernels

@@ -292,4 +292,7 @@ void attentionChunkBlocks(const float *q, const Element *keys, const Element *va
   }
 }
 
+constexpr AttentionBlockKernels kAttentionBlocks = {&attentionChunkBlocks<uint16_t>,
+                                                    &attentionChunkBlocks<int8_t>};
+
 } // namespace

@@ -47,10 +47,7 @@ struct Pairs {
 namespace hetc::kernels {
 #include "AttentionBf16Blocks.inl"
 
-AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512() {
-  return &attentionChunkBlocks<uint16_t>;
-}
-AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512() { return &attentionChunkBlocks<int8_t>; }
+AttentionBlockKernels attentionBlocksAvx512() { return kAttentionBlocks; }
 } // namespace hetc::kernels
 
 #pragma GCC diagnostic pop
@@ -58,8 +55,7 @@ AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512() { return &attentionChu
 #else
 
 namespace hetc::kernels {
-AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512() { return nullptr; }
-AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512() { return nullptr; }
+AttentionBlockKernels attentionBlocksAvx512() { return {}; }
 } // namespace hetc::kernels
 
 #endif

@@ -38,12 +38,7 @@ struct Pairs {
 namespace hetc::kernels {
 #include "AttentionBf16Blocks.inl"
 
-AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512Bf16() {
-  return &attentionChunkBlocks<uint16_t>;
-}
-AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512Bf16() {
-  return &attentionChunkBlocks<int8_t>;
-}
+AttentionBlockKernels attentionBlocksAvx512Bf16() { return kAttentionBlocks; }
 } // namespace hetc::kernels
 
 #pragma GCC diagnostic pop
@@ -51,8 +46,7 @@ AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512Bf16() {
 #else
 
 namespace hetc::kernels {
-AttentionChunkFn<uint16_t> attentionChunkBf16BlocksAvx512Bf16() { return nullptr; }
-AttentionChunkFn<int8_t> attentionChunkInt8BlocksAvx512Bf16() { return nullptr; }
+AttentionBlockKernels attentionBlocksAvx512Bf16() { return {}; }
 } // namespace hetc::kernels
 
 #endif

@@ -481,7 +481,7 @@ const VectorKernels *avx512VectorKernels() {
       &ropeAvx512,
       &swiGluAvx512,
       &addAvx512,
-      {&attentionChunkAvx512, attentionChunkBf16BlocksAvx512(), attentionChunkInt8BlocksAvx512(),
+      {&attentionChunkAvx512, attentionBlocksAvx512().bf16, attentionBlocksAvx512().int8,
        &attentionMergeAvx512},
   };
   return &kernels;
@@ -497,8 +497,8 @@ const VectorKernels *avx512Bf16VectorKernels() {
       &ropeAvx512,
       &swiGluAvx512,
       &addAvx512,
-      {&attentionChunkAvx512, attentionChunkBf16BlocksAvx512Bf16(),
-       attentionChunkInt8BlocksAvx512Bf16(), &attentionMergeAvx512},
+      {&attentionChunkAvx512, attentionBlocksAvx512Bf16().bf16, attentionBlocksAvx512Bf16().int8,
+       &attentionMergeAvx512},
   };
   return &kernels;
 }
