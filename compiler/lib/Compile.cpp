@@ -8,7 +8,7 @@
 #include "hetc/compiler/PlanEmitter.h"
 #include "hetc/compiler/Target.h"
 #include "hetc/compiler/WeightStore.h"
-#include "hetc/runtime/HostMemory.h"
+#include "runtime/platform/HostMemory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"

@@ -7,8 +7,8 @@
 // RUN: hetc-opt %s -hetc-partition-tasks | FileCheck %s --check-prefix=WIDTHS
 
 // Row ops split rows (tokens) 4 at a time; linear and lm_head split output columns (64, or
-// multiples of 16 for narrow outputs so they still give up to 8 tasks); attention splits
-// (token, query head) pairs one GQA group (heads / kv_heads = 2) at a time.
+// multiples of 16 for narrow outputs so they still give up to 8 tasks); attention gets none (the
+// executor splits it by cached positions at run time).
 // CHECK: hetc.embedding {{.*}}hetc.tasks = {count = 128 : i64, grain = 4 : i64}
 // CHECK: hetc.rms_norm {{.*}}hetc.tasks = {count = 128 : i64, grain = 4 : i64}
 // CHECK: hetc.linear {{.*}}hetc.tasks = {count = 4 : i64, grain = 16 : i64}
@@ -16,7 +16,8 @@
 // CHECK: hetc.linear {{.*}}hetc.tasks = {count = 2 : i64, grain = 16 : i64}
 // CHECK: hetc.rope {{.*}}hetc.tasks = {count = 128 : i64, grain = 4 : i64}
 // CHECK: hetc.rope {{.*}}hetc.tasks = {count = 128 : i64, grain = 4 : i64}
-// CHECK: hetc.attention {{.*}}hetc.tasks = {count = 1024 : i64, grain = 2 : i64}
+// CHECK: hetc.attention
+// CHECK-NOT: hetc.tasks
 // CHECK: hetc.linear {{.*}}hetc.tasks = {count = 4 : i64, grain = 16 : i64}
 // CHECK: hetc.add {{.*}}hetc.tasks = {count = 128 : i64, grain = 4 : i64}
 // CHECK: hetc.rms_norm {{.*}}hetc.tasks = {count = 128 : i64, grain = 4 : i64}
@@ -27,9 +28,8 @@
 // CHECK: hetc.add {{.*}}hetc.tasks = {count = 128 : i64, grain = 4 : i64}
 // CHECK: hetc.lm_head {{.*}}hetc.tasks = {count = 8 : i64, grain = 32 : i64}
 
-// Counts are for the bounds: with 7 tokens per step, row ops need 2 tasks, attention 14.
+// Counts are for the bounds: with 7 tokens per step, row ops need 2 tasks.
 // STEP7: hetc.embedding {{.*}}hetc.tasks = {count = 2 : i64, grain = 4 : i64}
-// STEP7: hetc.attention {{.*}}hetc.tasks = {count = 14 : i64, grain = 2 : i64}
 // STEP7: hetc.linear {{.*}}hetc.tasks = {count = 4 : i64, grain = 16 : i64}
 // STEP7: hetc.lm_head {{.*}}hetc.tasks = {count = 8 : i64, grain = 32 : i64}
 
@@ -40,8 +40,9 @@
 // WIDTHS: hetc.linear {{.*}}hetc.tasks = {count = 8 : i64, grain = 64 : i64}
 // WIDTHS: hetc.linear {{.*}}hetc.tasks = {count = 64 : i64, grain = 64 : i64}
 // WIDTHS: hetc.lm_head {{.*}}hetc.tasks = {count = 2004 : i64, grain = 64 : i64}
-// Llama-3-70B's attention: 64 query heads over 8 KV heads, 16 tokens per step.
-// WIDTHS: hetc.attention {{.*}}hetc.tasks = {count = 128 : i64, grain = 8 : i64}
+// Llama-3-70B's attention (64 query heads over 8 KV heads) gets no tasks.
+// WIDTHS: hetc.attention
+// WIDTHS-NOT: hetc.tasks
 module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 4096 : i64, max_step_tokens = 16 : i64}} {
   func.func @main(%x: tensor<?x8xf32>, %q: tensor<?x8192xf32>, %kv: tensor<?x1024xf32>,
                   %cache: tensor<?x8x?x128xf32>) {

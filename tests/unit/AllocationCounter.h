@@ -1,5 +1,7 @@
-// Every allocation in the unit-test binary passes through a counting operator new
-// (AllocationCounter.cpp), so a test can assert that a stretch of code allocated nothing.
+// Every allocation in the unit-test binary is counted (AllocationCounter.cpp): operator new and
+// the C allocators (malloc, calloc, realloc, aligned_alloc, posix_memalign, memalign), which the
+// binary defines over glibc's, and anonymous mmap, which the engine's arenas use. A test asserts
+// that a stretch of code allocated nothing.
 #pragma once
 
 #include <cstddef>

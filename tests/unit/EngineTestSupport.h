@@ -4,8 +4,8 @@
 
 #include "TestPlans.h"
 
-#include "hetc/runtime/Engine.h"
-#include "hetc/runtime/Plan.h"
+#include "runtime/executor/Engine.h"
+#include "runtime/format/Plan.h"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 
 #include "LongTailedRandom.h"
 
-#include "codegen/cpu/WeightLayout.h"
-#include "hetc/runtime/Kernels.h"
+#include "codegen/cpu/linear/ActivationRows.h"
+#include "codegen/cpu/vector/Kernels.h"
 
 #include <cmath>
 #include <cstddef>
@@ -31,10 +31,8 @@ struct TestKvCache {
     // blocks.
     const bool blocks = element != kernels::KvElement::F32;
     view.posStride = blocks ? headDim : headDim + 3;
-    const size_t streamPositions = blocks
-                                       ? (maxSeq + kernels::kKvBlockPositions - 1) /
-                                             kernels::kKvBlockPositions * kernels::kKvBlockPositions
-                                       : maxSeq;
+    const size_t streamPositions =
+        kvStreamPositions(blocks ? plan::DTypeDef::BF16 : plan::DTypeDef::F32, maxSeq);
     view.headStride = streamPositions * view.posStride + 7;
     view.slotStride = kvHeads * view.headStride + 11;
     view.layerStride = slots * view.slotStride;
@@ -179,7 +177,7 @@ private:
     case kernels::KvElement::Bf16: {
       uint16_t x;
       std::memcpy(&x, p, sizeof(x));
-      return codegen::bf16ToFloat(x);
+      return bf16ToFloat(x);
     }
     case kernels::KvElement::Int8:
       return double(static_cast<int8_t>(*p)) * scale(keys, layer, slot, head, pos);
@@ -192,7 +190,7 @@ private:
     if (view.element == kernels::KvElement::F32) {
       std::memcpy(p, &kNaN, sizeof(kNaN));
     } else if (view.element == kernels::KvElement::Bf16) {
-      const uint16_t nan = codegen::floatToBf16(kNaN);
+      const uint16_t nan = floatToBf16(kNaN);
       std::memcpy(p, &nan, sizeof(nan));
     } else {
       *p = static_cast<uint8_t>(kUnwrittenInt8);
@@ -209,7 +207,7 @@ private:
     if (view.element == kernels::KvElement::Bf16) {
       uint16_t x;
       std::memcpy(&x, p, sizeof(x));
-      return std::isnan(codegen::bf16ToFloat(x));
+      return std::isnan(bf16ToFloat(x));
     }
     return static_cast<int8_t>(*p) == kUnwrittenInt8;
   }

@@ -4,10 +4,10 @@
 // in one activation arena and a dimension-first KV cache. Header-only, for every *_test.cpp.
 #pragma once
 
-#include "hetc/runtime/Plan.h"
-#include "hetc/runtime/PlanWriter.h"
+#include "runtime/format/Plan.h"
+#include "runtime/format/PlanWriter.h"
 
-#include "codegen/cpu/WeightLayout.h"
+#include "codegen/cpu/linear/ActivationRows.h"
 
 #include <gtest/gtest.h>
 
@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -43,7 +44,6 @@ struct TinyPlanShape {
   bool tied_embeddings = false;
   // Embedding, norm and linear weights; inv_freq is always F32.
   plan::DTypeDef weight_dtype = plan::DTypeDef::F32;
-  plan::DTypeDef activation_dtype = plan::DTypeDef::F32;
   plan::DTypeDef kv_dtype = plan::DTypeDef::F32;
   // Tasks: Linear and LmHead split by output columns, Attention by query heads (grain 1),
   // the row-wise ops (Embedding, RmsNorm, Rope, SwiGlu, Add) by token rows.
@@ -116,22 +116,6 @@ inline float uniform(uint64_t &state) {
   return static_cast<float>(static_cast<double>(nextRandom(state) >> 11) * 0x1.0p-52 - 1.0);
 }
 
-inline uint16_t floatToBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN stays NaN
-    return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1); // round to nearest even
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-inline float bf16ToFloat(uint16_t value) {
-  const uint32_t bits = static_cast<uint32_t>(value) << 16;
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
-}
-
 inline std::vector<uint8_t> encode(const std::vector<float> &values, plan::DTypeDef dtype) {
   std::vector<uint8_t> bytes(values.size() * dtypeSize(dtype));
   if (dtype == plan::DTypeDef::BF16) {
@@ -148,27 +132,24 @@ inline std::vector<uint8_t> encode(const std::vector<float> &values, plan::DType
 } // namespace detail
 
 // Strides, offsets and arena size of a KV cache whose dims and dtype are set, with position rows
-// `posStride` elements apart: K, V, then for INT8 the K and V scales, each region 64-aligned.
+// `posStride` elements apart: the plan format's layout (kvLayout), as the compiler plans it.
 inline void layOutKvCache(plan::KvCacheDefT &kv, uint64_t posStride) {
-  kv.pos_stride = posStride;
-  kv.head_stride = kvStreamPositions(kv.dtype, kv.max_seq) * kv.pos_stride;
-  kv.slot_stride = kv.kv_heads * kv.head_stride;
-  kv.layer_stride = kv.slots * kv.slot_stride;
-  kv.k_offset = 0;
-  kv.v_offset = detail::alignUp(kv.layers * kv.layer_stride * dtypeBytes(kv.dtype), 64);
-  kv.arena_size = 2 * kv.v_offset;
-  kv.k_scale_offset = kv.v_scale_offset = 0;
-  kv.scale_head_stride = kv.scale_slot_stride = kv.scale_layer_stride = 0;
-  if (!kvHasRowScales(kv.dtype))
-    return;
-  kv.scale_head_stride = kv.max_seq;
-  kv.scale_slot_stride = kv.kv_heads * kv.scale_head_stride;
-  kv.scale_layer_stride = kv.slots * kv.scale_slot_stride;
-  const uint64_t scaleBytes =
-      detail::alignUp(kv.layers * kv.scale_layer_stride * kKvScaleBytes, 64);
-  kv.k_scale_offset = kv.arena_size;
-  kv.v_scale_offset = kv.k_scale_offset + scaleBytes;
-  kv.arena_size = kv.v_scale_offset + scaleBytes;
+  const std::optional<KvLayout> layout =
+      kvLayout(kv.dtype, kv.layers, kv.slots, kv.kv_heads, kv.head_dim, kv.max_seq, posStride);
+  if (!layout)
+    throw std::overflow_error("the test's KV cache overflows 64 bits");
+  kv.pos_stride = layout->posStride;
+  kv.head_stride = layout->headStride;
+  kv.slot_stride = layout->slotStride;
+  kv.layer_stride = layout->layerStride;
+  kv.k_offset = layout->kOffset;
+  kv.v_offset = layout->vOffset;
+  kv.scale_head_stride = layout->scaleHeadStride;
+  kv.scale_slot_stride = layout->scaleSlotStride;
+  kv.scale_layer_stride = layout->scaleLayerStride;
+  kv.k_scale_offset = layout->kScaleOffset;
+  kv.v_scale_offset = layout->vScaleOffset;
+  kv.arena_size = layout->arenaSize;
 }
 
 inline std::vector<float> TinyPlan::tensorValues(uint32_t index) const {
@@ -178,7 +159,7 @@ inline std::vector<float> TinyPlan::tensorValues(uint32_t index) const {
     const uint64_t n = t.shape.at(0), k = t.shape.at(1);
     std::vector<float> values(n * k);
     for (uint64_t row = 0; row < n; ++row)
-      codegen::unpackLinearBf16Row(reinterpret_cast<const uint16_t *>(bytes.data()), n, k, row,
+      unpackLinearBf16Row(reinterpret_cast<const uint16_t *>(bytes.data()), n, k, row,
                                    values.data() + row * k);
     return values;
   }
@@ -187,7 +168,7 @@ inline std::vector<float> TinyPlan::tensorValues(uint32_t index) const {
     if (t.dtype == plan::DTypeDef::BF16) {
       uint16_t half;
       std::memcpy(&half, bytes.data() + 2 * i, 2);
-      values[i] = detail::bf16ToFloat(half);
+      values[i] = bf16ToFloat(half);
     } else {
       std::memcpy(&values[i], bytes.data() + 4 * i, 4);
     }
@@ -249,8 +230,8 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     tensor->dtype = DTypeDef::BF16;
     tensor->layout = WeightLayoutDef::LinearBf16N16K2;
     tensor->shape = {n, k};
-    std::vector<uint8_t> bytes(codegen::LinearBf16N16K2{n, k}.bytes());
-    codegen::packLinearBf16(values.data(), false, n, k, reinterpret_cast<uint16_t *>(bytes.data()));
+    std::vector<uint8_t> bytes(LinearBf16N16K2{n, k}.bytes());
+    packLinearBf16(values.data(), false, n, k, reinterpret_cast<uint16_t *>(bytes.data()));
     tiny.segments.push_back(std::move(bytes));
     def.tensors.push_back(std::move(tensor));
     return static_cast<uint32_t>(def.tensors.size() - 1);
@@ -288,10 +269,10 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     auto buffer = std::make_unique<BufferDefT>();
     buffer->name = name;
     buffer->role = role;
-    buffer->dtype = shape.activation_dtype;
+    buffer->dtype = plan::DTypeDef::F32;
     buffer->rows = rows;
     buffer->cols = cols;
-    buffer->row_stride = detail::alignUp(cols * detail::dtypeSize(shape.activation_dtype), 64);
+    buffer->row_stride = detail::alignUp(cols * sizeof(float), kBufferAlignment);
     buffer->offset = def.activation_arena_size;
     def.activation_arena_size = detail::alignUp(buffer->offset + rows * buffer->row_stride, 64);
     def.buffers.push_back(std::move(buffer));
@@ -335,8 +316,9 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     op->inputs = std::move(inputs);
     op->outputs = std::move(outputs);
     op->weights = std::move(weights);
-    op->task_grain = grain;
-    op->task_count = static_cast<uint32_t>((work + grain - 1) / grain);
+    // Attention carries no tasks (work 0): the executor splits it by positions.
+    op->task_grain = work ? grain : 0;
+    op->task_count = work ? static_cast<uint32_t>((work + grain - 1) / grain) : 0;
     def.ops.push_back(std::move(op));
     return def.ops.back().get();
   };
@@ -415,7 +397,7 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     OpDefT *attention =
         addOp(OpKindDef::Attention, prefix + "self_attn", layer, {q, k, v}, {attn},
               shape.fused_rope ? std::vector<uint32_t>{invFreqTensor} : std::vector<uint32_t>{},
-              shape.heads, 1);
+              0, 0);
     AttentionParamsDefT attentionParams;
     attentionParams.layer = l;
     attentionParams.heads = shape.heads;

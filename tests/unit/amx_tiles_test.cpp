@@ -4,11 +4,11 @@
 // simpler model would give other bits. On a host with AMX every case also runs on the real tiles
 // and must give the model's bits; elsewhere that part skips with "host has no AMX".
 #include "FloatBits.h"
-#include "codegen/cpu/Amx.h"
-#include "codegen/cpu/AmxTiles.h"
-#include "codegen/cpu/CpuFeatures.h"
-#include "codegen/cpu/LinearAmxBf16.h"
-#include "codegen/cpu/WeightLayout.h"
+#include "codegen/cpu/isa/Amx.h"
+#include "codegen/cpu/isa/AmxTiles.h"
+#include "codegen/cpu/isa/CpuFeatures.h"
+#include "codegen/cpu/linear/LinearAmxBf16.h"
+#include "codegen/cpu/linear/ActivationRows.h"
 
 #include <gtest/gtest.h>
 

@@ -8,10 +8,10 @@
 #include "LongTailedRandom.h"
 #include "TestKvCache.h"
 
-#include "hetc/runtime/Attention.h"
-#include "hetc/runtime/CpuFeatures.h"
-#include "hetc/runtime/ThreadPool.h"
-#include "hetc/runtime/VectorKernels.h"
+#include "codegen/cpu/attention/Attention.h"
+#include "runtime/platform/CpuFeatures.h"
+#include "runtime/executor/ThreadPool.h"
+#include "codegen/cpu/vector/VectorKernels.h"
 #include "hplan_generated.h"
 
 #include <gtest/gtest.h>
@@ -144,7 +144,7 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
             for (size_t j = 0; j < length; ++j) {
               double s = 0;
               for (size_t i = 0; i < d; ++i)
-                s += (blocks ? double(codegen::bf16ToFloat(codegen::floatToBf16(q[h * d + i])))
+                s += (blocks ? double(bf16ToFloat(floatToBf16(q[h * d + i])))
                              : double(q[h * d + i])) *
                      cache.key(1, slot, g, j, i);
               scores[j] = s * op.shape.scale;

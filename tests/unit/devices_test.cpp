@@ -2,7 +2,7 @@
 // looks where the driver lives, and the plan runs on the CPU to the same bits as a host plan.
 #include "EngineTestSupport.h"
 
-#include "hetc/runtime/Devices.h"
+#include "runtime/platform/Devices.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -4,9 +4,9 @@
 #include "EngineTestSupport.h"
 #include "TestPlans.h"
 
-#include "hetc/runtime/ElasticBatch.h"
-#include "hetc/runtime/Engine.h"
-#include "hetc/runtime/Generate.h"
+#include "runtime/serving/ElasticBatch.h"
+#include "runtime/executor/Engine.h"
+#include "runtime/serving/Generate.h"
 
 #include <gtest/gtest.h>
 

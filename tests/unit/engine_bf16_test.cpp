@@ -6,10 +6,10 @@
 #include "FloatBits.h"
 #include "TestPlans.h"
 
-#include "codegen/cpu/CpuFeatures.h"
-#include "codegen/cpu/Linear.h"
-#include "hetc/runtime/Engine.h"
-#include "hetc/runtime/Plan.h"
+#include "codegen/cpu/isa/CpuFeatures.h"
+#include "codegen/cpu/linear/Linear.h"
+#include "runtime/executor/Engine.h"
+#include "runtime/format/Plan.h"
 
 #include <gtest/gtest.h>
 
@@ -224,7 +224,7 @@ TEST(EngineBf16Test, FusedSwiGluGivesTheBitsOfTheSeparateOp) {
       ASSERT_TRUE(a && b);
       size_t swiGluOps = 0;
       for (const ResolvedOp &op : a->resolvedOps())
-        swiGluOps += op.kind == ResolvedOp::Kind::SwiGlu;
+        swiGluOps += op.kind == OpKind::SwiGlu;
       EXPECT_EQ(swiGluOps, 0u) << "the fused plan runs no SwiGlu op";
       expectSameBits(teacherForced(*a, kPrompts, 3), teacherForced(*b, kPrompts, 3),
                      "fused swiglu");
@@ -246,7 +246,7 @@ TEST(EngineBf16Test, FusedRopeGivesTheBitsOfTheSeparateOps) {
     std::unique_ptr<Engine> a = fused.engine(2), b = separate.engine(3);
     ASSERT_TRUE(a && b);
     for (const ResolvedOp &op : a->resolvedOps())
-      EXPECT_NE(op.kind, ResolvedOp::Kind::Rope) << "the fused plan runs no Rope op";
+      EXPECT_NE(op.kind, OpKind::Rope) << "the fused plan runs no Rope op";
     expectSameBits(teacherForced(*a, kPrompts, 3), teacherForced(*b, kPrompts, 3), "fused rope");
   }
 }

@@ -7,13 +7,13 @@
 #include "FloatBits.h"
 #include "LongTailedRandom.h"
 
-#include "codegen/cpu/Amx.h"
-#include "codegen/cpu/AmxTiles.h"
-#include "codegen/cpu/CpuFeatures.h"
-#include "codegen/cpu/Linear.h"
-#include "codegen/cpu/LinearAmxBf16.h"
-#include "codegen/cpu/LinearAvx512Bf16.h"
-#include "codegen/cpu/WeightLayout.h"
+#include "codegen/cpu/isa/Amx.h"
+#include "codegen/cpu/isa/AmxTiles.h"
+#include "codegen/cpu/isa/CpuFeatures.h"
+#include "codegen/cpu/linear/Linear.h"
+#include "codegen/cpu/linear/LinearAmxBf16.h"
+#include "codegen/cpu/linear/LinearAvx512Bf16.h"
+#include "codegen/cpu/linear/ActivationRows.h"
 
 #include <gtest/gtest.h>
 

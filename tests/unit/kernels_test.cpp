@@ -5,7 +5,7 @@
 #include "LongTailedRandom.h"
 #include "TestKvCache.h"
 
-#include "hetc/runtime/Kernels.h"
+#include "codegen/cpu/vector/Kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -266,7 +266,7 @@ TEST(KernelsTest, KvAppendWritesEachRowAtItsSlotAndPosition) {
       std::fill(v.begin() + 3 * kvStride, v.begin() + 3 * kvStride + d, 0.0f);
       // A bf16 cache holds each value rounded to nearest even, as the linear kernels round.
       auto stored = [&](float x) {
-        return element == KvElement::Bf16 ? codegen::bf16ToFloat(codegen::floatToBf16(x)) : x;
+        return element == KvElement::Bf16 ? bf16ToFloat(floatToBf16(x)) : x;
       };
 
       // Rows 0..2 with every head, the rest in two shares of the heads (as threads of a step
@@ -358,7 +358,7 @@ TEST(KernelsTest, Bf16KvBlocksHoldEveryElementOnceAndCopyRowsInOrder) {
     std::vector<uint16_t> out(positions * d);
     copyKvRowsOut(view, keys, 0, 0, 0, 0, positions, d, out.data());
     for (size_t e = 0; e < rows.size(); ++e)
-      ASSERT_EQ(codegen::bf16ToFloat(out[e]), rows[e]) << (keys ? "K" : "V") << " element " << e;
+      ASSERT_EQ(bf16ToFloat(out[e]), rows[e]) << (keys ? "K" : "V") << " element " << e;
     std::vector<uint16_t> &store = keys ? keyStore : valueStore;
     const std::vector<uint16_t> before = store;
     std::fill(store.begin(), store.end(), 0);

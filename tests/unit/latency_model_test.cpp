@@ -1,7 +1,7 @@
 // eLLM's latency model t = e + (p+1)/2 * a fitted by least squares: exact data gives e and a
 // back, noisy data satisfies the normal equations, and inputs that cannot determine both are
 // refused with the reason.
-#include "hetc/runtime/LatencyModel.h"
+#include "tools/report/LatencyModel.h"
 
 #include <gtest/gtest.h>
 

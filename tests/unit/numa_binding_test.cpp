@@ -3,7 +3,7 @@
 // and says what went where.
 #include "EngineTestSupport.h"
 
-#include "hetc/runtime/NumaBinding.h"
+#include "runtime/platform/NumaBinding.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,10 +1,12 @@
 // The plan format: writer, loader checks (structure, version, CPU features, meaning) and inspect.
 #include "TestPlans.h"
 
-#include "hetc/runtime/CpuFeatures.h"
-#include "hetc/runtime/Inspect.h"
-#include "hetc/runtime/Plan.h"
-#include "hetc/runtime/PlanWriter.h"
+#include "runtime/executor/Engine.h"
+
+#include "runtime/platform/CpuFeatures.h"
+#include "tools/report/Inspect.h"
+#include "runtime/format/Plan.h"
+#include "runtime/format/PlanWriter.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -97,7 +99,7 @@ void expectTrustworthy(const Plan &plan) {
         EXPECT_LT(indices->Get(k), def.buffers()->size()) << "op " << i;
     for (uint32_t k = 0; op.weights() && k < op.weights()->size(); ++k)
       EXPECT_LT(op.weights()->Get(k), def.tensors()->size()) << "op " << i;
-    EXPECT_GE(op.task_count(), 1u);
+    EXPECT_EQ(op.task_count() == 0, op.kind() == plan::OpKindDef::Attention) << "op " << i;
     if (op.kind() == plan::OpKindDef::Attention)
       EXPECT_LT(op.params_as_AttentionParamsDef()->layer(), kv.layers());
   }
@@ -206,7 +208,6 @@ TEST_F(PlanLoaderTest, ShapeVariantsLoad) {
   shapes[4].kv_dtype = plan::DTypeDef::INT8;
   shapes[4].layers = 2;
   shapes[1].weight_dtype = plan::DTypeDef::BF16;
-  shapes[1].activation_dtype = plan::DTypeDef::BF16;
   shapes[1].kv_dtype = plan::DTypeDef::BF16;
   shapes[2].heads = 4;
   shapes[2].kv_heads = 4;
@@ -335,17 +336,27 @@ TEST_F(PlanLoaderTest, SchemaVersions) {
   EXPECT_THAT(loadErrorAfter(withVersion((kPlanSchemaMajor - 1) << 16 | 9)), HasSubstr("older"));
 }
 
-TEST_F(PlanLoaderTest, MissingCpuFeatureIsNamed) {
-  const uint64_t unknownBit = uint64_t{1} << 40;
-  EXPECT_THAT(loadErrorAfter([&](TinyPlan &tiny) { tiny.def.required_cpu_features |= unknownBit; }),
-              AllOf(HasSubstr("bit40"), HasSubstr("lacks")));
+// The loader reads a plan for any machine (inspect works anywhere); the engine refuses one whose
+// CPU features this host lacks, naming them.
+TEST_F(PlanLoaderTest, MissingCpuFeatureIsNamedByTheEngine) {
+  auto engineError = [&](uint64_t extraFeatures) {
+    TinyPlan tiny = buildTinyPlan();
+    tiny.def.required_cpu_features |= extraFeatures;
+    EXPECT_TRUE(test::writeTinyPlan(path_, tiny).ok());
+    auto loaded = Plan::load(path_);
+    EXPECT_TRUE(loaded.ok()) << loaded.message();
+    if (!loaded.ok())
+      return std::string("not loaded");
+    auto engine = Engine::create(std::shared_ptr<const Plan>(std::move(loaded.value())));
+    return engine.ok() ? std::string() : engine.message();
+  };
+  EXPECT_EQ(engineError(0), "");
+  EXPECT_THAT(engineError(uint64_t{1} << 40), AllOf(HasSubstr("bit40"), HasSubstr("lacks")));
   const uint64_t amx = static_cast<uint64_t>(plan::CpuFeatureBits::AMX_BF16);
-  const std::string amxError =
-      loadErrorAfter([&](TinyPlan &tiny) { tiny.def.required_cpu_features |= amx; });
   if (hostCpuFeatures() & amx)
-    EXPECT_EQ(amxError, "");
+    EXPECT_EQ(engineError(amx), "");
   else
-    EXPECT_THAT(amxError, AllOf(HasSubstr("amx-bf16"), HasSubstr("lacks")));
+    EXPECT_THAT(engineError(amx), AllOf(HasSubstr("amx-bf16"), HasSubstr("lacks")));
 }
 
 TEST_F(PlanLoaderTest, SegmentBoundsAreChecked) {
@@ -534,6 +545,16 @@ std::vector<Mistake> mistakes() {
        },
        {"no ops"}},
       {"ZeroTasks", [](TinyPlan &t) { opNamed(t, kQProj).task_count = 0; }, {"task_count 0"}},
+      {"AttentionWithTasks",
+       [](TinyPlan &t) {
+         opNamed(t, "model.layers.0.self_attn").task_count = 4;
+         opNamed(t, "model.layers.0.self_attn").task_grain = 1;
+       },
+       {"carries tasks 4 x 1", "split by positions"}},
+      {"BufferNotF32", [](TinyPlan &t) { t.def.buffers[0]->dtype = plan::DTypeDef::BF16; },
+       {"is BF16", "activation buffers are F32"}},
+      {"ForeignArchitecture", [](TinyPlan &t) { t.def.model->architecture = "mamba"; },
+       {"architecture 'mamba'", "llama"}},
       {"OpLayerOutOfRange", [](TinyPlan &t) { opNamed(t, kQProj).layer = 5; }, {"layer 5"}},
       {"SublayerRangeOutside",
        [](TinyPlan &t) { t.def.sublayers[1]->op_count = 1000; },

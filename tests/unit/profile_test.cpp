@@ -1,6 +1,6 @@
 // The thread pool's PhaseProfile: what it records, where, and that it records nothing when off.
 // The only times asserted are lower bounds that follow from a sleep, never speeds.
-#include "hetc/runtime/ThreadPool.h"
+#include "runtime/executor/ThreadPool.h"
 
 #include <gtest/gtest.h>
 

@@ -4,10 +4,10 @@
 #include "EngineTestSupport.h"
 #include "TestPlans.h"
 
-#include "hetc/runtime/ElasticBatch.h"
-#include "hetc/runtime/Engine.h"
-#include "hetc/runtime/Generate.h"
-#include "hetc/runtime/Session.h"
+#include "runtime/serving/ElasticBatch.h"
+#include "runtime/executor/Engine.h"
+#include "runtime/serving/Generate.h"
+#include "runtime/kv/Session.h"
 
 #include <gtest/gtest.h>
 

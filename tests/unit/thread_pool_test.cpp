@@ -1,8 +1,10 @@
 // The pool runs every phase on every thread, in order, with the barrier making each phase's
 // writes visible to the next.
-#include "hetc/runtime/ThreadPool.h"
+#include "runtime/executor/ThreadPool.h"
 
 #include <gtest/gtest.h>
+
+#include <sched.h>
 
 #include <atomic>
 #include <vector>
@@ -47,10 +49,45 @@ TEST(ThreadPoolTest, RunsEveryPhaseOnEveryThreadInOrder) {
   }
 }
 
+int allowedCoreCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+}
+
 TEST(ThreadPoolTest, ZeroThreadsMeansEveryAllowedCore) {
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(0, /*pin=*/false);
   ASSERT_TRUE(pool.ok()) << pool.message();
-  EXPECT_GE((*pool)->threadCount(), 1u);
+  const int allowed = allowedCoreCount();
+  ASSERT_GT(allowed, 0);
+  EXPECT_EQ((*pool)->threadCount(), static_cast<unsigned>(allowed));
+}
+
+void noWork(void *, size_t, unsigned, unsigned) {}
+
+// Pinning binds the workers; the caller's own thread only when asked (pinCaller).
+TEST(ThreadPoolTest, PinsTheCallerOnlyWhenAsked) {
+  const int allowed = allowedCoreCount();
+  if (allowed < 2)
+    GTEST_SKIP() << "needs two allowed cores to see a binding, this process has " << allowed;
+  cpu_set_t original;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(original), &original), 0);
+  for (bool pinCaller : {false, true}) {
+    Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::create(2, /*pin=*/true, pinCaller);
+    ASSERT_TRUE(pool.ok()) << pool.message();
+    (*pool)->run(1, &noWork, nullptr);
+    cpu_set_t now;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(now), &now), 0);
+    if (pinCaller) {
+      EXPECT_EQ(CPU_COUNT(&now), 1) << "the caller is bound to one core";
+      EXPECT_EQ((*pool)->pinnedThreads(), 2u);
+    } else {
+      EXPECT_EQ(CPU_COUNT(&now), allowed) << "the caller's affinity is left alone";
+      EXPECT_EQ((*pool)->pinnedThreads(), 1u) << "the worker alone";
+    }
+    pool.value().reset();
+    ASSERT_EQ(sched_setaffinity(0, sizeof(original), &original), 0);
+  }
 }
 
 } // namespace

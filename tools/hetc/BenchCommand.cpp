@@ -3,13 +3,13 @@
 #include "SweepPlot.h"
 #include "TorchReference.h"
 
-#include "hetc/runtime/DecodeBenchmark.h"
-#include "hetc/runtime/Devices.h"
-#include "hetc/runtime/Engine.h"
-#include "hetc/runtime/HostMemory.h"
-#include "hetc/runtime/LatencyModel.h"
-#include "hetc/runtime/Plan.h"
-#include "hetc/runtime/PolicyTable.h"
+#include "tools/report/DecodeBenchmark.h"
+#include "runtime/platform/Devices.h"
+#include "runtime/executor/Engine.h"
+#include "runtime/platform/HostMemory.h"
+#include "tools/report/LatencyModel.h"
+#include "runtime/format/Plan.h"
+#include "runtime/executor/PolicyTable.h"
 
 #include <nlohmann/json.hpp>
 
@@ -133,7 +133,7 @@ Json profileJson(const DecodeProfile &p) {
     kinds.push_back({{"kind", k.kind}, {"ops", k.ops}, {"run_ms", k.runMs}, {"wait_ms", k.waitMs}});
   Json ops = Json::array();
   for (const OpTime &op : p.ops)
-    ops.push_back({{"index", op.resolvedOp},
+    ops.push_back({{"phase", op.phase},
                    {"name", op.name},
                    {"kind", op.kind},
                    {"attention", op.attention},
@@ -300,7 +300,7 @@ std::string profileText(const DecodeBenchReport &r) {
   out += format("  top ops by run + wait:\n  %5s %-16s %10s %10s %10s  %s\n", "#", "kind", "run",
                 "wait", "max run", "name");
   for (const OpTime *op : topOps(p, kTopOps))
-    out += format("  %5zu %-16s %10.4f %10.4f %10.4f  ", op->resolvedOp, op->kind.c_str(),
+    out += format("  %5zu %-16s %10.4f %10.4f %10.4f  ", op->phase, op->kind.c_str(),
                   op->runMs, op->waitMs, op->maxThreadRunMs) +
            op->name + "\n";
   return out;
@@ -845,6 +845,7 @@ int benchCommand(const BenchArguments &args) {
   EngineOptions engineOptions;
   engineOptions.threads = args.threads;
   engineOptions.pin = !args.noPin;
+  engineOptions.pinCaller = !args.noPin;
   // The split of each token into fixed and attention time comes from the profile, so it is
   // always recorded (two clock reads per op and thread); --profile only reports it in full.
   engineOptions.profile = true;

@@ -6,12 +6,12 @@
 #include "CalibrateCommand.h"
 #include "../PrintfString.h"
 
-#include "codegen/cpu/Linear.h"
-#include "codegen/cpu/WeightLayout.h"
+#include "codegen/cpu/linear/Linear.h"
+#include "codegen/cpu/linear/ActivationRows.h"
 #include "hetc/compiler/Target.h"
-#include "hetc/runtime/CpuFeatures.h"
-#include "hetc/runtime/MemoryBandwidth.h"
-#include "hetc/runtime/ThreadPool.h"
+#include "runtime/platform/CpuFeatures.h"
+#include "tools/report/MemoryBandwidth.h"
+#include "runtime/executor/ThreadPool.h"
 #include "hplan_generated.h"
 
 #include <nlohmann/json.hpp>
@@ -86,7 +86,7 @@ public:
       fail(kernel.message());
     kernel_ = std::move(kernel.value());
     uint64_t state = 2025;
-    const size_t weightElements = codegen::LinearBf16N16K2{n, kK}.bytes() / sizeof(uint16_t);
+    const size_t weightElements = LinearBf16N16K2{n, kK}.bytes() / sizeof(uint16_t);
     weights_ = alignedArray<uint16_t>(weightElements * sizeof(uint16_t));
     for (size_t i = 0; i < weightElements; ++i) {
       const float value = uniform(state);
@@ -107,7 +107,7 @@ public:
   // Every thread computes its share of the columns, in whole 16-column blocks.
   static void phase(void *context, size_t, unsigned thread, unsigned threads) {
     const LinearShape &s = *static_cast<const LinearShape *>(context);
-    const size_t blocks = s.n_ / codegen::LinearBf16N16K2::kBlockColumns;
+    const size_t blocks = s.n_ / LinearBf16N16K2::kBlockColumns;
     codegen::LinearCall call;
     call.x = s.x_.data();
     call.xStride = kK;
@@ -116,8 +116,8 @@ public:
     call.w = s.weights_.get();
     call.y = s.y_.get();
     call.yStride = s.n_;
-    call.colBegin = blocks * thread / threads * codegen::LinearBf16N16K2::kBlockColumns;
-    call.colEnd = blocks * (thread + 1) / threads * codegen::LinearBf16N16K2::kBlockColumns;
+    call.colBegin = blocks * thread / threads * LinearBf16N16K2::kBlockColumns;
+    call.colEnd = blocks * (thread + 1) / threads * LinearBf16N16K2::kBlockColumns;
     if (call.colBegin < call.colEnd)
       s.kernel_->run(call);
   }
@@ -125,7 +125,7 @@ public:
   void run(ThreadPool &pool) { pool.run(1, &LinearShape::phase, this); }
   double flops() const { return 2.0 * rows_ * n_ * kK; }
   double weightBytes() const {
-    return static_cast<double>(codegen::LinearBf16N16K2{n_, kK}.bytes());
+    return static_cast<double>(LinearBf16N16K2{n_, kK}.bytes());
   }
   const char *kernelLabel() const { return kernel_->info().label; }
 

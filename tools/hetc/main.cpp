@@ -6,13 +6,13 @@
 // stdout (with --session or --arrive-at-step too); details go to stderr with --verbose. Every
 // failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
-#include "hetc/runtime/Devices.h"
-#include "hetc/runtime/ElasticBatch.h"
-#include "hetc/runtime/Engine.h"
-#include "hetc/runtime/Generate.h"
-#include "hetc/runtime/Inspect.h"
-#include "hetc/runtime/Plan.h"
-#include "hetc/runtime/Session.h"
+#include "runtime/platform/Devices.h"
+#include "runtime/serving/ElasticBatch.h"
+#include "runtime/executor/Engine.h"
+#include "runtime/serving/Generate.h"
+#include "tools/report/Inspect.h"
+#include "runtime/format/Plan.h"
+#include "runtime/kv/Session.h"
 
 #ifdef HETC_WITH_COMPILER
 #include "CalibrateCommand.h"
@@ -351,6 +351,7 @@ int runCommand(const RunArguments &args) {
   hetc::EngineOptions options;
   options.threads = args.threads;
   options.pin = !args.noPin;
+  options.pinCaller = !args.noPin;
   hetc::Result<std::unique_ptr<hetc::Engine>> created = hetc::Engine::create(plan, options);
   if (!created)
     fail(created.message());

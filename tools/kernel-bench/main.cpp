@@ -7,16 +7,16 @@
 // ratio between two measurements of one run (kernel and probe, kernel and oneDNN), which that
 // library's per-benchmark reports do not express.
 #include "../PrintfString.h"
-#include "codegen/cpu/Linear.h"
-#include "codegen/cpu/LinearAmxBf16.h"
-#include "codegen/cpu/WeightLayout.h"
-#include "hetc/runtime/Attention.h"
-#include "hetc/runtime/CpuFeatures.h"
-#include "hetc/runtime/Kernels.h"
-#include "hetc/runtime/MemoryBandwidth.h"
-#include "hetc/runtime/Plan.h"
-#include "hetc/runtime/ThreadPool.h"
-#include "hetc/runtime/VectorKernels.h"
+#include "codegen/cpu/linear/Linear.h"
+#include "codegen/cpu/linear/LinearAmxBf16.h"
+#include "codegen/cpu/linear/ActivationRows.h"
+#include "codegen/cpu/attention/Attention.h"
+#include "runtime/platform/CpuFeatures.h"
+#include "codegen/cpu/vector/Kernels.h"
+#include "tools/report/MemoryBandwidth.h"
+#include "runtime/format/Plan.h"
+#include "runtime/executor/ThreadPool.h"
+#include "codegen/cpu/vector/VectorKernels.h"
 #include "hplan_generated.h"
 
 #ifdef HETC_WITH_DNNL
@@ -108,13 +108,6 @@ void fillRandom(hetc::ThreadPool &pool, float *data, size_t count, float scale, 
         }
       },
       &fill);
-}
-
-uint16_t toBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  bits += 0x7fffu + ((bits >> 16) & 1); // round to nearest even (no NaN here)
-  return static_cast<uint16_t>(bits >> 16);
 }
 
 bool hostHas(hetc::plan::CpuFeatureBits feature) {
@@ -257,7 +250,7 @@ public:
            (chosen.tileRowsFrom != 0 && kernelName_ == "LinearAvx512Bf16");
   }
   bool measuresRows(size_t m) const override { return m >= minRows_; }
-  size_t columnGrain() const override { return hetc::codegen::LinearBf16N16K2::kBlockColumns; }
+  size_t columnGrain() const override { return hetc::LinearBf16N16K2::kBlockColumns; }
   uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {
     auto kernel = create_(k);
     if (!kernel.ok()) {
@@ -265,12 +258,12 @@ public:
       std::exit(1);
     }
     kernel_ = std::move(kernel.value());
-    const hetc::codegen::LinearBf16N16K2 layout{n, k};
+    const hetc::LinearBf16N16K2 layout{n, k};
     copies_.clear();
     for (size_t c = 0; c < copies; ++c) {
       copies_.emplace_back(static_cast<uint16_t *>(std::aligned_alloc(64, layout.bytes())),
                            &std::free);
-      hetc::codegen::packLinearBf16(w, false, n, k, copies_.back().get());
+      hetc::packLinearBf16(w, false, n, k, copies_.back().get());
     }
     return layout.bytes();
   }
@@ -403,7 +396,7 @@ private:
     if (bf16) {
       auto *out = static_cast<uint16_t *>(memory.get_data_handle());
       for (size_t i = 0; i < count; ++i)
-        out[i] = toBf16(values[i]);
+        out[i] = hetc::floatToBf16(values[i]);
     } else {
       std::memcpy(memory.get_data_handle(), values, count * sizeof(float));
     }
@@ -777,7 +770,7 @@ void benchRmsNorm(const Settings &settings, hetc::ThreadPool &pool) {
 }
 
 int run(const Settings &settings) {
-  auto created = hetc::ThreadPool::create(settings.threads, true);
+  auto created = hetc::ThreadPool::create(settings.threads, true, true);
   if (!created) {
     std::fprintf(stderr, "hetc-kernel-bench: error: %s\n", created.message().c_str());
     return 1;

@@ -1,7 +1,7 @@
 // The compiler's entry point: an ONNX model in, a plan file out.
 #pragma once
 
-#include "hetc/runtime/Status.h"
+#include "runtime/format/Status.h"
 
 #include <cstdint>
 #include <optional>

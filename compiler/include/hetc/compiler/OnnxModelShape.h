@@ -2,7 +2,7 @@
 #pragma once
 
 #include "hetc/compiler/ModelShape.h"
-#include "hetc/runtime/Status.h"
+#include "runtime/format/Status.h"
 
 #include <string>
 

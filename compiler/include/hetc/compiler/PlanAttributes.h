@@ -45,6 +45,8 @@
 //                     scale_layer_stride (float32 scales, one per position row)}
 #pragma once
 
+#include "runtime/format/Format.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -113,21 +115,17 @@ inline constexpr llvm::StringLiteral kLogitsRole = "logits";
 // Activations are float32 in plans of this version.
 inline constexpr int64_t kElementBytes = 4;
 
-// Bytes of one KV cache element of `dtype` ("f32", "bf16" or "int8"); none for any other name.
-inline std::optional<int64_t> kvElementBytes(llvm::StringRef dtype) {
-  if (dtype == "f32")
-    return 4;
-  if (dtype == "bf16")
-    return 2;
-  if (dtype == "int8")
-    return 1;
+// The KV cache element type named "f32", "bf16" or "int8"; none for any other name. Its size,
+// scales and layout are the plan format's (runtime/format/Format.h).
+inline std::optional<plan::DTypeDef> kvDtypeFromName(llvm::StringRef name) {
+  if (name == "f32")
+    return plan::DTypeDef::F32;
+  if (name == "bf16")
+    return plan::DTypeDef::BF16;
+  if (name == "int8")
+    return plan::DTypeDef::INT8;
   return std::nullopt;
 }
-// Whether a KV cache of `dtype` keeps a float32 scale per (layer, slot, kv_head, position) row.
-inline bool kvHasRowScales(llvm::StringRef dtype) { return dtype == "int8"; }
-inline constexpr int64_t kKvScaleBytes = 4;
-// Buffer offsets and row strides are multiples of a cache line (and of an AVX-512 vector).
-inline constexpr int64_t kActivationAlignment = 64;
 
 // The function holding the model: @main, or the module's only function. Emits an error on the
 // module and returns null when there is none.

@@ -7,7 +7,7 @@
 // CPU-only; "cxl" is optional. Bandwidths are in GB/s (1e9 bytes), capacities in GiB.
 #pragma once
 
-#include "hetc/runtime/Status.h"
+#include "runtime/format/Status.h"
 
 #include <cstdint>
 #include <optional>

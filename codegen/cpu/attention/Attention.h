@@ -1,0 +1,158 @@
+// Attention over the KV cache, split by positions.
+//
+// A row (one query token) attends to positions 0..pos of its slot. The positions are cut into
+// chunks at fixed boundaries 0, C, 2C, ... (C = chunkPositions, fixed by the engine for a plan).
+// A chunk's partial result for the query heads of one GQA group is a state per head: the
+// unnormalised output acc = sum_j exp(s_j - max) v_j, the max score and sum_j exp(s_j - max).
+// A row's output is its chunks' states merged in chunk order, then acc / sum.
+//
+// That arithmetic is the same whether one task runs every chunk of a (row, KV head) pair in
+// turn (prefill rows, one thread) or the chunks are spread over threads and merged after a
+// barrier (decode rows of a long sequence): the output bits depend on neither the thread count
+// nor on which rows were split.
+#pragma once
+
+#include "codegen/cpu/vector/Kernels.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace hetc::kernels {
+
+// Positions per chunk of the engine's attention. A chunk's state (group x (head_dim + 2) floats)
+// is about 1% of the bf16 K and V it summarises at head_dim 64 with 4 heads per group, so merging
+// the states costs about 1% of the chunks' reads (at 256 positions the merges took 0.4 of 17 ms
+// per token on Llama-3.2-1B at 32K); a row of 32K positions still has 64 chunks per KV head to
+// spread over the threads.
+constexpr size_t kAttentionChunkPositions = 512;
+
+// Floats in one chunk state of `group` heads: per head [acc: headDim][max][sum].
+constexpr size_t attentionStateFloats(size_t group, size_t headDim) {
+  return group * (headDim + 2);
+}
+
+// Partial attention of the `group` query heads q[h * headDim ..] (h < group) over positions
+// [begin, end) (begin < end) of one KV head: keys and values point at position 0 of the head's
+// stream, which holds
+// - float32 rows posStride elements apart;
+// - or blocks of 16 positions (KvCacheView) of bf16, or of int8 with keyScales[j] and
+//   valueScales[j] the scales of position j (null for the other element types). The query and
+//   the weights are rounded to bf16 (see kAttentionChunkPortable); over int8 the score of
+//   position j is scale * (keyScales[j] * (q . k_j)), and the weight w_j multiplies v_j as
+//   bf16(w_j * valueScales[j]) while the sum that divides adds bf16(w_j).
+// Writes the chunk state. Reads no row or scale outside [begin, end) but for the rest of the
+// first and last blocks, whose values it ignores whatever they are.
+template <typename Element>
+using AttentionChunkFn = void (*)(const float *q, const Element *keys, const Element *values,
+                                  const float *keyScales, const float *valueScales,
+                                  size_t posStride, size_t group, size_t headDim, float scale,
+                                  size_t begin, size_t end, float *state);
+
+// Folds the state of the next chunk into `into` (the merge of every earlier chunk): the side
+// holding the larger max keeps its values, the other is rescaled by exp(smaller - larger).
+using AttentionMergeFn = void (*)(float *into, const float *next, size_t group, size_t headDim);
+
+// One instruction set's chunk kernel for each KV element type, and its merge (split rows and
+// whole rows merge with the same one, so their bits agree).
+struct AttentionChunkKernel {
+  AttentionChunkFn<float> f32;
+  AttentionChunkFn<uint16_t> bf16;
+  AttentionChunkFn<int8_t> int8;
+  AttentionMergeFn merge;
+  bool operator==(const AttentionChunkKernel &other) const {
+    return f32 == other.f32 && bf16 == other.bf16 && int8 == other.int8 && merge == other.merge;
+  }
+};
+
+// The portable chunk kernel: scores in blocks of positions, std::exp, the fixed-order dot(); over
+// bf16 or int8 blocks, with the query and each weight exp(score - max) rounded to bf16 as
+// vdpbf16ps takes them, the sum of weights adding the rounded ones.
+extern const AttentionChunkKernel kAttentionChunkPortable;
+
+// out[h * headDim + i] = acc_h[i] / sum_h for h < group.
+void attentionFinish(const float *state, size_t group, size_t headDim, float *out);
+
+// How one step's attention is cut into units of work, for any number of threads.
+//
+// Units are ordered (row, KV head, chunk). A split row has one unit per (KV head, chunk) whose
+// state goes to the partial-state scratch; the merge phase then folds each (row, KV head)'s
+// states in chunk order. Any other row has one unit per KV head, which runs its chunks in turn
+// and writes the output. reserve() allocates once; cut() only overwrites.
+class AttentionSplit {
+public:
+  // maxRows rows per step; stateCapacity chunk states in the scratch (0: no row is split).
+  void reserve(size_t maxRows, size_t kvHeads, size_t chunkPositions, size_t stateCapacity);
+
+  // Cuts a step whose row t attends positions 0..rowPositions[t]. With `splitRows`, rows of more
+  // than one chunk are split, in row order, while scratch states last.
+  void cut(const uint32_t *rowPositions, size_t rows, bool splitRows);
+
+  size_t rows() const { return rows_; }
+  size_t kvHeads() const { return kvHeads_; }
+  size_t chunkPositions() const { return chunkPositions_; }
+  size_t unitCount() const { return unitsBefore_[rows_]; }
+  // (split row, KV head) pairs the merge phase folds.
+  size_t mergeItemCount() const { return splitRowCount_ * kvHeads_; }
+  size_t statesUsed() const { return statesUsed_; }
+
+  // Positions attended by row t, its chunks, and its first state (split rows only).
+  uint64_t positions(size_t row) const { return positions_[row]; }
+  size_t chunks(size_t row) const { return chunks_[row]; }
+  bool split(size_t row) const { return stateFirst_[row] != kWhole; }
+  size_t stateFirst(size_t row) const { return stateFirst_[row]; }
+  size_t unitsBefore(size_t row) const { return unitsBefore_[row]; }
+  size_t splitRow(size_t index) const { return splitRows_[index]; }
+  // Row holding unit `unit` (< unitCount()).
+  size_t rowOfUnit(size_t unit) const;
+
+private:
+  static constexpr size_t kWhole = SIZE_MAX;
+  size_t maxRows_ = 0;
+  size_t kvHeads_ = 0;
+  size_t chunkPositions_ = 1;
+  size_t stateCapacity_ = 0;
+  size_t rows_ = 0;
+  size_t splitRowCount_ = 0;
+  size_t statesUsed_ = 0;
+  std::unique_ptr<uint64_t[]> positions_; // [maxRows]
+  std::unique_ptr<size_t[]> chunks_;      // [maxRows]
+  std::unique_ptr<size_t[]> stateFirst_;  // [maxRows], kWhole for a row run whole
+  std::unique_ptr<size_t[]> unitsBefore_; // [maxRows + 1]
+  std::unique_ptr<uint32_t[]> splitRows_; // [maxRows]
+};
+
+// What the attention units of one op read and write.
+struct AttentionOperands {
+  const float *q = nullptr; // [rows, heads * headDim]
+  size_t qStride = 0;
+  float *out = nullptr; // [rows, heads * headDim]
+  size_t outStride = 0;
+  KvCacheView cache;
+  AttentionShape shape;
+  const uint32_t *rowSlots = nullptr;
+};
+
+// Runs units [unitBegin, unitEnd) of the cut, with `chunk`'s kernel for the cache's element type.
+// `partials` holds split.statesUsed() states of attentionStateFloats(group, headDim) floats; `work`
+// holds two states for this caller alone.
+void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &split,
+                    const AttentionOperands &op, size_t unitBegin, size_t unitEnd, float *partials,
+                    float *work);
+
+// Runs units of the cut while any are left, claiming them from `claimed` (0 when the phase
+// starts, shared by the threads running it) in guided runs: each claim takes half of what is left
+// per thread, so a thread the machine slows (a busy core, a smaller share of the memory
+// bandwidth) takes less and the threads finish together. Each unit writes its own state or rows,
+// so the bits do not depend on which thread ran which unit.
+void attentionClaimedUnits(const AttentionChunkKernel &chunk, const AttentionSplit &split,
+                           const AttentionOperands &op, std::atomic<size_t> &claimed,
+                           unsigned threads, float *partials, float *work);
+
+// Folds and finishes merge items [itemBegin, itemEnd) once every unit has run.
+void attentionMergeItems(const AttentionChunkKernel &chunk, const AttentionSplit &split,
+                         const AttentionOperands &op, size_t itemBegin, size_t itemEnd,
+                         float *partials);
+
+} // namespace hetc::kernels

@@ -1,0 +1,977 @@
+// Builds the plan (runtime/schema/hplan.fbs) from the planning attributes and writes it with the
+// weights through the runtime's PlanWriter, so the file layout is written in one place.
+#include "hetc/compiler/PlanEmitter.h"
+
+#include "hetc/Dialect/HetcDialect.h"
+#include "hetc/compiler/PlanAttributes.h"
+#include "runtime/format/Plan.h"
+#include "runtime/format/PlanWriter.h"
+
+#include "runtime/format/WeightLayout.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Config/llvm-config.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+using namespace mlir;
+using namespace hetc;
+using namespace hetc::compiler;
+using namespace hetc::planning;
+
+namespace {
+
+// HETC_VERSION is the project's version (CMakeLists.txt), MLIR's the one the compiler linked.
+#define HETC_STRINGIFY_(x) #x
+#define HETC_STRINGIFY(x) HETC_STRINGIFY_(x)
+constexpr const char *kProducer =
+    "hetc " HETC_VERSION " (MLIR " HETC_STRINGIFY(LLVM_VERSION_MAJOR) ")";
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exponent = (h >> 10) & 0x1f;
+  uint32_t mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000 | (mantissa << 13); // inf or nan
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else { // subnormal: normalise
+    int shift = 0;
+    while (!(mantissa & 0x400)) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    bits = sign | (static_cast<uint32_t>(113 - shift) << 23) | ((mantissa & 0x3ff) << 13);
+  }
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+float bf16ToFloat(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// [rows, cols] row-major into [cols, rows] row-major, in tiles so both sides stay in cache.
+void transpose(const float *src, float *dst, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 64;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+          dst[c * rows + r] = src[r * cols + c];
+}
+
+// How a segment holds its source's elements.
+enum class SegmentForm {
+  Stored,     // float32 in the stored order
+  Transposed, // float32, the stored 2-D matrix transposed
+  Bf16FromKN, // LinearBf16N16K2, the stored matrix being [K, N] (ONNX MatMul's B)
+  Bf16FromNK, // LinearBf16N16K2, the stored matrix being [N, K]
+};
+
+// A weight operand traced to its bytes: an entry of the weight store or a hetc.constant.
+struct WeightSource {
+  const void *identity = nullptr; // the StoredWeight or the constant's attribute
+  std::string name;
+  SmallVector<int64_t> storedShape;
+  // The IR reads the stored [a, b] matrix as [b, a].
+  bool transposedView = false;
+  const StoredWeight *stored = nullptr;
+  DenseElementsAttr constant;
+};
+
+std::optional<plan::DeviceDef> deviceOf(StringAttr name) {
+  if (name && name.getValue() == kCpuDevice)
+    return plan::DeviceDef::CPU;
+  if (name && name.getValue() == kGpuDevice)
+    return plan::DeviceDef::GPU;
+  return std::nullopt;
+}
+
+std::optional<plan::TierDef> tierOf(StringAttr name) {
+  if (!name)
+    return std::nullopt;
+  if (name.getValue() == kDdrTier)
+    return plan::TierDef::DDR;
+  if (name.getValue() == kGpuTier)
+    return plan::TierDef::GPU;
+  if (name.getValue() == kCxlTier)
+    return plan::TierDef::CXL;
+  return std::nullopt;
+}
+
+class PlanBuilder {
+public:
+  PlanBuilder(ModuleOp module, const WeightStore &weights, WeightFormat linearWeights)
+      : module_(module), weights_(weights), bf16_(linearWeights == WeightFormat::BF16) {}
+
+  LogicalResult build(const std::string &target);
+  plan::PlanDefT &plan() { return plan_; }
+  const std::vector<WeightPayload> &payloads() const { return payloads_; }
+  const std::string &error() const { return error_; }
+
+private:
+  LogicalResult fail(const Twine &message) {
+    if (error_.empty())
+      error_ = message.str();
+    return failure();
+  }
+  LogicalResult buildModuleTables();
+  uint64_t requiredCpuFeatures() const;
+  LogicalResult buildDevicePlan();
+  FailureOr<std::unique_ptr<plan::StagePlanDefT>> buildStage(DictionaryAttr stage, StringRef name);
+  LogicalResult buildOp(Operation *op);
+  LogicalResult buildSublayers(ArrayRef<Operation *> ops);
+  FailureOr<WeightSource> traceWeight(Operation *op, Value weight, StringRef role);
+  FailureOr<uint32_t> addTensor(Operation *op, Value weight, plan::WeightLayoutDef layout,
+                                StringRef role);
+  FailureOr<uint32_t> addSegment(const WeightSource &source, SegmentForm form);
+  LogicalResult tieEmbeddingToLmHead(ArrayRef<Operation *> ops);
+  plan::WeightLayoutDef linearLayout() const {
+    return bf16_ ? plan::WeightLayoutDef::LinearBf16N16K2 : plan::WeightLayoutDef::LinearNK;
+  }
+  std::string describe(Operation *op);
+  void nameOps(ArrayRef<Operation *> ops);
+  std::string nameOf(Operation *op);
+
+  ModuleOp module_;
+  const WeightStore &weights_;
+  bool bf16_;
+  // The BF16 lm_head tensor when it is also the embedding table (tied), so it is stored once.
+  std::optional<uint32_t> tiedTable_;
+  plan::PlanDefT plan_;
+  std::vector<WeightPayload> payloads_;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> packed_;
+  std::map<std::pair<const void *, SegmentForm>, uint32_t> segments_;
+  std::map<uint64_t, std::vector<uint32_t>> segmentsBySize_;
+  std::map<std::tuple<const void *, SegmentForm, plan::WeightLayoutDef>, uint32_t> tensors_;
+  // Ops of each kind seen so far in each layer, for readable names ("layers.3.linear.2").
+  std::map<std::pair<int64_t, std::string>, unsigned> kindCounts_;
+  llvm::DenseMap<Operation *, std::string> names_;
+  std::string error_;
+};
+
+// A readable description of an op in the plan's terms: "layers.3.linear.2", "lm_head", ...
+std::string PlanBuilder::describe(Operation *op) {
+  std::string kind = op->getName().stripDialect().str();
+  auto layer = op->getAttrOfType<IntegerAttr>(kLayer);
+  if (!layer) {
+    if (isa<RmsNormOp>(op))
+      return "final_norm";
+    return kind;
+  }
+  unsigned ordinal = kindCounts_[{layer.getInt(), kind}]++;
+  return "layers." + std::to_string(layer.getInt()) + "." + kind + "." + std::to_string(ordinal);
+}
+
+// The source node an op was raised from, when the IR kept one.
+std::optional<std::string> sourceName(Operation *op) {
+  if (auto source = op->getAttrOfType<StringAttr>("hetc.source"))
+    return source.str();
+  Location loc = op->getLoc();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      if (isa<NameLoc>(part)) {
+        loc = part;
+        break;
+      }
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  return std::nullopt;
+}
+
+// Names every op once: its source node, or its description when the IR kept no source. Ops
+// raised from the same node (q and k rope from one subgraph) add their description, so every
+// name in the plan is unique.
+void PlanBuilder::nameOps(ArrayRef<Operation *> ops) {
+  llvm::StringMap<unsigned> uses;
+  SmallVector<std::pair<std::optional<std::string>, std::string>> named;
+  for (Operation *op : ops) {
+    named.emplace_back(sourceName(op), describe(op));
+    if (named.back().first)
+      ++uses[*named.back().first];
+  }
+  for (auto [op, name] : llvm::zip(ops, named)) {
+    auto &[source, description] = name;
+    if (!source)
+      names_[op] = description;
+    else if (uses[*source] > 1)
+      names_[op] = *source + " (" + description + ")";
+    else
+      names_[op] = *source;
+  }
+}
+
+std::string PlanBuilder::nameOf(Operation *op) {
+  auto it = names_.find(op);
+  return it != names_.end() ? it->second : op->getName().getStringRef().str();
+}
+
+template <typename T>
+LogicalResult readField(DictionaryAttr dict, StringRef dictName, StringRef field, T &out,
+                        const std::function<LogicalResult(const Twine &)> &fail) {
+  std::optional<int64_t> value = getIntField(dict, field);
+  if (!value)
+    return fail("the module's " + dictName + " attribute has no integer '" + field +
+                "'; run the planning passes first");
+  if (*value < 0 || static_cast<uint64_t>(*value) > std::numeric_limits<T>::max())
+    return fail("the module's " + dictName + "." + field + " = " + Twine(*value) +
+                " does not fit the plan's field");
+  out = static_cast<T>(*value);
+  return success();
+}
+
+LogicalResult PlanBuilder::buildModuleTables() {
+  auto failFn = [&](const Twine &message) { return fail(message); };
+  auto model = module_->getAttrOfType<DictionaryAttr>(kModel);
+  auto bounds = module_->getAttrOfType<DictionaryAttr>(kBounds);
+  auto kv = module_->getAttrOfType<DictionaryAttr>(kKvCache);
+  auto buffers = module_->getAttrOfType<ArrayAttr>(kBuffers);
+  auto arenaSize = module_->getAttrOfType<IntegerAttr>(kActivationArenaSize);
+  if (!model || !bounds || !kv || !buffers || !arenaSize)
+    return fail("the module lacks the planning attributes (hetc.model, hetc.bounds, "
+                "hetc.kv_cache, hetc.buffers, hetc.activation_arena_size); run the planning "
+                "passes first");
+
+  auto m = std::make_unique<plan::ModelDefT>();
+  m->architecture = "llama";
+  auto eps = model.getAs<FloatAttr>("rms_eps");
+  auto tied = model.getAs<BoolAttr>("tied_embeddings");
+  if (!eps || !tied)
+    return fail("the module's hetc.model attribute lacks rms_eps or tied_embeddings");
+  m->rms_eps = static_cast<float>(eps.getValueAsDouble());
+  m->tied_embeddings = tied.getValue();
+  if (failed(readField(model, kModel, "vocab", m->vocab, failFn)) ||
+      failed(readField(model, kModel, "hidden", m->hidden, failFn)) ||
+      failed(readField(model, kModel, "layers", m->layers, failFn)) ||
+      failed(readField(model, kModel, "heads", m->heads, failFn)) ||
+      failed(readField(model, kModel, "kv_heads", m->kv_heads, failFn)) ||
+      failed(readField(model, kModel, "head_dim", m->head_dim, failFn)) ||
+      failed(readField(model, kModel, "intermediate", m->intermediate, failFn)))
+    return failure();
+  plan_.model = std::move(m);
+
+  auto b = std::make_unique<plan::BoundsDefT>();
+  if (failed(readField(bounds, kBounds, "max_batch", b->max_batch, failFn)) ||
+      failed(readField(bounds, kBounds, "max_seq", b->max_seq, failFn)) ||
+      failed(readField(bounds, kBounds, "max_step_tokens", b->max_step_tokens, failFn)))
+    return failure();
+  plan_.bounds = std::move(b);
+
+  auto k = std::make_unique<plan::KvCacheDefT>();
+  auto kvDtype = kv.getAs<StringAttr>("dtype");
+  const std::optional<plan::DTypeDef> dtype =
+      kvDtype ? kvDtypeFromName(kvDtype.getValue()) : std::nullopt;
+  if (!dtype)
+    return fail("the module's hetc.kv_cache has no dtype \"f32\", \"bf16\" or \"int8\"");
+  k->dtype = *dtype;
+  if (failed(readField(kv, kKvCache, "layers", k->layers, failFn)) ||
+      failed(readField(kv, kKvCache, "slots", k->slots, failFn)) ||
+      failed(readField(kv, kKvCache, "kv_heads", k->kv_heads, failFn)) ||
+      failed(readField(kv, kKvCache, "max_seq", k->max_seq, failFn)) ||
+      failed(readField(kv, kKvCache, "head_dim", k->head_dim, failFn)) ||
+      failed(readField(kv, kKvCache, "pos_stride", k->pos_stride, failFn)) ||
+      failed(readField(kv, kKvCache, "head_stride", k->head_stride, failFn)) ||
+      failed(readField(kv, kKvCache, "slot_stride", k->slot_stride, failFn)) ||
+      failed(readField(kv, kKvCache, "layer_stride", k->layer_stride, failFn)) ||
+      failed(readField(kv, kKvCache, "k_offset", k->k_offset, failFn)) ||
+      failed(readField(kv, kKvCache, "v_offset", k->v_offset, failFn)) ||
+      failed(readField(kv, kKvCache, "arena_size", k->arena_size, failFn)))
+    return failure();
+  if (kvHasRowScales(*dtype) &&
+      (failed(readField(kv, kKvCache, "k_scale_offset", k->k_scale_offset, failFn)) ||
+       failed(readField(kv, kKvCache, "v_scale_offset", k->v_scale_offset, failFn)) ||
+       failed(readField(kv, kKvCache, "scale_head_stride", k->scale_head_stride, failFn)) ||
+       failed(readField(kv, kKvCache, "scale_slot_stride", k->scale_slot_stride, failFn)) ||
+       failed(readField(kv, kKvCache, "scale_layer_stride", k->scale_layer_stride, failFn))))
+    return failure();
+  plan_.kv_cache = std::move(k);
+
+  for (Attribute attr : buffers) {
+    auto dict = dyn_cast<DictionaryAttr>(attr);
+    auto name = dict ? dict.getAs<StringAttr>("name") : StringAttr();
+    auto role = dict ? dict.getAs<StringAttr>("role") : StringAttr();
+    if (!name || !role)
+      return fail("an entry of the module's hetc.buffers lacks a name or role: " +
+                  Twine(plan_.buffers.size()));
+    auto buffer = std::make_unique<plan::BufferDefT>();
+    buffer->name = name.str();
+    buffer->dtype = plan::DTypeDef::F32;
+    if (role.getValue() == kHiddenRole)
+      buffer->role = plan::BufferRoleDef::Hidden;
+    else if (role.getValue() == kScratchRole)
+      buffer->role = plan::BufferRoleDef::Scratch;
+    else if (role.getValue() == kLogitsRole)
+      buffer->role = plan::BufferRoleDef::Logits;
+    else
+      return fail("buffer '" + name.getValue() + "' has unknown role '" + role.getValue() + "'");
+    if (failed(readField(dict, kBuffers, "offset", buffer->offset, failFn)) ||
+        failed(readField(dict, kBuffers, "rows", buffer->rows, failFn)) ||
+        failed(readField(dict, kBuffers, "cols", buffer->cols, failFn)) ||
+        failed(readField(dict, kBuffers, "row_stride", buffer->row_stride, failFn)))
+      return failure();
+    plan_.buffers.push_back(std::move(buffer));
+  }
+  if (arenaSize.getInt() < 0)
+    return fail("the module's hetc.activation_arena_size is negative");
+  plan_.activation_arena_size = static_cast<uint64_t>(arenaSize.getInt());
+  return success();
+}
+
+// `role` names a constant the source model gave no name ("inv_freq").
+FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, StringRef role) {
+  WeightSource source;
+  auto irType = cast<RankedTensorType>(weight.getType());
+  if (auto constant = weight.getDefiningOp<ConstantOp>()) {
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!dense || !isa<FloatType>(dense.getElementType()))
+      return fail(nameOf(op) + ": its weight is a non-float or non-dense constant");
+    source.identity = dense.getAsOpaquePointer();
+    auto nameLoc = dyn_cast<NameLoc>(constant.getLoc());
+    source.name = nameLoc ? nameLoc.getName().str() : role.str();
+    source.storedShape.assign(irType.getShape().begin(), irType.getShape().end());
+    source.constant = dense;
+    return source;
+  }
+  auto weightOp = weight.getDefiningOp<WeightOp>();
+  if (!weightOp)
+    return fail(nameOf(op) + ": its weight must be a hetc.weight or hetc.constant");
+  source.name = weightOp.getName().str();
+  source.stored = weights_.find(source.name);
+  if (!source.stored)
+    return fail("weight '" + source.name + "' is not in the weight store");
+  source.identity = source.stored;
+  source.storedShape.assign(source.stored->shape.begin(), source.stored->shape.end());
+  ArrayRef<int64_t> irShape = irType.getShape();
+  source.transposedView = weightOp.getTransposed();
+  SmallVector<int64_t> expected(source.storedShape);
+  if (source.transposedView)
+    std::reverse(expected.begin(), expected.end());
+  if (ArrayRef<int64_t>(expected) != irShape) {
+    std::string stored;
+    llvm::raw_string_ostream os(stored);
+    llvm::interleaveComma(source.storedShape, os);
+    return fail("weight '" + source.name + "' is read as " + Twine(irShape.size()) + "-D type" +
+                (source.transposedView ? " (transposed)" : "") +
+                " that does not match its stored shape [" + stored + "]");
+  }
+  uint64_t elementBytes = source.stored->elementType == WeightElementType::F32 ? 4 : 2;
+  if (source.stored->elementType == WeightElementType::I64)
+    return fail("weight '" + source.name + "' is int64; weights must be float");
+  uint64_t elements = 1;
+  for (int64_t dim : source.storedShape)
+    elements *= static_cast<uint64_t>(dim);
+  if (!source.stored->data || source.stored->bytes != elements * elementBytes)
+    return fail("weight '" + source.name + "' holds " + Twine(source.stored->bytes) +
+                " bytes, expected " + Twine(elements * elementBytes));
+  return source;
+}
+
+// One segment per (source, form): a weight packed the same way twice (the embedding table and a
+// tied lm_head) is stored once.
+FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentForm form) {
+  auto key = std::make_pair(source.identity, form);
+  if (auto it = segments_.find(key); it != segments_.end())
+    return it->second;
+
+  int64_t elements = 1;
+  for (int64_t dim : source.storedShape)
+    elements *= dim;
+  if (form == SegmentForm::Stored && source.stored &&
+      source.stored->elementType == WeightElementType::F32) {
+    payloads_.push_back(WeightPayload{source.stored->data, source.stored->bytes});
+  } else {
+    // Float32 elements in the stored order: the store's own bytes when they already are.
+    std::vector<float> converted;
+    const float *elementsF32 = nullptr;
+    if (source.stored && source.stored->elementType == WeightElementType::F32) {
+      elementsF32 = static_cast<const float *>(source.stored->data);
+    } else if (source.stored) {
+      if (source.stored->elementType == WeightElementType::I64)
+        return fail("weight '" + source.name + "' is int64; weights must be float");
+      converted.resize(static_cast<size_t>(elements));
+      const auto *half = static_cast<const uint16_t *>(source.stored->data);
+      bool isF16 = source.stored->elementType == WeightElementType::F16;
+      for (size_t i = 0; i < converted.size(); ++i)
+        converted[i] = isF16 ? halfToFloat(half[i]) : bf16ToFloat(half[i]);
+      elementsF32 = converted.data();
+    } else {
+      converted.reserve(static_cast<size_t>(elements));
+      for (APFloat value : source.constant.getValues<APFloat>()) {
+        bool lost = false;
+        value.convert(APFloat::IEEEsingle(), APFloat::rmNearestTiesToEven, &lost);
+        converted.push_back(value.convertToFloat());
+      }
+      elementsF32 = converted.data();
+    }
+    auto bytes = std::make_unique<std::vector<uint8_t>>();
+    if (form == SegmentForm::Stored || form == SegmentForm::Transposed) {
+      bytes->resize(static_cast<size_t>(elements) * sizeof(float));
+      auto *values = reinterpret_cast<float *>(bytes->data());
+      if (form == SegmentForm::Transposed)
+        transpose(elementsF32, values, source.storedShape[0], source.storedShape[1]);
+      else
+        std::memcpy(values, elementsF32, bytes->size());
+    } else {
+      if (source.storedShape.size() != 2)
+        return fail("weight '" + source.name + "' is packed as a linear weight but is not 2-D");
+      const bool fromKN = form == SegmentForm::Bf16FromKN;
+      const auto n = static_cast<uint64_t>(source.storedShape[fromKN ? 1 : 0]);
+      const auto k = static_cast<uint64_t>(source.storedShape[fromKN ? 0 : 1]);
+      bytes->resize(LinearBf16N16K2{n, k}.bytes());
+      packLinearBf16(elementsF32, fromKN, n, k,
+                              reinterpret_cast<uint16_t *>(bytes->data()));
+    }
+    packed_.push_back(std::move(bytes));
+    payloads_.push_back(WeightPayload{packed_.back()->data(), packed_.back()->size()});
+  }
+  uint32_t index = static_cast<uint32_t>(payloads_.size() - 1);
+  // Identical bytes are stored once: a tied lm_head exported as its own (transposed) copy of the
+  // embedding table packs to exactly the table's bytes. Random weights differ within the first
+  // bytes, so the comparisons cost next to nothing.
+  WeightPayload payload = payloads_.back();
+  std::vector<uint32_t> &sameSize = segmentsBySize_[payload.size];
+  auto same = llvm::find_if(sameSize, [&](uint32_t other) {
+    return std::memcmp(payloads_[other].data, payload.data, payload.size) == 0;
+  });
+  if (same != sameSize.end()) {
+    if (!packed_.empty() && packed_.back()->data() == payload.data)
+      packed_.pop_back();
+    payloads_.pop_back();
+    index = *same;
+  } else {
+    sameSize.push_back(index);
+  }
+  segments_[key] = index;
+  return index;
+}
+
+// With BF16 linear weights, a tied lm_head's packed weight is also the embedding's table: the
+// embedding gathers its rows from it, and the table is not stored a second time in float32.
+// Tied means the same stored matrix read transposed, or a copy that packs to the same bytes.
+LogicalResult PlanBuilder::tieEmbeddingToLmHead(ArrayRef<Operation *> ops) {
+  EmbeddingOp embedding;
+  LmHeadOp lmHead;
+  for (Operation *op : ops) {
+    if (auto e = dyn_cast<EmbeddingOp>(op); e && !embedding)
+      embedding = e;
+    if (auto h = dyn_cast<LmHeadOp>(op); h && !lmHead)
+      lmHead = h;
+  }
+  if (!embedding || !lmHead)
+    return success();
+  FailureOr<WeightSource> table = traceWeight(embedding, embedding.getTable(), "embedding");
+  FailureOr<WeightSource> head = traceWeight(lmHead, lmHead.getW(), "lm_head.weight");
+  if (failed(table) || failed(head))
+    return failure();
+  if (table->transposedView || table->storedShape.size() != 2)
+    return success();
+  FailureOr<uint32_t> headTensor =
+      addTensor(lmHead, lmHead.getW(), plan::WeightLayoutDef::LinearBf16N16K2, "lm_head.weight");
+  if (failed(headTensor))
+    return failure();
+  if (table->identity == head->identity && head->transposedView) {
+    tiedTable_ = *headTensor;
+    return success();
+  }
+  // A separate copy: pack the table [vocab, hidden] as [N, K] and see whether it is lm_head's.
+  const size_t payloadsBefore = payloads_.size();
+  FailureOr<uint32_t> segment = addSegment(*table, SegmentForm::Bf16FromNK);
+  if (failed(segment))
+    return failure();
+  if (*segment == plan_.tensors[*headTensor]->segment) {
+    tiedTable_ = *headTensor;
+    return success();
+  }
+  // Not tied: forget the trial packing.
+  segments_.erase(std::make_pair(table->identity, SegmentForm::Bf16FromNK));
+  if (payloads_.size() > payloadsBefore) {
+    std::vector<uint32_t> &sameSize = segmentsBySize_[payloads_.back().size];
+    llvm::erase(sameSize, *segment);
+    payloads_.pop_back();
+    packed_.pop_back();
+  }
+  return success();
+}
+
+// A tensor for `weight` in `layout`. The linear layouts store the IR's [K, N] as [N, K]:
+// LinearNK in float32, LinearBf16N16K2 packed in BF16 blocks.
+FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
+                                           plan::WeightLayoutDef layout, StringRef role) {
+  FailureOr<WeightSource> source = traceWeight(op, weight, role);
+  if (failed(source))
+    return failure();
+  const bool packedBf16 = layout == plan::WeightLayoutDef::LinearBf16N16K2;
+  const bool linear = layout == plan::WeightLayoutDef::LinearNK || packedBf16;
+  auto irShape = cast<RankedTensorType>(weight.getType()).getShape();
+  if (linear && irShape.size() != 2)
+    return fail(nameOf(op) + ": a linear weight must be 2-D");
+  // A float32 segment holds the stored matrix transposed exactly when the IR's view and the
+  // layout disagree about which dimension is contiguous; packing reads either orientation.
+  SegmentForm form =
+      source->transposedView != linear ? SegmentForm::Transposed : SegmentForm::Stored;
+  if (packedBf16)
+    form = source->transposedView ? SegmentForm::Bf16FromNK : SegmentForm::Bf16FromKN;
+  auto key = std::make_tuple(source->identity, form, layout);
+  if (auto it = tensors_.find(key); it != tensors_.end())
+    return it->second;
+  FailureOr<uint32_t> segment = addSegment(*source, form);
+  if (failed(segment))
+    return failure();
+
+  Operation *producer = weight.getDefiningOp();
+  std::optional<plan::TierDef> tier =
+      tierOf(producer ? producer->getAttrOfType<StringAttr>(kTier) : StringAttr());
+  if (!tier)
+    return fail("weight '" + source->name +
+                "' has no hetc.tier \"gpu\", \"ddr\" or \"cxl\"; run hetc-assign-devices first");
+  auto tensor = std::make_unique<plan::TensorDefT>();
+  tensor->name = source->name;
+  tensor->segment = *segment;
+  tensor->tier = *tier;
+  tensor->dtype = packedBf16 ? plan::DTypeDef::BF16 : plan::DTypeDef::F32;
+  tensor->layout = layout;
+  if (linear)
+    tensor->shape = {static_cast<uint64_t>(irShape[1]), static_cast<uint64_t>(irShape[0])};
+  else
+    for (int64_t dim : irShape)
+      tensor->shape.push_back(static_cast<uint64_t>(dim));
+  plan_.tensors.push_back(std::move(tensor));
+  uint32_t index = static_cast<uint32_t>(plan_.tensors.size() - 1);
+  tensors_[key] = index;
+  return index;
+}
+
+LogicalResult readIndices(Operation *op, StringRef attrName, std::vector<uint32_t> &out,
+                          size_t bufferCount, const std::string &opName, std::string &error) {
+  auto indices = op->getAttrOfType<DenseI64ArrayAttr>(attrName);
+  if (!indices) {
+    error = opName + " has no " + attrName.str() + "; run hetc-plan-memory first";
+    return failure();
+  }
+  for (int64_t index : indices.asArrayRef()) {
+    if (index < 0 || static_cast<uint64_t>(index) >= bufferCount) {
+      error = opName + ": " + attrName.str() + " names buffer " + std::to_string(index) +
+              " but there are " + std::to_string(bufferCount);
+      return failure();
+    }
+    out.push_back(static_cast<uint32_t>(index));
+  }
+  return success();
+}
+
+LogicalResult PlanBuilder::buildOp(Operation *op) {
+  auto def = std::make_unique<plan::OpDefT>();
+  def->name = nameOf(op);
+  auto devices = op->getAttrOfType<DictionaryAttr>(kDevice);
+  std::optional<plan::DeviceDef> decode =
+      deviceOf(devices ? devices.getAs<StringAttr>(kDecodeStage) : StringAttr());
+  std::optional<plan::DeviceDef> prefill =
+      deviceOf(devices ? devices.getAs<StringAttr>(kPrefillStage) : StringAttr());
+  if (!decode || !prefill)
+    return fail(def->name + " has no hetc.device {decode, prefill} of \"cpu\" or \"gpu\"; run "
+                            "hetc-assign-devices first");
+  def->device = *decode;
+  def->prefill_device = *prefill;
+  if (auto name = op->getAttrOfType<StringAttr>(kCostSublayer)) {
+    std::optional<unsigned> bits = costSublayerBits(name.getValue());
+    if (!bits)
+      return fail(def->name + " has hetc.cost_sublayer \"" + name.getValue() +
+                  "\"; expected qkv, qk_sv, out, fc1 or fc2");
+    def->cost_sublayers = static_cast<plan::CostSublayerBits>(*bits);
+  }
+  if (auto layer = op->getAttrOfType<IntegerAttr>(kLayer))
+    def->layer = static_cast<int32_t>(layer.getInt());
+  if (auto sublayer = op->getAttrOfType<DictionaryAttr>(kSublayer))
+    def->sublayer = static_cast<int32_t>(getIntField(sublayer, "index").value_or(-1));
+
+  std::string error;
+  if (failed(readIndices(op, kBuffersIn, def->inputs, plan_.buffers.size(), def->name, error)) ||
+      failed(readIndices(op, kBuffersOut, def->outputs, plan_.buffers.size(), def->name, error)))
+    return fail(error);
+
+  // Attention carries no tasks (schema 1.8): the executor splits it by cached positions.
+  if (!isa<AttentionOp>(op)) {
+    auto tasks = op->getAttrOfType<DictionaryAttr>(kTasks);
+    std::optional<int64_t> count = getIntField(tasks, "count");
+    std::optional<int64_t> grain = getIntField(tasks, "grain");
+    if (!count || !grain || *count < 1 || *count > UINT32_MAX || *grain < 1)
+      return fail(def->name + " has no valid hetc.tasks; run hetc-partition-tasks first");
+    def->task_count = static_cast<uint32_t>(*count);
+    def->task_grain = static_cast<uint64_t>(*grain);
+  }
+
+  auto addWeight = [&](Value weight, plan::WeightLayoutDef layout,
+                       StringRef role) -> LogicalResult {
+    FailureOr<uint32_t> tensor = addTensor(op, weight, layout, role);
+    if (failed(tensor))
+      return failure();
+    def->weights.push_back(*tensor);
+    return success();
+  };
+  constexpr auto rowMajor = plan::WeightLayoutDef::RowMajor;
+  const auto linearWeight = linearLayout();
+  LogicalResult result =
+      llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case([&](EmbeddingOp embedding) {
+            def->kind = plan::OpKindDef::Embedding;
+            def->params.Set(plan::EmbeddingParamsDefT());
+            if (tiedTable_) {
+              def->weights.push_back(*tiedTable_);
+              return success();
+            }
+            return addWeight(embedding.getTable(), rowMajor, "embedding");
+          })
+          .Case([&](RmsNormOp norm) {
+            def->kind = plan::OpKindDef::RmsNorm;
+            plan::RmsNormParamsDefT params;
+            params.eps = norm.getEpsilon().convertToFloat();
+            def->params.Set(std::move(params));
+            return addWeight(norm.getGamma(), rowMajor, def->name + ".gamma");
+          })
+          .Case([&](LinearOp linear) {
+            def->kind = plan::OpKindDef::Linear;
+            plan::LinearParamsDefT params;
+            // Fused with the add after it: reads [x, residual] (hetc-fuse-residual-add).
+            params.residual = linear->hasAttr(kResidual);
+            if (params.residual && def->inputs.size() != 2)
+              return fail(def->name + " is fused with a residual add but reads " +
+                          Twine(def->inputs.size()) + " buffers, not 2");
+            // Fused with the swiglu after it: reads [x, other operand] (hetc-fuse-swiglu).
+            if (auto role = linear->getAttrOfType<StringAttr>(kSwiGlu)) {
+              if (role.getValue() != kSwiGluGate && role.getValue() != kSwiGluUp)
+                return fail(def->name + " has hetc.swiglu \"" + role.getValue() +
+                            "\"; expected \"gate\" or \"up\"");
+              if (params.residual || def->inputs.size() != 2)
+                return fail(def->name + " is fused with a swiglu but reads " +
+                            Twine(def->inputs.size()) + " buffers, not 2, or also a residual");
+              params.swiglu = role.getValue() == kSwiGluGate ? plan::SwiGluRoleDef::Gate
+                                                             : plan::SwiGluRoleDef::Up;
+            }
+            def->params.Set(std::move(params));
+            return addWeight(linear.getW(), linearWeight, def->name + ".weight");
+          })
+          .Case([&](RopeOp rope) {
+            def->kind = plan::OpKindDef::Rope;
+            plan::RopeParamsDefT params;
+            params.heads = static_cast<uint32_t>(rope.getHeads());
+            params.head_dim = static_cast<uint32_t>(rope.getHeadDim());
+            def->params.Set(std::move(params));
+            return addWeight(rope.getInvFreq(), rowMajor, "inv_freq");
+          })
+          .Case([&](AttentionOp attention) {
+            def->kind = plan::OpKindDef::Attention;
+            if (def->layer < 0)
+              return fail(def->name + " has no hetc.layer, so no KV cache layer to use");
+            plan::AttentionParamsDefT params;
+            params.layer = static_cast<uint32_t>(def->layer);
+            params.heads = static_cast<uint32_t>(attention.getHeads());
+            params.kv_heads = static_cast<uint32_t>(attention.getKvHeads());
+            params.head_dim = static_cast<uint32_t>(attention.getHeadDim());
+            params.scale = attention.getScale().convertToFloat();
+            // Rotates q and k itself (hetc-fuse-rope-into-attention), with the q rope's
+            // frequencies, which the pass checked the k rope shares.
+            const bool rotates = params.rope = attention->hasAttr(kRope);
+            def->params.Set(std::move(params));
+            if (!rotates)
+              return success();
+            auto rope = attention.getQ().getDefiningOp<RopeOp>();
+            if (!rope)
+              return fail(def->name + " has hetc.rope but its q does not come from a hetc.rope");
+            return addWeight(rope.getInvFreq(), rowMajor, "inv_freq");
+          })
+          .Case([&](SwiGluOp) {
+            def->kind = plan::OpKindDef::SwiGlu;
+            def->params.Set(plan::SwiGluParamsDefT());
+            return success();
+          })
+          .Case([&](AddOp) {
+            def->kind = plan::OpKindDef::Add;
+            def->params.Set(plan::AddParamsDefT());
+            return success();
+          })
+          .Case([&](LmHeadOp lmHead) {
+            def->kind = plan::OpKindDef::LmHead;
+            def->params.Set(plan::LmHeadParamsDefT());
+            if (def->outputs.size() == 1)
+              plan_.logits_buffer = def->outputs[0];
+            return addWeight(lmHead.getW(), linearWeight, "lm_head.weight");
+          })
+          .Default([&](Operation *) { return fail(def->name + " is not an LLM op"); });
+  if (failed(result))
+    return failure();
+  plan_.ops.push_back(std::move(def));
+  return success();
+}
+
+// Sublayers are the contiguous runs of ops that name them.
+LogicalResult PlanBuilder::buildSublayers(ArrayRef<Operation *> ops) {
+  for (auto [index, op] : llvm::enumerate(ops)) {
+    auto sublayer = op->getAttrOfType<DictionaryAttr>(kSublayer);
+    if (!sublayer)
+      continue;
+    std::optional<int64_t> number = getIntField(sublayer, "index");
+    auto kind = sublayer.getAs<StringAttr>("kind");
+    auto layer = op->getAttrOfType<IntegerAttr>(kLayer);
+    if (!number || *number < 0 || !kind || !layer)
+      return fail(plan_.ops[index]->name + " has a malformed hetc.sublayer or no hetc.layer");
+    size_t s = static_cast<size_t>(*number);
+    if (s > plan_.sublayers.size())
+      return fail(plan_.ops[index]->name + " starts sublayer " + Twine(s) + " before sublayer " +
+                  Twine(plan_.sublayers.size()));
+    if (s == plan_.sublayers.size()) {
+      auto def = std::make_unique<plan::SublayerDefT>();
+      def->layer = static_cast<uint32_t>(layer.getInt());
+      if (kind.getValue() == kAttentionKind)
+        def->kind = plan::SublayerKindDef::Attention;
+      else if (kind.getValue() == kFeedForwardKind)
+        def->kind = plan::SublayerKindDef::FeedForward;
+      else
+        return fail("sublayer " + Twine(s) + " has unknown kind '" + kind.getValue() + "'");
+      def->device = plan::DeviceDef::CPU;
+      def->first_op = static_cast<uint32_t>(index);
+      plan_.sublayers.push_back(std::move(def));
+    }
+    plan::SublayerDefT &def = *plan_.sublayers[s];
+    if (def.first_op + def.op_count != index)
+      return fail(plan_.ops[index]->name + " belongs to sublayer " + Twine(s) +
+                  ", whose ops are not contiguous");
+    ++def.op_count;
+    // On the GPU when any of its ops runs there in decode.
+    if (plan_.ops[index]->device == plan::DeviceDef::GPU)
+      def.device = plan::DeviceDef::GPU;
+  }
+  return success();
+}
+
+FailureOr<std::unique_ptr<plan::StagePlanDefT>> PlanBuilder::buildStage(DictionaryAttr stage,
+                                                                        StringRef name) {
+  const std::string where = ("hetc.device_plan." + name).str();
+  auto failFn = [&](const Twine &message) { return fail(message); };
+  if (!stage)
+    return fail("the module's " + where + " is missing");
+  auto def = std::make_unique<plan::StagePlanDefT>();
+  def->stage = name == kPrefillStage ? plan::StageDef::Prefill : plan::StageDef::Decode;
+  auto predicted = stage.getAs<FloatAttr>("predicted_ms");
+  auto reason = stage.getAs<StringAttr>("reason");
+  auto groups = stage.getAs<ArrayAttr>("groups");
+  auto table = stage.getAs<ArrayAttr>("table");
+  if (!predicted || !reason || !groups || !table)
+    return fail("the module's " + where + " lacks predicted_ms, reason, groups or table");
+  if (failed(readField(stage, where, "batch", def->batch, failFn)) ||
+      failed(readField(stage, where, "len", def->len, failFn)))
+    return failure();
+  def->predicted_seconds = predicted.getValueAsDouble() / 1e3;
+  def->reason = reason.str();
+  auto policyOf = [&](Attribute attr, const Twine &what) -> FailureOr<plan::CostSublayerBits> {
+    auto text = dyn_cast_or_null<StringAttr>(attr);
+    std::optional<unsigned> bits = text ? parsePolicyText(text.getValue()) : std::nullopt;
+    if (!bits)
+      return fail("the module's " + what + " is not a policy \"(p1,...,p6)\" of zeros and ones");
+    return static_cast<plan::CostSublayerBits>(*bits);
+  };
+  for (auto [index, attr] : llvm::enumerate(groups)) {
+    const std::string groupWhere = where + ".groups[" + std::to_string(index) + "]";
+    auto dict = dyn_cast<DictionaryAttr>(attr);
+    auto groupName = dict ? dict.getAs<StringAttr>("name") : StringAttr();
+    auto layerMs = dict ? dict.getAs<FloatAttr>("layer_ms") : FloatAttr();
+    if (!groupName || !layerMs)
+      return fail("the module's " + groupWhere + " lacks a name or layer_ms");
+    auto group = std::make_unique<plan::LayerGroupDefT>();
+    group->name = groupName.str();
+    group->layer_seconds = layerMs.getValueAsDouble() / 1e3;
+    if (failed(readField(dict, groupWhere, "first_layer", group->first_layer, failFn)) ||
+        failed(readField(dict, groupWhere, "layers", group->layer_count, failFn)))
+      return failure();
+    FailureOr<plan::CostSublayerBits> policy = policyOf(dict.get("policy"), groupWhere + ".policy");
+    if (failed(policy))
+      return failure();
+    group->policy = *policy;
+    def->groups.push_back(std::move(group));
+  }
+  for (auto [rowIndex, attr] : llvm::enumerate(table)) {
+    const std::string rowWhere = where + ".table[" + std::to_string(rowIndex) + "]";
+    auto dict = dyn_cast<DictionaryAttr>(attr);
+    auto ranges = dict ? dict.getAs<ArrayAttr>("ranges") : ArrayAttr();
+    if (!ranges)
+      return fail("the module's " + rowWhere + " lacks ranges");
+    auto row = std::make_unique<plan::PolicyRowDefT>();
+    if (failed(readField(dict, rowWhere, "len", row->len, failFn)))
+      return failure();
+    for (auto [rangeIndex, rangeAttr] : llvm::enumerate(ranges)) {
+      const std::string rangeWhere = rowWhere + ".ranges[" + std::to_string(rangeIndex) + "]";
+      auto rangeDict = dyn_cast<DictionaryAttr>(rangeAttr);
+      auto policies = rangeDict ? rangeDict.getAs<ArrayAttr>("policies") : ArrayAttr();
+      if (!policies)
+        return fail("the module's " + rangeWhere + " lacks policies");
+      auto range = std::make_unique<plan::PolicyRangeDefT>();
+      if (failed(readField(rangeDict, rangeWhere, "first_batch", range->first_batch, failFn)) ||
+          failed(readField(rangeDict, rangeWhere, "last_batch", range->last_batch, failFn)))
+        return failure();
+      for (Attribute policyAttr : policies) {
+        FailureOr<plan::CostSublayerBits> policy = policyOf(policyAttr, rangeWhere + ".policies");
+        if (failed(policy))
+          return failure();
+        range->policies.push_back(*policy);
+      }
+      row->ranges.push_back(std::move(range));
+    }
+    def->policy_table.push_back(std::move(row));
+  }
+  return def;
+}
+
+// The target, tiers, reasons and stage plans hetc-assign-devices recorded on the module.
+LogicalResult PlanBuilder::buildDevicePlan() {
+  auto devicePlan = module_->getAttrOfType<DictionaryAttr>(kDevicePlan);
+  if (!devicePlan)
+    return fail("the module has no hetc.device_plan; run hetc-assign-devices first");
+  auto target = devicePlan.getAs<StringAttr>("target");
+  auto gpu = devicePlan.getAs<StringAttr>("gpu");
+  auto tierReason = devicePlan.getAs<StringAttr>("tier_reason");
+  std::optional<plan::TierDef> kvTier = tierOf(devicePlan.getAs<StringAttr>("kv_tier"));
+  std::optional<plan::TierDef> activationTier =
+      tierOf(devicePlan.getAs<StringAttr>("activation_tier"));
+  if (!target || !gpu || !tierReason || !kvTier || !activationTier)
+    return fail("the module's hetc.device_plan lacks its target, gpu, tier_reason, kv_tier or "
+                "activation_tier");
+  plan_.target = target.str();
+  plan_.target_gpu = gpu.str();
+  plan_.tier_reason = tierReason.str();
+  plan_.activation_tier = *activationTier;
+  plan_.kv_cache->tier = *kvTier;
+  for (StringRef stage : {kPrefillStage, kDecodeStage}) {
+    FailureOr<std::unique_ptr<plan::StagePlanDefT>> def =
+        buildStage(devicePlan.getAs<DictionaryAttr>(stage), stage);
+    if (failed(def))
+      return failure();
+    plan_.stages.push_back(std::move(*def));
+  }
+  return success();
+}
+
+// What the plan's kernels need of a host at minimum: the union over its weights' layouts.
+uint64_t PlanBuilder::requiredCpuFeatures() const {
+  uint64_t features = static_cast<uint64_t>(plan::CpuFeatureBits::X86_64);
+  for (const auto &tensor : plan_.tensors)
+    features |= layoutCpuFeatures(tensor->layout);
+  return features;
+}
+
+LogicalResult PlanBuilder::build(const std::string &target) {
+  plan_.schema_version = kPlanSchemaVersion;
+  plan_.required_cpu_features = requiredCpuFeatures();
+  plan_.target = target;
+  plan_.producer = kProducer;
+  if (failed(buildModuleTables()) || failed(buildDevicePlan()))
+    return failure();
+
+  func::FuncOp func = module_.lookupSymbol<func::FuncOp>("main");
+  if (!func) {
+    auto funcs = module_.getOps<func::FuncOp>();
+    if (funcs.empty() || std::next(funcs.begin()) != funcs.end())
+      return fail("the module has no function @main holding the model");
+    func = *funcs.begin();
+  }
+  SmallVector<Operation *> ops = collectLlmOps(func);
+  // An add fused into the linear before it runs as that linear's epilogue: no op of its own.
+  llvm::erase_if(ops, [](Operation *op) { return op->hasAttr(kFused); });
+  if (ops.empty())
+    return fail("@main has no LLM ops to emit");
+  nameOps(ops);
+  if (bf16_ && failed(tieEmbeddingToLmHead(ops)))
+    return failure();
+  for (Operation *op : ops)
+    if (failed(buildOp(op)))
+      return failure();
+  if (!llvm::any_of(ops, [](Operation *op) { return isa<LmHeadOp>(op); }))
+    return fail("the model has no hetc.lm_head, so the plan would produce no logits");
+  // Tied also when the export stored the table's transpose as its own initializer: the packed
+  // lm_head is then the table's segment.
+  auto segmentOf = [&](plan::OpKindDef kind) -> std::optional<uint32_t> {
+    for (const auto &op : plan_.ops)
+      if (op->kind == kind && !op->weights.empty())
+        return plan_.tensors[op->weights[0]]->segment;
+    return std::nullopt;
+  };
+  std::optional<uint32_t> table = segmentOf(plan::OpKindDef::Embedding);
+  if (table && table == segmentOf(plan::OpKindDef::LmHead))
+    plan_.model->tied_embeddings = true;
+  return buildSublayers(ops);
+}
+
+} // namespace
+
+namespace {
+
+PlanMemory memoryOf(PlanBuilder &builder) {
+  PlanMemory memory;
+  for (const WeightPayload &payload : builder.payloads())
+    memory.weightBytes += payload.size;
+  const plan::PlanDefT &plan = builder.plan();
+  memory.activationBytes = plan.activation_arena_size;
+  if (const plan::KvCacheDefT *kv = plan.kv_cache.get()) {
+    memory.kvArenaBytes = kv->arena_size;
+    memory.kvBytesPerPosition =
+        static_cast<uint64_t>(kv->layers) * kv->kv_heads * 2 * kvRowBytes(kv->dtype, kv->head_dim);
+    memory.maxBatch = kv->slots;
+    memory.maxSeq = kv->max_seq;
+    memory.kvPositionGranule = kvStreamPositions(kv->dtype, 1);
+  }
+  return memory;
+}
+
+} // namespace
+
+LogicalResult hetc::compiler::measurePlan(ModuleOp module, const WeightStore &weights,
+                                          const std::string &target, WeightFormat linearWeights,
+                                          PlanMemory &memory, std::string &error) {
+  PlanBuilder builder(module, weights, linearWeights);
+  if (failed(builder.build(target))) {
+    error = builder.error();
+    return failure();
+  }
+  memory = memoryOf(builder);
+  return success();
+}
+
+LogicalResult hetc::compiler::emitPlan(ModuleOp module, const WeightStore &weights,
+                                       const std::string &target, WeightFormat linearWeights,
+                                       const std::string &path, std::string &error,
+                                       const PlanMemoryCheck &check) {
+  PlanBuilder builder(module, weights, linearWeights);
+  if (failed(builder.build(target))) {
+    error = builder.error();
+    return failure();
+  }
+  if (check) {
+    if (Status status = check(memoryOf(builder)); !status) {
+      error = status.message();
+      return failure();
+    }
+  }
+  Status status = writePlanFile(path, builder.plan(), builder.payloads());
+  if (!status) {
+    error = status.message();
+    return failure();
+  }
+  return success();
+}

@@ -1,0 +1,771 @@
+// Self-attention with a KV cache, as a Hugging Face Llama exports it, from the attention output
+// back to the projections:
+//
+//   out    = Reshape(Transpose(MatMul(probs, repeat_kv(present_v)), [0,2,1,3]), [B, S, H*D | -1])
+//   probs  = Softmax(scores * scale + mask, axis = -1)      (Div by a constant or Mul by one)
+//   scores = MatMul(rope(q4), Transpose(repeat_kv(present_k), [0,1,3,2]))
+//   present_k = Concat(past_key, rope(k4), axis = 2)  -> a function result; same for v (no rope)
+//   x4     = Transpose(Reshape(x, [B, S, heads, D]), [0,2,1,3])  for x in q, k, v
+//   rope(x4) = x4 * cos + rotate_half(x4) * sin
+//   rotate_half(x4) = Concat(-x4[..., D/2:], x4[..., :D/2], axis = -1)
+//   cos/sin  = Unsqueeze(Cos/Sin(Concat(f, f, -1)), 1),  f = angles of position_ids and inv_freq
+//   repeat_kv(x) = Reshape(Expand(Unsqueeze(x, 2), [.., .., n_rep, .., ..]), [B, H, T, D]) or x
+//
+// It becomes hetc.rope on the flat q and k, and hetc.attention whose present results replace the
+// present outputs. hetc.attention applies the causal mask itself, so the mask operand must be
+// computed from graph inputs only and, evaluated on sample inputs, be exactly the causal mask.
+#include "hetc/compiler/Passes.h"
+#include "import/OnnxGraph.h"
+#include "import/OnnxInterpreter.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <cstdio>
+
+namespace hetc {
+#define GEN_PASS_DEF_RAISEATTENTION
+#include "hetc/compiler/Passes.h.inc"
+} // namespace hetc
+
+using namespace mlir;
+using namespace hetc;
+
+namespace {
+
+struct HeadsSplit {
+  Value flat;
+  int64_t heads;
+  int64_t headDim;
+};
+
+// The inverse frequencies of a rotary embedding: constant values, or a [D/2] weight.
+struct InvFreq {
+  SmallVector<double> values;
+  Value weight;
+  bool operator==(const InvFreq &o) const { return values == o.values && weight == o.weight; }
+};
+
+struct Angles {
+  Value positions;
+  InvFreq invFreq;
+};
+
+struct RopeMatch {
+  HeadsSplit split;
+  Angles angles;
+};
+
+// Why a match failed, when that is worth an error rather than leaving the nodes to CheckRaised.
+struct Unsupported {
+  Operation *op = nullptr;
+  std::string why;
+};
+
+bool hasPerm(OnnxNodeOp transpose, ArrayRef<int64_t> perm) {
+  auto attr = intsAttr(transpose, "perm");
+  return attr && ArrayRef<int64_t>(*attr) == perm;
+}
+
+// Whether `axis` names dimension `dim` of a value of rank `rank` (rank may be unknown: -1).
+bool isAxis(int64_t axis, int64_t dim, int64_t rank) {
+  if (axis == dim)
+    return true;
+  return axis < 0 && (rank >= 0 ? axis + rank == dim : false);
+}
+
+// Whether entry `e` of a Reshape or Expand target stands for dimension `dim` of `of`: a 0 where
+// the op copies that very dimension, that dimension read with Shape, or its static size.
+bool entryIsDim(const ShapeEntry &e, Value of, int64_t dim, bool zeroCopies) {
+  if (e.value) {
+    if (*e.value == 0)
+      return zeroCopies;
+    auto type = dyn_cast<RankedTensorType>(of.getType());
+    return type && dim < type.getRank() && !type.isDynamicDim(dim) &&
+           type.getDimSize(dim) == *e.value;
+  }
+  return e.source && sameDimension(e.source, e.dim, of, dim);
+}
+
+// Whether the Reshape keeps the first `count` dimensions of `of` (its input's, when `of` is
+// the input) in place: by its target's entries, or by static types.
+bool keepsLeadingDims(OnnxNodeOp reshape, Value of, int64_t count) {
+  auto entries = shapeEntrySources(reshape->getOperand(1));
+  bool allowZero = intAttr(reshape, "allowzero").value_or(0) != 0;
+  bool inputIsOf = skipNoOps(reshape->getOperand(0)) == skipNoOps(of);
+  auto out = dyn_cast<RankedTensorType>(reshape->getResult(0).getType());
+  auto ofType = dyn_cast<RankedTensorType>(of.getType());
+  for (int64_t d = 0; d < count; ++d) {
+    if (entries && static_cast<int64_t>(entries->size()) > d &&
+        entryIsDim((*entries)[d], of, d, !allowZero && inputIsOf))
+      continue;
+    if (out && ofType && d < out.getRank() && d < ofType.getRank() && !out.isDynamicDim(d) &&
+        out.getDimSize(d) == ofType.getDimSize(d))
+      continue;
+    return false;
+  }
+  return true;
+}
+
+// x4 = Transpose(Reshape(flat, [B, S, heads, D]), [0, 2, 1, 3]).
+std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
+  OnnxNodeOp transpose = producer(v4, "Transpose");
+  if (!transpose || !hasPerm(transpose, {0, 2, 1, 3}))
+    return std::nullopt;
+  OnnxNodeOp reshape = producer(transpose->getOperand(0), "Reshape");
+  if (!reshape)
+    return std::nullopt;
+  Value flat = skipNoOps(reshape->getOperand(0));
+  if (rankOf(flat) != 3)
+    return std::nullopt;
+  std::optional<int64_t> features = featureSize(flat.getType());
+  auto entries = shapeEntries(reshape->getOperand(1));
+  auto outType = dyn_cast<RankedTensorType>(reshape->getResult(0).getType());
+  auto dim = [&](unsigned i) -> std::optional<int64_t> {
+    if (outType && outType.getRank() == 4 && !outType.isDynamicDim(i))
+      return outType.getDimSize(i);
+    if (entries && entries->size() == 4 && (*entries)[i] && *(*entries)[i] > 0)
+      return (*entries)[i];
+    return std::nullopt;
+  };
+  if (entries && entries->size() != 4)
+    return std::nullopt;
+  std::optional<int64_t> heads = dim(2), headDim = dim(3);
+  // view(b, s, -1, head_dim): the head count follows from the feature size.
+  if (!heads && headDim && features && entries && (*entries)[2] == -1 && *features % *headDim == 0)
+    heads = *features / *headDim;
+  if (!headDim && heads && features && entries && (*entries)[3] == -1 && *features % *heads == 0)
+    headDim = *features / *heads;
+  if (!heads || !headDim || (features && *features != *heads * *headDim))
+    return std::nullopt;
+  if (!keepsLeadingDims(reshape, flat, 2))
+    return std::nullopt;
+  return HeadsSplit{flat, *heads, *headDim};
+}
+
+// Whether `slice` is x[..., begin:end] on the last axis of a 4-D x with unit steps, end >= `end`
+// meaning "to the end".
+bool isLastAxisSlice(OnnxNodeOp slice, Value x, int64_t begin, int64_t end, bool toEnd) {
+  if (slice->getNumOperands() < 4 || skipNoOps(slice->getOperand(0)) != x)
+    return false;
+  auto starts = intValues(slice->getOperand(1)), ends = intValues(slice->getOperand(2));
+  auto axes = intValues(slice->getOperand(3));
+  if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1)
+    return false;
+  if (!isAxis(axes->front(), 3, 4))
+    return false;
+  if (slice->getNumOperands() >= 5 && !isa<NoneType>(slice->getOperand(4).getType())) {
+    auto steps = intValues(slice->getOperand(4));
+    if (!steps || steps->size() != 1 || steps->front() != 1)
+      return false;
+  }
+  return starts->front() == begin && (toEnd ? ends->front() >= end : ends->front() == end);
+}
+
+// rotate_half(x) = Concat(-x[..., D/2:], x[..., :D/2], axis = -1).
+bool isRotateHalf(Value rot, Value x, int64_t headDim) {
+  OnnxNodeOp concat = producer(rot, "Concat");
+  if (!concat || concat->getNumOperands() != 2 ||
+      !isAxis(intAttr(concat, "axis").value_or(0), 3, 4))
+    return false;
+  OnnxNodeOp neg = producer(concat->getOperand(0), "Neg");
+  OnnxNodeOp second = neg ? producer(neg->getOperand(0), "Slice") : OnnxNodeOp();
+  OnnxNodeOp first = producer(concat->getOperand(1), "Slice");
+  int64_t half = headDim / 2;
+  return second && first && isLastAxisSlice(second, x, half, headDim, /*toEnd=*/true) &&
+         isLastAxisSlice(first, x, 0, half, /*toEnd=*/false);
+}
+
+// The integer position ids behind `Cast(Unsqueeze(position_ids))`: a graph input.
+Value matchPositions(Value v) {
+  v = skipNoOps(v);
+  while (auto node = v.getDefiningOp<OnnxNodeOp>()) {
+    if ((node.getOpType() != "Cast" && node.getOpType() != "Unsqueeze") ||
+        node->getNumOperands() == 0)
+      return {};
+    v = skipNoOps(node->getOperand(0));
+  }
+  auto type = dyn_cast<ShapedType>(v.getType());
+  if (!isa<BlockArgument>(v) || !type || !isa<IntegerType>(type.getElementType()))
+    return {};
+  return v;
+}
+
+// inv_freq behind Expand/Cast/Reshape/Unsqueeze: a constant of `half` elements, or a [half] weight.
+std::optional<InvFreq> matchInvFreq(Value v, int64_t half) {
+  v = skipNoOps(v);
+  while (auto node = v.getDefiningOp<OnnxNodeOp>()) {
+    StringRef type = node.getOpType();
+    if ((type != "Expand" && type != "Cast" && type != "Reshape" && type != "Unsqueeze") ||
+        node->getNumOperands() == 0)
+      break;
+    v = skipNoOps(node->getOperand(0));
+  }
+  if (auto weight = v.getDefiningOp<WeightOp>()) {
+    auto type = cast<RankedTensorType>(weight.getType());
+    if (type.getRank() == 1 && type.getDimSize(0) == half && !weight.getTransposed())
+      return InvFreq{{}, v};
+    return std::nullopt;
+  }
+  DenseElementsAttr attr = constantValue(v);
+  if (!attr || attr.getNumElements() != half || !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  auto values = floatValues(attr);
+  if (!values)
+    return std::nullopt;
+  return InvFreq{*values, {}};
+}
+
+// f = positions x inv_freq as [B, S, D/2], in the forms exporters produce:
+//   Transpose(MatMul(inv[B, D/2, 1], pos[B, 1, S]), [0, 2, 1])   (Hugging Face today)
+//   MatMul(pos[B, S, 1], inv[1, D/2])  or  Mul(pos[B, S, 1], inv[D/2])  (outer products)
+std::optional<Angles> matchFrequencies(Value f, int64_t half) {
+  if (OnnxNodeOp transpose = producer(skipFloatCasts(f), "Transpose")) {
+    OnnxNodeOp matmul = hasPerm(transpose, {0, 2, 1})
+                            ? producer(skipFloatCasts(transpose->getOperand(0)), "MatMul")
+                            : OnnxNodeOp();
+    if (!matmul)
+      return std::nullopt;
+    Value positions = matchPositions(matmul->getOperand(1));
+    std::optional<InvFreq> inv = matchInvFreq(matmul->getOperand(0), half);
+    if (!positions || !inv)
+      return std::nullopt;
+    return Angles{positions, *inv};
+  }
+  OnnxNodeOp node = producer(skipFloatCasts(f), "MatMul");
+  if (!node)
+    node = producer(skipFloatCasts(f), "Mul");
+  if (!node)
+    return std::nullopt;
+  std::optional<Angles> result;
+  auto tryOrder = [&](Value p, Value i) {
+    Value positions = matchPositions(p);
+    std::optional<InvFreq> inv = matchInvFreq(i, half);
+    if (!positions || !inv)
+      return false;
+    result = Angles{positions, *inv};
+    return true;
+  };
+  if (node.getOpType() == "Mul")
+    matchCommutative(node, tryOrder);
+  else
+    tryOrder(node->getOperand(0), node->getOperand(1));
+  return result;
+}
+
+// cos or sin broadcast over heads: Unsqueeze(Cos(Concat(f, f, -1)), [1]).
+std::optional<Angles> matchTrig(Value v, StringRef function, int64_t headDim,
+                                Unsupported &unsupported) {
+  OnnxNodeOp unsqueeze = producer(skipFloatCasts(v), "Unsqueeze");
+  auto axes = unsqueeze ? axesOf(unsqueeze) : std::nullopt;
+  if (!axes || axes->size() != 1 || (axes->front() != 1 && axes->front() != -3))
+    return std::nullopt;
+  Value inner = skipFloatCasts(unsqueeze->getOperand(0));
+  OnnxNodeOp trig = producer(inner, function);
+  if (!trig) {
+    // Older exports gather rows of precomputed cos/sin tables by position.
+    OnnxNodeOp gather = producer(inner, "Gather");
+    if (gather) {
+      Value table = skipNoOps(gather->getOperand(0));
+      while (auto node = table.getDefiningOp<OnnxNodeOp>()) {
+        if ((node.getOpType() != "Slice" && node.getOpType() != "Cast") ||
+            node->getNumOperands() == 0)
+          break;
+        table = skipNoOps(node->getOperand(0));
+      }
+      if ((table.getDefiningOp<WeightOp>() || table.getDefiningOp<ConstantOp>()) && !unsupported.op)
+        unsupported = {gather, "reads a precomputed RoPE " + function.lower() +
+                                   " table; hetc supports RoPE computed from position_ids and "
+                                   "inv_freq (export the rotary embedding without cached tables)"};
+    }
+    return std::nullopt;
+  }
+  OnnxNodeOp concat = producer(trig->getOperand(0), "Concat");
+  if (!concat || concat->getNumOperands() != 2 ||
+      skipNoOps(concat->getOperand(0)) != skipNoOps(concat->getOperand(1)))
+    return std::nullopt;
+  int64_t axis = intAttr(concat, "axis").value_or(0);
+  if (!isAxis(axis, 2, 3))
+    return std::nullopt;
+  return matchFrequencies(concat->getOperand(0), headDim / 2);
+}
+
+// rope(x4) = x4 * cos + rotate_half(x4) * sin.
+std::optional<RopeMatch> matchRope(Value r, Unsupported &unsupported) {
+  OnnxNodeOp add = producer(r, "Add");
+  if (!add)
+    return std::nullopt;
+  std::optional<RopeMatch> result;
+  matchCommutative(add, [&](Value cosTerm, Value sinTerm) {
+    OnnxNodeOp cosMul = producer(cosTerm, "Mul"), sinMul = producer(sinTerm, "Mul");
+    if (!cosMul || !sinMul)
+      return false;
+    return matchCommutative(cosMul, [&](Value x, Value cos) {
+      Value x4 = skipNoOps(x);
+      std::optional<HeadsSplit> split = matchHeadsSplit(x4);
+      if (!split || split->headDim % 2 != 0)
+        return false;
+      return matchCommutative(sinMul, [&](Value rot, Value sin) {
+        if (!isRotateHalf(rot, x4, split->headDim))
+          return false;
+        std::optional<Angles> c = matchTrig(cos, "Cos", split->headDim, unsupported);
+        std::optional<Angles> s = matchTrig(sin, "Sin", split->headDim, unsupported);
+        if (!c || !s || c->positions != s->positions || !(c->invFreq == s->invFreq))
+          return false;
+        result = RopeMatch{*split, *c};
+        return true;
+      });
+    });
+  });
+  return result;
+}
+
+struct RepeatKv {
+  Value base;
+  int64_t nRep;
+};
+
+// repeat_kv: Reshape(Expand(Unsqueeze(x, [2]), [.., .., n_rep, .., ..]), [B, G*n_rep, T, D]).
+RepeatKv matchRepeatKv(Value v) {
+  v = skipNoOps(v);
+  OnnxNodeOp reshape = producer(v, "Reshape");
+  OnnxNodeOp expand = reshape ? producer(reshape->getOperand(0), "Expand") : OnnxNodeOp();
+  OnnxNodeOp unsqueeze = expand ? producer(expand->getOperand(0), "Unsqueeze") : OnnxNodeOp();
+  auto axes = unsqueeze ? axesOf(unsqueeze) : std::nullopt;
+  if (!axes || axes->size() != 1 || axes->front() != 2)
+    return {v, 1};
+  std::optional<int64_t> nRep;
+  if (auto entries = shapeEntries(expand->getOperand(1)); entries && entries->size() == 5)
+    nRep = (*entries)[2];
+  auto expandType = dyn_cast<RankedTensorType>(expand->getResult(0).getType());
+  if ((!nRep || *nRep <= 0) && expandType && expandType.getRank() == 5 &&
+      !expandType.isDynamicDim(2))
+    nRep = expandType.getDimSize(2);
+  if (!nRep || *nRep <= 0)
+    return {{}, 0};
+  Value base = skipNoOps(unsqueeze->getOperand(0));
+  // Every other Expand entry keeps the dimension (1 or -1, or the dimension itself), and the
+  // Reshape keeps batch and positions: [B, G, n, T, D] -> [B, G*n, T, D].
+  auto expandEntries = shapeEntrySources(expand->getOperand(1));
+  if (!expandEntries || expandEntries->size() != 5)
+    return {{}, 0};
+  const int64_t sourceDim[5] = {0, 1, -1, 2, 3};
+  for (int64_t d : {0, 1, 3, 4}) {
+    const ShapeEntry &e = (*expandEntries)[d];
+    bool keeps = (e.value && (*e.value == 1 || *e.value == -1)) ||
+                 entryIsDim(e, base, sourceDim[d], /*zeroCopies=*/false);
+    if (!keeps)
+      return {{}, 0};
+  }
+  auto reshapeEntries = shapeEntrySources(reshape->getOperand(1));
+  if (!reshapeEntries || reshapeEntries->size() != 4)
+    return {{}, 0};
+  bool allowZero = intAttr(reshape, "allowzero").value_or(0) != 0;
+  const ShapeEntry &batch = (*reshapeEntries)[0], &positions = (*reshapeEntries)[2];
+  // A 0 copies the Expand's dimension: right for the batch, not for the positions.
+  if (!entryIsDim(batch, base, 0, !allowZero) ||
+      !(entryIsDim(positions, base, 2, /*zeroCopies=*/false) ||
+        (positions.value && *positions.value == -1)))
+    return {{}, 0};
+  return {base, *nRep};
+}
+
+// The heads a repeat_kv result has, from its Reshape target or type; nullopt if unknown.
+std::optional<int64_t> repeatedHeads(Value v) {
+  OnnxNodeOp reshape = producer(v, "Reshape");
+  if (!reshape)
+    return std::nullopt;
+  auto type = dyn_cast<RankedTensorType>(reshape->getResult(0).getType());
+  if (type && type.getRank() == 4 && !type.isDynamicDim(1))
+    return type.getDimSize(1);
+  if (auto entries = shapeEntries(reshape->getOperand(1)); entries && entries->size() == 4)
+    return (*entries)[1];
+  return std::nullopt;
+}
+
+struct KvConcat {
+  Value past;
+  Value fresh;
+  OnnxNodeOp concat;
+};
+
+// present = Concat(past, new, axis = 2) with past a graph input and present a graph output.
+std::optional<KvConcat> matchKvConcat(Value v) {
+  OnnxNodeOp concat = producer(v, "Concat");
+  if (!concat || concat->getNumOperands() != 2 ||
+      !isAxis(intAttr(concat, "axis").value_or(0), 2, 4))
+    return std::nullopt;
+  Value past = skipNoOps(concat->getOperand(0));
+  if (!isa<BlockArgument>(past) || (rankOf(past) != 4 && rankOf(past) != -1))
+    return std::nullopt;
+  bool isOutput = llvm::any_of(concat->getResult(0).getUsers(),
+                               [](Operation *user) { return isa<func::ReturnOp>(user); });
+  if (!isOutput)
+    return std::nullopt;
+  return KvConcat{past, concat->getOperand(1), concat};
+}
+
+// Whether `mask` is computed from graph inputs and constants only (no activation, no weight).
+bool isInputMask(Value mask, DenseMap<Value, bool> &cache) {
+  if (auto it = cache.find(mask); it != cache.end())
+    return it->second;
+  SmallVector<Value> worklist{mask};
+  DenseSet<Value> seen;
+  bool ok = true;
+  while (!worklist.empty() && ok) {
+    Value v = worklist.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      continue;
+    if (isLlmOp(def) || isa<WeightOp>(def)) {
+      ok = false;
+      break;
+    }
+    // The shape of an activation is an input-derived quantity; its values are not.
+    if (isOnnx(def, "Shape") || isOnnx(def, "Size"))
+      continue;
+    for (Value operand : def->getOperands())
+      worklist.push_back(operand);
+  }
+  cache[mask] = ok;
+  return ok;
+}
+
+struct AttentionMatch {
+  RopeMatch q, k;
+  HeadsSplit v;
+  KvConcat presentK, presentV;
+  float scale;
+  Value mask;
+};
+
+std::string printed(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", v);
+  return text;
+}
+
+// Evaluates the mask on sample inputs (one sequence of `seq` new tokens after `past` cached
+// ones, attention_mask all ones) and says how it differs from the causal mask hetc.attention
+// applies (0 where key j <= past + i, very negative elsewhere); nothing if it is that mask.
+class MaskProbe {
+public:
+  MaskProbe(func::FuncOp func, Value positions) : func_(func), positions_(positions) {
+    func.walk([&](EmbeddingOp op) { ids_ = op.getIds(); });
+  }
+
+  std::optional<std::string> mismatch(Value mask) {
+    for (auto [seq, past] : {std::pair<int64_t, int64_t>{3, 2}, {1, 3}, {2, 0}})
+      if (std::optional<std::string> why = mismatch(mask, seq, past))
+        return why;
+    return std::nullopt;
+  }
+
+private:
+  // A sample value for a graph input the mask reads, by its role.
+  std::optional<Tensor> sampleInput(BlockArgument arg, int64_t seq, int64_t past) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      return std::nullopt;
+    Tensor t;
+    t.elem = type.getElementType();
+    if (type.getRank() == 4 && isa<FloatType>(t.elem) && !type.isDynamicDim(1) &&
+        !type.isDynamicDim(3)) {
+      t.shape = {1, type.getDimSize(1), past, type.getDimSize(3)}; // a past key or value
+    } else if (type.getRank() == 2 && isa<IntegerType>(t.elem)) {
+      bool isPositions = arg == positions_, isIds = arg == ids_;
+      t.shape = {1, isPositions || isIds ? seq : past + seq}; // else attention_mask
+      t.resize(t.size());
+      for (int64_t k = 0; k < t.size(); ++k)
+        t.setInt(k, isPositions ? past + k : isIds ? 1 + k : 1);
+      return t;
+    } else {
+      return std::nullopt;
+    }
+    t.resize(t.size());
+    return t;
+  }
+
+  std::optional<std::string> mismatch(Value mask, int64_t seq, int64_t past) {
+    std::string sample = " (for " + std::to_string(seq) + " new tokens after " +
+                         std::to_string(past) + " cached ones)";
+    // The mask's computation, in program order.
+    DenseSet<Operation *> slice;
+    SmallVector<Value> worklist{mask};
+    while (!worklist.empty()) {
+      Operation *def = worklist.pop_back_val().getDefiningOp();
+      if (def && slice.insert(def).second)
+        for (Value operand : def->getOperands())
+          worklist.push_back(operand);
+    }
+    DenseMap<Value, Tensor> values;
+    for (BlockArgument arg : func_.getArguments()) {
+      bool used = llvm::any_of(arg.getUsers(), [&](Operation *u) { return slice.contains(u); });
+      if (!used && arg != mask)
+        continue;
+      std::optional<Tensor> t = sampleInput(arg, seq, past);
+      if (!t)
+        return "reads graph input #" + std::to_string(arg.getArgNumber()) +
+               ", whose role in a mask hetc cannot tell";
+      values[arg] = *t;
+    }
+    for (Operation &op : func_.getBody().front()) {
+      if (!slice.contains(&op))
+        continue;
+      std::optional<Tensor> out;
+      if (auto constant = dyn_cast<ConstantOp>(op)) {
+        if (auto attr = dyn_cast<DenseElementsAttr>(constant.getValue()))
+          out = tensorFromAttr(attr);
+      } else if (isa<OnnxNoneOp>(op)) {
+        out = Tensor{};
+      } else if (auto node = dyn_cast<OnnxNodeOp>(op)) {
+        SmallVector<Tensor> inputs;
+        for (Value operand : node->getOperands())
+          inputs.push_back(values.lookup(operand));
+        out = evaluateNode(node, inputs);
+      }
+      if (!out)
+        return "is computed by " + describe(&op) + ", which hetc cannot evaluate" + sample;
+      values[op.getResult(0)] = *out;
+    }
+    const Tensor &m = values[mask];
+    int64_t rank = static_cast<int64_t>(m.shape.size());
+    int64_t total = past + seq;
+    if (!m.elem || rank < 2 || rank > 4 || (m.shape[rank - 2] != 1 && m.shape[rank - 2] != seq) ||
+        (m.shape[rank - 1] != 1 && m.shape[rank - 1] != total))
+      return std::string("does not have the shape of an attention mask") + sample;
+    int64_t rows = m.shape[rank - 2], cols = m.shape[rank - 1];
+    for (int64_t k = 0; k < m.size(); ++k) {
+      int64_t j = cols == 1 ? -1 : k % cols, i = rows == 1 ? -1 : (k / cols) % rows;
+      for (int64_t qi = 0; qi < seq; ++qi) {
+        for (int64_t kj = 0; kj < total; ++kj) {
+          if ((i >= 0 && i != qi) || (j >= 0 && j != kj))
+            continue;
+          double v = m.f(k);
+          bool visible = kj <= past + qi;
+          if (visible ? v != 0.0 : !(v <= -1.0e4))
+            return "is not the causal mask hetc.attention applies: query " + std::to_string(qi) +
+                   " and key " + std::to_string(kj) + " get " + printed(v) + sample;
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  func::FuncOp func_;
+  Value positions_;
+  Value ids_;
+};
+
+class AttentionMatcher {
+public:
+  AttentionMatcher(DenseMap<Value, bool> &maskCache,
+                   DenseMap<Value, std::optional<std::string>> &maskVerdicts)
+      : maskCache_(maskCache), maskVerdicts_(maskVerdicts) {}
+
+  std::optional<AttentionMatch> match(OnnxNodeOp reshape) {
+    auto entries = shapeEntries(reshape->getOperand(1));
+    int64_t outRank = rankOf(reshape->getResult(0));
+    if (!(entries && entries->size() == 3) && outRank != 3)
+      return std::nullopt;
+    OnnxNodeOp transpose = producer(reshape->getOperand(0), "Transpose");
+    if (!transpose || !hasPerm(transpose, {0, 2, 1, 3}))
+      return std::nullopt;
+    OnnxNodeOp pv = producer(transpose->getOperand(0), "MatMul");
+    OnnxNodeOp softmax = pv ? producer(pv->getOperand(0), "Softmax") : OnnxNodeOp();
+    if (!softmax || !isAxis(intAttr(softmax, "axis").value_or(-1), 3, 4))
+      return std::nullopt;
+    OnnxNodeOp maskAdd = producer(softmax->getOperand(0), "Add");
+    if (!maskAdd)
+      return std::nullopt;
+
+    std::optional<AttentionMatch> result;
+    matchCommutative(maskAdd, [&](Value scaled, Value mask) {
+      if (!isInputMask(mask, maskCache_))
+        return false;
+      std::optional<float> scale;
+      OnnxNodeOp scores = matchScaledScores(scaled, scale);
+      if (!scores)
+        return false;
+      result = matchOperands(scores, *scale, pv->getOperand(1));
+      if (result)
+        result->mask = mask;
+      return result.has_value();
+    });
+    if (!result)
+      return std::nullopt;
+
+    // The output reshape must merge the heads back: [B, S, H*D] or [B, S, -1].
+    int64_t width = result->q.split.heads * result->q.split.headDim;
+    if (entries && entries->size() == 3 && (*entries)[2] && *(*entries)[2] != -1 &&
+        *(*entries)[2] != width)
+      return std::nullopt;
+    if (std::optional<int64_t> f = featureSize(reshape->getResult(0).getType()); f && *f != width)
+      return std::nullopt;
+    // ... and keep batch and sequence where they are: a 0 copies them from [B, S, H, D].
+    auto outEntries = shapeEntrySources(reshape->getOperand(1));
+    bool allowZero = intAttr(reshape, "allowzero").value_or(0) != 0;
+    for (int64_t d = 0; d < 2; ++d) {
+      bool kept = outEntries && outEntries->size() == 3 &&
+                  (((*outEntries)[d].value == 0 && !allowZero) ||
+                   entryIsDim((*outEntries)[d], result->q.split.flat, d, /*zeroCopies=*/false));
+      if (!kept)
+        return std::nullopt;
+    }
+
+    // Everything else is attention: a mask other than the causal one would be a wrong answer.
+    auto [it, inserted] = maskVerdicts_.try_emplace(result->mask);
+    if (inserted)
+      it->second = MaskProbe(reshape->getParentOfType<func::FuncOp>(), result->q.angles.positions)
+                       .mismatch(result->mask);
+    if (it->second) {
+      unsupported = {maskAdd, "adds an attention mask that " + *it->second};
+      return std::nullopt;
+    }
+    return result;
+  }
+
+  Unsupported unsupported;
+
+private:
+  // MatMul(q, kT) scaled by a constant: Div(s, c) or Mul(s, c) / Mul(c, s).
+  OnnxNodeOp matchScaledScores(Value scaled, std::optional<float> &scale) {
+    if (OnnxNodeOp div = producer(scaled, "Div")) {
+      std::optional<double> c = scalarValue(div->getOperand(1));
+      OnnxNodeOp scores = producer(div->getOperand(0), "MatMul");
+      if (!c || !(*c > 0.0) || !scores)
+        return {};
+      scale = static_cast<float>(1.0 / *c);
+      return scores;
+    }
+    OnnxNodeOp mul = producer(scaled, "Mul");
+    if (!mul)
+      return {};
+    OnnxNodeOp found;
+    matchCommutative(mul, [&](Value s, Value c) {
+      std::optional<double> value = scalarValue(c);
+      OnnxNodeOp scores = producer(s, "MatMul");
+      if (!value || !(*value > 0.0) || !scores)
+        return false;
+      scale = static_cast<float>(*value);
+      found = scores;
+      return true;
+    });
+    return found;
+  }
+
+  std::optional<AttentionMatch> matchOperands(OnnxNodeOp scores, float scale, Value vRep) {
+    std::optional<RopeMatch> q = matchRope(scores->getOperand(0), unsupported);
+    OnnxNodeOp kT = producer(scores->getOperand(1), "Transpose");
+    if (!q || !kT || !hasPerm(kT, {0, 1, 3, 2}))
+      return std::nullopt;
+    int64_t heads = q->split.heads, headDim = q->split.headDim;
+
+    RepeatKv kRepeat = matchRepeatKv(kT->getOperand(0));
+    RepeatKv vRepeat = matchRepeatKv(vRep);
+    if (!kRepeat.base || !vRepeat.base)
+      return std::nullopt;
+    std::optional<KvConcat> presentK = matchKvConcat(kRepeat.base);
+    std::optional<KvConcat> presentV = matchKvConcat(vRepeat.base);
+    if (!presentK || !presentV || presentK->past == presentV->past)
+      return std::nullopt;
+    std::optional<RopeMatch> k = matchRope(presentK->fresh, unsupported);
+    std::optional<HeadsSplit> v = matchHeadsSplit(skipNoOps(presentV->fresh));
+    if (!k || !v)
+      return std::nullopt;
+    int64_t kvHeads = k->split.heads;
+    if (k->split.headDim != headDim || v->headDim != headDim || v->heads != kvHeads ||
+        heads % kvHeads != 0)
+      return std::nullopt;
+    int64_t nRep = heads / kvHeads;
+    if (kRepeat.nRep != nRep || vRepeat.nRep != nRep)
+      return std::nullopt;
+    for (Value repeated : {kT->getOperand(0), vRep})
+      if (nRep != 1)
+        if (std::optional<int64_t> h = repeatedHeads(repeated); h && *h != heads)
+          return std::nullopt;
+    if (k->angles.positions != q->angles.positions || !(k->angles.invFreq == q->angles.invFreq))
+      return std::nullopt;
+    return AttentionMatch{*q, *k, *v, *presentK, *presentV, scale};
+  }
+
+  DenseMap<Value, bool> &maskCache_;
+  DenseMap<Value, std::optional<std::string>> &maskVerdicts_;
+};
+
+struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttentionPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    SmallVector<OnnxNodeOp> reshapes;
+    func.walk([&](OnnxNodeOp op) {
+      if (op.getOpType() == "Reshape" && op->getNumOperands() == 2 && op->getNumResults() == 1)
+        reshapes.push_back(op);
+    });
+    DenseMap<Value, bool> maskCache;
+    DenseMap<Value, std::optional<std::string>> maskVerdicts;
+    OpBuilder builder(&getContext());
+    bool failed = false;
+    for (OnnxNodeOp reshape : reshapes) {
+      AttentionMatcher matcher(maskCache, maskVerdicts);
+      std::optional<AttentionMatch> m = matcher.match(reshape);
+      if (!m) {
+        if (matcher.unsupported.op) {
+          matcher.unsupported.op->emitError()
+              << "node " << describe(matcher.unsupported.op) << " " << matcher.unsupported.why;
+          failed = true;
+        }
+        continue;
+      }
+      builder.setInsertionPoint(reshape);
+      Location loc = reshape->getLoc();
+      int64_t heads = m->q.split.heads, kvHeads = m->k.split.heads, headDim = m->q.split.headDim;
+
+      Value invFreq = m->q.angles.invFreq.weight;
+      if (!invFreq) {
+        auto type = RankedTensorType::get({headDim / 2}, builder.getF32Type());
+        SmallVector<float> values(m->q.angles.invFreq.values.begin(),
+                                  m->q.angles.invFreq.values.end());
+        auto value = DenseElementsAttr::get(type, ArrayRef(values));
+        invFreq = builder.create<ConstantOp>(loc, type, value);
+      }
+      Value positions = m->q.angles.positions;
+      auto rope = [&](const HeadsSplit &split) {
+        Type type = split.flat.getType();
+        if (!featureSize(type))
+          type = withFeatureSize(type, split.heads * split.headDim);
+        return builder.create<RopeOp>(loc, type, split.flat, positions, invFreq,
+                                      builder.getI64IntegerAttr(split.heads),
+                                      builder.getI64IntegerAttr(split.headDim));
+      };
+      RopeOp qRope = rope(m->q.split), kRope = rope(m->k.split);
+
+      Type resultType = reshape->getResult(0).getType();
+      if (rankOf(reshape->getResult(0)) != 3 || !featureSize(resultType))
+        resultType = withFeatureSize(m->q.split.flat.getType(), heads * headDim);
+      Value presentK = m->presentK.concat->getResult(0);
+      Value presentV = m->presentV.concat->getResult(0);
+      auto attention = builder.create<AttentionOp>(
+          loc, TypeRange{resultType, presentK.getType(), presentV.getType()}, qRope, kRope,
+          m->v.flat, m->presentK.past, m->presentV.past, builder.getI64IntegerAttr(heads),
+          builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(headDim),
+          builder.getF32FloatAttr(m->scale));
+
+      reshape->getResult(0).replaceAllUsesWith(attention.getResult());
+      // Earlier readers of the present values belong to the matched (now dead) computation.
+      auto afterAttention = [&](OpOperand &use) {
+        return use.getOwner()->getBlock() == attention->getBlock() &&
+               attention->isBeforeInBlock(use.getOwner());
+      };
+      presentK.replaceUsesWithIf(attention.getPresentKey(), afterAttention);
+      presentV.replaceUsesWithIf(attention.getPresentValue(), afterAttention);
+      reshape->erase();
+    }
+    syncResultTypes(func);
+    if (failed)
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,60 @@
+// Add of two LLM-level activations of one shape (the residual stream) is hetc.add.
+#include "hetc/compiler/Passes.h"
+#include "import/OnnxGraph.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace hetc {
+#define GEN_PASS_DEF_RAISERESIDUALADD
+#include "hetc/compiler/Passes.h.inc"
+} // namespace hetc
+
+using namespace mlir;
+using namespace hetc;
+
+namespace {
+
+bool isActivation(Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && isLlmOp(def) && !isa<LmHeadOp>(def) && def->getResult(0) == v;
+}
+
+struct RaiseResidualAddPass : public hetc::impl::RaiseResidualAddBase<RaiseResidualAddPass> {
+  void runOnOperation() override {
+    SmallVector<OnnxNodeOp> adds;
+    getOperation().walk([&](OnnxNodeOp op) {
+      if (op.getOpType() == "Add" && op->getNumOperands() == 2 && op->getNumResults() == 1)
+        adds.push_back(op);
+    });
+    OpBuilder builder(&getContext());
+    for (OnnxNodeOp add : adds) {
+      Value lhs = skipNoOps(add->getOperand(0)), rhs = skipNoOps(add->getOperand(1));
+      if (!isActivation(lhs) || !isActivation(rhs))
+        continue;
+      auto lt = dyn_cast<RankedTensorType>(lhs.getType());
+      auto rt = dyn_cast<RankedTensorType>(rhs.getType());
+      if (!lt || !rt || lt.getRank() != rt.getRank() || lt.getElementType() != rt.getElementType())
+        continue;
+      std::optional<int64_t> fl = featureSize(lt), fr = featureSize(rt);
+      if (!fl || !fr || *fl != *fr)
+        continue;
+      // Same shape or broadcasting is not a residual: every known dimension must agree.
+      bool same = true;
+      for (int64_t d = 0; d < lt.getRank(); ++d)
+        if (!lt.isDynamicDim(d) && !rt.isDynamicDim(d) && lt.getDimSize(d) != rt.getDimSize(d))
+          same = false;
+      if (!same)
+        continue;
+      Type resultType = add->getResult(0).getType();
+      if (!isa<RankedTensorType>(resultType) || featureSize(resultType) != fl)
+        resultType = lt;
+      builder.setInsertionPoint(add);
+      auto residual = builder.create<AddOp>(add->getLoc(), resultType, lhs, rhs);
+      add->getResult(0).replaceAllUsesWith(residual.getResult());
+      add->erase();
+    }
+    syncResultTypes(getOperation());
+  }
+};
+
+} // namespace

@@ -1,0 +1,104 @@
+// Turns a verified plan's ops into ResolvedOps, once, at Engine::create. The loader has checked the
+// format (indices, sizes, shapes, arity); an op's entry checks only what this executor supports
+// beyond it (weight layouts it has kernels for, buffers that may share bytes), picks the
+// implementation and fills its argument block. Nothing here runs per step.
+//
+// The op table (OpResolver.cpp) has one entry per plan op kind; the entries live in
+// executor/ops/ by family. Adding an op kind is one entry and one line in the table.
+#pragma once
+
+#include "runtime/executor/Op.h"
+#include "runtime/format/Plan.h"
+#include "runtime/format/Status.h"
+
+#include "codegen/cpu/linear/Linear.h"
+#include "codegen/cpu/vector/VectorKernels.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hetc {
+
+struct AttentionScratch;
+struct LmHeadArgs;
+
+class OpResolver {
+public:
+  struct Setup {
+    const Plan *plan = nullptr;
+    float *arena = nullptr; // the activation arena
+    size_t maxStepTokens = 0;
+    size_t maxBatch = 0;
+    unsigned threads = 1;
+    const kernels::VectorKernels *vector = nullptr; // the row-wise and attention set
+    const kernels::KvCacheView *kvCache = nullptr;
+    AttentionScratch *attention = nullptr; // shared by every attention op, sized after resolve
+  };
+  explicit OpResolver(const Setup &setup) : setup_(setup), def_(setup.plan->def()) {}
+
+  // Appends the ResolvedOps of plan op `index` to `ops`.
+  Status resolve(uint32_t index, std::vector<ResolvedOp> &ops);
+
+  // After every op: bytes of bf16 rows the conversions write (0 when no kernel reads them), and
+  // where the engine's allocation of them goes.
+  size_t bf16RowsBytes() const { return bf16RowsBytes_; }
+  void setBf16Rows(uint32_t *rows) const;
+  const LmHeadArgs *lmHead() const { return lmHead_; }
+  // The argument blocks and generated kernels, handed to the engine that runs them.
+  std::vector<std::unique_ptr<OpArgs>> takeArgs() { return std::move(args_); }
+  std::vector<std::unique_ptr<codegen::LinearKernel>> takeLinearKernels();
+
+  // For the entries.
+  const Setup &setup() const { return setup_; }
+  const plan::PlanDef &def() const { return def_; }
+  const plan::OpDef &op() const { return *op_; }
+  uint32_t opIndex() const { return opIndex_; }
+  Status fail(const std::string &message) const;
+  // Input or output `position` of the op, with room for `minRows` rows.
+  Status buffer(size_t position, bool isInput, size_t minRows, Rows &rows) const;
+  // Weight `position`: an f32 tensor of `dims` dimensions in `layout` (a RowMajor table may serve
+  // as LinearNK, as a tied lm_head reads it).
+  Status weight(size_t position, plan::WeightLayoutDef layout, size_t dims, const float *&data,
+                const flatbuffers::Vector<uint64_t> *&shape) const;
+  // Whether plan buffers `a` and `b` share bytes.
+  bool overlaps(uint32_t a, uint32_t b) const;
+  template <typename Args> Args &make() {
+    args_.push_back(std::make_unique<Args>());
+    return static_cast<Args &>(*args_.back());
+  }
+  // A ResolvedOp of the current plan op, reading and writing its buffers.
+  ResolvedOp resolved(OpKind kind, OpRunFn run, const OpArgs &args, const char *kernel) const;
+
+  // The bf16 rows of the linear kernels: the buffer whose rows the last conversion holds while no
+  // op has written over it since (-1: none), the bytes the conversions need, and the argument
+  // fields that point at the rows once allocated.
+  int64_t convertedBuffer = -1;
+  void needBf16Rows(size_t bytes, uint32_t **user);
+  std::vector<std::unique_ptr<codegen::LinearKernel>> linearKernels;
+  void setLmHead(const LmHeadArgs *args) { lmHead_ = args; }
+
+private:
+  void forgetConvertedRowsWrittenBy(const plan::OpDef &op);
+
+  Setup setup_;
+  const plan::PlanDef &def_;
+  std::vector<std::unique_ptr<OpArgs>> args_;
+  size_t bf16RowsBytes_ = 0;
+  std::vector<uint32_t **> bf16RowUsers_;
+  const plan::OpDef *op_ = nullptr;
+  uint32_t opIndex_ = 0;
+  const LmHeadArgs *lmHead_ = nullptr;
+};
+
+// The entries, by family (executor/ops/).
+Status resolveEmbedding(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+Status resolveRmsNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+Status resolveRope(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+Status resolveSwiGlu(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+Status resolveAdd(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+Status resolveLmHead(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+Status resolveAttention(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+
+} // namespace hetc

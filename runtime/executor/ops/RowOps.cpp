@@ -1,0 +1,184 @@
+// The row-wise ops: Embedding, RmsNorm, Rope, SwiGlu and Add. Each splits the step's rows into
+// tasks of the plan's grain and runs the kernel of the vector set picked at create()
+// (codegen/cpu/vector: AVX-512 BF16, AVX-512 or portable); the label is that set's name.
+#include "runtime/executor/OpResolver.h"
+#include "runtime/executor/ops/Split.h"
+
+#include "runtime/format/WeightLayout.h"
+
+namespace hetc {
+namespace {
+
+using plan::OpKindDef;
+using plan::WeightLayoutDef;
+
+
+size_t grainOf(const OpResolver &resolver) {
+  return ops::rowGrain(resolver.op().task_grain(), resolver.op().task_count(),
+                       resolver.setup().maxStepTokens);
+}
+
+struct EmbeddingArgs : OpArgs {
+  Rows out;
+  size_t grain = 1;
+  const float *table = nullptr;       // f32 [vocab, hidden]
+  kernels::EmbeddingKernel kernel = nullptr;
+  const uint16_t *packed = nullptr;   // or a tied BF16 lm_head's packed weight
+  size_t vocab = 0;
+};
+
+void runEmbedding(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+  const auto &a = static_cast<const EmbeddingArgs &>(base);
+  size_t begin, end;
+  ops::rowShare(step, a.grain, thread, threads, begin, end);
+  if (begin < end)
+    a.kernel(step.tokens, a.table, a.out.cols, a.out.data, a.out.stride, begin, end);
+}
+
+// Rows are gathered from the lm_head's packed weight it is tied to.
+void runEmbeddingPacked(const OpArgs &base, const StepRows &step, unsigned thread,
+                        unsigned threads) {
+  const auto &a = static_cast<const EmbeddingArgs &>(base);
+  size_t begin, end;
+  ops::rowShare(step, a.grain, thread, threads, begin, end);
+  for (size_t t = begin; t < end; ++t)
+    unpackLinearBf16Row(a.packed, a.vocab, a.out.cols, step.tokens[t],
+                        a.out.data + t * a.out.stride);
+}
+
+struct RmsNormArgs : OpArgs {
+  Rows in, out;
+  size_t grain = 1;
+  const float *gamma = nullptr;
+  float eps = 0.0f;
+  kernels::RmsNormKernel kernel = nullptr;
+};
+
+void runRmsNorm(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+  const auto &a = static_cast<const RmsNormArgs &>(base);
+  size_t begin, end;
+  ops::rowShare(step, a.grain, thread, threads, begin, end);
+  if (begin < end)
+    a.kernel(a.in.data, a.in.stride, a.gamma, a.out.cols, a.eps, a.out.data, a.out.stride, begin,
+             end);
+}
+
+struct RopeArgs : OpArgs {
+  Rows x; // rotated in place
+  size_t grain = 1;
+  size_t heads = 0, headDim = 0;
+  const float *invFreq = nullptr;
+  kernels::RopeKernel kernel = nullptr;
+};
+
+void runRope(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+  const auto &a = static_cast<const RopeArgs &>(base);
+  size_t begin, end;
+  ops::rowShare(step, a.grain, thread, threads, begin, end);
+  if (begin < end)
+    a.kernel(a.x.data, a.x.stride, a.heads, a.headDim, a.invFreq, step.positions, begin, end);
+}
+
+// SwiGlu (gate, up) and Add (a, b): two inputs, one output, the same columns.
+struct BinaryArgs : OpArgs {
+  Rows in[2], out;
+  size_t grain = 1;
+  kernels::AddKernel kernel = nullptr; // swiGlu and add share the signature
+};
+
+void runBinary(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+  const auto &a = static_cast<const BinaryArgs &>(base);
+  size_t begin, end;
+  ops::rowShare(step, a.grain, thread, threads, begin, end);
+  if (begin < end)
+    a.kernel(a.in[0].data, a.in[0].stride, a.in[1].data, a.in[1].stride, a.out.cols, a.out.data,
+             a.out.stride, begin, end);
+}
+
+Status resolveBinary(OpResolver &resolver, std::vector<ResolvedOp> &ops, OpKind kind,
+                     kernels::AddKernel kernel) {
+  const size_t T = resolver.setup().maxStepTokens;
+  BinaryArgs &a = resolver.make<BinaryArgs>();
+  for (size_t i = 0; i < 2; ++i)
+    if (Status s = resolver.buffer(i, true, T, a.in[i]); !s)
+      return s;
+  if (Status s = resolver.buffer(0, false, T, a.out); !s)
+    return s;
+  a.grain = grainOf(resolver);
+  a.kernel = kernel;
+  ops.push_back(resolver.resolved(kind, runBinary, a, resolver.setup().vector->name));
+  return Status();
+}
+
+} // namespace
+
+Status resolveEmbedding(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
+  const plan::PlanDef &def = resolver.def();
+  const plan::OpDef &op = resolver.op();
+  EmbeddingArgs &a = resolver.make<EmbeddingArgs>();
+  if (Status s = resolver.buffer(0, false, resolver.setup().maxStepTokens, a.out); !s)
+    return s;
+  a.grain = grainOf(resolver);
+  a.vocab = def.model()->vocab();
+  const plan::TensorDef *table = op.weights() && op.weights()->size() > 0
+                                     ? def.tensors()->Get(op.weights()->Get(0))
+                                     : nullptr;
+  if (table && table->layout() == WeightLayoutDef::LinearBf16N16K2) {
+    // The loader checked its shape [vocab, hidden] and its payload's size.
+    a.packed = static_cast<const uint16_t *>(resolver.setup().plan->tensorData(op.weights()->Get(0)));
+    ops.push_back(resolver.resolved(OpKind::Embedding, runEmbeddingPacked, a,
+                                    "EmbeddingBf16Packed"));
+    return Status();
+  }
+  const flatbuffers::Vector<uint64_t> *shape = nullptr;
+  if (Status s = resolver.weight(0, WeightLayoutDef::RowMajor, 2, a.table, shape); !s)
+    return s;
+  a.kernel = resolver.setup().vector->embedding;
+  ops.push_back(resolver.resolved(OpKind::Embedding, runEmbedding, a, resolver.setup().vector->name));
+  return Status();
+}
+
+Status resolveRmsNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
+  const size_t T = resolver.setup().maxStepTokens;
+  RmsNormArgs &a = resolver.make<RmsNormArgs>();
+  const flatbuffers::Vector<uint64_t> *shape = nullptr;
+  if (Status s = resolver.buffer(0, true, T, a.in); !s)
+    return s;
+  if (Status s = resolver.buffer(0, false, T, a.out); !s)
+    return s;
+  if (Status s = resolver.weight(0, WeightLayoutDef::RowMajor, 1, a.gamma, shape); !s)
+    return s;
+  const auto *params = resolver.op().params_as_RmsNormParamsDef();
+  a.eps = params ? params->eps() : resolver.def().model()->rms_eps();
+  a.grain = grainOf(resolver);
+  a.kernel = resolver.setup().vector->rmsNorm;
+  ops.push_back(resolver.resolved(OpKind::RmsNorm, runRmsNorm, a, resolver.setup().vector->name));
+  return Status();
+}
+
+Status resolveRope(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
+  const size_t T = resolver.setup().maxStepTokens;
+  RopeArgs &a = resolver.make<RopeArgs>();
+  if (Status s = resolver.buffer(0, true, T, a.x); !s)
+    return s;
+  const auto *params = resolver.op().params_as_RopeParamsDef();
+  a.heads = params->heads();
+  a.headDim = params->head_dim();
+  const flatbuffers::Vector<uint64_t> *shape = nullptr;
+  if (Status s = resolver.weight(0, WeightLayoutDef::RowMajor, 1, a.invFreq, shape); !s)
+    return s;
+  a.grain = grainOf(resolver);
+  a.kernel = resolver.setup().vector->rope;
+  ops.push_back(resolver.resolved(OpKind::Rope, runRope, a, resolver.setup().vector->name));
+  return Status();
+}
+
+Status resolveSwiGlu(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
+  return resolveBinary(resolver, ops, OpKind::SwiGlu, resolver.setup().vector->swiGlu);
+}
+
+Status resolveAdd(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
+  return resolveBinary(resolver, ops, OpKind::Add, resolver.setup().vector->add);
+}
+
+} // namespace hetc

@@ -1,0 +1,27 @@
+// Writes plan files. The compiler's plan emitter and the tests build plans through this one
+// function, so the file layout (see runtime/schema/hplan.fbs) is written in one place.
+#pragma once
+
+#include "runtime/format/Status.h"
+#include "hplan_generated.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hetc {
+
+// The bytes of one weight segment; the caller keeps them alive until writePlanFile returns.
+struct WeightPayload {
+  const void *data;
+  uint64_t size;
+};
+
+// Writes `plan` and its weights to `path`. Payload i becomes segment i: this fills
+// plan.segments (offset, size, XXH64 with seed 0) and sets plan.schema_version to
+// kPlanSchemaVersion when the caller left it 0. Nothing else is checked here; Plan::load is the
+// checker. The file is written to `path + ".tmp"` and renamed, so `path` never holds half a plan.
+Status writePlanFile(const std::string &path, plan::PlanDefT &plan,
+                     const std::vector<WeightPayload> &payloads);
+
+} // namespace hetc

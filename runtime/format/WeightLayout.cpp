@@ -1,0 +1,47 @@
+#include "runtime/format/WeightLayout.h"
+
+#include "runtime/format/Bf16.h"
+
+#include <cstring>
+
+namespace hetc {
+
+bool LinearBf16N16K2::sizeChecked(uint64_t n, uint64_t k, uint64_t &bytes) {
+  uint64_t paddedN, pairs, perBlock;
+  if (__builtin_add_overflow(n, kBlockColumns - 1, &paddedN) ||
+      __builtin_add_overflow(k, uint64_t{1}, &pairs))
+    return false;
+  pairs /= 2;
+  const uint64_t blocks = paddedN / kBlockColumns;
+  return !__builtin_mul_overflow(pairs, kPairBytes, &perBlock) &&
+         !__builtin_mul_overflow(blocks, perBlock, &bytes);
+}
+
+void packLinearBf16(const float *src, bool srcIsKN, uint64_t n, uint64_t k, uint16_t *dst) {
+  const LinearBf16N16K2 layout{n, k};
+  std::memset(dst, 0, layout.bytes());
+  // Walk the source in its own order (sequential reads); the writes stay within one block panel
+  // per source row for [N, K], or stride across panels for [K, N].
+  for (uint64_t a = 0; a < (srcIsKN ? k : n); ++a) {
+    const float *row = src + a * (srcIsKN ? n : k);
+    for (uint64_t b = 0; b < (srcIsKN ? n : k); ++b) {
+      const uint64_t row_n = srcIsKN ? b : a, col_k = srcIsKN ? a : b;
+      dst[layout.index(row_n, col_k)] = floatToBf16(row[b]);
+    }
+  }
+}
+
+void unpackLinearBf16Row(const uint16_t *packed, uint64_t n, uint64_t k, uint64_t row, float *out) {
+  const LinearBf16N16K2 layout{n, k};
+  const uint16_t *pair = packed + layout.index(row, 0);
+  // Consecutive pairs of one column are one line (32 elements) apart.
+  for (uint64_t p = 0; p < k / 2; ++p) {
+    out[2 * p] = bf16ToFloat(pair[p * 32]);
+    out[2 * p + 1] = bf16ToFloat(pair[p * 32 + 1]);
+  }
+  if (k % 2)
+    out[k - 1] = bf16ToFloat(pair[(k / 2) * 32]);
+}
+
+
+} // namespace hetc

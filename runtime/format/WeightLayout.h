@@ -1,0 +1,52 @@
+// Packed weight layouts of the plan file: the one place that knows how a packed weight's elements
+// are ordered. The compiler packs with these functions; the loader checks sizes and the kernels
+// read through them.
+//
+// LinearBf16N16K2 (plan WeightLayoutDef::LinearBf16N16K2): a linear weight with N outputs of K
+// inputs, in BF16, ordered for vdpbf16ps. Output columns are grouped in blocks of 16; a block is
+// one contiguous panel of ceil(K/2) K pairs; a K pair is 16 columns x 2 consecutive k, 64 bytes,
+// one cache line:
+//
+//   element (n, k) at uint16 index ((n / 16) * kPairs + k / 2) * 32 + (n % 16) * 2 + k % 2
+//
+// N is padded to a multiple of 16 and K to a multiple of 2 with zeros, so a kernel never reads a
+// partial line. One 32-bit broadcast of an activation pair (x[2p], x[2p+1]) times one 64-byte
+// line gives 16 columns' partial dot products: the weight stream is sequential per block.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace hetc {
+
+struct LinearBf16N16K2 {
+  static constexpr uint64_t kBlockColumns = 16;
+  static constexpr uint64_t kPairBytes = kBlockColumns * 2 * sizeof(uint16_t); // 64
+
+  uint64_t n = 0; // outputs (columns of the result)
+  uint64_t k = 0; // inputs
+
+  uint64_t kPairs() const { return (k + 1) / 2; }
+  uint64_t blocks() const { return (n + kBlockColumns - 1) / kBlockColumns; }
+  uint64_t blockBytes() const { return kPairs() * kPairBytes; }
+  // Payload bytes; use sizeChecked where n and k come from an untrusted file.
+  uint64_t bytes() const { return blocks() * blockBytes(); }
+  // Index in uint16 elements of (row n, k) = W[n][k].
+  uint64_t index(uint64_t row, uint64_t col) const {
+    return ((row / kBlockColumns) * kPairs() + col / 2) * (kBlockColumns * 2) +
+           (row % kBlockColumns) * 2 + col % 2;
+  }
+  // bytes() without overflow: false when it does not fit 64 bits.
+  static bool sizeChecked(uint64_t n, uint64_t k, uint64_t &bytes);
+};
+
+// Packs the f32 matrix `src` into `dst` (LinearBf16N16K2{n, k}.bytes() bytes, padding zeroed).
+// `src` is W as [N, K] row-major when `srcIsKN` is false, or as ONNX MatMul's [K, N] row-major
+// (y = x @ src) when true.
+void packLinearBf16(const float *src, bool srcIsKN, uint64_t n, uint64_t k, uint16_t *dst);
+
+// Row `row` of W ([K] floats) from a packed weight: a tied embedding's table lookup, and tests.
+void unpackLinearBf16Row(const uint16_t *packed, uint64_t n, uint64_t k, uint64_t row, float *out);
+
+} // namespace hetc

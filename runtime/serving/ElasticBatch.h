@@ -1,0 +1,96 @@
+// Greedy generation with sequences joining and leaving between steps, on one plan.
+//
+// Each request arrives at a step of the batch's own count. An arrived request takes a free slot
+// (the lowest), and from then on every step carries one token of each decoding sequence and, in
+// what is left of max_step_tokens, the next chunk of each joining sequence's prompt, so joiners
+// prefill in the steps where the others decode. A sequence that has its max_new ids leaves at
+// once and its slot takes the next arrival. Requests wait, in order, while every slot is busy.
+// Nothing is re-planned: the engine sees steps of StepSequences, each at its own positions, and
+// run() allocates nothing.
+#pragma once
+
+#include "runtime/executor/Engine.h"
+#include "runtime/format/Status.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace hetc {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt; // ids to feed, at least one
+  uint32_t maxNew = 0;         // ids to generate; 0 only prefills the prompt
+  uint64_t arrivalStep = 0;    // the first step the sequence may join
+  // A slot whose first `start` cached positions the sequence continues (a restored session); the
+  // slot is then kept for it from the first step. kAnySlot: the lowest free slot, from position 0.
+  static constexpr uint32_t kAnySlot = UINT32_MAX;
+  uint32_t slot = kAnySlot;
+  uint64_t start = 0;
+  // When not null, receives [maxNew, vocab] float32: row k the logits generated id k was picked
+  // from. Steps then write logits (with none asked for, the engine only finds each argmax).
+  float *logits = nullptr;
+};
+
+// What happened to one request. Steps count from 0 as the batch runs them; steps where no
+// sequence had arrived are skipped, not run.
+struct RequestOutcome {
+  std::vector<int32_t> tokens; // the maxNew generated ids
+  uint32_t slot = 0;
+  uint64_t joinedAtStep = 0;   // the step of its first prompt token
+  uint64_t finishedAtStep = 0; // the step that produced its last id (or took its last prompt token)
+};
+
+struct ElasticBatchStats {
+  uint64_t steps = 0;         // engine steps run
+  uint64_t prefillTokens = 0; // prompt ids fed
+  uint64_t decodeTokens = 0;  // generated ids fed back
+  uint64_t mixedSteps = 0;    // steps holding prompt ids of one sequence and decode ids of another
+  uint32_t mostActive = 0;    // the most sequences that held slots at once
+  double seconds = 0.0;       // wall time of run()
+};
+
+class ElasticBatch {
+public:
+  // Checks every request against the plan (ids, positions, slots) and sizes everything run()
+  // touches. The engine must outlive the batch; fixed slots must already hold `start` positions.
+  static Result<ElasticBatch> create(Engine &engine, std::vector<GenerationRequest> requests);
+  // The checks of create() alone, so a caller can refuse requests before sizing anything for them.
+  static Status check(const Engine &engine, const std::vector<GenerationRequest> &requests);
+
+  // Runs every request to its end. Allocates nothing; fails on the first failing step.
+  Status run();
+
+  const std::vector<GenerationRequest> &requests() const { return requests_; }
+  const std::vector<RequestOutcome> &outcomes() const { return outcomes_; }
+  const ElasticBatchStats &stats() const { return stats_; }
+
+private:
+  explicit ElasticBatch(Engine &engine) : engine_(&engine) {}
+  void admit();
+  void packStep();
+  void takeStepResults();
+
+  enum class State : uint8_t { Waiting, Prefilling, Decoding, Finished };
+
+  Engine *engine_;
+  std::vector<GenerationRequest> requests_;
+  std::vector<RequestOutcome> outcomes_;
+  ElasticBatchStats stats_;
+  StepOutput output_ = StepOutput::Argmax;
+  uint64_t step_ = 0;
+  size_t finished_ = 0;
+
+  // Sized at create(): per request, per slot, per step row.
+  std::vector<State> state_;
+  std::vector<size_t> fed_;          // prompt ids fed so far, per request
+  std::vector<size_t> arrivalOrder_; // request indices by (arrivalStep, index)
+  size_t nextArrival_ = 0;           // first of arrivalOrder_ not yet admitted or skipped
+  std::vector<bool> slotBusy_;       // per slot: held by a sequence
+  std::vector<bool> slotReserved_;   // per slot: named by a request that has not finished
+  std::vector<size_t> active_;       // requests holding slots, in joining order
+  std::vector<StepSequence> stepSequences_;
+  std::vector<size_t> stepRequests_; // the request of each StepSequence
+};
+
+} // namespace hetc
