@@ -318,7 +318,41 @@ private:
     return Status();
   }
 
+  // The general checks keep every address inside the arena, whatever the strides; from 1.8 the
+  // layout must also be exactly the format's (kvLayout), as the compiler plans it.
   Status checkKvCache() {
+    if (Status s = checkKvCacheBounds(); !s)
+      return s;
+    if ((def_.schema_version() & 0xffff) < 8)
+      return Status();
+    const KvCacheDef &kv = *def_.kv_cache();
+    const std::optional<KvLayout> layout = kvLayout(kv.dtype(), kv.layers(), kv.slots(),
+                                                    kv.kv_heads(), kv.head_dim(), kv.max_seq(),
+                                                    kv.pos_stride());
+    if (!layout)
+      return fail("kv_cache's layout overflows 64 bits");
+    const struct {
+      const char *name;
+      uint64_t value, expected;
+    } fields[] = {{"head_stride", kv.head_stride(), layout->headStride},
+                  {"slot_stride", kv.slot_stride(), layout->slotStride},
+                  {"layer_stride", kv.layer_stride(), layout->layerStride},
+                  {"k_offset", kv.k_offset(), layout->kOffset},
+                  {"v_offset", kv.v_offset(), layout->vOffset},
+                  {"scale_head_stride", kv.scale_head_stride(), layout->scaleHeadStride},
+                  {"scale_slot_stride", kv.scale_slot_stride(), layout->scaleSlotStride},
+                  {"scale_layer_stride", kv.scale_layer_stride(), layout->scaleLayerStride},
+                  {"k_scale_offset", kv.k_scale_offset(), layout->kScaleOffset},
+                  {"v_scale_offset", kv.v_scale_offset(), layout->vScaleOffset},
+                  {"arena_size", kv.arena_size(), layout->arenaSize}};
+    for (const auto &field : fields)
+      if (field.value != field.expected)
+        return fail("kv_cache ", field.name, " is ", field.value, " but the format's layout of its ",
+                    "dims gives ", field.expected);
+    return Status();
+  }
+
+  Status checkKvCacheBounds() {
     const KvCacheDef &kv = *def_.kv_cache();
     const ModelDef &m = *def_.model();
     if (!inRange(kv.dtype()))

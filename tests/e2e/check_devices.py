@@ -9,20 +9,29 @@
    --no-resident (every layer streamed: at these sizes all of decode and this prefill stay on the
    CPU);
 2. hetc inspect --json of each: the spr-h100 plan names its target and GPU, carries a prefill and a
-   decode stage plan with groups covering every layer and a policy table over batches 1..4, keeps
-   the layers' weights on the GPU tier, and every op of a layer runs where its group's policy puts
-   the first cost sublayer it computes (derived here from the policy, not taken from the plan);
-   the host plan puts nothing on the GPU;
+   decode stage plan with groups covering every layer and a policy table over batches 1..4, and
+   every op of a layer runs where its group's policy puts the first cost sublayer it computes
+   (derived here from the policy, not taken from the plan), every op outside the layers (the
+   embedding, the final norm, lm_head) on the CPU. So the spr-h100 plan differs from the host
+   plan where it should: GPU ops in both stages, and some op placed differently in decode and in
+   prefill (the two stages' policies differ); every weight a layer op reads is in the GPU tier
+   and the others are not. The host plan and the streamed spr-a100 plan put no op and no weight on
+   the GPU;
 3. hetc run on the ragged batch, --logits-out: the spr-h100 run prints exactly one notice that it
-   runs its GPU sublayers on the CPU (saying whether this host has a GPU: /dev/nvidia0), the others
-   none; the generated ids are identical and the logits bit for bit equal to the host plan's;
-4. hetc run --verbose and hetc bench --json report the devices: the plan's target and where the ops
-   ran (the CPU).
+   runs its GPU sublayers on the CPU (saying whether this host has a GPU: /dev/nvidia0) with the
+   plan's counts of GPU sublayers (the same notice as hetc inspect --json), the others none; the
+   generated ids are identical and the logits bit for bit equal to the host plan's (every op runs
+   on the CPU whatever the plan says: this is the statement that the fallback computes the same);
+4. hetc run --verbose and hetc bench --json report the devices: the plan's target, its GPU sublayer
+   and op counts per stage as derived in 2, the policies the stage tables give the batch and
+   length of the run, and where the ops ran (the CPU); the host and streamed plans' --verbose say
+   every op is on the CPU.
 """
 
 import argparse
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -47,17 +56,24 @@ def inspect_json(hetc, plan):
 
 
 def check_device_plan(inspected, layers, max_batch):
-    """The stage plans are complete and the ops follow them; returns the GPU op count per stage."""
+    """The stage plans are complete and the ops follow them; returns per stage the GPU op count
+    and, from the groups' policies alone, the GPU sublayers and all sublayers (a policy bit of 1
+    is the CPU)."""
     stages = {s["stage"]: s for s in inspected["stages"]}
     if set(stages) != {"Prefill", "Decode"}:
         raise CheckFailed(f"expected a Prefill and a Decode stage plan, got {sorted(stages)}")
-    gpu_ops = {}
+    counts = {}
     for name, stage in stages.items():
         covered = 0
+        sublayers = gpu_sublayers = 0
         for group in stage["groups"]:
             if group["first_layer"] != covered:
                 raise CheckFailed(f"{name} group {group['name']} starts at layer {group['first_layer']}")
+            if len(group["policy"]) != len(SUBLAYERS) or set(group["policy"]) - {0, 1}:
+                raise CheckFailed(f"{name} group {group['name']} has policy {group['policy']}")
             covered += group["layers"]
+            sublayers += group["layers"] * len(SUBLAYERS)
+            gpu_sublayers += group["layers"] * group["policy"].count(0)
         if covered != layers:
             raise CheckFailed(f"{name} groups cover {covered} of {layers} layers")
         for row in stage["policy_table"]:
@@ -68,10 +84,15 @@ def check_device_plan(inspected, layers, max_batch):
         if not stage["reason"].startswith(name.lower() + " on "):
             raise CheckFailed(f"{name} reason: {stage['reason']!r}")
         key = "device" if name == "Decode" else "prefill_device"
-        gpu_ops[name] = 0
+        gpu_ops = 0
         for op in inspected["ops"]:
-            gpu_ops[name] += op[key] == "GPU"
+            gpu_ops += op[key] == "GPU"
             if op["layer"] < 0:
+                # The embedding, the final norm and lm_head: the cost model does not time them and
+                # the compiler keeps them on the CPU (hetc-assign-devices).
+                if op[key] != "CPU":
+                    raise CheckFailed(f"op {op['index']} ({op['name']}) outside the layers runs on "
+                                      f"the {op[key]} in {name}; expected the CPU")
                 continue
             group = next(g for g in stage["groups"]
                          if g["first_layer"] <= op["layer"] < g["first_layer"] + g["layers"])
@@ -81,7 +102,55 @@ def check_device_plan(inspected, layers, max_batch):
                 raise CheckFailed(f"op {op['index']} ({op['name']}) runs on the {op[key]} in {name}, but "
                                   f"group {group['name']}'s policy {group['policy']} puts {first} on "
                                   f"the {expected}")
-    return gpu_ops
+        counts[name] = {"gpu_ops": gpu_ops, "gpu_sublayers": gpu_sublayers, "sublayers": sublayers}
+    return counts
+
+
+def check_tiers(inspected, tag, layers_on_gpu):
+    """Every weight a layer op reads is in the GPU tier when the plan keeps the layers in GPU
+    memory and none otherwise; a weight only the embedding, final norm or lm_head read never is.
+    Returns the number of GPU-tier weights."""
+    tiers = {t["index"]: (t["name"], t["tier"]) for t in inspected["tensors"]}
+    layer_weights = {w for op in inspected["ops"] if op["layer"] >= 0 for w in op["weights"]}
+    if not layer_weights:
+        raise CheckFailed(f"the {tag} plan's layer ops read no weights")
+    for index, (name, tier) in sorted(tiers.items()):
+        expected = "GPU" if layers_on_gpu and index in layer_weights else "not GPU"
+        if (tier == "GPU") != (expected == "GPU"):
+            reader = "a layer op" if index in layer_weights else "no layer op"
+            raise CheckFailed(f"the {tag} plan keeps weight {index} ({name}, read by {reader}) in "
+                              f"tier {tier}; expected {expected}")
+    if inspected["kv_cache"]["tier"] == "GPU":
+        raise CheckFailed(f"the {tag} plan puts the KV cache in GPU memory")
+    return sum(tier == "GPU" for _, tier in tiers.values())
+
+
+def gpu_phrases(counts, ops):
+    """What the notice and run --verbose say of the plan's GPU sublayers and ops (Devices.cpp)."""
+    d, p = counts["Decode"], counts["Prefill"]
+    sublayers = (f"{d['gpu_sublayers']} of {d['sublayers']} decode and {p['gpu_sublayers']} of "
+                 f"{p['sublayers']} prefill sublayers")
+    return (f"plan assigns {sublayers} to the GPU",
+            f"GPU for {sublayers} ({d['gpu_ops']} and {p['gpu_ops']} of {ops} ops)")
+
+
+def check_verbose_policy(verbose, stages):
+    """run --verbose's policy line names, per stage, the batch and length of the ragged batch (all
+    prompts at once; prefill over the longest prompt, decode's last step over it and MAX_NEW - 1
+    generated ids) and the policies the stage's table gives them."""
+    line = next((text for text in verbose.splitlines() if text.startswith("hetc: policy: ")), None)
+    if line is None:
+        raise CheckFailed(f"hetc run --verbose prints no policy line:\n{indent(verbose)}")
+    longest = max(len(p) for p in PROMPTS)
+    for stage, length in [("Prefill", longest), ("Decode", longest + MAX_NEW - 1)]:
+        found = re.search(rf"{stage.lower()} at B=(\d+), L=(\d+): ([^;]*)", line)
+        if not found or (int(found.group(1)), int(found.group(2))) != (len(PROMPTS), length):
+            raise CheckFailed(f"hetc run --verbose: expected the {stage.lower()} policy at "
+                              f"B={len(PROMPTS)}, L={length}: {line}")
+        expected = table_policies(stages[stage]["policy_table"], len(PROMPTS), length)
+        if re.findall(r"\([01](?:,[01])*\)", found.group(3)) != expected:
+            raise CheckFailed(f"hetc run --verbose gives {stage.lower()} at B={len(PROMPTS)}, "
+                              f"L={length} policies {found.group(3)!r}; the table gives {expected}")
 
 
 def run_plan(a, plan, tag, extra=()):
@@ -125,26 +194,43 @@ def check(a):
         raise CheckFailed(f"spr-h100 plan names target {h100['target']!r}, GPU {h100['target_gpu']!r}")
     if host["target"] != "host" or host["target_gpu"]:
         raise CheckFailed(f"host plan names target {host['target']!r}, GPU {host['target_gpu']!r}")
-    h100_gpu = check_device_plan(h100, layers, 4)
-    print(f"spr-h100 plan: GPU ops {h100_gpu}, decode groups "
-          f"{[(g['name'], g['policy']) for g in h100['stages'][1]['groups']]}")
+    h100_counts = check_device_plan(h100, layers, 4)
+    h100_gpu = {stage: c["gpu_ops"] for stage, c in h100_counts.items()}
+    h100_stages = {s["stage"]: s for s in h100["stages"]}
+    print(f"spr-h100 plan: GPU ops {h100_gpu} of {len(h100['ops'])}, decode groups "
+          f"{[(g['name'], g['policy']) for g in h100_stages['Decode']['groups']]}, prefill groups "
+          f"{[(g['name'], g['policy']) for g in h100_stages['Prefill']['groups']]}")
+    # What the cost model decides for spr-h100 at these sizes (as the docstring says; revisit
+    # these two if it legitimately decides otherwise): GPU sublayers in both stages, and two
+    # stage plans that differ (decode keeps qk and sv on the CPU, prefill does not), so that
+    # each op's decode and prefill devices are both exercised.
     if h100_gpu["Decode"] == 0 or h100_gpu["Prefill"] == 0:
         raise CheckFailed(f"the spr-h100 plan gives the GPU no op in some stage: {h100_gpu}")
-    layer_tiers = {t["tier"] for t in h100["tensors"] if t["name"].startswith("model.layers.")}
-    if layer_tiers != {"GPU"}:
-        raise CheckFailed(f"the spr-h100 plan's layer weights are in tiers {layer_tiers}, expected GPU "
-                          "(both layers resident)")
-    if check_device_plan(host, layers, 4) != {"Prefill": 0, "Decode": 0}:
-        raise CheckFailed("the host plan puts ops on the GPU")
-    streamed_gpu = check_device_plan(streamed, layers, 4)
-    if streamed_gpu != {"Prefill": 0, "Decode": 0}:
-        raise CheckFailed(f"the streamed spr-a100 plan puts ops on the GPU: {streamed_gpu}")
-    if any(t["tier"] == "GPU" for t in streamed["tensors"]):
-        raise CheckFailed("the streamed spr-a100 plan keeps weights in GPU memory")
+    if all(op["device"] == op["prefill_device"] for op in h100["ops"]):
+        raise CheckFailed(f"every op of the spr-h100 plan runs on the same device in decode and in "
+                          f"prefill (GPU ops {h100_gpu}): the two stage plans are not told apart")
+    differing = {stage: sum(h[key] != o[key] for h, o in zip(h100["ops"], host["ops"]))
+                 for stage, key in [("Decode", "device"), ("Prefill", "prefill_device")]}
+    if len(h100["ops"]) != len(host["ops"]) or 0 in differing.values():
+        raise CheckFailed(f"the spr-h100 and host plans' op devices do not differ in every stage: "
+                          f"{differing} of {len(h100['ops'])} and {len(host['ops'])} ops")
+    h100_weights_on_gpu = check_tiers(h100, "spr-h100", layers_on_gpu=True)
+    print(f"spr-h100 plan: ops whose device differs from the host plan's {differing}; "
+          f"{h100_weights_on_gpu} of {len(h100['tensors'])} weights in the GPU tier")
+    for tag, inspected in [("host", host), ("streamed spr-a100", streamed)]:
+        counts = check_device_plan(inspected, layers, 4)
+        if any(c["gpu_ops"] or c["gpu_sublayers"] for c in counts.values()):
+            raise CheckFailed(f"the {tag} plan puts ops on the GPU: {counts}")
+        check_tiers(inspected, tag, layers_on_gpu=False)
+        if inspected["host_gpu"].get("notice"):
+            raise CheckFailed(f"hetc inspect --json gives the {tag} plan a notice: "
+                              f"{inspected['host_gpu']['notice']}")
+    notice_words, verbose_words = gpu_phrases(h100_counts, len(h100["ops"]))
 
-    host_tokens, host_logits, host_err = run_plan(a, plans["host"], "host")
+    host_tokens, host_logits, host_err = run_plan(a, plans["host"], "host", ["--verbose"])
     h100_tokens, h100_logits, h100_err = run_plan(a, plans["h100"], "h100")
-    streamed_tokens, streamed_logits, streamed_err = run_plan(a, plans["a100_streamed"], "a100_streamed")
+    streamed_tokens, streamed_logits, streamed_err = run_plan(a, plans["a100_streamed"], "a100_streamed",
+                                                              ["--verbose"])
     if not np.all(np.isfinite(host_logits)) or not np.any(host_logits):
         raise CheckFailed("the host plan's logits are not finite or all zero")
     for tag, tokens, logits in [("spr-h100", h100_tokens, h100_logits),
@@ -169,30 +255,47 @@ def check(a):
                 "/dev/nvidia0" if has_node else "this host has no GPU (no /dev/nvidia0"]
     if has_node and "no /dev/nvidia0" in notice:
         raise CheckFailed(f"this host has /dev/nvidia0 but the notice says it has none: {notice}")
-    for words in expected:
+    for words in expected + [notice_words]:
         if words not in notice:
             raise CheckFailed(f"the notice does not say {words!r}: {notice}")
-    for tag, stderr in [("host", host_err), ("spr-a100 streamed", streamed_err)]:
+    if notice != h100["host_gpu"].get("notice"):
+        raise CheckFailed(f"hetc run's notice differs from hetc inspect --json's:\n    {notice}\n"
+                          f"    {h100['host_gpu'].get('notice')}")
+    for tag, target, stderr in [("host", "host (CPU only)", host_err),
+                                ("spr-a100 streamed", "spr-a100 (", streamed_err)]:
         if notices(stderr):
             raise CheckFailed(f"hetc run of the {tag} plan printed a notice:\n{indent(stderr)}")
+        if not any(line.startswith(f"hetc: devices: target {target}") and "): every op on the CPU;" in line
+                   for line in stderr.splitlines()):
+            raise CheckFailed(f"hetc run --verbose of the {tag} plan does not say every op is on the "
+                              f"CPU:\n{indent(stderr)}")
 
     _, _, verbose = run_plan(a, plans["h100"], "h100_verbose", ["--verbose"])
     if "hetc: devices: target spr-h100" not in verbose or len(notices(verbose)) != 1:
         raise CheckFailed(f"hetc run --verbose does not report the devices once:\n{indent(verbose)}")
     for words in ["hetc: policy: prefill at B=", "; decode at B=", "run on the CPU here",
-                  "hetc: memory: "]:
+                  "hetc: memory: ", f"hetc: devices: target spr-h100 ({h100['target_gpu']}): {verbose_words}"]:
         if words not in verbose:
             raise CheckFailed(f"hetc run --verbose does not say {words!r}:\n{indent(verbose)}")
+    check_verbose_policy(verbose, h100_stages)
 
     bench = run([a.hetc, "bench", plans["h100"], "--context", "8", "--gen", "2", "--no-paired",
                  "--probe-mib", "16", "--json"], "hetc bench --json", timeout=a.timeout)
     devices = json.loads(bench.stdout).get("devices", {})
-    if devices.get("target") != "spr-h100" or devices.get("ran_on") != "cpu" or \
-            devices.get("gpu_ops_decode") != h100_gpu["Decode"]:
-        raise CheckFailed(f"hetc bench --json reports devices {devices}")
+    expected_devices = {
+        "target": "spr-h100", "ran_on": "cpu", "ops": len(h100["ops"]),
+        "gpu_ops_decode": h100_counts["Decode"]["gpu_ops"],
+        "gpu_ops_prefill": h100_counts["Prefill"]["gpu_ops"],
+        "gpu_sublayers_decode": h100_counts["Decode"]["gpu_sublayers"],
+        "gpu_sublayers_prefill": h100_counts["Prefill"]["gpu_sublayers"],
+        "sublayers": h100_counts["Decode"]["sublayers"]}
+    wrong = {k: (devices.get(k), v) for k, v in expected_devices.items() if devices.get(k) != v}
+    if wrong:
+        raise CheckFailed(f"hetc bench --json reports devices {devices}; (reported, plan) differ "
+                          f"for {wrong}")
     # bench's default point: one sequence, its last step attending context + gen positions.
     policy = json.loads(bench.stdout).get("policy", {})
-    expected = table_policies(h100["stages"][1]["policy_table"], 1, 8 + 2)
+    expected = table_policies(h100_stages["Decode"]["policy_table"], 1, 8 + 2)
     if policy.get("group_policies") != expected or policy.get("ran_on") != "cpu" or \
             (policy.get("batch"), policy.get("len")) != (1, 10):
         raise CheckFailed(f"hetc bench --json reports policy {policy}, the table gives {expected}")
@@ -208,7 +311,9 @@ def check(a):
     for words in ["devices: target 'spr-h100'", "policy table, Decode", "memory tiers: weights"]:
         if words not in text:
             raise CheckFailed(f"hetc inspect does not show {words!r}")
-    print("OK: a plan for spr-h100 runs on this CPU, says so once, and matches the host plan")
+    print(f"OK: a plan for spr-h100 ({notice_words}; {verbose_words}) runs on this CPU, says so "
+          "once, reports its devices, and matches the host plan; the host and streamed spr-a100 plans "
+          "put nothing on the GPU")
 
 
 def main():
