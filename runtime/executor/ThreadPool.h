@@ -1,4 +1,4 @@
-// A fixed set of threads that replays a list of phases (one per op of the task collection) with a
+// A fixed set of threads that replays a list of phases (one per phase of the engine's ops) with a
 // barrier after each. Threads are created once; run() neither allocates nor creates anything.
 #pragma once
 

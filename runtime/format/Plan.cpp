@@ -809,7 +809,7 @@ private:
     return Status();
   }
 
-  // The device plan (schema 1.4): tiers, each op's devices and cost sublayers, sublayer devices,
+  // The device plan (schema 1.5): tiers, each op's devices and cost sublayers, sublayer devices,
   // and the stage plans the op devices must follow.
   Status checkDevicePlan() {
     for (uint32_t i = 0; i < def_.tensors()->size(); ++i)

@@ -1,5 +1,5 @@
 // The host CPU's features, in the plan's terms (plan::CpuFeatureBits). Detection lives in
-// codegen/cpu/CpuFeatures.h, the one place kernels and the loader both ask.
+// codegen/cpu/isa/CpuFeatures.h, the one place the kernels and the executor both ask.
 #pragma once
 
 #include "codegen/cpu/isa/CpuFeatures.h"

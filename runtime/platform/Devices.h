@@ -26,7 +26,7 @@ struct PlanDevices {
   std::string target;
   std::string gpu; // the target's GPU; empty for a CPU-only target
   uint32_t ops = 0;
-  bool hasStages = false; // the plan carries stage plans (schema 1.4)
+  bool hasStages = false; // the plan carries stage plans (schema 1.5)
   StageDevices prefill;
   StageDevices decode;
   bool anyGpu() const { return prefill.gpuOps > 0 || decode.gpuOps > 0; }

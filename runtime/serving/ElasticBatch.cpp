@@ -1,6 +1,5 @@
 #include "runtime/serving/ElasticBatch.h"
 
-#include "runtime/serving/Generate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -177,6 +176,7 @@ void ElasticBatch::takeStepResults() {
       if (fed_[r] < request.prompt.size())
         continue;
       state_[r] = State::Decoding;
+      ++promptsFed_;
     } else {
       decode = true;
       ++stats_.decodeTokens;
@@ -230,9 +230,73 @@ Status ElasticBatch::run() {
     ++stats_.steps;
     takeStepResults();
     ++step_;
+    if (promptsFed_ == requests_.size() && stats_.promptSteps == 0) {
+      stats_.promptSteps = stats_.steps;
+      stats_.promptSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+    }
   }
   stats_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return Status();
+}
+
+Status checkGenerateRequest(const Engine &engine, const std::vector<std::vector<int32_t>> &prompts,
+                            uint32_t maxNew) {
+  if (prompts.empty())
+    return Status::error("no prompts given");
+  if (prompts.size() > engine.maxBatch())
+    return Status::error(std::to_string(prompts.size()) +
+                         " prompts but the plan's --max-batch is " +
+                         std::to_string(engine.maxBatch()));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<int32_t> &prompt = prompts[i];
+    if (prompt.empty())
+      return Status::error("prompt " + std::to_string(i) + " is empty");
+    const uint64_t needed = static_cast<uint64_t>(prompt.size()) + maxNew;
+    if (needed > engine.maxSeq())
+      return Status::error("prompt " + std::to_string(i) + " needs " + std::to_string(needed) +
+                           " positions (" + std::to_string(prompt.size()) + " prompt + " +
+                           std::to_string(maxNew) + " new) but the plan's --max-seq is " +
+                           std::to_string(engine.maxSeq()));
+    for (size_t j = 0; j < prompt.size(); ++j)
+      if (prompt[j] < 0 || static_cast<uint32_t>(prompt[j]) >= engine.vocab())
+        return Status::error("prompt " + std::to_string(i) + " token " + std::to_string(j) +
+                             " is id " + std::to_string(prompt[j]) + " but the vocabulary has " +
+                             std::to_string(engine.vocab()) + " ids (0.." +
+                             std::to_string(engine.vocab() - 1) + ")");
+  }
+  return Status();
+}
+
+Result<GenerateResult> generateGreedy(Engine &engine,
+                                      const std::vector<std::vector<int32_t>> &prompts,
+                                      uint32_t maxNew, float *logitsOut) {
+  if (Status s = checkGenerateRequest(engine, prompts, maxNew); !s)
+    return s;
+  GenerateResult result;
+  result.tokens.resize(prompts.size());
+  if (maxNew == 0)
+    return result;
+  std::vector<GenerationRequest> requests(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    requests[i].prompt = prompts[i];
+    requests[i].maxNew = maxNew;
+    requests[i].slot = static_cast<uint32_t>(i);
+    if (logitsOut)
+      requests[i].logits = logitsOut + i * static_cast<size_t>(maxNew) * engine.vocab();
+  }
+  Result<ElasticBatch> batch = ElasticBatch::create(engine, std::move(requests));
+  if (!batch)
+    return batch.status();
+  if (Status s = batch.value().run(); !s)
+    return s;
+  const ElasticBatchStats &stats = batch.value().stats();
+  for (size_t i = 0; i < prompts.size(); ++i)
+    result.tokens[i] = batch.value().outcomes()[i].tokens;
+  result.prefillSteps = static_cast<uint32_t>(stats.promptSteps);
+  result.decodeSteps = static_cast<uint32_t>(stats.steps - stats.promptSteps);
+  result.prefillSeconds = stats.promptSeconds;
+  result.decodeSeconds = stats.seconds - stats.promptSeconds;
+  return result;
 }
 
 } // namespace hetc

@@ -48,6 +48,9 @@ struct ElasticBatchStats {
   uint64_t mixedSteps = 0;    // steps holding prompt ids of one sequence and decode ids of another
   uint32_t mostActive = 0;    // the most sequences that held slots at once
   double seconds = 0.0;       // wall time of run()
+  // Steps and wall time until every request had fed its whole prompt (and got its first id).
+  uint64_t promptSteps = 0;
+  double promptSeconds = 0.0;
 };
 
 class ElasticBatch {
@@ -86,11 +89,37 @@ private:
   std::vector<size_t> fed_;          // prompt ids fed so far, per request
   std::vector<size_t> arrivalOrder_; // request indices by (arrivalStep, index)
   size_t nextArrival_ = 0;           // first of arrivalOrder_ not yet admitted or skipped
+  size_t promptsFed_ = 0;            // requests whose whole prompt has been fed
   std::vector<bool> slotBusy_;       // per slot: held by a sequence
   std::vector<bool> slotReserved_;   // per slot: named by a request that has not finished
   std::vector<size_t> active_;       // requests holding slots, in joining order
   std::vector<StepSequence> stepSequences_;
   std::vector<size_t> stepRequests_; // the request of each StepSequence
 };
+
+// Greedy generation of a fixed batch: an ElasticBatch whose requests all arrive at step 0, prompt i
+// in slot i from position 0. Long prompts are prefilled over several steps of at most the plan's
+// max_step_tokens; a sequence whose prompt is fed decodes in the steps where later prompts still
+// prefill.
+struct GenerateResult {
+  std::vector<std::vector<int32_t>> tokens; // per prompt: the maxNew generated ids
+  uint32_t prefillSteps = 0;   // steps until every prompt was fed (first ids included)
+  uint32_t decodeSteps = 0;    // the steps after
+  double prefillSeconds = 0.0; // their wall times
+  double decodeSeconds = 0.0;
+};
+
+// Checks a request against the plan's bounds (prompt count, positions, ids) without running it,
+// so a caller can refuse it before sizing anything for it; generateGreedy checks the same.
+Status checkGenerateRequest(const Engine &engine, const std::vector<std::vector<int32_t>> &prompts,
+                            uint32_t maxNew);
+
+// Returns maxNew ids per prompt (no end-of-sequence stop). `logitsOut`, when not null, receives
+// [prompts.size(), maxNew, vocab] float32 logits: entry (i, k) is the distribution generated id
+// k of prompt i was picked from. Without it the engine finds each next id in argmax steps and
+// writes no logits (same ids either way).
+Result<GenerateResult> generateGreedy(Engine &engine,
+                                      const std::vector<std::vector<int32_t>> &prompts,
+                                      uint32_t maxNew, float *logitsOut = nullptr);
 
 } // namespace hetc

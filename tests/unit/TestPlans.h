@@ -45,8 +45,8 @@ struct TinyPlanShape {
   // Embedding, norm and linear weights; inv_freq is always F32.
   plan::DTypeDef weight_dtype = plan::DTypeDef::F32;
   plan::DTypeDef kv_dtype = plan::DTypeDef::F32;
-  // Tasks: Linear and LmHead split by output columns, Attention by query heads (grain 1),
-  // the row-wise ops (Embedding, RmsNorm, Rope, SwiGlu, Add) by token rows.
+  // Tasks: Linear and LmHead split by output columns, Attention none (the executor splits it by
+  // positions), the row-wise ops (Embedding, RmsNorm, Rope, SwiGlu, Add) by token rows.
   uint32_t linear_task_grain = 16;
   uint32_t row_task_grain = 4;
   uint64_t seed = 1;
@@ -101,7 +101,6 @@ inline uint64_t alignUp(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-inline uint64_t dtypeSize(plan::DTypeDef dtype) { return dtype == plan::DTypeDef::BF16 ? 2 : 4; }
 
 // splitmix64: the same numbers on every platform and standard library.
 inline uint64_t nextRandom(uint64_t &state) {
@@ -117,7 +116,7 @@ inline float uniform(uint64_t &state) {
 }
 
 inline std::vector<uint8_t> encode(const std::vector<float> &values, plan::DTypeDef dtype) {
-  std::vector<uint8_t> bytes(values.size() * dtypeSize(dtype));
+  std::vector<uint8_t> bytes(values.size() * dtypeBytes(dtype));
   if (dtype == plan::DTypeDef::BF16) {
     for (size_t i = 0; i < values.size(); ++i) {
       const uint16_t half = floatToBf16(values[i]);
@@ -163,7 +162,7 @@ inline std::vector<float> TinyPlan::tensorValues(uint32_t index) const {
                                    values.data() + row * k);
     return values;
   }
-  std::vector<float> values(bytes.size() / detail::dtypeSize(t.dtype));
+  std::vector<float> values(bytes.size() / dtypeBytes(t.dtype));
   for (size_t i = 0; i < values.size(); ++i) {
     if (t.dtype == plan::DTypeDef::BF16) {
       uint16_t half;

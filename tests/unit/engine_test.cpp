@@ -6,7 +6,7 @@
 #include "TestPlans.h"
 
 #include "runtime/executor/Engine.h"
-#include "runtime/serving/Generate.h"
+#include "runtime/serving/ElasticBatch.h"
 #include "runtime/format/Plan.h"
 
 #include <gtest/gtest.h>

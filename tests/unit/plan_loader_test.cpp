@@ -605,7 +605,7 @@ std::vector<Mistake> mistakes() {
          opNamed(t, "lm_head").params.Set(LinearParamsDefT());
        },
        {"no LmHead"}},
-      // The device plan (1.4). A host plan has no GPU to put anything on.
+      // The device plan (1.5). A host plan has no GPU to put anything on.
       {"UnknownTensorTier",
        [](TinyPlan &t) { t.def.tensors[0]->tier = static_cast<TierDef>(7); },
        {"tensor 0", "unknown tier 7"}},

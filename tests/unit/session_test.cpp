@@ -6,7 +6,6 @@
 
 #include "runtime/serving/ElasticBatch.h"
 #include "runtime/executor/Engine.h"
-#include "runtime/serving/Generate.h"
 #include "runtime/kv/Session.h"
 
 #include <gtest/gtest.h>

@@ -9,7 +9,6 @@
 #include "runtime/platform/Devices.h"
 #include "runtime/serving/ElasticBatch.h"
 #include "runtime/executor/Engine.h"
-#include "runtime/serving/Generate.h"
 #include "tools/report/Inspect.h"
 #include "runtime/format/Plan.h"
 #include "runtime/kv/Session.h"

@@ -1,6 +1,6 @@
 #include "tools/report/DecodeBenchmark.h"
 
-#include "runtime/serving/Generate.h"
+#include "runtime/serving/ElasticBatch.h"
 #include "runtime/format/Plan.h"
 
 #include <algorithm>

@@ -277,6 +277,8 @@ void featureArray(JsonWriter &json, const std::string &name, uint64_t bits) {
 struct HostKernels {
   std::vector<KernelUse> uses;
   std::string error;
+  size_t ops = 0;    // resolved ops a step runs
+  size_t phases = 0; // barriers a step waits at: one per phase
 };
 
 HostKernels hostKernels(const Plan &plan) {
@@ -287,7 +289,8 @@ HostKernels hostKernels(const Plan &plan) {
   Result<std::unique_ptr<Engine>> engine = Engine::create(borrowed, options);
   if (!engine)
     return {{}, engine.message()};
-  return {engine.value()->kernelSummary(), ""};
+  return {engine.value()->kernelSummary(), "", engine.value()->resolvedOps().size(),
+          engine.value()->phases().size()};
 }
 
 std::string tierText(TierDef tier) { return EnumNameTierDef(tier); }
@@ -612,6 +615,9 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
   for (const KernelUse &use : kernels.uses)
     os << "  " << use.opKind << ": " << use.kernel << ", " << use.count
        << (use.count == 1 ? " op" : " ops") << "\n";
+  if (kernels.error.empty())
+    os << "  a step runs " << kernels.ops << " ops in " << kernels.phases
+       << " phases (a barrier after each; independent linears share one)\n";
 }
 
 void printPlanJson(const Plan &plan, std::ostream &os) {
@@ -792,6 +798,8 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
   json.endArray();
   if (!kernels.error.empty())
     json.field("kernels_error", kernels.error);
+  json.field("step_ops", uint64_t{kernels.ops});
+  json.field("step_phases", uint64_t{kernels.phases});
   json.endObject();
   os << '\n';
 }

@@ -1,5 +1,5 @@
 // The host CPU's features: detected once per process, the one place every kernel choice and the
-// plan loader ask.
+// executor's check of a plan's required features ask.
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 #include "runtime/format/Plan.h"
 #include "runtime/format/PlanWriter.h"
 
+#include "runtime/format/Bf16.h"
 #include "runtime/format/WeightLayout.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -57,13 +58,6 @@ float halfToFloat(uint16_t h) {
     }
     bits = sign | (static_cast<uint32_t>(113 - shift) << 23) | ((mantissa & 0x3ff) << 13);
   }
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
-
-float bf16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
   float value;
   std::memcpy(&value, &bits, sizeof(value));
   return value;

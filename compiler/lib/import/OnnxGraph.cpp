@@ -293,17 +293,6 @@ int64_t rankOf(Value v) {
   return ranked ? ranked.getRank() : -1;
 }
 
-bool isLlmOp(Operation *op) {
-  return isa<EmbeddingOp, RmsNormOp, LinearOp, RopeOp, AttentionOp, SwiGluOp, AddOp, LmHeadOp>(op);
-}
-
-std::optional<int64_t> featureSize(Type type) {
-  auto ranked = dyn_cast<RankedTensorType>(type);
-  if (!ranked || ranked.getRank() == 0 || ranked.isDynamicDim(ranked.getRank() - 1))
-    return std::nullopt;
-  return ranked.getDimSize(ranked.getRank() - 1);
-}
-
 Type withFeatureSize(Type type, int64_t features, int64_t rankIfUnranked) {
   auto shaped = cast<ShapedType>(type);
   if (auto ranked = dyn_cast<RankedTensorType>(type)) {

@@ -18,10 +18,6 @@ func::FuncOp findModelFunction(ModuleOp module) {
   return nullptr;
 }
 
-bool isLlmOp(Operation *op) {
-  return isa<EmbeddingOp, RmsNormOp, LinearOp, RopeOp, AttentionOp, SwiGluOp, AddOp, LmHeadOp>(op);
-}
-
 SmallVector<Operation *> collectLlmOps(func::FuncOp func) {
   SmallVector<Operation *> ops;
   func.walk([&](Operation *op) {
@@ -50,13 +46,6 @@ SmallVector<unsigned> activationOperandPositions(Operation *op) {
         return SmallVector<unsigned>{0, 1};
       })
       .Default([](auto) { return SmallVector<unsigned>{}; });
-}
-
-std::optional<int64_t> featureSize(Type type) {
-  auto ranked = dyn_cast<RankedTensorType>(type);
-  if (!ranked || ranked.getRank() == 0 || ranked.isDynamicDim(ranked.getRank() - 1))
-    return std::nullopt;
-  return ranked.getDimSize(ranked.getRank() - 1);
 }
 
 std::optional<int64_t> getIntField(DictionaryAttr dict, StringRef name) {

@@ -10,15 +10,18 @@
 using namespace mlir;
 using namespace hetc;
 
-namespace {
+bool hetc::isLlmOp(Operation *op) {
+  return isa<EmbeddingOp, RmsNormOp, LinearOp, RopeOp, AttentionOp, SwiGluOp, AddOp, LmHeadOp>(op);
+}
 
-// The static size of the last (feature) dimension, if the type says it.
-std::optional<int64_t> featureSize(Type type) {
+std::optional<int64_t> hetc::featureSize(Type type) {
   auto ranked = dyn_cast<RankedTensorType>(type);
   if (!ranked || ranked.getRank() == 0 || ranked.isDynamicDim(ranked.getRank() - 1))
     return std::nullopt;
   return ranked.getDimSize(ranked.getRank() - 1);
 }
+
+namespace {
 
 // Fails when both feature sizes are known and differ.
 LogicalResult checkFeatureSize(Operation *op, Value value, int64_t expected, StringRef what) {

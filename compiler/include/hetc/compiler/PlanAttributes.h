@@ -47,6 +47,8 @@
 
 #include "runtime/format/Format.h"
 
+#include "hetc/Dialect/HetcDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -131,9 +133,6 @@ inline std::optional<plan::DTypeDef> kvDtypeFromName(llvm::StringRef name) {
 // module and returns null when there is none.
 mlir::func::FuncOp findModelFunction(mlir::ModuleOp module);
 
-// True for the LLM-level ops, the ones that become ops of the plan.
-bool isLlmOp(mlir::Operation *op);
-
 // The LLM ops of `func`, in execution order.
 llvm::SmallVector<mlir::Operation *> collectLlmOps(mlir::func::FuncOp func);
 
@@ -143,9 +142,6 @@ bool isActivation(mlir::Value value);
 
 // The operand positions that the plan's op reads from activation buffers, in the plan's order.
 llvm::SmallVector<unsigned> activationOperandPositions(mlir::Operation *op);
-
-// The static size of the last dimension of a ranked tensor type, if known.
-std::optional<int64_t> featureSize(mlir::Type type);
 
 // An integer field of a dictionary attribute, if present.
 std::optional<int64_t> getIntField(mlir::DictionaryAttr dict, llvm::StringRef name);
