@@ -193,17 +193,15 @@ Status Engine::resolve(unsigned threads) {
     if (Status s = resolver.resolve(i, ops_); !s)
       return s;
   // The loader checked that the LmHead writes the logits buffer; step() reads one.
-  const size_t lmHeads = std::count_if(ops_.begin(), ops_.end(), [](const ResolvedOp &op) {
-    return op.kind == OpKind::LmHead;
-  });
+  const size_t lmHeads = std::count_if(
+      ops_.begin(), ops_.end(), [](const ResolvedOp &op) { return op.kind == OpKind::LmHead; });
   if (lmHeads != 1)
     return Status::error("the plan has " + str(lmHeads) + " LmHead ops; the engine needs one");
   lmHead_ = resolver.lmHead();
 
   // The bf16 rows the linear kernels read: allocated once, shared by every conversion.
   if (resolver.bf16RowsBytes() > 0) {
-    const size_t bytes =
-        ceilDiv(resolver.bf16RowsBytes(), kBufferAlignment) * kBufferAlignment;
+    const size_t bytes = ceilDiv(resolver.bf16RowsBytes(), kBufferAlignment) * kBufferAlignment;
     bf16Rows_ = static_cast<uint32_t *>(std::aligned_alloc(kBufferAlignment, bytes));
     if (!bf16Rows_)
       return Status::error("cannot allocate " + str(bytes) + " bytes of bf16 activation rows");
@@ -241,8 +239,9 @@ Status Engine::allocateAttentionScratch() {
   if (attention_.stateFloats == 0)
     return Status();
   auto allocate = [](size_t bytes) {
-    return static_cast<float *>(std::aligned_alloc(
-        kBufferAlignment, std::max<size_t>(ceilDiv(bytes, kBufferAlignment), 1) * kBufferAlignment));
+    return static_cast<float *>(
+        std::aligned_alloc(kBufferAlignment, std::max<size_t>(ceilDiv(bytes, kBufferAlignment), 1) *
+                                                 kBufferAlignment));
   };
   if (capacity > 0 && !(attention_.states = allocate(static_cast<size_t>(stateBytes))))
     return Status::error("cannot allocate " + str(static_cast<uint64_t>(stateBytes)) +

@@ -184,16 +184,17 @@ private:
   kernels::KvCacheView kvCache_;
 
   // Per-step metadata, sized by the bounds in create() and only overwritten by step(); step_
-  // points at them and is what every op reads.
-  StepRows step_;
-  std::unique_ptr<int32_t[]> rowTokens_;     // [max_step_tokens]
-  std::unique_ptr<uint32_t[]> rowPositions_; // [max_step_tokens]
-  std::unique_ptr<uint32_t[]> rowSlots_;     // [max_step_tokens]
-  std::unique_ptr<uint32_t[]> logitsSourceRows_;    // [max_batch] last row of each asking sequence
-  std::unique_ptr<uint32_t[]> logitsOutputRows_;    // [max_batch] its index within the step
-  std::unique_ptr<uint64_t[]> slotCachedPositions_; // [max_batch]
-  std::unique_ptr<uint64_t[]> slotSeenInStep_;      // [max_batch] step number, to catch repeats
-  std::unique_ptr<int32_t[]> stepArgmax_;           // [max_batch]
+  // points at them and is what every op reads (on lines of its own: every thread reads it in
+  // every phase).
+  alignas(64) StepRows step_;
+  alignas(64) std::unique_ptr<int32_t[]> rowTokens_; // [max_step_tokens]
+  std::unique_ptr<uint32_t[]> rowPositions_;         // [max_step_tokens]
+  std::unique_ptr<uint32_t[]> rowSlots_;             // [max_step_tokens]
+  std::unique_ptr<uint32_t[]> logitsSourceRows_;     // [max_batch] last row of each asking sequence
+  std::unique_ptr<uint32_t[]> logitsOutputRows_;     // [max_batch] its index within the step
+  std::unique_ptr<uint64_t[]> slotCachedPositions_;  // [max_batch]
+  std::unique_ptr<uint64_t[]> slotSeenInStep_;       // [max_batch] step number, to catch repeats
+  std::unique_ptr<int32_t[]> stepArgmax_;            // [max_batch]
   uint64_t stepNumber_ = 0;
 
   const kernels::VectorKernels *vector_ = nullptr;

@@ -17,11 +17,11 @@ namespace hetc {
 // What a step gives every op: its rows and which sequences ask for logits. Filled by
 // Engine::step before the phases run; the arrays are sized by the plan's bounds at create().
 struct StepRows {
-  size_t count = 0;                    // T: rows of the step
-  const int32_t *tokens = nullptr;     // [T]
-  const uint32_t *positions = nullptr; // [T]
-  const uint32_t *slots = nullptr;     // [T]
-  size_t logitsCount = 0;              // sequences asking for logits
+  size_t count = 0;                           // T: rows of the step
+  const int32_t *tokens = nullptr;            // [T]
+  const uint32_t *positions = nullptr;        // [T]
+  const uint32_t *slots = nullptr;            // [T]
+  size_t logitsCount = 0;                     // sequences asking for logits
   const uint32_t *logitsSourceRows = nullptr; // [logitsCount] the last row of each
   const uint32_t *logitsOutputRows = nullptr; // [logitsCount] its index within the step
   bool argmax = false;                        // StepOutput::Argmax: no logits rows are written

@@ -20,10 +20,14 @@ struct OpEntry {
 };
 
 constexpr OpEntry kOpEntries[] = {
-    {OpKindDef::Embedding, resolveEmbedding}, {OpKindDef::RmsNorm, resolveRmsNorm},
-    {OpKindDef::Linear, resolveLinear},       {OpKindDef::Rope, resolveRope},
-    {OpKindDef::Attention, resolveAttention}, {OpKindDef::SwiGlu, resolveSwiGlu},
-    {OpKindDef::Add, resolveAdd},             {OpKindDef::LmHead, resolveLmHead},
+    {OpKindDef::Embedding, resolveEmbedding},
+    {OpKindDef::RmsNorm, resolveRmsNorm},
+    {OpKindDef::Linear, resolveLinear},
+    {OpKindDef::Rope, resolveRope},
+    {OpKindDef::Attention, resolveAttention},
+    {OpKindDef::SwiGlu, resolveSwiGlu},
+    {OpKindDef::Add, resolveAdd},
+    {OpKindDef::LmHead, resolveLmHead},
 };
 
 } // namespace

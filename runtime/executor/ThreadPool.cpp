@@ -98,8 +98,7 @@ void SpinFutexBarrier::wait() {
 ThreadPool::ThreadPool(unsigned threadCount, bool pin, bool pinCaller)
     : threadCount_(threadCount), pin_(pin), pinCaller_(pin && pinCaller), barrier_(threadCount) {}
 
-Result<std::unique_ptr<ThreadPool>> ThreadPool::create(unsigned threads, bool pin,
-                                                       bool pinCaller) {
+Result<std::unique_ptr<ThreadPool>> ThreadPool::create(unsigned threads, bool pin, bool pinCaller) {
   std::vector<int> allowed;
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -26,6 +26,15 @@ std::optional<uint64_t> alignedProduct(uint64_t a, uint64_t b, uint64_t align) {
 
 } // namespace
 
+std::string kvLayoutText(plan::DTypeDef dtype) {
+  if (!kvInBlocks(dtype))
+    return "dimension-first [layer][slot][kv_head][pos][dim]";
+  const std::string block = std::to_string(kKvBlockPositions);
+  return "dimension-first [layer][slot][kv_head], positions in blocks of " + block +
+         " for vdpbf16ps (K [pos/" + block + "][dim/2][" + block + "][2], V [pos/" + block + "][" +
+         std::to_string(kKvBlockPositions / 2) + "][dim][2])";
+}
+
 std::optional<KvLayout> kvLayout(plan::DTypeDef dtype, uint64_t layers, uint64_t slots,
                                  uint64_t kvHeads, uint64_t headDim, uint64_t maxSeq,
                                  uint64_t posStride) {
@@ -37,7 +46,8 @@ std::optional<KvLayout> kvLayout(plan::DTypeDef dtype, uint64_t layers, uint64_t
       __builtin_mul_overflow(slots, kv.slotStride, &kv.layerStride) ||
       __builtin_mul_overflow(layers, kv.layerStride, &elements))
     return std::nullopt;
-  std::optional<uint64_t> regionBytes = alignedProduct(elements, dtypeBytes(dtype), kBufferAlignment);
+  std::optional<uint64_t> regionBytes =
+      alignedProduct(elements, dtypeBytes(dtype), kBufferAlignment);
   if (!regionBytes || __builtin_mul_overflow(*regionBytes, uint64_t{2}, &kv.arenaSize))
     return std::nullopt;
   kv.vOffset = *regionBytes;

@@ -24,7 +24,8 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 //      its head_stride covers max_seq rounded up to a whole block.
 // 1.7: an INT8 KV cache too.
 // 1.8: Attention ops carry no tasks (task_count = task_grain = 0); required_cpu_features is what
-//      the plan's kernels need at minimum; buffers are F32 and architecture "llama", verified.
+//      the plan's kernels need at minimum; buffers are F32, architecture "llama" and the KV
+//      layout exactly kvLayout's, verified.
 constexpr uint32_t kPlanSchemaMinor = 8;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
@@ -91,6 +92,10 @@ struct KvLayout {
 std::optional<KvLayout> kvLayout(plan::DTypeDef dtype, uint64_t layers, uint64_t slots,
                                  uint64_t kvHeads, uint64_t headDim, uint64_t maxSeq,
                                  uint64_t posStride = 0);
+
+// The same layout in words, for reports ("dimension-first [layer][slot][kv_head], positions in
+// blocks of 16 ...").
+std::string kvLayoutText(plan::DTypeDef dtype);
 
 inline constexpr unsigned kCostSublayerCount = 6;
 inline constexpr uint8_t kAllCostSublayers = (1u << kCostSublayerCount) - 1;

@@ -326,9 +326,9 @@ private:
     if ((def_.schema_version() & 0xffff) < 8)
       return Status();
     const KvCacheDef &kv = *def_.kv_cache();
-    const std::optional<KvLayout> layout = kvLayout(kv.dtype(), kv.layers(), kv.slots(),
-                                                    kv.kv_heads(), kv.head_dim(), kv.max_seq(),
-                                                    kv.pos_stride());
+    const std::optional<KvLayout> layout =
+        kvLayout(kv.dtype(), kv.layers(), kv.slots(), kv.kv_heads(), kv.head_dim(), kv.max_seq(),
+                 kv.pos_stride());
     if (!layout)
       return fail("kv_cache's layout overflows 64 bits");
     const struct {
@@ -347,8 +347,8 @@ private:
                   {"arena_size", kv.arena_size(), layout->arenaSize}};
     for (const auto &field : fields)
       if (field.value != field.expected)
-        return fail("kv_cache ", field.name, " is ", field.value, " but the format's layout of its ",
-                    "dims gives ", field.expected);
+        return fail("kv_cache ", field.name, " is ", field.value,
+                    " but the format's layout of its ", "dims gives ", field.expected);
     return Status();
   }
 
@@ -588,7 +588,8 @@ private:
       const bool attention = op->kind() == OpKindDef::Attention;
       if (!attention && op->task_count() == 0)
         return fail(opText(i), " has task_count 0; every op runs at least one task");
-      if (attention && (def_.schema_version() & 0xffff) >= 8 && (op->task_count() != 0 || op->task_grain() != 0))
+      if (attention && (def_.schema_version() & 0xffff) >= 8 &&
+          (op->task_count() != 0 || op->task_grain() != 0))
         return fail(opText(i), " carries tasks ", op->task_count(), " x ", op->task_grain(),
                     "; attention is split by positions at run time and carries none");
 

@@ -1,9 +1,9 @@
 // A plan file mapped into memory and verified: the loader's output, the executor's input.
 #pragma once
 
+#include "hplan_generated.h"
 #include "runtime/format/Format.h"
 #include "runtime/format/Status.h"
-#include "hplan_generated.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,8 +2,8 @@
 // function, so the file layout (see runtime/schema/hplan.fbs) is written in one place.
 #pragma once
 
-#include "runtime/format/Status.h"
 #include "hplan_generated.h"
+#include "runtime/format/Status.h"
 
 #include <cstdint>
 #include <string>

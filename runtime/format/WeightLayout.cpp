@@ -43,5 +43,4 @@ void unpackLinearBf16Row(const uint16_t *packed, uint64_t n, uint64_t k, uint64_
     out[k - 1] = bf16ToFloat(pair[(k / 2) * 32]);
 }
 
-
 } // namespace hetc

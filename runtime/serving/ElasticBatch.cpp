@@ -1,6 +1,5 @@
 #include "runtime/serving/ElasticBatch.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>

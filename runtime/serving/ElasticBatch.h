@@ -103,9 +103,9 @@ private:
 // prefill.
 struct GenerateResult {
   std::vector<std::vector<int32_t>> tokens; // per prompt: the maxNew generated ids
-  uint32_t prefillSteps = 0;   // steps until every prompt was fed (first ids included)
-  uint32_t decodeSteps = 0;    // the steps after
-  double prefillSeconds = 0.0; // their wall times
+  uint32_t prefillSteps = 0;                // steps until every prompt was fed (first ids included)
+  uint32_t decodeSteps = 0;                 // the steps after
+  double prefillSeconds = 0.0;              // their wall times
   double decodeSeconds = 0.0;
 };
 

@@ -101,7 +101,6 @@ inline uint64_t alignUp(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-
 // splitmix64: the same numbers on every platform and standard library.
 inline uint64_t nextRandom(uint64_t &state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -159,7 +158,7 @@ inline std::vector<float> TinyPlan::tensorValues(uint32_t index) const {
     std::vector<float> values(n * k);
     for (uint64_t row = 0; row < n; ++row)
       unpackLinearBf16Row(reinterpret_cast<const uint16_t *>(bytes.data()), n, k, row,
-                                   values.data() + row * k);
+                          values.data() + row * k);
     return values;
   }
   std::vector<float> values(bytes.size() / dtypeBytes(t.dtype));
@@ -393,10 +392,9 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
       params.head_dim = shape.head_dim;
       rope->params.Set(std::move(params));
     }
-    OpDefT *attention =
-        addOp(OpKindDef::Attention, prefix + "self_attn", layer, {q, k, v}, {attn},
-              shape.fused_rope ? std::vector<uint32_t>{invFreqTensor} : std::vector<uint32_t>{},
-              0, 0);
+    OpDefT *attention = addOp(
+        OpKindDef::Attention, prefix + "self_attn", layer, {q, k, v}, {attn},
+        shape.fused_rope ? std::vector<uint32_t>{invFreqTensor} : std::vector<uint32_t>{}, 0, 0);
     AttentionParamsDefT attentionParams;
     attentionParams.layer = l;
     attentionParams.heads = shape.heads;

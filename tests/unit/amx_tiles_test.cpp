@@ -7,8 +7,8 @@
 #include "codegen/cpu/isa/Amx.h"
 #include "codegen/cpu/isa/AmxTiles.h"
 #include "codegen/cpu/isa/CpuFeatures.h"
-#include "codegen/cpu/linear/LinearAmxBf16.h"
 #include "codegen/cpu/linear/ActivationRows.h"
+#include "codegen/cpu/linear/LinearAmxBf16.h"
 
 #include <gtest/gtest.h>
 

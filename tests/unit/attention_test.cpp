@@ -9,10 +9,10 @@
 #include "TestKvCache.h"
 
 #include "codegen/cpu/attention/Attention.h"
-#include "runtime/platform/CpuFeatures.h"
-#include "runtime/executor/ThreadPool.h"
 #include "codegen/cpu/vector/VectorKernels.h"
 #include "hplan_generated.h"
+#include "runtime/executor/ThreadPool.h"
+#include "runtime/platform/CpuFeatures.h"
 
 #include <gtest/gtest.h>
 

@@ -4,14 +4,14 @@
 #include "EngineTestSupport.h"
 #include "TestPlans.h"
 
-#include "tools/report/DecodeBenchmark.h"
 #include "runtime/executor/Engine.h"
-#include "tools/report/MemoryBandwidth.h"
 #include "runtime/format/Plan.h"
+#include "tools/report/DecodeBenchmark.h"
+#include "tools/report/MemoryBandwidth.h"
 
-#include <gtest/gtest.h>
 #include "codegen/cpu/vector/VectorKernels.h"
 #include "runtime/platform/CpuFeatures.h"
+#include <gtest/gtest.h>
 #include <map>
 
 #include <algorithm>

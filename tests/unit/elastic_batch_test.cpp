@@ -4,8 +4,8 @@
 #include "EngineTestSupport.h"
 #include "TestPlans.h"
 
-#include "runtime/serving/ElasticBatch.h"
 #include "runtime/executor/Engine.h"
+#include "runtime/serving/ElasticBatch.h"
 
 #include <gtest/gtest.h>
 

@@ -6,8 +6,8 @@
 #include "TestPlans.h"
 
 #include "runtime/executor/Engine.h"
-#include "runtime/serving/ElasticBatch.h"
 #include "runtime/format/Plan.h"
+#include "runtime/serving/ElasticBatch.h"
 
 #include <gtest/gtest.h>
 
@@ -408,9 +408,10 @@ std::optional<size_t> decodeAllocations(unsigned threads, StepOutput output) {
   const size_t before = test::allocationCount();
   for (int step = 0; step < 20; ++step) {
     for (uint32_t s = 0; s < 3; ++s) {
-      next[s] = output == StepOutput::Argmax
-                    ? engine->argmax(s)
-                    : static_cast<int32_t>(kernels::argmaxFirst(engine->logits(s), engine->vocab()));
+      next[s] =
+          output == StepOutput::Argmax
+              ? engine->argmax(s)
+              : static_cast<int32_t>(kernels::argmaxFirst(engine->logits(s), engine->vocab()));
       sequences[s].start += sequences[s].count;
       sequences[s].tokens = &next[s];
       sequences[s].count = 1;

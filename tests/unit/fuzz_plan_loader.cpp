@@ -13,8 +13,8 @@
 //   ./fuzz_plan_loader -max_total_time=300
 #include "TestPlans.h"
 
-#include "tools/report/Inspect.h"
 #include "runtime/format/Plan.h"
+#include "tools/report/Inspect.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -3,10 +3,10 @@
 
 #include "runtime/executor/Engine.h"
 
-#include "runtime/platform/CpuFeatures.h"
-#include "tools/report/Inspect.h"
 #include "runtime/format/Plan.h"
 #include "runtime/format/PlanWriter.h"
+#include "runtime/platform/CpuFeatures.h"
+#include "tools/report/Inspect.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -551,9 +551,11 @@ std::vector<Mistake> mistakes() {
          opNamed(t, "model.layers.0.self_attn").task_grain = 1;
        },
        {"carries tasks 4 x 1", "split by positions"}},
-      {"BufferNotF32", [](TinyPlan &t) { t.def.buffers[0]->dtype = plan::DTypeDef::BF16; },
+      {"BufferNotF32",
+       [](TinyPlan &t) { t.def.buffers[0]->dtype = plan::DTypeDef::BF16; },
        {"is BF16", "activation buffers are F32"}},
-      {"ForeignArchitecture", [](TinyPlan &t) { t.def.model->architecture = "mamba"; },
+      {"ForeignArchitecture",
+       [](TinyPlan &t) { t.def.model->architecture = "mamba"; },
        {"architecture 'mamba'", "llama"}},
       {"OpLayerOutOfRange", [](TinyPlan &t) { opNamed(t, kQProj).layer = 5; }, {"layer 5"}},
       {"SublayerRangeOutside",

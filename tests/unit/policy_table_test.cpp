@@ -4,8 +4,8 @@
 #include "AllocationCounter.h"
 #include "EngineTestSupport.h"
 
-#include "runtime/platform/Devices.h"
 #include "runtime/executor/PolicyTable.h"
+#include "runtime/platform/Devices.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

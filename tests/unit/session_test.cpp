@@ -4,9 +4,9 @@
 #include "EngineTestSupport.h"
 #include "TestPlans.h"
 
-#include "runtime/serving/ElasticBatch.h"
 #include "runtime/executor/Engine.h"
 #include "runtime/kv/Session.h"
+#include "runtime/serving/ElasticBatch.h"
 
 #include <gtest/gtest.h>
 

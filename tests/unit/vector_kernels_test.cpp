@@ -2,8 +2,8 @@
 // with tails (not multiples of 8 or 16), outputs poisoned with NaN. embedding, add, rmsNorm and
 // rope must give the portable kernels' bits exactly; swiGlu (a vector exp) must match the
 // reference. Skipped, with the reason, on a host without AVX-512 F and BW.
-#include "runtime/platform/CpuFeatures.h"
 #include "codegen/cpu/vector/VectorKernels.h"
+#include "runtime/platform/CpuFeatures.h"
 
 #include <gtest/gtest.h>
 

@@ -3,13 +3,13 @@
 #include "SweepPlot.h"
 #include "TorchReference.h"
 
-#include "tools/report/DecodeBenchmark.h"
-#include "runtime/platform/Devices.h"
 #include "runtime/executor/Engine.h"
-#include "runtime/platform/HostMemory.h"
-#include "tools/report/LatencyModel.h"
-#include "runtime/format/Plan.h"
 #include "runtime/executor/PolicyTable.h"
+#include "runtime/format/Plan.h"
+#include "runtime/platform/Devices.h"
+#include "runtime/platform/HostMemory.h"
+#include "tools/report/DecodeBenchmark.h"
+#include "tools/report/LatencyModel.h"
 
 #include <nlohmann/json.hpp>
 
@@ -300,8 +300,8 @@ std::string profileText(const DecodeBenchReport &r) {
   out += format("  top ops by run + wait:\n  %5s %-16s %10s %10s %10s  %s\n", "#", "kind", "run",
                 "wait", "max run", "name");
   for (const OpTime *op : topOps(p, kTopOps))
-    out += format("  %5zu %-16s %10.4f %10.4f %10.4f  ", op->phase, op->kind.c_str(),
-                  op->runMs, op->waitMs, op->maxThreadRunMs) +
+    out += format("  %5zu %-16s %10.4f %10.4f %10.4f  ", op->phase, op->kind.c_str(), op->runMs,
+                  op->waitMs, op->maxThreadRunMs) +
            op->name + "\n";
   return out;
 }
@@ -391,8 +391,8 @@ int singlePoint(const BenchArguments &args, Engine &engine) {
 // ---- The sweep ----
 
 struct SweepResult {
-  DecodeBenchReport report; // the fastest of the point's rounds
-  Json torch;               // the reference's answer; null without --compare-torch
+  DecodeBenchReport report;    // the fastest of the point's rounds
+  Json torch;                  // the reference's answer; null without --compare-torch
   std::vector<double> roundMs; // ms_per_token of every round, in order
 };
 
@@ -514,8 +514,9 @@ Json sweepJson(const BenchArguments &args, const Engine &engine,
                                   "before and after that point (its measured_read_gbs)"}};
   j["latency_model"] = {{"formula", kLatencyFormula},
                         {"p", kPConvention},
-                        {"fit", "least squares of the relative residuals (weights 1/t^2) of ms_per_token "
-                                "on (p+1)/2, per batch"},
+                        {"fit",
+                         "least squares of the relative residuals (weights 1/t^2) of ms_per_token "
+                         "on (p+1)/2, per batch"},
                         {"relative_residual", kResidualConvention}};
   if (torch)
     j["torch"] = {{"model_dir", args.compareTorch},

@@ -6,13 +6,13 @@
 #include "CalibrateCommand.h"
 #include "../PrintfString.h"
 
-#include "codegen/cpu/linear/Linear.h"
 #include "codegen/cpu/linear/ActivationRows.h"
+#include "codegen/cpu/linear/Linear.h"
 #include "hetc/compiler/Target.h"
+#include "hplan_generated.h"
+#include "runtime/executor/ThreadPool.h"
 #include "runtime/platform/CpuFeatures.h"
 #include "tools/report/MemoryBandwidth.h"
-#include "runtime/executor/ThreadPool.h"
-#include "hplan_generated.h"
 
 #include <nlohmann/json.hpp>
 
@@ -124,9 +124,7 @@ public:
 
   void run(ThreadPool &pool) { pool.run(1, &LinearShape::phase, this); }
   double flops() const { return 2.0 * rows_ * n_ * kK; }
-  double weightBytes() const {
-    return static_cast<double>(LinearBf16N16K2{n_, kK}.bytes());
-  }
+  double weightBytes() const { return static_cast<double>(LinearBf16N16K2{n_, kK}.bytes()); }
   const char *kernelLabel() const { return kernel_->info().label; }
 
 private:

@@ -6,12 +6,12 @@
 // stdout (with --session or --arrive-at-step too); details go to stderr with --verbose. Every
 // failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
-#include "runtime/platform/Devices.h"
-#include "runtime/serving/ElasticBatch.h"
 #include "runtime/executor/Engine.h"
-#include "tools/report/Inspect.h"
 #include "runtime/format/Plan.h"
 #include "runtime/kv/Session.h"
+#include "runtime/platform/Devices.h"
+#include "runtime/serving/ElasticBatch.h"
+#include "tools/report/Inspect.h"
 
 #ifdef HETC_WITH_COMPILER
 #include "CalibrateCommand.h"

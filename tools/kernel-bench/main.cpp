@@ -7,17 +7,17 @@
 // ratio between two measurements of one run (kernel and probe, kernel and oneDNN), which that
 // library's per-benchmark reports do not express.
 #include "../PrintfString.h"
+#include "codegen/cpu/attention/Attention.h"
+#include "codegen/cpu/linear/ActivationRows.h"
 #include "codegen/cpu/linear/Linear.h"
 #include "codegen/cpu/linear/LinearAmxBf16.h"
-#include "codegen/cpu/linear/ActivationRows.h"
-#include "codegen/cpu/attention/Attention.h"
-#include "runtime/platform/CpuFeatures.h"
 #include "codegen/cpu/vector/Kernels.h"
-#include "tools/report/MemoryBandwidth.h"
-#include "runtime/format/Plan.h"
-#include "runtime/executor/ThreadPool.h"
 #include "codegen/cpu/vector/VectorKernels.h"
 #include "hplan_generated.h"
+#include "runtime/executor/ThreadPool.h"
+#include "runtime/format/Plan.h"
+#include "runtime/platform/CpuFeatures.h"
+#include "tools/report/MemoryBandwidth.h"
 
 #ifdef HETC_WITH_DNNL
 #include <omp.h>

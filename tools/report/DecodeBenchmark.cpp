@@ -1,7 +1,7 @@
 #include "tools/report/DecodeBenchmark.h"
 
-#include "runtime/serving/ElasticBatch.h"
 #include "runtime/format/Plan.h"
+#include "runtime/serving/ElasticBatch.h"
 
 #include <algorithm>
 #include <chrono>

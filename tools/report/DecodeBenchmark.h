@@ -8,8 +8,8 @@
 #pragma once
 
 #include "runtime/executor/Engine.h"
-#include "tools/report/MemoryBandwidth.h"
 #include "runtime/format/Status.h"
+#include "tools/report/MemoryBandwidth.h"
 
 #include <cstdint>
 #include <optional>

@@ -1,9 +1,11 @@
 #include "tools/report/Inspect.h"
 
-#include "runtime/platform/CpuFeatures.h"
-#include "runtime/platform/Devices.h"
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Plan.h"
+#include "runtime/platform/CpuFeatures.h"
+#include "runtime/platform/Devices.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -17,15 +19,9 @@ namespace hetc {
 namespace {
 
 using namespace plan;
+using Json = nlohmann::ordered_json;
 
 // The KV layout as KvCacheDef in runtime/schema/hplan.fbs defines it for `dtype`.
-const char *kvLayoutText(DTypeDef dtype) {
-  return kvInBlocks(dtype)
-             ? "dimension-first [layer][slot][kv_head], positions in blocks of 16 for vdpbf16ps "
-               "(K [pos/16][dim/2][16][2], V [pos/16][8][dim][2])"
-             : "dimension-first [layer][slot][kv_head][pos][dim]";
-}
-
 template <typename T> uint32_t count(const flatbuffers::Vector<T> *items) {
   return items ? items->size() : 0;
 }
@@ -133,143 +129,36 @@ void printRow(std::ostream &os, const std::vector<Column> &columns,
   os << std::left << '\n';
 }
 
-// Minimal JSON emission: handles commas and string escaping; numbers are written exactly.
-class JsonWriter {
-public:
-  explicit JsonWriter(std::ostream &os) : os_(os) {}
+// A float as JSON: the double its shortest text that reads back as the same float denotes, so
+// that it prints as 1e-05, not 9.999999747378752e-06; null when not finite.
+Json floatJson(float number) {
+  if (!std::isfinite(number))
+    return nullptr;
+  char text[32];
+  for (int precision = 6; precision <= 9; ++precision) {
+    std::snprintf(text, sizeof(text), "%.*g", precision, static_cast<double>(number));
+    if (std::strtof(text, nullptr) == number)
+      break;
+  }
+  return std::strtod(text, nullptr);
+}
 
-  void beginObject() { open('{'); }
-  void endObject() { close('}'); }
-  void beginArray() { open('['); }
-  void endArray() { close(']'); }
-  void key(const std::string &name) {
-    separate();
-    writeString(name);
-    os_ << ':';
-    afterKey_ = true;
-  }
-  void value(const std::string &text) {
-    separate();
-    writeString(text);
-  }
-  void value(const char *text) { value(std::string(text)); }
-  void value(uint64_t number) {
-    separate();
-    os_ << number;
-  }
-  void value(int64_t number) {
-    separate();
-    os_ << number;
-  }
-  void value(uint32_t number) { value(static_cast<uint64_t>(number)); }
-  void value(int32_t number) { value(static_cast<int64_t>(number)); }
-  void value(bool flag) {
-    separate();
-    os_ << (flag ? "true" : "false");
-  }
-  void value(double number) {
-    separate();
-    if (!std::isfinite(number)) {
-      os_ << "null";
-      return;
-    }
-    char text[32];
-    std::snprintf(text, sizeof(text), "%.17g", number);
-    os_ << text;
-  }
-  void value(float number) {
-    separate();
-    if (!std::isfinite(number)) {
-      os_ << "null";
-      return;
-    }
-    // The shortest text that reads back as the same float: 1e-05, not 9.99999975e-06.
-    char text[32];
-    for (int precision = 6; precision <= 9; ++precision) {
-      std::snprintf(text, sizeof(text), "%.*g", precision, static_cast<double>(number));
-      if (std::strtof(text, nullptr) == number)
-        break;
-    }
-    os_ << text;
-  }
-  template <typename T> void field(const std::string &name, const T &v) {
-    key(name);
-    value(v);
-  }
-  void indexArray(const std::string &name, const flatbuffers::Vector<uint32_t> *indices) {
-    key(name);
-    beginArray();
-    for (uint32_t i = 0; i < count(indices); ++i)
-      value(indices->Get(i));
-    endArray();
-  }
+Json indexArray(const flatbuffers::Vector<uint32_t> *indices) {
+  Json array = Json::array();
+  for (uint32_t i = 0; i < count(indices); ++i)
+    array.push_back(indices->Get(i));
+  return array;
+}
 
-private:
-  void open(char bracket) {
-    separate();
-    os_ << bracket;
-    first_ = true;
-  }
-  void close(char bracket) {
-    os_ << bracket;
-    first_ = false;
-  }
-  void separate() {
-    if (afterKey_) {
-      afterKey_ = false;
-      return;
-    }
-    if (!first_)
-      os_ << ',';
-    first_ = false;
-  }
-  void writeString(const std::string &text) {
-    os_ << '"';
-    for (unsigned char c : text) {
-      switch (c) {
-      case '"':
-        os_ << "\\\"";
-        break;
-      case '\\':
-        os_ << "\\\\";
-        break;
-      case '\n':
-        os_ << "\\n";
-        break;
-      case '\r':
-        os_ << "\\r";
-        break;
-      case '\t':
-        os_ << "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char escaped[8];
-          std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-          os_ << escaped;
-        } else {
-          os_ << c;
-        }
-      }
-    }
-    os_ << '"';
-  }
-
-  std::ostream &os_;
-  bool first_ = true;
-  bool afterKey_ = false;
-};
-
-void featureArray(JsonWriter &json, const std::string &name, uint64_t bits) {
-  json.key(name);
-  json.beginArray();
+Json featureArray(uint64_t bits) {
+  Json array = Json::array();
   if (bits) {
     std::istringstream names(describeCpuFeatures(bits));
     std::string feature;
     while (names >> feature)
-      json.value(feature);
+      array.push_back(feature);
   }
-  json.endArray();
+  return array;
 }
 
 // The kernels an engine on this host runs for the plan: the engine's own choice, found by
@@ -415,81 +304,63 @@ void printDevicePlan(const Plan &plan, std::ostream &os) {
      << "; " << (probe.present() ? "a GPU is present (" : "no GPU (") << probe.describe() << ")\n";
 }
 
-void policyArray(JsonWriter &json, uint8_t policy) {
-  json.beginArray();
+Json policyArray(uint8_t policy) {
+  Json array = Json::array();
   for (unsigned i = 0; i < kCostSublayerCount; ++i)
-    json.value(uint32_t{(policy >> i & 1u)});
-  json.endArray();
+    array.push_back(uint32_t{(policy >> i & 1u)});
+  return array;
 }
 
-void devicePlanJson(const Plan &plan, JsonWriter &json) {
+// Doubles go in as they are: nlohmann::json writes a non-finite one as null.
+void devicePlanJson(const Plan &plan, Json &json) {
   const PlanDef &def = plan.def();
-  json.key("stages");
-  json.beginArray();
+  Json stages = Json::array();
   for (uint32_t k = 0; k < count(def.stages()); ++k) {
     const StagePlanDef &stage = *def.stages()->Get(k);
-    json.beginObject();
-    json.field("stage", EnumNameStageDef(stage.stage()));
-    json.field("batch", stage.batch());
-    json.field("len", stage.len());
-    json.field("predicted_ms", stage.predicted_seconds() * 1e3);
-    json.field("reason", str(stage.reason()));
-    json.key("groups");
-    json.beginArray();
+    Json groups = Json::array();
     for (const LayerGroupDef *group : *stage.groups()) {
       const auto policy = static_cast<uint8_t>(group->policy());
-      json.beginObject();
-      json.field("name", str(group->name()));
-      json.field("first_layer", group->first_layer());
-      json.field("layers", group->layer_count());
-      json.key("policy");
-      policyArray(json, policy);
-      json.key("devices");
-      json.beginObject();
+      Json devices = Json::object();
       for (unsigned i = 0; i < kCostSublayerCount; ++i)
-        json.field(costSublayerName(i), sublayerDevice(policy, i));
-      json.endObject();
-      json.field("layer_ms", group->layer_seconds() * 1e3);
-      json.endObject();
+        devices[costSublayerName(i)] = sublayerDevice(policy, i);
+      groups.push_back({{"name", str(group->name())},
+                        {"first_layer", group->first_layer()},
+                        {"layers", group->layer_count()},
+                        {"policy", policyArray(policy)},
+                        {"devices", std::move(devices)},
+                        {"layer_ms", group->layer_seconds() * 1e3}});
     }
-    json.endArray();
-    json.key("policy_table");
-    json.beginArray();
+    Json table = Json::array();
     for (uint32_t r = 0; r < count(stage.policy_table()); ++r) {
       const PolicyRowDef &row = *stage.policy_table()->Get(r);
-      json.beginObject();
-      json.field("len", row.len());
-      json.key("ranges");
-      json.beginArray();
+      Json ranges = Json::array();
       for (uint32_t i = 0; i < count(row.ranges()); ++i) {
         const PolicyRangeDef &range = *row.ranges()->Get(i);
-        json.beginObject();
-        json.field("first_batch", range.first_batch());
-        json.field("last_batch", range.last_batch());
-        json.key("policies");
-        json.beginArray();
+        Json policies = Json::array();
         for (uint32_t g = 0; g < count(range.policies()); ++g)
-          policyArray(json, static_cast<uint8_t>(range.policies()->Get(g)));
-        json.endArray();
-        json.endObject();
+          policies.push_back(policyArray(static_cast<uint8_t>(range.policies()->Get(g))));
+        ranges.push_back({{"first_batch", range.first_batch()},
+                          {"last_batch", range.last_batch()},
+                          {"policies", std::move(policies)}});
       }
-      json.endArray();
-      json.endObject();
+      table.push_back({{"len", row.len()}, {"ranges", std::move(ranges)}});
     }
-    json.endArray();
-    json.endObject();
+    stages.push_back({{"stage", EnumNameStageDef(stage.stage())},
+                      {"batch", stage.batch()},
+                      {"len", stage.len()},
+                      {"predicted_ms", stage.predicted_seconds() * 1e3},
+                      {"reason", str(stage.reason())},
+                      {"groups", std::move(groups)},
+                      {"policy_table", std::move(table)}});
   }
-  json.endArray();
-  json.field("activation_tier", tierText(def.activation_tier()));
-  json.field("tier_reason", str(def.tier_reason()));
+  json["stages"] = std::move(stages);
+  json["activation_tier"] = tierText(def.activation_tier());
+  json["tier_reason"] = str(def.tier_reason());
   const GpuProbe probe = probeGpu();
-  json.key("host_gpu");
-  json.beginObject();
-  json.field("present", probe.present());
-  json.field("device_node", probe.deviceNode);
-  json.field("driver_library", probe.driverPath);
-  json.field("notice", gpuFallbackNotice(plan, probe));
-  json.endObject();
+  json["host_gpu"] = {{"present", probe.present()},
+                      {"device_node", probe.deviceNode},
+                      {"driver_library", probe.driverPath},
+                      {"notice", gpuFallbackNotice(plan, probe)}};
 }
 
 } // namespace
@@ -626,182 +497,145 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
   const BoundsDef &b = *def.bounds();
   const KvCacheDef &kv = *def.kv_cache();
   const PlanTotals totals = totalsOf(def);
-  JsonWriter json(os);
 
-  json.beginObject();
-  json.field("schema_version", versionText(def.schema_version()));
-  json.field("runtime_schema_version", versionText(kPlanSchemaVersion));
-  json.field("producer", str(def.producer()));
-  json.field("target", str(def.target()));
-  json.field("target_gpu", str(def.target_gpu()));
-  json.field("file_size", uint64_t{plan.fileSize()});
-  featureArray(json, "required_cpu_features", def.required_cpu_features());
-  featureArray(json, "host_cpu_features", hostCpuFeatures());
-  featureArray(json, "missing_cpu_features", def.required_cpu_features() & ~hostCpuFeatures());
+  Json json = {
+      {"schema_version", versionText(def.schema_version())},
+      {"runtime_schema_version", versionText(kPlanSchemaVersion)},
+      {"producer", str(def.producer())},
+      {"target", str(def.target())},
+      {"target_gpu", str(def.target_gpu())},
+      {"file_size", uint64_t{plan.fileSize()}},
+      {"required_cpu_features", featureArray(def.required_cpu_features())},
+      {"host_cpu_features", featureArray(hostCpuFeatures())},
+      {"missing_cpu_features", featureArray(def.required_cpu_features() & ~hostCpuFeatures())}};
 
-  json.key("model");
-  json.beginObject();
-  json.field("architecture", str(m.architecture()));
-  json.field("vocab", m.vocab());
-  json.field("hidden", m.hidden());
-  json.field("layers", m.layers());
-  json.field("heads", m.heads());
-  json.field("kv_heads", m.kv_heads());
-  json.field("head_dim", m.head_dim());
-  json.field("intermediate", m.intermediate());
-  json.field("rms_eps", m.rms_eps());
-  json.field("tied_embeddings", m.tied_embeddings());
-  json.endObject();
+  json["model"] = {{"architecture", str(m.architecture())},
+                   {"vocab", m.vocab()},
+                   {"hidden", m.hidden()},
+                   {"layers", m.layers()},
+                   {"heads", m.heads()},
+                   {"kv_heads", m.kv_heads()},
+                   {"head_dim", m.head_dim()},
+                   {"intermediate", m.intermediate()},
+                   {"rms_eps", floatJson(m.rms_eps())},
+                   {"tied_embeddings", m.tied_embeddings()}};
 
-  json.key("bounds");
-  json.beginObject();
-  json.field("max_batch", b.max_batch());
-  json.field("max_seq", b.max_seq());
-  json.field("max_step_tokens", b.max_step_tokens());
-  json.endObject();
+  json["bounds"] = {{"max_batch", b.max_batch()},
+                    {"max_seq", b.max_seq()},
+                    {"max_step_tokens", b.max_step_tokens()}};
 
-  json.key("sublayers");
-  json.beginArray();
+  Json &sublayers = json["sublayers"] = Json::array();
   for (uint32_t i = 0; i < count(def.sublayers()); ++i) {
     const SublayerDef &s = *def.sublayers()->Get(i);
-    json.beginObject();
-    json.field("index", i);
-    json.field("layer", s.layer());
-    json.field("kind", EnumNameSublayerKindDef(s.kind()));
-    json.field("device", EnumNameDeviceDef(s.device()));
-    json.field("first_op", s.first_op());
-    json.field("op_count", s.op_count());
-    json.endObject();
+    sublayers.push_back({{"index", i},
+                         {"layer", s.layer()},
+                         {"kind", EnumNameSublayerKindDef(s.kind())},
+                         {"device", EnumNameDeviceDef(s.device())},
+                         {"first_op", s.first_op()},
+                         {"op_count", s.op_count()}});
   }
-  json.endArray();
 
-  json.key("ops");
-  json.beginArray();
+  Json &ops = json["ops"] = Json::array();
   for (uint32_t i = 0; i < count(def.ops()); ++i) {
     const OpDef &op = *def.ops()->Get(i);
-    json.beginObject();
-    json.field("index", i);
-    json.field("kind", EnumNameOpKindDef(op.kind()));
-    json.field("fuses", fusedText(op));
-    json.field("name", str(op.name()));
-    json.field("layer", op.layer());
-    json.field("sublayer", op.sublayer());
-    json.field("device", EnumNameDeviceDef(op.device()));
-    json.field("prefill_device", EnumNameDeviceDef(op.prefill_device()));
-    json.field("cost_sublayers", costSublayersText(static_cast<uint8_t>(op.cost_sublayers())));
-    json.indexArray("inputs", op.inputs());
-    json.indexArray("outputs", op.outputs());
-    json.indexArray("weights", op.weights());
-    json.field("task_count", op.task_count());
-    json.field("task_grain", op.task_grain());
-    json.endObject();
+    ops.push_back({{"index", i},
+                   {"kind", EnumNameOpKindDef(op.kind())},
+                   {"fuses", fusedText(op)},
+                   {"name", str(op.name())},
+                   {"layer", op.layer()},
+                   {"sublayer", op.sublayer()},
+                   {"device", EnumNameDeviceDef(op.device())},
+                   {"prefill_device", EnumNameDeviceDef(op.prefill_device())},
+                   {"cost_sublayers", costSublayersText(static_cast<uint8_t>(op.cost_sublayers()))},
+                   {"inputs", indexArray(op.inputs())},
+                   {"outputs", indexArray(op.outputs())},
+                   {"weights", indexArray(op.weights())},
+                   {"task_count", op.task_count()},
+                   {"task_grain", op.task_grain()}});
   }
-  json.endArray();
 
-  json.key("buffers");
-  json.beginArray();
+  Json &buffers = json["buffers"] = Json::array();
   for (uint32_t i = 0; i < count(def.buffers()); ++i) {
     const BufferDef &buf = *def.buffers()->Get(i);
-    json.beginObject();
-    json.field("index", i);
-    json.field("name", str(buf.name()));
-    json.field("role", EnumNameBufferRoleDef(buf.role()));
-    json.field("dtype", EnumNameDTypeDef(buf.dtype()));
-    json.field("rows", buf.rows());
-    json.field("cols", buf.cols());
-    json.field("row_stride", buf.row_stride());
-    json.field("size", buf.rows() * buf.row_stride());
-    json.field("offset", buf.offset());
-    json.endObject();
+    buffers.push_back({{"index", i},
+                       {"name", str(buf.name())},
+                       {"role", EnumNameBufferRoleDef(buf.role())},
+                       {"dtype", EnumNameDTypeDef(buf.dtype())},
+                       {"rows", buf.rows()},
+                       {"cols", buf.cols()},
+                       {"row_stride", buf.row_stride()},
+                       {"size", buf.rows() * buf.row_stride()},
+                       {"offset", buf.offset()}});
   }
-  json.endArray();
-  json.field("activation_arena_size", def.activation_arena_size());
-  json.field("logits_buffer", def.logits_buffer());
+  json["activation_arena_size"] = def.activation_arena_size();
+  json["logits_buffer"] = def.logits_buffer();
 
-  json.key("tensors");
-  json.beginArray();
+  Json &tensors = json["tensors"] = Json::array();
   for (uint32_t i = 0; i < count(def.tensors()); ++i) {
     const TensorDef &t = *def.tensors()->Get(i);
-    json.beginObject();
-    json.field("index", i);
-    json.field("name", str(t.name()));
-    json.field("dtype", EnumNameDTypeDef(t.dtype()));
-    json.field("layout", EnumNameWeightLayoutDef(t.layout()));
-    json.key("shape");
-    json.beginArray();
+    Json shape = Json::array();
     for (uint32_t d = 0; d < count(t.shape()); ++d)
-      json.value(t.shape()->Get(d));
-    json.endArray();
-    json.field("segment", t.segment());
-    json.field("size", def.segments()->Get(t.segment())->size());
-    json.field("tier", tierText(t.tier()));
-    json.endObject();
+      shape.push_back(t.shape()->Get(d));
+    tensors.push_back({{"index", i},
+                       {"name", str(t.name())},
+                       {"dtype", EnumNameDTypeDef(t.dtype())},
+                       {"layout", EnumNameWeightLayoutDef(t.layout())},
+                       {"shape", std::move(shape)},
+                       {"segment", t.segment()},
+                       {"size", def.segments()->Get(t.segment())->size()},
+                       {"tier", tierText(t.tier())}});
   }
-  json.endArray();
 
-  json.key("kv_cache");
-  json.beginObject();
-  json.field("layout", kvLayoutText(kv.dtype()));
-  json.field("dtype", EnumNameDTypeDef(kv.dtype()));
-  json.field("layers", kv.layers());
-  json.field("slots", kv.slots());
-  json.field("kv_heads", kv.kv_heads());
-  json.field("max_seq", kv.max_seq());
-  json.field("head_dim", kv.head_dim());
-  json.field("pos_stride", kv.pos_stride());
-  json.field("head_stride", kv.head_stride());
-  json.field("slot_stride", kv.slot_stride());
-  json.field("layer_stride", kv.layer_stride());
-  json.field("k_offset", kv.k_offset());
-  json.field("v_offset", kv.v_offset());
-  json.field("arena_size", kv.arena_size());
+  Json &kvJson = json["kv_cache"] = {{"layout", kvLayoutText(kv.dtype())},
+                                     {"dtype", EnumNameDTypeDef(kv.dtype())},
+                                     {"layers", kv.layers()},
+                                     {"slots", kv.slots()},
+                                     {"kv_heads", kv.kv_heads()},
+                                     {"max_seq", kv.max_seq()},
+                                     {"head_dim", kv.head_dim()},
+                                     {"pos_stride", kv.pos_stride()},
+                                     {"head_stride", kv.head_stride()},
+                                     {"slot_stride", kv.slot_stride()},
+                                     {"layer_stride", kv.layer_stride()},
+                                     {"k_offset", kv.k_offset()},
+                                     {"v_offset", kv.v_offset()},
+                                     {"arena_size", kv.arena_size()}};
   if (kvHasRowScales(kv.dtype())) {
-    json.field("k_scale_offset", kv.k_scale_offset());
-    json.field("v_scale_offset", kv.v_scale_offset());
-    json.field("scale_head_stride", kv.scale_head_stride());
-    json.field("scale_slot_stride", kv.scale_slot_stride());
-    json.field("scale_layer_stride", kv.scale_layer_stride());
+    kvJson["k_scale_offset"] = kv.k_scale_offset();
+    kvJson["v_scale_offset"] = kv.v_scale_offset();
+    kvJson["scale_head_stride"] = kv.scale_head_stride();
+    kvJson["scale_slot_stride"] = kv.scale_slot_stride();
+    kvJson["scale_layer_stride"] = kv.scale_layer_stride();
   }
-  json.field("bytes_per_position",
-             uint64_t{2} * kv.layers() * kv.kv_heads() * kvRowBytes(kv.dtype(), kv.head_dim()));
-  json.field("tier", tierText(kv.tier()));
-  json.endObject();
+  kvJson["bytes_per_position"] =
+      uint64_t{2} * kv.layers() * kv.kv_heads() * kvRowBytes(kv.dtype(), kv.head_dim());
+  kvJson["tier"] = tierText(kv.tier());
 
   devicePlanJson(plan, json);
 
-  json.key("segments");
-  json.beginObject();
-  json.field("count", count(def.segments()));
-  json.field("total_bytes", totals.weightBytes);
-  json.endObject();
-  json.field("total_tasks", totals.tasks);
+  json["segments"] = {{"count", count(def.segments())}, {"total_bytes", totals.weightBytes}};
+  json["total_tasks"] = totals.tasks;
 
   // KV arena bytes are reserved address space, touched only as positions are written.
-  json.key("memory");
-  json.beginObject();
-  json.field("weight_bytes", totals.weightBytes);
-  json.field("kv_arena_bytes", kv.arena_size());
-  json.field("activation_arena_bytes", def.activation_arena_size());
-  json.field("total_bytes", totals.weightBytes + kv.arena_size() + def.activation_arena_size());
-  json.endObject();
+  json["memory"] = {
+      {"weight_bytes", totals.weightBytes},
+      {"kv_arena_bytes", kv.arena_size()},
+      {"activation_arena_bytes", def.activation_arena_size()},
+      {"total_bytes", totals.weightBytes + kv.arena_size() + def.activation_arena_size()}};
 
   const HostKernels kernels = hostKernels(plan);
-  json.key("kernels");
-  json.beginArray();
-  for (const KernelUse &use : kernels.uses) {
-    json.beginObject();
-    json.field("op", use.opKind);
-    json.field("kernel", use.kernel);
-    json.field("count", uint64_t{use.count});
-    json.endObject();
-  }
-  json.endArray();
+  Json &kernelsJson = json["kernels"] = Json::array();
+  for (const KernelUse &use : kernels.uses)
+    kernelsJson.push_back(
+        {{"op", use.opKind}, {"kernel", use.kernel}, {"count", uint64_t{use.count}}});
   if (!kernels.error.empty())
-    json.field("kernels_error", kernels.error);
-  json.field("step_ops", uint64_t{kernels.ops});
-  json.field("step_phases", uint64_t{kernels.phases});
-  json.endObject();
-  os << '\n';
+    json["kernels_error"] = kernels.error;
+  json["step_ops"] = uint64_t{kernels.ops};
+  json["step_phases"] = uint64_t{kernels.phases};
+
+  // Compact, on one line. Names come from the model file: bytes that are not UTF-8 become U+FFFD
+  // rather than an exception.
+  os << json.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
 }
 
 } // namespace hetc

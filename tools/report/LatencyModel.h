@@ -39,9 +39,10 @@ struct LatencyFit {
 
 // Least squares of the relative residuals (measured - fitted) / measured, i.e. of the samples' ms
 // on (p + 1) / 2 with weights 1 / ms^2: the target is a relative one (the model explains every
-// point within a few percent), and an unweighted fit would let the longest contexts decide. Fails, naming the reason, on fewer
-// than two samples, on samples that all share one p (e and a are then not determined), and on a
-// time that is not a positive finite number. Two samples at different p fit exactly.
+// point within a few percent), and an unweighted fit would let the longest contexts decide. Fails,
+// naming the reason, on fewer than two samples, on samples that all share one p (e and a are then
+// not determined), and on a time that is not a positive finite number. Two samples at different p
+// fit exactly.
 Result<LatencyFit> fitLatencyModel(const std::vector<LatencySample> &samples);
 
 } // namespace hetc

@@ -1,8 +1,8 @@
 #include "tools/report/MemoryBandwidth.h"
 
-#include "runtime/platform/CpuFeatures.h"
-#include "runtime/executor/ThreadPool.h"
 #include "hplan_generated.h"
+#include "runtime/executor/ThreadPool.h"
+#include "runtime/platform/CpuFeatures.h"
 
 #include <algorithm>
 #include <cerrno>

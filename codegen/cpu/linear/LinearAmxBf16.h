@@ -32,8 +32,8 @@
 #pragma once
 
 #include "codegen/cpu/isa/Amx.h"
-#include "codegen/cpu/linear/Linear.h"
 #include "codegen/cpu/linear/ActivationRows.h"
+#include "codegen/cpu/linear/Linear.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -1,8 +1,8 @@
 #include "codegen/cpu/linear/LinearAvx512Bf16.h"
 
 #include "codegen/cpu/isa/CpuFeatures.h"
-#include "codegen/cpu/linear/Linear.h"
 #include "codegen/cpu/linear/ActivationRows.h"
+#include "codegen/cpu/linear/Linear.h"
 
 #include <algorithm>
 #include <array>

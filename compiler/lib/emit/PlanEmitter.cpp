@@ -431,8 +431,7 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentF
       const auto n = static_cast<uint64_t>(source.storedShape[fromKN ? 1 : 0]);
       const auto k = static_cast<uint64_t>(source.storedShape[fromKN ? 0 : 1]);
       bytes->resize(LinearBf16N16K2{n, k}.bytes());
-      packLinearBf16(elementsF32, fromKN, n, k,
-                              reinterpret_cast<uint16_t *>(bytes->data()));
+      packLinearBf16(elementsF32, fromKN, n, k, reinterpret_cast<uint16_t *>(bytes->data()));
     }
     packed_.push_back(std::move(bytes));
     payloads_.push_back(WeightPayload{packed_.back()->data(), packed_.back()->size()});

@@ -143,11 +143,10 @@ Status resolveAttention(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
 
   const bool bf16 = cache.element == kernels::KvElement::Bf16;
   const bool int8 = cache.element == kernels::KvElement::Int8;
-  ResolvedOp appendOp = resolver.resolved(
-      OpKind::KvAppend, runKvAppend, append,
-      bf16   ? "portable, to bf16"
-      : int8 ? "portable, to int8 blocks with row scales"
-             : "portable-f32");
+  ResolvedOp appendOp = resolver.resolved(OpKind::KvAppend, runKvAppend, append,
+                                          bf16   ? "portable, to bf16"
+                                          : int8 ? "portable, to int8 blocks with row scales"
+                                                 : "portable-f32");
   const char *label = bf16 ? vector.bf16KvName : int8 ? vector.int8KvName : vector.name;
   // The append writes q and k in place (rotating them) and the cache; reads q, k and v.
   appendOp.writes = params->rope() ? appendOp.reads[0] : -1;

@@ -14,11 +14,13 @@ namespace hetc {
 struct AttentionScratch {
   ~AttentionScratch();
   kernels::AttentionSplit split;
-  // Reset by the KV append phase before each attention phase (the barrier publishes it).
-  std::atomic<size_t> claimed{0};
-  float *states = nullptr;   // never zeroed: each chunk writes its state before the merge reads
-  float *work = nullptr;     // [threads][2][stateFloats]
-  size_t stateFloats = 0;    // the largest state of any attention op
+  // Reset by the KV append phase before each attention phase (the barrier publishes it). On a
+  // line of its own: every thread's claims write it while they read the fields around it.
+  alignas(64) std::atomic<size_t> claimed{0};
+  alignas(64) float *states =
+      nullptr;            // never zeroed: each chunk writes its state before the merge reads
+  float *work = nullptr;  // [threads][2][stateFloats]
+  size_t stateFloats = 0; // the largest state of any attention op
 };
 
 } // namespace hetc

@@ -101,8 +101,8 @@ void runLinearF32(const OpArgs &base, const StepRows &step, unsigned thread, uns
                   end);
   // A fused residual: the same float32 sum the Add op would compute, on this task's columns.
   if (a.residual)
-    a.addKernel(a.out.data + begin, a.out.stride, a.other.data + begin, a.other.stride,
-                end - begin, a.out.data + begin, a.out.stride, 0, T);
+    a.addKernel(a.out.data + begin, a.out.stride, a.other.data + begin, a.other.stride, end - begin,
+                a.out.data + begin, a.out.stride, 0, T);
   if (a.swiGlu != LinearArgs::SwiGluRole::None)
     applySwiGlu(a, T, begin, end);
 }
@@ -235,8 +235,8 @@ Status linearWeight(OpResolver &resolver, const float *&weight, const uint16_t *
 // that shape, generated now; and, when it reads bf16 rows that are not converted yet, the
 // ConvertRowsBf16 op that converts them into the layout the kernel reads for the step's row count.
 Status chooseLinearKernel(OpResolver &resolver, size_t k, bool residual, bool lmHead,
-                          const Rows &in, const codegen::LinearKernel *&linear,
-                          uint32_t **bf16Rows, std::vector<ResolvedOp> &ops) {
+                          const Rows &in, const codegen::LinearKernel *&linear, uint32_t **bf16Rows,
+                          std::vector<ResolvedOp> &ops) {
   const uint64_t features = codegen::linearKernelFeatures();
   const codegen::LinearKernelInfo info = codegen::chooseLinearBf16Kernel(features);
   linear = nullptr;
@@ -313,8 +313,7 @@ Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
       return resolver.fail("output overlaps the operand of its fused swiglu");
     // The float32 kernel writes x W^T first and adds the residual after, so the two must not
     // share bytes; the BF16 kernels add in the epilogue and may work in place.
-    if (a.residual && !a.weightBf16 &&
-        resolver.overlaps(op.inputs()->Get(1), op.outputs()->Get(0)))
+    if (a.residual && !a.weightBf16 && resolver.overlaps(op.inputs()->Get(1), op.outputs()->Get(0)))
       return resolver.fail("a residual that is also the output needs BF16 weights in this runtime");
   }
   columnTasks(op, a.n, a.weightBf16 != nullptr, a.taskCount, a.taskGrain);
@@ -351,8 +350,8 @@ Status resolveLmHead(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   columnTasks(op, a.vocab, a.weightBf16 != nullptr, a.taskCount, a.taskGrain);
   const char *label = "LinearF32Portable";
   if (a.weightBf16) {
-    if (Status s = chooseLinearKernel(resolver, a.in.cols, false, true, a.in, a.linear,
-                                      &a.bf16Rows, ops);
+    if (Status s =
+            chooseLinearKernel(resolver, a.in.cols, false, true, a.in, a.linear, &a.bf16Rows, ops);
         !s)
       return s;
     label = a.linear->info().label;

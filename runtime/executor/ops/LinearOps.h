@@ -17,8 +17,8 @@ struct LmHeadArgs : OpArgs {
   ~LmHeadArgs() override;
   Rows in, out; // out: the plan's logits buffer [max_batch, vocab]
   size_t vocab = 0;
-  size_t taskCount = 1, taskGrain = 1; // column tasks
-  const float *weight = nullptr;       // f32 [vocab, K], or
+  size_t taskCount = 1, taskGrain = 1;  // column tasks
+  const float *weight = nullptr;        // f32 [vocab, K], or
   const uint16_t *weightBf16 = nullptr; // packed BF16, run by `linear`
   const codegen::LinearKernel *linear = nullptr;
   uint32_t *bf16Rows = nullptr;

@@ -12,7 +12,6 @@ namespace {
 using plan::OpKindDef;
 using plan::WeightLayoutDef;
 
-
 size_t grainOf(const OpResolver &resolver) {
   return ops::rowGrain(resolver.op().task_grain(), resolver.op().task_count(),
                        resolver.setup().maxStepTokens);
@@ -21,9 +20,9 @@ size_t grainOf(const OpResolver &resolver) {
 struct EmbeddingArgs : OpArgs {
   Rows out;
   size_t grain = 1;
-  const float *table = nullptr;       // f32 [vocab, hidden]
+  const float *table = nullptr; // f32 [vocab, hidden]
   kernels::EmbeddingKernel kernel = nullptr;
-  const uint16_t *packed = nullptr;   // or a tied BF16 lm_head's packed weight
+  const uint16_t *packed = nullptr; // or a tied BF16 lm_head's packed weight
   size_t vocab = 0;
 };
 
@@ -120,21 +119,22 @@ Status resolveEmbedding(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   a.grain = grainOf(resolver);
   a.vocab = def.model()->vocab();
-  const plan::TensorDef *table = op.weights() && op.weights()->size() > 0
-                                     ? def.tensors()->Get(op.weights()->Get(0))
-                                     : nullptr;
+  const plan::TensorDef *table =
+      op.weights() && op.weights()->size() > 0 ? def.tensors()->Get(op.weights()->Get(0)) : nullptr;
   if (table && table->layout() == WeightLayoutDef::LinearBf16N16K2) {
     // The loader checked its shape [vocab, hidden] and its payload's size.
-    a.packed = static_cast<const uint16_t *>(resolver.setup().plan->tensorData(op.weights()->Get(0)));
-    ops.push_back(resolver.resolved(OpKind::Embedding, runEmbeddingPacked, a,
-                                    "EmbeddingBf16Packed"));
+    a.packed =
+        static_cast<const uint16_t *>(resolver.setup().plan->tensorData(op.weights()->Get(0)));
+    ops.push_back(
+        resolver.resolved(OpKind::Embedding, runEmbeddingPacked, a, "EmbeddingBf16Packed"));
     return Status();
   }
   const flatbuffers::Vector<uint64_t> *shape = nullptr;
   if (Status s = resolver.weight(0, WeightLayoutDef::RowMajor, 2, a.table, shape); !s)
     return s;
   a.kernel = resolver.setup().vector->embedding;
-  ops.push_back(resolver.resolved(OpKind::Embedding, runEmbedding, a, resolver.setup().vector->name));
+  ops.push_back(
+      resolver.resolved(OpKind::Embedding, runEmbedding, a, resolver.setup().vector->name));
   return Status();
 }
 
