@@ -33,8 +33,6 @@ Engine::~Engine() {
   if (activations_)
     munmap(activations_, activationMapBytes_);
   std::free(bf16Rows_);
-  if (kvArena_)
-    munmap(kvArena_, kvBytes_);
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Plan> plan,
@@ -114,43 +112,11 @@ Status Engine::resolve(unsigned threads) {
             placeArena("activations", def.activation_tier()));
   std::memset(activations_, 0, activationMapBytes_);
 
-  // KV arena: address space only; a page costs memory once a position on it is written.
-  const plan::KvCacheDef *kv = def.kv_cache();
-  if (kv->dtype() != DTypeDef::F32 && kv->dtype() != DTypeDef::BF16 &&
-      kv->dtype() != DTypeDef::INT8)
-    return Status::error(std::string("the KV cache is ") + plan::EnumNameDTypeDef(kv->dtype()) +
-                         "; this runtime's kernels read F32, BF16 or INT8 KV elements");
-  // Plan::load verified that the layout fits the arena, with aligned offsets.
-  kvBytes_ = kv->arena_size();
-  if (kvBytes_ > 0) {
-    void *mapping = mmap(nullptr, kvBytes_, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mapping == MAP_FAILED)
-      return Status::error("cannot reserve " + str(kvBytes_) +
-                           " bytes of address space for the "
-                           "KV cache: " +
-                           std::strerror(errno));
-    kvArena_ = mapping;
-    // Before any position is written: the pages land where the binding says.
-    bindArena(kvArena_, kvBytes_, memoryBinding_.topology, placeArena("KV cache", kv->tier()));
-    auto *base = static_cast<uint8_t *>(kvArena_);
-    kvCache_.keys = base + kv->k_offset();
-    kvCache_.values = base + kv->v_offset();
-    kvCache_.element = kv->dtype() == plan::DTypeDef::BF16   ? kernels::KvElement::Bf16
-                       : kv->dtype() == plan::DTypeDef::INT8 ? kernels::KvElement::Int8
-                                                             : kernels::KvElement::F32;
-    kvCache_.layerStride = kv->layer_stride();
-    kvCache_.slotStride = kv->slot_stride();
-    kvCache_.headStride = kv->head_stride();
-    kvCache_.posStride = kv->pos_stride();
-    if (kvHasRowScales(kv->dtype())) {
-      kvCache_.keyScales = reinterpret_cast<float *>(base + kv->k_scale_offset());
-      kvCache_.valueScales = reinterpret_cast<float *>(base + kv->v_scale_offset());
-      kvCache_.scaleLayerStride = kv->scale_layer_stride();
-      kvCache_.scaleSlotStride = kv->scale_slot_stride();
-      kvCache_.scaleHeadStride = kv->scale_head_stride();
-    }
-  }
+  // The KV cache's arena (runtime/kv/KvArena).
+  if (Status s = kv_.map(*def.kv_cache(), memoryBinding_.topology,
+                         placeArena("KV cache", def.kv_cache()->tier()));
+      !s)
+    return s;
 
   // The weights are the plan file's shared mapping: mbind does not place page-cache pages, so
   // their tiers are mapped and said, not bound.
@@ -185,7 +151,7 @@ Status Engine::resolve(unsigned threads) {
   setup.maxBatch = maxBatch_;
   setup.threads = threads;
   setup.vector = vector_;
-  setup.kvCache = &kvCache_;
+  setup.kvCache = &kv_.view();
   setup.attention = &attention_;
   OpResolver resolver(setup);
   ops_.reserve(planOps->size() * 3);

@@ -11,6 +11,7 @@
 #include "runtime/executor/ThreadPool.h"
 #include "runtime/executor/ops/AttentionOps.h"
 #include "runtime/format/Status.h"
+#include "runtime/kv/KvArena.h"
 #include "runtime/kv/Session.h"
 #include "runtime/platform/NumaBinding.h"
 
@@ -101,7 +102,7 @@ public:
   unsigned threads() const { return pool_->threadCount(); }
   unsigned pinnedThreads() const { return pool_->pinnedThreads(); }
   size_t activationArenaBytes() const { return activationBytes_; }
-  size_t kvArenaBytes() const { return kvBytes_; }
+  size_t kvArenaBytes() const { return kv_.bytes(); }
   // Positions of `slot` held in the KV cache (a sequence in that slot may start at most here).
   uint64_t cachedPositions(uint32_t slot) const { return slotCachedPositions_[slot]; }
   const std::vector<ResolvedOp> &resolvedOps() const { return ops_; }
@@ -116,7 +117,7 @@ public:
   // Where the arenas' tiers were mapped on this host's NUMA nodes and what was bound (create()).
   const MemoryBinding &memoryBinding() const { return memoryBinding_; }
   // The KV arena's first byte (null for a plan without a KV cache), for checking its placement.
-  const void *kvArena() const { return kvArena_; }
+  const void *kvArena() const { return kv_.data(); }
   const void *activationArena() const { return activations_; }
 
   // The plan's policy tables, copied at create() for lookups by (stage, batch, length).
@@ -150,9 +151,6 @@ private:
   Status resolve(unsigned threads);
   Status allocateAttentionScratch();
   void groupPhases();
-  // Byte address of that row's scale in an INT8 cache (Session.cpp).
-  uint8_t *kvScale(bool values, uint64_t layer, uint64_t slot, uint64_t head,
-                   uint64_t position) const;
   static void runPhase(void *engine, size_t phase, unsigned thread, unsigned threadCount);
 
   std::shared_ptr<const Plan> plan_;
@@ -179,9 +177,7 @@ private:
   float *activations_ = nullptr;
   size_t activationBytes_ = 0;
   size_t activationMapBytes_ = 0; // activationBytes_ rounded up to pages
-  void *kvArena_ = nullptr;
-  size_t kvBytes_ = 0;
-  kernels::KvCacheView kvCache_;
+  KvArena kv_;
 
   // Per-step metadata, sized by the bounds in create() and only overwritten by step(); step_
   // points at them and is what every op reads (on lines of its own: every thread reads it in

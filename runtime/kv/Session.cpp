@@ -225,12 +225,6 @@ Result<SessionInfo> readSessionInfo(const std::string &path) {
   return info;
 }
 
-uint8_t *Engine::kvScale(bool values, uint64_t layer, uint64_t slot, uint64_t head,
-                         uint64_t position) const {
-  return reinterpret_cast<uint8_t *>(kvCache_.scales(!values) +
-                                     kvCache_.scaleOffset(layer, slot, head, position));
-}
-
 Status Engine::saveSession(const std::string &path, uint32_t slot,
                            const std::vector<int32_t> &history) const {
   if (slot >= maxBatch_)
@@ -290,14 +284,14 @@ Status Engine::saveSession(const std::string &path, uint32_t slot,
       for (uint64_t head = 0; head < kv.kv_heads(); ++head) {
         for (uint64_t first = 0; first < positions; first += rows.positions) {
           const uint64_t count = std::min(rows.positions, positions - first);
-          kernels::copyKvRowsOut(kvCache_, !values, layer, slot, head, first, count, kv.head_dim(),
-                                 rows.bytes.data());
+          kernels::copyKvRowsOut(kv_.view(), !values, layer, slot, head, first, count,
+                                 kv.head_dim(), rows.bytes.data());
           if (!writeHashed(file.get(), rows.bytes.data(), count * rows.rowBytes, hash))
             return failed(errno);
         }
         // A head's scales are consecutive: one write after its rows.
         if (scaled && positions > 0 &&
-            !writeHashed(file.get(), kvScale(values, layer, slot, head, 0),
+            !writeHashed(file.get(), kv_.scale(values, layer, slot, head, 0),
                          positions * kKvScaleBytes, hash))
           return failed(errno);
       }
@@ -369,11 +363,11 @@ Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slo
           const uint64_t count = std::min(rows.positions, info.positions - first);
           ok = readHashed(file->get(), rows.bytes.data(), count * rows.rowBytes, hash);
           if (ok)
-            kernels::copyKvRowsIn(kvCache_, !values, layer, slot, head, first, count, kv.head_dim(),
-                                  rows.bytes.data());
+            kernels::copyKvRowsIn(kv_.view(), !values, layer, slot, head, first, count,
+                                  kv.head_dim(), rows.bytes.data());
         }
         if (ok && scaled && info.positions > 0)
-          ok = readHashed(file->get(), kvScale(values, layer, slot, head, 0),
+          ok = readHashed(file->get(), kv_.scale(values, layer, slot, head, 0),
                           info.positions * kKvScaleBytes, hash);
         if (!ok)
           return Status::error("cannot read " + name + ": " +
