@@ -3,8 +3,8 @@
 #include "runtime/executor/OpResolver.h"
 #include "runtime/executor/ops/LinearOps.h"
 #include "runtime/format/Plan.h"
+#include "runtime/platform/CpuFeatures.h"
 
-#include "codegen/cpu/isa/CpuFeatures.h"
 #include "codegen/cpu/linear/Linear.h"
 
 #include <algorithm>
@@ -40,15 +40,14 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Plan> plan,
   if (!plan)
     return Status::error("no plan given to the engine");
   // The format does not depend on the host; running it does.
-  const uint64_t missing = plan->def().required_cpu_features() & ~codegen::hostCpuFeatures();
+  const uint64_t missing = plan->def().required_cpu_features() & ~hostCpuFeatures();
   if (missing)
-    return Status::error("the plan needs CPU features " + codegen::describeCpuFeatures(missing) +
+    return Status::error("the plan needs CPU features " + describeCpuFeatures(missing) +
                          " that this host lacks (host has " +
-                         codegen::describeCpuFeatures(codegen::hostCpuFeatures()) + ")");
+                         describeCpuFeatures(hostCpuFeatures()) + ")");
   std::unique_ptr<Engine> engine(new Engine(std::move(plan)));
-  engine->vector_ = options.portableKernels
-                        ? &kernels::portableVectorKernels()
-                        : &kernels::vectorKernelsFor(codegen::hostCpuFeatures());
+  engine->vector_ = options.portableKernels ? &kernels::portableVectorKernels()
+                                            : &kernels::vectorKernelsFor(hostCpuFeatures());
   Result<std::unique_ptr<ThreadPool>> pool =
       ThreadPool::create(options.threads, options.pin, options.pinCaller);
   if (!pool)
@@ -152,6 +151,7 @@ Status Engine::resolve(unsigned threads) {
   setup.threads = threads;
   setup.vector = vector_;
   setup.kvCache = &kv_.view();
+  setup.rowSlots = rowSlots_.get();
   setup.attention = &attention_;
   OpResolver resolver(setup);
   ops_.reserve(planOps->size() * 3);
@@ -225,13 +225,11 @@ Status Engine::allocateAttentionScratch() {
 void Engine::groupPhases() {
   const plan::PlanDef &def = plan_->def();
   auto overlaps = [&](int64_t a, int64_t b) {
-    if (a < 0 || b < 0)
-      return false;
-    const plan::BufferDef *x = def.buffers()->Get(static_cast<uint32_t>(a));
-    const plan::BufferDef *y = def.buffers()->Get(static_cast<uint32_t>(b));
-    return x->offset() < y->offset() + y->rows() * y->row_stride() &&
-           y->offset() < x->offset() + x->rows() * x->row_stride();
+    return a >= 0 && b >= 0 &&
+           buffersOverlap(*def.buffers()->Get(static_cast<uint32_t>(a)),
+                          *def.buffers()->Get(static_cast<uint32_t>(b)));
   };
+
   auto independent = [&](const ResolvedOp &earlier, const ResolvedOp &later) {
     if (earlier.kind != OpKind::Linear || later.kind != OpKind::Linear)
       return false;

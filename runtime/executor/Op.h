@@ -1,7 +1,7 @@
 // One op of a plan as the executor runs it: an implementation chosen once at create() and the
 // argument block it was resolved to. A step runs each op as one indirect call per thread,
 //
-//   op.run(op.args, step, thread, threads)
+//   op.run(*op.args, step, thread, threads)
 //
 // and the label a report shows is the one the chosen implementation carries, so it cannot drift
 // from what runs. The op kinds and their implementations live in executor/ops/ (one file per

@@ -106,11 +106,7 @@ Status OpResolver::weight(size_t position, WeightLayoutDef layout, size_t dims, 
 }
 
 bool OpResolver::overlaps(uint32_t a, uint32_t b) const {
-  const plan::BufferDef *x = def_.buffers()->Get(a);
-  const plan::BufferDef *y = def_.buffers()->Get(b);
-  const uint64_t xEnd = x->offset() + x->rows() * x->row_stride();
-  const uint64_t yEnd = y->offset() + y->rows() * y->row_stride();
-  return x->offset() < yEnd && y->offset() < xEnd;
+  return buffersOverlap(*def_.buffers()->Get(a), *def_.buffers()->Get(b));
 }
 
 ResolvedOp OpResolver::resolved(OpKind kind, OpRunFn run, const OpArgs &args,

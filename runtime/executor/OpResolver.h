@@ -33,6 +33,7 @@ public:
     unsigned threads = 1;
     const kernels::VectorKernels *vector = nullptr; // the row-wise and attention set
     const kernels::KvCacheView *kvCache = nullptr;
+    const uint32_t *rowSlots = nullptr;    // the step's slot per row (StepRows::slots), fixed
     AttentionScratch *attention = nullptr; // shared by every attention op, sized after resolve
   };
   explicit OpResolver(const Setup &setup) : setup_(setup), def_(setup.plan->def()) {}

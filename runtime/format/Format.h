@@ -69,6 +69,12 @@ inline uint64_t layoutCpuFeatures(plan::WeightLayoutDef layout) {
   return static_cast<uint64_t>(plan::CpuFeatureBits::X86_64);
 }
 
+// Whether two activation buffers share bytes of the arena (their rows' extents overlap).
+inline bool buffersOverlap(const plan::BufferDef &a, const plan::BufferDef &b) {
+  return a.offset() < b.offset() + b.rows() * b.row_stride() &&
+         b.offset() < a.offset() + a.rows() * a.row_stride();
+}
+
 // Every activation buffer's offset and row stride, and every region of the KV arena, is a
 // multiple of this: one cache line, the unit the kernels' aligned loads assume.
 constexpr uint64_t kBufferAlignment = 64;

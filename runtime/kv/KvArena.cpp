@@ -61,11 +61,8 @@ KvArena::~KvArena() {
 
 Status KvArena::map(const plan::KvCacheDef &kv, const NumaTopology &topology,
                     ArenaBinding &binding) {
-  if (kv.dtype() != plan::DTypeDef::F32 && kv.dtype() != plan::DTypeDef::BF16 &&
-      kv.dtype() != plan::DTypeDef::INT8)
-    return Status::error(std::string("the KV cache is ") + plan::EnumNameDTypeDef(kv.dtype()) +
-                         "; this runtime's kernels read F32, BF16 or INT8 KV elements");
-  // Plan::load verified that the layout is the format's and fits the arena.
+  // Plan::load verified the dtype (F32, BF16 or INT8, each of which the kernels read) and that the
+  // layout is the format's and fits the arena.
   bytes_ = kv.arena_size();
   if (bytes_ == 0)
     return Status();

@@ -28,9 +28,7 @@ struct KvAppendArgs : OpArgs {
 };
 
 struct AttentionArgs : OpArgs {
-  Rows q, out;
-  kernels::AttentionShape shape;
-  kernels::KvCacheView cache;
+  kernels::AttentionOperands operands; // q, output, cache, shape and the step's row slots
   AttentionScratch *scratch = nullptr;
   kernels::AttentionChunkKernel chunk{};
 };
@@ -65,32 +63,19 @@ void runKvAppend(const OpArgs &base, const StepRows &step, unsigned thread, unsi
                     step.positions, rowBegin, rowEnd, headBegin, headEnd);
 }
 
-kernels::AttentionOperands operandsOf(const AttentionArgs &a, const StepRows &step) {
-  kernels::AttentionOperands operands;
-  operands.q = a.q.data;
-  operands.qStride = a.q.stride;
-  operands.out = a.out.data;
-  operands.outStride = a.out.stride;
-  operands.cache = a.cache;
-  operands.shape = a.shape;
-  operands.rowSlots = step.slots;
-  return operands;
-}
-
-void runAttention(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+void runAttention(const OpArgs &base, const StepRows &, unsigned thread, unsigned threads) {
   const auto &a = static_cast<const AttentionArgs &>(base);
   AttentionScratch &s = *a.scratch;
-  kernels::attentionClaimedUnits(a.chunk, s.split, operandsOf(a, step), s.claimed, threads,
-                                 s.states, s.work + thread * 2 * s.stateFloats);
+  kernels::attentionClaimedUnits(a.chunk, s.split, a.operands, s.claimed, threads, s.states,
+                                 s.work + thread * 2 * s.stateFloats);
 }
 
-void runAttentionMerge(const OpArgs &base, const StepRows &step, unsigned thread,
-                       unsigned threads) {
+void runAttentionMerge(const OpArgs &base, const StepRows &, unsigned thread, unsigned threads) {
   const auto &a = static_cast<const AttentionArgs &>(base);
   size_t begin, end;
   ops::shareOf(a.scratch->split.mergeItemCount(), thread, threads, begin, end);
   if (begin < end)
-    kernels::attentionMergeItems(a.chunk, a.scratch->split, operandsOf(a, step), begin, end,
+    kernels::attentionMergeItems(a.chunk, a.scratch->split, a.operands, begin, end,
                                  a.scratch->states);
 }
 
@@ -112,22 +97,29 @@ Status resolveAttention(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   const kernels::VectorKernels &vector = *setup.vector;
 
   AttentionArgs &attention = resolver.make<AttentionArgs>();
-  attention.shape = shape;
-  attention.cache = cache;
   attention.scratch = setup.attention;
   attention.chunk = vector.attentionChunk;
-  if (Status s = resolver.buffer(0, true, T, attention.q); !s)
+  Rows q, out;
+  if (Status s = resolver.buffer(0, true, T, q); !s)
     return s;
-  if (Status s = resolver.buffer(0, false, T, attention.out); !s)
+  if (Status s = resolver.buffer(0, false, T, out); !s)
     return s;
   if (resolver.overlaps(resolver.op().inputs()->Get(0), resolver.op().outputs()->Get(0)))
     return resolver.fail("output overlaps q");
+  kernels::AttentionOperands &operands = attention.operands;
+  operands.q = q.data;
+  operands.qStride = q.stride;
+  operands.out = out.data;
+  operands.outStride = out.stride;
+  operands.cache = cache;
+  operands.shape = shape;
+  operands.rowSlots = setup.rowSlots;
 
   KvAppendArgs &append = resolver.make<KvAppendArgs>();
   append.shape = shape;
   append.cache = cache;
   append.scratch = setup.attention;
-  append.q = attention.q;
+  append.q = q;
   if (Status s = resolver.buffer(1, true, T, append.k); !s)
     return s;
   if (Status s = resolver.buffer(2, true, T, append.v); !s)

@@ -65,26 +65,39 @@ void applySwiGlu(const LinearArgs &a, size_t rows, size_t begin, size_t end) {
     a.swiGluKernel(other, a.other.stride, y, a.out.stride, end - begin, y, a.out.stride, 0, rows);
 }
 
+// A call of a BF16 kernel on `rows` rows of `in` (row r from source row xRows[r], or r) against
+// the packed weight `w`, columns [begin, end) of output row r at y + (yRows ? yRows[r] : r) *
+// yStride.
+codegen::LinearCall linearCall(const Rows &in, const uint32_t *bf16Rows, const uint16_t *w,
+                               size_t rows, const uint32_t *xRows, float *y, size_t yStride,
+                               const uint32_t *yRows, size_t begin, size_t end) {
+  codegen::LinearCall call;
+  call.x = in.data;
+  call.xStride = in.stride;
+  call.xRows = xRows;
+  call.xBf16 = bf16Rows;
+  call.rows = rows;
+  call.w = w;
+  call.y = y;
+  call.yStride = yStride;
+  call.yRows = yRows;
+  call.colBegin = begin;
+  call.colEnd = end;
+  return call;
+}
+
 void runLinearBf16(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
   const auto &a = static_cast<const LinearArgs &>(base);
   size_t begin, end;
   columnShare(a.taskCount, a.taskGrain, a.n, thread, threads, begin, end);
   if (begin >= end)
     return;
-  codegen::LinearCall call;
-  call.x = a.in.data;
-  call.xStride = a.in.stride;
-  call.xBf16 = a.bf16Rows;
-  call.rows = step.count;
-  call.w = a.weightBf16;
-  call.y = a.out.data;
-  call.yStride = a.out.stride;
+  codegen::LinearCall call = linearCall(a.in, a.bf16Rows, a.weightBf16, step.count, nullptr,
+                                        a.out.data, a.out.stride, nullptr, begin, end);
   if (a.residual) {
     call.residual = a.other.data;
     call.residualStride = a.other.stride;
   }
-  call.colBegin = begin;
-  call.colEnd = end;
   a.linear->run(call);
   if (a.swiGlu != LinearArgs::SwiGluRole::None)
     applySwiGlu(a, step.count, begin, end);
@@ -123,18 +136,9 @@ void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread,
     float *y =
         reinterpret_cast<float *>(reinterpret_cast<uintptr_t>(window) - begin * sizeof(float));
     if (a.linear) {
-      codegen::LinearCall call;
-      call.x = a.in.data;
-      call.xStride = a.in.stride;
-      call.xRows = step.logitsSourceRows;
-      call.xBf16 = a.bf16Rows;
-      call.rows = step.logitsCount;
-      call.w = a.weightBf16;
-      call.y = y;
-      call.yStride = grain;
-      call.yRows = a.identityRows.get();
-      call.colBegin = begin;
-      call.colEnd = end;
+      const codegen::LinearCall call =
+          linearCall(a.in, a.bf16Rows, a.weightBf16, step.logitsCount, step.logitsSourceRows, y,
+                     grain, a.identityRows.get(), begin, end);
       a.linear->run(call);
     } else {
       kernels::lmHead(a.in.data, a.in.stride, step.logitsSourceRows, a.identityRows.get(),
@@ -168,18 +172,9 @@ void runLmHead(const OpArgs &base, const StepRows &step, unsigned thread, unsign
                     step.logitsCount, a.weight, a.in.cols, a.out.data, a.out.stride, begin, end);
     return;
   }
-  codegen::LinearCall call;
-  call.x = a.in.data;
-  call.xStride = a.in.stride;
-  call.xRows = step.logitsSourceRows;
-  call.xBf16 = a.bf16Rows;
-  call.rows = step.logitsCount;
-  call.w = a.weightBf16;
-  call.y = a.out.data;
-  call.yStride = a.out.stride;
-  call.yRows = step.logitsOutputRows;
-  call.colBegin = begin;
-  call.colEnd = end;
+  const codegen::LinearCall call =
+      linearCall(a.in, a.bf16Rows, a.weightBf16, step.logitsCount, step.logitsSourceRows,
+                 a.out.data, a.out.stride, step.logitsOutputRows, begin, end);
   a.linear->run(call);
 }
 
