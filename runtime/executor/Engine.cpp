@@ -111,7 +111,7 @@ Status Engine::resolve(unsigned threads) {
             placeArena("activations", def.activation_tier()));
   std::memset(activations_, 0, activationMapBytes_);
 
-  // The KV cache's arena (runtime/kv/KvArena).
+  // The KV cache (runtime/kv/KvCache).
   if (Status s = kv_.map(*def.kv_cache(), memoryBinding_.topology,
                          placeArena("KV cache", def.kv_cache()->tier()));
       !s)
@@ -128,7 +128,6 @@ Status Engine::resolve(unsigned threads) {
   rowSlots_.reset(new uint32_t[maxStepTokens_]());
   logitsSourceRows_.reset(new uint32_t[maxBatch_]());
   logitsOutputRows_.reset(new uint32_t[maxBatch_]());
-  slotCachedPositions_.reset(new uint64_t[maxBatch_]());
   slotSeenInStep_.reset(new uint64_t[maxBatch_]());
 
   stepArgmax_.reset(new int32_t[maxBatch_]);
@@ -288,10 +287,10 @@ Status Engine::step(const StepSequence *sequences, size_t count, StepOutput outp
       return Status::error("sequence " + str(i) + " needs positions up to " +
                            str(seq.start + seq.count) + " but the plan's --max-seq is " +
                            str(maxSeq_));
-    if (seq.start > slotCachedPositions_[seq.slot])
+    if (seq.start > kv_.cachedPositions(seq.slot))
       return Status::error("sequence " + str(i) + " starts at position " + str(seq.start) +
                            " but slot " + str(seq.slot) + " holds only " +
-                           str(slotCachedPositions_[seq.slot]) + " cached positions");
+                           str(kv_.cachedPositions(seq.slot)) + " cached positions");
     for (uint32_t j = 0; j < seq.count; ++j)
       if (seq.tokens[j] < 0 || static_cast<uint32_t>(seq.tokens[j]) >= vocab_)
         return Status::error("sequence " + str(i) + " token " + str(j) + " is id " +
@@ -331,7 +330,7 @@ Status Engine::step(const StepSequence *sequences, size_t count, StepOutput outp
     mergeLmHeadArgmax(*lmHead_, step_, stepArgmax_.get());
 
   for (size_t i = 0; i < count; ++i)
-    slotCachedPositions_[sequences[i].slot] = sequences[i].start + sequences[i].count;
+    kv_.setCachedPositions(sequences[i].slot, sequences[i].start + sequences[i].count);
   return Status();
 }
 

@@ -11,8 +11,7 @@
 #include "runtime/executor/ThreadPool.h"
 #include "runtime/executor/ops/AttentionOps.h"
 #include "runtime/format/Status.h"
-#include "runtime/kv/KvArena.h"
-#include "runtime/kv/Session.h"
+#include "runtime/kv/KvCache.h"
 #include "runtime/platform/NumaBinding.h"
 
 #include "codegen/cpu/vector/VectorKernels.h"
@@ -104,7 +103,10 @@ public:
   size_t activationArenaBytes() const { return activationBytes_; }
   size_t kvArenaBytes() const { return kv_.bytes(); }
   // Positions of `slot` held in the KV cache (a sequence in that slot may start at most here).
-  uint64_t cachedPositions(uint32_t slot) const { return slotCachedPositions_[slot]; }
+  uint64_t cachedPositions(uint32_t slot) const { return kv_.cachedPositions(slot); }
+  // The KV cache the steps write: for session files (runtime/kv/Session.h) and measurements.
+  KvCache &kvCache() { return kv_; }
+  const KvCache &kvCache() const { return kv_; }
   const std::vector<ResolvedOp> &resolvedOps() const { return ops_; }
   // The phases a step runs, in order, with a barrier after each.
   const std::vector<Phase> &phases() const { return phases_; }
@@ -130,21 +132,8 @@ public:
   void resetProfile();
   // The engine's threads, for measurements that must use the same threads as the kernels.
   ThreadPool &threadPool() { return *pool_; }
-  // Benchmarks only: fills positions 0..positions-1 of `slot` in every layer's K and V with
-  // deterministic pseudo-random values in [-1, 1) as if they had been prefilled, and marks them
-  // cached. Nothing is computed: logits after this are meaningless, the work is not.
+  // Benchmarks only: KvCache::fillSynthetic on the engine's threads, outside the profile.
   Status fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed);
-
-  // Sessions (Session.h, Session.cpp): writes positions 0..cachedPositions(slot)-1 of `slot`
-  // (every layer, K and V) and `history`, the sequence's token ids (at least one per position),
-  // to `path` atomically: a temporary file in the same directory, renamed over `path`.
-  Status saveSession(const std::string &path, uint32_t slot,
-                     const std::vector<int32_t> &history) const;
-  // Loads a file saved from a plan of the same model (sessionFingerprint) into `slot`, any slot,
-  // and returns its header and history; cachedPositions(slot) becomes its positions. Every
-  // failure is one message; one found after the slot's rows were written (a checksum mismatch)
-  // leaves the slot with no cached positions.
-  Result<SessionInfo> restoreSession(const std::string &path, uint32_t slot);
 
 private:
   explicit Engine(std::shared_ptr<const Plan> plan);
@@ -177,7 +166,7 @@ private:
   float *activations_ = nullptr;
   size_t activationBytes_ = 0;
   size_t activationMapBytes_ = 0; // activationBytes_ rounded up to pages
-  KvArena kv_;
+  KvCache kv_;
 
   // Per-step metadata, sized by the bounds in create() and only overwritten by step(); step_
   // points at them and is what every op reads (on lines of its own: every thread reads it in
@@ -188,7 +177,6 @@ private:
   std::unique_ptr<uint32_t[]> rowSlots_;             // [max_step_tokens]
   std::unique_ptr<uint32_t[]> logitsSourceRows_;     // [max_batch] last row of each asking sequence
   std::unique_ptr<uint32_t[]> logitsOutputRows_;     // [max_batch] its index within the step
-  std::unique_ptr<uint64_t[]> slotCachedPositions_;  // [max_batch]
   std::unique_ptr<uint64_t[]> slotSeenInStep_;       // [max_batch] step number, to catch repeats
   std::unique_ptr<int32_t[]> stepArgmax_;            // [max_batch]
   uint64_t stepNumber_ = 0;

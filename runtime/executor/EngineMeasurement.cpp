@@ -1,5 +1,5 @@
 // The Engine's measurement side: which kernels run, the per-phase profile, and the synthetic KV
-// fill (KvArena::fillSynthetic) that lets a benchmark decode at a long context without computing
+// fill (KvCache::fillSynthetic) that lets a benchmark decode at a long context without computing
 // the prefill first.
 #include "runtime/executor/Engine.h"
 
@@ -32,17 +32,10 @@ void Engine::resetProfile() {
 }
 
 Status Engine::fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed) {
-  if (slot >= maxBatch_)
-    return Status::error("slot " + std::to_string(slot) + " is past the plan's --max-batch " +
-                         std::to_string(maxBatch_));
-  if (positions > maxSeq_)
-    return Status::error(std::to_string(positions) + " positions exceed the plan's --max-seq " +
-                         std::to_string(maxSeq_));
   pool_->setProfile(nullptr); // not an op: the profile goes without it
-  kv_.fillSynthetic(*pool_, *plan_->def().kv_cache(), slot, positions, seed);
+  Status filled = kv_.fillSynthetic(*pool_, slot, positions, seed);
   pool_->setProfile(profile_.get());
-  slotCachedPositions_[slot] = positions;
-  return Status();
+  return filled;
 }
 
 } // namespace hetc

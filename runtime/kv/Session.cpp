@@ -3,7 +3,7 @@
 // whatever the cache's layout, and an INT8 cache's row scales with them.
 #include "runtime/kv/Session.h"
 
-#include "runtime/executor/Engine.h"
+#include "runtime/kv/KvCache.h"
 
 #include <xxhash.h>
 
@@ -225,21 +225,23 @@ Result<SessionInfo> readSessionInfo(const std::string &path) {
   return info;
 }
 
-Status Engine::saveSession(const std::string &path, uint32_t slot,
-                           const std::vector<int32_t> &history) const {
-  if (slot >= maxBatch_)
+Status saveSession(const std::string &path, const Plan &plan, const KvCache &cache, uint32_t slot,
+                   const std::vector<int32_t> &history) {
+  const uint32_t slots = cache.slots();
+  const uint32_t vocab = plan.def().model()->vocab();
+  if (slot >= slots)
     return Status::error("cannot save slot " + str(slot) + ": the plan's --max-batch is " +
-                         str(maxBatch_) + " (slots 0.." + str(maxBatch_ - 1) + ")");
-  const uint64_t positions = slotCachedPositions_[slot];
+                         str(slots) + " (slots 0.." + str(slots - 1) + ")");
+  const uint64_t positions = cache.cachedPositions(slot);
   if (history.size() < positions)
     return Status::error("cannot save slot " + str(slot) + ": it holds " + str(positions) +
                          " positions but the history has only " + str(history.size()) + " tokens");
   for (size_t i = 0; i < history.size(); ++i)
-    if (history[i] < 0 || static_cast<uint32_t>(history[i]) >= vocab_)
+    if (history[i] < 0 || static_cast<uint32_t>(history[i]) >= vocab)
       return Status::error("cannot save slot " + str(slot) + ": history token " + str(i) +
                            " is id " + std::to_string(history[i]) + " but the vocabulary has " +
-                           str(vocab_) + " ids");
-  const plan::KvCacheDef &kv = *plan_->def().kv_cache();
+                           str(vocab) + " ids");
+  const plan::KvCacheDef &kv = cache.def();
   const uint64_t elementBytes = dtypeBytes(kv.dtype());
   const bool scaled = kvHasRowScales(kv.dtype());
 
@@ -247,7 +249,7 @@ Status Engine::saveSession(const std::string &path, uint32_t slot,
   std::memcpy(header, kMagic, sizeof(kMagic));
   put<uint32_t>(header, 8, kSessionFormatVersion);
   put<uint32_t>(header, 12, kSessionHeaderBytes);
-  put<uint64_t>(header, 16, sessionFingerprint(*plan_));
+  put<uint64_t>(header, 16, sessionFingerprint(plan));
   put<uint64_t>(header, 24, positions);
   put<uint64_t>(header, 32, history.size());
   header[40] = static_cast<uint8_t>(kv.dtype());
@@ -284,14 +286,14 @@ Status Engine::saveSession(const std::string &path, uint32_t slot,
       for (uint64_t head = 0; head < kv.kv_heads(); ++head) {
         for (uint64_t first = 0; first < positions; first += rows.positions) {
           const uint64_t count = std::min(rows.positions, positions - first);
-          kernels::copyKvRowsOut(kv_.view(), !values, layer, slot, head, first, count,
+          kernels::copyKvRowsOut(cache.view(), !values, layer, slot, head, first, count,
                                  kv.head_dim(), rows.bytes.data());
           if (!writeHashed(file.get(), rows.bytes.data(), count * rows.rowBytes, hash))
             return failed(errno);
         }
         // A head's scales are consecutive: one write after its rows.
         if (scaled && positions > 0 &&
-            !writeHashed(file.get(), kv_.scale(values, layer, slot, head, 0),
+            !writeHashed(file.get(), cache.scale(values, layer, slot, head, 0),
                          positions * kKvScaleBytes, hash))
           return failed(errno);
       }
@@ -312,10 +314,13 @@ Status Engine::saveSession(const std::string &path, uint32_t slot,
   return Status();
 }
 
-Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slot) {
-  if (slot >= maxBatch_)
+Result<SessionInfo> restoreSession(const std::string &path, const Plan &plan, KvCache &cache,
+                                   uint32_t slot) {
+  const uint32_t slots = cache.slots();
+  const uint32_t vocab = plan.def().model()->vocab();
+  if (slot >= slots)
     return Status::error("cannot restore into slot " + str(slot) + ": the plan's --max-batch is " +
-                         str(maxBatch_) + " (slots 0.." + str(maxBatch_ - 1) + ")");
+                         str(slots) + " (slots 0.." + str(slots - 1) + ")");
   SessionInfo info;
   uint64_t checksum = 0;
   HashState hash;
@@ -323,8 +328,8 @@ Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slo
   if (!file)
     return file.status();
   const std::string name = "session file " + path;
-  const plan::KvCacheDef &kv = *plan_->def().kv_cache();
-  const uint64_t fingerprint = sessionFingerprint(*plan_);
+  const plan::KvCacheDef &kv = cache.def();
+  const uint64_t fingerprint = sessionFingerprint(plan);
   if (info.fingerprint != fingerprint) {
     const std::string theirs = kvShapeText(info.kvDtype, info.layers, info.kvHeads, info.headDim);
     const std::string ours = kvShapeText(kv.dtype(), kv.layers(), kv.kv_heads(), kv.head_dim());
@@ -342,17 +347,17 @@ Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slo
     return Status::error(name + " has a corrupt header (KV cache " +
                          kvShapeText(info.kvDtype, info.layers, info.kvHeads, info.headDim) +
                          " under this plan's fingerprint)");
-  if (info.positions > maxSeq_)
+  if (info.positions > cache.maxSeq())
     return Status::error(name + " holds " + str(info.positions) +
-                         " positions but the plan's --max-seq is " + str(maxSeq_));
+                         " positions but the plan's --max-seq is " + str(cache.maxSeq()));
   for (size_t i = 0; i < info.history.size(); ++i)
-    if (static_cast<uint32_t>(info.history[i]) >= vocab_)
+    if (static_cast<uint32_t>(info.history[i]) >= vocab)
       return Status::error(name + " history token " + str(i) + " is id " +
                            std::to_string(info.history[i]) + " but the vocabulary has " +
-                           str(vocab_) + " ids (0.." + str(vocab_ - 1) + ")");
+                           str(vocab) + " ids (0.." + str(vocab - 1) + ")");
 
   // From here the slot's rows are overwritten: it holds nothing until all of them are in.
-  slotCachedPositions_[slot] = 0;
+  cache.setCachedPositions(slot, 0);
   const bool scaled = kvHasRowScales(kv.dtype());
   KvRowBuffer rows(kv, info.positions);
   for (uint64_t layer = 0; layer < kv.layers(); ++layer)
@@ -363,11 +368,11 @@ Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slo
           const uint64_t count = std::min(rows.positions, info.positions - first);
           ok = readHashed(file->get(), rows.bytes.data(), count * rows.rowBytes, hash);
           if (ok)
-            kernels::copyKvRowsIn(kv_.view(), !values, layer, slot, head, first, count,
+            kernels::copyKvRowsIn(cache.view(), !values, layer, slot, head, first, count,
                                   kv.head_dim(), rows.bytes.data());
         }
         if (ok && scaled && info.positions > 0)
-          ok = readHashed(file->get(), kv_.scale(values, layer, slot, head, 0),
+          ok = readHashed(file->get(), cache.scale(values, layer, slot, head, 0),
                           info.positions * kKvScaleBytes, hash);
         if (!ok)
           return Status::error("cannot read " + name + ": " +
@@ -376,7 +381,7 @@ Result<SessionInfo> Engine::restoreSession(const std::string &path, uint32_t slo
       }
   if (XXH64_digest(hash.state) != checksum)
     return checksumMismatch(path);
-  slotCachedPositions_[slot] = info.positions;
+  cache.setCachedPositions(slot, info.positions);
   return info;
 }
 

@@ -1,6 +1,6 @@
 // Sessions: one sequence's KV cache kept in a file between runs, so a conversation continues
-// where it stopped without recomputing its history. Engine::saveSession writes one slot,
-// Engine::restoreSession loads a file into any slot of an engine on a plan of the same model.
+// where it stopped without recomputing its history. saveSession writes one slot of a KV cache,
+// restoreSession loads a file into any slot of a KV cache on a plan of the same model.
 //
 // File layout (little endian), version 1:
 //   [0, 8)    magic "HETCSESS"
@@ -30,6 +30,8 @@
 
 namespace hetc {
 
+class KvCache;
+
 constexpr uint32_t kSessionFormatVersion = 1;
 constexpr uint64_t kSessionHeaderBytes = 80;
 
@@ -57,5 +59,18 @@ uint64_t sessionFingerprint(const Plan &plan);
 
 // Reads and checks a whole session file without a plan (`hetc session show`).
 Result<SessionInfo> readSessionInfo(const std::string &path);
+
+// Writes positions 0..cachedPositions(slot)-1 of `slot` of `cache`, a KV cache on `plan` (every
+// layer, K and V), and `history`, the sequence's token ids (at least one per position), to `path`
+// atomically: a temporary file in the same directory, renamed over `path`.
+Status saveSession(const std::string &path, const Plan &plan, const KvCache &cache, uint32_t slot,
+                   const std::vector<int32_t> &history);
+
+// Loads a file saved from a plan of the same model (sessionFingerprint) into `slot` of `cache`, any
+// slot, and returns its header and history; the slot's cached positions become the file's. Every
+// failure is one message; one found after the slot's rows were written (a checksum mismatch)
+// leaves the slot with no cached positions.
+Result<SessionInfo> restoreSession(const std::string &path, const Plan &plan, KvCache &cache,
+                                   uint32_t slot);
 
 } // namespace hetc

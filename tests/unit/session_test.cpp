@@ -22,6 +22,15 @@
 namespace hetc {
 namespace {
 
+Status save(const Engine &engine, const std::string &path, uint32_t slot,
+            const std::vector<int32_t> &history) {
+  return saveSession(path, engine.plan(), engine.kvCache(), slot, history);
+}
+
+Result<SessionInfo> restore(Engine &engine, const std::string &path, uint32_t slot) {
+  return restoreSession(path, engine.plan(), engine.kvCache(), slot);
+}
+
 using test::largerShape;
 using test::LoadedTinyPlan;
 using test::promptOf;
@@ -135,7 +144,7 @@ void checkRestoredDialogue(plan::DTypeDef kvDtype) {
     ASSERT_TRUE(engine);
     uint64_t positions = 0;
     if (round > 0) {
-      Result<SessionInfo> restored = engine->restoreSession(path, slots[round]);
+      Result<SessionInfo> restored = restore(*engine, path, slots[round]);
       ASSERT_TRUE(restored.ok()) << restored.message();
       EXPECT_EQ(restored->history, history);
       positions = restored->positions;
@@ -160,7 +169,7 @@ void checkRestoredDialogue(plan::DTypeDef kvDtype) {
               0);
 
     history = concat(concat(history, prompts[round]), got.tokens);
-    Status saved = engine->saveSession(path, slots[round], history);
+    Status saved = save(*engine, path, slots[round], history);
     ASSERT_TRUE(saved.ok()) << saved.message();
   }
   Result<SessionInfo> info = readSessionInfo(path);
@@ -188,7 +197,7 @@ protected:
     const Continued run = runRequest(*engine, prompt, 5, 1, 0);
     history = concat(prompt, run.tokens);
     path = dir.file("good.session");
-    Status saved = engine->saveSession(path, 1, history);
+    Status saved = save(*engine, path, 1, history);
     ASSERT_TRUE(saved.ok()) << saved.message();
     bytes = readBytes(path);
     ASSERT_EQ(bytes.size(),
@@ -199,7 +208,7 @@ protected:
   std::string restoreError(const std::vector<uint8_t> &fileBytes, Engine *into = nullptr) {
     const std::string bad = dir.file("bad.session");
     writeBytes(bad, fileBytes);
-    Result<SessionInfo> restored = (into ? into : engine.get())->restoreSession(bad, 0);
+    Result<SessionInfo> restored = restore(into ? *into : *engine, bad, 0);
     EXPECT_FALSE(restored.ok());
     return restored.ok() ? std::string() : restored.message();
   }
@@ -249,10 +258,10 @@ TEST_F(SessionFileTest, EachBadFileGetsItsOwnMessage) {
   flipped[bytes.size() - kvBytes / 2] ^= 1; // one bit of a V row
   EXPECT_EQ(restoreError(flipped), name + " is corrupted (checksum mismatch)");
   EXPECT_EQ(engine->cachedPositions(0), 0u) << "a slot whose rows failed holds nothing";
-  EXPECT_EQ(engine->restoreSession(dir.file("missing.session"), 0).message(),
+  EXPECT_EQ(restore(*engine, dir.file("missing.session"), 0).message(),
             "cannot open session file " + dir.file("missing.session") +
                 ": No such file or directory");
-  EXPECT_EQ(engine->restoreSession(path, 3).message(),
+  EXPECT_EQ(restore(*engine, path, 3).message(),
             "cannot restore into slot 3: the plan's --max-batch is 3 (slots 0..2)");
   Result<SessionInfo> notAFile = readSessionInfo(dir.path());
   ASSERT_FALSE(notAFile.ok());
@@ -299,25 +308,25 @@ TEST_F(SessionFileTest, RefusesAnotherModelAndTooManyPositions) {
 }
 
 TEST_F(SessionFileTest, SaveRefusesWhatItCannotWriteAndKeepsTheOldFile) {
-  EXPECT_EQ(engine->saveSession(path, 3, history).message(),
+  EXPECT_EQ(save(*engine, path, 3, history).message(),
             "cannot save slot 3: the plan's --max-batch is 3 (slots 0..2)");
-  EXPECT_EQ(engine->saveSession(path, 1, std::vector<int32_t>(history.begin(), history.end() - 2))
-                .message(),
-            "cannot save slot 1: it holds 16 positions but the history has only " +
-                std::to_string(history.size() - 2) + " tokens");
+  EXPECT_EQ(
+      save(*engine, path, 1, std::vector<int32_t>(history.begin(), history.end() - 2)).message(),
+      "cannot save slot 1: it holds 16 positions but the history has only " +
+          std::to_string(history.size() - 2) + " tokens");
   std::vector<int32_t> badIds = history;
   badIds[3] = 97;
-  EXPECT_EQ(engine->saveSession(path, 1, badIds).message(),
+  EXPECT_EQ(save(*engine, path, 1, badIds).message(),
             "cannot save slot 1: history token 3 is id 97 but the vocabulary has 97 ids");
   const std::string missingDir = dir.file("no-such-dir") + "/x.session";
-  EXPECT_EQ(engine->saveSession(missingDir, 1, history).message(),
+  EXPECT_EQ(save(*engine, missingDir, 1, history).message(),
             "cannot write session file " + missingDir + ": No such file or directory");
   EXPECT_EQ(readBytes(path), bytes) << "a refused save touched the existing file";
 
   // An empty slot saves a session with no positions, which restores to an empty slot.
   const std::string empty = dir.file("empty.session");
-  ASSERT_TRUE(engine->saveSession(empty, 2, {}).ok());
-  Result<SessionInfo> restored = engine->restoreSession(empty, 1);
+  ASSERT_TRUE(save(*engine, empty, 2, {}).ok());
+  Result<SessionInfo> restored = restore(*engine, empty, 1);
   ASSERT_TRUE(restored.ok()) << restored.message();
   EXPECT_EQ(restored->positions, 0u);
   EXPECT_EQ(engine->cachedPositions(1), 0u);

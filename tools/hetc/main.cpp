@@ -280,7 +280,8 @@ std::vector<std::vector<int32_t>> runSession(hetc::Engine &engine, const RunArgu
     fail("cannot read session file " + path + ": " + error.message());
   if (exists) {
     const auto start = std::chrono::steady_clock::now();
-    hetc::Result<hetc::SessionInfo> restored = engine.restoreSession(path, 0);
+    hetc::Result<hetc::SessionInfo> restored =
+        hetc::restoreSession(path, engine.plan(), engine.kvCache(), 0);
     if (!restored)
       fail(restored.message());
     history = std::move(restored->history);
@@ -307,7 +308,7 @@ std::vector<std::vector<int32_t>> runSession(hetc::Engine &engine, const RunArgu
   history.insert(history.end(), prompt.begin(), prompt.end());
   history.insert(history.end(), generated.begin(), generated.end());
   const auto start = std::chrono::steady_clock::now();
-  check(engine.saveSession(path, 0, history));
+  check(hetc::saveSession(path, engine.plan(), engine.kvCache(), 0, history));
   if (args.verbose)
     std::fprintf(stderr, "hetc: session %s: saved %llu positions and %zu history ids in %.3f ms\n",
                  path.c_str(), static_cast<unsigned long long>(engine.cachedPositions(0)),

@@ -1,4 +1,4 @@
-#include "runtime/kv/KvArena.h"
+#include "runtime/kv/KvCache.h"
 
 #include "runtime/executor/ThreadPool.h"
 
@@ -54,15 +54,17 @@ void syntheticFillPhase(void *context, size_t, unsigned thread, unsigned threadC
 
 } // namespace
 
-KvArena::~KvArena() {
+KvCache::~KvCache() {
   if (data_)
     munmap(data_, bytes_);
 }
 
-Status KvArena::map(const plan::KvCacheDef &kv, const NumaTopology &topology,
+Status KvCache::map(const plan::KvCacheDef &kv, const NumaTopology &topology,
                     ArenaBinding &binding) {
   // Plan::load verified the dtype (F32, BF16 or INT8, each of which the kernels read) and that the
   // layout is the format's and fits the arena.
+  def_ = &kv;
+  cachedPositions_.reset(new uint64_t[kv.slots()]());
   bytes_ = kv.arena_size();
   if (bytes_ == 0)
     return Status();
@@ -94,16 +96,23 @@ Status KvArena::map(const plan::KvCacheDef &kv, const NumaTopology &topology,
   return Status();
 }
 
-uint8_t *KvArena::scale(bool values, uint64_t layer, uint64_t slot, uint64_t head,
+uint8_t *KvCache::scale(bool values, uint64_t layer, uint64_t slot, uint64_t head,
                         uint64_t position) const {
   return reinterpret_cast<uint8_t *>(view_.scales(!values) +
                                      view_.scaleOffset(layer, slot, head, position));
 }
 
-void KvArena::fillSynthetic(ThreadPool &pool, const plan::KvCacheDef &kv, uint32_t slot,
-                            uint64_t positions, uint64_t seed) const {
+Status KvCache::fillSynthetic(ThreadPool &pool, uint32_t slot, uint64_t positions, uint64_t seed) {
+  if (slot >= slots())
+    return Status::error("slot " + std::to_string(slot) + " is past the plan's --max-batch " +
+                         std::to_string(slots()));
+  if (positions > maxSeq())
+    return Status::error(std::to_string(positions) + " positions exceed the plan's --max-seq " +
+                         std::to_string(maxSeq()));
+  const plan::KvCacheDef &kv = *def_;
+  cachedPositions_[slot] = positions;
   if (positions == 0 || kv.layers() == 0)
-    return;
+    return Status();
   SyntheticFill fill;
   fill.cache = &view_;
   fill.layers = kv.layers();
@@ -113,6 +122,7 @@ void KvArena::fillSynthetic(ThreadPool &pool, const plan::KvCacheDef &kv, uint32
   fill.positions = positions;
   fill.seed = seed;
   pool.run(1, &syntheticFillPhase, &fill);
+  return Status();
 }
 
 } // namespace hetc
