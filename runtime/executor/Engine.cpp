@@ -4,6 +4,7 @@
 #include "runtime/executor/ops/LinearOps.h"
 #include "runtime/format/Plan.h"
 #include "runtime/platform/CpuFeatures.h"
+#include "runtime/platform/HostMemory.h"
 
 #include "codegen/cpu/linear/Linear.h"
 
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -21,6 +23,9 @@ namespace {
 using plan::DTypeDef;
 
 std::string str(uint64_t value) { return std::to_string(value); }
+
+// Whole MiB, rounded up, so a size never reads as 0.
+std::string mib(uint64_t bytes) { return str(bytes / (1u << 20) + (bytes % (1u << 20) != 0)); }
 
 size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -83,6 +88,17 @@ Status Engine::resolve(unsigned threads) {
   // Positions are kept as 32-bit integers in the step arrays.
   if (maxSeq_ > UINT32_MAX)
     return Status::error("the plan's --max-seq " + str(maxSeq_) + " exceeds " + str(UINT32_MAX));
+
+  // A plan compiled for a larger machine is refused here, not killed for memory as its arenas
+  // fill. The weights are pages of the plan file, which the kernel can evict, and do not count.
+  const uint64_t kvBytes = def.kv_cache()->arena_size();
+  const uint64_t activationBytes = def.activation_arena_size();
+  if (std::optional<uint64_t> available = availableMemoryBytes();
+      available && (kvBytes > *available || activationBytes > *available - kvBytes))
+    return Status::error("the plan's KV cache (" + mib(kvBytes) + " MiB) and activations (" +
+                         mib(activationBytes) + " MiB) need more than the " + mib(*available) +
+                         " MiB this host has available; compile it with a smaller --max-seq or "
+                         "--max-batch");
 
   // The plan's tiers on this host's nodes: the threads run on the CPUs this process may use.
   memoryBinding_.topology = readNumaTopology(allowedCpus());

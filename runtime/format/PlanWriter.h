@@ -1,5 +1,5 @@
 // Writes plan files. The compiler's plan emitter and the tests build plans through this one
-// function, so the file layout (see runtime/schema/hplan.fbs) is written in one place.
+// function, so the file layout (see runtime/format/hplan.fbs) is written in one place.
 #pragma once
 
 #include "hplan_generated.h"

@@ -14,6 +14,8 @@ and print a message on stderr that mentions the given word:
   --target nosuch                               target
   a prompt id >= vocab                          vocab
   --max-batch 64 --max-seq 100000000            available and largest --max-seq (exit 1)
+  the same bounds compiled for spr-cpu (a       available (hetc run exits 1; no memory is
+  larger machine), then run here                touched)
 and that --max-seq auto compiles a plan whose inspect --json shows max_seq > 0 and a memory
 section.
 """
@@ -33,7 +35,7 @@ TINY_VOCAB = 256
 
 
 # --- A minimal FlatBuffers reader, enough to find the weight segments of a plan ---------------
-# (runtime/schema/hplan.fbs: PlanDef field 6 is `segments: [SegmentDef]`, SegmentDef fields are
+# (runtime/format/hplan.fbs: PlanDef field 6 is `segments: [SegmentDef]`, SegmentDef fields are
 # offset, size, xxh64, all ulong; segment offsets count from the start of the file. The
 # FlatBuffer is either at offset 0 or size-prefixed, with its identifier at [4, 8) or [8, 12).)
 
@@ -210,9 +212,17 @@ def check(a):
         print("FAIL plan larger than the available memory: a plan file was written", flush=True)
         failures.append("plan larger than the available memory (file)")
 
+    # The compiler checks memory only for --target host; a plan compiled for a larger machine is
+    # checked again by the runtime of the box it runs on (64 x 1e8 positions x 256 B: 1.5 TiB).
+    foreign = os.path.join(work, "for_a_larger_machine.hplan")
+    run([hetc, "compile", onnx_path, "--target", "spr-cpu", "--max-batch", "64", "--max-seq",
+         "100000000", "-o", foreign], "hetc compile for spr-cpu of a plan too large for this host")
+    attempt("plan larger than the available memory, at run time",
+            [hetc, "run", foreign, "--prompt-ids", "5,17,42", "--max-new", "4"], ["available"])
+
     if failures:
-        raise CheckFailed(f"{len(failures)} of 8 bad inputs not refused properly: {', '.join(failures)}")
-    print("PASS: all 8 bad inputs refused with a clear message and a non-zero exit", flush=True)
+        raise CheckFailed(f"{len(failures)} of 9 bad inputs not refused properly: {', '.join(failures)}")
+    print("PASS: all 9 bad inputs refused with a clear message and a non-zero exit", flush=True)
 
     auto_plan = os.path.join(work, "auto.hplan")
     proc = run([hetc, "compile", onnx_path, "--target", "host", "--max-batch", MAX_BATCH,

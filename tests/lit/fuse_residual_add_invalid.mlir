@@ -34,3 +34,15 @@ module attributes {hetc.buffers = []} {
     return
   }
 }
+
+// -----
+
+// Each entry of hetc.buffers has a role the plan knows.
+// expected-error @+1 {{the module's hetc.buffers[1] has role 'weights'; expected hidden, scratch or logits}}
+module attributes {hetc.buffers = [
+    {cols = 8 : i64, name = "a", offset = 0 : i64, role = "hidden", row_stride = 64 : i64, rows = 4 : i64},
+    {cols = 8 : i64, name = "b", offset = 256 : i64, role = "weights", row_stride = 64 : i64, rows = 4 : i64}]} {
+  func.func @main() {
+    return
+  }
+}

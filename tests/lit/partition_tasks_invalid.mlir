@@ -20,3 +20,13 @@ module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 16 : i64, max_s
     return
   }
 }
+
+// -----
+
+// Bounds are positive.
+// expected-error @+1 {{the module's hetc.bounds has no positive 32-bit 'max_step_tokens'}}
+module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 16 : i64, max_step_tokens = 0 : i64}} {
+  func.func @main() {
+    return
+  }
+}

@@ -25,7 +25,7 @@
 // RUN: hetc-opt %s -split-input-file -verify-diagnostics -hetc-plan-memory
 
 // The KV cache's shape comes from hetc-group-sublayers.
-// expected-error @+1 {{hetc-plan-memory needs the module's hetc.model attribute (layers, kv_heads, head_dim); run hetc-group-sublayers first}}
+// expected-error @+1 {{hetc-plan-memory needs the module's hetc.model attribute; run hetc-group-sublayers first}}
 module {
   func.func @main() {
     return
@@ -35,7 +35,7 @@ module {
 // -----
 
 // The plan's Rope works in place, so its input must have no other reader.
-module attributes {hetc.model = {head_dim = 4 : i64, kv_heads = 1 : i64, layers = 1 : i64}} {
+module attributes {hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main(%table: tensor<16x8xf32>, %ids: tensor<?x?xi64>, %pos: tensor<?x?xi64>, %f: tensor<2xf32>)
       -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>) {
     %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
@@ -49,7 +49,7 @@ module attributes {hetc.model = {head_dim = 4 : i64, kv_heads = 1 : i64, layers 
 
 // An activation operand must be computed in the graph: a step's only inputs are tokens,
 // positions and the KV cache.
-module attributes {hetc.model = {head_dim = 4 : i64, kv_heads = 1 : i64, layers = 1 : i64}} {
+module attributes {hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main(%table: tensor<16x8xf32>, %ids: tensor<?x?xi64>, %x: tensor<?x?x8xf32>) -> tensor<?x?x8xf32> {
     %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
     // expected-error @+1 {{'hetc.add' op operand #1 must be an activation computed by an LLM op}}
@@ -61,7 +61,7 @@ module attributes {hetc.model = {head_dim = 4 : i64, kv_heads = 1 : i64, layers 
 // -----
 
 // A weight operand must not be an activation.
-module attributes {hetc.model = {head_dim = 4 : i64, kv_heads = 1 : i64, layers = 1 : i64}} {
+module attributes {hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main(%table: tensor<16x8xf32>, %ids: tensor<8xi64>) -> tensor<8x8xf32> {
     %e = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<8xi64>) -> tensor<8x8xf32>
     // expected-error @+1 {{'hetc.linear' op operand #1 must be a weight, a constant or a step input, not an activation}}
@@ -73,7 +73,7 @@ module attributes {hetc.model = {head_dim = 4 : i64, kv_heads = 1 : i64, layers 
 // -----
 
 // Activations are float32 with a known width.
-module attributes {hetc.model = {head_dim = 4 : i64, kv_heads = 1 : i64, layers = 1 : i64}} {
+module attributes {hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main(%table: tensor<16x8xbf16>, %ids: tensor<?x?xi64>) -> tensor<?x?x8xbf16> {
     // expected-error @+1 {{'hetc.embedding' op result #0 must be a float32 tensor with a static feature size to get a buffer, got 'tensor<?x?x8xbf16>'}}
     %h = hetc.embedding %table, %ids : (tensor<16x8xbf16>, tensor<?x?xi64>) -> tensor<?x?x8xbf16>
@@ -83,7 +83,7 @@ module attributes {hetc.model = {head_dim = 4 : i64, kv_heads = 1 : i64, layers 
 
 // -----
 
-module attributes {hetc.model = {head_dim = 4 : i64, kv_heads = 1 : i64, layers = 1 : i64}} {
+module attributes {hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main(%table: tensor<16x8xf32>, %ids: tensor<?x?xi64>) -> tensor<?x?x?xf32> {
     // expected-error @+1 {{'hetc.embedding' op result #0 must be a float32 tensor with a static feature size to get a buffer, got 'tensor<?x?x?xf32>'}}
     %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x?xf32>

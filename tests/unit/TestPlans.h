@@ -272,7 +272,8 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     buffer->cols = cols;
     buffer->row_stride = detail::alignUp(cols * sizeof(float), kBufferAlignment);
     buffer->offset = def.activation_arena_size;
-    def.activation_arena_size = detail::alignUp(buffer->offset + rows * buffer->row_stride, 64);
+    def.activation_arena_size =
+        detail::alignUp(buffer->offset + rows * buffer->row_stride, kBufferAlignment);
     def.buffers.push_back(std::move(buffer));
     return static_cast<uint32_t>(def.buffers.size() - 1);
   };

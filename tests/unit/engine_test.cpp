@@ -9,6 +9,7 @@
 #include "runtime/format/Plan.h"
 #include "runtime/serving/ElasticBatch.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -372,6 +373,29 @@ TEST(EngineTest, LimitErrorsNameTheLimit) {
   const Generation clean = generate(*fresh, {{5, 6, 7}}, 4);
   EXPECT_EQ(after.tokens, clean.tokens);
   EXPECT_TRUE(sameBits(after.logits.data(), clean.logits.data(), after.logits.size()));
+}
+
+TEST(EngineTest, RefusesAPlanOverTheHostsMemory) {
+  // 2^32 - 1 positions of K and V, 256 bytes each over the slots and heads: 1 TiB of KV cache,
+  // more than any host here has available.
+  TinyPlanShape shape;
+  shape.max_seq = UINT32_MAX;
+  LoadedTinyPlan loaded(shape);
+  ASSERT_TRUE(loaded.plan);
+  const uint64_t kvBytes = loaded.plan->def().kv_cache()->arena_size();
+  ASSERT_GE(kvBytes, uint64_t{1} << 39);
+  EngineOptions options;
+  options.threads = 1;
+  options.pin = false;
+  Result<std::unique_ptr<Engine>> engine = Engine::create(loaded.plan, options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_THAT(engine.message(),
+              ::testing::StartsWith("the plan's KV cache (" +
+                                    std::to_string((kvBytes + (1 << 20) - 1) >> 20) +
+                                    " MiB) and activations ("));
+  EXPECT_THAT(engine.message(),
+              ::testing::EndsWith(" MiB this host has available; compile it with a smaller "
+                                  "--max-seq or --max-batch"));
 }
 
 TEST(EngineTest, RefusesWhatThePortableKernelsCannotRun) {

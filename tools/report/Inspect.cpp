@@ -21,7 +21,6 @@ namespace {
 using namespace plan;
 using Json = nlohmann::ordered_json;
 
-// The KV layout as KvCacheDef in runtime/schema/hplan.fbs defines it for `dtype`.
 template <typename T> uint32_t count(const flatbuffers::Vector<T> *items) {
   return items ? items->size() : 0;
 }

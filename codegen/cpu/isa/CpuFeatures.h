@@ -7,7 +7,7 @@
 
 namespace hetc::codegen {
 
-// Feature bits, numbered as the plan's CpuFeatureBits (runtime/schema/hplan.fbs); the runtime
+// Feature bits, numbered as the plan's CpuFeatureBits (runtime/format/hplan.fbs); the runtime
 // checks at compile time that the two agree.
 enum CpuFeature : uint64_t {
   kCpuX86_64 = uint64_t{1} << 0,

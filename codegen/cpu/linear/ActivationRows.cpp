@@ -91,32 +91,41 @@ convertRowsAvx512Bf16(const float *x, size_t xStride, const uint32_t *rowIndex, 
 using ConvertRows = void (*)(const float *, size_t, const uint32_t *, size_t, uint32_t *, size_t,
                              size_t);
 
-ConvertRows chooseConvertRows() {
+// The conversions this host runs, into each layout, and their name; chosen once.
+struct RowConversion {
+  ConvertRows rows;
+  ConvertRows rowMajor;
+  const char *name;
+  const char *nameWithRowMajor;
+};
+
+const RowConversion &hostRowConversion() {
+  static const RowConversion conversion = [] {
 #if defined(__x86_64__)
-  if (hostHas(kCpuAvx512Bf16))
-    return &convertRowsAvx512Bf16;
+    if (hostHas(kCpuAvx512Bf16))
+      return RowConversion{&convertRowsAvx512Bf16, &convertRowsRowMajorAvx512Bf16,
+                           "Bf16RowsAvx512Bf16", "Bf16RowsAvx512Bf16 + Bf16RowMajor (prefill)"};
 #endif
-  return &convertRowsToBf16Portable;
+    return RowConversion{&convertRowsToBf16Portable, &convertRowsToBf16RowMajorPortable,
+                         "Bf16RowsPortable", "Bf16RowsPortable + Bf16RowMajor (prefill)"};
+  }();
+  return conversion;
 }
 
 } // namespace
 
 void convertRowsToBf16(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
                        uint32_t *dst, size_t rowBegin, size_t rowEnd) {
-  static const ConvertRows convert = chooseConvertRows();
-  convert(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
+  hostRowConversion().rows(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
 }
 
 void convertRowsToBf16RowMajor(const float *x, size_t xStride, const uint32_t *rowIndex, size_t k,
                                uint32_t *dst, size_t rowBegin, size_t rowEnd) {
-#if defined(__x86_64__)
-  static const bool avx512Bf16 = hostHas(kCpuAvx512Bf16);
-  if (avx512Bf16) {
-    convertRowsRowMajorAvx512Bf16(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
-    return;
-  }
-#endif
-  convertRowsToBf16RowMajorPortable(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
+  hostRowConversion().rowMajor(x, xStride, rowIndex, k, dst, rowBegin, rowEnd);
+}
+
+const char *convertRowsName(bool withRowMajor) {
+  return withRowMajor ? hostRowConversion().nameWithRowMajor : hostRowConversion().name;
 }
 
 } // namespace hetc::codegen

@@ -59,4 +59,8 @@ void convertRowsToBf16RowMajor(const float *x, size_t xStride, const uint32_t *r
 void convertRowsToBf16RowMajorPortable(const float *x, size_t xStride, const uint32_t *rowIndex,
                                        size_t k, uint32_t *dst, size_t rowBegin, size_t rowEnd);
 
+// The name of the conversions the functions above run on this host ("Bf16RowsAvx512Bf16" or
+// "Bf16RowsPortable"), into Bf16Rows alone or also into Bf16RowMajor for prefill tiles.
+const char *convertRowsName(bool withRowMajor);
+
 } // namespace hetc::codegen

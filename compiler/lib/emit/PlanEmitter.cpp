@@ -1,4 +1,4 @@
-// Builds the plan (runtime/schema/hplan.fbs) from the planning attributes and writes it with the
+// Builds the plan (runtime/format/hplan.fbs) from the planning attributes and writes it with the
 // weights through the runtime's PlanWriter, so the file layout is written in one place.
 #include "hetc/compiler/PlanEmitter.h"
 
@@ -11,6 +11,7 @@
 #include "runtime/format/WeightLayout.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -176,11 +177,8 @@ std::string PlanBuilder::describe(Operation *op) {
   return "layers." + std::to_string(layer.getInt()) + "." + kind + "." + std::to_string(ordinal);
 }
 
-// The source node an op was raised from, when the IR kept one.
-std::optional<std::string> sourceName(Operation *op) {
-  if (auto source = op->getAttrOfType<StringAttr>("hetc.source"))
-    return source.str();
-  Location loc = op->getLoc();
+// The source node a location names, when it names one.
+std::optional<std::string> nodeName(Location loc) {
   if (auto fused = dyn_cast<FusedLoc>(loc))
     for (Location part : fused.getLocations())
       if (isa<NameLoc>(part)) {
@@ -190,6 +188,13 @@ std::optional<std::string> sourceName(Operation *op) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return name.getName().str();
   return std::nullopt;
+}
+
+// The source node an op was raised from, when the IR kept one.
+std::optional<std::string> sourceName(Operation *op) {
+  if (auto source = op->getAttrOfType<StringAttr>("hetc.source"))
+    return source.str();
+  return nodeName(op->getLoc());
 }
 
 // Names every op once: its source node, or its description when the IR kept no source. Ops
@@ -222,111 +227,85 @@ std::string PlanBuilder::nameOf(Operation *op) {
 template <typename T>
 LogicalResult readField(DictionaryAttr dict, StringRef dictName, StringRef field, T &out,
                         const std::function<LogicalResult(const Twine &)> &fail) {
-  std::optional<int64_t> value = getIntField(dict, field);
+  auto value = dict.getAs<IntegerAttr>(field);
   if (!value)
     return fail("the module's " + dictName + " attribute has no integer '" + field +
                 "'; run the planning passes first");
-  if (*value < 0 || static_cast<uint64_t>(*value) > std::numeric_limits<T>::max())
-    return fail("the module's " + dictName + "." + field + " = " + Twine(*value) +
+  if (value.getInt() < 0 || static_cast<uint64_t>(value.getInt()) > std::numeric_limits<T>::max())
+    return fail("the module's " + dictName + "." + field + " = " + Twine(value.getInt()) +
                 " does not fit the plan's field");
-  out = static_cast<T>(*value);
+  out = static_cast<T>(value.getInt());
   return success();
 }
 
 LogicalResult PlanBuilder::buildModuleTables() {
-  auto failFn = [&](const Twine &message) { return fail(message); };
-  auto model = module_->getAttrOfType<DictionaryAttr>(kModel);
-  auto bounds = module_->getAttrOfType<DictionaryAttr>(kBounds);
-  auto kv = module_->getAttrOfType<DictionaryAttr>(kKvCache);
-  auto buffers = module_->getAttrOfType<ArrayAttr>(kBuffers);
+  const StringRef user = "the plan emitter";
+  FailureOr<ModelAttrs> model = ModelAttrs::read(module_, user);
+  FailureOr<BoundsAttrs> bounds = BoundsAttrs::read(module_, user);
+  FailureOr<KvCacheAttrs> kv = KvCacheAttrs::read(module_, user);
+  FailureOr<SmallVector<PlannedBuffer>> buffers = readPlannedBuffers(module_, user);
+  if (failed(model) || failed(bounds) || failed(kv) || failed(buffers))
+    return failure();
   auto arenaSize = module_->getAttrOfType<IntegerAttr>(kActivationArenaSize);
-  if (!model || !bounds || !kv || !buffers || !arenaSize)
-    return fail("the module lacks the planning attributes (hetc.model, hetc.bounds, "
-                "hetc.kv_cache, hetc.buffers, hetc.activation_arena_size); run the planning "
-                "passes first");
+  if (!arenaSize || arenaSize.getInt() < 0)
+    return fail("the module has no non-negative hetc.activation_arena_size; run hetc-plan-memory "
+                "first");
 
-  auto m = std::make_unique<plan::ModelDefT>();
-  m->architecture = "llama";
-  auto eps = model.getAs<FloatAttr>("rms_eps");
-  auto tied = model.getAs<BoolAttr>("tied_embeddings");
-  if (!eps || !tied)
-    return fail("the module's hetc.model attribute lacks rms_eps or tied_embeddings");
-  m->rms_eps = static_cast<float>(eps.getValueAsDouble());
-  m->tied_embeddings = tied.getValue();
-  if (failed(readField(model, kModel, "vocab", m->vocab, failFn)) ||
-      failed(readField(model, kModel, "hidden", m->hidden, failFn)) ||
-      failed(readField(model, kModel, "layers", m->layers, failFn)) ||
-      failed(readField(model, kModel, "heads", m->heads, failFn)) ||
-      failed(readField(model, kModel, "kv_heads", m->kv_heads, failFn)) ||
-      failed(readField(model, kModel, "head_dim", m->head_dim, failFn)) ||
-      failed(readField(model, kModel, "intermediate", m->intermediate, failFn)))
-    return failure();
-  plan_.model = std::move(m);
+  // The readers checked the ranges of the plan's fields.
+  auto u32 = [](int64_t value) { return static_cast<uint32_t>(value); };
+  auto u64 = [](int64_t value) { return static_cast<uint64_t>(value); };
+  plan_.model = std::make_unique<plan::ModelDefT>();
+  plan::ModelDefT &m = *plan_.model;
+  m.architecture = "llama";
+  m.vocab = u32(model->vocab);
+  m.hidden = u32(model->hidden);
+  m.layers = u32(model->layers);
+  m.heads = u32(model->heads);
+  m.kv_heads = u32(model->kvHeads);
+  m.head_dim = u32(model->headDim);
+  m.intermediate = u32(model->intermediate);
+  m.rms_eps = model->rmsEps;
+  m.tied_embeddings = model->tiedEmbeddings;
 
-  auto b = std::make_unique<plan::BoundsDefT>();
-  if (failed(readField(bounds, kBounds, "max_batch", b->max_batch, failFn)) ||
-      failed(readField(bounds, kBounds, "max_seq", b->max_seq, failFn)) ||
-      failed(readField(bounds, kBounds, "max_step_tokens", b->max_step_tokens, failFn)))
-    return failure();
-  plan_.bounds = std::move(b);
+  plan_.bounds = std::make_unique<plan::BoundsDefT>();
+  plan_.bounds->max_batch = u32(bounds->maxBatch);
+  plan_.bounds->max_seq = u64(bounds->maxSeq);
+  plan_.bounds->max_step_tokens = u32(bounds->maxStepTokens);
 
-  auto k = std::make_unique<plan::KvCacheDefT>();
-  auto kvDtype = kv.getAs<StringAttr>("dtype");
-  const std::optional<plan::DTypeDef> dtype =
-      kvDtype ? kvDtypeFromName(kvDtype.getValue()) : std::nullopt;
-  if (!dtype)
-    return fail("the module's hetc.kv_cache has no dtype \"f32\", \"bf16\" or \"int8\"");
-  k->dtype = *dtype;
-  if (failed(readField(kv, kKvCache, "layers", k->layers, failFn)) ||
-      failed(readField(kv, kKvCache, "slots", k->slots, failFn)) ||
-      failed(readField(kv, kKvCache, "kv_heads", k->kv_heads, failFn)) ||
-      failed(readField(kv, kKvCache, "max_seq", k->max_seq, failFn)) ||
-      failed(readField(kv, kKvCache, "head_dim", k->head_dim, failFn)) ||
-      failed(readField(kv, kKvCache, "pos_stride", k->pos_stride, failFn)) ||
-      failed(readField(kv, kKvCache, "head_stride", k->head_stride, failFn)) ||
-      failed(readField(kv, kKvCache, "slot_stride", k->slot_stride, failFn)) ||
-      failed(readField(kv, kKvCache, "layer_stride", k->layer_stride, failFn)) ||
-      failed(readField(kv, kKvCache, "k_offset", k->k_offset, failFn)) ||
-      failed(readField(kv, kKvCache, "v_offset", k->v_offset, failFn)) ||
-      failed(readField(kv, kKvCache, "arena_size", k->arena_size, failFn)))
-    return failure();
-  if (kvHasRowScales(*dtype) &&
-      (failed(readField(kv, kKvCache, "k_scale_offset", k->k_scale_offset, failFn)) ||
-       failed(readField(kv, kKvCache, "v_scale_offset", k->v_scale_offset, failFn)) ||
-       failed(readField(kv, kKvCache, "scale_head_stride", k->scale_head_stride, failFn)) ||
-       failed(readField(kv, kKvCache, "scale_slot_stride", k->scale_slot_stride, failFn)) ||
-       failed(readField(kv, kKvCache, "scale_layer_stride", k->scale_layer_stride, failFn))))
-    return failure();
-  plan_.kv_cache = std::move(k);
+  plan_.kv_cache = std::make_unique<plan::KvCacheDefT>();
+  plan::KvCacheDefT &k = *plan_.kv_cache;
+  const KvLayout &layout = kv->layout;
+  k.dtype = kv->dtype;
+  k.layers = u32(kv->layers);
+  k.slots = u32(kv->slots);
+  k.kv_heads = u32(kv->kvHeads);
+  k.max_seq = u64(kv->maxSeq);
+  k.head_dim = u32(kv->headDim);
+  k.pos_stride = layout.posStride;
+  k.head_stride = layout.headStride;
+  k.slot_stride = layout.slotStride;
+  k.layer_stride = layout.layerStride;
+  k.k_offset = layout.kOffset;
+  k.v_offset = layout.vOffset;
+  k.arena_size = layout.arenaSize;
+  k.k_scale_offset = layout.kScaleOffset;
+  k.v_scale_offset = layout.vScaleOffset;
+  k.scale_head_stride = layout.scaleHeadStride;
+  k.scale_slot_stride = layout.scaleSlotStride;
+  k.scale_layer_stride = layout.scaleLayerStride;
 
-  for (Attribute attr : buffers) {
-    auto dict = dyn_cast<DictionaryAttr>(attr);
-    auto name = dict ? dict.getAs<StringAttr>("name") : StringAttr();
-    auto role = dict ? dict.getAs<StringAttr>("role") : StringAttr();
-    if (!name || !role)
-      return fail("an entry of the module's hetc.buffers lacks a name or role: " +
-                  Twine(plan_.buffers.size()));
+  for (const PlannedBuffer &planned : *buffers) {
     auto buffer = std::make_unique<plan::BufferDefT>();
-    buffer->name = name.str();
+    buffer->name = planned.name;
+    buffer->role = planned.role;
     buffer->dtype = plan::DTypeDef::F32;
-    if (role.getValue() == kHiddenRole)
-      buffer->role = plan::BufferRoleDef::Hidden;
-    else if (role.getValue() == kScratchRole)
-      buffer->role = plan::BufferRoleDef::Scratch;
-    else if (role.getValue() == kLogitsRole)
-      buffer->role = plan::BufferRoleDef::Logits;
-    else
-      return fail("buffer '" + name.getValue() + "' has unknown role '" + role.getValue() + "'");
-    if (failed(readField(dict, kBuffers, "offset", buffer->offset, failFn)) ||
-        failed(readField(dict, kBuffers, "rows", buffer->rows, failFn)) ||
-        failed(readField(dict, kBuffers, "cols", buffer->cols, failFn)) ||
-        failed(readField(dict, kBuffers, "row_stride", buffer->row_stride, failFn)))
-      return failure();
+    buffer->offset = u64(planned.offset);
+    buffer->rows = u64(planned.rows);
+    buffer->cols = u64(planned.cols);
+    buffer->row_stride = u64(planned.rowStride);
     plan_.buffers.push_back(std::move(buffer));
   }
-  if (arenaSize.getInt() < 0)
-    return fail("the module's hetc.activation_arena_size is negative");
-  plan_.activation_arena_size = static_cast<uint64_t>(arenaSize.getInt());
+  plan_.activation_arena_size = u64(arenaSize.getInt());
   return success();
 }
 
@@ -593,8 +572,6 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
   }
   if (auto layer = op->getAttrOfType<IntegerAttr>(kLayer))
     def->layer = static_cast<int32_t>(layer.getInt());
-  if (auto sublayer = op->getAttrOfType<DictionaryAttr>(kSublayer))
-    def->sublayer = static_cast<int32_t>(getIntField(sublayer, "index").value_or(-1));
 
   std::string error;
   if (failed(readIndices(op, kBuffersIn, def->inputs, plan_.buffers.size(), def->name, error)) ||
@@ -603,13 +580,11 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
 
   // Attention carries no tasks (schema 1.8): the executor splits it by cached positions.
   if (!isa<AttentionOp>(op)) {
-    auto tasks = op->getAttrOfType<DictionaryAttr>(kTasks);
-    std::optional<int64_t> count = getIntField(tasks, "count");
-    std::optional<int64_t> grain = getIntField(tasks, "grain");
-    if (!count || !grain || *count < 1 || *count > UINT32_MAX || *grain < 1)
-      return fail(def->name + " has no valid hetc.tasks; run hetc-partition-tasks first");
-    def->task_count = static_cast<uint32_t>(*count);
-    def->task_grain = static_cast<uint64_t>(*grain);
+    FailureOr<TaskAttrs> tasks = TaskAttrs::read(op);
+    if (failed(tasks))
+      return failure();
+    def->task_count = static_cast<uint32_t>(tasks->count);
+    def->task_grain = static_cast<uint64_t>(tasks->grain);
   }
 
   auto addWeight = [&](Value weight, plan::WeightLayoutDef layout,
@@ -718,27 +693,23 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
 // Sublayers are the contiguous runs of ops that name them.
 LogicalResult PlanBuilder::buildSublayers(ArrayRef<Operation *> ops) {
   for (auto [index, op] : llvm::enumerate(ops)) {
-    auto sublayer = op->getAttrOfType<DictionaryAttr>(kSublayer);
-    if (!sublayer)
+    if (!op->hasAttr(kSublayer))
       continue;
-    std::optional<int64_t> number = getIntField(sublayer, "index");
-    auto kind = sublayer.getAs<StringAttr>("kind");
+    FailureOr<SublayerAttrs> sublayer = SublayerAttrs::read(op);
+    if (failed(sublayer))
+      return failure();
     auto layer = op->getAttrOfType<IntegerAttr>(kLayer);
-    if (!number || *number < 0 || !kind || !layer)
-      return fail(plan_.ops[index]->name + " has a malformed hetc.sublayer or no hetc.layer");
-    size_t s = static_cast<size_t>(*number);
+    if (!layer)
+      return fail(plan_.ops[index]->name + " has a hetc.sublayer but no hetc.layer");
+    size_t s = static_cast<size_t>(sublayer->index);
     if (s > plan_.sublayers.size())
       return fail(plan_.ops[index]->name + " starts sublayer " + Twine(s) + " before sublayer " +
                   Twine(plan_.sublayers.size()));
+    plan_.ops[index]->sublayer = static_cast<int32_t>(s);
     if (s == plan_.sublayers.size()) {
       auto def = std::make_unique<plan::SublayerDefT>();
       def->layer = static_cast<uint32_t>(layer.getInt());
-      if (kind.getValue() == kAttentionKind)
-        def->kind = plan::SublayerKindDef::Attention;
-      else if (kind.getValue() == kFeedForwardKind)
-        def->kind = plan::SublayerKindDef::FeedForward;
-      else
-        return fail("sublayer " + Twine(s) + " has unknown kind '" + kind.getValue() + "'");
+      def->kind = sublayer->kind;
       def->device = plan::DeviceDef::CPU;
       def->first_op = static_cast<uint32_t>(index);
       plan_.sublayers.push_back(std::move(def));
@@ -870,6 +841,14 @@ uint64_t PlanBuilder::requiredCpuFeatures() const {
 }
 
 LogicalResult PlanBuilder::build(const std::string &target) {
+  // The attribute readers report errors as diagnostics; the first is the plan's error.
+  ScopedDiagnosticHandler readerErrors(module_.getContext(), [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error) {
+      std::optional<std::string> node = nodeName(diag.getLocation());
+      fail(node ? *node + ": " + diag.str() : diag.str());
+    }
+    return success();
+  });
   plan_.schema_version = kPlanSchemaVersion;
   plan_.required_cpu_features = requiredCpuFeatures();
   plan_.target = target;

@@ -14,7 +14,6 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <cstring>
-#include <limits>
 
 using namespace mlir;
 
@@ -92,29 +91,11 @@ Result<ModelShape> readOnnxModelShape(const std::string &onnxPath, uint32_t assu
     return Status::error(onnxPath + ": " +
                          (firstError.empty() ? std::string("cannot raise the model") : firstError));
 
-  auto model = (*module)->getAttrOfType<DictionaryAttr>(planning::kModel);
-  if (!model)
-    return Status::error(onnxPath + ": the model's dimensions were not recorded");
-  bool complete = true;
-  auto field = [&](const char *name) -> uint32_t {
-    auto value = model.getAs<IntegerAttr>(name);
-    if (!value || value.getInt() <= 0 || value.getInt() > std::numeric_limits<uint32_t>::max()) {
-      complete = false;
-      return 0;
-    }
-    return static_cast<uint32_t>(value.getInt());
-  };
-  ModelShape shape;
+  FailureOr<planning::ModelAttrs> model = planning::ModelAttrs::read(*module, "the cost model");
+  if (failed(model))
+    return Status::error(onnxPath + ": " + firstError);
+  ModelShape shape = model->shape();
   shape.name = fileStem(onnxPath);
-  shape.layers = field("layers");
-  shape.hidden = field("hidden");
-  shape.heads = field("heads");
-  shape.kvHeads = field("kv_heads");
-  shape.headDim = field("head_dim");
-  shape.ffn = field("intermediate");
-  shape.vocab = field("vocab");
-  if (!complete)
-    return Status::error(onnxPath + ": the model's dimensions are incomplete");
   EmbeddingOp embedding;
   LmHeadOp lmHead;
   module->walk([&](Operation *op) {
@@ -125,7 +106,6 @@ Result<ModelShape> readOnnxModelShape(const std::string &onnxPath, uint32_t assu
   });
   shape.tiedEmbeddings =
       embedding && lmHead && isTied(weights, embedding.getTable(), lmHead.getW());
-  shape.gatedFfn = true; // the raising passes accept Llama's SwiGLU feed-forward only
   shape.maxContext = assumedContext;
   return shape;
 }

@@ -6,7 +6,6 @@
 
 #include "mlir/IR/Builders.h"
 
-#include <limits>
 #include <string>
 
 namespace hetc {
@@ -42,11 +41,8 @@ StringRef tierText(Tier tier) {
 // sublayer's dataflow: the norm, projections and RoPE before attention are QKV; the projection
 // reading attention's output and the residual add after it are OUT; in the feed-forward
 // sublayer, the down projection reading the swiglu and the add after it are FC2, the rest FC1.
-FailureOr<StringRef> costSublayerOf(Operation *op, StringRef kind) {
-  const bool attention = kind == kAttentionKind;
-  if (!attention && kind != kFeedForwardKind)
-    return op->emitOpError() << "has hetc.sublayer kind '" << kind
-                             << "'; expected attention or feed_forward";
+FailureOr<StringRef> costSublayerOf(Operation *op, plan::SublayerKindDef kind) {
+  const bool attention = kind == plan::SublayerKindDef::Attention;
   auto wrongSublayer = [&]() -> FailureOr<StringRef> {
     return op->emitOpError() << "cannot be placed: the cost model has no sublayer for it in "
                              << (attention ? "an attention" : "a feed-forward") << " sublayer";
@@ -81,55 +77,19 @@ SmallVector<Operation *> weightProducers(Operation *op) {
   return producers;
 }
 
-std::optional<uint64_t> positiveField(DictionaryAttr dict, StringRef name) {
-  std::optional<int64_t> value = getIntField(dict, name);
-  if (!value || *value < 1)
-    return std::nullopt;
-  return static_cast<uint64_t>(*value);
-}
-
 struct AssignDevicesPass : public hetc::impl::AssignDevicesBase<AssignDevicesPass> {
   using AssignDevicesBase::AssignDevicesBase;
   void runOnOperation() override;
-  FailureOr<DeviceAssignment> plan(ModuleOp module);
+  FailureOr<DeviceAssignment> plan(ModuleOp module, const ModelAttrs &model,
+                                   const BoundsAttrs &bounds);
   LogicalResult place(func::FuncOp func, const DeviceAssignment &assignment, uint32_t layers);
 };
 
-FailureOr<DeviceAssignment> AssignDevicesPass::plan(ModuleOp module) {
-  auto model = module->getAttrOfType<DictionaryAttr>(kModel);
-  auto bounds = module->getAttrOfType<DictionaryAttr>(kBounds);
-  if (!model || !bounds)
-    return module.emitError("hetc-assign-devices needs the module's hetc.model and hetc.bounds; "
-                            "run hetc-group-sublayers and hetc-plan-memory first");
-  compiler::ModelShape shape;
+FailureOr<DeviceAssignment> AssignDevicesPass::plan(ModuleOp module, const ModelAttrs &model,
+                                                    const BoundsAttrs &bounds) {
+  compiler::ModelShape shape = model.shape();
   shape.name = "model";
-  std::optional<uint64_t> fields[7];
-  const char *names[7] = {"layers",   "hidden",       "heads", "kv_heads",
-                          "head_dim", "intermediate", "vocab"};
-  for (int i = 0; i < 7; ++i) {
-    fields[i] = positiveField(model, names[i]);
-    if (!fields[i] || *fields[i] > std::numeric_limits<uint32_t>::max())
-      return module.emitError() << "the module's hetc.model has no positive 32-bit '" << names[i]
-                                << "'";
-  }
-  shape.layers = static_cast<uint32_t>(*fields[0]);
-  shape.hidden = static_cast<uint32_t>(*fields[1]);
-  shape.heads = static_cast<uint32_t>(*fields[2]);
-  shape.kvHeads = static_cast<uint32_t>(*fields[3]);
-  shape.headDim = static_cast<uint32_t>(*fields[4]);
-  shape.ffn = static_cast<uint32_t>(*fields[5]);
-  shape.vocab = static_cast<uint32_t>(*fields[6]);
-  shape.gatedFfn = true; // the raising passes accept Llama's SwiGLU feed-forward only
-  auto tied = model.getAs<BoolAttr>("tied_embeddings");
-  shape.tiedEmbeddings = tied && tied.getValue();
-
-  std::optional<uint64_t> maxBatch = positiveField(bounds, "max_batch");
-  std::optional<uint64_t> maxSeq = positiveField(bounds, "max_seq");
-  std::optional<uint64_t> maxStepTokens = positiveField(bounds, "max_step_tokens");
-  if (!maxBatch || !maxSeq || !maxStepTokens)
-    return module.emitError("the module's hetc.bounds needs positive max_batch, max_seq and "
-                            "max_step_tokens");
-  shape.maxContext = static_cast<uint32_t>(std::min<uint64_t>(*maxSeq, UINT32_MAX));
+  shape.maxContext = static_cast<uint32_t>(std::min<int64_t>(bounds.maxSeq, UINT32_MAX));
 
   if (timing != "serial" && timing != "overlapped")
     return module.emitError() << "hetc-assign-devices: timing '" << timing
@@ -140,7 +100,8 @@ FailureOr<DeviceAssignment> AssignDevicesPass::plan(ModuleOp module) {
                               << "' is not one of auto, ddr, cxl, helm, all-cpu";
 
   if (target == "host")
-    return compiler::cpuOnlyAssignment("host", shape.layers, *maxBatch, *maxSeq, *maxStepTokens);
+    return compiler::cpuOnlyAssignment("host", shape.layers, bounds.maxBatch, bounds.maxSeq,
+                                       bounds.maxStepTokens);
 
   Result<compiler::Target> found = compiler::findTarget(target);
   if (!found)
@@ -148,9 +109,9 @@ FailureOr<DeviceAssignment> AssignDevicesPass::plan(ModuleOp module) {
   compiler::DeviceAssignmentRequest request;
   request.model = &shape;
   request.target = &*found;
-  request.maxBatch = *maxBatch;
-  request.maxSeq = *maxSeq;
-  request.maxStepTokens = *maxStepTokens;
+  request.maxBatch = bounds.maxBatch;
+  request.maxSeq = bounds.maxSeq;
+  request.maxStepTokens = bounds.maxStepTokens;
   request.timing = timing == "overlapped" ? compiler::Timing::Overlapped : compiler::Timing::Serial;
   request.placement = placementChoice;
   request.residentLayers = residentLayers;
@@ -189,12 +150,13 @@ LogicalResult AssignDevicesPass::place(func::FuncOp func, const DeviceAssignment
     if (layer.getInt() < 0 || layer.getInt() >= layers)
       return op->emitOpError() << "is in layer " << layer.getInt() << " but hetc.model has "
                                << layers << " layers";
-    auto sublayer = op->getAttrOfType<DictionaryAttr>(kSublayer);
-    auto kind = sublayer ? sublayer.getAs<StringAttr>("kind") : StringAttr();
-    if (!kind)
+    if (!op->hasAttr(kSublayer))
       return op->emitOpError("has a hetc.layer but no hetc.sublayer kind; run "
                              "hetc-group-sublayers first");
-    FailureOr<StringRef> name = costSublayerOf(op, kind.getValue());
+    FailureOr<SublayerAttrs> sublayer = SublayerAttrs::read(op);
+    if (failed(sublayer))
+      return failure();
+    FailureOr<StringRef> name = costSublayerOf(op, sublayer->kind);
     if (failed(name))
       return failure();
     const unsigned bits = *costSublayerBits(*name);
@@ -256,12 +218,16 @@ void AssignDevicesPass::runOnOperation() {
   func::FuncOp func = findModelFunction(module);
   if (!func)
     return signalPassFailure();
-  FailureOr<DeviceAssignment> assignment = plan(module);
+  FailureOr<ModelAttrs> model = ModelAttrs::read(module, "hetc-assign-devices");
+  if (failed(model))
+    return signalPassFailure();
+  FailureOr<BoundsAttrs> bounds = BoundsAttrs::read(module, "hetc-assign-devices");
+  if (failed(bounds))
+    return signalPassFailure();
+  FailureOr<DeviceAssignment> assignment = plan(module, *model, *bounds);
   if (failed(assignment))
     return signalPassFailure();
-  const uint32_t layers =
-      static_cast<uint32_t>(*getIntField(module->getAttrOfType<DictionaryAttr>(kModel), "layers"));
-  if (failed(place(func, *assignment, layers)))
+  if (failed(place(func, *assignment, static_cast<uint32_t>(model->layers))))
     return signalPassFailure();
 
   Builder b(module.getContext());

@@ -24,8 +24,9 @@ struct FuseResidualAddPass : public hetc::impl::FuseResidualAddBase<FuseResidual
 
 void FuseResidualAddPass::runOnOperation() {
   ModuleOp module = getOperation();
-  ArrayAttr buffers = requirePlannedBuffers(module, "hetc-fuse-residual-add");
-  if (!buffers)
+  FailureOr<SmallVector<PlannedBuffer>> buffers =
+      readPlannedBuffers(module, "hetc-fuse-residual-add");
+  if (failed(buffers))
     return signalPassFailure();
   func::FuncOp func = findModelFunction(module);
   if (!func)
@@ -55,8 +56,8 @@ void FuseResidualAddPass::runOnOperation() {
       return signalPassFailure();
     }
     const int64_t residual = add.getLhs() == linear.getResult() ? addIn[1] : addIn[0];
-    auto input = bufferByteRange(buffers, linearIn[0]);
-    auto output = bufferByteRange(buffers, addOut[0]);
+    auto input = bufferByteRange(*buffers, linearIn[0]);
+    auto output = bufferByteRange(*buffers, addOut[0]);
     if (!input || !output) {
       add.emitOpError("names a buffer that hetc.buffers does not describe");
       return signalPassFailure();

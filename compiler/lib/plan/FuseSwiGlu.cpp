@@ -25,8 +25,8 @@ struct FuseSwiGluPass : public hetc::impl::FuseSwiGluBase<FuseSwiGluPass> {
 
 void FuseSwiGluPass::runOnOperation() {
   ModuleOp module = getOperation();
-  ArrayAttr buffers = requirePlannedBuffers(module, "hetc-fuse-swiglu");
-  if (!buffers)
+  FailureOr<SmallVector<PlannedBuffer>> buffers = readPlannedBuffers(module, "hetc-fuse-swiglu");
+  if (failed(buffers))
     return signalPassFailure();
   func::FuncOp func = findModelFunction(module);
   if (!func)
@@ -58,9 +58,9 @@ void FuseSwiGluPass::runOnOperation() {
     }
     const bool linearIsGate = swiglu.getGate() == linear.getResult();
     const int64_t other = linearIsGate ? swigluIn[1] : swigluIn[0];
-    auto input = bufferByteRange(buffers, linearIn[0]);
-    auto otherBytes = bufferByteRange(buffers, other);
-    auto output = bufferByteRange(buffers, swigluOut[0]);
+    auto input = bufferByteRange(*buffers, linearIn[0]);
+    auto otherBytes = bufferByteRange(*buffers, other);
+    auto output = bufferByteRange(*buffers, swigluOut[0]);
     if (!input || !otherBytes || !output) {
       swiglu.emitOpError("names a buffer that hetc.buffers does not describe");
       return signalPassFailure();

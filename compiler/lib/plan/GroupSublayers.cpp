@@ -22,11 +22,7 @@ using namespace hetc::planning;
 
 namespace {
 
-enum class SublayerKind { Attention, FeedForward };
-
-StringRef kindName(SublayerKind kind) {
-  return kind == SublayerKind::Attention ? kAttentionKind : kFeedForwardKind;
-}
+using SublayerKind = plan::SublayerKindDef;
 
 StringRef kindPhrase(SublayerKind kind) {
   return kind == SublayerKind::Attention ? "an attention" : "a feed-forward";
@@ -243,10 +239,7 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
   };
   place(embedding);
   for (auto [index, sublayer] : llvm::enumerate(sublayers)) {
-    auto info = b.getDictionaryAttr({
-        b.getNamedAttr("index", b.getI64IntegerAttr(index)),
-        b.getNamedAttr("kind", b.getStringAttr(kindName(sublayer.kind))),
-    });
+    DictionaryAttr info = SublayerAttrs{static_cast<int64_t>(index), sublayer.kind}.toAttr(b);
     for (Operation *op : sublayer.ops) {
       place(op);
       op->setAttr(kLayer, b.getI64IntegerAttr(index / 2));
@@ -297,21 +290,17 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
     return lmHead.emitOpError() << "weight is " << headWeight << ", expected [" << hidden << ", "
                                 << vocab << "] to match the embedding table " << table;
 
-  int64_t layers = static_cast<int64_t>(sublayers.size() / 2);
-  ModuleOp module = getOperation();
-  module->setAttr(kModel,
-                  b.getDictionaryAttr({
-                      b.getNamedAttr("vocab", b.getI64IntegerAttr(vocab)),
-                      b.getNamedAttr("hidden", b.getI64IntegerAttr(hidden)),
-                      b.getNamedAttr("layers", b.getI64IntegerAttr(layers)),
-                      b.getNamedAttr("heads", b.getI64IntegerAttr(firstAttention.getHeads())),
-                      b.getNamedAttr("kv_heads", b.getI64IntegerAttr(firstAttention.getKvHeads())),
-                      b.getNamedAttr("head_dim", b.getI64IntegerAttr(firstAttention.getHeadDim())),
-                      b.getNamedAttr("intermediate", b.getI64IntegerAttr(*intermediate)),
-                      b.getNamedAttr("rms_eps", sublayers.front().norm.getEpsilonAttr()),
-                      b.getNamedAttr("tied_embeddings", b.getBoolAttr(isTiedEmbedding(
-                                                            lmHead.getW(), embedding.getTable()))),
-                  }));
+  ModelAttrs model;
+  model.vocab = vocab;
+  model.hidden = hidden;
+  model.layers = static_cast<int64_t>(sublayers.size() / 2);
+  model.heads = firstAttention.getHeads();
+  model.kvHeads = firstAttention.getKvHeads();
+  model.headDim = firstAttention.getHeadDim();
+  model.intermediate = *intermediate;
+  model.rmsEps = sublayers.front().norm.getEpsilon().convertToFloat();
+  model.tiedEmbeddings = isTiedEmbedding(lmHead.getW(), embedding.getTable());
+  getOperation()->setAttr(kModel, model.toAttr(b));
   return success();
 }
 

@@ -46,13 +46,9 @@ struct PartitionTasksPass : public hetc::impl::PartitionTasksBase<PartitionTasks
 
 void PartitionTasksPass::runOnOperation() {
   ModuleOp module = getOperation();
-  std::optional<int64_t> maxStepTokens =
-      getIntField(module->getAttrOfType<DictionaryAttr>(kBounds), "max_step_tokens");
-  if (!maxStepTokens) {
-    module.emitError("hetc-partition-tasks needs the module's hetc.bounds attribute; run "
-                     "hetc-plan-memory first");
+  FailureOr<BoundsAttrs> bounds = BoundsAttrs::read(module, "hetc-partition-tasks");
+  if (failed(bounds))
     return signalPassFailure();
-  }
   func::FuncOp func = findModelFunction(module);
   if (!func)
     return signalPassFailure();
@@ -67,7 +63,7 @@ void PartitionTasksPass::runOnOperation() {
     } else if (isa<AttentionOp>(op)) {
       continue;
     } else {
-      units = *maxStepTokens;
+      units = bounds->maxStepTokens;
       grain = kRowGrain;
     }
     int64_t count = std::max<int64_t>(1, llvm::divideCeil(units, grain));
@@ -75,10 +71,7 @@ void PartitionTasksPass::runOnOperation() {
       op->emitOpError() << "splits into " << count << " tasks, more than a plan can index";
       return signalPassFailure();
     }
-    op->setAttr(kTasks, b.getDictionaryAttr({
-                            b.getNamedAttr("count", b.getI64IntegerAttr(count)),
-                            b.getNamedAttr("grain", b.getI64IntegerAttr(grain)),
-                        }));
+    op->setAttr(kTasks, TaskAttrs{count, grain}.toAttr(b));
   }
 }
 

@@ -3,10 +3,354 @@
 #include "hetc/Dialect/HetcDialect.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/ErrorHandling.h"
+
+#include <string>
 
 using namespace mlir;
 
 namespace hetc::planning {
+namespace {
+
+// A name a dictionary field may hold and the value it stands for.
+template <typename T> struct Named {
+  StringLiteral name;
+  T value;
+};
+
+constexpr Named<plan::DTypeDef> kKvDtypes[] = {
+    {"f32", plan::DTypeDef::F32}, {"bf16", plan::DTypeDef::BF16}, {"int8", plan::DTypeDef::INT8}};
+constexpr Named<plan::BufferRoleDef> kBufferRoles[] = {{"hidden", plan::BufferRoleDef::Hidden},
+                                                       {"scratch", plan::BufferRoleDef::Scratch},
+                                                       {"logits", plan::BufferRoleDef::Logits}};
+constexpr Named<plan::SublayerKindDef> kSublayerKinds[] = {
+    {"attention", plan::SublayerKindDef::Attention},
+    {"feed_forward", plan::SublayerKindDef::FeedForward}};
+
+template <typename T, size_t N>
+std::optional<T> valueNamed(const Named<T> (&names)[N], StringRef name) {
+  for (const Named<T> &named : names)
+    if (named.name == name)
+      return named.value;
+  return std::nullopt;
+}
+
+template <typename T, size_t N> StringRef nameOf(const Named<T> (&names)[N], T value) {
+  for (const Named<T> &named : names)
+    if (named.value == value)
+      return named.name;
+  llvm_unreachable("every value has a name");
+}
+
+// "a, b or c".
+template <typename T, size_t N> std::string nameList(const Named<T> (&names)[N]) {
+  std::string text;
+  for (size_t i = 0; i < N; ++i)
+    text += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + names[i].name.str();
+  return text;
+}
+
+enum class Range { NonNegative, Positive, Positive32 };
+
+// The module attribute `name`; null after an error saying that `user` needs it and `producer`
+// records it.
+template <typename AttrT>
+AttrT requireModuleAttr(ModuleOp module, StringRef name, StringRef user, StringRef producer) {
+  auto attr = module->getAttrOfType<AttrT>(name);
+  if (!attr)
+    module.emitError() << user << " needs the module's " << name << " attribute; run " << producer
+                       << " first";
+  return attr;
+}
+
+// Reads the fields of a dictionary attribute of `owner`. The first field that is missing or out
+// of range is an error on `owner` naming the attribute and the field; reads after it return
+// placeholders and report nothing, so one check of failed() at the end covers them all.
+class FieldReader {
+public:
+  FieldReader(Operation *owner, const Twine &attr, DictionaryAttr dict)
+      : owner_(owner), dict_(dict), onModule_(isa<ModuleOp>(owner)),
+        subject_((onModule_ ? "the module's " + attr + " has" : "has " + attr).str()) {}
+
+  bool failed() const { return failed_; }
+
+  int64_t integer(StringRef field, Range range) {
+    auto value = get<IntegerAttr>(field);
+    const int64_t min = range == Range::NonNegative ? 0 : 1;
+    const int64_t max = range == Range::Positive32 ? UINT32_MAX : INT64_MAX;
+    if (value && value.getInt() >= min && value.getInt() <= max)
+      return value.getInt();
+    missing(field, range == Range::NonNegative ? "non-negative"
+                   : range == Range::Positive  ? "positive"
+                                               : "positive 32-bit");
+    return 0;
+  }
+
+  float f32(StringRef field) {
+    if (auto value = get<FloatAttr>(field))
+      return static_cast<float>(value.getValueAsDouble());
+    missing(field, "float");
+    return 0;
+  }
+
+  bool flag(StringRef field) {
+    if (auto value = get<BoolAttr>(field))
+      return value.getValue();
+    missing(field, "bool");
+    return false;
+  }
+
+  StringRef text(StringRef field) {
+    if (auto value = get<StringAttr>(field))
+      return value.getValue();
+    missing(field, "string");
+    return "";
+  }
+
+  template <typename T, size_t N> T oneOf(StringRef field, const Named<T> (&names)[N]) {
+    StringRef name = text(field);
+    if (std::optional<T> value = valueNamed(names, name))
+      return *value;
+    if (!failed_)
+      report() << " " << field << " '" << name << "'; expected " << nameList(names);
+    return names[0].value;
+  }
+
+private:
+  template <typename AttrT> AttrT get(StringRef field) const {
+    return dict_ ? dict_.getAs<AttrT>(field) : AttrT();
+  }
+
+  void missing(StringRef field, StringRef what) {
+    if (!failed_)
+      report() << (onModule_ ? " no " : " with no ") << what << " '" << field << "'";
+  }
+
+  // "the module's hetc.model has ..." or "'hetc.add' op has hetc.sublayer ...".
+  InFlightDiagnostic report() {
+    failed_ = true;
+    return (onModule_ ? owner_->emitError() : owner_->emitOpError()) << subject_;
+  }
+
+  Operation *owner_;
+  DictionaryAttr dict_;
+  bool onModule_;
+  std::string subject_;
+  bool failed_ = false;
+};
+
+} // namespace
+
+std::optional<plan::DTypeDef> kvDtypeFromName(StringRef name) {
+  return valueNamed(kKvDtypes, name);
+}
+
+StringRef bufferRoleName(plan::BufferRoleDef role) { return nameOf(kBufferRoles, role); }
+
+DictionaryAttr ModelAttrs::toAttr(Builder &b) const {
+  return b.getDictionaryAttr({
+      b.getNamedAttr("vocab", b.getI64IntegerAttr(vocab)),
+      b.getNamedAttr("hidden", b.getI64IntegerAttr(hidden)),
+      b.getNamedAttr("layers", b.getI64IntegerAttr(layers)),
+      b.getNamedAttr("heads", b.getI64IntegerAttr(heads)),
+      b.getNamedAttr("kv_heads", b.getI64IntegerAttr(kvHeads)),
+      b.getNamedAttr("head_dim", b.getI64IntegerAttr(headDim)),
+      b.getNamedAttr("intermediate", b.getI64IntegerAttr(intermediate)),
+      b.getNamedAttr("rms_eps", b.getF32FloatAttr(rmsEps)),
+      b.getNamedAttr("tied_embeddings", b.getBoolAttr(tiedEmbeddings)),
+  });
+}
+
+FailureOr<ModelAttrs> ModelAttrs::read(ModuleOp module, StringRef user) {
+  auto dict = requireModuleAttr<DictionaryAttr>(module, kModel, user, "hetc-group-sublayers");
+  if (!dict)
+    return failure();
+  FieldReader in(module, kModel, dict);
+  ModelAttrs model;
+  model.vocab = in.integer("vocab", Range::Positive32);
+  model.hidden = in.integer("hidden", Range::Positive32);
+  model.layers = in.integer("layers", Range::Positive32);
+  model.heads = in.integer("heads", Range::Positive32);
+  model.kvHeads = in.integer("kv_heads", Range::Positive32);
+  model.headDim = in.integer("head_dim", Range::Positive32);
+  model.intermediate = in.integer("intermediate", Range::Positive32);
+  model.rmsEps = in.f32("rms_eps");
+  model.tiedEmbeddings = in.flag("tied_embeddings");
+  if (in.failed())
+    return failure();
+  return model;
+}
+
+compiler::ModelShape ModelAttrs::shape() const {
+  compiler::ModelShape shape;
+  shape.layers = static_cast<uint32_t>(layers);
+  shape.hidden = static_cast<uint32_t>(hidden);
+  shape.heads = static_cast<uint32_t>(heads);
+  shape.kvHeads = static_cast<uint32_t>(kvHeads);
+  shape.headDim = static_cast<uint32_t>(headDim);
+  shape.ffn = static_cast<uint32_t>(intermediate);
+  shape.vocab = static_cast<uint32_t>(vocab);
+  shape.gatedFfn = true; // the raising passes accept Llama's SwiGLU feed-forward only
+  shape.tiedEmbeddings = tiedEmbeddings;
+  return shape;
+}
+
+DictionaryAttr BoundsAttrs::toAttr(Builder &b) const {
+  return b.getDictionaryAttr({
+      b.getNamedAttr("max_batch", b.getI64IntegerAttr(maxBatch)),
+      b.getNamedAttr("max_seq", b.getI64IntegerAttr(maxSeq)),
+      b.getNamedAttr("max_step_tokens", b.getI64IntegerAttr(maxStepTokens)),
+  });
+}
+
+FailureOr<BoundsAttrs> BoundsAttrs::read(ModuleOp module, StringRef user) {
+  auto dict = requireModuleAttr<DictionaryAttr>(module, kBounds, user, "hetc-plan-memory");
+  if (!dict)
+    return failure();
+  FieldReader in(module, kBounds, dict);
+  BoundsAttrs bounds;
+  bounds.maxBatch = in.integer("max_batch", Range::Positive32);
+  bounds.maxSeq = in.integer("max_seq", Range::Positive);
+  bounds.maxStepTokens = in.integer("max_step_tokens", Range::Positive32);
+  if (in.failed())
+    return failure();
+  return bounds;
+}
+
+DictionaryAttr KvCacheAttrs::toAttr(Builder &b) const {
+  auto size = [&](uint64_t value) { return b.getI64IntegerAttr(static_cast<int64_t>(value)); };
+  SmallVector<NamedAttribute> fields = {
+      b.getNamedAttr("dtype", b.getStringAttr(nameOf(kKvDtypes, dtype))),
+      b.getNamedAttr("layers", b.getI64IntegerAttr(layers)),
+      b.getNamedAttr("slots", b.getI64IntegerAttr(slots)),
+      b.getNamedAttr("kv_heads", b.getI64IntegerAttr(kvHeads)),
+      b.getNamedAttr("max_seq", b.getI64IntegerAttr(maxSeq)),
+      b.getNamedAttr("head_dim", b.getI64IntegerAttr(headDim)),
+      b.getNamedAttr("pos_stride", size(layout.posStride)),
+      b.getNamedAttr("head_stride", size(layout.headStride)),
+      b.getNamedAttr("slot_stride", size(layout.slotStride)),
+      b.getNamedAttr("layer_stride", size(layout.layerStride)),
+      b.getNamedAttr("k_offset", size(layout.kOffset)),
+      b.getNamedAttr("v_offset", size(layout.vOffset)),
+      b.getNamedAttr("arena_size", size(layout.arenaSize)),
+  };
+  if (kvHasRowScales(dtype))
+    fields.append({
+        b.getNamedAttr("k_scale_offset", size(layout.kScaleOffset)),
+        b.getNamedAttr("v_scale_offset", size(layout.vScaleOffset)),
+        b.getNamedAttr("scale_head_stride", size(layout.scaleHeadStride)),
+        b.getNamedAttr("scale_slot_stride", size(layout.scaleSlotStride)),
+        b.getNamedAttr("scale_layer_stride", size(layout.scaleLayerStride)),
+    });
+  return b.getDictionaryAttr(fields);
+}
+
+FailureOr<KvCacheAttrs> KvCacheAttrs::read(ModuleOp module, StringRef user) {
+  auto dict = requireModuleAttr<DictionaryAttr>(module, kKvCache, user, "hetc-plan-memory");
+  if (!dict)
+    return failure();
+  FieldReader in(module, kKvCache, dict);
+  auto size = [&](StringRef field) {
+    return static_cast<uint64_t>(in.integer(field, Range::NonNegative));
+  };
+  KvCacheAttrs kv;
+  kv.dtype = in.oneOf("dtype", kKvDtypes);
+  kv.layers = in.integer("layers", Range::Positive32);
+  kv.slots = in.integer("slots", Range::Positive32);
+  kv.kvHeads = in.integer("kv_heads", Range::Positive32);
+  kv.maxSeq = in.integer("max_seq", Range::Positive);
+  kv.headDim = in.integer("head_dim", Range::Positive32);
+  kv.layout.posStride = size("pos_stride");
+  kv.layout.headStride = size("head_stride");
+  kv.layout.slotStride = size("slot_stride");
+  kv.layout.layerStride = size("layer_stride");
+  kv.layout.kOffset = size("k_offset");
+  kv.layout.vOffset = size("v_offset");
+  kv.layout.arenaSize = size("arena_size");
+  if (kvHasRowScales(kv.dtype)) {
+    kv.layout.kScaleOffset = size("k_scale_offset");
+    kv.layout.vScaleOffset = size("v_scale_offset");
+    kv.layout.scaleHeadStride = size("scale_head_stride");
+    kv.layout.scaleSlotStride = size("scale_slot_stride");
+    kv.layout.scaleLayerStride = size("scale_layer_stride");
+  }
+  if (in.failed())
+    return failure();
+  return kv;
+}
+
+DictionaryAttr PlannedBuffer::toAttr(Builder &b) const {
+  return b.getDictionaryAttr({
+      b.getNamedAttr("name", b.getStringAttr(name)),
+      b.getNamedAttr("role", b.getStringAttr(bufferRoleName(role))),
+      b.getNamedAttr("offset", b.getI64IntegerAttr(offset)),
+      b.getNamedAttr("rows", b.getI64IntegerAttr(rows)),
+      b.getNamedAttr("cols", b.getI64IntegerAttr(cols)),
+      b.getNamedAttr("row_stride", b.getI64IntegerAttr(rowStride)),
+  });
+}
+
+FailureOr<SmallVector<PlannedBuffer>> readPlannedBuffers(ModuleOp module, StringRef user) {
+  auto entries = requireModuleAttr<ArrayAttr>(module, kBuffers, user, "hetc-plan-memory");
+  if (!entries)
+    return failure();
+  SmallVector<PlannedBuffer> buffers;
+  for (auto [index, entry] : llvm::enumerate(entries)) {
+    FieldReader in(module, Twine(kBuffers) + "[" + Twine(index) + "]",
+                   dyn_cast<DictionaryAttr>(entry));
+    PlannedBuffer buffer;
+    buffer.name = in.text("name").str();
+    buffer.role = in.oneOf("role", kBufferRoles);
+    buffer.offset = in.integer("offset", Range::NonNegative);
+    buffer.rows = in.integer("rows", Range::NonNegative);
+    buffer.cols = in.integer("cols", Range::NonNegative);
+    buffer.rowStride = in.integer("row_stride", Range::NonNegative);
+    if (in.failed())
+      return failure();
+    buffers.push_back(std::move(buffer));
+  }
+  return buffers;
+}
+
+DictionaryAttr TaskAttrs::toAttr(Builder &b) const {
+  return b.getDictionaryAttr({
+      b.getNamedAttr("count", b.getI64IntegerAttr(count)),
+      b.getNamedAttr("grain", b.getI64IntegerAttr(grain)),
+  });
+}
+
+FailureOr<TaskAttrs> TaskAttrs::read(Operation *op) {
+  auto dict = op->getAttrOfType<DictionaryAttr>(kTasks);
+  if (!dict)
+    return op->emitOpError("has no hetc.tasks; run hetc-partition-tasks first");
+  FieldReader in(op, kTasks, dict);
+  TaskAttrs tasks;
+  tasks.count = in.integer("count", Range::Positive32);
+  tasks.grain = in.integer("grain", Range::Positive);
+  if (in.failed())
+    return failure();
+  return tasks;
+}
+
+DictionaryAttr SublayerAttrs::toAttr(Builder &b) const {
+  return b.getDictionaryAttr({
+      b.getNamedAttr("index", b.getI64IntegerAttr(index)),
+      b.getNamedAttr("kind", b.getStringAttr(nameOf(kSublayerKinds, kind))),
+  });
+}
+
+FailureOr<SublayerAttrs> SublayerAttrs::read(Operation *op) {
+  auto dict = op->getAttrOfType<DictionaryAttr>(kSublayer);
+  if (!dict)
+    return op->emitOpError("has no hetc.sublayer; run hetc-group-sublayers first");
+  FieldReader in(op, kSublayer, dict);
+  SublayerAttrs sublayer;
+  sublayer.index = in.integer("index", Range::NonNegative);
+  sublayer.kind = in.oneOf("kind", kSublayerKinds);
+  if (in.failed())
+    return failure();
+  return sublayer;
+}
 
 func::FuncOp findModelFunction(ModuleOp module) {
   if (auto main = module.lookupSymbol<func::FuncOp>("main"))
@@ -48,32 +392,12 @@ SmallVector<unsigned> activationOperandPositions(Operation *op) {
       .Default([](auto) { return SmallVector<unsigned>{}; });
 }
 
-std::optional<int64_t> getIntField(DictionaryAttr dict, StringRef name) {
-  if (!dict)
-    return std::nullopt;
-  if (auto value = dict.getAs<IntegerAttr>(name))
-    return value.getInt();
-  return std::nullopt;
-}
-
-ArrayAttr requirePlannedBuffers(ModuleOp module, StringRef pass) {
-  auto buffers = module->getAttrOfType<ArrayAttr>(kBuffers);
-  if (!buffers)
-    module.emitError() << pass
-                       << " needs the module's hetc.buffers attribute; run hetc-plan-memory first";
-  return buffers;
-}
-
-std::optional<std::pair<int64_t, int64_t>> bufferByteRange(ArrayAttr buffers, int64_t index) {
+std::optional<std::pair<int64_t, int64_t>> bufferByteRange(ArrayRef<PlannedBuffer> buffers,
+                                                           int64_t index) {
   if (index < 0 || static_cast<size_t>(index) >= buffers.size())
     return std::nullopt;
-  auto dict = dyn_cast<DictionaryAttr>(buffers[index]);
-  std::optional<int64_t> offset = getIntField(dict, "offset");
-  std::optional<int64_t> rows = getIntField(dict, "rows");
-  std::optional<int64_t> stride = getIntField(dict, "row_stride");
-  if (!offset || !rows || !stride)
-    return std::nullopt;
-  return std::make_pair(*offset, *offset + *rows * *stride);
+  const PlannedBuffer &buffer = buffers[index];
+  return std::make_pair(buffer.offset, buffer.offset + buffer.rows * buffer.rowStride);
 }
 
 std::optional<unsigned> costSublayerBits(StringRef name) {

@@ -29,28 +29,19 @@ namespace {
 // Values that must share one buffer (an in-place op's input and result), with their lifetime in
 // op indices.
 struct Storage {
-  StringRef role;
+  plan::BufferRoleDef role;
   int64_t cols;
   size_t first; // index of the op that writes it first
   size_t last;  // index of the op that reads it last
   int64_t buffer = -1;
 };
 
-struct Buffer {
-  std::string name;
-  StringRef role;
-  int64_t rows;
-  int64_t cols;
-  int64_t rowStride = 0;
-  int64_t offset = 0;
-};
-
-StringRef roleOf(Operation *producer) {
+plan::BufferRoleDef roleOf(Operation *producer) {
   if (isa<LmHeadOp>(producer))
-    return kLogitsRole;
+    return plan::BufferRoleDef::Logits;
   if (isa<EmbeddingOp, AddOp>(producer))
-    return kHiddenRole;
-  return kScratchRole;
+    return plan::BufferRoleDef::Hidden;
+  return plan::BufferRoleDef::Scratch;
 }
 
 struct PlanMemoryPass : public hetc::impl::PlanMemoryBase<PlanMemoryPass> {
@@ -77,12 +68,9 @@ LogicalResult PlanMemoryPass::checkBounds(ModuleOp module) {
                               << " is smaller than max-batch = " << maxBatch
                               << "; a decode step of every slot needs one token per sequence";
   Builder b(module.getContext());
-  module->setAttr(kBounds,
-                  b.getDictionaryAttr({
-                      b.getNamedAttr("max_batch", b.getI64IntegerAttr(maxBatch)),
-                      b.getNamedAttr("max_seq", b.getI64IntegerAttr(maxSeq)),
-                      b.getNamedAttr("max_step_tokens", b.getI64IntegerAttr(maxStepTokens)),
-                  }));
+  BoundsAttrs bounds{static_cast<int64_t>(maxBatch), static_cast<int64_t>(maxSeq),
+                     static_cast<int64_t>(maxStepTokens)};
+  module->setAttr(kBounds, bounds.toAttr(b));
   return success();
 }
 
@@ -144,9 +132,9 @@ LogicalResult PlanMemoryPass::planActivations(ModuleOp module, func::FuncOp func
   // Linear scan: an op's outputs are taken before its dying inputs are freed, so an op never
   // writes a buffer it reads (Rope excepted, by design). Free buffers are reused lowest index
   // first, only by values of the same role and width.
-  std::vector<Buffer> buffers;
-  std::map<std::pair<StringRef, int64_t>, std::set<int64_t>> freeBuffers;
-  std::map<StringRef, unsigned> roleCounts;
+  std::vector<PlannedBuffer> buffers;
+  std::map<std::pair<plan::BufferRoleDef, int64_t>, std::set<int64_t>> freeBuffers;
+  std::map<plan::BufferRoleDef, unsigned> roleCounts;
   std::vector<std::vector<size_t>> dyingAt(ops.size() + 1);
   for (auto [index, storage] : llvm::enumerate(storages))
     dyingAt[storage.last].push_back(index);
@@ -155,17 +143,18 @@ LogicalResult PlanMemoryPass::planActivations(ModuleOp module, func::FuncOp func
     for (; next < storages.size() && storages[next].first == at; ++next) {
       Storage &storage = storages[next];
       std::set<int64_t> &pool = freeBuffers[{storage.role, storage.cols}];
-      if (!pool.empty() && storage.role != kLogitsRole) {
+      const bool logits = storage.role == plan::BufferRoleDef::Logits;
+      if (!pool.empty() && !logits) {
         storage.buffer = *pool.begin();
         pool.erase(pool.begin());
         continue;
       }
-      int64_t rows = storage.role == kLogitsRole ? maxBatch : maxStepTokens;
+      int64_t rows = logits ? maxBatch : maxStepTokens;
       storage.buffer = static_cast<int64_t>(buffers.size());
-      std::string name = storage.role.str();
-      if (storage.role != kLogitsRole)
+      std::string name = bufferRoleName(storage.role).str();
+      if (!logits)
         name += "." + std::to_string(roleCounts[storage.role]++);
-      buffers.push_back(Buffer{name, storage.role, rows, storage.cols});
+      buffers.push_back(PlannedBuffer{name, storage.role, 0, rows, storage.cols, 0});
     }
     for (size_t index : dyingAt[at]) {
       const Storage &storage = storages[index];
@@ -175,7 +164,7 @@ LogicalResult PlanMemoryPass::planActivations(ModuleOp module, func::FuncOp func
 
   // Lay the buffers out in index order.
   int64_t arenaSize = 0;
-  for (Buffer &buffer : buffers) {
+  for (PlannedBuffer &buffer : buffers) {
     std::optional<int64_t> rowBytes =
         llvm::checkedMulAdd<int64_t>(buffer.cols, kElementBytes, kBufferAlignment - 1);
     std::optional<int64_t> size;
@@ -187,8 +176,9 @@ LogicalResult PlanMemoryPass::planActivations(ModuleOp module, func::FuncOp func
     if (!end)
       return module.emitError() << "activation buffer '" << buffer.name << "' of " << buffer.cols
                                 << " columns overflows 64 bits for "
-                                << (buffer.role == kLogitsRole ? "max-batch = "
-                                                               : "max-step-tokens = ")
+                                << (buffer.role == plan::BufferRoleDef::Logits
+                                        ? "max-batch = "
+                                        : "max-step-tokens = ")
                                 << buffer.rows;
     buffer.offset = arenaSize;
     arenaSize = *end;
@@ -206,76 +196,46 @@ LogicalResult PlanMemoryPass::planActivations(ModuleOp module, func::FuncOp func
     op->setAttr(kBuffersOut, b.getDenseI64ArrayAttr(out));
   }
   SmallVector<Attribute> bufferAttrs;
-  for (const Buffer &buffer : buffers)
-    bufferAttrs.push_back(b.getDictionaryAttr({
-        b.getNamedAttr("name", b.getStringAttr(buffer.name)),
-        b.getNamedAttr("role", b.getStringAttr(buffer.role)),
-        b.getNamedAttr("offset", b.getI64IntegerAttr(buffer.offset)),
-        b.getNamedAttr("rows", b.getI64IntegerAttr(buffer.rows)),
-        b.getNamedAttr("cols", b.getI64IntegerAttr(buffer.cols)),
-        b.getNamedAttr("row_stride", b.getI64IntegerAttr(buffer.rowStride)),
-    }));
+  for (const PlannedBuffer &buffer : buffers)
+    bufferAttrs.push_back(buffer.toAttr(b));
   module->setAttr(kBuffers, b.getArrayAttr(bufferAttrs));
   module->setAttr(kActivationArenaSize, b.getI64IntegerAttr(arenaSize));
   return success();
 }
 
 LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
-  auto model = module->getAttrOfType<DictionaryAttr>(kModel);
-  std::optional<int64_t> layers = getIntField(model, "layers");
-  std::optional<int64_t> kvHeads = getIntField(model, "kv_heads");
-  std::optional<int64_t> headDim = getIntField(model, "head_dim");
-  if (!layers || !kvHeads || !headDim)
-    return module.emitError("hetc-plan-memory needs the module's hetc.model attribute "
-                            "(layers, kv_heads, head_dim); run hetc-group-sublayers first");
+  FailureOr<ModelAttrs> model = ModelAttrs::read(module, "hetc-plan-memory");
+  if (failed(model))
+    return failure();
   std::optional<plan::DTypeDef> dtype = kvDtypeFromName(kvDtype);
   if (!dtype)
     return module.emitError() << "hetc-plan-memory: kv-dtype \"" << kvDtype
                               << "\" is not f32, bf16 or int8";
-  if (kvInBlocks(*dtype) && *headDim % 2 != 0)
+  if (kvInBlocks(*dtype) && model->headDim % 2 != 0)
     return module.emitError() << "a " << kvDtype << " KV cache pairs head dims; head_dim "
-                              << *headDim << " is odd (use --kv f32)";
+                              << model->headDim << " is odd (use --kv f32)";
   // The plan format's layout (runtime/format/Format.h: kvLayout), which the loader verifies and
   // the tests build with too.
-  const int64_t slots = maxBatch, seq = static_cast<int64_t>(maxSeq);
-  const bool scaled = kvHasRowScales(*dtype);
+  KvCacheAttrs kv;
+  kv.dtype = *dtype;
+  kv.layers = model->layers;
+  kv.slots = maxBatch;
+  kv.kvHeads = model->kvHeads;
+  kv.maxSeq = static_cast<int64_t>(maxSeq);
+  kv.headDim = model->headDim;
   const std::optional<KvLayout> layout =
-      kvLayout(*dtype, static_cast<uint64_t>(*layers), static_cast<uint64_t>(slots),
-               static_cast<uint64_t>(*kvHeads), static_cast<uint64_t>(*headDim), maxSeq);
+      kvLayout(*dtype, static_cast<uint64_t>(kv.layers), static_cast<uint64_t>(kv.slots),
+               static_cast<uint64_t>(kv.kvHeads), static_cast<uint64_t>(kv.headDim), maxSeq);
   if (!layout || layout->arenaSize > static_cast<uint64_t>(INT64_MAX))
-    return module.emitError() << "the KV cache for max-seq = " << seq
-                              << " and max-batch = " << slots << " (" << *layers << " layers x "
-                              << *kvHeads << " KV heads x head_dim " << *headDim << " x "
-                              << dtypeBytes(*dtype) << " bytes"
-                              << (scaled ? " and a 4-byte scale per row" : "")
+    return module.emitError() << "the KV cache for max-seq = " << kv.maxSeq
+                              << " and max-batch = " << kv.slots << " (" << kv.layers
+                              << " layers x " << kv.kvHeads << " KV heads x head_dim " << kv.headDim
+                              << " x " << dtypeBytes(*dtype) << " bytes"
+                              << (kvHasRowScales(*dtype) ? " and a 4-byte scale per row" : "")
                               << ", K and V) overflows 64 bits";
-  auto i64 = [](uint64_t value) { return static_cast<int64_t>(value); };
-
+  kv.layout = *layout;
   Builder b(module.getContext());
-  SmallVector<NamedAttribute> fields = {
-      b.getNamedAttr("dtype", b.getStringAttr(kvDtype)),
-      b.getNamedAttr("layers", b.getI64IntegerAttr(*layers)),
-      b.getNamedAttr("slots", b.getI64IntegerAttr(slots)),
-      b.getNamedAttr("kv_heads", b.getI64IntegerAttr(*kvHeads)),
-      b.getNamedAttr("max_seq", b.getI64IntegerAttr(seq)),
-      b.getNamedAttr("head_dim", b.getI64IntegerAttr(*headDim)),
-      b.getNamedAttr("pos_stride", b.getI64IntegerAttr(i64(layout->posStride))),
-      b.getNamedAttr("head_stride", b.getI64IntegerAttr(i64(layout->headStride))),
-      b.getNamedAttr("slot_stride", b.getI64IntegerAttr(i64(layout->slotStride))),
-      b.getNamedAttr("layer_stride", b.getI64IntegerAttr(i64(layout->layerStride))),
-      b.getNamedAttr("k_offset", b.getI64IntegerAttr(i64(layout->kOffset))),
-      b.getNamedAttr("v_offset", b.getI64IntegerAttr(i64(layout->vOffset))),
-      b.getNamedAttr("arena_size", b.getI64IntegerAttr(i64(layout->arenaSize))),
-  };
-  if (scaled)
-    fields.append({
-        b.getNamedAttr("k_scale_offset", b.getI64IntegerAttr(i64(layout->kScaleOffset))),
-        b.getNamedAttr("v_scale_offset", b.getI64IntegerAttr(i64(layout->vScaleOffset))),
-        b.getNamedAttr("scale_head_stride", b.getI64IntegerAttr(i64(layout->scaleHeadStride))),
-        b.getNamedAttr("scale_slot_stride", b.getI64IntegerAttr(i64(layout->scaleSlotStride))),
-        b.getNamedAttr("scale_layer_stride", b.getI64IntegerAttr(i64(layout->scaleLayerStride))),
-    });
-  module->setAttr(kKvCache, b.getDictionaryAttr(fields));
+  module->setAttr(kKvCache, kv.toAttr(b));
   return success();
 }
 

@@ -11,7 +11,7 @@
 
 #include "runtime/format/WeightLayout.h"
 
-#include "codegen/cpu/isa/CpuFeatures.h"
+#include "codegen/cpu/linear/ActivationRows.h"
 #include "codegen/cpu/linear/Linear.h"
 #include "codegen/cpu/vector/Kernels.h"
 
@@ -261,11 +261,8 @@ Status chooseLinearKernel(OpResolver &resolver, size_t k, bool residual, bool lm
   convert.linear = linear;
   convert.lastRowsOnly = lmHead;
   resolver.needBf16Rows(bytes, &convert.bf16Rows);
-  const bool avx512 = codegen::hostHas(codegen::kCpuAvx512Bf16);
-  const char *label = info.tileRowsFrom ? (avx512 ? "Bf16RowsAvx512Bf16 + Bf16RowMajor (prefill)"
-                                                  : "Bf16RowsPortable + Bf16RowMajor (prefill)")
-                                        : (avx512 ? "Bf16RowsAvx512Bf16" : "Bf16RowsPortable");
-  ResolvedOp op = resolver.resolved(OpKind::ConvertRowsBf16, runConvertRowsBf16, convert, label);
+  ResolvedOp op = resolver.resolved(OpKind::ConvertRowsBf16, runConvertRowsBf16, convert,
+                                    codegen::convertRowsName(info.tileRowsFrom != 0));
   op.reads[1] = op.reads[2] = -1;
   op.writes = -1; // writes the bf16 rows, not a plan buffer
   ops.push_back(op);

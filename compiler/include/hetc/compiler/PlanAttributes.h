@@ -48,15 +48,19 @@
 #include "runtime/format/Format.h"
 
 #include "hetc/Dialect/HetcDialect.h"
+#include "hetc/compiler/ModelShape.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace hetc::planning {
@@ -90,8 +94,6 @@ inline constexpr llvm::StringLiteral kCostSublayer = "hetc.cost_sublayer";
 inline constexpr llvm::StringLiteral kTier = "hetc.tier";
 inline constexpr llvm::StringLiteral kDevicePlan = "hetc.device_plan";
 
-inline constexpr llvm::StringLiteral kAttentionKind = "attention";
-inline constexpr llvm::StringLiteral kFeedForwardKind = "feed_forward";
 inline constexpr llvm::StringLiteral kCpuDevice = "cpu";
 inline constexpr llvm::StringLiteral kGpuDevice = "gpu";
 inline constexpr llvm::StringLiteral kPrefillStage = "prefill";
@@ -110,24 +112,98 @@ std::optional<unsigned> costSublayerBits(llvm::StringRef name);
 // none for any other text.
 std::optional<unsigned> parsePolicyText(llvm::StringRef text);
 
-inline constexpr llvm::StringLiteral kHiddenRole = "hidden";
-inline constexpr llvm::StringLiteral kScratchRole = "scratch";
-inline constexpr llvm::StringLiteral kLogitsRole = "logits";
-
 // Activations are float32 in plans of this version.
 inline constexpr int64_t kElementBytes = 4;
 
 // The KV cache element type named "f32", "bf16" or "int8"; none for any other name. Its size,
 // scales and layout are the plan format's (runtime/format/Format.h).
-inline std::optional<plan::DTypeDef> kvDtypeFromName(llvm::StringRef name) {
-  if (name == "f32")
-    return plan::DTypeDef::F32;
-  if (name == "bf16")
-    return plan::DTypeDef::BF16;
-  if (name == "int8")
-    return plan::DTypeDef::INT8;
-  return std::nullopt;
-}
+std::optional<plan::DTypeDef> kvDtypeFromName(llvm::StringRef name);
+
+// "hidden", "scratch" or "logits": a buffer's role as hetc.buffers records it.
+llvm::StringRef bufferRoleName(plan::BufferRoleDef role);
+
+// The dictionaries described at the top, typed. `toAttr` writes one and `read` reads it back; a
+// missing or malformed field is an error on the module or op naming the attribute and the field,
+// and a missing module attribute an error saying that `user` needs it and which pass records it.
+
+// hetc.model, recorded by hetc-group-sublayers. Every dimension is positive and fits 32 bits.
+struct ModelAttrs {
+  int64_t vocab = 0;
+  int64_t hidden = 0;
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kvHeads = 0;
+  int64_t headDim = 0;
+  int64_t intermediate = 0;
+  float rmsEps = 0;
+  bool tiedEmbeddings = false;
+
+  mlir::DictionaryAttr toAttr(mlir::Builder &b) const;
+  static mlir::FailureOr<ModelAttrs> read(mlir::ModuleOp module, llvm::StringRef user);
+  // The cost model's view of the model; the caller names it and sets its context.
+  compiler::ModelShape shape() const;
+};
+
+// hetc.bounds, recorded by hetc-plan-memory. All positive; max_batch and max_step_tokens fit 32
+// bits.
+struct BoundsAttrs {
+  int64_t maxBatch = 0;
+  int64_t maxSeq = 0;
+  int64_t maxStepTokens = 0;
+
+  mlir::DictionaryAttr toAttr(mlir::Builder &b) const;
+  static mlir::FailureOr<BoundsAttrs> read(mlir::ModuleOp module, llvm::StringRef user);
+};
+
+// hetc.kv_cache, recorded by hetc-plan-memory: the plan format's layout (kvLayout) of a cache of
+// these dimensions, all positive and all but max_seq within 32 bits. The layout's scale fields are
+// recorded only for a dtype with row scales.
+struct KvCacheAttrs {
+  plan::DTypeDef dtype = plan::DTypeDef::F32;
+  int64_t layers = 0;
+  int64_t slots = 0;
+  int64_t kvHeads = 0;
+  int64_t maxSeq = 0;
+  int64_t headDim = 0;
+  KvLayout layout;
+
+  mlir::DictionaryAttr toAttr(mlir::Builder &b) const;
+  static mlir::FailureOr<KvCacheAttrs> read(mlir::ModuleOp module, llvm::StringRef user);
+};
+
+// An entry of hetc.buffers, recorded by hetc-plan-memory.
+struct PlannedBuffer {
+  std::string name;
+  plan::BufferRoleDef role = plan::BufferRoleDef::Scratch;
+  int64_t offset = 0; // bytes into the activation arena
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t rowStride = 0; // bytes
+
+  mlir::DictionaryAttr toAttr(mlir::Builder &b) const;
+};
+
+// Every entry of the module's hetc.buffers, in index order.
+mlir::FailureOr<llvm::SmallVector<PlannedBuffer>> readPlannedBuffers(mlir::ModuleOp module,
+                                                                     llvm::StringRef user);
+
+// hetc.tasks on an LLM op, recorded by hetc-partition-tasks: count fits 32 bits, both positive.
+struct TaskAttrs {
+  int64_t count = 0;
+  int64_t grain = 0;
+
+  mlir::DictionaryAttr toAttr(mlir::Builder &b) const;
+  static mlir::FailureOr<TaskAttrs> read(mlir::Operation *op);
+};
+
+// hetc.sublayer on an op of a decoder layer, recorded by hetc-group-sublayers.
+struct SublayerAttrs {
+  int64_t index = 0; // non-negative
+  plan::SublayerKindDef kind = plan::SublayerKindDef::Attention;
+
+  mlir::DictionaryAttr toAttr(mlir::Builder &b) const;
+  static mlir::FailureOr<SublayerAttrs> read(mlir::Operation *op);
+};
 
 // The function holding the model: @main, or the module's only function. Emits an error on the
 // module and returns null when there is none.
@@ -143,15 +219,10 @@ bool isActivation(mlir::Value value);
 // The operand positions that the plan's op reads from activation buffers, in the plan's order.
 llvm::SmallVector<unsigned> activationOperandPositions(mlir::Operation *op);
 
-// An integer field of a dictionary attribute, if present.
-std::optional<int64_t> getIntField(mlir::DictionaryAttr dict, llvm::StringRef name);
-
-// The module's hetc.buffers; null after an error saying that `pass` needs hetc-plan-memory first.
-mlir::ArrayAttr requirePlannedBuffers(mlir::ModuleOp module, llvm::StringRef pass);
-
-// Byte range [begin, end) of buffer `index` of the module's hetc.buffers in the activation arena;
-// none when the index or the entry's fields are missing.
-std::optional<std::pair<int64_t, int64_t>> bufferByteRange(mlir::ArrayAttr buffers, int64_t index);
+// Byte range [begin, end) of buffer `index` in the activation arena; none when there is no such
+// buffer.
+std::optional<std::pair<int64_t, int64_t>> bufferByteRange(llvm::ArrayRef<PlannedBuffer> buffers,
+                                                           int64_t index);
 
 // True when two byte ranges share a byte.
 inline bool byteRangesOverlap(std::pair<int64_t, int64_t> a, std::pair<int64_t, int64_t> b) {
