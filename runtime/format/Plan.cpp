@@ -238,6 +238,9 @@ private:
       const auto *shape = t->shape();
       if (!shape || shape->size() == 0)
         return fail(tensorText(i), " has no shape");
+      // The FlatBuffers verifier aligns a vector's 4-byte length, not its 8-byte elements.
+      if (reinterpret_cast<uintptr_t>(shape->data()) % alignof(uint64_t) != 0)
+        return fail(tensorText(i), "'s shape is not 8-byte aligned");
       const bool packedBf16 = t->layout() == WeightLayoutDef::LinearBf16N16K2;
       if ((t->layout() == WeightLayoutDef::LinearNK || packedBf16) && shape->size() != 2)
         return fail(tensorText(i), " has layout ", EnumNameWeightLayoutDef(t->layout()),
@@ -1082,6 +1085,9 @@ Result<std::unique_ptr<Plan>> Plan::load(const std::string &path) {
 Result<std::unique_ptr<Plan>> Plan::fromBytes(const uint8_t *bytes, size_t size) {
   if (!bytes && size > 0)
     return Status::error("plan bytes are null");
+  // The format aligns its 8-byte fields relative to the buffer's start (a mapped file's is a page).
+  if (reinterpret_cast<uintptr_t>(bytes) % alignof(uint64_t) != 0)
+    return Status::error("plan bytes must be 8-byte aligned");
   std::unique_ptr<Plan> plan(new Plan());
   plan->bytes_ = bytes;
   plan->size_ = size;

@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <sstream>
 #include <sys/stat.h>
@@ -326,6 +327,44 @@ TEST_F(PlanLoaderTest, FlippedFlatBufferBytesNeverCrash) {
   RecordProperty("accepted", accepted);
 }
 
+// FlatBuffers aligns a vector's 4-byte length, not its elements: a shape vector whose 8-byte
+// elements start 4 bytes off is refused by name, not read.
+TEST_F(PlanLoaderTest, MisalignedDataIsRefused) {
+  TinyPlan tiny = buildTinyPlan();
+  const std::vector<uint8_t> file = writeAndRead(tiny);
+
+  // The whole plan 4 bytes off an 8-byte boundary.
+  std::vector<uint64_t> storage(file.size() / 8 + 2);
+  uint8_t *shifted = reinterpret_cast<uint8_t *>(storage.data()) + 4;
+  std::memcpy(shifted, file.data(), file.size());
+  auto loaded = Plan::fromBytes(shifted, file.size());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.message(), ::testing::HasSubstr("8-byte aligned"));
+
+  // One [N, K] shape moved 4 bytes on: its length rewritten as N' = 1 at the old first element,
+  // and the tensor's offset to it raised by 4. The structure still verifies.
+  auto valid = Plan::fromBytes(file.data(), file.size());
+  ASSERT_TRUE(valid.ok()) << valid.message();
+  const plan::PlanDef &def = (*valid)->def();
+  uint32_t index = 0;
+  while (index < def.tensors()->size() && def.tensors()->Get(index)->shape()->size() < 2)
+    ++index;
+  ASSERT_LT(index, def.tensors()->size());
+  const auto *table = reinterpret_cast<const flatbuffers::Table *>(def.tensors()->Get(index));
+  const size_t field = table->GetAddressOf(plan::TensorDef::VT_SHAPE) - file.data();
+  const size_t length =
+      reinterpret_cast<const uint8_t *>(def.tensors()->Get(index)->shape()) - file.data();
+  std::vector<uint8_t> moved(file);
+  const uint32_t one = 1;
+  std::memcpy(&moved[length + 4], &one, 4);
+  uint32_t offset;
+  std::memcpy(&offset, &moved[field], 4);
+  offset += 4;
+  std::memcpy(&moved[field], &offset, 4);
+  EXPECT_THAT(bytesError(moved), ::testing::HasSubstr("tensor " + std::to_string(index)));
+  EXPECT_THAT(bytesError(moved), ::testing::HasSubstr("shape is not 8-byte aligned"));
+}
+
 TEST_F(PlanLoaderTest, SchemaVersions) {
   auto withVersion = [](uint32_t version) {
     return [version](TinyPlan &tiny) { tiny.def.schema_version = version; };
@@ -398,7 +437,8 @@ TEST_F(PlanLoaderTest, EmptyMissingAndDirectoryPaths) {
   ASSERT_FALSE(directory.ok());
   EXPECT_THAT(directory.message(), AllOf(HasSubstr(dir_.path()), HasSubstr("directory")));
 
-  auto tiny = Plan::fromBytes(reinterpret_cast<const uint8_t *>("HPLN"), 4);
+  alignas(8) const uint8_t fourBytes[4] = {'H', 'P', 'L', 'N'};
+  auto tiny = Plan::fromBytes(fourBytes, 4);
   ASSERT_FALSE(tiny.ok());
   EXPECT_THAT(tiny.message(), HasSubstr("4 bytes"));
 }
