@@ -101,16 +101,16 @@ std::optional<plan::DeviceDef> deviceOf(StringAttr name) {
   return std::nullopt;
 }
 
-std::optional<plan::TierDef> tierOf(StringAttr name) {
-  if (!name)
-    return std::nullopt;
-  if (name.getValue() == kDdrTier)
-    return plan::TierDef::DDR;
-  if (name.getValue() == kGpuTier)
+plan::TierDef tierDef(compiler::Tier tier) {
+  switch (tier) {
+  case compiler::Tier::Gpu:
     return plan::TierDef::GPU;
-  if (name.getValue() == kCxlTier)
+  case compiler::Tier::Cxl:
     return plan::TierDef::CXL;
-  return std::nullopt;
+  case compiler::Tier::Ddr:
+    break;
+  }
+  return plan::TierDef::DDR;
 }
 
 class PlanBuilder {
@@ -132,7 +132,6 @@ private:
   LogicalResult buildModuleTables();
   uint64_t requiredCpuFeatures() const;
   LogicalResult buildDevicePlan();
-  FailureOr<std::unique_ptr<plan::StagePlanDefT>> buildStage(DictionaryAttr stage, StringRef name);
   LogicalResult buildOp(Operation *op);
   LogicalResult buildSublayers(ArrayRef<Operation *> ops);
   FailureOr<WeightSource> traceWeight(Operation *op, Value weight, StringRef role);
@@ -222,20 +221,6 @@ void PlanBuilder::nameOps(ArrayRef<Operation *> ops) {
 std::string PlanBuilder::nameOf(Operation *op) {
   auto it = names_.find(op);
   return it != names_.end() ? it->second : op->getName().getStringRef().str();
-}
-
-template <typename T>
-LogicalResult readField(DictionaryAttr dict, StringRef dictName, StringRef field, T &out,
-                        const std::function<LogicalResult(const Twine &)> &fail) {
-  auto value = dict.getAs<IntegerAttr>(field);
-  if (!value)
-    return fail("the module's " + dictName + " attribute has no integer '" + field +
-                "'; run the planning passes first");
-  if (value.getInt() < 0 || static_cast<uint64_t>(value.getInt()) > std::numeric_limits<T>::max())
-    return fail("the module's " + dictName + "." + field + " = " + Twine(value.getInt()) +
-                " does not fit the plan's field");
-  out = static_cast<T>(value.getInt());
-  return success();
 }
 
 LogicalResult PlanBuilder::buildModuleTables() {
@@ -510,15 +495,15 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
     return failure();
 
   Operation *producer = weight.getDefiningOp();
-  std::optional<plan::TierDef> tier =
-      tierOf(producer ? producer->getAttrOfType<StringAttr>(kTier) : StringAttr());
+  auto tierAttr = producer ? producer->getAttrOfType<StringAttr>(kTier) : StringAttr();
+  std::optional<compiler::Tier> tier = tierAttr ? tierNamed(tierAttr.getValue()) : std::nullopt;
   if (!tier)
     return fail("weight '" + source->name +
                 "' has no hetc.tier \"gpu\", \"ddr\" or \"cxl\"; run hetc-assign-devices first");
   auto tensor = std::make_unique<plan::TensorDefT>();
   tensor->name = source->name;
   tensor->segment = *segment;
-  tensor->tier = *tier;
+  tensor->tier = tierDef(*tier);
   tensor->dtype = packedBf16 ? plan::DTypeDef::BF16 : plan::DTypeDef::F32;
   tensor->layout = layout;
   if (linear)
@@ -726,109 +711,55 @@ LogicalResult PlanBuilder::buildSublayers(ArrayRef<Operation *> ops) {
   return success();
 }
 
-FailureOr<std::unique_ptr<plan::StagePlanDefT>> PlanBuilder::buildStage(DictionaryAttr stage,
-                                                                        StringRef name) {
-  const std::string where = ("hetc.device_plan." + name).str();
-  auto failFn = [&](const Twine &message) { return fail(message); };
-  if (!stage)
-    return fail("the module's " + where + " is missing");
+// One stage of the device plan, as the plan format holds it.
+std::unique_ptr<plan::StagePlanDefT> stagePlanDef(const compiler::StageAssignment &stage) {
   auto def = std::make_unique<plan::StagePlanDefT>();
-  def->stage = name == kPrefillStage ? plan::StageDef::Prefill : plan::StageDef::Decode;
-  auto predicted = stage.getAs<FloatAttr>("predicted_ms");
-  auto reason = stage.getAs<StringAttr>("reason");
-  auto groups = stage.getAs<ArrayAttr>("groups");
-  auto table = stage.getAs<ArrayAttr>("table");
-  if (!predicted || !reason || !groups || !table)
-    return fail("the module's " + where + " lacks predicted_ms, reason, groups or table");
-  if (failed(readField(stage, where, "batch", def->batch, failFn)) ||
-      failed(readField(stage, where, "len", def->len, failFn)))
-    return failure();
-  def->predicted_seconds = predicted.getValueAsDouble() / 1e3;
-  def->reason = reason.str();
-  auto policyOf = [&](Attribute attr, const Twine &what) -> FailureOr<plan::CostSublayerBits> {
-    auto text = dyn_cast_or_null<StringAttr>(attr);
-    std::optional<unsigned> bits = text ? parsePolicyText(text.getValue()) : std::nullopt;
-    if (!bits)
-      return fail("the module's " + what + " is not a policy \"(p1,...,p6)\" of zeros and ones");
-    return static_cast<plan::CostSublayerBits>(*bits);
+  def->stage =
+      stage.stage == compiler::Stage::Prefill ? plan::StageDef::Prefill : plan::StageDef::Decode;
+  def->batch = stage.batch;
+  def->len = stage.len;
+  def->predicted_seconds = stage.seconds;
+  def->reason = stage.reason;
+  auto bits = [](compiler::Policy policy) {
+    return static_cast<plan::CostSublayerBits>(policy.bits());
   };
-  for (auto [index, attr] : llvm::enumerate(groups)) {
-    const std::string groupWhere = where + ".groups[" + std::to_string(index) + "]";
-    auto dict = dyn_cast<DictionaryAttr>(attr);
-    auto groupName = dict ? dict.getAs<StringAttr>("name") : StringAttr();
-    auto layerMs = dict ? dict.getAs<FloatAttr>("layer_ms") : FloatAttr();
-    if (!groupName || !layerMs)
-      return fail("the module's " + groupWhere + " lacks a name or layer_ms");
+  for (const compiler::LayerSpan &span : stage.spans) {
     auto group = std::make_unique<plan::LayerGroupDefT>();
-    group->name = groupName.str();
-    group->layer_seconds = layerMs.getValueAsDouble() / 1e3;
-    if (failed(readField(dict, groupWhere, "first_layer", group->first_layer, failFn)) ||
-        failed(readField(dict, groupWhere, "layers", group->layer_count, failFn)))
-      return failure();
-    FailureOr<plan::CostSublayerBits> policy = policyOf(dict.get("policy"), groupWhere + ".policy");
-    if (failed(policy))
-      return failure();
-    group->policy = *policy;
+    group->name = span.group;
+    group->first_layer = span.firstLayer;
+    group->layer_count = span.layers;
+    group->policy = bits(span.policy);
+    group->layer_seconds = span.layerSeconds;
     def->groups.push_back(std::move(group));
   }
-  for (auto [rowIndex, attr] : llvm::enumerate(table)) {
-    const std::string rowWhere = where + ".table[" + std::to_string(rowIndex) + "]";
-    auto dict = dyn_cast<DictionaryAttr>(attr);
-    auto ranges = dict ? dict.getAs<ArrayAttr>("ranges") : ArrayAttr();
-    if (!ranges)
-      return fail("the module's " + rowWhere + " lacks ranges");
-    auto row = std::make_unique<plan::PolicyRowDefT>();
-    if (failed(readField(dict, rowWhere, "len", row->len, failFn)))
-      return failure();
-    for (auto [rangeIndex, rangeAttr] : llvm::enumerate(ranges)) {
-      const std::string rangeWhere = rowWhere + ".ranges[" + std::to_string(rangeIndex) + "]";
-      auto rangeDict = dyn_cast<DictionaryAttr>(rangeAttr);
-      auto policies = rangeDict ? rangeDict.getAs<ArrayAttr>("policies") : ArrayAttr();
-      if (!policies)
-        return fail("the module's " + rangeWhere + " lacks policies");
-      auto range = std::make_unique<plan::PolicyRangeDefT>();
-      if (failed(readField(rangeDict, rangeWhere, "first_batch", range->first_batch, failFn)) ||
-          failed(readField(rangeDict, rangeWhere, "last_batch", range->last_batch, failFn)))
-        return failure();
-      for (Attribute policyAttr : policies) {
-        FailureOr<plan::CostSublayerBits> policy = policyOf(policyAttr, rangeWhere + ".policies");
-        if (failed(policy))
-          return failure();
-        range->policies.push_back(*policy);
-      }
-      row->ranges.push_back(std::move(range));
+  for (const compiler::PolicyRow &row : stage.table.rows) {
+    auto rowDef = std::make_unique<plan::PolicyRowDefT>();
+    rowDef->len = row.len;
+    for (const compiler::PolicyRange &range : row.ranges) {
+      auto rangeDef = std::make_unique<plan::PolicyRangeDefT>();
+      rangeDef->first_batch = range.firstBatch;
+      rangeDef->last_batch = range.lastBatch;
+      for (compiler::Policy policy : range.groupPolicies)
+        rangeDef->policies.push_back(bits(policy));
+      rowDef->ranges.push_back(std::move(rangeDef));
     }
-    def->policy_table.push_back(std::move(row));
+    def->policy_table.push_back(std::move(rowDef));
   }
   return def;
 }
 
 // The target, tiers, reasons and stage plans hetc-assign-devices recorded on the module.
 LogicalResult PlanBuilder::buildDevicePlan() {
-  auto devicePlan = module_->getAttrOfType<DictionaryAttr>(kDevicePlan);
-  if (!devicePlan)
-    return fail("the module has no hetc.device_plan; run hetc-assign-devices first");
-  auto target = devicePlan.getAs<StringAttr>("target");
-  auto gpu = devicePlan.getAs<StringAttr>("gpu");
-  auto tierReason = devicePlan.getAs<StringAttr>("tier_reason");
-  std::optional<plan::TierDef> kvTier = tierOf(devicePlan.getAs<StringAttr>("kv_tier"));
-  std::optional<plan::TierDef> activationTier =
-      tierOf(devicePlan.getAs<StringAttr>("activation_tier"));
-  if (!target || !gpu || !tierReason || !kvTier || !activationTier)
-    return fail("the module's hetc.device_plan lacks its target, gpu, tier_reason, kv_tier or "
-                "activation_tier");
-  plan_.target = target.str();
-  plan_.target_gpu = gpu.str();
-  plan_.tier_reason = tierReason.str();
-  plan_.activation_tier = *activationTier;
-  plan_.kv_cache->tier = *kvTier;
-  for (StringRef stage : {kPrefillStage, kDecodeStage}) {
-    FailureOr<std::unique_ptr<plan::StagePlanDefT>> def =
-        buildStage(devicePlan.getAs<DictionaryAttr>(stage), stage);
-    if (failed(def))
-      return failure();
-    plan_.stages.push_back(std::move(*def));
-  }
+  FailureOr<compiler::DeviceAssignment> assignment = readDevicePlan(module_, "the plan emitter");
+  if (failed(assignment))
+    return failure();
+  plan_.target = assignment->target;
+  plan_.target_gpu = assignment->gpu;
+  plan_.tier_reason = assignment->tierReason;
+  plan_.activation_tier = tierDef(assignment->activationTier);
+  plan_.kv_cache->tier = tierDef(assignment->kvTier);
+  plan_.stages.push_back(stagePlanDef(assignment->prefill));
+  plan_.stages.push_back(stagePlanDef(assignment->decode));
   return success();
 }
 
@@ -845,7 +776,7 @@ LogicalResult PlanBuilder::build(const std::string &target) {
   ScopedDiagnosticHandler readerErrors(module_.getContext(), [&](Diagnostic &diag) {
     if (diag.getSeverity() == DiagnosticSeverity::Error) {
       std::optional<std::string> node = nodeName(diag.getLocation());
-      fail(node ? *node + ": " + diag.str() : diag.str());
+      (void)fail(node ? *node + ": " + diag.str() : diag.str());
     }
     return success();
   });

@@ -25,18 +25,6 @@ using compiler::Tier;
 
 namespace {
 
-StringRef tierText(Tier tier) {
-  switch (tier) {
-  case Tier::Gpu:
-    return kGpuTier;
-  case Tier::Cxl:
-    return kCxlTier;
-  case Tier::Ddr:
-    break;
-  }
-  return kDdrTier;
-}
-
 // Which of the cost model's sublayers an op of a decoder layer computes, from its place in its
 // sublayer's dataflow: the norm, projections and RoPE before attention are QKV; the projection
 // reading attention's output and the residual add after it are OUT; in the feed-forward
@@ -171,46 +159,8 @@ LogicalResult AssignDevicesPass::place(func::FuncOp func, const DeviceAssignment
       readFrom(weight, assignment.weightTier(index, first));
   }
   for (auto [weight, tier] : tiers)
-    weight->setAttr(kTier, b.getStringAttr(tierText(tier)));
+    weight->setAttr(kTier, b.getStringAttr(tierAttrName(tier)));
   return success();
-}
-
-DictionaryAttr stageAttr(Builder &b, const StageAssignment &stage) {
-  SmallVector<Attribute> groups;
-  for (const LayerSpan &span : stage.spans)
-    groups.push_back(b.getDictionaryAttr({
-        b.getNamedAttr("name", b.getStringAttr(span.group)),
-        b.getNamedAttr("first_layer", b.getI64IntegerAttr(span.firstLayer)),
-        b.getNamedAttr("layers", b.getI64IntegerAttr(span.layers)),
-        b.getNamedAttr("policy", b.getStringAttr(span.policy.text())),
-        b.getNamedAttr("layer_ms", b.getF64FloatAttr(span.layerSeconds * 1e3)),
-    }));
-  SmallVector<Attribute> rows;
-  for (const compiler::PolicyRow &row : stage.table.rows) {
-    SmallVector<Attribute> ranges;
-    for (const compiler::PolicyRange &range : row.ranges) {
-      SmallVector<Attribute> policies;
-      for (Policy policy : range.groupPolicies)
-        policies.push_back(b.getStringAttr(policy.text()));
-      ranges.push_back(b.getDictionaryAttr({
-          b.getNamedAttr("first_batch", b.getI64IntegerAttr(range.firstBatch)),
-          b.getNamedAttr("last_batch", b.getI64IntegerAttr(range.lastBatch)),
-          b.getNamedAttr("policies", b.getArrayAttr(policies)),
-      }));
-    }
-    rows.push_back(b.getDictionaryAttr({
-        b.getNamedAttr("len", b.getI64IntegerAttr(row.len)),
-        b.getNamedAttr("ranges", b.getArrayAttr(ranges)),
-    }));
-  }
-  return b.getDictionaryAttr({
-      b.getNamedAttr("batch", b.getI64IntegerAttr(stage.batch)),
-      b.getNamedAttr("len", b.getI64IntegerAttr(stage.len)),
-      b.getNamedAttr("predicted_ms", b.getF64FloatAttr(stage.seconds * 1e3)),
-      b.getNamedAttr("reason", b.getStringAttr(stage.reason)),
-      b.getNamedAttr("groups", b.getArrayAttr(groups)),
-      b.getNamedAttr("table", b.getArrayAttr(rows)),
-  });
 }
 
 void AssignDevicesPass::runOnOperation() {
@@ -231,22 +181,7 @@ void AssignDevicesPass::runOnOperation() {
     return signalPassFailure();
 
   Builder b(module.getContext());
-  const DeviceAssignment &a = *assignment;
-  module->setAttr(
-      kDevicePlan,
-      b.getDictionaryAttr({
-          b.getNamedAttr("target", b.getStringAttr(a.target)),
-          b.getNamedAttr("gpu", b.getStringAttr(a.gpu)),
-          b.getNamedAttr("timing", b.getStringAttr(compiler::timingName(a.timing))),
-          b.getNamedAttr("placement", b.getStringAttr(compiler::placementName(a.placement))),
-          b.getNamedAttr("resident_layers", b.getI64IntegerAttr(a.residentLayers)),
-          b.getNamedAttr("weight_tier", b.getStringAttr(tierText(a.weightHostTier))),
-          b.getNamedAttr("kv_tier", b.getStringAttr(tierText(a.kvTier))),
-          b.getNamedAttr("activation_tier", b.getStringAttr(tierText(a.activationTier))),
-          b.getNamedAttr("tier_reason", b.getStringAttr(a.tierReason)),
-          b.getNamedAttr(kPrefillStage, stageAttr(b, a.prefill)),
-          b.getNamedAttr(kDecodeStage, stageAttr(b, a.decode)),
-      }));
+  module->setAttr(kDevicePlan, devicePlanAttr(b, *assignment));
 }
 
 } // namespace

@@ -27,6 +27,17 @@ constexpr Named<plan::SublayerKindDef> kSublayerKinds[] = {
     {"attention", plan::SublayerKindDef::Attention},
     {"feed_forward", plan::SublayerKindDef::FeedForward}};
 
+constexpr Named<compiler::Tier> kTiers[] = {
+    {"gpu", compiler::Tier::Gpu}, {"ddr", compiler::Tier::Ddr}, {"cxl", compiler::Tier::Cxl}};
+constexpr Named<compiler::Timing> kTimings[] = {{"serial", compiler::Timing::Serial},
+                                                {"overlapped", compiler::Timing::Overlapped}};
+// As compiler::placementName writes them.
+constexpr Named<compiler::Placement> kPlacements[] = {{"auto", compiler::Placement::Auto},
+                                                      {"ddr", compiler::Placement::Ddr},
+                                                      {"cxl", compiler::Placement::Cxl},
+                                                      {"helm", compiler::Placement::Helm},
+                                                      {"all-cpu", compiler::Placement::AllCpu}};
+
 template <typename T, size_t N>
 std::optional<T> valueNamed(const Named<T> (&names)[N], StringRef name) {
   for (const Named<T> &named : names)
@@ -50,7 +61,27 @@ template <typename T, size_t N> std::string nameList(const Named<T> (&names)[N])
   return text;
 }
 
-enum class Range { NonNegative, Positive, Positive32 };
+// The CPU bits of a policy written "(p1,p2,p3,p4,p5,p6)" with each p 0 or 1 (bit i is p_{i+1}), as
+// compiler::Policy::text writes it; none for any other text.
+std::optional<unsigned> parsePolicyText(StringRef text) {
+  constexpr unsigned kSublayers = 6;
+  if (!text.consume_front("(") || !text.consume_back(")"))
+    return std::nullopt;
+  SmallVector<StringRef, kSublayers> values;
+  text.split(values, ',');
+  if (values.size() != kSublayers)
+    return std::nullopt;
+  unsigned bits = 0;
+  for (auto [i, value] : llvm::enumerate(values)) {
+    if (value == "1")
+      bits |= 1u << i;
+    else if (value != "0")
+      return std::nullopt;
+  }
+  return bits;
+}
+
+enum class Range { NonNegative, NonNegative32, Positive, Positive32 };
 
 // The module attribute `name`; null after an error saying that `user` needs it and `producer`
 // records it.
@@ -76,22 +107,25 @@ public:
 
   int64_t integer(StringRef field, Range range) {
     auto value = get<IntegerAttr>(field);
-    const int64_t min = range == Range::NonNegative ? 0 : 1;
-    const int64_t max = range == Range::Positive32 ? UINT32_MAX : INT64_MAX;
+    const bool nonNegative = range == Range::NonNegative || range == Range::NonNegative32;
+    const bool within32 = range == Range::NonNegative32 || range == Range::Positive32;
+    const int64_t min = nonNegative ? 0 : 1;
+    const int64_t max = within32 ? UINT32_MAX : INT64_MAX;
     if (value && value.getInt() >= min && value.getInt() <= max)
       return value.getInt();
-    missing(field, range == Range::NonNegative ? "non-negative"
-                   : range == Range::Positive  ? "positive"
-                                               : "positive 32-bit");
+    missing(field,
+            (Twine(nonNegative ? "non-negative" : "positive") + (within32 ? " 32-bit" : "")).str());
     return 0;
   }
 
-  float f32(StringRef field) {
+  double real(StringRef field) {
     if (auto value = get<FloatAttr>(field))
-      return static_cast<float>(value.getValueAsDouble());
+      return value.getValueAsDouble();
     missing(field, "float");
     return 0;
   }
+
+  float f32(StringRef field) { return static_cast<float>(real(field)); }
 
   bool flag(StringRef field) {
     if (auto value = get<BoolAttr>(field))
@@ -105,6 +139,33 @@ public:
       return value.getValue();
     missing(field, "string");
     return "";
+  }
+
+  // The array's entries must be dictionaries or strings, as `field` holds them: `each` reads them.
+  ArrayAttr array(StringRef field) {
+    if (auto value = get<ArrayAttr>(field))
+      return value;
+    missing(field, "array");
+    return ArrayAttr();
+  }
+
+  DictionaryAttr dictionary(StringRef field) {
+    if (auto value = get<DictionaryAttr>(field))
+      return value;
+    missing(field, "dictionary");
+    return DictionaryAttr();
+  }
+
+  // A policy "(p1,...,p6)" of zeros and ones: the field, or an entry of the array it holds.
+  compiler::Policy policy(StringRef field) { return policyOf(field, get<Attribute>(field)); }
+  compiler::Policy policyOf(StringRef field, Attribute entry) {
+    auto text = dyn_cast_or_null<StringAttr>(entry);
+    if (std::optional<unsigned> bits = text ? parsePolicyText(text.getValue()) : std::nullopt)
+      return compiler::Policy::fromBits(*bits);
+    if (!failed_)
+      report() << " " << field << " " << (text ? "'" + text.getValue().str() + "'" : "missing")
+               << ", not a policy \"(p1,...,p6)\" of zeros and ones";
+    return compiler::Policy();
   }
 
   template <typename T, size_t N> T oneOf(StringRef field, const Named<T> (&names)[N]) {
@@ -121,7 +182,7 @@ private:
     return dict_ ? dict_.getAs<AttrT>(field) : AttrT();
   }
 
-  void missing(StringRef field, StringRef what) {
+  void missing(StringRef field, const Twine &what) {
     if (!failed_)
       report() << (onModule_ ? " no " : " with no ") << what << " '" << field << "'";
   }
@@ -140,6 +201,10 @@ private:
 };
 
 } // namespace
+
+StringRef tierAttrName(compiler::Tier tier) { return nameOf(kTiers, tier); }
+
+std::optional<compiler::Tier> tierNamed(StringRef name) { return valueNamed(kTiers, name); }
 
 std::optional<plan::DTypeDef> kvDtypeFromName(StringRef name) {
   return valueNamed(kKvDtypes, name);
@@ -352,6 +417,143 @@ FailureOr<SublayerAttrs> SublayerAttrs::read(Operation *op) {
   return sublayer;
 }
 
+namespace {
+
+DictionaryAttr stageAttr(Builder &b, const compiler::StageAssignment &stage) {
+  SmallVector<Attribute> groups;
+  for (const compiler::LayerSpan &span : stage.spans)
+    groups.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("name", b.getStringAttr(span.group)),
+        b.getNamedAttr("first_layer", b.getI64IntegerAttr(span.firstLayer)),
+        b.getNamedAttr("layers", b.getI64IntegerAttr(span.layers)),
+        b.getNamedAttr("policy", b.getStringAttr(span.policy.text())),
+        b.getNamedAttr("layer_ms", b.getF64FloatAttr(span.layerSeconds * 1e3)),
+    }));
+  SmallVector<Attribute> rows;
+  for (const compiler::PolicyRow &row : stage.table.rows) {
+    SmallVector<Attribute> ranges;
+    for (const compiler::PolicyRange &range : row.ranges) {
+      SmallVector<Attribute> policies;
+      for (compiler::Policy policy : range.groupPolicies)
+        policies.push_back(b.getStringAttr(policy.text()));
+      ranges.push_back(b.getDictionaryAttr({
+          b.getNamedAttr("first_batch", b.getI64IntegerAttr(range.firstBatch)),
+          b.getNamedAttr("last_batch", b.getI64IntegerAttr(range.lastBatch)),
+          b.getNamedAttr("policies", b.getArrayAttr(policies)),
+      }));
+    }
+    rows.push_back(b.getDictionaryAttr({
+        b.getNamedAttr("len", b.getI64IntegerAttr(row.len)),
+        b.getNamedAttr("ranges", b.getArrayAttr(ranges)),
+    }));
+  }
+  return b.getDictionaryAttr({
+      b.getNamedAttr("batch", b.getI64IntegerAttr(stage.batch)),
+      b.getNamedAttr("len", b.getI64IntegerAttr(stage.len)),
+      b.getNamedAttr("predicted_ms", b.getF64FloatAttr(stage.seconds * 1e3)),
+      b.getNamedAttr("reason", b.getStringAttr(stage.reason)),
+      b.getNamedAttr("groups", b.getArrayAttr(groups)),
+      b.getNamedAttr("table", b.getArrayAttr(rows)),
+  });
+}
+
+// hetc.device_plan.<name> into `stage`; the first error names the entry, as
+// "hetc.device_plan.decode.table[0].ranges[1]".
+LogicalResult readStage(ModuleOp module, DictionaryAttr dict, StringRef name,
+                        compiler::StageAssignment &stage) {
+  const std::string where = (Twine(kDevicePlan) + "." + name).str();
+  auto path = [&](const Twine &entry) { return (where + entry).str(); };
+  FieldReader in(module, where, dict);
+  stage.stage = name == kPrefillStage ? compiler::Stage::Prefill : compiler::Stage::Decode;
+  stage.table.stage = stage.stage;
+  stage.batch = static_cast<uint64_t>(in.integer("batch", Range::Positive32));
+  stage.len = static_cast<uint64_t>(in.integer("len", Range::Positive));
+  stage.seconds = in.real("predicted_ms") / 1e3;
+  stage.reason = in.text("reason").str();
+  ArrayAttr groups = in.array("groups");
+  ArrayAttr table = in.array("table");
+  if (in.failed())
+    return failure();
+  for (auto [index, attr] : llvm::enumerate(groups)) {
+    FieldReader group(module, path(".groups[" + Twine(index) + "]"),
+                      dyn_cast<DictionaryAttr>(attr));
+    compiler::LayerSpan span;
+    span.group = group.text("name").str();
+    span.firstLayer = static_cast<uint32_t>(group.integer("first_layer", Range::NonNegative32));
+    span.layers = static_cast<uint32_t>(group.integer("layers", Range::Positive32));
+    span.policy = group.policy("policy");
+    span.layerSeconds = group.real("layer_ms") / 1e3;
+    if (group.failed())
+      return failure();
+    stage.spans.push_back(std::move(span));
+  }
+  for (auto [rowIndex, rowAttr] : llvm::enumerate(table)) {
+    const std::string rowWhere = path(".table[" + Twine(rowIndex) + "]");
+    FieldReader rowIn(module, rowWhere, dyn_cast<DictionaryAttr>(rowAttr));
+    compiler::PolicyRow row;
+    row.len = static_cast<uint64_t>(rowIn.integer("len", Range::Positive));
+    ArrayAttr ranges = rowIn.array("ranges");
+    if (rowIn.failed())
+      return failure();
+    for (auto [rangeIndex, rangeAttr] : llvm::enumerate(ranges)) {
+      FieldReader rangeIn(module, rowWhere + ".ranges[" + std::to_string(rangeIndex) + "]",
+                          dyn_cast<DictionaryAttr>(rangeAttr));
+      compiler::PolicyRange range;
+      range.firstBatch = static_cast<uint64_t>(rangeIn.integer("first_batch", Range::Positive32));
+      range.lastBatch = static_cast<uint64_t>(rangeIn.integer("last_batch", Range::Positive32));
+      ArrayAttr policies = rangeIn.array("policies");
+      for (Attribute policy : policies ? policies.getValue() : ArrayRef<Attribute>())
+        range.groupPolicies.push_back(rangeIn.policyOf("policies", policy));
+      if (rangeIn.failed())
+        return failure();
+      row.ranges.push_back(std::move(range));
+    }
+    stage.table.rows.push_back(std::move(row));
+  }
+  return success();
+}
+
+} // namespace
+
+DictionaryAttr devicePlanAttr(Builder &b, const compiler::DeviceAssignment &a) {
+  return b.getDictionaryAttr({
+      b.getNamedAttr("target", b.getStringAttr(a.target)),
+      b.getNamedAttr("gpu", b.getStringAttr(a.gpu)),
+      b.getNamedAttr("timing", b.getStringAttr(nameOf(kTimings, a.timing))),
+      b.getNamedAttr("placement", b.getStringAttr(nameOf(kPlacements, a.placement))),
+      b.getNamedAttr("resident_layers", b.getI64IntegerAttr(a.residentLayers)),
+      b.getNamedAttr("weight_tier", b.getStringAttr(tierAttrName(a.weightHostTier))),
+      b.getNamedAttr("kv_tier", b.getStringAttr(tierAttrName(a.kvTier))),
+      b.getNamedAttr("activation_tier", b.getStringAttr(tierAttrName(a.activationTier))),
+      b.getNamedAttr("tier_reason", b.getStringAttr(a.tierReason)),
+      b.getNamedAttr(kPrefillStage, stageAttr(b, a.prefill)),
+      b.getNamedAttr(kDecodeStage, stageAttr(b, a.decode)),
+  });
+}
+
+FailureOr<compiler::DeviceAssignment> readDevicePlan(ModuleOp module, StringRef user) {
+  auto dict = requireModuleAttr<DictionaryAttr>(module, kDevicePlan, user, "hetc-assign-devices");
+  if (!dict)
+    return failure();
+  FieldReader in(module, kDevicePlan, dict);
+  compiler::DeviceAssignment a;
+  a.target = in.text("target").str();
+  a.gpu = in.text("gpu").str();
+  a.timing = in.oneOf("timing", kTimings);
+  a.placement = in.oneOf("placement", kPlacements);
+  a.residentLayers = static_cast<uint32_t>(in.integer("resident_layers", Range::NonNegative32));
+  a.weightHostTier = in.oneOf("weight_tier", kTiers);
+  a.kvTier = in.oneOf("kv_tier", kTiers);
+  a.activationTier = in.oneOf("activation_tier", kTiers);
+  a.tierReason = in.text("tier_reason").str();
+  DictionaryAttr prefill = in.dictionary(kPrefillStage);
+  DictionaryAttr decode = in.dictionary(kDecodeStage);
+  if (in.failed() || failed(readStage(module, prefill, kPrefillStage, a.prefill)) ||
+      failed(readStage(module, decode, kDecodeStage, a.decode)))
+    return failure();
+  return a;
+}
+
 func::FuncOp findModelFunction(ModuleOp module) {
   if (auto main = module.lookupSymbol<func::FuncOp>("main"))
     return main;
@@ -408,24 +610,6 @@ std::optional<unsigned> costSublayerBits(StringRef name) {
       .Case("fc1", 1u << 4)
       .Case("fc2", 1u << 5)
       .Default(std::nullopt);
-}
-
-std::optional<unsigned> parsePolicyText(StringRef text) {
-  constexpr unsigned kSublayers = 6;
-  if (!text.consume_front("(") || !text.consume_back(")"))
-    return std::nullopt;
-  SmallVector<StringRef, kSublayers> values;
-  text.split(values, ',');
-  if (values.size() != kSublayers)
-    return std::nullopt;
-  unsigned bits = 0;
-  for (auto [i, value] : llvm::enumerate(values)) {
-    if (value == "1")
-      bits |= 1u << i;
-    else if (value != "0")
-      return std::nullopt;
-  }
-  return bits;
 }
 
 } // namespace hetc::planning

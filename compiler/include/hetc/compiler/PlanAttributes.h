@@ -48,6 +48,7 @@
 #include "runtime/format/Format.h"
 
 #include "hetc/Dialect/HetcDialect.h"
+#include "hetc/compiler/DeviceAssignment.h"
 #include "hetc/compiler/ModelShape.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -98,9 +99,6 @@ inline constexpr llvm::StringLiteral kCpuDevice = "cpu";
 inline constexpr llvm::StringLiteral kGpuDevice = "gpu";
 inline constexpr llvm::StringLiteral kPrefillStage = "prefill";
 inline constexpr llvm::StringLiteral kDecodeStage = "decode";
-inline constexpr llvm::StringLiteral kDdrTier = "ddr";
-inline constexpr llvm::StringLiteral kGpuTier = "gpu";
-inline constexpr llvm::StringLiteral kCxlTier = "cxl";
 // The attention op's hetc.cost_sublayer: it computes Q x K^T and S x V.
 inline constexpr llvm::StringLiteral kAttentionCostSublayers = "qk_sv";
 
@@ -108,9 +106,10 @@ inline constexpr llvm::StringLiteral kAttentionCostSublayers = "qk_sv";
 // a hetc.cost_sublayer value names; none for any other text.
 std::optional<unsigned> costSublayerBits(llvm::StringRef name);
 
-// The CPU bits of a policy written "(p1,p2,p3,p4,p5,p6)" with each p 0 or 1 (bit i is p_{i+1});
-// none for any other text.
-std::optional<unsigned> parsePolicyText(llvm::StringRef text);
+// "gpu", "ddr" or "cxl": a tier as hetc.tier and hetc.device_plan record it; tierNamed reads one
+// back (none for any other text).
+llvm::StringRef tierAttrName(compiler::Tier tier);
+std::optional<compiler::Tier> tierNamed(llvm::StringRef name);
 
 // Activations are float32 in plans of this version.
 inline constexpr int64_t kElementBytes = 4;
@@ -204,6 +203,14 @@ struct SublayerAttrs {
   mlir::DictionaryAttr toAttr(mlir::Builder &b) const;
   static mlir::FailureOr<SublayerAttrs> read(mlir::Operation *op);
 };
+
+// hetc.device_plan, recorded by hetc-assign-devices: what the plan keeps of a device assignment.
+// Not recorded, so left empty by the reader: each span's weightsOnGpu (the weights' hetc.tier
+// says it), each stage's notes, its table's maxBatch and each range's planner policy (its
+// groupPolicies are recorded).
+mlir::DictionaryAttr devicePlanAttr(mlir::Builder &b, const compiler::DeviceAssignment &a);
+mlir::FailureOr<compiler::DeviceAssignment> readDevicePlan(mlir::ModuleOp module,
+                                                           llvm::StringRef user);
 
 // The function holding the model: @main, or the module's only function. Emits an error on the
 // module and returns null when there is none.
