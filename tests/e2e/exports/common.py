@@ -1,0 +1,259 @@
+"""Pieces shared by the exporters of this folder: prompt parsing, greedy decoding with past
+key/values through a model's own forward, the JSON layout of results, and ONNX export.
+
+The JSON layout (the same one tests/e2e/ort/greedy.mjs writes, so that compare.py can put the two
+side by side):
+
+    {
+      "source":  "what produced it",
+      "model":   "the model directory or file",
+      "mode":    "single" (each prompt alone, batch 1) or "batch" (one left-padded batch),
+      "prompts": [[ids...], ...],
+      "max_new": N,
+      "vocab":   V,
+      "tokens":  [[N generated ids], ...]                one list per prompt
+      "logits":  [[[V float32 values] x N], ...]         per prompt, the row each token was picked
+                                                         from (step 0: last prompt position);
+                                                         NaN is written as null
+    }
+"""
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+# The ragged batch of the end-to-end checks: different lengths, ids below every vocabulary here.
+DEFAULT_PROMPTS = [
+    [5, 17, 42, 7, 99, 3],
+    [1, 2],
+    [200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210],
+]
+DEFAULT_MAX_NEW = 16
+# Padding id of the left-padded batch mode (any id works: padded positions are masked).
+PAD_ID = 0
+
+# forward(input_ids, attention_mask, position_ids, past) -> (logits [B, S, V], present)
+# where past and present are tuples of (key, value) per layer.
+Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Tuple], Tuple[torch.Tensor, Tuple]]
+
+
+def parse_prompt(text: str) -> List[int]:
+    try:
+        ids = [int(t) for t in text.split(",") if t.strip() != ""]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"prompt ids must be comma-separated integers, got {text!r}")
+    if not ids:
+        raise argparse.ArgumentTypeError("a prompt needs at least one id")
+    return ids
+
+
+def add_reference_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model-dir", required=True, help="directory written by the export command")
+    p.add_argument("--prompt-ids", action="append", type=parse_prompt, default=None,
+                   help="comma-separated token ids; repeat for several prompts "
+                        "(default: the three prompts of the end-to-end checks)")
+    p.add_argument("--max-new", type=int, default=DEFAULT_MAX_NEW)
+    p.add_argument("--mode", choices=("single", "batch"), default="single",
+                   help="single: each prompt alone (batch 1, no padding); batch: all prompts in one "
+                        "left-padded batch (attention_mask 0 on the padding)")
+    p.add_argument("--out", required=True, help="JSON file to write")
+    p.add_argument("--no-self-check", action="store_true",
+                   help="skip the check that cached decoding equals a full recompute")
+
+
+def check_prompts(prompts: Sequence[Sequence[int]], vocab: int) -> None:
+    for p in prompts:
+        bad = [t for t in p if not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"prompt ids {bad} are outside the vocabulary (vocab {vocab})")
+
+
+def left_pad(prompts: Sequence[Sequence[int]]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """input_ids and attention_mask [B, L] of the prompts left-padded to the longest one."""
+    longest = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), longest), PAD_ID, dtype=torch.int64)
+    mask = torch.zeros((len(prompts), longest), dtype=torch.int64)
+    for b, p in enumerate(prompts):
+        ids[b, longest - len(p):] = torch.tensor(p, dtype=torch.int64)
+        mask[b, longest - len(p):] = 1
+    return ids, mask
+
+
+def positions_from_mask(mask: torch.Tensor, seq: int) -> torch.Tensor:
+    """Hugging Face generate()'s position_ids: cumsum(mask) - 1, 1 on padding; last `seq` columns."""
+    pos = mask.cumsum(-1) - 1
+    pos = pos.masked_fill(mask == 0, 1)
+    return pos[:, -seq:]
+
+
+@torch.no_grad()
+def greedy_batch(forward: Forward, empty_past: Callable[[int], Tuple], prompts: Sequence[Sequence[int]],
+                 max_new: int) -> Tuple[List[List[int]], List[np.ndarray]]:
+    """Greedy decoding of all prompts as one batch (left padding when ragged)."""
+    step_ids, mask = left_pad(prompts)
+    past = empty_past(len(prompts))
+    tokens = [[] for _ in prompts]
+    rows = [[] for _ in prompts]
+    for _ in range(max_new):
+        position_ids = positions_from_mask(mask, step_ids.shape[1])
+        logits, past = forward(step_ids, mask, position_ids, past)
+        last = logits[:, -1].float()
+        picked = torch.argmax(last, dim=-1)
+        for b in range(len(prompts)):
+            tokens[b].append(int(picked[b]))
+            rows[b].append(last[b].numpy().copy())
+        step_ids = picked.unsqueeze(1).to(torch.int64)
+        mask = torch.cat([mask, torch.ones((len(prompts), 1), dtype=torch.int64)], dim=1)
+    return tokens, [np.stack(r) for r in rows]
+
+
+@torch.no_grad()
+def greedy(forward: Forward, empty_past: Callable[[int], Tuple], prompts: Sequence[Sequence[int]],
+           max_new: int, mode: str = "single") -> Tuple[List[List[int]], List[np.ndarray]]:
+    if mode == "batch":
+        return greedy_batch(forward, empty_past, prompts, max_new)
+    all_tokens, all_rows = [], []
+    for p in prompts:
+        tokens, rows = greedy_batch(forward, empty_past, [p], max_new)
+        all_tokens.append(tokens[0])
+        all_rows.append(rows[0])
+    return all_tokens, all_rows
+
+
+@torch.no_grad()
+def self_check(forward: Forward, empty_past: Callable[[int], Tuple], prompt: Sequence[int],
+               tokens: Sequence[int], logits: np.ndarray, tolerance: float = 1e-5) -> float:
+    """One pass without past over prompt + generated tokens must give the cached run's logits."""
+    ids = list(prompt) + list(tokens[:-1])
+    n = len(ids)
+    full, _ = forward(torch.tensor([ids]), torch.ones(1, n, dtype=torch.int64),
+                      torch.arange(n).unsqueeze(0), empty_past(1))
+    full = full[0, len(prompt) - 1:].float().numpy()
+    scale = max(float(np.max(np.abs(full))), 1.0)
+    err = float(np.max(np.abs(full - logits))) / scale
+    if not np.isfinite(err) or err > tolerance:
+        raise RuntimeError(f"self-check failed: cached and full-recompute logits differ by {err:.3g} "
+                           f"(relative to max |logit| {scale:.3g}); the past/present path is wrong")
+    return err
+
+
+def write_json(path: str, source: str, model: str, mode: str, prompts, max_new: int, vocab: int,
+               tokens: List[List[int]], logits: List[np.ndarray]) -> None:
+    doc = {
+        "source": source,
+        "model": model,
+        "mode": mode,
+        "prompts": [list(map(int, p)) for p in prompts],
+        "max_new": int(max_new),
+        "vocab": int(vocab),
+        "tokens": [list(map(int, t)) for t in tokens],
+        # NaN as null, as JSON.stringify writes it (JSON has no NaN).
+        "logits": [[[None if v != v else v for v in row] for row in np.asarray(r, dtype=np.float32).tolist()]
+                   for r in logits],
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def run_reference(args, forward: Forward, empty_past: Callable[[int], Tuple], vocab: int,
+                  source: str) -> int:
+    """The `reference` command of an exporter: greedy decoding in PyTorch to JSON."""
+    torch.set_num_threads(1)
+    prompts = args.prompt_ids or DEFAULT_PROMPTS
+    if args.max_new < 1:
+        raise SystemExit("--max-new must be at least 1")
+    check_prompts(prompts, vocab)
+    tokens, logits = greedy(forward, empty_past, prompts, args.max_new, args.mode)
+    note = ""
+    if not args.no_self_check:
+        err = self_check(forward, empty_past, prompts[0], tokens[0], logits[0])
+        note = f"; self-check passed (cached vs full recompute {err:.1e})"
+    write_json(args.out, source, args.model_dir, args.mode, prompts, args.max_new, vocab, tokens, logits)
+    for t in tokens:
+        print(" ".join(str(x) for x in t))
+    print(f"wrote {args.out}{note}")
+    return 0
+
+
+def example_past(layers: int, kv_heads: int, head_dim: int, batch: int, past: int,
+                 gen: torch.Generator) -> Tuple:
+    shape = (batch, kv_heads, past, head_dim)
+    return tuple((torch.randn(shape, generator=gen), torch.randn(shape, generator=gen))
+                 for _ in range(layers))
+
+
+def io_names(layers: int, position_ids: bool = True) -> Tuple[List[str], List[str]]:
+    inputs = ["input_ids", "attention_mask"] + (["position_ids"] if position_ids else [])
+    outputs = ["logits"]
+    for i in range(layers):
+        inputs += [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
+        outputs += [f"present.{i}.key", f"present.{i}.value"]
+    return inputs, outputs
+
+
+def dynamic_axes(layers: int, position_ids: bool = True) -> dict:
+    axes = {
+        "input_ids": {0: "batch", 1: "sequence"},
+        "attention_mask": {0: "batch", 1: "total_sequence"},
+        "logits": {0: "batch", 1: "sequence"},
+    }
+    if position_ids:
+        axes["position_ids"] = {0: "batch", 1: "sequence"}
+    for i in range(layers):
+        for kind in ("key", "value"):
+            axes[f"past_key_values.{i}.{kind}"] = {0: "batch", 2: "past_sequence"}
+            axes[f"present.{i}.{kind}"] = {0: "batch", 2: "total_sequence"}
+    return axes
+
+
+def onnx_export(module: torch.nn.Module, args: tuple, path: str, layers: int,
+                position_ids: bool = True, opset: int = 17, verbose: bool = False) -> None:
+    """torch.onnx.export with the decoder-with-past names and dynamic batch/sequence/past axes."""
+    import onnx
+    inputs, outputs = io_names(layers, position_ids)
+    scratch = tempfile.mkdtemp(prefix="export-", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        tmp = os.path.join(scratch, "model.onnx")
+        with warnings.catch_warnings():
+            if not verbose:
+                warnings.simplefilter("ignore")
+            with torch.no_grad():
+                torch.onnx.export(module, args, tmp, input_names=inputs, output_names=outputs,
+                                  dynamic_axes=dynamic_axes(layers, position_ids),
+                                  opset_version=opset, do_constant_folding=True, export_params=True)
+        shutil.move(tmp, path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    onnx.checker.check_model(path)
+
+
+def save_config(path: str, config: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2, sort_keys=False)
+        f.write("\n")
+
+
+def load_config(model_dir: str) -> dict:
+    with open(os.path.join(model_dir, "config.json")) as f:
+        return json.load(f)
+
+
+def op_summary(path: str) -> str:
+    import collections
+    import onnx
+    model = onnx.load(path)
+    ops = collections.Counter((n.domain or "ai.onnx", n.op_type) for n in model.graph.node)
+    parts = [f"{op}" + (f"[{d}]" if d != "ai.onnx" else "") + f" x{c}" for (d, op), c in sorted(ops.items())]
+    return f"{len(model.graph.node)} nodes: " + ", ".join(parts)
+
+
+def optional_int(text: Optional[str]) -> Optional[int]:
+    return None if text is None else int(text)

@@ -1,0 +1,507 @@
+#!/usr/bin/python3
+"""A Llama decoder written after Hugging Face transformers' modeling_llama.py (4.3x-4.4x),
+exported with torch.onnx.export, plus its PyTorch greedy reference.
+
+    /usr/bin/python3 tests/e2e/exports/hf_llama.py export --out DIR [variant flags]
+    /usr/bin/python3 tests/e2e/exports/hf_llama.py reference --model-dir DIR --out ref.json \\
+        [--prompt-ids 5,17,42 ...] [--max-new 16] [--mode single|batch]
+
+export writes DIR/model.onnx (opset 17; inputs input_ids, attention_mask, position_ids,
+past_key_values.{i}.key/value [batch, kv_heads, past, head_dim]; outputs logits,
+present.{i}.key/value), DIR/config.json and DIR/weights.pt (the state_dict). reference rebuilds
+the module from config.json and weights.pt and decodes greedily in float32.
+
+Semantics, as transformers has them:
+  * RMSNorm in float32: hidden.pow(2).mean(-1, keepdim=True), rsqrt(var + eps), weight * hidden;
+  * rotary embedding computed inside the graph from the `inv_freq` buffer and position_ids
+    (freqs = inv_freq[None, :, None] @ position_ids[:, None, :].float(), emb = cat(freqs, freqs));
+    --rope-cache instead gathers rows of cos/sin tables built at construction (older versions);
+  * rotate_half (or --interleaved-rope: GPT-J's rotation of interleaved pairs);
+  * grouped-query attention by repeat_kv (expand + reshape); the cache holds kv_heads heads;
+  * an additive 4-D mask from a causal comparison and the attention_mask (padding), see --mask-style;
+  * attention: matmul * scale + mask, softmax in float32, matmul; SwiGLU MLP; tied or untied lm_head.
+"""
+
+import argparse
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Optional, Tuple
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+MASK_VALUES = {
+    "finfo-min": float(torch.finfo(torch.float32).min),
+    "neg-inf": float("-inf"),
+    "-10000": -10000.0,
+}
+
+
+@dataclass
+class Config:
+    vocab_size: int = 512
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 32
+    intermediate_size: int = 344
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 256
+    tie_word_embeddings: bool = False
+    # Variants.
+    rope_scaling: Optional[dict] = None          # None, {"rope_type": "linear", "factor": F} or llama3
+    partial_rotary_factor: float = 1.0
+    qkv_bias: bool = False                       # Qwen2: biases on q, k, v (not o)
+    sliding_window: Optional[int] = None         # Mistral: keys older than N positions are hidden
+    mask_style: str = "where"                    # where | masked_fill | triu
+    mask_value: str = "finfo-min"                # finfo-min | neg-inf | -10000
+    rope_form: str = "inline"                    # inline (inv_freq in the graph) | cache (tables)
+    rope_interleaved: bool = False
+    seed: int = 0
+    # Informational, as in a checkpoint's config.json.
+    model_type: str = "llama"
+    architectures: list = field(default_factory=lambda: ["LlamaForCausalLM"])
+    hidden_act: str = "silu"
+    torch_dtype: str = "float32"
+
+    @property
+    def rotary_dim(self) -> int:
+        dim = int(self.head_dim * self.partial_rotary_factor)
+        if dim % 2 or not 0 < dim <= self.head_dim:
+            raise ValueError(f"rotary dim {dim} (head_dim {self.head_dim} x partial_rotary_factor "
+                             f"{self.partial_rotary_factor}) must be even and within head_dim")
+        return dim
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Config":
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+# ---------------------------------------------------------------------------------------------
+# Modules
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, hidden: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+def default_inv_freq(config: Config) -> torch.Tensor:
+    dim = config.rotary_dim
+    inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    scaling = config.rope_scaling
+    if not scaling:
+        return inv_freq
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "linear":
+        return inv_freq / scaling["factor"]
+    if kind == "llama3":
+        # transformers' _compute_llama3_parameters.
+        factor = scaling["factor"]
+        low_freq_factor = scaling["low_freq_factor"]
+        high_freq_factor = scaling["high_freq_factor"]
+        old_context_len = scaling["original_max_position_embeddings"]
+        low_freq_wavelen = old_context_len / low_freq_factor
+        high_freq_wavelen = old_context_len / high_freq_factor
+        wavelen = 2 * math.pi / inv_freq
+        inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+        smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+        smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+        is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+        return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+    raise ValueError(f"unknown rope_scaling {scaling}")
+
+
+def duplicate_freqs(freqs: torch.Tensor, interleaved: bool) -> torch.Tensor:
+    """[..., d/2] -> [..., d]: cat(f, f) for rotate_half, (f0, f0, f1, f1, ...) for pairs."""
+    if interleaved:
+        return torch.stack((freqs, freqs), dim=-1).flatten(-2)
+    return torch.cat((freqs, freqs), dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    """cos/sin [batch, seq, rotary_dim] for position_ids."""
+
+    def __init__(self, config: Config):
+        super().__init__()
+        self.form = config.rope_form
+        self.interleaved = config.rope_interleaved
+        inv_freq = default_inv_freq(config)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        if self.form == "cache":
+            t = torch.arange(config.max_position_embeddings, dtype=torch.int64).float()
+            freqs = torch.outer(t, inv_freq)
+            emb = duplicate_freqs(freqs, self.interleaved)
+            self.register_buffer("cos_cached", emb.cos(), persistent=False)
+            self.register_buffer("sin_cached", emb.sin(), persistent=False)
+        elif self.form != "inline":
+            raise ValueError(f"unknown rope form {self.form}")
+
+    def forward(self, x, position_ids):
+        if self.form == "cache":
+            return self.cos_cached[position_ids].to(x.dtype), self.sin_cached[position_ids].to(x.dtype)
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = duplicate_freqs(freqs, self.interleaved)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotate_every_two(x):
+    x1 = x[..., ::2]
+    x2 = x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+
+def apply_rotary(x, cos, sin, rotary_dim: int, interleaved: bool):
+    """x [batch, heads, seq, head_dim]; cos/sin [batch, seq, rotary_dim]."""
+    cos = cos.unsqueeze(1)
+    sin = sin.unsqueeze(1)
+    rotate = rotate_every_two if interleaved else rotate_half
+    if rotary_dim == x.shape[-1]:
+        return x * cos + rotate(x) * sin
+    x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
+    return torch.cat((x_rot * cos + rotate(x_rot) * sin, x_pass), dim=-1)
+
+
+def repeat_kv(hidden_states, n_rep: int):
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+def build_mask(config: Config, attention_mask, seq: int, past: int, dtype):
+    """Additive mask [batch, 1, seq, total]: 0 where attended, the mask value elsewhere.
+
+    Query i (absolute position past + i) sees key j when j <= past + i, the attention_mask of key j
+    is 1, and (sliding window N) j > past + i - N.
+    """
+    value = MASK_VALUES[config.mask_value]
+    batch, total = attention_mask.shape[0], attention_mask.shape[1]
+    window = config.sliding_window
+    if config.mask_style == "where":
+        q_pos = torch.arange(seq, dtype=torch.int64) + past
+        k_pos = torch.arange(total, dtype=torch.int64)
+        allowed = k_pos[None, :] <= q_pos[:, None]
+        if window:
+            allowed = allowed & (k_pos[None, :] > q_pos[:, None] - window)
+        allowed = allowed[None, None, :, :] & (attention_mask[:, None, None, :] != 0)
+        zero = torch.zeros((), dtype=dtype)
+        fill = torch.full((), value, dtype=dtype)
+        return torch.where(allowed, zero, fill)
+    if config.mask_style == "masked_fill":
+        # transformers 4.3x: _make_causal_mask over the new tokens, zeros for the past, then the
+        # padding of _expand_mask.
+        mask = torch.full((seq, seq), value, dtype=dtype)
+        mask_cond = torch.arange(mask.size(-1))
+        mask = mask.masked_fill(mask_cond < (mask_cond + 1).view(mask.size(-1), 1), 0)
+        mask = torch.cat([torch.zeros(seq, past, dtype=dtype), mask], dim=-1)
+        if window:
+            q_pos = torch.arange(seq, dtype=torch.int64) + past
+            k_pos = torch.arange(total, dtype=torch.int64)
+            mask = mask.masked_fill(k_pos[None, :] <= q_pos[:, None] - window, value)
+        mask = mask[None, None, :, :].expand(batch, 1, seq, total)
+        return mask.masked_fill(attention_mask[:, None, None, :] == 0, value)
+    if config.mask_style == "triu":
+        # transformers 4.38-4.4x _update_causal_mask: torch.triu over a full matrix, the rows of the
+        # new tokens, then padding where causal + attention_mask == 0.
+        full = torch.full((total, total), value, dtype=dtype)
+        causal = torch.triu(full, diagonal=1)[past:, :]
+        if window:
+            q_pos = torch.arange(seq, dtype=torch.int64) + past
+            k_pos = torch.arange(total, dtype=torch.int64)
+            causal = causal.masked_fill(k_pos[None, :] <= q_pos[:, None] - window, value)
+        causal = causal[None, None, :, :].expand(batch, 1, -1, -1).clone()
+        padding = (causal + attention_mask[:, None, None, :].to(dtype)) == 0
+        return causal.masked_fill(padding, value)
+    raise ValueError(f"unknown mask style {config.mask_style}")
+
+
+class Attention(nn.Module):
+    def __init__(self, config: Config):
+        super().__init__()
+        self.config = config
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.scaling = self.head_dim ** -0.5
+        h = config.hidden_size
+        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=config.qkv_bias)
+        self.k_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=config.qkv_bias)
+        self.v_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
+
+    def forward(self, hidden_states, cos, sin, mask, past: Optional[Tuple]):
+        bsz, q_len, _ = hidden_states.shape
+        q = self.q_proj(hidden_states).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q = apply_rotary(q, cos, sin, self.config.rotary_dim, self.config.rope_interleaved)
+        k = apply_rotary(k, cos, sin, self.config.rotary_dim, self.config.rope_interleaved)
+        if past is not None:
+            k = torch.cat([past[0], k], dim=2)
+            v = torch.cat([past[1], v], dim=2)
+        present = (k, v)
+        n_rep = self.num_heads // self.num_kv_heads
+        k = repeat_kv(k, n_rep)
+        v = repeat_kv(v, n_rep)
+        attn_weights = torch.matmul(q, k.transpose(2, 3)) * self.scaling
+        attn_weights = attn_weights + mask[:, :, :, : k.shape[-2]]
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(q.dtype)
+        attn_output = torch.matmul(attn_weights, v)
+        attn_output = attn_output.transpose(1, 2).contiguous().reshape(bsz, q_len, -1)
+        return self.o_proj(attn_output), present
+
+
+class MLP(nn.Module):
+    def __init__(self, config: Config):
+        super().__init__()
+        h, i = config.hidden_size, config.intermediate_size
+        self.gate_proj = nn.Linear(h, i, bias=False)
+        self.up_proj = nn.Linear(h, i, bias=False)
+        self.down_proj = nn.Linear(i, h, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: Config):
+        super().__init__()
+        self.self_attn = Attention(config)
+        self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, hidden_states, cos, sin, mask, past):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, present = self.self_attn(hidden_states, cos, sin, mask, past)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        return residual + hidden_states, present
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, config: Config):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList([DecoderLayer(config) for _ in range(config.num_hidden_layers)])
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.rotary_emb = RotaryEmbedding(config)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, config: Config):
+        super().__init__()
+        self.config = config
+        self.model = LlamaModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, input_ids, attention_mask, position_ids, past_key_values=None):
+        m = self.model
+        hidden_states = m.embed_tokens(input_ids)
+        seq = input_ids.shape[1]
+        past = 0 if past_key_values is None else past_key_values[0][0].shape[2]
+        mask = build_mask(self.config, attention_mask, seq, past, hidden_states.dtype)
+        cos, sin = m.rotary_emb(hidden_states, position_ids)
+        presents = []
+        for i, layer in enumerate(m.layers):
+            layer_past = None if past_key_values is None else past_key_values[i]
+            hidden_states, present = layer(hidden_states, cos, sin, mask, layer_past)
+            presents.append(present)
+        hidden_states = m.norm(hidden_states)
+        return self.lm_head(hidden_states).float(), tuple(presents)
+
+    def empty_past(self, batch: int):
+        c = self.config
+        shape = (batch, c.num_key_value_heads, 0, c.head_dim)
+        return tuple((torch.zeros(shape), torch.zeros(shape)) for _ in range(c.num_hidden_layers))
+
+
+@torch.no_grad()
+def init_weights(model: LlamaForCausalLM, seed: int) -> None:
+    """Seeded weights, large enough that greedy decoding gives varied tokens: linears N(0, 1/fan_in),
+    biases N(0, 0.1^2), norm weights 1 + 0.1 N(0, 1), embeddings N(0, 1) (N(0, 1/hidden) when tied
+    to lm_head)."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    for name, p in model.named_parameters():
+        if name.endswith("layernorm.weight") or name == "model.norm.weight":
+            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+        elif name == "model.embed_tokens.weight":
+            std = model.config.hidden_size ** -0.5 if model.config.tie_word_embeddings else 1.0
+            p.copy_(std * torch.randn(p.shape, generator=gen))
+        elif name.endswith(".bias"):
+            p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+        elif p.dim() == 2:
+            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+        else:
+            raise RuntimeError(f"no initialisation for {name}")
+
+
+def build_model(config: Config) -> LlamaForCausalLM:
+    model = LlamaForCausalLM(config)
+    init_weights(model, config.seed)
+    return model.eval()
+
+
+def load_model(model_dir: str) -> LlamaForCausalLM:
+    config = Config.from_dict(common.load_config(model_dir))
+    model = LlamaForCausalLM(config)
+    weights = os.path.join(model_dir, "weights.pt")
+    if os.path.exists(weights):
+        model.load_state_dict(torch.load(weights))
+    else:
+        init_weights(model, config.seed)
+    return model.eval()
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def rope_scaling_arg(text: str) -> Optional[dict]:
+    if text == "none":
+        return None
+    if text == "llama3":
+        return {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192}
+    kind, sep, factor = text.partition(":")
+    if kind == "linear" and sep:
+        try:
+            return {"rope_type": "linear", "factor": float(factor)}
+        except ValueError:
+            pass
+    raise argparse.ArgumentTypeError(f"--rope-scaling takes none, linear:F or llama3, not {text!r}")
+
+
+def add_config_args(p: argparse.ArgumentParser) -> None:
+    d = Config()
+    p.add_argument("--vocab", type=int, default=d.vocab_size)
+    p.add_argument("--hidden", type=int, default=d.hidden_size)
+    p.add_argument("--layers", type=int, default=d.num_hidden_layers)
+    p.add_argument("--heads", type=int, default=d.num_attention_heads)
+    p.add_argument("--kv-heads", type=int, default=d.num_key_value_heads)
+    p.add_argument("--head-dim", type=int, default=d.head_dim)
+    p.add_argument("--intermediate", type=int, default=d.intermediate_size)
+    p.add_argument("--eps", type=float, default=d.rms_norm_eps)
+    p.add_argument("--rope-theta", type=float, default=None,
+                   help="default 1e4, or 5e5 with --rope-scaling llama3")
+    p.add_argument("--max-position", type=int, default=d.max_position_embeddings)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--tie-embeddings", action="store_true", help="lm_head shares the embedding")
+    p.add_argument("--mask-style", choices=("where", "masked_fill", "triu"), default=d.mask_style)
+    p.add_argument("--mask-value", choices=sorted(MASK_VALUES), default=d.mask_value)
+    p.add_argument("--rope-scaling", type=rope_scaling_arg, default=None, metavar="none|linear:F|llama3")
+    p.add_argument("--partial-rotary", type=float, default=1.0, metavar="F",
+                   help="rotary dim = F * head_dim (the rest of each head passes through)")
+    p.add_argument("--qkv-bias", action="store_true", help="biases on q, k, v (Qwen2)")
+    p.add_argument("--sliding-window", type=int, default=None, metavar="N",
+                   help="keys older than N positions are masked (Mistral)")
+    p.add_argument("--rope-cache", action="store_true",
+                   help="cos/sin as precomputed tables gathered by position_ids")
+    p.add_argument("--interleaved-rope", action="store_true",
+                   help="rotate interleaved pairs (GPT-J) instead of rotate_half")
+
+
+def config_from_args(a) -> Config:
+    theta = a.rope_theta
+    if theta is None:
+        theta = 500000.0 if a.rope_scaling and a.rope_scaling.get("rope_type") == "llama3" else 10000.0
+    config = Config(
+        vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
+        num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, head_dim=a.head_dim,
+        intermediate_size=a.intermediate, rms_norm_eps=a.eps, rope_theta=theta,
+        max_position_embeddings=a.max_position, tie_word_embeddings=a.tie_embeddings,
+        rope_scaling=a.rope_scaling, partial_rotary_factor=a.partial_rotary, qkv_bias=a.qkv_bias,
+        sliding_window=a.sliding_window, mask_style=a.mask_style, mask_value=a.mask_value,
+        rope_form="cache" if a.rope_cache else "inline", rope_interleaved=a.interleaved_rope,
+        seed=a.seed)
+    if config.num_attention_heads % config.num_key_value_heads:
+        raise ValueError("--heads must be a multiple of --kv-heads")
+    config.rotary_dim  # validates partial_rotary_factor
+    return config
+
+
+def export(config: Config, out_dir: str, verbose: bool = False) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    model = build_model(config)
+    common.save_config(os.path.join(out_dir, "config.json"), asdict(config))
+    torch.save(model.state_dict(), os.path.join(out_dir, "weights.pt"))
+    gen = torch.Generator().manual_seed(1234)
+    batch, seq, past = 2, 3, 4  # distinct, so no dimension can be mistaken for another
+    input_ids = torch.randint(0, config.vocab_size, (batch, seq), generator=gen)
+    attention_mask = torch.ones(batch, past + seq, dtype=torch.int64)
+    position_ids = (torch.arange(past, past + seq).unsqueeze(0).expand(batch, seq).contiguous())
+    past_kv = common.example_past(config.num_hidden_layers, config.num_key_value_heads,
+                                  config.head_dim, batch, past, gen)
+    path = os.path.join(out_dir, "model.onnx")
+    common.onnx_export(model, (input_ids, attention_mask, position_ids, past_kv), path,
+                       config.num_hidden_layers, position_ids=True, verbose=verbose)
+    return path
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("export", help="write model.onnx, config.json, weights.pt")
+    e.add_argument("--out", required=True, help="output directory")
+    e.add_argument("--verbose", action="store_true", help="show the exporter's warnings")
+    e.add_argument("--print-ops", action="store_true")
+    add_config_args(e)
+    r = sub.add_parser("reference", help="greedy decoding in PyTorch to JSON")
+    common.add_reference_args(r)
+    a = p.parse_args(argv)
+
+    if a.command == "export":
+        try:
+            config = config_from_args(a)
+        except ValueError as err:
+            p.error(str(err))
+        path = export(config, a.out, verbose=a.verbose)
+        print(f"wrote {path}, config.json, weights.pt")
+        if a.print_ops:
+            print(common.op_summary(path))
+        return 0
+
+    model = load_model(a.model_dir)
+    try:
+        return common.run_reference(a, model, model.empty_past, model.config.vocab_size,
+                                    f"torch {torch.__version__} (hf_llama.py)")
+    except (ValueError, RuntimeError) as err:
+        print(f"hf_llama.py reference: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

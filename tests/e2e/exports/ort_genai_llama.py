@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""A Llama graph in the fused form of ONNX Runtime GenAI's model builder, written with onnx.helper
+(no torch export), on the same seeded weights as hf_llama.py's module.
+
+    /usr/bin/python3 tests/e2e/exports/ort_genai_llama.py --out DIR [--dtype float32|float16]
+        [--gqa-inputs] [--no-shuffle] [--shuffle-seed 0] [hf_llama.py's size and variant flags]
+    /usr/bin/python3 tests/e2e/exports/hf_llama.py reference --model-dir DIR --out ref.json ...
+
+Weights: the module is hf_llama.build_model(config) (torch.manual_seed(config.seed)); its
+state_dict is written to DIR/weights.pt and config.json holds hf_llama's Config fields, so
+`hf_llama.py reference --model-dir DIR` is the PyTorch reference of this very file.
+
+Graph (domain com.microsoft unless noted), as the builder writes it:
+  * embed_tokens: Gather;
+  * layer 0's input norm: SimplifiedLayerNormalization (ai.onnx domain, as ONNX Runtime registers
+    it), every later norm SkipSimplifiedLayerNormalization (residual + norm, the sum as its 4th
+    output), the final norm too;
+  * q/k/v/o and the MLP: MatMul on transposed weights ([in, out]); --qkv-bias adds Add nodes;
+    SiLU as Sigmoid + Mul;
+  * RotaryEmbedding on q and k ([batch, seq, heads * head_dim]) with cos_cache/sin_cache
+    initializers [max_position, rotary_dim / 2] and the position_ids input;
+  * GroupQueryAttention with seqlens_k = ReduceSum(attention_mask) - 1 and total_sequence_length =
+    Shape(attention_mask)[1] (int32) computed in the graph (or, with --gqa-inputs, taken as graph
+    inputs instead of attention_mask); past/present key/value in BNSH, growing with each step;
+  * lm_head: MatMul; outputs logits and present.{i}.key/value.
+The nodes are shuffled (fixed seed) out of topological order, as the builder's files are.
+"""
+
+import argparse
+import os
+import random
+import sys
+from dataclasses import asdict
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+import hf_llama  # noqa: E402
+
+MS = "com.microsoft"
+
+
+class GraphBuilder:
+    def __init__(self, np_dtype):
+        self.nodes, self.inits = [], []
+        self.np_dtype = np_dtype
+
+    def init(self, name, array, keep_dtype=False):
+        array = np.asarray(array)
+        if not keep_dtype and array.dtype.kind == "f":
+            array = array.astype(self.np_dtype)
+        self.inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def node(self, op, inputs, outputs, name, domain="", **attrs):
+        self.nodes.append(helper.make_node(op, inputs, outputs, name=name, domain=domain, **attrs))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+
+def rope_caches(config: hf_llama.Config):
+    """cos/sin [max_position, rotary_dim / 2] from the module's own inv_freq (scaling applied)."""
+    inv_freq = hf_llama.default_inv_freq(config)
+    t = torch.arange(config.max_position_embeddings, dtype=torch.int64).float()
+    freqs = torch.outer(t, inv_freq)
+    return freqs.cos().numpy(), freqs.sin().numpy()
+
+
+def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool) -> onnx.ModelProto:
+    np_dtype = np.float16 if dtype == "float16" else np.float32
+    elem = TensorProto.FLOAT16 if dtype == "float16" else TensorProto.FLOAT
+    g = GraphBuilder(np_dtype)
+    c = config
+    L, N, KV, D = c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim
+    w = {k: v.detach().float().numpy() for k, v in sd.items()}
+
+    def linear(x, name, weight_key, bias_key=None):
+        out = g.node("MatMul", [x, g.init(f"{weight_key}.T", w[weight_key].T.copy())],
+                     [f"{name}/MatMul/output_0"], f"{name}/MatMul")
+        if bias_key is not None:
+            out = g.node("Add", [out, g.init(bias_key, w[bias_key])], [f"{name}/Add/output_0"], f"{name}/Add")
+        return out
+
+    # Inputs and outputs.
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"])]
+    if gqa_inputs:
+        inputs += [helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["batch_size"]),
+                   helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, [])]
+    else:
+        inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
+                                                    ["batch_size", "total_sequence_length"]))
+    inputs.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch_size", "sequence_length"]))
+    outputs = [helper.make_tensor_value_info("logits", elem, ["batch_size", "sequence_length", c.vocab_size])]
+    for i in range(L):
+        for kind in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kind}", elem,
+                                                        ["batch_size", KV, "past_sequence_length", D]))
+            outputs.append(helper.make_tensor_value_info(f"present.{i}.{kind}", elem,
+                                                         ["batch_size", KV, "total_sequence_length", D]))
+
+    # seqlens_k and total_sequence_length from the attention mask.
+    if gqa_inputs:
+        seqlens_k, total_len = "seqlens_k", "total_sequence_length"
+    else:
+        p = "/model/attn_mask_reformat/attn_mask_subgraph"
+        one_axis = g.init(f"{p}/ReduceSum/axes", np.array([1], dtype=np.int64))
+        s = g.node("ReduceSum", ["attention_mask", one_axis], [f"{p}/ReduceSum/output_0"], f"{p}/ReduceSum",
+                   keepdims=0)
+        s = g.node("Sub", [s, g.init(f"{p}/Sub/one", np.array(1, dtype=np.int64))], [f"{p}/Sub/output_0"], f"{p}/Sub")
+        seqlens_k = g.node("Cast", [s], [f"{p}/Sub/Cast/output_0"], f"{p}/Sub/Cast", to=TensorProto.INT32)
+        shape = g.node("Shape", ["attention_mask"], [f"{p}/Shape/output_0"], f"{p}/Shape")
+        t = g.node("Gather", [shape, g.init(f"{p}/Gather/index", np.array(1, dtype=np.int64))],
+                   [f"{p}/Gather/output_0"], f"{p}/Gather", axis=0)
+        total_len = g.node("Cast", [t], [f"{p}/Gather/Cast/output_0"], f"{p}/Gather/Cast", to=TensorProto.INT32)
+
+    cos, sin = rope_caches(c)
+    cos_cache = g.init("cos_cache", cos)
+    sin_cache = g.init("sin_cache", sin)
+    rot = c.rotary_dim
+    interleaved = int(c.rope_interleaved)
+
+    def rotary(x, name, heads):
+        attrs = {"interleaved": interleaved}
+        if rot != D:
+            attrs.update(rotary_embedding_dim=rot, num_heads=heads)
+        return g.node("RotaryEmbedding", [x, "position_ids", cos_cache, sin_cache],
+                      [f"{name}/RotaryEmbedding/output_0"], f"{name}/RotaryEmbedding", domain=MS, **attrs)
+
+    x = g.node("Gather", [g.init("model.embed_tokens.weight", w["model.embed_tokens.weight"]), "input_ids"],
+               ["/model/embed_tokens/Gather/output_0"], "/model/embed_tokens/Gather")
+    residual = x
+    eps = float(c.rms_norm_eps)
+    normed = g.node("SimplifiedLayerNormalization",
+                    [x, g.init("model.layers.0.input_layernorm.weight", w["model.layers.0.input_layernorm.weight"])],
+                    ["/model/layers.0/input_layernorm/output_0"], "/model/layers.0/input_layernorm/LayerNorm",
+                    axis=-1, epsilon=eps, stash_type=1)
+    for i in range(L):
+        pre = f"model.layers.{i}"
+        n = f"/model/layers.{i}"
+        bias = (lambda k: f"{pre}.self_attn.{k}.bias") if c.qkv_bias else (lambda k: None)
+        q = linear(normed, f"{n}/attn/q_proj", f"{pre}.self_attn.q_proj.weight", bias("q_proj"))
+        k = linear(normed, f"{n}/attn/k_proj", f"{pre}.self_attn.k_proj.weight", bias("k_proj"))
+        v = linear(normed, f"{n}/attn/v_proj", f"{pre}.self_attn.v_proj.weight", bias("v_proj"))
+        q = rotary(q, f"{n}/attn/q_rotary", N)
+        k = rotary(k, f"{n}/attn/k_rotary", KV)
+        attn = g.node("GroupQueryAttention",
+                      [q, k, v, f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens_k, total_len],
+                      [f"{n}/attn/GroupQueryAttention/output_0", f"present.{i}.key", f"present.{i}.value"],
+                      f"{n}/attn/GroupQueryAttention", domain=MS, num_heads=N, kv_num_heads=KV,
+                      scale=float(D ** -0.5), local_window_size=int(c.sliding_window or -1),
+                      do_rotary=0, rotary_interleaved=0, softcap=0.0)[0]
+        o = linear(attn, f"{n}/attn/o_proj", f"{pre}.self_attn.o_proj.weight")
+        normed, _, _, residual = g.node(
+            "SkipSimplifiedLayerNormalization",
+            [residual, o, g.init(f"{pre}.post_attention_layernorm.weight", w[f"{pre}.post_attention_layernorm.weight"])],
+            [f"{n}/post_attention_layernorm/output_0", "", "", f"{n}/post_attention_layernorm/output_3"],
+            f"{n}/post_attention_layernorm/SkipLayerNorm", domain=MS, epsilon=eps)
+        gate = linear(normed, f"{n}/mlp/gate_proj", f"{pre}.mlp.gate_proj.weight")
+        sig = g.node("Sigmoid", [gate], [f"{n}/mlp/act_fn/Sigmoid/output_0"], f"{n}/mlp/act_fn/Sigmoid")
+        act = g.node("Mul", [gate, sig], [f"{n}/mlp/act_fn/Mul/output_0"], f"{n}/mlp/act_fn/Mul")
+        up = linear(normed, f"{n}/mlp/up_proj", f"{pre}.mlp.up_proj.weight")
+        prod = g.node("Mul", [act, up], [f"{n}/mlp/Mul/output_0"], f"{n}/mlp/Mul")
+        down = linear(prod, f"{n}/mlp/down_proj", f"{pre}.mlp.down_proj.weight")
+        if i + 1 < L:
+            nxt = f"model.layers.{i + 1}.input_layernorm.weight"
+            normed, _, _, residual = g.node(
+                "SkipSimplifiedLayerNormalization", [residual, down, g.init(nxt, w[nxt])],
+                [f"/model/layers.{i + 1}/input_layernorm/output_0", "", "",
+                 f"/model/layers.{i + 1}/input_layernorm/output_3"],
+                f"/model/layers.{i + 1}/input_layernorm/SkipLayerNorm", domain=MS, epsilon=eps)
+        else:
+            normed = g.node(
+                "SkipSimplifiedLayerNormalization", [residual, down, g.init("model.norm.weight", w["model.norm.weight"])],
+                ["/model/norm/output_0", "", "", "/model/norm/output_3"],
+                "/model/norm/SkipLayerNorm", domain=MS, epsilon=eps)[0]
+    head = "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight"
+    g.node("MatMul", [normed, g.init("lm_head.MatMul.weight", w[head].T.copy())], ["logits"], "/lm_head/MatMul")
+
+    graph = helper.make_graph(g.nodes, "main_graph", inputs, outputs, initializer=g.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                              producer_name="ort_genai_llama.py")
+    model.ir_version = 8
+    return model
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--dtype", choices=("float32", "float16"), default="float32",
+                   help="initializers, logits and past/present key/values")
+    p.add_argument("--gqa-inputs", action="store_true",
+                   help="seqlens_k and total_sequence_length as graph inputs (no attention_mask)")
+    p.add_argument("--no-shuffle", action="store_true", help="keep the nodes in topological order")
+    p.add_argument("--shuffle-seed", type=int, default=0)
+    p.add_argument("--print-ops", action="store_true")
+    hf_llama.add_config_args(p)
+    a = p.parse_args(argv)
+    try:
+        config = hf_llama.config_from_args(a)
+    except ValueError as e:
+        p.error(str(e))
+    if config.rope_form != "inline" or config.mask_style != "where" or config.mask_value != "finfo-min":
+        p.error("--rope-cache, --mask-style and --mask-value describe torch exports; this graph has "
+                "its own (cos/sin caches, GroupQueryAttention's mask)")
+
+    os.makedirs(a.out, exist_ok=True)
+    module = hf_llama.build_model(config)
+    sd = module.state_dict()
+    model = build_graph(config, sd, a.dtype, a.gqa_inputs)
+    # No onnx.checker here: it knows no SimplifiedLayerNormalization in the ai.onnx domain (an
+    # ONNX Runtime contrib op registered there) and wants topological order; loading the file in
+    # ONNX Runtime (tests/e2e/ort/greedy.mjs) is the check.
+    if not a.no_shuffle:
+        nodes = list(model.graph.node)
+        random.Random(a.shuffle_seed).shuffle(nodes)
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    path = os.path.join(a.out, "model.onnx")
+    onnx.save(model, path)
+    meta = asdict(config)
+    meta.update(onnx_form="ort-genai", onnx_dtype=a.dtype, gqa_inputs=a.gqa_inputs,
+                nodes_shuffled=not a.no_shuffle)
+    common.save_config(os.path.join(a.out, "config.json"), meta)
+    torch.save(sd, os.path.join(a.out, "weights.pt"))
+    print(f"wrote {path}, config.json, weights.pt ({a.dtype}, "
+          f"{'shuffled' if not a.no_shuffle else 'topological'} nodes)")
+    if a.print_ops:
+        print(common.op_summary(path))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
