@@ -255,16 +255,8 @@ std::pair<Value, int64_t> dimensionOrigin(Value v, int64_t dim) {
     bool leading = ranked && dim < ranked.getRank() - 1;
     if (!def || !leading)
       break;
-    if (isa<LinearOp, RmsNormOp, RopeOp, SwiGluOp, AddOp, LmHeadOp>(def)) {
-      v = def->getOperand(0);
-      continue;
-    }
-    if (auto embedding = dyn_cast<EmbeddingOp>(def)) {
-      v = embedding.getIds();
-      continue;
-    }
-    if (auto attention = dyn_cast<AttentionOp>(def); attention && v == attention.getResult()) {
-      v = attention.getQ();
+    if (auto llm = dyn_cast<LlmOp>(def); llm && v == def->getResult(0)) {
+      v = llm.getTokenSource();
       continue;
     }
     // A matmul by a 2-D weight keeps the leading dimensions (a linear not yet raised).

@@ -63,7 +63,7 @@ bool sameDimension(mlir::Value a, int64_t da, mlir::Value b, int64_t db);
 // The rank of a ranked tensor value, -1 otherwise.
 int64_t rankOf(mlir::Value v);
 
-// isLlmOp and featureSize: HetcDialect.h.
+// LlmOp and featureSize: HetcDialect.h.
 // `type` with its last dimension set to `features` (a [?, ?, features] tensor if unranked).
 mlir::Type withFeatureSize(mlir::Type type, int64_t features, int64_t rankIfUnranked = 3);
 

@@ -81,7 +81,7 @@ FailureOr<Sublayer> traceSublayer(Value stream, RmsNormOp norm, AddOp residual,
   SmallVector<Operation *> worklist{branch.getDefiningOp()};
   while (!worklist.empty()) {
     Operation *op = worklist.pop_back_val();
-    if (!op || !isLlmOp(op) || sublayer.ops.contains(op))
+    if (!op || !isa<LlmOp>(op) || sublayer.ops.contains(op))
       continue;
     sublayer.ops.insert(op);
     if (op == norm.getOperation())
@@ -118,7 +118,7 @@ FailureOr<Sublayer> traceSublayer(Value stream, RmsNormOp norm, AddOp residual,
         bool readsOnlySublayer = llvm::all_of(user->getOperands(), [&](Value operand) {
           return !isActivation(operand) || sublayer.ops.contains(operand.getDefiningOp());
         });
-        if (isLlmOp(user) && readsOnlySublayer)
+        if (isa<LlmOp>(user) && readsOnlySublayer)
           return user->emitOpError()
                  << "does not contribute to its sublayer's residual add at " << residual.getLoc();
         return user->emitOpError() << "reads a value internal to the sublayer that starts at the "

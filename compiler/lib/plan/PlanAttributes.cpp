@@ -2,7 +2,6 @@
 
 #include "hetc/Dialect/HetcDialect.h"
 #include "llvm/ADT/StringSwitch.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/ErrorHandling.h"
 
 #include <string>
@@ -567,7 +566,7 @@ func::FuncOp findModelFunction(ModuleOp module) {
 SmallVector<Operation *> collectLlmOps(func::FuncOp func) {
   SmallVector<Operation *> ops;
   func.walk([&](Operation *op) {
-    if (isLlmOp(op))
+    if (isa<LlmOp>(op))
       ops.push_back(op);
   });
   return ops;
@@ -575,23 +574,10 @@ SmallVector<Operation *> collectLlmOps(func::FuncOp func) {
 
 bool isActivation(Value value) {
   auto result = dyn_cast<OpResult>(value);
-  if (!result || !isLlmOp(result.getOwner()))
+  if (!result || !isa<LlmOp>(result.getOwner()))
     return false;
   // present_key and present_value are the KV cache, which lives in its own arena.
   return !isa<AttentionOp>(result.getOwner()) || result.getResultNumber() == 0;
-}
-
-SmallVector<unsigned> activationOperandPositions(Operation *op) {
-  return llvm::TypeSwitch<Operation *, SmallVector<unsigned>>(op)
-      .Case<EmbeddingOp>([](auto) { return SmallVector<unsigned>{}; })
-      .Case<RmsNormOp, LinearOp, RopeOp, LmHeadOp>([](auto) { return SmallVector<unsigned>{0}; })
-      .Case<AttentionOp>([](auto) {
-        return SmallVector<unsigned>{0, 1, 2};
-      })
-      .Case<SwiGluOp, AddOp>([](auto) {
-        return SmallVector<unsigned>{0, 1};
-      })
-      .Default([](auto) { return SmallVector<unsigned>{}; });
 }
 
 std::optional<std::pair<int64_t, int64_t>> bufferByteRange(ArrayRef<PlannedBuffer> buffers,

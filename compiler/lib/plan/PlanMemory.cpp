@@ -85,7 +85,7 @@ LogicalResult PlanMemoryPass::planActivations(ModuleOp module, func::FuncOp func
   std::vector<Storage> storages;
   llvm::DenseMap<Value, size_t> storageOf;
   for (auto [index, op] : llvm::enumerate(ops)) {
-    SmallVector<unsigned> reads = activationOperandPositions(op);
+    SmallVector<unsigned> reads = cast<LlmOp>(op).getActivationOperandPositions();
     for (OpOperand &operand : op->getOpOperands()) {
       bool expected = llvm::is_contained(reads, operand.getOperandNumber());
       bool activation = isActivation(operand.get());
@@ -187,7 +187,7 @@ LogicalResult PlanMemoryPass::planActivations(ModuleOp module, func::FuncOp func
   Builder b(module.getContext());
   for (Operation *op : ops) {
     SmallVector<int64_t> in, out;
-    for (unsigned operand : activationOperandPositions(op))
+    for (unsigned operand : cast<LlmOp>(op).getActivationOperandPositions())
       in.push_back(storages[storageOf.lookup(op->getOperand(operand))].buffer);
     for (OpResult result : op->getResults())
       if (isActivation(result))

@@ -16,9 +16,7 @@ using namespace hetc;
 
 namespace {
 
-bool isRaised(Operation *op) {
-  return isLlmOp(op) || isa<WeightOp, ConstantOp, func::ReturnOp>(op);
-}
+bool isRaised(Operation *op) { return isa<LlmOp, WeightOp, ConstantOp, func::ReturnOp>(op); }
 
 struct CheckRaisedPass : public hetc::impl::CheckRaisedBase<CheckRaisedPass> {
   void runOnOperation() override {

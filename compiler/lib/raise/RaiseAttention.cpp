@@ -419,7 +419,7 @@ bool isInputMask(Value mask, DenseMap<Value, bool> &cache) {
     Operation *def = v.getDefiningOp();
     if (!def)
       continue;
-    if (isLlmOp(def) || isa<WeightOp>(def)) {
+    if (isa<LlmOp, WeightOp>(def)) {
       ok = false;
       break;
     }

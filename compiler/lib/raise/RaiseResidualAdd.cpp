@@ -16,7 +16,7 @@ namespace {
 
 bool isActivation(Value v) {
   Operation *def = v.getDefiningOp();
-  return def && isLlmOp(def) && !isa<LmHeadOp>(def) && def->getResult(0) == v;
+  return def && isa<LlmOp>(def) && !isa<LmHeadOp>(def) && def->getResult(0) == v;
 }
 
 struct RaiseResidualAddPass : public hetc::impl::RaiseResidualAddBase<RaiseResidualAddPass> {

@@ -10,9 +10,7 @@
 using namespace mlir;
 using namespace hetc;
 
-bool hetc::isLlmOp(Operation *op) {
-  return isa<EmbeddingOp, RmsNormOp, LinearOp, RopeOp, AttentionOp, SwiGluOp, AddOp, LmHeadOp>(op);
-}
+#include "hetc/Dialect/HetcInterfaces.cpp.inc"
 
 std::optional<int64_t> hetc::featureSize(Type type) {
   auto ranked = dyn_cast<RankedTensorType>(type);
@@ -130,9 +128,24 @@ static LogicalResult checkSameFeatures(Operation *op, Value a, Value b, Value re
   return known ? checkFeatureSize(op, result, *known, "result") : success();
 }
 
-LogicalResult SwiGluOp::verify() { return checkSameFeatures(*this, getGate(), getUp(), getResult()); }
+LogicalResult SwiGluOp::verify() {
+  return checkSameFeatures(*this, getGate(), getUp(), getResult());
+}
 
 LogicalResult AddOp::verify() { return checkSameFeatures(*this, getLhs(), getRhs(), getResult()); }
+
+// The LlmOp facts the ops do not take by default (HetcOps.td).
+
+// The table is a weight and the ids are step metadata: nothing comes from an activation buffer.
+SmallVector<unsigned> EmbeddingOp::getActivationOperandPositions() { return {}; }
+Value EmbeddingOp::getTokenSource() { return getIds(); }
+
+// q, k and v; the past cache is the plan's KV cache.
+SmallVector<unsigned> AttentionOp::getActivationOperandPositions() { return {0, 1, 2}; }
+
+SmallVector<unsigned> SwiGluOp::getActivationOperandPositions() { return {0, 1}; }
+
+SmallVector<unsigned> AddOp::getActivationOperandPositions() { return {0, 1}; }
 
 #define GET_OP_CLASSES
 #include "hetc/Dialect/HetcOps.cpp.inc"

@@ -223,9 +223,6 @@ llvm::SmallVector<mlir::Operation *> collectLlmOps(mlir::func::FuncOp func);
 // attention op returns.
 bool isActivation(mlir::Value value);
 
-// The operand positions that the plan's op reads from activation buffers, in the plan's order.
-llvm::SmallVector<unsigned> activationOperandPositions(mlir::Operation *op);
-
 // Byte range [begin, end) of buffer `index` in the activation arena; none when there is no such
 // buffer.
 std::optional<std::pair<int64_t, int64_t>> bufferByteRange(llvm::ArrayRef<PlannedBuffer> buffers,

@@ -9,16 +9,15 @@
 
 #include "hetc/Dialect/HetcDialect.h.inc"
 
+// LlmOp (HetcOps.td): what every LLM op answers for planning and the emitter.
+#include "hetc/Dialect/HetcInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "hetc/Dialect/HetcOps.h.inc"
 
 #include <optional>
 
 namespace hetc {
-
-// True for the LLM-level ops: what raising produces and what becomes an op of the plan. The one
-// list of them; a new LLM op is added here.
-bool isLlmOp(mlir::Operation *op);
 
 // The static size of the last (feature) dimension of a ranked tensor type, if the type says it.
 std::optional<int64_t> featureSize(mlir::Type type);

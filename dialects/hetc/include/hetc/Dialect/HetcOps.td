@@ -30,6 +30,35 @@ def Hetc_Dialect : Dialect {
 class Hetc_Op<string mnemonic, list<Trait> traits = []> :
     Op<Hetc_Dialect, mnemonic, traits>;
 
+// What planning and the plan emitter ask of every LLM op, answered by the op itself, so that a
+// new op states its facts here and nowhere else.
+def Hetc_LlmOpInterface : OpInterface<"LlmOp"> {
+  let cppNamespace = "::hetc";
+  let description = [{
+    An LLM-level op: what raising produces, planning places and the emitter turns into an op of
+    the plan. It reads some operands from activation buffers (the others are weights or step
+    metadata such as positions), and its first result keeps the leading (token) dimensions of
+    one operand.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The positions of the operands the plan's op reads from activation buffers, in the plan's
+        order. By default operand 0 alone.
+      }], "::llvm::SmallVector<unsigned>", "getActivationOperandPositions", (ins), "",
+      [{ return {0}; }]>,
+    InterfaceMethod<[{
+        The operand whose leading dimensions the first result keeps: the tokens it is computed
+        for. By default operand 0.
+      }], "::mlir::Value", "getTokenSource", (ins), "", [{ return $_op->getOperand(0); }]>,
+  ];
+}
+
+// An LLM op: pure, and an LlmOp; `overridden` names the interface methods the op defines itself
+// (in HetcOps.cpp) instead of taking the defaults.
+class Hetc_LlmOp<string mnemonic, list<string> overridden = [], list<Trait> traits = []> :
+    Hetc_Op<mnemonic, !listconcat([Pure,
+        DeclareOpInterfaceMethods<Hetc_LlmOpInterface, overridden>], traits)>;
+
 //===----------------------------------------------------------------------===//
 // ONNX level
 //===----------------------------------------------------------------------===//
@@ -109,7 +138,8 @@ def Hetc_WeightOp : Hetc_Op<"weight", [Pure]> {
 // LLM level
 //===----------------------------------------------------------------------===//
 
-def Hetc_EmbeddingOp : Hetc_Op<"embedding", [Pure]> {
+def Hetc_EmbeddingOp : Hetc_LlmOp<"embedding",
+    ["getActivationOperandPositions", "getTokenSource"]> {
   let summary = "token embedding lookup";
   let description = [{
     `result[..., :] = table[ids[...], :]` with `table : [vocab, hidden]`.
@@ -126,7 +156,7 @@ def Hetc_EmbeddingOp : Hetc_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Hetc_RmsNormOp : Hetc_Op<"rms_norm", [Pure]> {
+def Hetc_RmsNormOp : Hetc_LlmOp<"rms_norm"> {
   let summary = "RMSNorm over the last dimension";
   let description = [{
     `result = x / sqrt(mean(x^2, -1) + epsilon) * gamma`, computed in float32.
@@ -143,7 +173,7 @@ def Hetc_RmsNormOp : Hetc_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Hetc_LinearOp : Hetc_Op<"linear", [Pure]> {
+def Hetc_LinearOp : Hetc_LlmOp<"linear"> {
   let summary = "a matmul with a weight, in ONNX MatMul orientation";
   let description = [{
     `result = x @ w` with `w : [in_features, out_features]` (the orientation of ONNX MatMul; the
@@ -160,7 +190,7 @@ def Hetc_LinearOp : Hetc_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Hetc_RopeOp : Hetc_Op<"rope", [Pure]> {
+def Hetc_RopeOp : Hetc_LlmOp<"rope"> {
   let summary = "rotary position embedding, rotate-half form";
   let description = [{
     `x : [..., heads * head_dim]`, each head rotated by angles `position * inv_freq` with
@@ -181,7 +211,7 @@ def Hetc_RopeOp : Hetc_Op<"rope", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Hetc_AttentionOp : Hetc_Op<"attention", [Pure]> {
+def Hetc_AttentionOp : Hetc_LlmOp<"attention", ["getActivationOperandPositions"]> {
   let summary = "causal grouped-query attention with its KV cache";
   let description = [{
     Appends `k` and `v` (`[..., kv_heads * head_dim]`, already rotated) to the cache given by
@@ -210,7 +240,7 @@ def Hetc_AttentionOp : Hetc_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Hetc_SwiGluOp : Hetc_Op<"swiglu", [Pure]> {
+def Hetc_SwiGluOp : Hetc_LlmOp<"swiglu", ["getActivationOperandPositions"]> {
   let summary = "SiLU-gated product";
   let description = [{
     `result = gate * sigmoid(gate) * up`.
@@ -226,7 +256,7 @@ def Hetc_SwiGluOp : Hetc_Op<"swiglu", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Hetc_AddOp : Hetc_Op<"add", [Pure]> {
+def Hetc_AddOp : Hetc_LlmOp<"add", ["getActivationOperandPositions"]> {
   let summary = "residual addition of two activations of the same shape";
   let description = [{
     `result = lhs + rhs`, both `[..., features]` with the same feature size.
@@ -242,7 +272,7 @@ def Hetc_AddOp : Hetc_Op<"add", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Hetc_LmHeadOp : Hetc_Op<"lm_head", [Pure]> {
+def Hetc_LmHeadOp : Hetc_LlmOp<"lm_head"> {
   let summary = "the final projection to vocabulary logits";
   let description = [{
     `result = x @ w` with `w : [hidden, vocab]`. Only the rows whose logits are asked for (the
