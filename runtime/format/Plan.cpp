@@ -171,8 +171,10 @@ private:
     if (m.heads() % m.kv_heads() != 0)
       return fail("model heads ", m.heads(), " is not a multiple of kv_heads ", m.kv_heads());
     // The op set of this schema describes one family; a plan naming another was not written for
-    // these ops (an empty name is a plan from before 1.8's check).
-    if (m.architecture() && m.architecture()->size() > 0 && m.architecture()->str() != "llama")
+    // these ops. Plans from before 1.8 may name none.
+    const bool named = m.architecture() && m.architecture()->size() > 0;
+    if ((named || (def_.schema_version() & 0xffff) >= 8) &&
+        (!named || m.architecture()->str() != "llama"))
       return fail("model architecture ", quoted(m.architecture()),
                   " is not one this runtime runs (llama)");
     if (!std::isfinite(m.rms_eps()) || m.rms_eps() < 0)
