@@ -197,6 +197,38 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
       }
 }
 
+// vcvtne2ps2bf16 and floatToBf16 round a float32 denormal to a zero of its sign; so must every
+// set's bf16 weights. One position scores 90 above 31 others whose values are 1e38: their
+// weights, exp(-90) = 8.2e-40, are denormal; kept, they would make the output 3.55, not 1.
+TEST(AttentionTest, DenormalWeightsRoundToZeroInEverySet) {
+  const size_t d = 16, length = 32;
+  TestKvCache cache(1, d, length, 2, KvElement::Bf16);
+  std::vector<float> k(d, 0.0f), v(d, 0.0f);
+  for (size_t p = 0; p < length; ++p) {
+    k[0] = p == 0 ? 180.0f : -180.0f; // scores +45 and -45 at scale 1/4
+    v[0] = p == 0 ? 1.0f : 1e38f;
+    cache.setRow(1, 1, 0, p, k.data(), v.data());
+  }
+  std::vector<float> q(d, 0.0f);
+  q[0] = 1.0f;
+  const uint32_t slot = 1, position = length - 1;
+  AttentionOperands op;
+  op.q = q.data();
+  op.qStride = d;
+  op.outStride = d;
+  op.cache = cache.view;
+  op.shape = AttentionShape{1, 1, 1, d, 0.25f};
+  op.rowSlots = &slot;
+  for (const KernelSetCase &set : kernelSets()) {
+    std::vector<float> out(d, kNaN);
+    op.out = out.data();
+    runAttention(*set.kernels, op, &position, 1, kAttentionChunkPositions, false);
+    EXPECT_EQ(out[0], 1.0f) << set.name;
+    for (size_t i = 1; i < d; ++i)
+      EXPECT_EQ(out[i], 0.0f) << set.name << " element " << i;
+  }
+}
+
 // Phases of the pool for attentionWithThreads.
 struct PoolAttention {
   const VectorKernels *kernels;

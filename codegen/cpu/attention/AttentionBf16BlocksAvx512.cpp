@@ -30,14 +30,18 @@ struct Pairs {
     return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(pairs, 16)),
                            _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)), acc);
   }
-  // To nearest even by adding 0x7fff and the lowest kept bit; the weights and queries this
-  // rounds are finite.
+  // floatToBf16 (runtime/format/Bf16.h), as vcvtne2ps2bf16 rounds: to nearest even by adding
+  // 0x7fff and the lowest kept bit, a denormal to a zero of its sign (a weight exp(s - max) is
+  // one from s - max < -87). The weights and queries this rounds are finite.
   HETC_BLOCKS_TARGET static __m256i round(__m512 x) {
     const __m512i bits = _mm512_castps_si512(x);
     const __m512i lowestKept = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
     const __m512i rounded =
         _mm512_add_epi32(bits, _mm512_add_epi32(lowestKept, _mm512_set1_epi32(0x7fff)));
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
+    const __mmask16 normal = _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0x7f800000));
+    const __m512i sign = _mm512_and_si512(bits, _mm512_set1_epi32(static_cast<int>(0x80000000u)));
+    return _mm512_cvtepi32_epi16(
+        _mm512_srli_epi32(_mm512_mask_mov_epi32(sign, normal, rounded), 16));
   }
 };
 
