@@ -27,8 +27,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <functional>
 #include <map>
 #include <poll.h>
+#include <queue>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -225,6 +227,7 @@ private:
   }
   bool parse();
   bool checkOpsets();
+  bool sortNodes();
   bool validateGraph();
   void inferShapes();
   Type valueType(const std::string &name);
@@ -290,6 +293,98 @@ bool Importer::checkOpsets() {
   return true;
 }
 
+// A node as messages name it: its name, or its op type and index when it has none.
+std::string nodeLabel(const onnx::NodeProto &node, int index) {
+  return node.name().empty() ? node.op_type() + "#" + std::to_string(index) : node.name();
+}
+
+// ONNX asks for nodes in topological order, and exporters that rewrite graphs (ONNX Runtime
+// GenAI's builder among them) do not always keep it: the nodes are sorted, each keeping its place
+// among the nodes whose inputs are ready, so a sorted graph is left as it is. A value written
+// twice or a cycle is refused, naming the nodes.
+bool Importer::sortNodes() {
+  onnx::GraphProto &g = *model_->mutable_graph();
+  const int n = g.node_size();
+  llvm::StringSet<> outside; // graph inputs and initializers
+  for (const auto &input : g.input())
+    outside.insert(input.name());
+  for (const auto &t : g.initializer())
+    outside.insert(t.name());
+  llvm::StringMap<int> producer;
+  for (int i = 0; i < n; ++i)
+    for (const std::string &output : g.node(i).output()) {
+      if (output.empty())
+        continue;
+      if (outside.contains(output))
+        return fail("node '" + nodeLabel(g.node(i), i) + "' writes '" + output +
+                    "', which is also a graph input or initializer");
+      auto [it, inserted] = producer.try_emplace(output, i);
+      if (!inserted)
+        return fail("value '" + output + "' is written by node '" +
+                    nodeLabel(g.node(it->second), it->second) + "' and by node '" +
+                    nodeLabel(g.node(i), i) + "'");
+    }
+
+  // Kahn's algorithm, lowest index first. An input nothing writes is left for validateGraph.
+  std::vector<int> waiting(n, 0);
+  std::vector<SmallVector<int, 2>> readers(n);
+  for (int i = 0; i < n; ++i)
+    for (const std::string &input : g.node(i).input())
+      if (auto it = producer.find(input); !input.empty() && it != producer.end()) {
+        ++waiting[i];
+        readers[it->second].push_back(i);
+      }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < n; ++i)
+    if (waiting[i] == 0)
+      ready.push(i);
+  std::vector<int> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    const int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int reader : readers[i])
+      if (--waiting[reader] == 0)
+        ready.push(reader);
+  }
+
+  if (static_cast<int>(order.size()) < n) {
+    // Every node left waits for another node left: walking to such a producer repeats a node.
+    int at =
+        static_cast<int>(std::find_if(waiting.begin(), waiting.end(), [](int w) { return w > 0; }) -
+                         waiting.begin());
+    std::vector<int> walk, seenAt(n, -1);
+    while (seenAt[at] < 0) {
+      seenAt[at] = static_cast<int>(walk.size());
+      walk.push_back(at);
+      for (const std::string &input : g.node(at).input())
+        if (auto it = producer.find(input);
+            !input.empty() && it != producer.end() && waiting[it->second] > 0) {
+          at = it->second;
+          break;
+        }
+    }
+    // walk[seenAt[at]..] reads backwards along the cycle; say it in dataflow order.
+    std::string cycle;
+    for (size_t k = walk.size(); k-- > static_cast<size_t>(seenAt[at]);)
+      cycle +=
+          "'" + nodeLabel(g.node(walk[k]), walk[k]) + "' (" + g.node(walk[k]).op_type() + ") -> ";
+    return fail("the graph has a cycle: " + cycle + "'" +
+                nodeLabel(g.node(walk.back()), walk.back()) +
+                "', each node reading an output of the one before it");
+  }
+
+  if (std::is_sorted(order.begin(), order.end()))
+    return true;
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> sorted;
+  sorted.Reserve(n);
+  for (int i : order)
+    *sorted.Add() = std::move(*g.mutable_node(i));
+  g.mutable_node()->Swap(&sorted);
+  return true;
+}
+
 // The checks that make the graph safe to hand to ONNX shape inference (which does not expect a
 // dangling reference or an unknown operator): every node is known and reads defined values.
 bool Importer::validateGraph() {
@@ -303,7 +398,7 @@ bool Importer::validateGraph() {
     defined.insert(t.name());
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto &node = g.node(i);
-    std::string name = node.name().empty() ? node.op_type() + "#" + std::to_string(i) : node.name();
+    const std::string name = nodeLabel(node, i);
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     if (!defaultDomain || !knownOps().contains(node.op_type()))
       return fail("node '" + name + "' has op type '" +
@@ -312,7 +407,7 @@ bool Importer::validateGraph() {
     for (const std::string &input : node.input())
       if (!input.empty() && !defined.contains(input))
         return fail("node '" + name + "' (" + node.op_type() + ") reads '" + input +
-                    "', which no graph input, initializer or earlier node defines");
+                    "', which no graph input, initializer or node defines");
     // Arity, attribute names and types against the operator's schema at the model's opset.
     const onnx::OpSchema *schema =
         onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
@@ -746,8 +841,7 @@ std::optional<NamedAttribute> Importer::convertAttribute(const onnx::AttributePr
 }
 
 bool Importer::importNode(const onnx::NodeProto &node, int index) {
-  std::string name =
-      node.name().empty() ? node.op_type() + "#" + std::to_string(index) : node.name();
+  const std::string name = nodeLabel(node, index);
   Location loc = NameLoc::get(builder_.getStringAttr(name));
   bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
   if (!defaultDomain || !knownOps().contains(node.op_type()))
@@ -805,7 +899,7 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
     auto it = values_.find(input);
     if (it == values_.end())
       return fail("node '" + name + "' (" + node.op_type() + ") reads '" + input +
-                  "', which no graph input, initializer or earlier node defines");
+                  "', which no graph input, initializer or node defines");
     operands.push_back(it->second);
   }
   SmallVector<Type> resultTypes;
@@ -828,7 +922,7 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
 }
 
 OwningOpRef<ModuleOp> Importer::run() {
-  if (!parse() || !checkOpsets() || !validateGraph())
+  if (!parse() || !checkOpsets() || !sortNodes() || !validateGraph())
     return nullptr;
   inferShapes();
   weights_.keepAlive(model_);

@@ -1,5 +1,6 @@
 // Import errors, through `hetc compile`, on files made here byte by byte (ModelProto wire
-// format): one message naming the file, node or op, and a non-zero exit.
+// format): one message naming the file, node or op, and a non-zero exit; and nodes out of
+// topological order, sorted.
 // RUN: not hetc compile %t.missing.onnx -o %t.hplan 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: printf '' > %t.empty.onnx
 // RUN: not hetc compile %t.empty.onnx -o %t.hplan 2>&1 | FileCheck %s --check-prefix=EMPTY
@@ -21,7 +22,20 @@
 // One node 'add0' (Add) with a single input: the operator's schema wants two.
 // RUN: printf '\x08\x08\x3a\x1d\x0a\x11\x0a\x01x\x12\x01y\x1a\x04add0\x22\x03Add\x5a\x03\x0a\x01x\x62\x03\x0a\x01y\x42\x02\x10\x11' > %t.arity.onnx
 // RUN: not hetc compile %t.arity.onnx -o %t.hplan 2>&1 | FileCheck %s --check-prefix=ARITY
+// Nodes 'a' (Neg of u, writing t) and 'b' (Neg of t, writing u) read each other; 'c' reads t.
+// RUN: printf '\x08\x08\x3a\x49\x0a\x0e\x0a\x01\x74\x12\x01\x79\x1a\x01\x63\x22\x03\x4e\x65\x67\x0a\x0e\x0a\x01\x75\x12\x01\x74\x1a\x01\x61\x22\x03\x4e\x65\x67\x0a\x0e\x0a\x01\x74\x12\x01\x75\x1a\x01\x62\x22\x03\x4e\x65\x67\x12\x01\x67\x5a\x09\x0a\x01\x78\x12\x04\x0a\x02\x08\x01\x62\x09\x0a\x01\x79\x12\x04\x0a\x02\x08\x01\x42\x04\x0a\x00\x10\x11' > %t.cycle.onnx
+// RUN: not hetc compile %t.cycle.onnx -o %t.hplan 2>&1 | FileCheck %s --check-prefix=CYCLE
+// Nodes 'a' (Neg) and 'b' (Abs) both write y.
+// RUN: printf '\x08\x08\x3a\x39\x0a\x0e\x0a\x01\x78\x12\x01\x79\x1a\x01\x61\x22\x03\x4e\x65\x67\x0a\x0e\x0a\x01\x78\x12\x01\x79\x1a\x01\x62\x22\x03\x41\x62\x73\x12\x01\x67\x5a\x09\x0a\x01\x78\x12\x04\x0a\x02\x08\x01\x62\x09\x0a\x01\x79\x12\x04\x0a\x02\x08\x01\x42\x04\x0a\x00\x10\x11' > %t.twice.onnx
+// RUN: not hetc compile %t.twice.onnx -o %t.hplan 2>&1 | FileCheck %s --check-prefix=TWICE
+// Node 'a' writes x, the graph's input.
+// RUN: printf '\x08\x08\x3a\x39\x0a\x0e\x0a\x01\x78\x12\x01\x79\x1a\x01\x62\x22\x03\x4e\x65\x67\x0a\x0e\x0a\x01\x79\x12\x01\x78\x1a\x01\x61\x22\x03\x4e\x65\x67\x12\x01\x67\x5a\x09\x0a\x01\x78\x12\x04\x0a\x02\x08\x01\x62\x09\x0a\x01\x79\x12\x04\x0a\x02\x08\x01\x42\x04\x0a\x00\x10\x11' > %t.shadow.onnx
+// RUN: not hetc compile %t.shadow.onnx -o %t.hplan 2>&1 | FileCheck %s --check-prefix=SHADOW
 // RUN: not ls %t.hplan
+// Node 'second' (Neg of t, writing y) listed before 'first' (Neg of x, writing t): imported in
+// dataflow order; the graph then stops at raising.
+// RUN: printf '\x08\x08\x12\x00\x3a\x42\x0a\x13\x0a\x01\x74\x12\x01\x79\x1a\x06\x73\x65\x63\x6f\x6e\x64\x22\x03\x4e\x65\x67\x0a\x12\x0a\x01\x78\x12\x01\x74\x1a\x05\x66\x69\x72\x73\x74\x22\x03\x4e\x65\x67\x12\x01\x67\x5a\x09\x0a\x01\x78\x12\x04\x0a\x02\x08\x01\x62\x09\x0a\x01\x79\x12\x04\x0a\x02\x08\x01\x42\x04\x0a\x00\x10\x11' > %t.order.onnx
+// RUN: not hetc compile %t.order.onnx -o %t.hplan --verbose 2>&1 | FileCheck %s --check-prefix=ORDER
 
 // MISSING: error: cannot open '{{.*}}missing.onnx': No such file or directory
 // EMPTY: error: '{{.*}}empty.onnx' is not a valid ONNX model (no IR version)
@@ -29,5 +43,12 @@
 // OPSET: error: '{{.*}}opset11.onnx' uses ONNX opset 11; hetc supports opsets 13 to 21
 // NO-OUTPUTS: error: '{{.*}}nooutputs.onnx': the graph has no outputs
 // UNKNOWN-OP: error: node 'my_lstm' has op type 'LSTM', which is not supported
-// UNDEFINED: error: node 'add0' (Add) reads 'nope', which no graph input, initializer or earlier node defines
+// UNDEFINED: error: node 'add0' (Add) reads 'nope', which no graph input, initializer or node defines
+// CYCLE: error: the graph has a cycle: 'b' (Neg) -> 'a' (Neg) -> 'b', each node reading an output of the one before it
+// TWICE: error: value 'y' is written by node 'a' and by node 'b'
+// SHADOW: error: node 'a' writes 'x', which is also a graph input or initializer
 // ARITY: error: node 'add0' (Add) is malformed: {{.*}}input size 1 not in range [min=2, max=2]
+// ORDER: IR after import
+// ORDER: hetc.onnx.node "Neg"(%arg0) {node_name = "first"}
+// ORDER-NEXT: hetc.onnx.node "Neg"(%0) {node_name = "second"}
+// ORDER: error: node 'second': node 'second' (Neg) is not part of a computation hetc recognises
