@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages hetc builds and tests with; does nothing when all are present.
+# Installs the Debian packages hetc builds and tests with, and the npm package the end-to-end tests
+# use as a referee; does nothing when all are present.
 set -euo pipefail
 
 packages=(
@@ -16,17 +17,30 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all packages present"
-  exit 0
+# Node.js and npm run ONNX Runtime, the end-to-end tests' second referee. Any Node.js 18 or newer
+# will do (Debian's, or one a machine already has from elsewhere), so they are asked for by command.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
 fi
 
-echo "install-deps: installing ${missing[*]}"
-sudo_cmd=()
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
-  sudo_cmd=(sudo)
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo_cmd=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# onnxruntime-node, pinned by tests/e2e/ort/package-lock.json. Its package ships the CPU library;
+# its install script only fetches GPU parts, so scripts are not run.
+ort=$(cd "$(dirname "$0")/../tests/e2e/ort" && pwd)
+if [ ! -f "$ort/node_modules/onnxruntime-node/package.json" ]; then
+  echo "install-deps: npm ci in $ort (onnxruntime-node)"
+  (cd "$ort" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi

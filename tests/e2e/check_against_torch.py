@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""End-to-end check of hetc against PyTorch on a seeded Llama preset.
+"""End-to-end check of hetc against PyTorch, and ONNX Runtime, on a seeded Llama preset.
 
     /usr/bin/python3 tests/e2e/check_against_torch.py --hetc BUILD/bin/hetc --preset tiny \\
         --workdir DIR [--no-constant-folding] [--external-data] [--weights f32|bf16] \
@@ -24,7 +24,10 @@
    differing id where torch's top-2 gap is within the row's error is printed and ends that
    sequence's comparison, but every sequence must still have been compared for
    --min-compared-steps steps and all of them together for --min-compared-fraction of theirs;
-   the steps compared per sequence are printed.
+   the steps compared per sequence are printed;
+6. with --node, ONNX Runtime decodes the same model.onnx greedily (tests/e2e/ort/greedy.mjs,
+   onnxruntime-node, each prompt alone) and a float32 plan is held to it the same way: identical
+   ids, logits within the tolerance.
 Exits non-zero with one clear message on any failure.
 """
 
@@ -47,6 +50,7 @@ from e2e_common import (PROMPTS, CheckFailed, check_hetc_binary, export, main_wr
 MIN_COMPARED_STEPS = 8
 MIN_COMPARED_FRACTION = 0.5
 REFERENCE_BF16 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_bf16.py")
+ORT_GREEDY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort", "greedy.mjs")
 
 
 def parse_token_lines(text, what, expected_lines, expected_len):
@@ -107,12 +111,13 @@ def measure(torch_tokens, torch_logits, hetc_tokens, hetc_logits, tolerance, nea
 
 
 def compare(torch_tokens, torch_logits, hetc_tokens, hetc_logits, tolerance, allow_near_ties=False,
-            min_compared_steps=0, min_compared_fraction=0.0):
+            min_compared_steps=0, min_compared_fraction=0.0, ref="torch"):
     """Fails on the first differing id (unless a near tie, with allow_near_ties) or logits row over
     the tolerance. A near tie ends its sequence's comparison; so that ties cannot empty the check,
     each sequence must still have been compared, ids identical, for at least
     min_compared_steps steps (at most all of them), and all sequences together for at least
-    min_compared_fraction of sequences x steps. Returns the worst row error."""
+    min_compared_fraction of sequences x steps. `ref` names the reference in messages. Returns the
+    worst row error."""
     if hetc_logits.shape != torch_logits.shape:
         raise CheckFailed(f"hetc logits have shape {list(hetc_logits.shape)}, expected "
                           f"{list(torch_logits.shape)} = [sequences, max-new, vocab]")
@@ -127,9 +132,9 @@ def compare(torch_tokens, torch_logits, hetc_tokens, hetc_logits, tolerance, all
     worst, first_logit_failure, first_token_failure, compared = measure(
         torch_tokens, torch_logits, hetc_tokens, hetc_logits, tolerance, near_ties)
     where = "" if worst[1] is None else f" at sequence {worst[1][0]}, step {worst[1][1]}"
-    print(f"worst logits error relative to max |torch row|: {worst[0]:.3e}{where} (tolerance {tolerance:g})")
+    print(f"worst logits error relative to max |{ref} row|: {worst[0]:.3e}{where} (tolerance {tolerance:g})")
     for s, t, got, want, err, gap in near_ties or []:
-        print(f"NEAR TIE (not a failure): sequence {s}, step {t}: hetc {got}, torch {want}; torch's "
+        print(f"NEAR TIE (not a failure): sequence {s}, step {t}: hetc {got}, {ref} {want}; {ref}'s "
               f"top-2 gap {gap:.3e} of max |logit| is within that row's error {err:.3e}; the "
               f"sequence is compared up to this step")
     steps = torch_logits.shape[1]
@@ -138,15 +143,15 @@ def compare(torch_tokens, torch_logits, hetc_tokens, hetc_logits, tolerance, all
     if first_token_failure is not None:
         s, t, err, gap = first_token_failure
         raise CheckFailed(
-            f"generated ids differ: sequence {s}, step {t}: hetc {hetc_tokens[s][t]}, torch "
-            f"{torch_tokens[s][t]} (logits error in that row {err:.3e}; torch's top-2 gap "
+            f"generated ids differ: sequence {s}, step {t}: hetc {hetc_tokens[s][t]}, {ref} "
+            f"{torch_tokens[s][t]} (logits error in that row {err:.3e}; {ref}'s top-2 gap "
             f"{gap:.3e} of max |logit|)\n    hetc : {' '.join(map(str, hetc_tokens[s]))}\n"
-            f"    torch: {' '.join(map(str, torch_tokens[s]))}")
+            f"    {ref}: {' '.join(map(str, torch_tokens[s]))}")
     if first_logit_failure is not None:
         s, t, err = first_logit_failure
-        raise CheckFailed(f"logits differ: sequence {s}, step {t}: max|hetc - torch| = {err:.3e} of "
-                          f"max |torch row| > {tolerance:g} (tokens hetc {hetc_tokens[s][t]}, "
-                          f"torch {torch_tokens[s][t]})")
+        raise CheckFailed(f"logits differ: sequence {s}, step {t}: max|hetc - {ref}| = {err:.3e} of "
+                          f"max |{ref} row| > {tolerance:g} (tokens hetc {hetc_tokens[s][t]}, "
+                          f"{ref} {torch_tokens[s][t]})")
     # Only a near tie ends a sequence early without failing above: bound how early.
     ties = {tie[0]: tie for tie in near_ties or []}
     required = min(min_compared_steps, steps)
@@ -155,8 +160,8 @@ def compare(torch_tokens, torch_logits, hetc_tokens, hetc_logits, tolerance, all
             _, t, got, want, err, gap = ties[s]
             raise CheckFailed(
                 f"sequence {s} was compared for only {n} of {steps} steps (at least {required} "
-                f"required, --min-compared-steps): a near tie at step {t} (hetc {got}, torch "
-                f"{want}; torch's top-2 gap {gap:.3e} of max |logit|, that row's error {err:.3e}) "
+                f"required, --min-compared-steps): a near tie at step {t} (hetc {got}, {ref} "
+                f"{want}; {ref}'s top-2 gap {gap:.3e} of max |logit|, that row's error {err:.3e}) "
                 f"ended it")
     total = len(compared) * steps
     if sum(compared) < min_compared_fraction * total:
@@ -178,6 +183,30 @@ def load_reference(a, what, script=None, extra_args=(), subdir="torch"):
     gaps = [top2_gap(r) / max(float(np.max(np.abs(r))), 1e-30) for r in logits.reshape(-1, logits.shape[-1])]
     print(f"smallest top-2 logit gap in the {what} run: {min(gaps):.3e} of max |logit|")
     return tokens, logits
+
+
+def load_ort(a, onnx_path):
+    """ONNX Runtime's greedy decoding of the same file (tests/e2e/ort/greedy.mjs, onnxruntime-node
+    on the CPU, each prompt alone): its tokens and float32 logits [sequences, max-new, vocab]."""
+    out = os.path.join(a.workdir, "ort.json")
+    if os.path.exists(out):
+        os.remove(out)
+    cmd = [a.node, ORT_GREEDY, "--model", onnx_path, "--max-new", str(a.max_new), "--out", out]
+    for p in PROMPTS:
+        cmd += ["--prompt-ids", prompt_arg(p)]
+    run(cmd, "ONNX Runtime (greedy.mjs)", timeout=a.timeout)
+    try:
+        with open(out) as f:
+            result = json.load(f)
+        tokens = result["tokens"]
+        logits = np.array(result["logits"], dtype=np.float64)  # null (NaN) reads as nan
+    except (OSError, ValueError, KeyError) as e:
+        raise CheckFailed(f"ONNX Runtime wrote no readable result at {out}: {e}")
+    if len(tokens) != len(PROMPTS) or any(len(t) != a.max_new for t in tokens) or \
+            logits.ndim != 3 or logits.shape[:2] != (len(PROMPTS), a.max_new):
+        raise CheckFailed(f"ONNX Runtime's result has {len(tokens)} sequences and logits of shape "
+                          f"{list(logits.shape)}, expected {len(PROMPTS)} x {a.max_new}")
+    return tokens, logits.astype(np.float32)
 
 
 def plan_roundings(hetc, plan, timeout):
@@ -276,6 +305,17 @@ def check(a):
 
     err = compare(torch_tokens, torch_logits, hetc_tokens, hetc_logits, a.tolerance,
                   a.allow_near_ties, a.min_compared_steps, a.min_compared_fraction)
+    referees = "PyTorch"
+    if a.node:
+        if rounded:
+            raise CheckFailed("--node compares with ONNX Runtime in float32; this plan has "
+                              f"{a.weights} weights and a {kv_dtype} KV cache")
+        ort_tokens, ort_logits = load_ort(a, onnx_path)
+        print("against ONNX Runtime on the same ONNX file:")
+        ort_err = compare(ort_tokens, ort_logits, hetc_tokens, hetc_logits, a.tolerance,
+                          ref="onnxruntime")
+        err = max(err, ort_err)
+        referees = "PyTorch and ONNX Runtime"
     if a.max_f32_distance is not None and f32_distance is not None and \
             f32_distance[0] > a.max_f32_distance:
         s, t = f32_distance[1]
@@ -286,7 +326,7 @@ def check(a):
     print(f"PASS: preset {a.preset}, {a.weights} weights, {kv_dtype} KV cache"
           f"{' without constant folding' if a.no_constant_folding else ''}"
           f"{' with external data' if a.external_data else ''}: {len(PROMPTS)} sequences x {a.max_new} "
-          f"tokens {'identical to PyTorch up to any near tie above' if a.allow_near_ties else 'identical to PyTorch'}, "
+          f"tokens {'identical to ' + referees + ' up to any near tie above' if a.allow_near_ties else 'identical to ' + referees}, "
           f"worst logits error {err:.3e}")
 
 
@@ -316,6 +356,10 @@ def main(argv=None):
                    help="with bf16 weights or an int8 KV cache: fail when the worst logits row is "
                         "further than this (relative to max |torch row|) from PyTorch in plain "
                         "float32 (default: printed, not bounded)")
+    p.add_argument("--node",
+                   help="also decode the same ONNX file with ONNX Runtime (this Node.js running "
+                        "tests/e2e/ort/greedy.mjs, onnxruntime-node installed there) and hold a "
+                        "float32 plan to it: identical ids, logits within --tolerance")
     p.add_argument("--max-new", type=int, default=32)
     p.add_argument("--tolerance", type=float, default=1e-4)
     p.add_argument("--timeout", type=int, default=600, help="seconds allowed for each hetc command")
