@@ -305,7 +305,7 @@ def check(a):
 
     err = compare(torch_tokens, torch_logits, hetc_tokens, hetc_logits, a.tolerance,
                   a.allow_near_ties, a.min_compared_steps, a.min_compared_fraction)
-    referees = "PyTorch"
+    referees = "PyTorch" if rounded else "PyTorch (ONNX Runtime not compared: no --node)"
     if a.node:
         if rounded:
             raise CheckFailed("--node compares with ONNX Runtime in float32; this plan has "

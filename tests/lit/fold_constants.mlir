@@ -104,3 +104,36 @@ func.func @refine_then_fold(%q: tensor<?x?x64xf32>) -> tensor<i64> {
   %d = hetc.onnx.node "Gather"(%ts, %i3) {node_name = "Gather_2", onnx_attrs = {axis = 0 : i64}} : (tensor<4xi64>, tensor<i64>) -> tensor<i64>
   return %d : tensor<i64>
 }
+
+// -----
+
+// The ops masks and rotary tables are built with: Trilu (triu from diagonal 1, as
+// transformers' _update_causal_mask; tril from -1), CumSum (positions from an attention mask;
+// exclusive and reverse), MatMul (inv_freq times positions; batch dimensions broadcast, and a
+// 1-D operand).
+// CHECK-LABEL: func.func @mask_and_rotary_ops
+// CHECK-DAG: %[[TRIU:.*]] = hetc.constant dense<{{\[}}[0.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00], [0.000000e+00, 0.000000e+00, 7.000000e+00, 8.000000e+00], [0.000000e+00, 0.000000e+00, 0.000000e+00, 1.200000e+01]]> : tensor<3x4xf32>
+// CHECK-DAG: %[[TRIL:.*]] = hetc.constant dense<{{\[}}[0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00], [5.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00], [9.000000e+00, 1.000000e+01, 0.000000e+00, 0.000000e+00]]> : tensor<3x4xf32>
+// CHECK-DAG: %[[SUM:.*]] = hetc.constant dense<{{\[}}[1, 3, 6], [4, 9, 15]]> : tensor<2x3xi64>
+// CHECK-DAG: %[[EXCL:.*]] = hetc.constant dense<{{\[}}[4, 5, 6], [0, 0, 0]]> : tensor<2x3xi64>
+// CHECK-DAG: %[[MM:.*]] = hetc.constant dense<{{\[}}{{\[}}[1.000000e+01, 1.300000e+01], [2.800000e+01, 4.000000e+01]], {{\[}}[2.800000e+01, 3.100000e+01], [1.000000e+02, 1.120000e+02]]]> : tensor<2x2x2xf32>
+// CHECK-DAG: %[[VEC:.*]] = hetc.constant dense<[1.600000e+01, 2.200000e+01]> : tensor<2xf32>
+// CHECK: return %[[TRIU]], %[[TRIL]], %[[SUM]], %[[EXCL]], %[[MM]], %[[VEC]]
+func.func @mask_and_rotary_ops() -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x2x2xf32>, tensor<2xf32>) {
+  %x = hetc.constant dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [9.0, 10.0, 11.0, 12.0]]> : tensor<3x4xf32>
+  %one = hetc.constant dense<1> : tensor<i64>
+  %minus1 = hetc.constant dense<-1> : tensor<i64>
+  %triu = hetc.onnx.node "Trilu"(%x, %one) {node_name = "Trilu"} : (tensor<3x4xf32>, tensor<i64>) -> tensor<3x4xf32>
+  %tril = hetc.onnx.node "Trilu"(%x, %minus1) {node_name = "Trilu_1", onnx_attrs = {upper = 0 : i64}} : (tensor<3x4xf32>, tensor<i64>) -> tensor<3x4xf32>
+  %c = hetc.constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+  %zero = hetc.constant dense<0> : tensor<i64>
+  %sum = hetc.onnx.node "CumSum"(%c, %one) {node_name = "CumSum"} : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+  %excl = hetc.onnx.node "CumSum"(%c, %zero) {node_name = "CumSum_1", onnx_attrs = {exclusive = 1 : i64, reverse = 1 : i64}} : (tensor<2x3xi64>, tensor<i64>) -> tensor<2x3xi64>
+  %a = hetc.constant dense<[[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]]> : tensor<1x2x3xf32>
+  %b = hetc.constant dense<[[[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]], [[6.0, 7.0], [8.0, 9.0], [10.0, 11.0]]]> : tensor<2x3x2xf32>
+  %mm = hetc.onnx.node "MatMul"(%a, %b) {node_name = "MatMul"} : (tensor<1x2x3xf32>, tensor<2x3x2xf32>) -> tensor<2x2x2xf32>
+  %v = hetc.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+  %m = hetc.constant dense<[[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]> : tensor<3x2xf32>
+  %vec = hetc.onnx.node "MatMul"(%v, %m) {node_name = "MatMul_1"} : (tensor<3xf32>, tensor<3x2xf32>) -> tensor<2xf32>
+  return %triu, %tril, %sum, %excl, %mm, %vec : tensor<3x4xf32>, tensor<3x4xf32>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x2x2xf32>, tensor<2xf32>
+}

@@ -120,11 +120,11 @@ public:
 
   std::optional<Tensor> run() {
     StringRef type = op_.getOpType();
-    // Only Slice (axes, steps), Squeeze and Unsqueeze (axes) have optional inputs worth
-    // evaluating.
+    // Only Slice (axes, steps), Squeeze and Unsqueeze (axes) and Trilu (k) have optional inputs
+    // worth evaluating.
     for (auto [i, t] : llvm::enumerate(inputs_))
       if (!t.elem && !(type == "Slice" && i >= 3) &&
-          !((type == "Squeeze" || type == "Unsqueeze") && i == 1))
+          !((type == "Squeeze" || type == "Unsqueeze" || type == "Trilu") && i == 1))
         return std::nullopt;
     std::optional<Tensor> out = evaluate(type);
     if (out && out->size() > kMaxEvaluatedElements)
@@ -175,6 +175,12 @@ private:
       return where();
     if (type == "Transpose")
       return transpose();
+    if (type == "Trilu")
+      return trilu();
+    if (type == "CumSum")
+      return cumSum();
+    if (type == "MatMul")
+      return matMul();
     return std::nullopt;
   }
 
@@ -615,6 +621,106 @@ private:
         from += ((k / outStrides[d]) % out.shape[d]) * inStrides[perm[d]];
       out.copy(k, x, from);
     }
+    return out;
+  }
+
+  // The upper (upper = 1, the default) or lower triangle of each matrix of the last two
+  // dimensions, from diagonal k (input 1, default 0); the rest zero.
+  std::optional<Tensor> trilu() {
+    const Tensor &x = inputs_[0];
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (rank < 2 || (present(1) && inputs_[1].size() != 1))
+      return std::nullopt;
+    const int64_t k = present(1) ? inputs_[1].i(0) : 0;
+    const bool upper = intAttr(op_, "upper").value_or(1) != 0;
+    const int64_t rows = x.shape[rank - 2], cols = x.shape[rank - 1];
+    Tensor out = x;
+    for (int64_t e = 0; e < out.size(); ++e) {
+      const int64_t i = e / std::max<int64_t>(cols, 1) % std::max<int64_t>(rows, 1);
+      const int64_t j = e % std::max<int64_t>(cols, 1);
+      if (upper ? j - i < k : j - i > k)
+        out.set(e, 0.0);
+    }
+    return out;
+  }
+
+  // Running sums along the axis (input 1), exclusive and reverse as the attributes say.
+  std::optional<Tensor> cumSum() {
+    const Tensor &x = inputs_[0];
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (inputs_.size() != 2 || inputs_[1].size() != 1 || rank == 0)
+      return std::nullopt;
+    const int64_t axis = normalizeAxis(inputs_[1].i(0), rank);
+    if (axis < 0 || axis >= rank)
+      return std::nullopt;
+    const bool exclusive = intAttr(op_, "exclusive").value_or(0) != 0;
+    const bool reverse = intAttr(op_, "reverse").value_or(0) != 0;
+    const int64_t n = x.shape[axis], stride = stridesOf(x.shape)[axis];
+    Tensor out = x;
+    for (int64_t e = 0; e < x.size(); ++e) {
+      if ((e / stride) % std::max<int64_t>(n, 1) != 0)
+        continue; // e starts a line along the axis
+      double sum = 0;
+      for (int64_t step = 0; step < n; ++step) {
+        const int64_t at = e + (reverse ? n - 1 - step : step) * stride;
+        const double value = x.f(at);
+        if (!exclusive)
+          sum += value;
+        out.set(at, sum);
+        if (exclusive)
+          sum += value;
+      }
+    }
+    return out;
+  }
+
+  // numpy's matmul: the last two dimensions multiply, the others broadcast; a 1-D operand is a
+  // row (a) or a column (b) whose dimension leaves the result.
+  std::optional<Tensor> matMul() {
+    if (inputs_.size() != 2 || inputs_[0].elem != inputs_[1].elem)
+      return std::nullopt;
+    Tensor a = inputs_[0], b = inputs_[1];
+    const bool rowA = a.shape.size() == 1, columnB = b.shape.size() == 1;
+    if (a.shape.empty() || b.shape.empty())
+      return std::nullopt;
+    if (rowA)
+      a.shape.insert(a.shape.begin(), 1);
+    if (columnB)
+      b.shape.push_back(1);
+    const size_t ra = a.shape.size(), rb = b.shape.size();
+    const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
+    if (b.shape[rb - 2] != k)
+      return std::nullopt;
+    SmallVector<int64_t> batchA(a.shape.begin(), a.shape.end() - 2);
+    SmallVector<int64_t> batchB(b.shape.begin(), b.shape.end() - 2);
+    auto batch = broadcastShape(batchA, batchB);
+    if (!batch)
+      return std::nullopt;
+    Tensor out;
+    out.elem = a.elem;
+    out.shape = *batch;
+    out.shape.append({m, n});
+    if (out.size() > kMaxEvaluatedElements || out.size() * k > kMaxEvaluatedElements * 64)
+      return std::nullopt;
+    out.resize(out.size());
+    int64_t batches = 1;
+    for (int64_t d : *batch)
+      batches *= d;
+    for (int64_t p = 0; p < batches; ++p) {
+      const int64_t baseA = broadcastIndex(p, *batch, batchA) * m * k;
+      const int64_t baseB = broadcastIndex(p, *batch, batchB) * k * n;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int64_t q = 0; q < k; ++q)
+            sum += a.f(baseA + i * k + q) * b.f(baseB + q * n + j);
+          out.set((p * m + i) * n + j, sum);
+        }
+    }
+    if (rowA)
+      out.shape.erase(out.shape.end() - 2);
+    if (columnB)
+      out.shape.pop_back();
     return out;
   }
 
