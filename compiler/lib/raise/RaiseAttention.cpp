@@ -14,6 +14,8 @@
 // It becomes hetc.rope on the flat q and k, and hetc.attention whose present results replace the
 // present outputs. hetc.attention applies the causal mask itself, so the mask operand must be
 // computed from graph inputs only and, evaluated on sample inputs, be exactly the causal mask.
+// An activation may reach it through Shape or Size alone (transformers slices the mask to the
+// keys' length): the evaluation stands it in by zeros of its shape at the sample.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 #include "import/OnnxInterpreter.h"
@@ -488,17 +490,50 @@ private:
     return t;
   }
 
+  // isInputMask holds: an activation or a weight reaches the mask only through Shape or Size
+  // (HF's `mask[..., :key_states.shape[-2]]`), so its values do not matter, only its shape at the
+  // sample. Its stand-in is zeros of that shape: an LLM op's result has its token source's
+  // leading dimensions and its own features, a weight its static shape.
+  std::optional<Tensor> standIn(Operation &op, const DenseMap<Value, Tensor> &values) {
+    auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
+    if (!type || !type.hasStaticShape() && isa<WeightOp>(op))
+      return std::nullopt;
+    Tensor t;
+    t.elem = type.getElementType();
+    if (isa<WeightOp>(op)) {
+      t.shape.assign(type.getShape().begin(), type.getShape().end());
+    } else {
+      auto source = values.find(cast<LlmOp>(op).getTokenSource());
+      if (source == values.end() || !source->second.elem || type.isDynamicDim(type.getRank() - 1))
+        return std::nullopt;
+      t.shape = source->second.shape;
+      if (static_cast<int64_t>(t.shape.size()) == type.getRank())
+        t.shape.pop_back(); // the source's own features
+      t.shape.push_back(type.getDimSize(type.getRank() - 1));
+      if (static_cast<int64_t>(t.shape.size()) != type.getRank())
+        return std::nullopt;
+    }
+    if (t.size() > kMaxEvaluatedElements)
+      return std::nullopt;
+    t.resize(t.size());
+    return t;
+  }
+
   std::optional<std::string> mismatch(Value mask, int64_t seq, int64_t past) {
     std::string sample = " (for " + std::to_string(seq) + " new tokens after " +
                          std::to_string(past) + " cached ones)";
-    // The mask's computation, in program order.
+    // The mask's computation, in program order. An LLM op's stand-in needs only its token
+    // source's shape, not its weights.
     DenseSet<Operation *> slice;
     SmallVector<Value> worklist{mask};
     while (!worklist.empty()) {
       Operation *def = worklist.pop_back_val().getDefiningOp();
-      if (def && slice.insert(def).second)
-        for (Value operand : def->getOperands())
-          worklist.push_back(operand);
+      if (!def || !slice.insert(def).second)
+        continue;
+      if (auto llm = dyn_cast<LlmOp>(def))
+        worklist.push_back(llm.getTokenSource());
+      else
+        llvm::append_range(worklist, def->getOperands());
     }
     DenseMap<Value, Tensor> values;
     for (BlockArgument arg : func_.getArguments()) {
@@ -520,6 +555,8 @@ private:
           out = tensorFromAttr(attr);
       } else if (isa<OnnxNoneOp>(op)) {
         out = Tensor{};
+      } else if (isa<LlmOp, WeightOp>(op)) {
+        out = standIn(op, values);
       } else if (auto node = dyn_cast<OnnxNodeOp>(op)) {
         SmallVector<Tensor> inputs;
         for (Value operand : node->getOperands())

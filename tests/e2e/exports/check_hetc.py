@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""hetc on an export written from another source's semantics (hf_llama.py here), against that
+source's PyTorch module and ONNX Runtime on the same file.
+
+    /usr/bin/python3 tests/e2e/exports/check_hetc.py --hetc BUILD/bin/hetc --workdir DIR \\
+        [--node /usr/bin/node] [--expect-refusal TEXT] -- [hf_llama.py export flags]
+
+1. hf_llama.py export --out DIR FLAGS, and its PyTorch greedy reference (each prompt alone);
+2. hetc compile DIR/model.onnx --weights f32 --max-batch 4 --max-seq 128, then hetc run on the
+   prompts with --logits-out, written as a result JSON (common.py's layout);
+3. compare.py: identical tokens and logits within --tol of PyTorch's, and, with --node, of ONNX
+   Runtime's (tests/e2e/ort/greedy.mjs).
+With --expect-refusal, hetc compile must instead exit 1 with one error line containing TEXT (an
+export hetc does not run yet must say why, never compile to a wrong answer).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from e2e_common import PROMPTS, CheckFailed, check_hetc_binary, main_wrapper, prompt_arg, run  # noqa: E402
+
+HF_LLAMA = os.path.join(HERE, "hf_llama.py")
+COMPARE = os.path.join(HERE, "compare.py")
+ORT_GREEDY = os.path.join(os.path.dirname(HERE), "ort", "greedy.mjs")
+
+
+def prompt_flags():
+    flags = []
+    for p in PROMPTS:
+        flags += ["--prompt-ids", prompt_arg(p)]
+    return flags
+
+
+def hetc_result(a, plan, out):
+    logits_path = os.path.join(a.workdir, "hetc_logits.npy")
+    proc = run([a.hetc, "run", plan, *prompt_flags(), "--max-new", str(a.max_new),
+                "--logits-out", logits_path], "hetc run")
+    tokens = [[int(t) for t in line.split()] for line in proc.stdout.splitlines() if line.strip()]
+    logits = np.load(logits_path)
+    if len(tokens) != len(PROMPTS) or logits.shape[:2] != (len(PROMPTS), a.max_new):
+        raise CheckFailed(f"hetc run printed {len(tokens)} sequences, logits {list(logits.shape)}")
+    with open(out, "w") as f:
+        json.dump({"source": "hetc", "prompts": PROMPTS, "max_new": a.max_new, "tokens": tokens,
+                   "logits": logits.tolist()}, f)
+
+
+def compare(a, reference, candidate, what):
+    proc = subprocess.run([sys.executable, COMPARE, reference, candidate, "--tol", str(a.tol)],
+                          capture_output=True, text=True)
+    print(proc.stdout.strip())
+    if proc.returncode != 0:
+        raise CheckFailed(f"hetc differs from {what}:\n{proc.stdout}{proc.stderr}")
+
+
+def check(a):
+    check_hetc_binary(a.hetc)
+    os.makedirs(a.workdir, exist_ok=True)
+    model_dir = os.path.join(a.workdir, "model")
+    run([sys.executable, HF_LLAMA, "export", "--out", model_dir, *a.flags], "hf_llama.py export")
+    onnx_path = os.path.join(model_dir, "model.onnx")
+    plan = os.path.join(a.workdir, "model.hplan")
+    compile_cmd = [a.hetc, "compile", onnx_path, "--target", "host", "--weights", "f32",
+                   "--max-batch", "4", "--max-seq", "128", "-o", plan]
+    if os.path.exists(plan):
+        os.remove(plan)
+    if a.expect_refusal:
+        proc = run(compile_cmd, "hetc compile", expect_success=False)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        if proc.returncode != 1 or len(lines) != 1 or a.expect_refusal not in lines[0]:
+            raise CheckFailed(f"hetc compile exited {proc.returncode}; expected 1 and one line "
+                              f"containing {a.expect_refusal!r}:\n{proc.stderr}")
+        if os.path.exists(plan):
+            raise CheckFailed("hetc compile refused the export but wrote a plan")
+        print(f"PASS: refused with: {lines[0]}")
+        return
+    run(compile_cmd, "hetc compile")
+    torch_json = os.path.join(a.workdir, "torch.json")
+    run([sys.executable, HF_LLAMA, "reference", "--model-dir", model_dir, *prompt_flags(),
+         "--max-new", str(a.max_new), "--out", torch_json], "hf_llama.py reference")
+    hetc_json = os.path.join(a.workdir, "hetc.json")
+    hetc_result(a, plan, hetc_json)
+    compare(a, torch_json, hetc_json, "PyTorch")
+    referees = "PyTorch"
+    if a.node:
+        ort_json = os.path.join(a.workdir, "ort.json")
+        run([a.node, ORT_GREEDY, "--model", onnx_path, *prompt_flags(), "--max-new",
+             str(a.max_new), "--out", ort_json], "ONNX Runtime (greedy.mjs)")
+        compare(a, ort_json, hetc_json, "ONNX Runtime")
+        referees = "PyTorch and ONNX Runtime"
+    print(f"PASS: export {' '.join(a.flags) or '(defaults)'}: {len(PROMPTS)} sequences x "
+          f"{a.max_new} tokens identical to {referees}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hetc", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--node", help="Node.js that runs tests/e2e/ort/greedy.mjs")
+    p.add_argument("--max-new", type=int, default=16)
+    p.add_argument("--tol", type=float, default=1e-4, help="max |logit difference|")
+    p.add_argument("--expect-refusal", metavar="TEXT")
+    p.add_argument("flags", nargs=argparse.REMAINDER, help="-- then hf_llama.py export flags")
+    a = p.parse_args(argv)
+    a.flags = [f for f in a.flags if f != "--"]
+    return main_wrapper(lambda: check(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
