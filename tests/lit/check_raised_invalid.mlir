@@ -21,3 +21,19 @@ func.func @outputs(%k: tensor<?x2x?x4xf32>, %kn: tensor<?x2x?x4xf32>) -> (tensor
   %n = hetc.onnx.node "Neg"(%kn) {node_name = "Neg#3"} : (tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
   return %p, %n : tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>
 }
+
+// -----
+
+// Behind the edge, the first node that reads an LLM op's values is named too: here a bias added
+// after a projection, which no pattern takes (Shape reads only dimensions and is passed over).
+func.func @recognition_stop(%x: tensor<?x?x8xf32>) -> (tensor<?x?x8xf32> {hetc.name = "present.0.key"}) {
+  %w = hetc.weight "k_proj" : tensor<8x8xf32>
+  %b = hetc.weight "k_bias" : tensor<8xf32>
+  %k = hetc.linear %x, %w {hetc.source = "k/MatMul"} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %s = hetc.onnx.node "Shape"(%k) {node_name = "k/Shape"} : (tensor<?x?x8xf32>) -> tensor<3xi64>
+  %kb = hetc.onnx.node "Add"(%k, %b) {node_name = "k/Add"} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  %r = hetc.onnx.node "Reshape"(%kb, %s) {node_name = "k/Reshape"} : (tensor<?x?x8xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  // expected-error @+1 {{node 'k/Neg' (Neg) is not part of a computation hetc recognises: its result feeds the output 'present.0.key' but no raising pattern matched; recognition stops at node 'k/Add' (Add), the first that reads a hetc.linear result}}
+  %n = hetc.onnx.node "Neg"(%r) {node_name = "k/Neg"} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  return %n : tensor<?x?x8xf32>
+}

@@ -1,6 +1,9 @@
 // After raising and clean-up, every op the function's results depend on must be an LLM op, a
 // weight or a constant. Each unraised node that feeds raised code or an output directly (the
 // edge of what was not understood) gets one error naming it; nodes behind it are not repeated.
+// Where that computation starts from the result of an LLM op, the error also names the first
+// node that reads one: where recognition stopped, usually the cause (a bias after a projection,
+// a rotation of another form), rather than the output it finally reaches.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 
@@ -17,6 +20,30 @@ using namespace hetc;
 namespace {
 
 bool isRaised(Operation *op) { return isa<LlmOp, WeightOp, ConstantOp, func::ReturnOp>(op); }
+
+// The first op, in program order, of the unraised computation behind `edge` that reads the values
+// of an LLM op's result; null when it reads none.
+Operation *recognitionStop(Operation *edge) {
+  llvm::SetVector<Operation *> cone;
+  SmallVector<Operation *> worklist{edge};
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (!cone.insert(op))
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp(); def && !isRaised(def))
+        worklist.push_back(def);
+  }
+  // Shape and Size read an activation's dimensions, not its values: never the cause.
+  Operation *first = nullptr;
+  for (Operation *op : cone)
+    if (!isOnnx(op, "Shape") && !isOnnx(op, "Size") &&
+        llvm::any_of(op->getOperands(),
+                     [](Value v) { return v.getDefiningOp() && isa<LlmOp>(v.getDefiningOp()); }) &&
+        (!first || op->isBeforeInBlock(first)))
+      first = op;
+  return first;
+}
 
 struct CheckRaisedPass : public hetc::impl::CheckRaisedBase<CheckRaisedPass> {
   void runOnOperation() override {
@@ -60,8 +87,19 @@ struct CheckRaisedPass : public hetc::impl::CheckRaisedBase<CheckRaisedPass> {
         feeds = reader->getName().getStringRef().str();
       }
       std::string subject = isa<OnnxNodeOp>(op) ? "node " + describe(&op) : describe(&op);
-      op.emitError() << subject << " is not part of a computation hetc recognises: its result "
-                     << "feeds " << feeds << " but no raising pattern matched";
+      InFlightDiagnostic error = op.emitError()
+                                 << subject << " is not part of a computation hetc recognises: its "
+                                 << "result feeds " << feeds << " but no raising pattern matched";
+      if (Operation *stop = recognitionStop(&op); stop && stop != &op) {
+        Operation *read = nullptr;
+        for (Value v : stop->getOperands())
+          if (v.getDefiningOp() && isa<LlmOp>(v.getDefiningOp()) && !read)
+            read = v.getDefiningOp();
+        error << "; recognition stops at node " << describe(stop) << ", the first that reads a "
+              << read->getName().getStringRef() << " result";
+        if (auto name = dyn_cast<NameLoc>(read->getLoc()))
+          error << " (raised from node '" << name.getName().getValue() << "')";
+      }
       failed = true;
     }
     if (failed)
