@@ -574,20 +574,45 @@ private:
         (m.shape[rank - 1] != 1 && m.shape[rank - 1] != total))
       return std::string("does not have the shape of an attention mask") + sample;
     int64_t rows = m.shape[rank - 2], cols = m.shape[rank - 1];
-    for (int64_t k = 0; k < m.size(); ++k) {
-      int64_t j = cols == 1 ? -1 : k % cols, i = rows == 1 ? -1 : (k / cols) % rows;
-      for (int64_t qi = 0; qi < seq; ++qi) {
-        for (int64_t kj = 0; kj < total; ++kj) {
-          if ((i >= 0 && i != qi) || (j >= 0 && j != kj))
-            continue;
-          double v = m.f(k);
-          bool visible = kj <= past + qi;
-          if (visible ? v != 0.0 : !(v <= -1.0e4))
-            return "is not the causal mask hetc.attention applies: query " + std::to_string(qi) +
-                   " and key " + std::to_string(kj) + " get " + printed(v) + sample;
-        }
+    // What query qi sees of key kj: 0 (visible), a large negative (hidden), or anything else.
+    auto at = [&](int64_t qi, int64_t kj) -> std::optional<double> {
+      std::optional<double> value;
+      for (int64_t k = 0; k < m.size(); ++k) {
+        int64_t j = cols == 1 ? -1 : k % cols, i = rows == 1 ? -1 : (k / cols) % rows;
+        if ((i >= 0 && i != qi) || (j >= 0 && j != kj))
+          continue;
+        if (value && *value != m.f(k))
+          return std::nullopt; // broadcast dimensions that disagree
+        value = m.f(k);
       }
-    }
+      return value;
+    };
+    // The causal mask, or the first place it differs; a causal mask that also hides keys from a
+    // distance on is a sliding window, named as such.
+    std::optional<int64_t> window;
+    std::optional<std::string> differs;
+    for (int64_t qi = 0; qi < seq && !differs; ++qi)
+      for (int64_t kj = 0; kj < total && !differs; ++kj) {
+        std::optional<double> v = at(qi, kj);
+        const bool causal = kj <= past + qi, hidden = v && *v <= -1.0e4;
+        if (causal && hidden && !window)
+          window = past + qi - kj; // keys this far back are the first hidden
+        if (v && (causal ? (*v == 0.0 || hidden) : hidden))
+          continue;
+        differs = "is not the causal mask hetc.attention applies: query " + std::to_string(qi) +
+                  " and key " + std::to_string(kj) + " get " + (v ? printed(*v) : "several values");
+      }
+    if (differs)
+      return *differs + sample;
+    if (!window)
+      return std::nullopt;
+    for (int64_t qi = 0; qi < seq; ++qi)
+      for (int64_t kj = 0; kj <= past + qi; ++kj)
+        if ((*at(qi, kj) <= -1.0e4) != (past + qi - kj >= *window))
+          return "is not the causal mask hetc.attention applies: query " + std::to_string(qi) +
+                 " does not see key " + std::to_string(kj) + sample;
+    return "is a sliding-window mask (each query sees its last " + std::to_string(*window) +
+           " keys), which hetc.attention does not apply" + sample;
     return std::nullopt;
   }
 
