@@ -307,7 +307,7 @@ def check(a):
                   a.allow_near_ties, a.min_compared_steps, a.min_compared_fraction)
     referees = "PyTorch" if rounded else "PyTorch (ONNX Runtime not compared: no --node)"
     if a.node:
-        if rounded:
+        if rounded or kv_dtype != "F32":
             raise CheckFailed("--node compares with ONNX Runtime in float32; this plan has "
                               f"{a.weights} weights and a {kv_dtype} KV cache")
         ort_tokens, ort_logits = load_ort(a, onnx_path)

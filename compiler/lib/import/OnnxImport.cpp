@@ -251,6 +251,8 @@ private:
   std::map<std::string, std::shared_ptr<MappedFile>> externalFiles_;
   Value none_;
   int64_t opset_ = 0;
+  // Each node's index in the file, by its index after sorting: what names an unnamed node.
+  std::vector<int> fileIndex_;
 };
 
 bool Importer::parse() {
@@ -375,6 +377,7 @@ bool Importer::sortNodes() {
                 "', each node reading an output of the one before it");
   }
 
+  fileIndex_ = order;
   if (std::is_sorted(order.begin(), order.end()))
     return true;
   google::protobuf::RepeatedPtrField<onnx::NodeProto> sorted;
@@ -398,7 +401,7 @@ bool Importer::validateGraph() {
     defined.insert(t.name());
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto &node = g.node(i);
-    const std::string name = nodeLabel(node, i);
+    const std::string name = nodeLabel(node, fileIndex_[i]);
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     if (!defaultDomain || !knownOps().contains(node.op_type()))
       return fail("node '" + name + "' has op type '" +
@@ -964,7 +967,7 @@ OwningOpRef<ModuleOp> Importer::run() {
     values_[t.name()] = v;
   }
   for (int i = 0; i < g.node_size(); ++i)
-    if (!importNode(g.node(i), i))
+    if (!importNode(g.node(i), fileIndex_[i]))
       return nullptr;
 
   SmallVector<Value> results;

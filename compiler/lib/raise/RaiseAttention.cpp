@@ -23,6 +23,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace hetc {
@@ -462,10 +464,68 @@ public:
     for (auto [seq, past] : {std::pair<int64_t, int64_t>{3, 2}, {1, 3}, {2, 0}})
       if (std::optional<std::string> why = mismatch(mask, seq, past))
         return why;
-    return std::nullopt;
+    return windowOffset(mask);
   }
 
 private:
+  // The samples reach keys at most 4 positions back, so a sliding window wider than that hides
+  // nothing in them: its one trace is the constant it offsets positions by. A comparison of
+  // positions shifted by a constant of 2 or more (`k > q - W`), or a Trilu from a diagonal other
+  // than 0 or 1 (`triu(.., -W)`), is such a window, and is refused as one.
+  std::optional<std::string> windowOffset(Value mask) {
+    DenseSet<Operation *> seen;
+    SmallVector<Value> worklist{mask};
+    while (!worklist.empty()) {
+      Operation *def = worklist.pop_back_val().getDefiningOp();
+      if (!def || isa<LlmOp, WeightOp>(def) || isOnnx(def, "Shape") || isOnnx(def, "Size") ||
+          !seen.insert(def).second)
+        continue;
+      llvm::append_range(worklist, def->getOperands());
+      auto node = dyn_cast<OnnxNodeOp>(def);
+      if (!node)
+        continue;
+      std::optional<double> offset;
+      if (node.getOpType() == "Trilu" && node->getNumOperands() > 1)
+        if (std::optional<double> k = scalarValue(node->getOperand(1)); k && *k != 0 && *k != 1)
+          offset = *k;
+      if (node.getOpType() == "Add" || node.getOpType() == "Sub")
+        for (Value operand : node->getOperands())
+          if (std::optional<double> c = scalarValue(operand);
+              c && std::fabs(*c) >= 2 && std::fabs(*c) < 1.0e4 && feedsComparison(node))
+            offset = *c;
+      if (offset)
+        return "offsets positions by " +
+               (*offset == std::trunc(*offset) ? std::to_string(static_cast<int64_t>(*offset))
+                                               : printed(*offset)) +
+               " at " + describe(node) + ": a sliding window, which hetc.attention does not apply";
+    }
+    return std::nullopt;
+  }
+
+  // Whether `op`'s result reaches a comparison (or a Trilu) through arithmetic and shaping only.
+  static bool feedsComparison(Operation *op) {
+    SmallVector<Operation *> worklist{op};
+    DenseSet<Operation *> seen;
+    while (!worklist.empty()) {
+      Operation *at = worklist.pop_back_val();
+      if (!seen.insert(at).second)
+        continue;
+      for (Operation *user : at->getUsers()) {
+        auto node = dyn_cast<OnnxNodeOp>(user);
+        if (!node)
+          continue;
+        StringRef type = node.getOpType();
+        if (type == "Less" || type == "Greater" || type == "LessOrEqual" ||
+            type == "GreaterOrEqual" || type == "Trilu")
+          return true;
+        if (type == "Add" || type == "Sub" || type == "Cast" || type == "Unsqueeze" ||
+            type == "Reshape" || type == "Expand" || type == "Slice" || type == "Neg")
+          worklist.push_back(user);
+      }
+    }
+    return false;
+  }
+
   // A sample value for a graph input the mask reads, by its role.
   std::optional<Tensor> sampleInput(BlockArgument arg, int64_t seq, int64_t past) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -496,7 +556,7 @@ private:
   // leading dimensions and its own features, a weight its static shape.
   std::optional<Tensor> standIn(Operation &op, const DenseMap<Value, Tensor> &values) {
     auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
-    if (!type || !type.hasStaticShape() && isa<WeightOp>(op))
+    if (!type || (!type.hasStaticShape() && isa<WeightOp>(op)))
       return std::nullopt;
     Tensor t;
     t.elem = type.getElementType();
@@ -595,8 +655,8 @@ private:
       for (int64_t kj = 0; kj < total && !differs; ++kj) {
         std::optional<double> v = at(qi, kj);
         const bool causal = kj <= past + qi, hidden = v && *v <= -1.0e4;
-        if (causal && hidden && !window)
-          window = past + qi - kj; // keys this far back are the first hidden
+        if (causal && hidden)
+          window = std::min(window.value_or(INT64_MAX), past + qi - kj); // nearest hidden key
         if (v && (causal ? (*v == 0.0 || hidden) : hidden))
           continue;
         differs = "is not the causal mask hetc.attention applies: query " + std::to_string(qi) +
@@ -608,12 +668,11 @@ private:
       return std::nullopt;
     for (int64_t qi = 0; qi < seq; ++qi)
       for (int64_t kj = 0; kj <= past + qi; ++kj)
-        if ((*at(qi, kj) <= -1.0e4) != (past + qi - kj >= *window))
+        if (const bool hidden = *at(qi, kj) <= -1.0e4; hidden != (past + qi - kj >= *window))
           return "is not the causal mask hetc.attention applies: query " + std::to_string(qi) +
-                 " does not see key " + std::to_string(kj) + sample;
+                 (hidden ? " does not see key " : " sees key ") + std::to_string(kj) + sample;
     return "is a sliding-window mask (each query sees its last " + std::to_string(*window) +
            " keys), which hetc.attention does not apply" + sample;
-    return std::nullopt;
   }
 
   func::FuncOp func_;

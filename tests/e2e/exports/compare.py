@@ -31,6 +31,14 @@ def compare(ref, cand):
         raise ValueError(f"different prompts: {ref['prompts']} vs {cand['prompts']}")
     if ref["max_new"] != cand["max_new"]:
         raise ValueError(f"different max_new: {ref['max_new']} vs {cand['max_new']}")
+    for doc, what in ((ref, "reference"), (cand, "candidate")):
+        if len(doc["tokens"]) != len(doc["prompts"]) or len(doc["logits"]) != len(doc["prompts"]):
+            raise ValueError(f"the {what} has {len(doc['tokens'])} token lists and "
+                             f"{len(doc['logits'])} logits lists for {len(doc['prompts'])} prompts")
+        for i, tokens in enumerate(doc["tokens"]):
+            if len(tokens) != doc["max_new"] or len(doc["logits"][i]) != doc["max_new"]:
+                raise ValueError(f"the {what}'s prompt {i} has {len(tokens)} tokens and "
+                                 f"{len(doc['logits'][i])} logits rows, expected {doc['max_new']}")
     per_prompt = []
     for i, (rt, ct, rl, cl) in enumerate(zip(ref["tokens"], cand["tokens"], ref["logits"], cand["logits"])):
         rl = np.asarray(rl, dtype=np.float32)
