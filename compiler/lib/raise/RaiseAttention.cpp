@@ -552,9 +552,10 @@ private:
 
   // isInputMask holds: an activation or a weight reaches the mask only through Shape or Size
   // (HF's `mask[..., :key_states.shape[-2]]`), so its values do not matter, only its shape at the
-  // sample. Its stand-in is zeros of that shape: an LLM op's result has its token source's
-  // leading dimensions and its own features, a weight its static shape.
-  std::optional<Tensor> standIn(Operation &op, const DenseMap<Value, Tensor> &values) {
+  // sample. Its stand-in is zeros of that shape: an LLM op's result is [batch, seq, features]
+  // (the dialect's activations keep the input ids' dimensions: batch 1 and the sample's seq), a
+  // weight has its static shape.
+  std::optional<Tensor> standIn(Operation &op, int64_t seq) {
     auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
     if (!type || (!type.hasStaticShape() && isa<WeightOp>(op)))
       return std::nullopt;
@@ -563,15 +564,9 @@ private:
     if (isa<WeightOp>(op)) {
       t.shape.assign(type.getShape().begin(), type.getShape().end());
     } else {
-      auto source = values.find(cast<LlmOp>(op).getTokenSource());
-      if (source == values.end() || !source->second.elem || type.isDynamicDim(type.getRank() - 1))
+      if (type.getRank() != 3 || type.isDynamicDim(2))
         return std::nullopt;
-      t.shape = source->second.shape;
-      if (static_cast<int64_t>(t.shape.size()) == type.getRank())
-        t.shape.pop_back(); // the source's own features
-      t.shape.push_back(type.getDimSize(type.getRank() - 1));
-      if (static_cast<int64_t>(t.shape.size()) != type.getRank())
-        return std::nullopt;
+      t.shape = {1, seq, type.getDimSize(2)};
     }
     if (t.size() > kMaxEvaluatedElements)
       return std::nullopt;
@@ -582,17 +577,16 @@ private:
   std::optional<std::string> mismatch(Value mask, int64_t seq, int64_t past) {
     std::string sample = " (for " + std::to_string(seq) + " new tokens after " +
                          std::to_string(past) + " cached ones)";
-    // The mask's computation, in program order. An LLM op's stand-in needs only its token
-    // source's shape, not its weights.
+    // The mask's computation, in program order. An LLM op's stand-in needs none of its operands,
+    // so the walk stops there: each layer's mask reaches back to its own projections, not through
+    // the whole model.
     DenseSet<Operation *> slice;
     SmallVector<Value> worklist{mask};
     while (!worklist.empty()) {
       Operation *def = worklist.pop_back_val().getDefiningOp();
       if (!def || !slice.insert(def).second)
         continue;
-      if (auto llm = dyn_cast<LlmOp>(def))
-        worklist.push_back(llm.getTokenSource());
-      else
+      if (!isa<LlmOp>(def))
         llvm::append_range(worklist, def->getOperands());
     }
     DenseMap<Value, Tensor> values;
@@ -616,7 +610,7 @@ private:
       } else if (isa<OnnxNoneOp>(op)) {
         out = Tensor{};
       } else if (isa<LlmOp, WeightOp>(op)) {
-        out = standIn(op, values);
+        out = standIn(op, seq);
       } else if (auto node = dyn_cast<OnnxNodeOp>(op)) {
         SmallVector<Tensor> inputs;
         for (Value operand : node->getOperands())
