@@ -91,6 +91,7 @@ Status Engine::resolve(unsigned threads) {
 
   // A plan compiled for a larger machine is refused here, not killed for memory as its arenas
   // fill. The weights are pages of the plan file, which the kernel can evict, and do not count.
+  // MemAvailable is the host's: a cgroup's lower limit is not read.
   const uint64_t kvBytes = def.kv_cache()->arena_size();
   const uint64_t activationBytes = def.activation_arena_size();
   if (std::optional<uint64_t> available = availableMemoryBytes();

@@ -2,6 +2,7 @@
 
 #include "hetc/Dialect/HetcDialect.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/ErrorHandling.h"
 
 #include <string>
@@ -106,6 +107,10 @@ public:
 
   int64_t integer(StringRef field, Range range) {
     auto value = get<IntegerAttr>(field);
+    // getInt() is for signless integers of up to 64 bits; any other is malformed here.
+    if (value &&
+        (!value.getType().isSignlessInteger() || value.getType().getIntOrFloatBitWidth() > 64))
+      value = IntegerAttr();
     const bool nonNegative = range == Range::NonNegative || range == Range::NonNegative32;
     const bool within32 = range == Range::NonNegative32 || range == Range::Positive32;
     const int64_t min = nonNegative ? 0 : 1;
@@ -585,7 +590,11 @@ std::optional<std::pair<int64_t, int64_t>> bufferByteRange(ArrayRef<PlannedBuffe
   if (index < 0 || static_cast<size_t>(index) >= buffers.size())
     return std::nullopt;
   const PlannedBuffer &buffer = buffers[index];
-  return std::make_pair(buffer.offset, buffer.offset + buffer.rows * buffer.rowStride);
+  std::optional<int64_t> end =
+      llvm::checkedMulAdd<int64_t>(buffer.rows, buffer.rowStride, buffer.offset);
+  if (!end)
+    return std::nullopt;
+  return std::make_pair(buffer.offset, *end);
 }
 
 std::optional<unsigned> costSublayerBits(StringRef name) {

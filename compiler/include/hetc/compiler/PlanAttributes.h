@@ -224,7 +224,7 @@ llvm::SmallVector<mlir::Operation *> collectLlmOps(mlir::func::FuncOp func);
 bool isActivation(mlir::Value value);
 
 // Byte range [begin, end) of buffer `index` in the activation arena; none when there is no such
-// buffer.
+// buffer or its end overflows.
 std::optional<std::pair<int64_t, int64_t>> bufferByteRange(llvm::ArrayRef<PlannedBuffer> buffers,
                                                            int64_t index);
 
