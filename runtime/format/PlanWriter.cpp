@@ -136,6 +136,21 @@ private:
 
 } // namespace
 
+void setKvLayout(plan::KvCacheDefT &kv, const KvLayout &layout) {
+  kv.pos_stride = layout.posStride;
+  kv.head_stride = layout.headStride;
+  kv.slot_stride = layout.slotStride;
+  kv.layer_stride = layout.layerStride;
+  kv.k_offset = layout.kOffset;
+  kv.v_offset = layout.vOffset;
+  kv.arena_size = layout.arenaSize;
+  kv.k_scale_offset = layout.kScaleOffset;
+  kv.v_scale_offset = layout.vScaleOffset;
+  kv.scale_head_stride = layout.scaleHeadStride;
+  kv.scale_slot_stride = layout.scaleSlotStride;
+  kv.scale_layer_stride = layout.scaleLayerStride;
+}
+
 Status writePlanFile(const std::string &path, plan::PlanDefT &plan,
                      const std::vector<WeightPayload> &payloads) {
   Status packable = checkPackable(plan);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "hplan_generated.h"
+#include "runtime/format/Format.h"
 #include "runtime/format/Status.h"
 
 #include <cstdint>
@@ -23,5 +24,9 @@ struct WeightPayload {
 // checker. The file is written to `path + ".tmp"` and renamed, so `path` never holds half a plan.
 Status writePlanFile(const std::string &path, plan::PlanDefT &plan,
                      const std::vector<WeightPayload> &payloads);
+
+// Sets the strides, offsets and arena size of `kv` to `layout` (kvLayout of its dimensions): the
+// fields the verifier holds a 1.8 plan's KV cache to.
+void setKvLayout(plan::KvCacheDefT &kv, const KvLayout &layout);
 
 } // namespace hetc

@@ -136,18 +136,7 @@ inline void layOutKvCache(plan::KvCacheDefT &kv, uint64_t posStride) {
       kvLayout(kv.dtype, kv.layers, kv.slots, kv.kv_heads, kv.head_dim, kv.max_seq, posStride);
   if (!layout)
     throw std::overflow_error("the test's KV cache overflows 64 bits");
-  kv.pos_stride = layout->posStride;
-  kv.head_stride = layout->headStride;
-  kv.slot_stride = layout->slotStride;
-  kv.layer_stride = layout->layerStride;
-  kv.k_offset = layout->kOffset;
-  kv.v_offset = layout->vOffset;
-  kv.scale_head_stride = layout->scaleHeadStride;
-  kv.scale_slot_stride = layout->scaleSlotStride;
-  kv.scale_layer_stride = layout->scaleLayerStride;
-  kv.k_scale_offset = layout->kScaleOffset;
-  kv.v_scale_offset = layout->vScaleOffset;
-  kv.arena_size = layout->arenaSize;
+  setKvLayout(kv, *layout);
 }
 
 inline std::vector<float> TinyPlan::tensorValues(uint32_t index) const {

@@ -259,25 +259,13 @@ LogicalResult PlanBuilder::buildModuleTables() {
 
   plan_.kv_cache = std::make_unique<plan::KvCacheDefT>();
   plan::KvCacheDefT &k = *plan_.kv_cache;
-  const KvLayout &layout = kv->layout;
   k.dtype = kv->dtype;
   k.layers = u32(kv->layers);
   k.slots = u32(kv->slots);
   k.kv_heads = u32(kv->kvHeads);
   k.max_seq = u64(kv->maxSeq);
   k.head_dim = u32(kv->headDim);
-  k.pos_stride = layout.posStride;
-  k.head_stride = layout.headStride;
-  k.slot_stride = layout.slotStride;
-  k.layer_stride = layout.layerStride;
-  k.k_offset = layout.kOffset;
-  k.v_offset = layout.vOffset;
-  k.arena_size = layout.arenaSize;
-  k.k_scale_offset = layout.kScaleOffset;
-  k.v_scale_offset = layout.vScaleOffset;
-  k.scale_head_stride = layout.scaleHeadStride;
-  k.scale_slot_stride = layout.scaleSlotStride;
-  k.scale_layer_stride = layout.scaleLayerStride;
+  setKvLayout(k, kv->layout);
 
   for (const PlannedBuffer &planned : *buffers) {
     auto buffer = std::make_unique<plan::BufferDefT>();

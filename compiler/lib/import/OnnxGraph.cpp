@@ -12,6 +12,8 @@ bool isOnnx(Operation *op, StringRef opType) {
   return node && node.getOpType() == opType;
 }
 
+bool readsDimensionsOnly(Operation *op) { return isOnnx(op, "Shape") || isOnnx(op, "Size"); }
+
 static Type elementTypeOf(Type t) {
   auto shaped = dyn_cast<ShapedType>(t);
   return shaped ? shaped.getElementType() : Type();

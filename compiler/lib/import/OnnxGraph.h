@@ -16,6 +16,8 @@ namespace hetc {
 // The node defining `v` if it is an ONNX node of `opType`, after looking through no-op nodes.
 OnnxNodeOp producer(mlir::Value v, llvm::StringRef opType);
 bool isOnnx(mlir::Operation *op, llvm::StringRef opType);
+// Shape or Size: a node that reads its operand's dimensions, never its values.
+bool readsDimensionsOnly(mlir::Operation *op);
 
 // Identity, or a Cast to the element type its input already has.
 bool isNoOpNode(OnnxNodeOp op);

@@ -96,7 +96,8 @@ AttrT requireModuleAttr(ModuleOp module, StringRef name, StringRef user, StringR
 
 // Reads the fields of a dictionary attribute of `owner`. The first field that is missing or out
 // of range is an error on `owner` naming the attribute and the field; reads after it return
-// placeholders and report nothing, so one check of failed() at the end covers them all.
+// default values (0, "", false, the first name) and report nothing, so one check of failed() at
+// the end covers them all.
 class FieldReader {
 public:
   FieldReader(Operation *owner, const Twine &attr, DictionaryAttr dict)

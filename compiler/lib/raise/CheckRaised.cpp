@@ -34,10 +34,10 @@ Operation *recognitionStop(Operation *edge) {
       if (Operation *def = operand.getDefiningOp(); def && !isRaised(def))
         worklist.push_back(def);
   }
-  // Shape and Size read an activation's dimensions, not its values: never the cause.
+  // A node that reads only dimensions of an activation is never the cause.
   Operation *first = nullptr;
   for (Operation *op : cone)
-    if (!isOnnx(op, "Shape") && !isOnnx(op, "Size") &&
+    if (!readsDimensionsOnly(op) &&
         llvm::any_of(op->getOperands(),
                      [](Value v) { return v.getDefiningOp() && isa<LlmOp>(v.getDefiningOp()); }) &&
         (!first || op->isBeforeInBlock(first)))

@@ -428,7 +428,7 @@ bool isInputMask(Value mask, DenseMap<Value, bool> &cache) {
       break;
     }
     // The shape of an activation is an input-derived quantity; its values are not.
-    if (isOnnx(def, "Shape") || isOnnx(def, "Size"))
+    if (readsDimensionsOnly(def))
       continue;
     for (Value operand : def->getOperands())
       worklist.push_back(operand);
@@ -477,8 +477,7 @@ private:
     SmallVector<Value> worklist{mask};
     while (!worklist.empty()) {
       Operation *def = worklist.pop_back_val().getDefiningOp();
-      if (!def || isa<LlmOp, WeightOp>(def) || isOnnx(def, "Shape") || isOnnx(def, "Size") ||
-          !seen.insert(def).second)
+      if (!def || isa<LlmOp, WeightOp>(def) || readsDimensionsOnly(def) || !seen.insert(def).second)
         continue;
       llvm::append_range(worklist, def->getOperands());
       auto node = dyn_cast<OnnxNodeOp>(def);

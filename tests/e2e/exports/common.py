@@ -246,6 +246,39 @@ def load_config(model_dir: str) -> dict:
         return json.load(f)
 
 
+def load_model(model_dir: str, config_from_dict: Callable, model_class: Callable,
+               init_weights: Callable) -> torch.nn.Module:
+    """The module an export command wrote to model_dir: its config.json and weights.pt (or, without
+    weights.pt, the seeded initialisation)."""
+    config = config_from_dict(load_config(model_dir))
+    model = model_class(config)
+    weights = os.path.join(model_dir, "weights.pt")
+    if os.path.exists(weights):
+        model.load_state_dict(torch.load(weights))
+    else:
+        init_weights(model, config.seed)
+    return model.eval()
+
+
+def export_decoder(model: torch.nn.Module, config: dict, out_dir: str, vocab: int, layers: int,
+                   kv_heads: int, head_dim: int, position_ids: bool, verbose: bool = False) -> str:
+    """Writes config.json, weights.pt and model.onnx (decoder with past) for `model`, traced at a
+    batch of 2 with 3 new tokens after 4 cached ones; returns the ONNX path."""
+    os.makedirs(out_dir, exist_ok=True)
+    save_config(os.path.join(out_dir, "config.json"), config)
+    torch.save(model.state_dict(), os.path.join(out_dir, "weights.pt"))
+    gen = torch.Generator().manual_seed(1234)
+    batch, seq, past = 2, 3, 4  # distinct, so no dimension can be mistaken for another
+    args = [torch.randint(0, vocab, (batch, seq), generator=gen),
+            torch.ones(batch, past + seq, dtype=torch.int64)]
+    if position_ids:
+        args.append(torch.arange(past, past + seq).unsqueeze(0).expand(batch, seq).contiguous())
+    args.append(example_past(layers, kv_heads, head_dim, batch, past, gen))
+    path = os.path.join(out_dir, "model.onnx")
+    onnx_export(model, tuple(args), path, layers, position_ids=position_ids, verbose=verbose)
+    return path
+
+
 def op_summary(path: str) -> str:
     import collections
     import onnx

@@ -376,14 +376,7 @@ def build_model(config: Config) -> LlamaForCausalLM:
 
 
 def load_model(model_dir: str) -> LlamaForCausalLM:
-    config = Config.from_dict(common.load_config(model_dir))
-    model = LlamaForCausalLM(config)
-    weights = os.path.join(model_dir, "weights.pt")
-    if os.path.exists(weights):
-        model.load_state_dict(torch.load(weights))
-    else:
-        init_weights(model, config.seed)
-    return model.eval()
+    return common.load_model(model_dir, Config.from_dict, LlamaForCausalLM, init_weights)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,21 +447,9 @@ def config_from_args(a) -> Config:
 
 
 def export(config: Config, out_dir: str, verbose: bool = False) -> str:
-    os.makedirs(out_dir, exist_ok=True)
-    model = build_model(config)
-    common.save_config(os.path.join(out_dir, "config.json"), asdict(config))
-    torch.save(model.state_dict(), os.path.join(out_dir, "weights.pt"))
-    gen = torch.Generator().manual_seed(1234)
-    batch, seq, past = 2, 3, 4  # distinct, so no dimension can be mistaken for another
-    input_ids = torch.randint(0, config.vocab_size, (batch, seq), generator=gen)
-    attention_mask = torch.ones(batch, past + seq, dtype=torch.int64)
-    position_ids = (torch.arange(past, past + seq).unsqueeze(0).expand(batch, seq).contiguous())
-    past_kv = common.example_past(config.num_hidden_layers, config.num_key_value_heads,
-                                  config.head_dim, batch, past, gen)
-    path = os.path.join(out_dir, "model.onnx")
-    common.onnx_export(model, (input_ids, attention_mask, position_ids, past_kv), path,
-                       config.num_hidden_layers, position_ids=True, verbose=verbose)
-    return path
+    return common.export_decoder(build_model(config), asdict(config), out_dir, config.vocab_size,
+                                 config.num_hidden_layers, config.num_key_value_heads,
+                                 config.head_dim, position_ids=True, verbose=verbose)
 
 
 def main(argv=None) -> int:

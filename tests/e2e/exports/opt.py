@@ -248,31 +248,14 @@ def build_model(config: Config) -> OPTForCausalLM:
 
 
 def load_model(model_dir: str) -> OPTForCausalLM:
-    config = Config.from_dict(common.load_config(model_dir))
-    model = OPTForCausalLM(config)
-    weights = os.path.join(model_dir, "weights.pt")
-    if os.path.exists(weights):
-        model.load_state_dict(torch.load(weights))
-    else:
-        init_weights(model, config.seed)
-    return model.eval()
+    return common.load_model(model_dir, Config.from_dict, OPTForCausalLM, init_weights)
 
 
 def export(config: Config, out_dir: str, verbose: bool = False) -> str:
-    os.makedirs(out_dir, exist_ok=True)
-    model = build_model(config)
-    common.save_config(os.path.join(out_dir, "config.json"), asdict(config))
-    torch.save(model.state_dict(), os.path.join(out_dir, "weights.pt"))
-    gen = torch.Generator().manual_seed(1234)
-    batch, seq, past = 2, 3, 4
-    input_ids = torch.randint(0, config.vocab_size, (batch, seq), generator=gen)
-    attention_mask = torch.ones(batch, past + seq, dtype=torch.int64)
-    past_kv = common.example_past(config.num_hidden_layers, config.num_attention_heads, config.head_dim,
-                                  batch, past, gen)
-    path = os.path.join(out_dir, "model.onnx")
-    common.onnx_export(model, (input_ids, attention_mask, past_kv), path, config.num_hidden_layers,
-                       position_ids=False, verbose=verbose)
-    return path
+    # OPT has no position_ids input: positions come from the attention mask's cumsum.
+    return common.export_decoder(build_model(config), asdict(config), out_dir, config.vocab_size,
+                                 config.num_hidden_layers, config.num_attention_heads,
+                                 config.head_dim, position_ids=False, verbose=verbose)
 
 
 def main(argv=None) -> int:
