@@ -567,6 +567,9 @@ private:
       const bool swiglu = linear && linear->swiglu() != SwiGluRoleDef::None;
       if (residual || swiglu)
         rule.inputs = 2;
+      const bool bias = linear && linear->bias();
+      if (bias)
+        rule.weights = 2;
       // An Attention that rotates q and k reads the frequencies as a weight.
       if (op->kind() == OpKindDef::Attention && op->params_as_AttentionParamsDef() &&
           op->params_as_AttentionParamsDef()->rope())
@@ -579,7 +582,9 @@ private:
                     " takes ", rule.inputs);
       if (count(op->weights()) != rule.weights)
         return fail(opText(i), " has ", count(op->weights()), " weights; a ", kind, " op",
-                    rule.weights == 1 && op->kind() == OpKindDef::Attention ? " with rope" : "",
+                    rule.weights == 1 && op->kind() == OpKindDef::Attention ? " with rope"
+                    : bias                                                  ? " with a bias"
+                                                                            : "",
                     " takes ", rule.weights);
       if (count(op->outputs()) != rule.outputs)
         return fail(opText(i), " has ", count(op->outputs()), " outputs; a ", kind, " op takes ",
@@ -679,6 +684,11 @@ private:
         return fail(opText(i), " has unknown swiglu role ", static_cast<unsigned>(p.swiglu()));
       if (p.residual() && p.swiglu() != SwiGluRoleDef::None)
         return fail(opText(i), " fuses both a residual add and a swiglu; a linear fuses one");
+      // The BF16 kernels add the residual in their epilogue, before any bias could be added:
+      // the sum would round unlike the unfused (x W^T + b) + r.
+      if (p.residual() && p.bias())
+        return fail(opText(i), " fuses a residual add and has a bias; a linear with a bias "
+                               "does not fuse one");
       if (p.residual())
         if (Status status = checkSameColumns(i, "residual and output differ", in(1), out); !status)
           return status;
@@ -686,7 +696,16 @@ private:
         if (Status status = checkSameColumns(i, "swiglu operand and output differ", in(1), out);
             !status)
           return status;
-      return checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols());
+      if (Status status = checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols());
+          !status || !p.bias())
+        return status;
+      if (tensor(weight(1)).dtype() != DTypeDef::F32 ||
+          tensor(weight(1)).layout() != WeightLayoutDef::RowMajor)
+        return fail(opText(i), " bias ", tensorText(weight(1)), " is ",
+                    EnumNameDTypeDef(tensor(weight(1)).dtype()), " ",
+                    EnumNameWeightLayoutDef(tensor(weight(1)).layout()),
+                    "; a bias is F32 RowMajor");
+      return checkVectorWeight(i, weight(1), buffer(out).cols(), "the bias");
     }
     case OpKindDef::Rope: {
       const RopeParamsDef &p = *op.params_as_RopeParamsDef();

@@ -31,6 +31,13 @@ module attributes {hetc.buffers = [
     // CASES-NEXT: hetc.add {{.*}}hetc.fused
     %0 = hetc.linear %x, %w {hetc.buffers_in = array<i64: 0>, hetc.buffers_out = array<i64: 2>} : (tensor<?x8xf32>, tensor<8x8xf32>) -> tensor<?x8xf32>
     %1 = hetc.add %0, %h {hetc.buffers_in = array<i64: 2, 1>, hetc.buffers_out = array<i64: 3>} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+    // Not when the linear has a bias: the kernels add the residual before a bias could be.
+    // CASES-NOT: hetc.residual
+    // CASES: hetc.linear {{.*}}, %{{.*}}, %{{.*}} {hetc.buffers_in = array<i64: 0>, hetc.buffers_out = array<i64: 2>}
+    // CASES-NOT: hetc.fused
+    %bias = hetc.weight "b" : tensor<8xf32>
+    %b0 = hetc.linear %x, %w, %bias {hetc.buffers_in = array<i64: 0>, hetc.buffers_out = array<i64: 2>} : (tensor<?x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+    %b1 = hetc.add %b0, %h {hetc.buffers_in = array<i64: 2, 1>, hetc.buffers_out = array<i64: 3>} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
     // Not when the linear's result has another user.
     // CASES-NOT: hetc.residual
     // CASES: hetc.linear {{.*}}hetc.buffers_in = array<i64: 0>, hetc.buffers_out = array<i64: 2>}

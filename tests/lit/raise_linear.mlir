@@ -39,3 +39,48 @@ func.func @not_linear(%x: tensor<?x8x8xf32>, %z: tensor<?x8x8xf32>) -> (tensor<?
   %b = hetc.onnx.node "MatMul"(%w, %x) {node_name = "left"} : (tensor<8x8xf32>, tensor<?x8x8xf32>) -> tensor<?x8x8xf32>
   return %a, %b : tensor<?x8x8xf32>, tensor<?x8x8xf32>
 }
+
+// -----
+
+// nn.Linear(bias=True): MatMul then Add of a [N] vector, either side, becomes the linear's bias.
+// CHECK-LABEL: func.func @bias
+// CHECK-SAME: (%[[X:.*]]: tensor<?x?x8xf32>)
+// CHECK-DAG: %[[W:.*]] = hetc.weight "q_proj.weight" {transposed} : tensor<8x16xf32>
+// CHECK-DAG: %[[B:.*]] = hetc.weight "q_proj.bias" : tensor<16xf32>
+// CHECK: %[[Y:.*]] = hetc.linear %[[X]], %[[W]], %[[B]] : (tensor<?x?x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<?x?x16xf32>
+// CHECK: %[[C:.*]] = hetc.constant dense<{{.*}}> : tensor<4xf32>
+// CHECK: %[[Z:.*]] = hetc.linear %[[X]], %{{.*}}, %[[C]] : (tensor<?x?x8xf32>, tensor<8x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+// CHECK-NOT: "Add"
+// CHECK: return %[[Y]], %[[Z]]
+func.func @bias(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<?x?x4xf32>) {
+  %w = hetc.weight "q_proj.weight" : tensor<16x8xf32>
+  %b = hetc.weight "q_proj.bias" : tensor<16xf32>
+  %wt = hetc.onnx.node "Transpose"(%w) {node_name = "q_proj/Transpose", onnx_attrs = {perm = [1, 0]}} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %m = hetc.onnx.node "MatMul"(%x, %wt) {node_name = "q_proj/MatMul"} : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<*xf32>
+  %y = hetc.onnx.node "Add"(%b, %m) {node_name = "q_proj/Add"} : (tensor<16xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %w2 = hetc.weight "k_proj" : tensor<8x4xf32>
+  %c = hetc.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %m2 = hetc.onnx.node "MatMul"(%x, %w2) {node_name = "k_proj/MatMul"} : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  %z = hetc.onnx.node "Add"(%m2, %c) {node_name = "k_proj/Add"} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+  return %y, %z : tensor<*xf32>, tensor<?x?x4xf32>
+}
+
+// -----
+
+// Not a bias: the MatMul's result is also read elsewhere, or the vector is not [N].
+// CHECK-LABEL: func.func @not_bias
+// CHECK: %[[Y:.*]] = hetc.linear %{{.*}}, %{{.*}} : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+// CHECK: hetc.onnx.node "Add"(%[[Y]], %{{.*}})
+// CHECK: %[[Z:.*]] = hetc.linear %{{.*}}, %{{.*}} : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+// CHECK: hetc.onnx.node "Add"(%[[Z]], %{{.*}})
+func.func @not_bias(%x: tensor<?x?x8xf32>) -> (tensor<?x?x4xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>) {
+  %w = hetc.weight "k_proj" : tensor<8x4xf32>
+  %b = hetc.weight "k_proj.bias" : tensor<4xf32>
+  %m = hetc.onnx.node "MatMul"(%x, %w) {node_name = "k_proj/MatMul"} : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  %y = hetc.onnx.node "Add"(%m, %b) {node_name = "k_proj/Add"} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+  %w2 = hetc.weight "v_proj" : tensor<8x4xf32>
+  %s = hetc.constant dense<1.0> : tensor<1xf32>
+  %m2 = hetc.onnx.node "MatMul"(%x, %w2) {node_name = "v_proj/MatMul"} : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  %z = hetc.onnx.node "Add"(%m2, %s) {node_name = "v_proj/Add"} : (tensor<?x?x4xf32>, tensor<1xf32>) -> tensor<?x?x4xf32>
+  return %m, %y, %z : tensor<?x?x4xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>
+}

@@ -63,6 +63,8 @@ struct TinyPlanShape {
   bool swiglu_gate_last = false;
   // The q and k ropes carried out by the attention (AttentionParamsDef.rope), not as Rope ops.
   bool fused_rope = false;
+  // q, k and v with a bias (LinearParamsDef.bias, weights[1] F32 [N]), as Qwen2.
+  bool qkv_bias = false;
 };
 
 // The plan before writing, and the bytes of its weight segments.
@@ -229,6 +231,10 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
       return packed(name, n, k, values);
     return addTensor(name, WeightLayoutDef::LinearNK, {n, k}, shape.weight_dtype, values);
   };
+  auto bias = [&](const std::string &name, uint32_t n) {
+    return addTensor(name, WeightLayoutDef::RowMajor, {n}, DTypeDef::F32,
+                     randomValues(n, 0.0f, 0.5f));
+  };
   auto norm = [&](const std::string &name) {
     return addTensor(name, WeightLayoutDef::RowMajor, {shape.hidden}, shape.weight_dtype,
                      randomValues(shape.hidden, 1.0f, 0.1f));
@@ -362,15 +368,17 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
 
     beginSublayer(l, SublayerKindDef::Attention);
     rmsNorm(prefix + "input_layernorm", layer, hidden, normed, inputNorm);
-    setEmptyParams(
-        linearOp(OpKindDef::Linear, prefix + "self_attn.q_proj", layer, normed, q, qProj, qCols),
-        LinearParamsDefT());
-    setEmptyParams(
-        linearOp(OpKindDef::Linear, prefix + "self_attn.k_proj", layer, normed, k, kProj, kvCols),
-        LinearParamsDefT());
-    setEmptyParams(
-        linearOp(OpKindDef::Linear, prefix + "self_attn.v_proj", layer, normed, v, vProj, kvCols),
-        LinearParamsDefT());
+    for (const auto &[suffix, output, weight, cols] :
+         {std::make_tuple("q_proj", q, qProj, qCols), std::make_tuple("k_proj", k, kProj, kvCols),
+          std::make_tuple("v_proj", v, vProj, kvCols)}) {
+      const std::string name = prefix + "self_attn." + suffix;
+      OpDefT *op = linearOp(OpKindDef::Linear, name, layer, normed, output, weight, cols);
+      LinearParamsDefT params;
+      params.bias = shape.qkv_bias;
+      if (shape.qkv_bias)
+        op->weights.push_back(bias(name + ".bias", cols));
+      op->params.Set(std::move(params));
+    }
     for (const auto &[buffer, heads, suffix] :
          {std::make_tuple(q, shape.heads, "q"), std::make_tuple(k, shape.kv_heads, "k")}) {
       if (shape.fused_rope)

@@ -116,29 +116,34 @@ TEST(EngineBf16Test, RunsTheHostsBestLinearKernelWithOneConversionPerInput) {
   EXPECT_TRUE(std::any_of(logits.begin(), logits.end(), [](float v) { return v != 0.0f; }));
 }
 
+// With and without q/k/v biases (which the float32 plan's reference test checks exactly).
 TEST(EngineBf16Test, CloseToTheFloat32PlanOfTheSameWeights) {
-  TinyPlanShape shape = bf16Shape();
-  LoadedTinyPlan bf16(shape);
-  shape.packed_bf16_linear = false;
-  LoadedTinyPlan f32(shape);
-  ASSERT_TRUE(bf16.plan && f32.plan);
-  std::unique_ptr<Engine> a = bf16.engine(2), b = f32.engine(2);
-  ASSERT_TRUE(a && b);
-  const std::vector<float> got = teacherForced(*a, kPrompts, 4);
-  const std::vector<float> want = teacherForced(*b, kPrompts, 4);
-  ASSERT_EQ(got.size(), want.size());
-  double worst = 0;
-  for (size_t row = 0; row < got.size() / 97; ++row) {
-    double maxRef = 0, maxDiff = 0;
-    for (size_t i = row * 97; i < (row + 1) * 97; ++i) {
-      maxRef = std::max(maxRef, std::abs(double(want[i])));
-      maxDiff = std::max(maxDiff, std::abs(double(got[i]) - want[i]));
+  for (const bool qkvBias : {false, true}) {
+    SCOPED_TRACE(qkvBias ? "q/k/v biases" : "no biases");
+    TinyPlanShape shape = bf16Shape();
+    shape.qkv_bias = qkvBias;
+    LoadedTinyPlan bf16(shape);
+    shape.packed_bf16_linear = false;
+    LoadedTinyPlan f32(shape);
+    ASSERT_TRUE(bf16.plan && f32.plan);
+    std::unique_ptr<Engine> a = bf16.engine(2), b = f32.engine(2);
+    ASSERT_TRUE(a && b);
+    const std::vector<float> got = teacherForced(*a, kPrompts, 4);
+    const std::vector<float> want = teacherForced(*b, kPrompts, 4);
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    for (size_t row = 0; row < got.size() / 97; ++row) {
+      double maxRef = 0, maxDiff = 0;
+      for (size_t i = row * 97; i < (row + 1) * 97; ++i) {
+        maxRef = std::max(maxRef, std::abs(double(want[i])));
+        maxDiff = std::max(maxDiff, std::abs(double(got[i]) - want[i]));
+      }
+      worst = std::max(worst, maxDiff / maxRef);
     }
-    worst = std::max(worst, maxDiff / maxRef);
+    // Weights and activations rounded to bf16 (8 significant bits) through two layers.
+    EXPECT_LT(worst, 2e-2);
+    EXPECT_GT(worst, 0.0) << "the BF16 plan cannot be exactly the float32 one";
   }
-  // Weights and activations rounded to bf16 (8 significant bits) through two layers.
-  EXPECT_LT(worst, 2e-2);
-  EXPECT_GT(worst, 0.0) << "the BF16 plan cannot be exactly the float32 one";
 }
 
 TEST(EngineBf16Test, ResultsDoNotDependOnThreadsOrBatching) {

@@ -95,9 +95,12 @@ std::vector<double> referenceLogits(const TinyPlan &tiny, const std::vector<int3
       const std::vector<float> w = tiny.tensorValues(op->weights[0]);
       const size_t k = cols(op->inputs[0]);
       const bool lmHead = op->kind == plan::OpKindDef::LmHead;
+      const bool hasBias = !lmHead && op->params.AsLinearParamsDef()->bias;
+      const std::vector<float> bias =
+          hasBias ? tiny.tensorValues(op->weights.at(1)) : std::vector<float>(n, 0.0f);
       for (size_t t = lmHead ? rows - 1 : 0; t < rows; ++t)
         for (size_t col = 0; col < n; ++col) {
-          double sum = 0;
+          double sum = bias[col];
           for (size_t i = 0; i < k; ++i)
             sum += x[t * k + i] * w[col * k + i];
           if (lmHead)
@@ -277,9 +280,10 @@ TEST(EngineTest, OversizedTaskGrainsRunAsOneTask) {
 }
 
 TEST(EngineTest, MatchesFullRecomputeReference) {
-  TinyPlanShape tied;
+  TinyPlanShape tied, biased = largerShape();
   tied.tied_embeddings = true;
-  for (const TinyPlanShape &shape : {TinyPlanShape(), largerShape(), tied}) {
+  biased.qkv_bias = true;
+  for (const TinyPlanShape &shape : {TinyPlanShape(), largerShape(), tied, biased}) {
     LoadedTinyPlan loaded(shape);
     ASSERT_TRUE(loaded.plan);
     const int32_t vocab = static_cast<int32_t>(shape.vocab);

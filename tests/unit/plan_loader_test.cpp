@@ -493,6 +493,23 @@ std::vector<Mistake> mistakes() {
       {"LinearArity",
        [](TinyPlan &t) { opNamed(t, kQProj).inputs.push_back(0); },
        {"2 inputs", "takes 1"}},
+      {"LinearBiasMissing",
+       [](TinyPlan &t) { opNamed(t, kQProj).params.AsLinearParamsDef()->bias = true; },
+       {"has 1 weights; a Linear op with a bias takes 2"}},
+      {"LinearBiasLength",
+       [](TinyPlan &t) {
+         OpDefT &k = opNamed(t, "model.layers.0.self_attn.k_proj"); // 16 output columns
+         k.params.AsLinearParamsDef()->bias = true;
+         k.weights.push_back(t.tensorIndex("model.layers.0.input_layernorm.weight")); // [32]
+       },
+       {"has shape [32] but the bias needs [16]"}},
+      {"LinearBiasNotF32",
+       [](TinyPlan &t) {
+         OpDefT &q = opNamed(t, kQProj);
+         q.params.AsLinearParamsDef()->bias = true;
+         q.weights.push_back(t.tensorIndex("model.layers.0.self_attn.k_proj.weight"));
+       },
+       {"is F32 LinearNK; a bias is F32 RowMajor"}},
       {"LinearKMismatch",
        [](TinyPlan &t) { opNamed(t, kQProj).inputs[0] = t.bufferIndex("gate"); },
        {"has K 32", "48 columns"}},

@@ -171,7 +171,7 @@ void swiGlu(const float *gate, size_t gateStride, const float *up, size_t upStri
 // Index of the largest value; the first one on ties, as torch.argmax.
 size_t argmaxFirst(const float *values, size_t count);
 
-// y = a + b per element; y may be a or b.
+// y = a + b per element; y may be a or b. bStride 0 adds one row b to every row (a bias).
 void add(const float *a, size_t aStride, const float *b, size_t bStride, size_t cols, float *y,
          size_t yStride, size_t rowBegin, size_t rowEnd);
 

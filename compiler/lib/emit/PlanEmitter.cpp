@@ -607,8 +607,13 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
               params.swiglu = role.getValue() == kSwiGluGate ? plan::SwiGluRoleDef::Gate
                                                              : plan::SwiGluRoleDef::Up;
             }
+            params.bias = static_cast<bool>(linear.getBias());
             def->params.Set(std::move(params));
-            return addWeight(linear.getW(), linearWeight, def->name + ".weight");
+            if (failed(addWeight(linear.getW(), linearWeight, def->name + ".weight")))
+              return failure();
+            // A bias is weights[1], f32 [N] (1.9).
+            return linear.getBias() ? addWeight(linear.getBias(), rowMajor, def->name + ".bias")
+                                    : success();
           })
           .Case([&](RopeOp rope) {
             def->kind = plan::OpKindDef::Rope;

@@ -39,6 +39,10 @@ void FuseResidualAddPass::runOnOperation() {
     auto add = dyn_cast<AddOp>(ops[i + 1]);
     if (!linear || !add || linear->hasAttr(kResidual) || add->hasAttr(kFused))
       continue;
+    // The kernels add a residual in their epilogue, before a bias could be: fusing would change
+    // how (x W^T + b) + r rounds.
+    if (linear.getBias())
+      continue;
     // The add is the linear's only user and runs right after it, in the same sublayer: nothing
     // in between can read or write what the fused op reads and writes.
     if (!linear.getResult().hasOneUse() || *linear.getResult().user_begin() != add.getOperation())

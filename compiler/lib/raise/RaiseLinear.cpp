@@ -1,5 +1,7 @@
 // MatMul(x, w) with w a [K, N] weight is a linear layer. PyTorch's [N, K] layout exported as
 // MatMul(x, Transpose(w, [1, 0])) becomes a `transposed` view of the stored weight: no copy.
+// An Add of a [N] vector that is the MatMul's only reader is the linear's bias (nn.Linear with
+// bias=True exports as MatMul then Add).
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 
@@ -37,6 +39,24 @@ Value matchWeight(Value w, OpBuilder &builder) {
   return view;
 }
 
+// The bias of `matmul`: its only reader is Add(y, b) or Add(b, y) with b a float [n] weight or
+// constant. Returns the Add and b, or nothing.
+std::pair<OnnxNodeOp, Value> matchBias(OnnxNodeOp matmul, int64_t n) {
+  Value y = matmul->getResult(0);
+  if (!y.hasOneUse())
+    return {};
+  auto add = dyn_cast<OnnxNodeOp>(*y.getUsers().begin());
+  if (!add || add.getOpType() != "Add" || add->getNumOperands() != 2 || add->getNumResults() != 1)
+    return {};
+  Value b = skipNoOps(add->getOperand(add->getOperand(0) == y ? 1 : 0));
+  auto type = dyn_cast<RankedTensorType>(b.getType());
+  if (!type || type.getRank() != 1 || type.getDimSize(0) != n ||
+      !isa<FloatType>(type.getElementType()) ||
+      !(b.getDefiningOp<WeightOp>() || b.getDefiningOp<ConstantOp>()))
+    return {};
+  return {add, b};
+}
+
 struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
   void runOnOperation() override {
     SmallVector<OnnxNodeOp> matmuls;
@@ -68,8 +88,21 @@ struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
       if (!outFeatures)
         resultType =
             withFeatureSize(isa<RankedTensorType>(resultType) ? resultType : x.getType(), n);
-      auto linear = builder.create<LinearOp>(matmul->getLoc(), resultType, x, w);
-      matmul->getResult(0).replaceAllUsesWith(linear.getResult());
+      auto [biasAdd, bias] = matchBias(matmul, n);
+      Operation *replaced = matmul;
+      if (biasAdd) {
+        // The linear takes the Add's place: the bias may be defined between the two.
+        builder.setInsertionPoint(biasAdd);
+        replaced = biasAdd;
+        if (std::optional<int64_t> f = featureSize(biasAdd->getResult(0).getType()); !f || *f != n)
+          resultType = withFeatureSize(resultType, n);
+        else
+          resultType = biasAdd->getResult(0).getType();
+      }
+      auto linear = builder.create<LinearOp>(matmul->getLoc(), resultType, x, w, bias);
+      replaced->getResult(0).replaceAllUsesWith(linear.getResult());
+      if (biasAdd)
+        biasAdd->erase();
       matmul->erase();
     }
     syncResultTypes(getOperation());

@@ -29,6 +29,11 @@ struct RaiseLmHeadPass : public hetc::impl::RaiseLmHeadBase<RaiseLmHeadPass> {
     auto linear = skipNoOps(ret.getOperand(index)).getDefiningOp<LinearOp>();
     if (!linear)
       return;
+    if (linear.getBias()) {
+      linear.emitError() << "the linear that produces the logits adds a bias, which hetc.lm_head "
+                            "does not have";
+      return signalPassFailure();
+    }
     OpBuilder builder(linear);
     auto head =
         builder.create<LmHeadOp>(linear.getLoc(), linear.getType(), linear.getX(), linear.getW());

@@ -73,7 +73,18 @@ LogicalResult RmsNormOp::verify() {
   return checkFeatureSize(*this, getResult(), gamma.getDimSize(0), "result");
 }
 
-LogicalResult LinearOp::verify() { return checkMatrixWeight(*this, getX(), getW(), getResult()); }
+LogicalResult LinearOp::verify() {
+  if (failed(checkMatrixWeight(*this, getX(), getW(), getResult())))
+    return failure();
+  if (!getBias())
+    return success();
+  auto bias = cast<RankedTensorType>(getBias().getType());
+  int64_t n = cast<RankedTensorType>(getW().getType()).getDimSize(1);
+  if (bias.getRank() != 1 || bias.isDynamicDim(0) || bias.getDimSize(0) != n ||
+      !isa<FloatType>(bias.getElementType()))
+    return emitOpError() << "bias must be a float [" << n << "] tensor, got " << bias;
+  return success();
+}
 
 LogicalResult LmHeadOp::verify() { return checkMatrixWeight(*this, getX(), getW(), getResult()); }
 

@@ -30,6 +30,7 @@ struct LinearArgs : OpArgs {
   size_t taskCount = 1, taskGrain = 1;
   const float *weight = nullptr;
   const uint16_t *weightBf16 = nullptr;
+  const float *bias = nullptr; // [n], or none
   const codegen::LinearKernel *linear = nullptr;
   uint32_t *bf16Rows = nullptr;
   bool residual = false;
@@ -57,12 +58,21 @@ void columnShare(size_t taskCount, size_t taskGrain, size_t n, unsigned thread, 
 // A fused SwiGlu on columns [begin, end) of a linear's output, right after the task wrote them:
 // the swiglu kernel the SwiGlu op would run, on the same values, so the bits are the same.
 void applySwiGlu(const LinearArgs &a, size_t rows, size_t begin, size_t end) {
+  if (a.swiGlu == LinearArgs::SwiGluRole::None)
+    return;
   float *y = a.out.data + begin;
   const float *other = a.other.data + begin;
   if (a.swiGlu == LinearArgs::SwiGluRole::Gate)
     a.swiGluKernel(y, a.out.stride, other, a.other.stride, end - begin, y, a.out.stride, 0, rows);
   else
     a.swiGluKernel(other, a.other.stride, y, a.out.stride, end - begin, y, a.out.stride, 0, rows);
+}
+
+// The bias on columns [begin, end) of every row: the add kernel with a zero stride broadcasts it.
+void applyBias(const LinearArgs &a, size_t rows, size_t begin, size_t end) {
+  if (a.bias)
+    a.addKernel(a.out.data + begin, a.out.stride, a.bias + begin, 0, end - begin,
+                a.out.data + begin, a.out.stride, 0, rows);
 }
 
 // A call of a BF16 kernel on `rows` rows of `in` (row r from source row xRows[r], or r) against
@@ -99,8 +109,8 @@ void runLinearBf16(const OpArgs &base, const StepRows &step, unsigned thread, un
     call.residualStride = a.other.stride;
   }
   a.linear->run(call);
-  if (a.swiGlu != LinearArgs::SwiGluRole::None)
-    applySwiGlu(a, step.count, begin, end);
+  applyBias(a, step.count, begin, end); // never with a residual (the loader checks)
+  applySwiGlu(a, step.count, begin, end);
 }
 
 void runLinearF32(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
@@ -112,12 +122,12 @@ void runLinearF32(const OpArgs &base, const StepRows &step, unsigned thread, uns
   const size_t T = step.count;
   kernels::linear(a.in.data, a.in.stride, T, a.weight, a.in.cols, a.out.data, a.out.stride, begin,
                   end);
+  applyBias(a, T, begin, end);
   // A fused residual: the same float32 sum the Add op would compute, on this task's columns.
   if (a.residual)
     a.addKernel(a.out.data + begin, a.out.stride, a.other.data + begin, a.other.stride, end - begin,
                 a.out.data + begin, a.out.stride, 0, T);
-  if (a.swiGlu != LinearArgs::SwiGluRole::None)
-    applySwiGlu(a, T, begin, end);
+  applySwiGlu(a, T, begin, end);
 }
 
 // The LmHead tasks [firstTask, lastTask) of this thread in an argmax step: each task's logits go
@@ -295,6 +305,14 @@ Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
                                                  : LinearArgs::SwiGluRole::None;
   a.swiGluKernel = setup.vector->swiGlu;
   a.addKernel = setup.vector->add;
+  if (params && params->bias()) {
+    const flatbuffers::Vector<uint64_t> *shape = nullptr;
+    if (Status s = resolver.weight(1, WeightLayoutDef::RowMajor, 1, a.bias, shape); !s)
+      return s;
+    if (shape->Get(0) != a.n)
+      return resolver.fail("bias has " + std::to_string(shape->Get(0)) + " elements for " +
+                           std::to_string(a.n) + " output columns");
+  }
   if (a.swiGlu != LinearArgs::SwiGluRole::None || a.residual) {
     if (Status s = resolver.buffer(1, true, T, a.other); !s)
       return s;

@@ -28,6 +28,7 @@ func.func @llm_level(%ids: tensor<?x?xi64>, %pos: tensor<?x?xi64>,
   %gamma = hetc.weight "norm.weight" : tensor<64xf32>
   %wq = hetc.weight "wq" : tensor<64x64xf32>
   %wk = hetc.weight "wk" : tensor<64x32xf32>
+  %bk = hetc.weight "bk" : tensor<32xf32>
   %wg = hetc.weight "wg" : tensor<64x176xf32>
   %wd = hetc.weight "wd" : tensor<176x64xf32>
   %inv_freq = hetc.constant dense<1.0> : tensor<8xf32>
@@ -39,7 +40,9 @@ func.func @llm_level(%ids: tensor<?x?xi64>, %pos: tensor<?x?xi64>,
          : (tensor<?x?x64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
   // CHECK: %[[Q:.*]] = hetc.linear %[[N]], %{{.*}} : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
   %q = hetc.linear %n, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
-  %k = hetc.linear %n, %wk : (tensor<?x?x64xf32>, tensor<64x32xf32>) -> tensor<?x?x32xf32>
+  // CHECK: %[[K:.*]] = hetc.linear %[[N]], %{{.*}}, %{{.*}} : (tensor<?x?x64xf32>, tensor<64x32xf32>, tensor<32xf32>) -> tensor<?x?x32xf32>
+  %k = hetc.linear %n, %wk, %bk
+         : (tensor<?x?x64xf32>, tensor<64x32xf32>, tensor<32xf32>) -> tensor<?x?x32xf32>
   // CHECK: %[[QR:.*]] = hetc.rope %[[Q]], %{{.*}}, %{{.*}} {head_dim = 16 : i64, heads = 4 : i64} : (tensor<?x?x64xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x64xf32>
   %qr = hetc.rope %q, %pos, %inv_freq {heads = 4 : i64, head_dim = 16 : i64}
           : (tensor<?x?x64xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x64xf32>

@@ -81,6 +81,14 @@ func.func @linear_weight_not_2d(%x: tensor<?x?x64xf32>, %w: tensor<64xf32>) -> t
 
 // -----
 
+func.func @linear_bias_width(%x: tensor<?x?x64xf32>, %w: tensor<64x32xf32>, %b: tensor<64xf32>) -> tensor<?x?x32xf32> {
+  // expected-error @+1 {{'hetc.linear' op bias must be a float [32] tensor, got 'tensor<64xf32>'}}
+  %0 = hetc.linear %x, %w, %b : (tensor<?x?x64xf32>, tensor<64x32xf32>, tensor<64xf32>) -> tensor<?x?x32xf32>
+  return %0 : tensor<?x?x32xf32>
+}
+
+// -----
+
 func.func @linear_input_width(%x: tensor<?x?x48xf32>, %w: tensor<64x32xf32>) -> tensor<?x?x32xf32> {
   // expected-error @+1 {{'hetc.linear' op input has 48 features, expected 64}}
   %0 = hetc.linear %x, %w : (tensor<?x?x48xf32>, tensor<64x32xf32>) -> tensor<?x?x32xf32>

@@ -174,19 +174,24 @@ def Hetc_RmsNormOp : Hetc_LlmOp<"rms_norm"> {
 }
 
 def Hetc_LinearOp : Hetc_LlmOp<"linear"> {
-  let summary = "a matmul with a weight, in ONNX MatMul orientation";
+  let summary = "a matmul with a weight, in ONNX MatMul orientation, and an optional bias";
   let description = [{
-    `result = x @ w` with `w : [in_features, out_features]` (the orientation of ONNX MatMul; the
-    plan emitter packs it in the layout the kernels read).
+    `result = x @ w (+ bias)` with `w : [in_features, out_features]` (the orientation of ONNX
+    MatMul; the plan emitter packs it in the layout the kernels read) and `bias : [out_features]`
+    (Qwen2's q, k and v projections, every linear of OPT).
 
     Example:
     ```mlir
     %q = hetc.linear %x, %wq : (tensor<?x?x64xf32>, tensor<64x64xf32>) -> tensor<?x?x64xf32>
+    %k = hetc.linear %x, %wk, %bk
+           : (tensor<?x?x64xf32>, tensor<64x32xf32>, tensor<32xf32>) -> tensor<?x?x32xf32>
     ```
   }];
-  let arguments = (ins AnyTensor:$x, AnyRankedTensor:$w);
+  let arguments = (ins AnyTensor:$x, AnyRankedTensor:$w, Optional<AnyRankedTensor>:$bias);
   let results = (outs AnyTensor:$result);
-  let assemblyFormat = "$x `,` $w attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $x `,` $w (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 
