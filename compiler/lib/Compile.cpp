@@ -180,7 +180,7 @@ Status compileOnnxToPlan(const CompileOptions &options) {
     std::string message = diagnostics.message();
     return Status::error(message.empty() ? std::string(stage) + " failed" : message);
   };
-  if (Status status = runStage("raising", [](OpPassManager &pm) { addRaisingPasses(pm); }); !status)
+  if (Status status = runStage("raising", [&](OpPassManager &pm) { addRaisingPasses(pm, &weights); }); !status)
     return status;
   const bool host = options.target == "host";
   const KvFormat kv =

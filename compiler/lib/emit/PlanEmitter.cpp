@@ -40,30 +40,6 @@ namespace {
 constexpr const char *kProducer =
     "hetc " HETC_VERSION " (MLIR " HETC_STRINGIFY(LLVM_VERSION_MAJOR) ")";
 
-float halfToFloat(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exponent = (h >> 10) & 0x1f;
-  uint32_t mantissa = h & 0x3ff;
-  uint32_t bits;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000 | (mantissa << 13); // inf or nan
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;
-  } else { // subnormal: normalise
-    int shift = 0;
-    while (!(mantissa & 0x400)) {
-      mantissa <<= 1;
-      ++shift;
-    }
-    bits = sign | (static_cast<uint32_t>(113 - shift) << 23) | ((mantissa & 0x3ff) << 13);
-  }
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
-
 // [rows, cols] row-major into [cols, rows] row-major, in tiles so both sides stay in cache.
 void transpose(const float *src, float *dst, int64_t rows, int64_t cols) {
   constexpr int64_t kTile = 64;
@@ -353,11 +329,7 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentF
     } else if (source.stored) {
       if (source.stored->elementType == WeightElementType::I64)
         return fail("weight '" + source.name + "' is int64; weights must be float");
-      converted.resize(static_cast<size_t>(elements));
-      const auto *half = static_cast<const uint16_t *>(source.stored->data);
-      bool isF16 = source.stored->elementType == WeightElementType::F16;
-      for (size_t i = 0; i < converted.size(); ++i)
-        converted[i] = isF16 ? halfToFloat(half[i]) : bf16ToFloat(half[i]);
+      converted = source.stored->toFloats();
       elementsF32 = converted.data();
     } else {
       converted.reserve(static_cast<size_t>(elements));

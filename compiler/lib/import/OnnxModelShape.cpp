@@ -85,7 +85,7 @@ Result<ModelShape> readOnnxModelShape(const std::string &onnxPath, uint32_t assu
                          : !firstError.empty() ? onnxPath + ": " + firstError
                                                : "cannot import " + onnxPath);
   PassManager pm(&context, ModuleOp::getOperationName());
-  addRaisingPasses(pm);
+  addRaisingPasses(pm, &weights);
   pm.addPass(createGroupSublayers());
   if (failed(pm.run(*module)))
     return Status::error(onnxPath + ": " +

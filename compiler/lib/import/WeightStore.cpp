@@ -1,9 +1,62 @@
 // The weight store: a name -> bytes table whose memory is owned by the objects kept alive here.
 #include "hetc/compiler/WeightStore.h"
 
+#include "runtime/format/Bf16.h"
+
+#include <cstring>
 #include <utility>
 
 namespace hetc::compiler {
+
+namespace {
+
+// IEEE half -> float, exactly (every half is a float).
+float halfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exponent = (h >> 10) & 0x1f;
+  uint32_t mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000 | (mantissa << 13); // inf or nan
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else { // subnormal: normalise
+    int shift = 0;
+    while (!(mantissa & 0x400)) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    bits = sign | (static_cast<uint32_t>(113 - shift) << 23) | ((mantissa & 0x3ff) << 13);
+  }
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+} // namespace
+
+std::vector<float> StoredWeight::toFloats() const {
+  switch (elementType) {
+  case WeightElementType::F32: {
+    std::vector<float> out(bytes / sizeof(float));
+    std::memcpy(out.data(), data, out.size() * sizeof(float));
+    return out;
+  }
+  case WeightElementType::F16:
+  case WeightElementType::BF16: {
+    std::vector<float> out(bytes / sizeof(uint16_t));
+    const auto *half = static_cast<const uint16_t *>(data);
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = elementType == WeightElementType::F16 ? halfToFloat(half[i]) : bf16ToFloat(half[i]);
+    return out;
+  }
+  case WeightElementType::I64:
+    break;
+  }
+  return {};
+}
 
 WeightStore::WeightStore() = default;
 WeightStore::~WeightStore() {

@@ -9,6 +9,8 @@
 //   rope(x4) = x4 * cos + rotate_half(x4) * sin
 //   rotate_half(x4) = Concat(-x4[..., D/2:], x4[..., :D/2], axis = -1)
 //   cos/sin  = Unsqueeze(Cos/Sin(Concat(f, f, -1)), 1),  f = angles of position_ids and inv_freq
+//              or Unsqueeze(Gather(table, position_ids), 1) from cos/sin tables [positions, D]
+//              (transformers before 4.38), whose frequencies are recovered from their values
 //   repeat_kv(x) = Reshape(Expand(Unsqueeze(x, 2), [.., .., n_rep, .., ..]), [B, H, T, D]) or x
 //
 // It becomes hetc.rope on the flat q and k, and hetc.attention whose present results replace the
@@ -17,6 +19,7 @@
 // An activation may reach it through Shape or Size alone (transformers slices the mask to the
 // keys' length): the evaluation stands it in by zeros of its shape at the sample.
 #include "hetc/compiler/Passes.h"
+#include "hetc/compiler/WeightStore.h"
 #include "import/OnnxGraph.h"
 #include "import/OnnxInterpreter.h"
 
@@ -43,11 +46,17 @@ struct HeadsSplit {
   int64_t headDim;
 };
 
-// The inverse frequencies of a rotary embedding: constant values, or a [D/2] weight.
+// The inverse frequencies of a rotary embedding: constant values, or a [D/2] weight. While a
+// cos or sin is matched alone, `table` is the [positions, D] table it gathers rows of; the rope
+// then recovers the values from the cos and sin tables together.
 struct InvFreq {
   SmallVector<double> values;
   Value weight;
-  bool operator==(const InvFreq &o) const { return values == o.values && weight == o.weight; }
+  Value table;
+  Operation *gather = nullptr; // the Gather that reads `table`, for messages
+  bool operator==(const InvFreq &o) const {
+    return values == o.values && weight == o.weight && table == o.table;
+  }
 };
 
 struct Angles {
@@ -65,6 +74,12 @@ struct Unsupported {
   Operation *op = nullptr;
   std::string why;
 };
+
+std::string printed(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", v);
+  return text;
+}
 
 bool hasPerm(OnnxNodeOp transpose, ArrayRef<int64_t> perm) {
   auto attr = intsAttr(transpose, "perm");
@@ -257,9 +272,9 @@ std::optional<Angles> matchFrequencies(Value f, int64_t half) {
   return result;
 }
 
-// cos or sin broadcast over heads: Unsqueeze(Cos(Concat(f, f, -1)), [1]).
-std::optional<Angles> matchTrig(Value v, StringRef function, int64_t headDim,
-                                Unsupported &unsupported) {
+// cos or sin broadcast over heads: Unsqueeze(Cos(Concat(f, f, -1)), [1]), or
+// Unsqueeze(Gather(table, positions), [1]).
+std::optional<Angles> matchTrig(Value v, StringRef function, int64_t headDim) {
   OnnxNodeOp unsqueeze = producer(skipFloatCasts(v), "Unsqueeze");
   auto axes = unsqueeze ? axesOf(unsqueeze) : std::nullopt;
   if (!axes || axes->size() != 1 || (axes->front() != 1 && axes->front() != -3))
@@ -269,20 +284,32 @@ std::optional<Angles> matchTrig(Value v, StringRef function, int64_t headDim,
   if (!trig) {
     // Older exports gather rows of precomputed cos/sin tables by position.
     OnnxNodeOp gather = producer(inner, "Gather");
-    if (gather) {
-      Value table = skipNoOps(gather->getOperand(0));
-      while (auto node = table.getDefiningOp<OnnxNodeOp>()) {
-        if ((node.getOpType() != "Slice" && node.getOpType() != "Cast") ||
-            node->getNumOperands() == 0)
-          break;
-        table = skipNoOps(node->getOperand(0));
+    if (!gather || intAttr(gather, "axis").value_or(0) != 0 || rankOf(gather->getOperand(0)) != 2)
+      return std::nullopt;
+    Value positions = matchPositions(gather->getOperand(1));
+    Value table = skipNoOps(gather->getOperand(0));
+    // Row i of the table stays row i: casts, squeezes of leading ones, slices from 0 (HF's
+    // `cos_cached[:seq_len]`).
+    while (auto node = table.getDefiningOp<OnnxNodeOp>()) {
+      StringRef type = node.getOpType();
+      if (node->getNumOperands() == 0)
+        break;
+      if (type == "Slice") {
+        auto starts = intValues(node->getOperand(1));
+        std::optional<SmallVector<int64_t>> steps = SmallVector<int64_t>{1};
+        if (node->getNumOperands() >= 5 && !isa<NoneType>(node->getOperand(4).getType()))
+          steps = intValues(node->getOperand(4));
+        if (!starts || !steps || llvm::any_of(*starts, [](int64_t s) { return s != 0; }) ||
+            llvm::any_of(*steps, [](int64_t s) { return s != 1; }))
+          return std::nullopt;
+      } else if (type != "Cast" && type != "Squeeze") {
+        return std::nullopt;
       }
-      if ((table.getDefiningOp<WeightOp>() || table.getDefiningOp<ConstantOp>()) && !unsupported.op)
-        unsupported = {gather, "reads a precomputed RoPE " + function.lower() +
-                                   " table; hetc supports RoPE computed from position_ids and "
-                                   "inv_freq (export the rotary embedding without cached tables)"};
+      table = skipNoOps(node->getOperand(0));
     }
-    return std::nullopt;
+    if (!positions || !(table.getDefiningOp<WeightOp>() || table.getDefiningOp<ConstantOp>()))
+      return std::nullopt;
+    return Angles{positions, InvFreq{{}, {}, table, gather}};
   }
   OnnxNodeOp concat = producer(trig->getOperand(0), "Concat");
   if (!concat || concat->getNumOperands() != 2 ||
@@ -294,8 +321,121 @@ std::optional<Angles> matchTrig(Value v, StringRef function, int64_t headDim,
   return matchFrequencies(concat->getOperand(0), headDim / 2);
 }
 
+// The frequencies behind a pair of cos and sin tables [positions, D] gathered by position, as the
+// transformers releases before 4.38 cache them: row p holds cos(p * f) and sin(p * f) with
+// f = Concat(inv_freq, inv_freq) (any scaling already folded into inv_freq or the positions).
+// The frequencies are read from the tables and every entry is checked against them, so a table
+// of any other form (interleaved pairs, a scaled amplitude, positions not from 0) is refused
+// with what differs. Results are kept per table pair: every layer reads the same tables.
+class RopeTables {
+public:
+  explicit RopeTables(const compiler::WeightStore *weights) : weights_(weights) {}
+
+  std::optional<InvFreq> recover(Value cos, Value sin, int64_t headDim, Operation *at,
+                                 Unsupported &unsupported) {
+    auto [it, inserted] = recovered_.try_emplace({cos, sin});
+    if (inserted)
+      it->second = compute(cos, sin, headDim);
+    if (!it->second.second.empty()) {
+      if (!unsupported.op)
+        unsupported = {at, "reads a RoPE cos/sin table pair that " + it->second.second};
+      return std::nullopt;
+    }
+    return InvFreq{it->second.first, {}, {}};
+  }
+
+private:
+  // A weight's or constant's elements as floats; nothing without a weight store (hetc-opt).
+  std::optional<std::vector<float>> values(Value v) const {
+    if (auto constant = v.getDefiningOp<ConstantOp>()) {
+      auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
+      std::optional<SmallVector<double>> doubles = attr ? floatValues(attr) : std::nullopt;
+      if (!doubles)
+        return std::nullopt;
+      return std::vector<float>(doubles->begin(), doubles->end());
+    }
+    auto weight = v.getDefiningOp<WeightOp>();
+    const compiler::StoredWeight *stored =
+        weight && weights_ ? weights_->find(weight.getName().str()) : nullptr;
+    if (!stored || weight.getTransposed())
+      return std::nullopt;
+    std::vector<float> out = stored->toFloats();
+    if (out.empty())
+      return std::nullopt;
+    return out;
+  }
+
+  // The frequencies, or why the tables are not a rotate-half RoPE's.
+  std::pair<SmallVector<double>, std::string> compute(Value cosTable, Value sinTable,
+                                                      int64_t headDim) const {
+    auto fail = [](std::string why) { return std::make_pair(SmallVector<double>{}, why); };
+    auto type = cast<RankedTensorType>(cosTable.getType());
+    SmallVector<int64_t> shape;
+    for (int64_t d : type.getShape())
+      if (d != 1 || !shape.empty()) // leading ones are squeezed away before the Gather
+        shape.push_back(d);
+    if (shape.size() != 2 || cast<RankedTensorType>(sinTable.getType()).getNumElements() !=
+                                 type.getNumElements())
+      return fail("is not a [positions, head_dim] table like its sin table");
+    const int64_t rows = shape[0], cols = shape[1], half = headDim / 2;
+    if (cols != headDim)
+      return fail("has " + std::to_string(cols) + " columns for head_dim " +
+                  std::to_string(headDim) +
+                  " (partial rotary), which hetc.rope does not apply");
+    if (rows < 2)
+      return fail("has fewer than 2 positions");
+    std::optional<std::vector<float>> c = values(cosTable), s = values(sinTable);
+    if (!c || !s)
+      return fail("has no values to read (without a weight store, as in hetc-opt, tables must be "
+                  "hetc.constant)");
+    auto at = [&](const std::vector<float> &t, int64_t p, int64_t i) { return t[p * cols + i]; };
+    for (int64_t p = 0; p < rows; ++p)
+      for (int64_t i = 0; i < half; ++i)
+        if (at(*c, p, i) != at(*c, p, i + half) || at(*s, p, i) != at(*s, p, i + half)) {
+          const bool pairs = at(*c, p, 0) == at(*c, p, 1) && at(*s, p, 0) == at(*s, p, 1);
+          return fail(pairs ? "repeats each frequency in adjacent columns (interleaved pairs, "
+                              "GPT-J style), which hetc.rope does not apply"
+                            : "differs between its two halves at position " + std::to_string(p) +
+                                  ", column " + std::to_string(i) +
+                                  ": not Concat(f, f) of rotate-half RoPE");
+        }
+    SmallVector<double> freqs(half);
+    const int64_t last = rows - 1;
+    for (int64_t i = 0; i < half; ++i) {
+      if (std::fabs(at(*c, 0, i) - 1.0) > 1e-6 || std::fabs(at(*s, 0, i)) > 1e-6)
+        return fail("holds cos " + printed(at(*c, 0, i)) + " and sin " + printed(at(*s, 0, i)) +
+                    " at position 0, column " + std::to_string(i) +
+                    "; a RoPE table holds 1 and 0 there (a scaled table is not supported)");
+      // Row 1 gives the angle; the last row, a multiple of it, refines it to float precision.
+      const double first = std::atan2(at(*s, 1, i), at(*c, 1, i));
+      const double wrapped = std::atan2(at(*s, last, i), at(*c, last, i));
+      const double turns = std::round((last * first - wrapped) / (2 * M_PI));
+      freqs[i] = (wrapped + 2 * M_PI * turns) / static_cast<double>(last);
+      if (!(freqs[i] > 0.0))
+        return fail("has no positive frequency in column " + std::to_string(i));
+    }
+    for (int64_t p = 0; p < rows; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(p) * freqs[i];
+        // The table's own float32 angle p * f rounds by up to half an ulp of itself.
+        const double tolerance = 1e-5 + 4e-7 * angle;
+        if (std::fabs(at(*c, p, i) - std::cos(angle)) > tolerance ||
+            std::fabs(at(*s, p, i) - std::sin(angle)) > tolerance)
+          return fail("holds cos " + printed(at(*c, p, i)) + ", sin " + printed(at(*s, p, i)) +
+                      " at position " + std::to_string(p) + ", column " + std::to_string(i) +
+                      " where frequency " + printed(freqs[i]) + " gives " +
+                      printed(std::cos(angle)) + ", " + printed(std::sin(angle)) +
+                      ": not cos and sin of position x frequency");
+      }
+    return {freqs, std::string()};
+  }
+
+  const compiler::WeightStore *weights_;
+  DenseMap<std::pair<Value, Value>, std::pair<SmallVector<double>, std::string>> recovered_;
+};
+
 // rope(x4) = x4 * cos + rotate_half(x4) * sin.
-std::optional<RopeMatch> matchRope(Value r, Unsupported &unsupported) {
+std::optional<RopeMatch> matchRope(Value r, RopeTables &tables, Unsupported &unsupported) {
   OnnxNodeOp add = producer(r, "Add");
   if (!add)
     return std::nullopt;
@@ -312,9 +452,19 @@ std::optional<RopeMatch> matchRope(Value r, Unsupported &unsupported) {
       return matchCommutative(sinMul, [&](Value rot, Value sin) {
         if (!isRotateHalf(rot, x4, split->headDim))
           return false;
-        std::optional<Angles> c = matchTrig(cos, "Cos", split->headDim, unsupported);
-        std::optional<Angles> s = matchTrig(sin, "Sin", split->headDim, unsupported);
-        if (!c || !s || c->positions != s->positions || !(c->invFreq == s->invFreq))
+        std::optional<Angles> c = matchTrig(cos, "Cos", split->headDim);
+        std::optional<Angles> s = matchTrig(sin, "Sin", split->headDim);
+        if (!c || !s || c->positions != s->positions)
+          return false;
+        if (c->invFreq.table && s->invFreq.table) {
+          std::optional<InvFreq> inv =
+              tables.recover(c->invFreq.table, s->invFreq.table, split->headDim,
+                             c->invFreq.gather, unsupported);
+          if (!inv)
+            return false;
+          c->invFreq = s->invFreq = *inv;
+        }
+        if (!(c->invFreq == s->invFreq))
           return false;
         result = RopeMatch{*split, *c};
         return true;
@@ -322,6 +472,38 @@ std::optional<RopeMatch> matchRope(Value r, Unsupported &unsupported) {
     });
   });
   return result;
+}
+
+// Why a rotated q or k that matchRope did not take is a RoPE hetc.rope cannot apply, when its
+// form says so: a rotation of the first r columns only, concatenated with the rest (partial
+// rotary), or one of interleaved pairs (a Slice with step 2 on the last axis, GPT-J style).
+std::optional<std::string> unsupportedRopeForm(Value rotated) {
+  if (OnnxNodeOp concat = producer(rotated, "Concat");
+      concat && concat->getNumOperands() == 2 &&
+      isAxis(intAttr(concat, "axis").value_or(0), 3, 4) && producer(concat->getOperand(0), "Add")) {
+    OnnxNodeOp rest = producer(concat->getOperand(1), "Slice");
+    auto starts = rest ? intValues(rest->getOperand(1)) : std::nullopt;
+    if (starts && starts->size() == 1)
+      return "applies RoPE to the first " + std::to_string(starts->front()) +
+             " columns of each head only (partial rotary), which hetc.rope does not do";
+  }
+  // Breadth first, so that each node is seen at its shortest distance.
+  SmallVector<std::pair<Value, int>> worklist{{rotated, 0}};
+  DenseSet<Operation *> seen;
+  for (size_t next = 0; next < worklist.size(); ++next) {
+    auto [v, depth] = worklist[next];
+    auto node = v.getDefiningOp<OnnxNodeOp>();
+    if (!node || depth > 6 || !seen.insert(node).second)
+      continue;
+    if (node.getOpType() == "Slice" && node->getNumOperands() >= 5)
+      if (auto steps = intValues(node->getOperand(4)); steps && steps->size() == 1 &&
+                                                         steps->front() == 2)
+        return std::string("rotates interleaved pairs (x[..., ::2] with x[..., 1::2], GPT-J "
+                           "style), which hetc.rope does not do");
+    for (Value operand : node->getOperands())
+      worklist.push_back({operand, depth + 1});
+  }
+  return std::nullopt;
 }
 
 struct RepeatKv {
@@ -444,12 +626,6 @@ struct AttentionMatch {
   float scale;
   Value mask;
 };
-
-std::string printed(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.3g", v);
-  return text;
-}
 
 // Evaluates the mask on sample inputs (one sequence of `seq` new tokens after `past` cached
 // ones, attention_mask all ones) and says how it differs from the causal mask hetc.attention
@@ -676,8 +852,8 @@ private:
 class AttentionMatcher {
 public:
   AttentionMatcher(DenseMap<Value, bool> &maskCache,
-                   DenseMap<Value, std::optional<std::string>> &maskVerdicts)
-      : maskCache_(maskCache), maskVerdicts_(maskVerdicts) {}
+                   DenseMap<Value, std::optional<std::string>> &maskVerdicts, RopeTables &tables)
+      : maskCache_(maskCache), maskVerdicts_(maskVerdicts), tables_(tables) {}
 
   std::optional<AttentionMatch> match(OnnxNodeOp reshape) {
     auto entries = shapeEntries(reshape->getOperand(1));
@@ -771,7 +947,10 @@ private:
   }
 
   std::optional<AttentionMatch> matchOperands(OnnxNodeOp scores, float scale, Value vRep) {
-    std::optional<RopeMatch> q = matchRope(scores->getOperand(0), unsupported);
+    std::optional<RopeMatch> q = matchRope(scores->getOperand(0), tables_, unsupported);
+    if (!q && !unsupported.op)
+      if (std::optional<std::string> why = unsupportedRopeForm(scores->getOperand(0)))
+        unsupported = {skipNoOps(scores->getOperand(0)).getDefiningOp(), *why};
     OnnxNodeOp kT = producer(scores->getOperand(1), "Transpose");
     if (!q || !kT || !hasPerm(kT, {0, 1, 3, 2}))
       return std::nullopt;
@@ -785,7 +964,7 @@ private:
     std::optional<KvConcat> presentV = matchKvConcat(vRepeat.base);
     if (!presentK || !presentV || presentK->past == presentV->past)
       return std::nullopt;
-    std::optional<RopeMatch> k = matchRope(presentK->fresh, unsupported);
+    std::optional<RopeMatch> k = matchRope(presentK->fresh, tables_, unsupported);
     std::optional<HeadsSplit> v = matchHeadsSplit(skipNoOps(presentV->fresh));
     if (!k || !v)
       return std::nullopt;
@@ -807,9 +986,13 @@ private:
 
   DenseMap<Value, bool> &maskCache_;
   DenseMap<Value, std::optional<std::string>> &maskVerdicts_;
+  RopeTables &tables_;
 };
 
 struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttentionPass> {
+  RaiseAttentionPass() = default;
+  explicit RaiseAttentionPass(const compiler::WeightStore *weights) : weights_(weights) {}
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     SmallVector<OnnxNodeOp> reshapes;
@@ -819,10 +1002,11 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
     });
     DenseMap<Value, bool> maskCache;
     DenseMap<Value, std::optional<std::string>> maskVerdicts;
+    RopeTables tables(weights_);
     OpBuilder builder(&getContext());
     bool failed = false;
     for (OnnxNodeOp reshape : reshapes) {
-      AttentionMatcher matcher(maskCache, maskVerdicts);
+      AttentionMatcher matcher(maskCache, maskVerdicts, tables);
       std::optional<AttentionMatch> m = matcher.match(reshape);
       if (!m) {
         if (matcher.unsupported.op) {
@@ -880,6 +1064,13 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
     if (failed)
       signalPassFailure();
   }
+
+  // Where RoPE tables' values are read; none in hetc-opt, where tables must be hetc.constant.
+  const compiler::WeightStore *weights_ = nullptr;
 };
 
 } // namespace
+
+std::unique_ptr<Pass> hetc::createRaiseAttention(const compiler::WeightStore *weights) {
+  return std::make_unique<RaiseAttentionPass>(weights);
+}

@@ -4,7 +4,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
-void hetc::addRaisingPasses(mlir::OpPassManager &pm) {
+void hetc::addRaisingPasses(mlir::OpPassManager &pm, const compiler::WeightStore *weights) {
   mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
   // Folding first: constant shape arithmetic and no-op casts would hide every pattern.
   fn.addPass(hetc::createFoldConstants());
@@ -14,7 +14,7 @@ void hetc::addRaisingPasses(mlir::OpPassManager &pm) {
   // Linear before attention and swiglu: their operands are then LLM values.
   fn.addPass(hetc::createRaiseLinear());
   fn.addPass(hetc::createRaiseSwiGlu());
-  fn.addPass(hetc::createRaiseAttention());
+  fn.addPass(hetc::createRaiseAttention(weights));
   // Residual adds join LLM values, so they come after everything that produces them.
   fn.addPass(hetc::createRaiseResidualAdd());
   fn.addPass(hetc::createRaiseLmHead());

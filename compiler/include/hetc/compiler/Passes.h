@@ -16,8 +16,14 @@ namespace hetc {
 } // namespace hetc
 
 namespace hetc {
+namespace compiler {
+class WeightStore;
+} // namespace compiler
+// hetc-raise-attention reading RoPE cos/sin tables from `weights` (without a store, as in
+// hetc-opt, a table must be a hetc.constant).
+std::unique_ptr<mlir::Pass> createRaiseAttention(const compiler::WeightStore *weights);
 // Fold, raise every recognised computation, clean up, and check nothing is left unraised.
-void addRaisingPasses(mlir::OpPassManager &pm);
+void addRaisingPasses(mlir::OpPassManager &pm, const compiler::WeightStore *weights = nullptr);
 struct PlanBounds {
   uint32_t maxBatch;
   uint64_t maxSeq;

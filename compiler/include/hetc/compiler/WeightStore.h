@@ -18,6 +18,9 @@ struct StoredWeight {
   std::vector<int64_t> shape;
   const void *data = nullptr; // points into memory the store owns (or maps)
   uint64_t bytes = 0;
+
+  // The elements as float32, F16 and BF16 widened exactly; empty for I64.
+  std::vector<float> toFloats() const;
 };
 
 // Owns the memory behind every weight: the parsed protobuf's raw data, mapped external-data
