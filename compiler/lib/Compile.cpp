@@ -7,6 +7,7 @@
 #include "hetc/compiler/Passes.h"
 #include "hetc/compiler/PlanEmitter.h"
 #include "hetc/compiler/Target.h"
+#include "hetc/compiler/Explain.h"
 #include "hetc/compiler/WeightStore.h"
 #include "runtime/platform/HostMemory.h"
 
@@ -168,6 +169,8 @@ Status compileOnnxToPlan(const CompileOptions &options) {
                                                           : "cannot import " + options.onnxPath);
   if (options.verbose)
     printStage(*module, "import");
+  // --explain holds the imported graph to the planned ops once planning is done.
+  OwningOpRef<ModuleOp> imported = options.explain ? module->clone() : nullptr;
 
   auto runStage = [&](const char *stage, auto addPasses) -> Status {
     PassManager pm(&context, ModuleOp::getOperationName());
@@ -221,6 +224,8 @@ Status compileOnnxToPlan(const CompileOptions &options) {
           "planning", [&](OpPassManager &pm) { addPlanningPasses(pm, bounds, kvDtype, devices); });
       !status)
     return status;
+  if (imported)
+    explainRaising(*imported, *module, llvm::outs());
 
   PlanMemoryCheck check;
   if (available)

@@ -448,6 +448,7 @@ struct CompileArguments {
   std::string kv; // empty: as the weights
   bool noResident = false;
   bool verbose = false;
+  bool explain = false;
 };
 
 int compileCommand(const CompileArguments &args) {
@@ -478,6 +479,7 @@ int compileCommand(const CompileArguments &args) {
                  : args.kv == "int8" ? hetc::compiler::KvFormat::INT8
                                      : hetc::compiler::KvFormat::BF16;
   options.verbose = args.verbose;
+  options.explain = args.explain;
   check(hetc::compiler::compileOnnxToPlan(options));
   return 0;
 #else
@@ -527,6 +529,9 @@ int runTool(int argc, char **argv) {
                    "with --weights bf16, f32 with --weights f32")
       ->check(CLI::IsMember({"bf16", "int8", "f32"}));
   compile->add_flag("--verbose", compileArgs.verbose, "Print the IR after each stage to stderr");
+  compile->add_flag("--explain", compileArgs.explain,
+                    "Print which ONNX nodes became which LLM op (with its parameters and "
+                    "fusions) to stdout");
 
   RunArguments runArgs;
   CLI::App *run = app.add_subcommand("run", "Generate greedily from token-id prompts");

@@ -99,7 +99,8 @@ struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
         else
           resultType = biasAdd->getResult(0).getType();
       }
-      auto linear = builder.create<LinearOp>(matmul->getLoc(), resultType, x, w, bias);
+      // The location of the node whose result the linear replaces (the Add with a bias).
+      auto linear = builder.create<LinearOp>(replaced->getLoc(), resultType, x, w, bias);
       replaced->getResult(0).replaceAllUsesWith(linear.getResult());
       if (biasAdd)
         biasAdd->erase();

@@ -10,7 +10,8 @@ source's PyTorch module and ONNX Runtime on the same file.
    prompts with --logits-out, written as a result JSON (common.py's layout);
 3. compare.py: identical tokens and logits within --tol of PyTorch's, and, with --node, of ONNX
    Runtime's (tests/e2e/ort/greedy.mjs).
-With --expect-refusal, hetc compile must instead exit 1 with one error line containing TEXT (an
+With --explain-contains TEXT, hetc compile --explain must print TEXT (which nodes became which LLM
+op). With --expect-refusal, hetc compile must instead exit 1 with one error line containing TEXT (an
 export hetc does not run yet must say why, never compile to a wrong answer).
 """
 
@@ -80,7 +81,14 @@ def check(a):
             raise CheckFailed("hetc compile refused the export but wrote a plan")
         print(f"PASS: refused with: {lines[0]}")
         return
-    run(compile_cmd, "hetc compile")
+    if a.explain_contains:
+        compile_cmd.append("--explain")
+    proc = run(compile_cmd, "hetc compile")
+    for text in a.explain_contains:
+        if text not in proc.stdout:
+            raise CheckFailed(f"hetc compile --explain does not say {text!r}:\n{proc.stdout}")
+    if a.explain_contains:
+        print(f"PASS: --explain says each of {a.explain_contains}")
     torch_json = os.path.join(a.workdir, "torch.json")
     run([sys.executable, HF_LLAMA, "reference", "--model-dir", model_dir, *prompt_flags(),
          "--max-new", str(a.max_new), "--out", torch_json], "hf_llama.py reference")
@@ -107,6 +115,8 @@ def main(argv=None):
     p.add_argument("--max-new", type=int, default=16)
     p.add_argument("--tol", type=float, default=1e-4, help="max |logit difference|")
     p.add_argument("--expect-refusal", metavar="TEXT")
+    p.add_argument("--explain-contains", metavar="TEXT", action="append", default=[],
+                   help="compile with --explain, whose output must contain TEXT (repeatable)")
     p.add_argument("flags", nargs=argparse.REMAINDER, help="-- then hf_llama.py export flags")
     a = p.parse_args(argv)
     a.flags = [f for f in a.flags if f != "--"]

@@ -36,6 +36,7 @@ struct CompileOptions {
   WeightFormat weights = WeightFormat::BF16; // linear and lm_head weights
   std::optional<KvFormat> kv;                // KV cache elements; unset: as the weights
   bool verbose = false;                      // print the IR after each stage to stderr
+  bool explain = false;                      // print which nodes became which LLM op to stdout
 };
 
 // The largest max-seq --max-seq auto picks.
