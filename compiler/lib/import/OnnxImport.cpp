@@ -212,6 +212,38 @@ std::string dataTypeName(int32_t dataType) {
   return "data type " + std::to_string(dataType);
 }
 
+// A graph input or output as a message shows it: name [dims] element type.
+std::string signatureText(const onnx::ValueInfoProto &value) {
+  std::string text = value.name();
+  if (!value.type().has_tensor_type())
+    return text + " (not a tensor)";
+  const onnx::TypeProto_Tensor &tensor = value.type().tensor_type();
+  text += " [";
+  for (int d = 0; tensor.has_shape() && d < tensor.shape().dim_size(); ++d) {
+    const onnx::TensorShapeProto_Dimension &dim = tensor.shape().dim(d);
+    text += (d ? ", " : "") +
+            (dim.has_dim_value() ? std::to_string(dim.dim_value())
+                                 : dim.has_dim_param() ? dim.dim_param() : std::string("?"));
+  }
+  return text + "] " + dataTypeName(tensor.elem_type());
+}
+
+int rankOf(const onnx::ValueInfoProto &value) {
+  const auto &type = value.type();
+  return type.has_tensor_type() && type.tensor_type().has_shape()
+             ? type.tensor_type().shape().dim_size()
+             : -1;
+}
+
+bool isFloatType(int32_t t) {
+  return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::FLOAT16 ||
+         t == onnx::TensorProto::BFLOAT16 || t == onnx::TensorProto::DOUBLE;
+}
+
+bool isIntegerType(int32_t t) {
+  return t == onnx::TensorProto::INT64 || t == onnx::TensorProto::INT32;
+}
+
 class Importer {
 public:
   Importer(const std::string &path, MLIRContext &ctx, WeightStore &weights, std::string &error)
@@ -227,6 +259,7 @@ private:
   }
   bool parse();
   bool checkOpsets();
+  bool checkDecoderSignature();
   bool sortNodes();
   bool validateGraph();
   void inferShapes();
@@ -276,6 +309,69 @@ bool Importer::parse() {
     return fail("'" + path_ + "' is not a valid ONNX model (" +
                 (model_->ir_version() <= 0 ? "no IR version" : "no graph") + ")");
   return true;
+}
+
+// A model that takes token ids ([batch, sequence] integers) is a language model; hetc compiles
+// the decoders among them that keep a KV cache: past key/value inputs [batch, kv_heads, past,
+// head_dim] and a logits output [batch, sequence, vocab]. Any other such model (an encoder, a
+// decoder exported without its cache, a state-space model) is refused here, by what its inputs
+// and outputs say it is, before any of its nodes could fail for a reason that hides this one.
+// A graph without token ids is left to the later checks.
+bool Importer::checkDecoderSignature() {
+  const onnx::GraphProto &g = model_->graph();
+  llvm::StringSet<> initializers;
+  for (const auto &t : g.initializer())
+    initializers.insert(t.name());
+  auto elem = [](const onnx::ValueInfoProto &v) {
+    return v.type().has_tensor_type() ? v.type().tensor_type().elem_type() : 0;
+  };
+  auto named = [](const onnx::ValueInfoProto &v, std::initializer_list<const char *> parts) {
+    std::string name = llvm::StringRef(v.name()).lower();
+    return llvm::any_of(parts, [&](const char *p) { return name.find(p) != std::string::npos; });
+  };
+  std::vector<const onnx::ValueInfoProto *> inputs;
+  bool tokenIds = false, tokenTypes = false, states = false;
+  int pastInputs = 0;
+  for (const auto &input : g.input()) {
+    if (initializers.contains(input.name()))
+      continue;
+    inputs.push_back(&input);
+    tokenIds |= isIntegerType(elem(input)) && rankOf(input) == 2 && named(input, {"ids"}) &&
+                !named(input, {"position", "type"});
+    tokenTypes |= named(input, {"token_type"});
+    pastInputs += isFloatType(elem(input)) && rankOf(input) == 4;
+    states |= isFloatType(elem(input)) && rankOf(input) == 3 && named(input, {"state", "conv", "ssm"});
+  }
+  if (!tokenIds)
+    return true;
+  bool logits = false, hidden = false;
+  for (const auto &output : g.output()) {
+    logits |= isFloatType(elem(output)) && rankOf(output) == 3 && named(output, {"logits"});
+    hidden |= named(output, {"hidden_state", "pooler"});
+  }
+  if (pastInputs >= 2 && logits)
+    return true;
+  std::string looks = states        ? "a state-space model (recurrent state inputs, no KV cache)"
+                      : tokenTypes || (hidden && !logits)
+                          ? "an encoder (hidden states out, no KV cache)"
+                      : logits && pastInputs == 0
+                          ? "a decoder exported without its KV cache (export it with past "
+                            "key/values, e.g. Optimum's text-generation-with-past)"
+                          : "no decoder hetc knows";
+  std::vector<std::string> missing;
+  if (pastInputs < 2)
+    missing.push_back("past key/value inputs [batch, kv_heads, past, head_dim]");
+  if (!logits)
+    missing.push_back("a logits output [batch, sequence, vocab]");
+  std::string text = "'" + path_ + "' is not a decoder LLM with a KV cache: it looks like " +
+                     looks + "; inputs: ";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    text += (i ? ", " : "") + signatureText(*inputs[i]);
+  text += "; outputs: ";
+  for (int i = 0; i < g.output_size(); ++i)
+    text += (i ? ", " : "") + signatureText(g.output(i));
+  text += "; missing: " + missing[0] + (missing.size() > 1 ? " and " + missing[1] : "");
+  return fail(text);
 }
 
 bool Importer::checkOpsets() {
@@ -925,7 +1021,7 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
 }
 
 OwningOpRef<ModuleOp> Importer::run() {
-  if (!parse() || !checkOpsets() || !sortNodes() || !validateGraph())
+  if (!parse() || !checkOpsets() || !checkDecoderSignature() || !sortNodes() || !validateGraph())
     return nullptr;
   inferShapes();
   weights_.keepAlive(model_);
