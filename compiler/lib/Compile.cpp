@@ -58,7 +58,11 @@ public:
       : handler_(&context, [this, verbose](Diagnostic &diag) {
           if (diag.getSeverity() == DiagnosticSeverity::Error && message_.empty()) {
             std::string where = describeLocation(diag.getLocation());
-            message_ = (where.empty() ? "" : where + ": ") + diag.str();
+            std::string text = diag.str();
+            // A message that starts by naming its node ("node 'x' (Op) ...") needs no prefix.
+            if (!where.empty() && llvm::StringRef(text).starts_with(where + " "))
+              where.clear();
+            message_ = (where.empty() ? "" : where + ": ") + text;
           } else if (verbose) {
             llvm::errs() << diag.getLocation() << ": " << diag.str() << "\n";
           }

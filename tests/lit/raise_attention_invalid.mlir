@@ -14,7 +14,7 @@ func.func @cached_tables(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: 
   %ax1 = hetc.constant dense<1> : tensor<1xi64>
   %cos_cached = hetc.weight "rotary.cos_cached" : tensor<64x4xf32>
   %sin_cached = hetc.weight "rotary.sin_cached" : tensor<64x4xf32>
-  // expected-error @+1 {{node 'rotary/Gather' (Gather) reads a RoPE cos/sin table pair that has no values to read (without a weight store, as in hetc-opt, tables must be hetc.constant)}}
+  // expected-error @+1 {{node 'rotary/Gather' (Gather) reads RoPE cos/sin tables that have no values to read (without a weight store, as in hetc-opt, tables must be hetc.constant)}}
   %cos = hetc.onnx.node "Gather"(%cos_cached, %pos) {node_name = "rotary/Gather"} : (tensor<64x4xf32>, tensor<?x?xi64>) -> tensor<?x?x4xf32>
   %sin = hetc.onnx.node "Gather"(%sin_cached, %pos) {node_name = "rotary/Gather_1"} : (tensor<64x4xf32>, tensor<?x?xi64>) -> tensor<?x?x4xf32>
   %cos4 = hetc.onnx.node "Unsqueeze"(%cos, %ax1) {node_name = "attn/Unsqueeze_cos4"} : (tensor<?x?x4xf32>, tensor<1xi64>) -> tensor<?x1x?x4xf32>
@@ -310,7 +310,7 @@ func.func @rope_tables_scaled(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %pas
   %z1 = hetc.constant dense<0> : tensor<1xi64>
   %len = hetc.constant dense<5> : tensor<1xi64>
   %cos_s = hetc.onnx.node "Slice"(%cos_t, %z1, %len) {node_name = "rotary/Slice"} : (tensor<6x4xf32>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
-  // expected-error @+1 {{node 'rotary/Gather' (Gather) reads a RoPE cos/sin table pair that holds cos 1.2 and sin 0 at position 0, column 0; a RoPE table holds 1 and 0 there (a scaled table is not supported)}}
+  // expected-error @+1 {{node 'rotary/Gather' (Gather) reads RoPE cos/sin tables that hold cos 1.2 and sin 0 at position 0, column 0; a RoPE table holds 1 and 0 there (a scaled table is not supported)}}
   %cos = hetc.onnx.node "Gather"(%cos_s, %pos) {node_name = "rotary/Gather", onnx_attrs = {axis = 0 : i64}} : (tensor<?x4xf32>, tensor<?x?xi64>) -> tensor<?x?x4xf32>
   %sin = hetc.onnx.node "Gather"(%sin_t, %pos) {node_name = "rotary/Gather_1", onnx_attrs = {axis = 0 : i64}} : (tensor<6x4xf32>, tensor<?x?xi64>) -> tensor<?x?x4xf32>
   %cos4 = hetc.onnx.node "Unsqueeze"(%cos, %ax1) {node_name = "attn/Unsqueeze_cos4"} : (tensor<?x?x4xf32>, tensor<1xi64>) -> tensor<?x1x?x4xf32>
@@ -406,7 +406,7 @@ func.func @rope_tables_interleaved(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>,
   %z1 = hetc.constant dense<0> : tensor<1xi64>
   %len = hetc.constant dense<5> : tensor<1xi64>
   %cos_s = hetc.onnx.node "Slice"(%cos_t, %z1, %len) {node_name = "rotary/Slice"} : (tensor<6x4xf32>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
-  // expected-error @+1 {{node 'rotary/Gather' (Gather) reads a RoPE cos/sin table pair that repeats each frequency in adjacent columns (interleaved pairs, GPT-J style), which hetc.rope does not apply}}
+  // expected-error @+1 {{node 'rotary/Gather' (Gather) reads RoPE cos/sin tables that repeat each frequency in adjacent columns (interleaved pairs, GPT-J style), which hetc.rope does not apply}}
   %cos = hetc.onnx.node "Gather"(%cos_s, %pos) {node_name = "rotary/Gather", onnx_attrs = {axis = 0 : i64}} : (tensor<?x4xf32>, tensor<?x?xi64>) -> tensor<?x?x4xf32>
   %sin = hetc.onnx.node "Gather"(%sin_t, %pos) {node_name = "rotary/Gather_1", onnx_attrs = {axis = 0 : i64}} : (tensor<6x4xf32>, tensor<?x?xi64>) -> tensor<?x?x4xf32>
   %cos4 = hetc.onnx.node "Unsqueeze"(%cos, %ax1) {node_name = "attn/Unsqueeze_cos4"} : (tensor<?x?x4xf32>, tensor<1xi64>) -> tensor<?x1x?x4xf32>

@@ -135,6 +135,14 @@ std::optional<int64_t> intAttr(OnnxNodeOp op, StringRef name) {
   return std::nullopt;
 }
 
+std::optional<double> floatAttr(OnnxNodeOp op, StringRef name) {
+  if (!op.getOnnxAttrs())
+    return std::nullopt;
+  if (auto attr = op.getOnnxAttrs()->getAs<FloatAttr>(name))
+    return attr.getValueAsDouble();
+  return std::nullopt;
+}
+
 std::optional<SmallVector<int64_t>> intsAttr(OnnxNodeOp op, StringRef name) {
   if (!op.getOnnxAttrs())
     return std::nullopt;

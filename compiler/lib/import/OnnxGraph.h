@@ -37,6 +37,7 @@ std::optional<llvm::SmallVector<int64_t>> intValues(mlir::Value v);
 std::optional<llvm::SmallVector<double>> floatValues(mlir::DenseElementsAttr attr);
 
 std::optional<int64_t> intAttr(OnnxNodeOp op, llvm::StringRef name);
+std::optional<double> floatAttr(OnnxNodeOp op, llvm::StringRef name);
 std::optional<llvm::SmallVector<int64_t>> intsAttr(OnnxNodeOp op, llvm::StringRef name);
 // The axes of a reduction, Squeeze or Unsqueeze: an attribute before opset 13/18, an input after.
 std::optional<llvm::SmallVector<int64_t>> axesOf(OnnxNodeOp op);

@@ -244,6 +244,29 @@ bool isIntegerType(int32_t t) {
   return t == onnx::TensorProto::INT64 || t == onnx::TensorProto::INT32;
 }
 
+// ONNX Runtime contrib operators hetc raises (raise/RaiseContribOps.cpp), with the input and
+// output counts of ONNX Runtime's contrib operator documentation. ONNX Runtime registers
+// SimplifiedLayerNormalization in the default domain, the others in com.microsoft.
+struct ContribOpArity {
+  int minInputs, maxInputs, maxOutputs;
+};
+const ContribOpArity *contribOp(const onnx::NodeProto &node) {
+  static const std::map<std::string, ContribOpArity> ops = {
+      {"SimplifiedLayerNormalization", {2, 2, 2}},
+      {"SkipSimplifiedLayerNormalization", {3, 4, 4}},
+      {"RotaryEmbedding", {4, 4, 1}},
+      {"GroupQueryAttention", {7, 12, 4}},
+  };
+  auto it = ops.find(node.op_type());
+  if (it == ops.end())
+    return nullptr;
+  const bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+  if (node.domain() == "com.microsoft" ||
+      (defaultDomain && node.op_type() == "SimplifiedLayerNormalization"))
+    return &it->second;
+  return nullptr;
+}
+
 class Importer {
 public:
   Importer(const std::string &path, MLIRContext &ctx, WeightStore &weights, std::string &error)
@@ -499,7 +522,8 @@ bool Importer::validateGraph() {
     const onnx::NodeProto &node = g.node(i);
     const std::string name = nodeLabel(node, fileIndex_[i]);
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-    if (!defaultDomain || !knownOps().contains(node.op_type()))
+    const ContribOpArity *contrib = contribOp(node);
+    if (!contrib && (!defaultDomain || !knownOps().contains(node.op_type())))
       return fail("node '" + name + "' has op type '" +
                   (defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type()) +
                   "', which is not supported");
@@ -507,6 +531,21 @@ bool Importer::validateGraph() {
       if (!input.empty() && !defined.contains(input))
         return fail("node '" + name + "' (" + node.op_type() + ") reads '" + input +
                     "', which no graph input, initializer or node defines");
+    if (contrib) {
+      // ONNX has no schema for these: their documented arity, and the raising checks the rest.
+      if (node.input_size() < contrib->minInputs || node.input_size() > contrib->maxInputs ||
+          node.output_size() < 1 || node.output_size() > contrib->maxOutputs)
+        return fail("node '" + name + "' (" + node.op_type() + ") has " +
+                    std::to_string(node.input_size()) + " inputs and " +
+                    std::to_string(node.output_size()) + " outputs; ONNX Runtime's takes " +
+                    std::to_string(contrib->minInputs) + " to " +
+                    std::to_string(contrib->maxInputs) + " inputs and 1 to " +
+                    std::to_string(contrib->maxOutputs) + " outputs");
+      for (const std::string &output : node.output())
+        if (!output.empty())
+          defined.insert(output);
+      continue;
+    }
     // Arity, attribute names and types against the operator's schema at the model's opset.
     const onnx::OpSchema *schema =
         onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
@@ -943,7 +982,7 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
   const std::string name = nodeLabel(node, index);
   Location loc = NameLoc::get(builder_.getStringAttr(name));
   bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-  if (!defaultDomain || !knownOps().contains(node.op_type()))
+  if (!contribOp(node) && (!defaultDomain || !knownOps().contains(node.op_type())))
     return fail("node '" + name + "' has op type '" +
                 (defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type()) +
                 "', which is not supported");

@@ -19,8 +19,8 @@
 // An activation may reach it through Shape or Size alone (transformers slices the mask to the
 // keys' length): the evaluation stands it in by zeros of its shape at the sample.
 #include "hetc/compiler/Passes.h"
-#include "hetc/compiler/WeightStore.h"
 #include "import/OnnxGraph.h"
+#include "raise/RopeTables.h"
 #include "import/OnnxInterpreter.h"
 
 #include "mlir/IR/Builders.h"
@@ -321,119 +321,6 @@ std::optional<Angles> matchTrig(Value v, StringRef function, int64_t headDim) {
   return matchFrequencies(concat->getOperand(0), headDim / 2);
 }
 
-// The frequencies behind a pair of cos and sin tables [positions, D] gathered by position, as the
-// transformers releases before 4.38 cache them: row p holds cos(p * f) and sin(p * f) with
-// f = Concat(inv_freq, inv_freq) (any scaling already folded into inv_freq or the positions).
-// The frequencies are read from the tables and every entry is checked against them, so a table
-// of any other form (interleaved pairs, a scaled amplitude, positions not from 0) is refused
-// with what differs. Results are kept per table pair: every layer reads the same tables.
-class RopeTables {
-public:
-  explicit RopeTables(const compiler::WeightStore *weights) : weights_(weights) {}
-
-  std::optional<InvFreq> recover(Value cos, Value sin, int64_t headDim, Operation *at,
-                                 Unsupported &unsupported) {
-    auto [it, inserted] = recovered_.try_emplace({cos, sin});
-    if (inserted)
-      it->second = compute(cos, sin, headDim);
-    if (!it->second.second.empty()) {
-      if (!unsupported.op)
-        unsupported = {at, "reads a RoPE cos/sin table pair that " + it->second.second};
-      return std::nullopt;
-    }
-    return InvFreq{it->second.first, {}, {}};
-  }
-
-private:
-  // A weight's or constant's elements as floats; nothing without a weight store (hetc-opt).
-  std::optional<std::vector<float>> values(Value v) const {
-    if (auto constant = v.getDefiningOp<ConstantOp>()) {
-      auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
-      std::optional<SmallVector<double>> doubles = attr ? floatValues(attr) : std::nullopt;
-      if (!doubles)
-        return std::nullopt;
-      return std::vector<float>(doubles->begin(), doubles->end());
-    }
-    auto weight = v.getDefiningOp<WeightOp>();
-    const compiler::StoredWeight *stored =
-        weight && weights_ ? weights_->find(weight.getName().str()) : nullptr;
-    if (!stored || weight.getTransposed())
-      return std::nullopt;
-    std::vector<float> out = stored->toFloats();
-    if (out.empty())
-      return std::nullopt;
-    return out;
-  }
-
-  // The frequencies, or why the tables are not a rotate-half RoPE's.
-  std::pair<SmallVector<double>, std::string> compute(Value cosTable, Value sinTable,
-                                                      int64_t headDim) const {
-    auto fail = [](std::string why) { return std::make_pair(SmallVector<double>{}, why); };
-    auto type = cast<RankedTensorType>(cosTable.getType());
-    SmallVector<int64_t> shape;
-    for (int64_t d : type.getShape())
-      if (d != 1 || !shape.empty()) // leading ones are squeezed away before the Gather
-        shape.push_back(d);
-    if (shape.size() != 2 || cast<RankedTensorType>(sinTable.getType()).getNumElements() !=
-                                 type.getNumElements())
-      return fail("is not a [positions, head_dim] table like its sin table");
-    const int64_t rows = shape[0], cols = shape[1], half = headDim / 2;
-    if (cols != headDim)
-      return fail("has " + std::to_string(cols) + " columns for head_dim " +
-                  std::to_string(headDim) +
-                  " (partial rotary), which hetc.rope does not apply");
-    if (rows < 2)
-      return fail("has fewer than 2 positions");
-    std::optional<std::vector<float>> c = values(cosTable), s = values(sinTable);
-    if (!c || !s)
-      return fail("has no values to read (without a weight store, as in hetc-opt, tables must be "
-                  "hetc.constant)");
-    auto at = [&](const std::vector<float> &t, int64_t p, int64_t i) { return t[p * cols + i]; };
-    for (int64_t p = 0; p < rows; ++p)
-      for (int64_t i = 0; i < half; ++i)
-        if (at(*c, p, i) != at(*c, p, i + half) || at(*s, p, i) != at(*s, p, i + half)) {
-          const bool pairs = at(*c, p, 0) == at(*c, p, 1) && at(*s, p, 0) == at(*s, p, 1);
-          return fail(pairs ? "repeats each frequency in adjacent columns (interleaved pairs, "
-                              "GPT-J style), which hetc.rope does not apply"
-                            : "differs between its two halves at position " + std::to_string(p) +
-                                  ", column " + std::to_string(i) +
-                                  ": not Concat(f, f) of rotate-half RoPE");
-        }
-    SmallVector<double> freqs(half);
-    const int64_t last = rows - 1;
-    for (int64_t i = 0; i < half; ++i) {
-      if (std::fabs(at(*c, 0, i) - 1.0) > 1e-6 || std::fabs(at(*s, 0, i)) > 1e-6)
-        return fail("holds cos " + printed(at(*c, 0, i)) + " and sin " + printed(at(*s, 0, i)) +
-                    " at position 0, column " + std::to_string(i) +
-                    "; a RoPE table holds 1 and 0 there (a scaled table is not supported)");
-      // Row 1 gives the angle; the last row, a multiple of it, refines it to float precision.
-      const double first = std::atan2(at(*s, 1, i), at(*c, 1, i));
-      const double wrapped = std::atan2(at(*s, last, i), at(*c, last, i));
-      const double turns = std::round((last * first - wrapped) / (2 * M_PI));
-      freqs[i] = (wrapped + 2 * M_PI * turns) / static_cast<double>(last);
-      if (!(freqs[i] > 0.0))
-        return fail("has no positive frequency in column " + std::to_string(i));
-    }
-    for (int64_t p = 0; p < rows; ++p)
-      for (int64_t i = 0; i < half; ++i) {
-        const double angle = static_cast<double>(p) * freqs[i];
-        // The table's own float32 angle p * f rounds by up to half an ulp of itself.
-        const double tolerance = 1e-5 + 4e-7 * angle;
-        if (std::fabs(at(*c, p, i) - std::cos(angle)) > tolerance ||
-            std::fabs(at(*s, p, i) - std::sin(angle)) > tolerance)
-          return fail("holds cos " + printed(at(*c, p, i)) + ", sin " + printed(at(*s, p, i)) +
-                      " at position " + std::to_string(p) + ", column " + std::to_string(i) +
-                      " where frequency " + printed(freqs[i]) + " gives " +
-                      printed(std::cos(angle)) + ", " + printed(std::sin(angle)) +
-                      ": not cos and sin of position x frequency");
-      }
-    return {freqs, std::string()};
-  }
-
-  const compiler::WeightStore *weights_;
-  DenseMap<std::pair<Value, Value>, std::pair<SmallVector<double>, std::string>> recovered_;
-};
-
 // rope(x4) = x4 * cos + rotate_half(x4) * sin.
 std::optional<RopeMatch> matchRope(Value r, RopeTables &tables, Unsupported &unsupported) {
   OnnxNodeOp add = producer(r, "Add");
@@ -457,12 +344,16 @@ std::optional<RopeMatch> matchRope(Value r, RopeTables &tables, Unsupported &uns
         if (!c || !s || c->positions != s->positions)
           return false;
         if (c->invFreq.table && s->invFreq.table) {
-          std::optional<InvFreq> inv =
+          std::string why;
+          std::optional<SmallVector<double>> values =
               tables.recover(c->invFreq.table, s->invFreq.table, split->headDim,
-                             c->invFreq.gather, unsupported);
-          if (!inv)
+                             RopeTables::Width::Duplicated, why);
+          if (!values) {
+            if (!unsupported.op)
+              unsupported = {c->invFreq.gather, "reads RoPE cos/sin tables that " + why};
             return false;
-          c->invFreq = s->invFreq = *inv;
+          }
+          c->invFreq = s->invFreq = InvFreq{*values, {}, {}, nullptr};
         }
         if (!(c->invFreq == s->invFreq))
           return false;

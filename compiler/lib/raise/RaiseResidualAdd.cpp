@@ -33,7 +33,10 @@ struct RaiseResidualAddPass : public hetc::impl::RaiseResidualAddBase<RaiseResid
         continue;
       auto lt = dyn_cast<RankedTensorType>(lhs.getType());
       auto rt = dyn_cast<RankedTensorType>(rhs.getType());
-      if (!lt || !rt || lt.getRank() != rt.getRank() || lt.getElementType() != rt.getElementType())
+      // Element types may differ where shape inference lost a float16 graph's types (they read
+      // as f32): every LLM op computes in float32 whatever the source's element type.
+      if (!lt || !rt || lt.getRank() != rt.getRank() || !isa<FloatType>(lt.getElementType()) ||
+          !isa<FloatType>(rt.getElementType()))
         continue;
       std::optional<int64_t> fl = featureSize(lt), fr = featureSize(rt);
       if (!fl || !fr || *fl != *fr)

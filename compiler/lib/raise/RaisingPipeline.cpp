@@ -9,6 +9,9 @@ void hetc::addRaisingPasses(mlir::OpPassManager &pm, const compiler::WeightStore
   // Folding first: constant shape arithmetic and no-op casts would hide every pattern.
   fn.addPass(hetc::createFoldConstants());
   fn.addPass(mlir::createCSEPass());
+  // ONNX Runtime's fused ops are LLM ops already, or an Add and one: raised before the patterns
+  // that read their results.
+  fn.addPass(hetc::createRaiseContribOps(weights));
   fn.addPass(hetc::createRaiseEmbedding());
   fn.addPass(hetc::createRaiseRmsNorm());
   // Linear before attention and swiglu: their operands are then LLM values.
@@ -18,6 +21,7 @@ void hetc::addRaisingPasses(mlir::OpPassManager &pm, const compiler::WeightStore
   // Residual adds join LLM values, so they come after everything that produces them.
   fn.addPass(hetc::createRaiseResidualAdd());
   fn.addPass(hetc::createRaiseLmHead());
+  fn.addPass(hetc::createFloat32Activations());
   fn.addPass(mlir::createCanonicalizerPass());
   fn.addPass(mlir::createCSEPass());
   fn.addPass(hetc::createCheckRaised());

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""hetc on an export written from another source's semantics (hf_llama.py here), against that
-source's PyTorch module and ONNX Runtime on the same file.
+"""hetc on an export written from another source's semantics (hf_llama.py, or with --exporter
+ort_genai_llama ONNX Runtime GenAI's fused form of the same module), against that source's
+PyTorch module and ONNX Runtime on the same file.
 
     /usr/bin/python3 tests/e2e/exports/check_hetc.py --hetc BUILD/bin/hetc --workdir DIR \\
         [--node /usr/bin/node] [--expect-refusal TEXT] -- [hf_llama.py export flags]
@@ -28,6 +29,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from e2e_common import PROMPTS, CheckFailed, check_hetc_binary, main_wrapper, prompt_arg, run  # noqa: E402
 
 HF_LLAMA = os.path.join(HERE, "hf_llama.py")
+EXPORTERS = {"hf_llama": HF_LLAMA, "ort_genai_llama": os.path.join(HERE, "ort_genai_llama.py")}
 COMPARE = os.path.join(HERE, "compare.py")
 ORT_GREEDY = os.path.join(os.path.dirname(HERE), "ort", "greedy.mjs")
 
@@ -64,7 +66,9 @@ def check(a):
     check_hetc_binary(a.hetc)
     os.makedirs(a.workdir, exist_ok=True)
     model_dir = os.path.join(a.workdir, "model")
-    run([sys.executable, HF_LLAMA, "export", "--out", model_dir, *a.flags], "hf_llama.py export")
+    exporter = EXPORTERS[a.exporter]
+    export_cmd = [sys.executable, exporter] + (["export"] if a.exporter == "hf_llama" else [])
+    run(export_cmd + ["--out", model_dir, *a.flags], f"{a.exporter}.py")
     onnx_path = os.path.join(model_dir, "model.onnx")
     plan = os.path.join(a.workdir, "model.hplan")
     compile_cmd = [a.hetc, "compile", onnx_path, "--target", "host", "--weights", "f32",
@@ -114,6 +118,9 @@ def main(argv=None):
     p.add_argument("--node", help="Node.js that runs tests/e2e/ort/greedy.mjs")
     p.add_argument("--max-new", type=int, default=16)
     p.add_argument("--tol", type=float, default=1e-4, help="max |logit difference|")
+    p.add_argument("--exporter", choices=sorted(EXPORTERS), default="hf_llama",
+                   help="which exporter writes the model; both leave a directory that "
+                        "hf_llama.py reference decodes in PyTorch")
     p.add_argument("--expect-refusal", metavar="TEXT")
     p.add_argument("--explain-contains", metavar="TEXT", action="append", default=[],
                    help="compile with --explain, whose output must contain TEXT (repeatable)")

@@ -22,6 +22,8 @@ class WeightStore;
 // hetc-raise-attention reading RoPE cos/sin tables from `weights` (without a store, as in
 // hetc-opt, a table must be a hetc.constant).
 std::unique_ptr<mlir::Pass> createRaiseAttention(const compiler::WeightStore *weights);
+// hetc-raise-contrib-ops reading RotaryEmbedding's cos/sin caches from `weights`.
+std::unique_ptr<mlir::Pass> createRaiseContribOps(const compiler::WeightStore *weights);
 // Fold, raise every recognised computation, clean up, and check nothing is left unraised.
 void addRaisingPasses(mlir::OpPassManager &pm, const compiler::WeightStore *weights = nullptr);
 struct PlanBounds {

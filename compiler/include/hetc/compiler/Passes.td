@@ -16,6 +16,10 @@ def FoldConstants : Pass<"hetc-fold-constants", "mlir::func::FuncOp"> {
   }];
 }
 
+def RaiseContribOps : Pass<"hetc-raise-contrib-ops", "mlir::func::FuncOp"> {
+  let summary = "Raise ONNX Runtime's contrib ops (SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, RotaryEmbedding, GroupQueryAttention) to the LLM ops they compute";
+}
+
 def RaiseEmbedding : Pass<"hetc-raise-embedding", "mlir::func::FuncOp"> {
   let summary = "Raise Gather(weight, ids) to hetc.embedding";
 }
@@ -42,6 +46,16 @@ def RaiseResidualAdd : Pass<"hetc-raise-residual-add", "mlir::func::FuncOp"> {
 
 def RaiseLmHead : Pass<"hetc-raise-lm-head", "mlir::func::FuncOp"> {
   let summary = "Raise the linear that produces the logits output to hetc.lm_head";
+}
+
+def Float32Activations : Pass<"hetc-float32-activations", "mlir::func::FuncOp"> {
+  let summary = "Give every LLM activation the float32 element type hetc computes in";
+  let description = [{
+    A float16 or bfloat16 export types its activations in that precision (or, where shape
+    inference stopped at a contrib op, not at all, which reads as f32); hetc's ops compute and keep
+    activations in float32 whatever the source did, and planning gives buffers to float32 values.
+    The KV cache results of hetc.attention keep their types: the plan decides the cache's format.
+  }];
 }
 
 def CheckRaised : Pass<"hetc-check-raised", "mlir::func::FuncOp"> {

@@ -1,0 +1,126 @@
+#include "raise/RopeTables.h"
+
+#include "import/OnnxGraph.h"
+
+#include <cmath>
+#include <cstdio>
+
+using namespace mlir;
+
+namespace hetc {
+
+namespace {
+
+std::string printed(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", v);
+  return text;
+}
+
+} // namespace
+
+std::optional<SmallVector<double>> RopeTables::recover(Value cos, Value sin, int64_t headDim,
+                                                       Width width, std::string &why) {
+  auto key = std::make_tuple(cos.getAsOpaquePointer(), sin.getAsOpaquePointer(), headDim, width);
+  auto [it, inserted] = recovered_.try_emplace(key);
+  if (inserted)
+    it->second = compute(cos, sin, headDim, width);
+  if (!it->second.second.empty()) {
+    why = it->second.second;
+    return std::nullopt;
+  }
+  return it->second.first;
+}
+
+// A weight's or constant's elements as floats; nothing without a weight store (hetc-opt).
+std::optional<std::vector<float>> RopeTables::values(Value v) const {
+  if (auto constant = v.getDefiningOp<ConstantOp>()) {
+    auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
+    std::optional<SmallVector<double>> doubles = attr ? floatValues(attr) : std::nullopt;
+    if (!doubles)
+      return std::nullopt;
+    return std::vector<float>(doubles->begin(), doubles->end());
+  }
+  auto weight = v.getDefiningOp<WeightOp>();
+  const compiler::StoredWeight *stored =
+      weight && weights_ ? weights_->find(weight.getName().str()) : nullptr;
+  if (!stored || weight.getTransposed())
+    return std::nullopt;
+  std::vector<float> out = stored->toFloats();
+  if (out.empty())
+    return std::nullopt;
+  return out;
+}
+
+std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, Value sinTable,
+                                                               int64_t headDim,
+                                                               Width width) const {
+  auto fail = [](std::string why) { return std::make_pair(SmallVector<double>{}, why); };
+  auto type = dyn_cast<RankedTensorType>(cosTable.getType());
+  auto sinType = dyn_cast<RankedTensorType>(sinTable.getType());
+  if (!type || !sinType || !type.hasStaticShape() || sinType.getShape() != type.getShape())
+    return fail("differ in shape or have no static shape");
+  SmallVector<int64_t> shape;
+  for (int64_t d : type.getShape())
+    if (d != 1 || !shape.empty()) // leading ones are squeezed away before the rows are read
+      shape.push_back(d);
+  if (shape.size() != 2)
+    return fail("are not [positions, columns] tables");
+  const int64_t rows = shape[0], cols = shape[1], half = headDim / 2;
+  const int64_t expected = width == Width::Duplicated ? headDim : half;
+  if (cols != expected)
+    return fail("have " + std::to_string(cols) + " columns for head_dim " +
+                std::to_string(headDim) + " where a full rotation has " +
+                std::to_string(expected) +
+                (cols < expected ? " (partial rotary), which hetc.rope does not apply" : ""));
+  if (rows < 2)
+    return fail("have fewer than 2 positions");
+  std::optional<std::vector<float>> c = values(cosTable), s = values(sinTable);
+  if (!c || !s)
+    return fail("have no values to read (without a weight store, as in hetc-opt, tables must be "
+                "hetc.constant)");
+  auto at = [&](const std::vector<float> &t, int64_t p, int64_t i) { return t[p * cols + i]; };
+  if (width == Width::Duplicated)
+    for (int64_t p = 0; p < rows; ++p)
+      for (int64_t i = 0; i < half; ++i)
+        if (at(*c, p, i) != at(*c, p, i + half) || at(*s, p, i) != at(*s, p, i + half)) {
+          const bool pairs = at(*c, p, 0) == at(*c, p, 1) && at(*s, p, 0) == at(*s, p, 1);
+          return fail(pairs ? "repeat each frequency in adjacent columns (interleaved pairs, "
+                              "GPT-J style), which hetc.rope does not apply"
+                            : "differ between their two halves at position " + std::to_string(p) +
+                                  ", column " + std::to_string(i) +
+                                  ": not Concat(f, f) of rotate-half RoPE");
+        }
+  SmallVector<double> freqs(half);
+  const int64_t last = rows - 1;
+  for (int64_t i = 0; i < half; ++i) {
+    if (std::fabs(at(*c, 0, i) - 1.0) > 1e-6 || std::fabs(at(*s, 0, i)) > 1e-6)
+      return fail("hold cos " + printed(at(*c, 0, i)) + " and sin " + printed(at(*s, 0, i)) +
+                  " at position 0, column " + std::to_string(i) +
+                  "; a RoPE table holds 1 and 0 there (a scaled table is not supported)");
+    // Row 1 gives the angle; the last row, a multiple of it, refines it to float precision.
+    const double first = std::atan2(at(*s, 1, i), at(*c, 1, i));
+    const double wrapped = std::atan2(at(*s, last, i), at(*c, last, i));
+    const double turns = std::round((last * first - wrapped) / (2 * M_PI));
+    freqs[i] = (wrapped + 2 * M_PI * turns) / static_cast<double>(last);
+    if (!(freqs[i] > 0.0))
+      return fail("have no positive frequency in column " + std::to_string(i));
+  }
+  for (int64_t p = 0; p < rows; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(p) * freqs[i];
+      // The tables' own float32 angle p * f rounds by up to half an ulp of itself; a float16
+      // table's values round to 2^-11.
+      const double tolerance = 1e-3 + 4e-7 * angle;
+      if (std::fabs(at(*c, p, i) - std::cos(angle)) > tolerance ||
+          std::fabs(at(*s, p, i) - std::sin(angle)) > tolerance)
+        return fail("hold cos " + printed(at(*c, p, i)) + ", sin " + printed(at(*s, p, i)) +
+                    " at position " + std::to_string(p) + ", column " + std::to_string(i) +
+                    " where frequency " + printed(freqs[i]) + " gives " +
+                    printed(std::cos(angle)) + ", " + printed(std::sin(angle)) +
+                    ": not cos and sin of position x frequency");
+    }
+  return {freqs, std::string()};
+}
+
+} // namespace hetc

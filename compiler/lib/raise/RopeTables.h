@@ -1,0 +1,50 @@
+// The frequencies behind RoPE cos/sin tables [positions, columns], read from their values: the
+// form transformers before 4.38 caches (`cos_cached`, cat(f, f) per row, gathered by position_ids)
+// and ONNX Runtime's RotaryEmbedding takes (`cos_cache`, f per row).
+#pragma once
+
+#include "hetc/Dialect/HetcDialect.h"
+#include "hetc/compiler/WeightStore.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace hetc {
+
+// Row p of the tables holds cos(p * f) and sin(p * f); the frequencies f are read from rows 1 and
+// the last, then every entry is checked against them, so a table of any other form (interleaved
+// pairs, a scaled amplitude, positions not from 0) is refused with what differs. Results are kept
+// per table pair: every layer reads the same tables.
+class RopeTables {
+public:
+  enum class Width {
+    Duplicated, // [positions, head_dim]: cat(f, f), rotate-half's layout
+    Half,       // [positions, head_dim / 2]: f alone
+  };
+
+  // `weights` gives a hetc.weight's values; without it (hetc-opt) tables must be hetc.constant.
+  explicit RopeTables(const compiler::WeightStore *weights) : weights_(weights) {}
+
+  // The head_dim / 2 frequencies, or nothing with `why` completing "the tables ...".
+  std::optional<llvm::SmallVector<double>> recover(mlir::Value cos, mlir::Value sin,
+                                                   int64_t headDim, Width width,
+                                                   std::string &why);
+
+private:
+  std::optional<std::vector<float>> values(mlir::Value v) const;
+  std::pair<llvm::SmallVector<double>, std::string> compute(mlir::Value cos, mlir::Value sin,
+                                                            int64_t headDim, Width width) const;
+
+  const compiler::WeightStore *weights_;
+  // By (cos, sin, head_dim, width): the frequencies, or why there are none.
+  std::map<std::tuple<const void *, const void *, int64_t, Width>,
+           std::pair<llvm::SmallVector<double>, std::string>>
+      recovered_;
+};
+
+} // namespace hetc

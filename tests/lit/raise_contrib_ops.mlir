@@ -1,0 +1,41 @@
+// RUN: hetc-opt %s --hetc-raise-contrib-ops -split-input-file | FileCheck %s
+
+// ONNX Runtime GenAI's fused decoder layer (head_dim 4, 2 query heads, 1 KV head): the norms, the
+// skip sum, the rotary embeddings (frequencies read from the caches) and GroupQueryAttention.
+// CHECK-LABEL: func.func @genai_layer
+// CHECK-SAME: (%[[X:.*]]: tensor<?x?x8xf32>, %[[POS:.*]]: tensor<?x?xi64>, %[[PK:.*]]: tensor<?x1x?x4xf32>, %[[PV:.*]]: tensor<?x1x?x4xf32>, %{{.*}}: tensor<?xi32>, %{{.*}}: tensor<i32>)
+// CHECK: %[[N:.*]] = hetc.rms_norm %[[X]], %{{.*}} {epsilon = 9.99999974E-6 : f32}
+// CHECK: %[[Q:.*]] = hetc.onnx.node "MatMul"(%[[N]]
+// CHECK: %[[K:.*]] = hetc.onnx.node "MatMul"(%[[N]]
+// CHECK: %[[V:.*]] = hetc.onnx.node "MatMul"(%[[N]]
+// CHECK: %[[INV:.*]] = hetc.constant dense<[1.000000e+00, 0.0099999{{[0-9]+}}]> : tensor<2xf32>
+// CHECK: %[[QR:.*]] = hetc.rope %[[Q]], %[[POS]], %[[INV]] {head_dim = 4 : i64, heads = 2 : i64}
+// CHECK: %[[KR:.*]] = hetc.rope %[[K]], %[[POS]], %{{.*}} {head_dim = 4 : i64, heads = 1 : i64}
+// CHECK: %[[O:.*]], %[[NK:.*]], %[[NV:.*]] = hetc.attention %[[QR]], %[[KR]], %[[V]], %[[PK]], %[[PV]] {head_dim = 4 : i64, heads = 2 : i64, kv_heads = 1 : i64, scale = 5.000000e-01 : f32}
+// CHECK: %[[P:.*]] = hetc.onnx.node "MatMul"(%[[O]]
+// CHECK: %[[SUM:.*]] = hetc.onnx.node "Add"(%[[X]], %[[P]]) {node_name = "layer/post_norm/skip_sum"}
+// CHECK: %[[N2:.*]] = hetc.rms_norm %[[SUM]], %{{.*}} {epsilon = 9.99999997E-7 : f32}
+// CHECK-NOT: SkipSimplifiedLayerNormalization
+// CHECK-NOT: GroupQueryAttention
+// CHECK: return %[[N2]], %[[SUM]], %[[NK]], %[[NV]]
+func.func @genai_layer(%x: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %seqlens_k: tensor<?xi32>, %total: tensor<i32>)
+    -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %g1 = hetc.weight "input_layernorm.weight" : tensor<8xf32>
+  %g2 = hetc.weight "post_attention_layernorm.weight" : tensor<8xf32>
+  %wq = hetc.weight "q_proj" : tensor<8x8xf32>
+  %wk = hetc.weight "k_proj" : tensor<8x4xf32>
+  %wv = hetc.weight "v_proj" : tensor<8x4xf32>
+  %wo = hetc.weight "o_proj" : tensor<8x8xf32>
+  %cos = hetc.constant dense<[[1.0, 1.0], [0.5403022766113281, 0.9999499917030334], [-0.41614681482315063, 0.9998000264167786], [-0.9899924993515015, 0.9995500445365906]]> : tensor<4x2xf32>
+  %sin = hetc.constant dense<[[0.0, 0.0], [0.8414710164070129, 0.009999833069741726], [0.9092974066734314, 0.019998665899038315], [0.14112000167369843, 0.029995499178767204]]> : tensor<4x2xf32>
+  %n:2 = hetc.onnx.node "SimplifiedLayerNormalization"(%x, %g1) {node_name = "layer/input_norm", onnx_attrs = {axis = -1 : i64, epsilon = 1.0e-05 : f32}} : (tensor<?x?x8xf32>, tensor<8xf32>) -> (tensor<*xf32>, tensor<*xf32>)
+  %q = hetc.onnx.node "MatMul"(%n#0, %wq) {node_name = "layer/q_proj"} : (tensor<*xf32>, tensor<8x8xf32>) -> tensor<*xf32>
+  %k = hetc.onnx.node "MatMul"(%n#0, %wk) {node_name = "layer/k_proj"} : (tensor<*xf32>, tensor<8x4xf32>) -> tensor<*xf32>
+  %v = hetc.onnx.node "MatMul"(%n#0, %wv) {node_name = "layer/v_proj"} : (tensor<*xf32>, tensor<8x4xf32>) -> tensor<*xf32>
+  %qr = hetc.onnx.node "RotaryEmbedding"(%q, %pos, %cos, %sin) {node_name = "layer/q_rotary"} : (tensor<*xf32>, tensor<?x?xi64>, tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<*xf32>
+  %kr = hetc.onnx.node "RotaryEmbedding"(%k, %pos, %cos, %sin) {node_name = "layer/k_rotary"} : (tensor<*xf32>, tensor<?x?xi64>, tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<*xf32>
+  %a:3 = hetc.onnx.node "GroupQueryAttention"(%qr, %kr, %v, %past_k, %past_v, %seqlens_k, %total) {node_name = "layer/gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64}} : (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  %o = hetc.onnx.node "MatMul"(%a#0, %wo) {node_name = "layer/o_proj"} : (tensor<*xf32>, tensor<8x8xf32>) -> tensor<*xf32>
+  %s:4 = hetc.onnx.node "SkipSimplifiedLayerNormalization"(%x, %o, %g2) {node_name = "layer/post_norm", onnx_attrs = {epsilon = 1.0e-06 : f32}} : (tensor<?x?x8xf32>, tensor<*xf32>, tensor<8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  return %s#0, %s#3, %a#1, %a#2 : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}
