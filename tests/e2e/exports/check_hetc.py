@@ -116,7 +116,7 @@ def main(argv=None):
     p.add_argument("--hetc", required=True)
     p.add_argument("--workdir", required=True)
     p.add_argument("--node", help="Node.js that runs tests/e2e/ort/greedy.mjs")
-    p.add_argument("--max-new", type=int, default=16)
+    p.add_argument("--max-new", type=int, default=32)
     p.add_argument("--tol", type=float, default=1e-4, help="max |logit difference|")
     p.add_argument("--exporter", choices=sorted(EXPORTERS), default="hf_llama",
                    help="which exporter writes the model; both leave a directory that "

@@ -215,8 +215,11 @@ def dynamic_axes(layers: int, position_ids: bool = True) -> dict:
 
 
 def onnx_export(module: torch.nn.Module, args: tuple, path: str, layers: int,
-                position_ids: bool = True, opset: int = 17, verbose: bool = False) -> None:
-    """torch.onnx.export with the decoder-with-past names and dynamic batch/sequence/past axes."""
+                position_ids: bool = True, opset: int = 17, verbose: bool = False,
+                constant_folding: bool = True) -> None:
+    """torch.onnx.export with the decoder-with-past names and dynamic batch/sequence/past axes;
+    without constant_folding the graph keeps every computation on constants as nodes (weights
+    transposed by Transpose nodes, shape arithmetic on Constant nodes)."""
     import onnx
     inputs, outputs = io_names(layers, position_ids)
     scratch = tempfile.mkdtemp(prefix="export-", dir=os.path.dirname(os.path.abspath(path)))
@@ -228,7 +231,8 @@ def onnx_export(module: torch.nn.Module, args: tuple, path: str, layers: int,
             with torch.no_grad():
                 torch.onnx.export(module, args, tmp, input_names=inputs, output_names=outputs,
                                   dynamic_axes=dynamic_axes(layers, position_ids),
-                                  opset_version=opset, do_constant_folding=True, export_params=True)
+                                  opset_version=opset, do_constant_folding=constant_folding,
+                                  export_params=True)
         shutil.move(tmp, path)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -261,7 +265,8 @@ def load_model(model_dir: str, config_from_dict: Callable, model_class: Callable
 
 
 def export_decoder(model: torch.nn.Module, config: dict, out_dir: str, vocab: int, layers: int,
-                   kv_heads: int, head_dim: int, position_ids: bool, verbose: bool = False) -> str:
+                   kv_heads: int, head_dim: int, position_ids: bool, verbose: bool = False,
+                   constant_folding: bool = True) -> str:
     """Writes config.json, weights.pt and model.onnx (decoder with past) for `model`, traced at a
     batch of 2 with 3 new tokens after 4 cached ones; returns the ONNX path."""
     os.makedirs(out_dir, exist_ok=True)
@@ -275,7 +280,8 @@ def export_decoder(model: torch.nn.Module, config: dict, out_dir: str, vocab: in
         args.append(torch.arange(past, past + seq).unsqueeze(0).expand(batch, seq).contiguous())
     args.append(example_past(layers, kv_heads, head_dim, batch, past, gen))
     path = os.path.join(out_dir, "model.onnx")
-    onnx_export(model, tuple(args), path, layers, position_ids=position_ids, verbose=verbose)
+    onnx_export(model, tuple(args), path, layers, position_ids=position_ids, verbose=verbose,
+                constant_folding=constant_folding)
     return path
 
 

@@ -446,10 +446,11 @@ def config_from_args(a) -> Config:
     return config
 
 
-def export(config: Config, out_dir: str, verbose: bool = False) -> str:
+def export(config: Config, out_dir: str, verbose: bool = False, constant_folding: bool = True) -> str:
     return common.export_decoder(build_model(config), asdict(config), out_dir, config.vocab_size,
                                  config.num_hidden_layers, config.num_key_value_heads,
-                                 config.head_dim, position_ids=True, verbose=verbose)
+                                 config.head_dim, position_ids=True, verbose=verbose,
+                                 constant_folding=constant_folding)
 
 
 def main(argv=None) -> int:
@@ -459,6 +460,8 @@ def main(argv=None) -> int:
     e.add_argument("--out", required=True, help="output directory")
     e.add_argument("--verbose", action="store_true", help="show the exporter's warnings")
     e.add_argument("--print-ops", action="store_true")
+    e.add_argument("--no-constant-folding", action="store_true",
+                   help="torch.onnx.export(do_constant_folding=False): constants stay as nodes")
     add_config_args(e)
     r = sub.add_parser("reference", help="greedy decoding in PyTorch to JSON")
     common.add_reference_args(r)
@@ -469,7 +472,7 @@ def main(argv=None) -> int:
             config = config_from_args(a)
         except ValueError as err:
             p.error(str(err))
-        path = export(config, a.out, verbose=a.verbose)
+        path = export(config, a.out, verbose=a.verbose, constant_folding=not a.no_constant_folding)
         print(f"wrote {path}, config.json, weights.pt")
         if a.print_ops:
             print(common.op_summary(path))
