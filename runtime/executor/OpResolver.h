@@ -93,6 +93,11 @@ private:
 };
 
 // The entries, by family (executor/ops/).
+// A plan's rope parameters as the kernels' form; rotary_dim 0 rotates the whole head.
+inline kernels::RopeForm ropeForm(uint32_t headDim, uint32_t rotaryDim, bool interleaved) {
+  return kernels::RopeForm{headDim, rotaryDim == 0 ? headDim : rotaryDim, interleaved};
+}
+
 Status resolveEmbedding(OpResolver &resolver, std::vector<ResolvedOp> &ops);
 Status resolveRmsNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops);
 Status resolveRope(OpResolver &resolver, std::vector<ResolvedOp> &ops);

@@ -26,7 +26,9 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 // 1.8: Attention ops carry no tasks (task_count = task_grain = 0); required_cpu_features is what
 //      the plan's kernels need at minimum; buffers are F32, architecture "llama" and the KV
 //      layout exactly kvLayout's, verified.
-// 1.9: LinearParamsDef.bias (weights[1] is the linear's bias).
+// 1.9: LinearParamsDef.bias (weights[1] is the linear's bias); RopeParamsDef.rotary_dim and
+//      interleaved, AttentionParamsDef.rope_rotary_dim and rope_interleaved (partial rotary and
+//      interleaved pairs).
 constexpr uint32_t kPlanSchemaMinor = 9;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;

@@ -644,6 +644,16 @@ private:
     return Status();
   }
 
+  // A rotation of the first rotary_dim (0: all) columns of each head, by inv_freq [rotary_dim/2].
+  Status checkRotation(uint32_t opIndex, uint32_t headDim, uint32_t rotaryDim,
+                       uint32_t invFreq) const {
+    const uint32_t rotated = rotaryDim == 0 ? headDim : rotaryDim;
+    if (rotated > headDim || rotated % 2 != 0)
+      return fail(opText(opIndex), " rotates ", rotated, " columns of heads of ", headDim,
+                  "; rotary_dim must be even and at most head_dim");
+    return checkVectorWeight(opIndex, invFreq, rotated / 2, "inv_freq [rotary_dim / 2]");
+  }
+
   Status checkSameColumns(uint32_t opIndex, const char *what, uint32_t a, uint32_t b) const {
     if (buffer(a).cols() != buffer(b).cols())
       return fail(opText(opIndex), " ", what, ": ", bufferText(a), " has ", buffer(a).cols(),
@@ -718,7 +728,7 @@ private:
       if (uint64_t{p.heads()} * p.head_dim() != buffer(out).cols())
         return fail(opText(i), " heads * head_dim = ", uint64_t{p.heads()} * p.head_dim(), " but ",
                     bufferText(out), " has ", buffer(out).cols(), " columns");
-      return checkVectorWeight(i, weight(0), p.head_dim() / 2, "inv_freq [head_dim / 2]");
+      return checkRotation(i, p.head_dim(), p.rotary_dim(), weight(0));
     }
     case OpKindDef::Attention: {
       const AttentionParamsDef &p = *op.params_as_AttentionParamsDef();
@@ -753,7 +763,7 @@ private:
       if (p.rope()) {
         if (p.head_dim() % 2 != 0)
           return fail(opText(i), " rotates heads of odd head_dim ", p.head_dim());
-        return checkVectorWeight(i, weight(0), p.head_dim() / 2, "inv_freq [head_dim / 2]");
+        return checkRotation(i, p.head_dim(), p.rope_rotary_dim(), weight(0));
       }
       return Status();
     }

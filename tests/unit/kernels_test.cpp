@@ -194,39 +194,65 @@ TEST(KernelsTest, LmHeadWritesGatheredRows) {
     ASSERT_TRUE(std::isnan(logits[3 * logitsStride + col])) << "row 3 must stay untouched";
 }
 
-TEST(KernelsTest, RopeMatchesRotateHalf) {
+// Every form: rotate-half and interleaved pairs, over whole heads and over their first columns
+// (partial rotary); the columns past rotary_dim, and the padding past each row, keep their bits.
+TEST(KernelsTest, RopeMatchesEachForm) {
   LongTailedRandom random(6);
-  for (size_t headDim : {2, 8, 24, 64, 128})
-    for (size_t heads : {1, 3, 4}) {
-      const size_t rows = 6, cols = heads * headDim, stride = paddedStride(cols);
-      const size_t half = headDim / 2;
-      std::vector<float> invFreq(half);
-      for (size_t i = 0; i < half; ++i)
-        invFreq[i] = static_cast<float>(1.0 / std::pow(500000.0, 2.0 * i / headDim));
-      const std::vector<uint32_t> positions = {0, 1, 2, 17, 4095, 131071};
-      std::vector<float> x = random.vector(rows * stride);
-      std::vector<double> want, magnitude;
-      for (size_t t = 0; t < rows; ++t)
-        for (size_t h = 0; h < heads; ++h)
-          for (size_t i = 0; i < headDim; ++i) {
-            const size_t j = i % half;
-            // The angle is a float32 product, as PyTorch forms it; cos and sin in double.
-            const double angle = static_cast<float>(positions[t]) * invFreq[j];
-            const double c = std::cos(angle), s = std::sin(angle);
-            const double x1 = x[t * stride + h * headDim + j];
-            const double x2 = x[t * stride + h * headDim + j + half];
-            want.push_back(i < half ? x1 * c - x2 * s : x2 * c + x1 * s);
-            magnitude.push_back(i < half ? std::abs(x1 * c) + std::abs(x2 * s)
-                                         : std::abs(x2 * c) + std::abs(x1 * s));
-          }
-      rope(x.data(), stride, heads, headDim, invFreq.data(), positions.data(), 0, 2);
-      rope(x.data(), stride, heads, headDim, invFreq.data(), positions.data(), 2, rows);
-      std::vector<float> got;
-      for (size_t t = 0; t < rows; ++t)
-        got.insert(got.end(), x.begin() + t * stride, x.begin() + t * stride + cols);
-      expectClose(got, want, magnitude, 4e-6,
-                  "rope heads=" + std::to_string(heads) + " head_dim=" + std::to_string(headDim));
-    }
+  for (const bool interleaved : {false, true})
+    for (size_t headDim : {2, 8, 24, 64, 128})
+      for (size_t rotaryDim : {headDim, headDim / 2, size_t{2}})
+        for (size_t heads : {1, 3, 4}) {
+          if (rotaryDim % 2 != 0 || rotaryDim == 0)
+            continue;
+          const size_t rows = 6, cols = heads * headDim, stride = paddedStride(cols);
+          const size_t half = rotaryDim / 2;
+          std::vector<float> invFreq(half);
+          for (size_t i = 0; i < half; ++i)
+            invFreq[i] = static_cast<float>(1.0 / std::pow(500000.0, 2.0 * i / rotaryDim));
+          const std::vector<uint32_t> positions = {0, 1, 2, 17, 4095, 131071};
+          std::vector<float> x = random.vector(rows * stride);
+          const std::vector<float> before = x;
+          std::vector<double> want, magnitude;
+          for (size_t t = 0; t < rows; ++t)
+            for (size_t h = 0; h < heads; ++h)
+              for (size_t i = 0; i < headDim; ++i) {
+                const float *xh = before.data() + t * stride + h * headDim;
+                if (i >= rotaryDim) {
+                  want.push_back(xh[i]);
+                  magnitude.push_back(0.0); // passes through: exactly
+                  continue;
+                }
+                // Column i's pair, its angle index, and whether it is the pair's first.
+                const size_t j = interleaved ? i / 2 : i % half;
+                const bool first = interleaved ? i % 2 == 0 : i < half;
+                const size_t a = interleaved ? 2 * j : j, b = interleaved ? 2 * j + 1 : j + half;
+                // The angle is a float32 product, as PyTorch forms it; cos and sin in double.
+                const double angle = static_cast<float>(positions[t]) * invFreq[j];
+                const double c = std::cos(angle), s = std::sin(angle);
+                const double x1 = xh[a], x2 = xh[b];
+                want.push_back(first ? x1 * c - x2 * s : x2 * c + x1 * s);
+                magnitude.push_back(first ? std::abs(x1 * c) + std::abs(x2 * s)
+                                          : std::abs(x2 * c) + std::abs(x1 * s));
+              }
+          const RopeForm form{headDim, rotaryDim, interleaved};
+          rope(x.data(), stride, heads, form, invFreq.data(), positions.data(), 0, 2);
+          rope(x.data(), stride, heads, form, invFreq.data(), positions.data(), 2, rows);
+          std::vector<float> got;
+          for (size_t t = 0; t < rows; ++t)
+            got.insert(got.end(), x.begin() + t * stride, x.begin() + t * stride + cols);
+          const std::string what = std::string("rope ") + (interleaved ? "interleaved" : "half") +
+                                   " heads=" + std::to_string(heads) +
+                                   " head_dim=" + std::to_string(headDim) +
+                                   " rotary_dim=" + std::to_string(rotaryDim);
+          expectClose(got, want, magnitude, 4e-6, what);
+          for (size_t e = 0; e < got.size(); ++e)
+            if (magnitude[e] == 0.0)
+              ASSERT_EQ(got[e], static_cast<float>(want[e])) << what << ": element " << e;
+          for (size_t t = 0; t < rows; ++t)
+            for (size_t c = cols; c < stride; ++c)
+              ASSERT_TRUE(std::memcmp(&x[t * stride + c], &before[t * stride + c], 4) == 0)
+                  << what << ": padding of row " << t;
+        }
 }
 
 // The attention over the cache is tested in attention_test.cpp.

@@ -510,6 +510,16 @@ std::vector<Mistake> mistakes() {
          q.weights.push_back(t.tensorIndex("model.layers.0.self_attn.k_proj.weight"));
        },
        {"is F32 LinearNK; a bias is F32 RowMajor"}},
+      {"RopeRotaryDimOdd",
+       [](TinyPlan &t) {
+         opNamed(t, "model.layers.0.self_attn.rotary_emb.q").params.AsRopeParamsDef()->rotary_dim = 3;
+       },
+       {"rotates 3 columns of heads of 8; rotary_dim must be even and at most head_dim"}},
+      {"RopePartialInvFreqLength",
+       [](TinyPlan &t) {
+         opNamed(t, "model.layers.0.self_attn.rotary_emb.q").params.AsRopeParamsDef()->rotary_dim = 4;
+       },
+       {"has shape [4] but inv_freq [rotary_dim / 2] needs [2]"}},
       {"LinearKMismatch",
        [](TinyPlan &t) { opNamed(t, kQProj).inputs[0] = t.bufferIndex("gate"); },
        {"has K 32", "48 columns"}},

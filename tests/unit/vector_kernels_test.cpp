@@ -107,21 +107,26 @@ TEST_F(VectorKernelsTest, RmsNormGivesPortableBits) {
 }
 
 TEST_F(VectorKernelsTest, RopeGivesPortableBits) {
-  for (size_t headDim : {2, 8, 24, 34, 64, 128, 160})
-    for (size_t heads : {1, 3, 4}) {
-      const size_t rows = 6, cols = heads * headDim, stride = cols + 5, half = headDim / 2;
-      std::vector<float> invFreq(half);
-      for (size_t i = 0; i < half; ++i)
-        invFreq[i] = static_cast<float>(1.0 / std::pow(500000.0, 2.0 * i / headDim));
-      const std::vector<uint32_t> positions = {0, 1, 2, 17, 4095, 131071};
-      const std::vector<float> x = random(rows * stride);
-      std::vector<float> want = x, got = x;
-      portable().rope(want.data(), stride, heads, headDim, invFreq.data(), positions.data(), 0,
-                      rows);
-      fast_->rope(got.data(), stride, heads, headDim, invFreq.data(), positions.data(), 0, 4);
-      fast_->rope(got.data(), stride, heads, headDim, invFreq.data(), positions.data(), 4, rows);
-      EXPECT_TRUE(sameBits(got, want)) << "rope heads=" << heads << " head_dim=" << headDim;
-    }
+  for (const bool interleaved : {false, true})
+    for (size_t headDim : {2, 8, 24, 34, 64, 128, 160})
+      for (size_t rotaryDim : {headDim, headDim / 2 + headDim / 2 % 2})
+        for (size_t heads : {1, 3, 4}) {
+          const size_t rows = 6, cols = heads * headDim, stride = cols + 5, half = rotaryDim / 2;
+          std::vector<float> invFreq(half);
+          for (size_t i = 0; i < half; ++i)
+            invFreq[i] = static_cast<float>(1.0 / std::pow(500000.0, 2.0 * i / rotaryDim));
+          const std::vector<uint32_t> positions = {0, 1, 2, 17, 4095, 131071};
+          const std::vector<float> x = random(rows * stride);
+          std::vector<float> want = x, got = x;
+          const kernels::RopeForm form{headDim, rotaryDim, interleaved};
+          portable().rope(want.data(), stride, heads, form, invFreq.data(), positions.data(), 0,
+                          rows);
+          fast_->rope(got.data(), stride, heads, form, invFreq.data(), positions.data(), 0, 4);
+          fast_->rope(got.data(), stride, heads, form, invFreq.data(), positions.data(), 4, rows);
+          EXPECT_TRUE(sameBits(got, want)) << "rope heads=" << heads << " head_dim=" << headDim
+                                           << " rotary_dim=" << rotaryDim
+                                           << (interleaved ? " interleaved" : "");
+        }
 }
 
 TEST_F(VectorKernelsTest, SwiGluMatchesReference) {

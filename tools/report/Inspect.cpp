@@ -66,28 +66,33 @@ std::string shapeText(const flatbuffers::Vector<uint64_t> *shape) {
 
 std::string layerText(int32_t index) { return index < 0 ? "-" : std::to_string(index); }
 
-// The ops an op carries out besides its own: a Linear's epilogue ("add", a residual add;
-// "swiglu/gate" or "swiglu/up", a swiglu whose gate or up operand it computes) or the ropes an
-// Attention applies to q and k before writing K into the cache ("rope q,k"); "-" for none.
+// The ops an op carries out besides its own: a Linear's bias ("bias") and epilogue ("add", a
+// residual add; "swiglu/gate" or "swiglu/up", a swiglu whose gate or up operand it computes), or
+// the ropes an Attention applies to q and k before writing K into the cache ("rope q,k", with
+// "r16" when it rotates the first 16 columns of each head only and "il" for interleaved pairs);
+// "-" for none.
 std::string fusedText(const OpDef &op) {
   if (op.kind() == OpKindDef::Attention) {
     const AttentionParamsDef *params = op.params_as_AttentionParamsDef();
-    return params && params->rope() ? "rope q,k" : "-";
+    if (!params || !params->rope())
+      return "-";
+    std::string text = "rope q,k";
+    if (params->rope_rotary_dim() != 0 && params->rope_rotary_dim() != params->head_dim())
+      text += " r" + std::to_string(params->rope_rotary_dim());
+    return params->rope_interleaved() ? text + " il" : text;
   }
   const LinearParamsDef *params =
       op.kind() == OpKindDef::Linear ? op.params_as_LinearParamsDef() : nullptr;
   if (!params)
     return "-";
-  if (params->residual())
-    return "add";
-  switch (params->swiglu()) {
-  case SwiGluRoleDef::Gate:
-    return "swiglu/gate";
-  case SwiGluRoleDef::Up:
-    return "swiglu/up";
-  default:
+  const std::string bias = params->bias() ? "bias" : "";
+  const char *epilogue = params->residual()                        ? "add"
+                         : params->swiglu() == SwiGluRoleDef::Gate ? "swiglu/gate"
+                         : params->swiglu() == SwiGluRoleDef::Up   ? "swiglu/up"
+                                                                   : "";
+  if (bias.empty() && !*epilogue)
     return "-";
-  }
+  return bias.empty() ? epilogue : *epilogue ? bias + "," + epilogue : bias;
 }
 
 // Totals both printers show.

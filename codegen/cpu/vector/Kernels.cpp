@@ -196,24 +196,26 @@ void lmHead(const float *x, size_t xStride, const uint32_t *sourceRows, const ui
   }
 }
 
-void rope(float *x, size_t xStride, size_t heads, size_t headDim, const float *invFreq,
+void rope(float *x, size_t xStride, size_t heads, const RopeForm &form, const float *invFreq,
           const uint32_t *positions, size_t rowBegin, size_t rowEnd) {
-  const size_t half = headDim / 2;
+  const size_t half = form.rotaryDim / 2;
   for (size_t t = rowBegin; t < rowEnd; ++t) {
     float *xr = x + t * xStride;
     const float position = static_cast<float>(positions[t]);
-    // One angle serves every head of the row. PyTorch builds emb = cat(freqs, freqs), so the
-    // second half of a head uses the same cos and sin as the first.
+    // One angle serves every head of the row. PyTorch builds emb = cat(freqs, freqs) (or, for
+    // interleaved pairs, each frequency twice in a row), so both columns of a pair use the same
+    // cos and sin.
     for (size_t i = 0; i < half; ++i) {
       const float angle = position * invFreq[i];
       const float c = std::cos(angle);
       const float s = std::sin(angle);
+      const size_t a = form.interleaved ? 2 * i : i, b = form.interleaved ? 2 * i + 1 : i + half;
       for (size_t h = 0; h < heads; ++h) {
-        float *xh = xr + h * headDim;
-        const float first = xh[i];
-        const float second = xh[i + half];
-        xh[i] = first * c - second * s;
-        xh[i + half] = second * c + first * s;
+        float *xh = xr + h * form.headDim;
+        const float first = xh[a];
+        const float second = xh[b];
+        xh[a] = first * c - second * s;
+        xh[b] = second * c + first * s;
       }
     }
   }

@@ -147,10 +147,19 @@ void lmHead(const float *x, size_t xStride, const uint32_t *sourceRows, const ui
             size_t count, const float *w, size_t k, float *logits, size_t logitsStride,
             size_t colBegin, size_t colEnd);
 
-// Rotate-half rotary embedding in place on rows [rowBegin, rowEnd) of x ([T, heads*headDim]),
-// row t at position positions[t]: angle_i = float(pos) * invFreq[i] for i < headDim/2, as
-// PyTorch computes it in float32.
-void rope(float *x, size_t xStride, size_t heads, size_t headDim, const float *invFreq,
+// Which columns of a head RoPE rotates and how they pair: the first rotaryDim (even, <= headDim),
+// column i with i + rotaryDim/2 (rotate-half, Llama) or column 2i with 2i + 1 (interleaved,
+// GPT-J), both at angle i; the rest of the head passes through unchanged (partial rotary).
+struct RopeForm {
+  size_t headDim = 0;
+  size_t rotaryDim = 0;
+  bool interleaved = false;
+};
+
+// Rotary embedding in place on rows [rowBegin, rowEnd) of x ([T, heads*headDim]), row t at
+// position positions[t]: angle_i = float(pos) * invFreq[i] for i < rotaryDim/2, as PyTorch
+// computes it in float32.
+void rope(float *x, size_t xStride, size_t heads, const RopeForm &form, const float *invFreq,
           const uint32_t *positions, size_t rowBegin, size_t rowEnd);
 
 // Writes KV heads [headBegin, headEnd) of the k and v rows [rowBegin, rowEnd)

@@ -404,10 +404,14 @@ HETC_AVX512 void rmsNormAvx512(const float *x, size_t xStride, const float *gamm
 
 // Angles and their cos and sin as the portable kernel forms them (float32 product, std::cos and
 // std::sin), 16 at a time, each set applied to every head of the row.
-HETC_AVX512 void ropeAvx512(float *x, size_t xStride, size_t heads, size_t headDim,
+HETC_AVX512 void ropeAvx512(float *x, size_t xStride, size_t heads, const RopeForm &form,
                             const float *invFreq, const uint32_t *positions, size_t rowBegin,
                             size_t rowEnd) {
-  const size_t half = headDim / 2;
+  // Interleaved pairs and partial rotation run the portable kernel: the same operations, so the
+  // same bits, on a form whose pairs are not two contiguous halves.
+  if (form.interleaved || form.rotaryDim != form.headDim)
+    return rope(x, xStride, heads, form, invFreq, positions, rowBegin, rowEnd);
+  const size_t headDim = form.headDim, half = headDim / 2;
   for (size_t t = rowBegin; t < rowEnd; ++t) {
     float *xr = x + t * xStride;
     const float position = static_cast<float>(positions[t]);

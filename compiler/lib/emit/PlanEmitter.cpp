@@ -592,6 +592,8 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             plan::RopeParamsDefT params;
             params.heads = static_cast<uint32_t>(rope.getHeads());
             params.head_dim = static_cast<uint32_t>(rope.getHeadDim());
+            params.rotary_dim = static_cast<uint32_t>(rope.getRotaryDim().value_or(0));
+            params.interleaved = rope.getInterleaved();
             def->params.Set(std::move(params));
             return addWeight(rope.getInvFreq(), rowMajor, "inv_freq");
           })
@@ -606,14 +608,18 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             params.head_dim = static_cast<uint32_t>(attention.getHeadDim());
             params.scale = attention.getScale().convertToFloat();
             // Rotates q and k itself (hetc-fuse-rope-into-attention), with the q rope's
-            // frequencies, which the pass checked the k rope shares.
+            // frequencies and form, which the pass checked the k rope shares.
             const bool rotates = params.rope = attention->hasAttr(kRope);
+            auto rope = attention.getQ().getDefiningOp<RopeOp>();
+            if (rotates && !rope)
+              return fail(def->name + " has hetc.rope but its q does not come from a hetc.rope");
+            if (rotates) {
+              params.rope_rotary_dim = static_cast<uint32_t>(rope.getRotaryDim().value_or(0));
+              params.rope_interleaved = rope.getInterleaved();
+            }
             def->params.Set(std::move(params));
             if (!rotates)
               return success();
-            auto rope = attention.getQ().getDefiningOp<RopeOp>();
-            if (!rope)
-              return fail(def->name + " has hetc.rope but its q does not come from a hetc.rope");
             return addWeight(rope.getInvFreq(), rowMajor, "inv_freq");
           })
           .Case([&](SwiGluOp) {

@@ -49,7 +49,8 @@ void FuseRopeIntoAttentionPass::runOnOperation() {
     RopeOp q = fusableRope(attention.getQ(), attention, attention.getHeads());
     RopeOp k = fusableRope(attention.getK(), attention, attention.getKvHeads());
     // One rotation for both: the same positions and frequencies.
-    if (!q || !k || q.getPositions() != k.getPositions() || q.getInvFreq() != k.getInvFreq())
+    if (!q || !k || q.getPositions() != k.getPositions() || q.getInvFreq() != k.getInvFreq() ||
+        q.getRotatedColumns() != k.getRotatedColumns() || q.getInterleaved() != k.getInterleaved())
       return;
     // Each rope rotates its buffer in place; the attention then reads those same buffers.
     auto qIn = q->getAttrOfType<DenseI64ArrayAttr>(kBuffersIn);

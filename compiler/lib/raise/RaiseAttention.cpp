@@ -67,6 +67,8 @@ struct Angles {
 struct RopeMatch {
   HeadsSplit split;
   Angles angles;
+  int64_t rotaryDim = 0; // the first columns of each head rotated (head_dim: all)
+  bool interleaved = false;
 };
 
 // Why a match failed, when that is worth an error rather than leaving the nodes to CheckRaised.
@@ -162,23 +164,56 @@ std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
   return HeadsSplit{flat, *heads, *headDim};
 }
 
-// Whether `slice` is x[..., begin:end] on the last axis of a 4-D x with unit steps, end >= `end`
-// meaning "to the end".
-bool isLastAxisSlice(OnnxNodeOp slice, Value x, int64_t begin, int64_t end, bool toEnd) {
+// A slice bound: a constant, or arithmetic on x's last dimension, `lastDim` (-1: unknown), as
+// `x[..., : x.shape[-1] // 2]` exports where shape inference left x's type unknown (the rotated
+// columns of a partial rotary): Div(Gather(Shape(x), -1), c), under Unsqueeze or Cast.
+std::optional<int64_t> sliceBound(Value v, Value x, int64_t lastDim) {
+  if (auto values = intValues(v); values && values->size() == 1)
+    return values->front();
+  v = skipNoOps(v);
+  while (auto node = v.getDefiningOp<OnnxNodeOp>()) {
+    StringRef type = node.getOpType();
+    if ((type != "Unsqueeze" && type != "Cast" && type != "Reshape") || node->getNumOperands() == 0)
+      break;
+    v = skipNoOps(node->getOperand(0));
+  }
+  if (OnnxNodeOp div = producer(v, "Div")) {
+    std::optional<double> divisor = scalarValue(div->getOperand(1));
+    std::optional<int64_t> n = sliceBound(div->getOperand(0), x, lastDim);
+    if (divisor && *divisor >= 1 && n && *n >= 0)
+      return *n / static_cast<int64_t>(*divisor);
+    return std::nullopt;
+  }
+  OnnxNodeOp gather = producer(v, "Gather");
+  OnnxNodeOp shape = gather ? producer(gather->getOperand(0), "Shape") : OnnxNodeOp();
+  std::optional<double> index = shape ? scalarValue(gather->getOperand(1)) : std::nullopt;
+  if (lastDim > 0 && shape && skipNoOps(shape->getOperand(0)) == x && !shape.getOnnxAttrs() &&
+      index && (*index == -1 || *index == 3))
+    return lastDim;
+  return std::nullopt;
+}
+
+// Whether `slice` is x[..., begin:end:step] on the last axis of a 4-D x, end >= `end` meaning "to
+// the end"; `lastDim` is x's last dimension when the caller knows it (-1: not).
+bool isLastAxisSlice(OnnxNodeOp slice, Value x, int64_t begin, int64_t end, bool toEnd,
+                     int64_t step = 1, int64_t lastDim = -1) {
   if (slice->getNumOperands() < 4 || skipNoOps(slice->getOperand(0)) != x)
     return false;
-  auto starts = intValues(slice->getOperand(1)), ends = intValues(slice->getOperand(2));
+  std::optional<int64_t> start = sliceBound(slice->getOperand(1), x, lastDim);
+  std::optional<int64_t> stop = sliceBound(slice->getOperand(2), x, lastDim);
   auto axes = intValues(slice->getOperand(3));
-  if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1)
+  if (!start || !stop || !axes || axes->size() != 1)
     return false;
   if (!isAxis(axes->front(), 3, 4))
     return false;
   if (slice->getNumOperands() >= 5 && !isa<NoneType>(slice->getOperand(4).getType())) {
     auto steps = intValues(slice->getOperand(4));
-    if (!steps || steps->size() != 1 || steps->front() != 1)
+    if (!steps || steps->size() != 1 || steps->front() != step)
       return false;
+  } else if (step != 1) {
+    return false;
   }
-  return starts->front() == begin && (toEnd ? ends->front() >= end : ends->front() == end);
+  return *start == begin && (toEnd ? *stop >= end : *stop == end);
 }
 
 // rotate_half(x) = Concat(-x[..., D/2:], x[..., :D/2], axis = -1).
@@ -191,8 +226,33 @@ bool isRotateHalf(Value rot, Value x, int64_t headDim) {
   OnnxNodeOp second = neg ? producer(neg->getOperand(0), "Slice") : OnnxNodeOp();
   OnnxNodeOp first = producer(concat->getOperand(1), "Slice");
   int64_t half = headDim / 2;
-  return second && first && isLastAxisSlice(second, x, half, headDim, /*toEnd=*/true) &&
-         isLastAxisSlice(first, x, 0, half, /*toEnd=*/false);
+  return second && first && isLastAxisSlice(second, x, half, headDim, /*toEnd=*/true, 1, headDim) &&
+         isLastAxisSlice(first, x, 0, half, /*toEnd=*/false, 1, headDim);
+}
+
+// Whether `v` is Unsqueeze(x, [-1]) of a 4-D x (as stack(.., dim = -1) exports), and gives x.
+Value unsqueezedLast(Value v) {
+  OnnxNodeOp unsqueeze = producer(v, "Unsqueeze");
+  auto axes = unsqueeze ? axesOf(unsqueeze) : std::nullopt;
+  if (!axes || axes->size() != 1 || !isAxis(axes->front(), 4, 5))
+    return {};
+  return skipNoOps(unsqueeze->getOperand(0));
+}
+
+// GPT-J's rotate_every_two(x) = stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2):
+// Reshape(Concat(Unsqueeze(Neg(x[..., 1::2]), -1), Unsqueeze(x[..., ::2], -1), axis = -1)).
+bool isRotateEveryTwo(Value rot, Value x, int64_t dim) {
+  OnnxNodeOp reshape = producer(rot, "Reshape");
+  OnnxNodeOp concat = reshape ? producer(reshape->getOperand(0), "Concat") : OnnxNodeOp();
+  if (!concat || concat->getNumOperands() != 2 ||
+      !isAxis(intAttr(concat, "axis").value_or(0), 4, 5))
+    return false;
+  Value negated = unsqueezedLast(concat->getOperand(0)), even = unsqueezedLast(concat->getOperand(1));
+  OnnxNodeOp neg = negated ? producer(negated, "Neg") : OnnxNodeOp();
+  OnnxNodeOp odd = neg ? producer(neg->getOperand(0), "Slice") : OnnxNodeOp();
+  OnnxNodeOp evenSlice = even ? producer(even, "Slice") : OnnxNodeOp();
+  return odd && evenSlice && isLastAxisSlice(odd, x, 1, dim, /*toEnd=*/true, 2) &&
+         isLastAxisSlice(evenSlice, x, 0, dim, /*toEnd=*/true, 2);
 }
 
 // The integer position ids behind `Cast(Unsqueeze(position_ids))`: a graph input.
@@ -272,9 +332,11 @@ std::optional<Angles> matchFrequencies(Value f, int64_t half) {
   return result;
 }
 
-// cos or sin broadcast over heads: Unsqueeze(Cos(Concat(f, f, -1)), [1]), or
+// cos or sin broadcast over heads: Unsqueeze(Cos(dup(f)), [1]) with dup(f) = Concat(f, f, -1)
+// (rotate-half) or stack((f, f), -1).flatten(-2) (interleaved pairs) over `rotaryDim` columns, or
 // Unsqueeze(Gather(table, positions), [1]).
-std::optional<Angles> matchTrig(Value v, StringRef function, int64_t headDim) {
+std::optional<Angles> matchTrig(Value v, StringRef function, int64_t rotaryDim,
+                                bool interleaved) {
   OnnxNodeOp unsqueeze = producer(skipFloatCasts(v), "Unsqueeze");
   auto axes = unsqueeze ? axesOf(unsqueeze) : std::nullopt;
   if (!axes || axes->size() != 1 || (axes->front() != 1 && axes->front() != -3))
@@ -311,6 +373,24 @@ std::optional<Angles> matchTrig(Value v, StringRef function, int64_t headDim) {
       return std::nullopt;
     return Angles{positions, InvFreq{{}, {}, table, gather}};
   }
+  if (interleaved) {
+    OnnxNodeOp reshape = producer(trig->getOperand(0), "Reshape");
+    OnnxNodeOp stack = reshape ? producer(reshape->getOperand(0), "Concat") : OnnxNodeOp();
+    if (!stack || stack->getNumOperands() != 2 ||
+        !isAxis(intAttr(stack, "axis").value_or(0), 3, 4))
+      return std::nullopt;
+    auto last = [](Value u) -> Value {
+      OnnxNodeOp unsqueeze = producer(u, "Unsqueeze");
+      auto axes = unsqueeze ? axesOf(unsqueeze) : std::nullopt;
+      return axes && axes->size() == 1 && isAxis(axes->front(), 3, 4)
+                 ? skipNoOps(unsqueeze->getOperand(0))
+                 : Value();
+    };
+    Value f = last(stack->getOperand(0));
+    if (!f || f != last(stack->getOperand(1)))
+      return std::nullopt;
+    return matchFrequencies(f, rotaryDim / 2);
+  }
   OnnxNodeOp concat = producer(trig->getOperand(0), "Concat");
   if (!concat || concat->getNumOperands() != 2 ||
       skipNoOps(concat->getOperand(0)) != skipNoOps(concat->getOperand(1)))
@@ -318,12 +398,28 @@ std::optional<Angles> matchTrig(Value v, StringRef function, int64_t headDim) {
   int64_t axis = intAttr(concat, "axis").value_or(0);
   if (!isAxis(axis, 2, 3))
     return std::nullopt;
-  return matchFrequencies(concat->getOperand(0), headDim / 2);
+  return matchFrequencies(concat->getOperand(0), rotaryDim / 2);
 }
 
-// rope(x4) = x4 * cos + rotate_half(x4) * sin.
+// rope(x4) = x4 * cos + rot(x4) * sin, rot rotate_half or GPT-J's rotate_every_two; or, for
+// partial rotary, Concat(rope(x4[..., :R]), x4[..., R:], axis = -1) with rope over R columns.
 std::optional<RopeMatch> matchRope(Value r, RopeTables &tables, Unsupported &unsupported) {
-  OnnxNodeOp add = producer(r, "Add");
+  // The partial form: the rotated first R columns, then the rest of each head as it was.
+  Value rotated = r, passed;
+  int64_t rotaryDim = 0;
+  if (OnnxNodeOp concat = producer(r, "Concat");
+      concat && concat->getNumOperands() == 2 && isAxis(intAttr(concat, "axis").value_or(0), 3, 4)) {
+    OnnxNodeOp rest = producer(concat->getOperand(1), "Slice");
+    auto starts = rest && rest->getNumOperands() >= 4 ? intValues(rest->getOperand(1)) : std::nullopt;
+    if (!starts || starts->size() != 1 || starts->front() <= 0)
+      return std::nullopt;
+    rotaryDim = starts->front();
+    passed = skipNoOps(rest->getOperand(0));
+    if (!isLastAxisSlice(rest, passed, rotaryDim, rotaryDim + 1, /*toEnd=*/true))
+      return std::nullopt;
+    rotated = concat->getOperand(0);
+  }
+  OnnxNodeOp add = producer(rotated, "Add");
   if (!add)
     return std::nullopt;
   std::optional<RopeMatch> result;
@@ -332,22 +428,36 @@ std::optional<RopeMatch> matchRope(Value r, RopeTables &tables, Unsupported &uns
     if (!cosMul || !sinMul)
       return false;
     return matchCommutative(cosMul, [&](Value x, Value cos) {
-      Value x4 = skipNoOps(x);
+      // The rotated columns: the head itself, or its first R columns.
+      Value xr = skipNoOps(x), x4 = xr;
+      if (passed) {
+        OnnxNodeOp first = producer(xr, "Slice");
+        if (!first || !isLastAxisSlice(first, passed, 0, rotaryDim, /*toEnd=*/false))
+          return false;
+        x4 = passed;
+      }
       std::optional<HeadsSplit> split = matchHeadsSplit(x4);
-      if (!split || split->headDim % 2 != 0)
+      if (!split)
+        return false;
+      const int64_t dim = passed ? rotaryDim : split->headDim;
+      if (dim % 2 != 0 || dim > split->headDim)
         return false;
       return matchCommutative(sinMul, [&](Value rot, Value sin) {
-        if (!isRotateHalf(rot, x4, split->headDim))
-          return false;
-        std::optional<Angles> c = matchTrig(cos, "Cos", split->headDim);
-        std::optional<Angles> s = matchTrig(sin, "Sin", split->headDim);
+        bool interleaved = false;
+        if (!isRotateHalf(rot, xr, dim)) {
+          if (!isRotateEveryTwo(rot, xr, dim))
+            return false;
+          interleaved = true;
+        }
+        std::optional<Angles> c = matchTrig(cos, "Cos", dim, interleaved);
+        std::optional<Angles> s = matchTrig(sin, "Sin", dim, interleaved);
         if (!c || !s || c->positions != s->positions)
           return false;
         if (c->invFreq.table && s->invFreq.table) {
           std::string why;
-          std::optional<SmallVector<double>> values =
-              tables.recover(c->invFreq.table, s->invFreq.table, split->headDim,
-                             RopeTables::Width::Duplicated, why);
+          std::optional<SmallVector<double>> values = tables.recover(
+              c->invFreq.table, s->invFreq.table, dim,
+              interleaved ? RopeTables::Width::Pairs : RopeTables::Width::Duplicated, why);
           if (!values) {
             if (!unsupported.op)
               unsupported = {c->invFreq.gather, "reads RoPE cos/sin tables that " + why};
@@ -357,44 +467,12 @@ std::optional<RopeMatch> matchRope(Value r, RopeTables &tables, Unsupported &uns
         }
         if (!(c->invFreq == s->invFreq))
           return false;
-        result = RopeMatch{*split, *c};
+        result = RopeMatch{*split, *c, dim, interleaved};
         return true;
       });
     });
   });
   return result;
-}
-
-// Why a rotated q or k that matchRope did not take is a RoPE hetc.rope cannot apply, when its
-// form says so: a rotation of the first r columns only, concatenated with the rest (partial
-// rotary), or one of interleaved pairs (a Slice with step 2 on the last axis, GPT-J style).
-std::optional<std::string> unsupportedRopeForm(Value rotated) {
-  if (OnnxNodeOp concat = producer(rotated, "Concat");
-      concat && concat->getNumOperands() == 2 &&
-      isAxis(intAttr(concat, "axis").value_or(0), 3, 4) && producer(concat->getOperand(0), "Add")) {
-    OnnxNodeOp rest = producer(concat->getOperand(1), "Slice");
-    auto starts = rest ? intValues(rest->getOperand(1)) : std::nullopt;
-    if (starts && starts->size() == 1)
-      return "applies RoPE to the first " + std::to_string(starts->front()) +
-             " columns of each head only (partial rotary), which hetc.rope does not do";
-  }
-  // Breadth first, so that each node is seen at its shortest distance.
-  SmallVector<std::pair<Value, int>> worklist{{rotated, 0}};
-  DenseSet<Operation *> seen;
-  for (size_t next = 0; next < worklist.size(); ++next) {
-    auto [v, depth] = worklist[next];
-    auto node = v.getDefiningOp<OnnxNodeOp>();
-    if (!node || depth > 6 || !seen.insert(node).second)
-      continue;
-    if (node.getOpType() == "Slice" && node->getNumOperands() >= 5)
-      if (auto steps = intValues(node->getOperand(4)); steps && steps->size() == 1 &&
-                                                         steps->front() == 2)
-        return std::string("rotates interleaved pairs (x[..., ::2] with x[..., 1::2], GPT-J "
-                           "style), which hetc.rope does not do");
-    for (Value operand : node->getOperands())
-      worklist.push_back({operand, depth + 1});
-  }
-  return std::nullopt;
 }
 
 struct RepeatKv {
@@ -839,9 +917,6 @@ private:
 
   std::optional<AttentionMatch> matchOperands(OnnxNodeOp scores, float scale, Value vRep) {
     std::optional<RopeMatch> q = matchRope(scores->getOperand(0), tables_, unsupported);
-    if (!q && !unsupported.op)
-      if (std::optional<std::string> why = unsupportedRopeForm(scores->getOperand(0)))
-        unsupported = {skipNoOps(scores->getOperand(0)).getDefiningOp(), *why};
     OnnxNodeOp kT = producer(scores->getOperand(1), "Transpose");
     if (!q || !kT || !hasPerm(kT, {0, 1, 3, 2}))
       return std::nullopt;
@@ -870,7 +945,8 @@ private:
       if (nRep != 1)
         if (std::optional<int64_t> h = repeatedHeads(repeated); h && *h != heads)
           return std::nullopt;
-    if (k->angles.positions != q->angles.positions || !(k->angles.invFreq == q->angles.invFreq))
+    if (k->angles.positions != q->angles.positions || !(k->angles.invFreq == q->angles.invFreq) ||
+        k->rotaryDim != q->rotaryDim || k->interleaved != q->interleaved)
       return std::nullopt;
     return AttentionMatch{*q, *k, *v, *presentK, *presentV, scale};
   }
@@ -911,9 +987,10 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
       Location loc = reshape->getLoc();
       int64_t heads = m->q.split.heads, kvHeads = m->k.split.heads, headDim = m->q.split.headDim;
 
+      const int64_t rotaryDim = m->q.rotaryDim;
       Value invFreq = m->q.angles.invFreq.weight;
       if (!invFreq) {
-        auto type = RankedTensorType::get({headDim / 2}, builder.getF32Type());
+        auto type = RankedTensorType::get({rotaryDim / 2}, builder.getF32Type());
         SmallVector<float> values(m->q.angles.invFreq.values.begin(),
                                   m->q.angles.invFreq.values.end());
         auto value = DenseElementsAttr::get(type, ArrayRef(values));
@@ -924,9 +1001,11 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
         Type type = split.flat.getType();
         if (!featureSize(type))
           type = withFeatureSize(type, split.heads * split.headDim);
-        return builder.create<RopeOp>(loc, type, split.flat, positions, invFreq,
-                                      builder.getI64IntegerAttr(split.heads),
-                                      builder.getI64IntegerAttr(split.headDim));
+        return builder.create<RopeOp>(
+            loc, type, split.flat, positions, invFreq, builder.getI64IntegerAttr(split.heads),
+            builder.getI64IntegerAttr(split.headDim),
+            rotaryDim == split.headDim ? IntegerAttr() : builder.getI64IntegerAttr(rotaryDim),
+            m->q.interleaved ? builder.getUnitAttr() : UnitAttr());
       };
       RopeOp qRope = rope(m->q.split), kRope = rope(m->k.split);
 

@@ -5,10 +5,11 @@
 //   SkipSimplifiedLayerNormalization(input, skip, gamma; epsilon)
 //       output 3 (input + skip)  -> an Add, raised as the residual add it is by RaiseResidualAdd
 //       output 0                 -> hetc.rms_norm of that sum
-//   RotaryEmbedding(input [B, S, N * H], position_ids, cos_cache, sin_cache [positions, H / 2];
-//                   interleaved = 0, rotary_embedding_dim = 0 or H, num_heads, scale = 1)
+//   RotaryEmbedding(input [B, S, N * H], position_ids, cos_cache, sin_cache [positions, R / 2];
+//                   interleaved, rotary_embedding_dim = 0 or R, num_heads, scale = 1)
 //                                                                    -> hetc.rope, its
-//       frequencies read from the caches (RopeTables)
+//       frequencies read from the caches (RopeTables), rotating the first R columns of each head
+//       (R = H without num_heads), in interleaved pairs or rotate-half
 //   GroupQueryAttention(query, key, value, past_key, past_value [B, kv_heads, past, H],
 //                       seqlens_k, total_sequence_length; num_heads, kv_num_heads, scale)
 //                                                                    -> hetc.attention
@@ -16,8 +17,8 @@
 //       a right-padded batch, and hetc never pads a sequence (each keeps its own cache), so they
 //       are not needed: computed from attention_mask or given as inputs, they become dead.
 //
-// Whatever these ops do that the LLM ops do not (a bias on the skip sum, interleaved or partial
-// rotation, rotation inside the attention, a sliding window, a softcap, an attention bias, packed
+// Whatever these ops do that the LLM ops do not (a bias on the skip sum, rotation inside the
+// attention, a sliding window, a softcap, an attention bias, packed
 // QKV, a read of the inverse deviation) is refused with the node and the attribute or input.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
@@ -160,9 +161,6 @@ private:
   }
 
   bool rotary(OnnxNodeOp node) {
-    if (intAttr(node, "interleaved").value_or(0) != 0)
-      return refuse(node, "rotates interleaved pairs (interleaved = 1, GPT-J style), which "
-                          "hetc.rope does not do");
     if (double scale = floatAttr(node, "scale").value_or(1.0); scale != 1.0)
       return refuse(node, "scales positions by " + printed(scale) + ", which hetc.rope does not do");
     if (intAttr(node, "is_packed_batching").value_or(0) != 0)
@@ -188,24 +186,28 @@ private:
     if (heads * headDim != *features)
       return refuse(node, "splits " + Twine(*features) + " features into heads of " +
                               Twine(headDim) + ", which does not divide them");
+    // The caches cover the rotated columns: all of a head, or its first rotary_embedding_dim.
     int64_t declared = intAttr(node, "rotary_embedding_dim").value_or(0);
-    if ((declared != 0 && declared != headDim) || rotaryDim != headDim)
-      return refuse(node, "rotates " + Twine(declared ? declared : rotaryDim) + " of " +
-                              Twine(headDim) + " columns per head (partial rotary), which "
-                              "hetc.rope does not do");
+    if ((declared != 0 && declared != rotaryDim) || rotaryDim > headDim)
+      return refuse(node, "declares rotary_embedding_dim " + Twine(declared) + " but its caches "
+                              "cover " + Twine(rotaryDim) + " columns of heads of " +
+                              Twine(headDim));
     std::string why;
     std::optional<SmallVector<double>> freqs =
-        tables_.recover(skipNoOps(node->getOperand(2)), skipNoOps(node->getOperand(3)), headDim,
-                        RopeTables::Width::Half, why);
+        tables_.recover(skipNoOps(node->getOperand(2)), skipNoOps(node->getOperand(3)),
+                        rotaryDim, RopeTables::Width::Half, why);
     if (!freqs)
       return refuse(node, "reads cos/sin caches that " + why);
-    auto invType = RankedTensorType::get({headDim / 2}, builder_.getF32Type());
+    auto invType = RankedTensorType::get({rotaryDim / 2}, builder_.getF32Type());
     SmallVector<float> values(freqs->begin(), freqs->end());
     Value invFreq = builder_.create<ConstantOp>(node->getLoc(), invType,
                                                 DenseElementsAttr::get(invType, ArrayRef(values)));
-    auto rope = builder_.create<RopeOp>(node->getLoc(), llmType(node->getResult(0), x, *features),
-                                        x, positions, invFreq, builder_.getI64IntegerAttr(heads),
-                                        builder_.getI64IntegerAttr(headDim));
+    const bool interleaved = intAttr(node, "interleaved").value_or(0) != 0;
+    auto rope = builder_.create<RopeOp>(
+        node->getLoc(), llmType(node->getResult(0), x, *features), x, positions, invFreq,
+        builder_.getI64IntegerAttr(heads), builder_.getI64IntegerAttr(headDim),
+        rotaryDim == headDim ? IntegerAttr() : builder_.getI64IntegerAttr(rotaryDim),
+        interleaved ? builder_.getUnitAttr() : UnitAttr());
     node->getResult(0).replaceAllUsesWith(rope.getResult());
     return true;
   }

@@ -19,12 +19,12 @@ std::string printed(double v) {
 
 } // namespace
 
-std::optional<SmallVector<double>> RopeTables::recover(Value cos, Value sin, int64_t headDim,
+std::optional<SmallVector<double>> RopeTables::recover(Value cos, Value sin, int64_t rotaryDim,
                                                        Width width, std::string &why) {
-  auto key = std::make_tuple(cos.getAsOpaquePointer(), sin.getAsOpaquePointer(), headDim, width);
+  auto key = std::make_tuple(cos.getAsOpaquePointer(), sin.getAsOpaquePointer(), rotaryDim, width);
   auto [it, inserted] = recovered_.try_emplace(key);
   if (inserted)
-    it->second = compute(cos, sin, headDim, width);
+    it->second = compute(cos, sin, rotaryDim, width);
   if (!it->second.second.empty()) {
     why = it->second.second;
     return std::nullopt;
@@ -53,7 +53,7 @@ std::optional<std::vector<float>> RopeTables::values(Value v) const {
 }
 
 std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, Value sinTable,
-                                                               int64_t headDim,
+                                                               int64_t rotaryDim,
                                                                Width width) const {
   auto fail = [](std::string why) { return std::make_pair(SmallVector<double>{}, why); };
   auto type = dyn_cast<RankedTensorType>(cosTable.getType());
@@ -66,31 +66,35 @@ std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, 
       shape.push_back(d);
   if (shape.size() != 2)
     return fail("are not [positions, columns] tables");
-  const int64_t rows = shape[0], cols = shape[1], half = headDim / 2;
-  const int64_t expected = width == Width::Duplicated ? headDim : half;
+  const int64_t rows = shape[0], cols = shape[1], half = rotaryDim / 2;
+  const int64_t expected = width == Width::Half ? half : rotaryDim;
   if (cols != expected)
-    return fail("have " + std::to_string(cols) + " columns for head_dim " +
-                std::to_string(headDim) + " where a full rotation has " +
-                std::to_string(expected) +
-                (cols < expected ? " (partial rotary), which hetc.rope does not apply" : ""));
+    return fail("have " + std::to_string(cols) + " columns where a rotation of " +
+                std::to_string(rotaryDim) + " columns has " + std::to_string(expected));
   if (rows < 2)
     return fail("have fewer than 2 positions");
   std::optional<std::vector<float>> c = values(cosTable), s = values(sinTable);
   if (!c || !s)
     return fail("have no values to read (without a weight store, as in hetc-opt, tables must be "
                 "hetc.constant)");
-  auto at = [&](const std::vector<float> &t, int64_t p, int64_t i) { return t[p * cols + i]; };
+  // Column i of frequency i: in the first half (Duplicated), at 2i (Pairs), or i (Half).
+  auto at = [&](const std::vector<float> &t, int64_t p, int64_t i) {
+    return t[p * cols + (width == Width::Pairs ? 2 * i : i)];
+  };
+  auto raw = [&](const std::vector<float> &t, int64_t p, int64_t i) { return t[p * cols + i]; };
+  if (width == Width::Pairs)
+    for (int64_t p = 0; p < rows; ++p)
+      for (int64_t i = 0; i < half; ++i)
+        if (raw(*c, p, 2 * i) != raw(*c, p, 2 * i + 1) || raw(*s, p, 2 * i) != raw(*s, p, 2 * i + 1))
+          return fail("differ within the pair of columns " + std::to_string(2 * i) + " and " +
+                      std::to_string(2 * i + 1) + " at position " + std::to_string(p) +
+                      ": not each frequency twice, as interleaved RoPE repeats them");
   if (width == Width::Duplicated)
     for (int64_t p = 0; p < rows; ++p)
       for (int64_t i = 0; i < half; ++i)
-        if (at(*c, p, i) != at(*c, p, i + half) || at(*s, p, i) != at(*s, p, i + half)) {
-          const bool pairs = at(*c, p, 0) == at(*c, p, 1) && at(*s, p, 0) == at(*s, p, 1);
-          return fail(pairs ? "repeat each frequency in adjacent columns (interleaved pairs, "
-                              "GPT-J style), which hetc.rope does not apply"
-                            : "differ between their two halves at position " + std::to_string(p) +
-                                  ", column " + std::to_string(i) +
-                                  ": not Concat(f, f) of rotate-half RoPE");
-        }
+        if (raw(*c, p, i) != raw(*c, p, i + half) || raw(*s, p, i) != raw(*s, p, i + half))
+          return fail("differ between their two halves at position " + std::to_string(p) +
+                      ", column " + std::to_string(i) + ": not Concat(f, f) of rotate-half RoPE");
   SmallVector<double> freqs(half);
   const int64_t last = rows - 1;
   for (int64_t i = 0; i < half; ++i) {

@@ -23,25 +23,27 @@ namespace hetc {
 class RopeTables {
 public:
   enum class Width {
-    Duplicated, // [positions, head_dim]: cat(f, f), rotate-half's layout
-    Half,       // [positions, head_dim / 2]: f alone
+    Duplicated, // [positions, rotary_dim]: cat(f, f), rotate-half's layout
+    Pairs,      // [positions, rotary_dim]: f0, f0, f1, f1, ..., interleaved pairs' layout
+    Half,       // [positions, rotary_dim / 2]: f alone
   };
 
   // `weights` gives a hetc.weight's values; without it (hetc-opt) tables must be hetc.constant.
   explicit RopeTables(const compiler::WeightStore *weights) : weights_(weights) {}
 
-  // The head_dim / 2 frequencies, or nothing with `why` completing "the tables ...".
+  // The rotary_dim / 2 frequencies of tables covering `rotaryDim` columns, or nothing with `why`
+  // completing "the tables ...".
   std::optional<llvm::SmallVector<double>> recover(mlir::Value cos, mlir::Value sin,
-                                                   int64_t headDim, Width width,
+                                                   int64_t rotaryDim, Width width,
                                                    std::string &why);
 
 private:
   std::optional<std::vector<float>> values(mlir::Value v) const;
   std::pair<llvm::SmallVector<double>, std::string> compute(mlir::Value cos, mlir::Value sin,
-                                                            int64_t headDim, Width width) const;
+                                                            int64_t rotaryDim, Width width) const;
 
   const compiler::WeightStore *weights_;
-  // By (cos, sin, head_dim, width): the frequencies, or why there are none.
+  // By (cos, sin, rotary_dim, width): the frequencies, or why there are none.
   std::map<std::tuple<const void *, const void *, int64_t, Width>,
            std::pair<llvm::SmallVector<double>, std::string>>
       recovered_;

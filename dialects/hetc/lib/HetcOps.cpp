@@ -93,9 +93,13 @@ LogicalResult RopeOp::verify() {
   if (heads <= 0 || headDim <= 0 || headDim % 2 != 0)
     return emitOpError() << "needs positive heads and an even head_dim, got heads = " << heads
                          << ", head_dim = " << headDim;
+  int64_t rotated = getRotatedColumns();
+  if (rotated <= 0 || rotated > headDim || rotated % 2 != 0)
+    return emitOpError() << "rotary_dim must be even, positive and at most head_dim " << headDim
+                         << ", got " << rotated;
   auto invFreq = cast<RankedTensorType>(getInvFreq().getType());
-  if (invFreq.getRank() != 1 || invFreq.getDimSize(0) != headDim / 2)
-    return emitOpError() << "inv_freq must be [" << headDim / 2 << "], got " << invFreq;
+  if (invFreq.getRank() != 1 || invFreq.getDimSize(0) != rotated / 2)
+    return emitOpError() << "inv_freq must be [" << rotated / 2 << "], got " << invFreq;
   if (failed(checkFeatureSize(*this, getX(), heads * headDim, "input")))
     return failure();
   return checkFeatureSize(*this, getResult(), heads * headDim, "result");

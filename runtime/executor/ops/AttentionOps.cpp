@@ -24,6 +24,7 @@ struct KvAppendArgs : OpArgs {
   kernels::KvCacheView cache;
   AttentionScratch *scratch = nullptr;
   const float *invFreq = nullptr; // non-null: rotate q and k first (the fused ropes)
+  kernels::RopeForm ropeForm;
   kernels::RopeKernel rope = nullptr;
 };
 
@@ -54,10 +55,10 @@ void runKvAppend(const OpArgs &base, const StepRows &step, unsigned thread, unsi
   // The fused ropes: the same kernel on the same rows and heads as the Rope ops would run.
   const size_t headDim = a.shape.headDim;
   if (a.invFreq) {
-    a.rope(a.q.data + queryBegin * headDim, a.q.stride, queryEnd - queryBegin, headDim, a.invFreq,
-           step.positions, rowBegin, rowEnd);
-    a.rope(a.k.data + headBegin * headDim, a.k.stride, headEnd - headBegin, headDim, a.invFreq,
-           step.positions, rowBegin, rowEnd);
+    a.rope(a.q.data + queryBegin * headDim, a.q.stride, queryEnd - queryBegin, a.ropeForm,
+           a.invFreq, step.positions, rowBegin, rowEnd);
+    a.rope(a.k.data + headBegin * headDim, a.k.stride, headEnd - headBegin, a.ropeForm,
+           a.invFreq, step.positions, rowBegin, rowEnd);
   }
   kernels::kvAppend(a.k.data, a.k.stride, a.v.data, a.v.stride, a.cache, a.shape, step.slots,
                     step.positions, rowBegin, rowEnd, headBegin, headEnd);
@@ -131,6 +132,8 @@ Status resolveAttention(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     if (Status s = resolver.weight(0, WeightLayoutDef::RowMajor, 1, append.invFreq, freqShape); !s)
       return s;
     append.rope = vector.rope;
+    append.ropeForm = ropeForm(params->head_dim(), params->rope_rotary_dim(),
+                               params->rope_interleaved());
   }
 
   const bool bf16 = cache.element == kernels::KvElement::Bf16;

@@ -65,7 +65,8 @@ void runRmsNorm(const OpArgs &base, const StepRows &step, unsigned thread, unsig
 struct RopeArgs : OpArgs {
   Rows x; // rotated in place
   size_t grain = 1;
-  size_t heads = 0, headDim = 0;
+  size_t heads = 0;
+  kernels::RopeForm form;
   const float *invFreq = nullptr;
   kernels::RopeKernel kernel = nullptr;
 };
@@ -75,7 +76,7 @@ void runRope(const OpArgs &base, const StepRows &step, unsigned thread, unsigned
   size_t begin, end;
   ops::rowShare(step, a.grain, thread, threads, begin, end);
   if (begin < end)
-    a.kernel(a.x.data, a.x.stride, a.heads, a.headDim, a.invFreq, step.positions, begin, end);
+    a.kernel(a.x.data, a.x.stride, a.heads, a.form, a.invFreq, step.positions, begin, end);
 }
 
 // SwiGlu (gate, up) and Add (a, b): two inputs, one output, the same columns.
@@ -163,7 +164,7 @@ Status resolveRope(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   const auto *params = resolver.op().params_as_RopeParamsDef();
   a.heads = params->heads();
-  a.headDim = params->head_dim();
+  a.form = ropeForm(params->head_dim(), params->rotary_dim(), params->interleaved());
   const flatbuffers::Vector<uint64_t> *shape = nullptr;
   if (Status s = resolver.weight(0, WeightLayoutDef::RowMajor, 1, a.invFreq, shape); !s)
     return s;

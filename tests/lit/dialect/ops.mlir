@@ -32,6 +32,7 @@ func.func @llm_level(%ids: tensor<?x?xi64>, %pos: tensor<?x?xi64>,
   %wg = hetc.weight "wg" : tensor<64x176xf32>
   %wd = hetc.weight "wd" : tensor<176x64xf32>
   %inv_freq = hetc.constant dense<1.0> : tensor<8xf32>
+  %inv_quarter = hetc.constant dense<1.0> : tensor<4xf32>
 
   // CHECK: %[[H:.*]] = hetc.embedding %{{.*}}, %{{.*}} : (tensor<256x64xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
   %h = hetc.embedding %table, %ids : (tensor<256x64xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
@@ -46,6 +47,9 @@ func.func @llm_level(%ids: tensor<?x?xi64>, %pos: tensor<?x?xi64>,
   // CHECK: %[[QR:.*]] = hetc.rope %[[Q]], %{{.*}}, %{{.*}} {head_dim = 16 : i64, heads = 4 : i64} : (tensor<?x?x64xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x64xf32>
   %qr = hetc.rope %q, %pos, %inv_freq {heads = 4 : i64, head_dim = 16 : i64}
           : (tensor<?x?x64xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x64xf32>
+  // CHECK: hetc.rope %[[K]], %{{.*}}, %{{.*}} {head_dim = 16 : i64, heads = 2 : i64, interleaved, rotary_dim = 8 : i64} : (tensor<?x?x32xf32>, tensor<?x?xi64>, tensor<4xf32>) -> tensor<?x?x32xf32>
+  %kp = hetc.rope %k, %pos, %inv_quarter {heads = 2 : i64, head_dim = 16 : i64, rotary_dim = 8 : i64, interleaved}
+          : (tensor<?x?x32xf32>, tensor<?x?xi64>, tensor<4xf32>) -> tensor<?x?x32xf32>
   %kr = hetc.rope %k, %pos, %inv_freq {heads = 2 : i64, head_dim = 16 : i64}
           : (tensor<?x?x32xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x32xf32>
   // CHECK: %[[O:.*]], %[[PK:.*]], %[[PV:.*]] = hetc.attention %[[QR]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {head_dim = 16 : i64, heads = 4 : i64, kv_heads = 2 : i64, scale = 2.500000e-01 : f32}

@@ -153,6 +153,22 @@ func.func @rope_inv_freq_length(%x: tensor<?x?x64xf32>, %p: tensor<?x?xi64>, %f:
 
 // -----
 
+func.func @rope_rotary_dim_odd(%x: tensor<?x?x64xf32>, %p: tensor<?x?xi64>, %f: tensor<3xf32>) -> tensor<?x?x64xf32> {
+  // expected-error @+1 {{'hetc.rope' op rotary_dim must be even, positive and at most head_dim 16, got 7}}
+  %0 = hetc.rope %x, %p, %f {heads = 4 : i64, head_dim = 16 : i64, rotary_dim = 7 : i64} : (tensor<?x?x64xf32>, tensor<?x?xi64>, tensor<3xf32>) -> tensor<?x?x64xf32>
+  return %0 : tensor<?x?x64xf32>
+}
+
+// -----
+
+func.func @rope_partial_inv_freq_length(%x: tensor<?x?x64xf32>, %p: tensor<?x?xi64>, %f: tensor<8xf32>) -> tensor<?x?x64xf32> {
+  // expected-error @+1 {{'hetc.rope' op inv_freq must be [4], got 'tensor<8xf32>'}}
+  %0 = hetc.rope %x, %p, %f {heads = 4 : i64, head_dim = 16 : i64, rotary_dim = 8 : i64} : (tensor<?x?x64xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x64xf32>
+  return %0 : tensor<?x?x64xf32>
+}
+
+// -----
+
 func.func @rope_input_width(%x: tensor<?x?x32xf32>, %p: tensor<?x?xi64>, %f: tensor<8xf32>) -> tensor<?x?x64xf32> {
   // expected-error @+1 {{'hetc.rope' op input has 32 features, expected 64}}
   %0 = hetc.rope %x, %p, %f {heads = 4 : i64, head_dim = 16 : i64} : (tensor<?x?x32xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x64xf32>

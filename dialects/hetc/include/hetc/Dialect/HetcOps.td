@@ -196,19 +196,28 @@ def Hetc_LinearOp : Hetc_LlmOp<"linear"> {
 }
 
 def Hetc_RopeOp : Hetc_LlmOp<"rope"> {
-  let summary = "rotary position embedding, rotate-half form";
+  let summary = "rotary position embedding";
   let description = [{
-    `x : [..., heads * head_dim]`, each head rotated by angles `position * inv_freq` with
-    `inv_freq : [head_dim / 2]` and the rotate-half convention of Hugging Face Llama.
+    `x : [..., heads * head_dim]`, the first `rotary_dim` columns of each head (all without it)
+    rotated by angles `position * inv_freq` with `inv_freq : [rotary_dim / 2]`; column `i` pairs
+    with `i + rotary_dim / 2` (rotate-half, Hugging Face Llama) or, with `interleaved`, column `2i`
+    with `2i + 1` (GPT-J). The other columns pass through (partial rotary: GPT-NeoX, Phi).
 
     Example:
     ```mlir
     %qr = hetc.rope %q, %pos, %inv_freq {heads = 4 : i64, head_dim = 16 : i64}
             : (tensor<?x?x64xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x64xf32>
+    %kr = hetc.rope %k, %pos, %inv_half {heads = 2 : i64, head_dim = 16 : i64, rotary_dim = 8 : i64, interleaved}
+            : (tensor<?x?x32xf32>, tensor<?x?xi64>, tensor<4xf32>) -> tensor<?x?x32xf32>
     ```
   }];
   let arguments = (ins AnyTensor:$x, AnyTensor:$positions, AnyRankedTensor:$inv_freq,
-                       I64Attr:$heads, I64Attr:$head_dim);
+                       I64Attr:$heads, I64Attr:$head_dim, OptionalAttr<I64Attr>:$rotary_dim,
+                       UnitAttr:$interleaved);
+  let extraClassDeclaration = [{
+    // The columns of each head rotated: rotary_dim, or head_dim without it.
+    int64_t getRotatedColumns() { return getRotaryDim().value_or(getHeadDim()); }
+  }];
   let results = (outs AnyTensor:$result);
   let assemblyFormat = [{
     $x `,` $positions `,` $inv_freq attr-dict `:` functional-type(operands, results)
