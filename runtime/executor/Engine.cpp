@@ -203,10 +203,12 @@ Status Engine::allocateAttentionScratch() {
   const plan::KvCacheDef *kv = plan_->def().kv_cache();
   attention_.stateFloats = 0;
   for (const plan::OpDef *op : *plan_->def().ops())
-    if (const auto *p = op->params_as_AttentionParamsDef())
+    if (const auto *p = op->params_as_AttentionParamsDef()) {
       attention_.stateFloats = std::max<size_t>(
           attention_.stateFloats,
           kernels::attentionStateFloats(p->heads() / p->kv_heads(), p->head_dim()));
+      attention_.window = p->sliding_window(); // the same for every op (the loader checks)
+    }
   const size_t kvHeads = std::max<size_t>(kv->kv_heads(), 1);
   const size_t splitRows =
       pool_->threadCount() > 1 ? std::min<size_t>(maxStepTokens_, maxBatch_) : 0;
@@ -339,7 +341,8 @@ Status Engine::step(const StepSequence *sequences, size_t count, StepOutput outp
   step_.count = totalTokens;
   step_.logitsCount = logitsCount;
   step_.argmax = output == StepOutput::Argmax;
-  attention_.split.cut(rowPositions_.get(), totalTokens, pool_->threadCount() > 1);
+  attention_.split.cut(rowPositions_.get(), totalTokens, pool_->threadCount() > 1,
+                       attention_.window);
   std::fill(stepArgmax_.get(), stepArgmax_.get() + maxBatch_, -1);
 
   pool_->run(phases_.size(), &Engine::runPhase, this);

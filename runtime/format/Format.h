@@ -28,7 +28,7 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 //      layout exactly kvLayout's, verified.
 // 1.9: LinearParamsDef.bias (weights[1] is the linear's bias); RopeParamsDef.rotary_dim and
 //      interleaved, AttentionParamsDef.rope_rotary_dim and rope_interleaved (partial rotary and
-//      interleaved pairs).
+//      interleaved pairs); AttentionParamsDef.sliding_window.
 constexpr uint32_t kPlanSchemaMinor = 9;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <sstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -529,6 +530,7 @@ private:
     const uint32_t tensorCount = def_.tensors()->size();
     const uint32_t sublayerCount = count(def_.sublayers());
     bool hasLmHead = false;
+    std::optional<uint32_t> window;
     for (uint32_t i = 0; i < ops.size(); ++i) {
       const OpDef *op = ops.Get(i);
       if (!inRange(op->kind()))
@@ -607,6 +609,14 @@ private:
       if (!status)
         return status;
       hasLmHead |= op->kind() == OpKindDef::LmHead;
+      // The engine cuts each step's attention once for every layer.
+      if (const AttentionParamsDef *p = op->params_as_AttentionParamsDef()) {
+        if (!window)
+          window = p->sliding_window();
+        else if (*window != p->sliding_window())
+          return fail(opText(i), " has sliding window ", p->sliding_window(), " but an earlier "
+                      "attention op has ", *window, "; the attention ops of a plan share one");
+      }
     }
     if (!hasLmHead)
       return fail("the plan has no LmHead op, so it produces no logits");

@@ -11,7 +11,7 @@
 // CHECK: %[[INV:.*]] = hetc.constant dense<[1.000000e+00, 0.0099999{{[0-9]+}}]> : tensor<2xf32>
 // CHECK: %[[QR:.*]] = hetc.rope %[[Q]], %[[POS]], %[[INV]] {head_dim = 4 : i64, heads = 2 : i64}
 // CHECK: %[[KR:.*]] = hetc.rope %[[K]], %[[POS]], %{{.*}} {head_dim = 4 : i64, heads = 1 : i64}
-// CHECK: %[[O:.*]], %[[NK:.*]], %[[NV:.*]] = hetc.attention %[[QR]], %[[KR]], %[[V]], %[[PK]], %[[PV]] {head_dim = 4 : i64, heads = 2 : i64, kv_heads = 1 : i64, scale = 5.000000e-01 : f32}
+// CHECK: %[[O:.*]], %[[NK:.*]], %[[NV:.*]] = hetc.attention %[[QR]], %[[KR]], %[[V]], %[[PK]], %[[PV]] {head_dim = 4 : i64, heads = 2 : i64, kv_heads = 1 : i64, scale = 5.000000e-01 : f32, sliding_window = 3 : i64}
 // CHECK: %[[P:.*]] = hetc.onnx.node "MatMul"(%[[O]]
 // CHECK: %[[SUM:.*]] = hetc.onnx.node "Add"(%[[X]], %[[P]]) {node_name = "layer/post_norm/skip_sum"}
 // CHECK: %[[N2:.*]] = hetc.rms_norm %[[SUM]], %{{.*}} {epsilon = 9.99999997E-7 : f32}
@@ -34,7 +34,7 @@ func.func @genai_layer(%x: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: te
   %v = hetc.onnx.node "MatMul"(%n#0, %wv) {node_name = "layer/v_proj"} : (tensor<*xf32>, tensor<8x4xf32>) -> tensor<*xf32>
   %qr = hetc.onnx.node "RotaryEmbedding"(%q, %pos, %cos, %sin) {node_name = "layer/q_rotary"} : (tensor<*xf32>, tensor<?x?xi64>, tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<*xf32>
   %kr = hetc.onnx.node "RotaryEmbedding"(%k, %pos, %cos, %sin) {node_name = "layer/k_rotary"} : (tensor<*xf32>, tensor<?x?xi64>, tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<*xf32>
-  %a:3 = hetc.onnx.node "GroupQueryAttention"(%qr, %kr, %v, %past_k, %past_v, %seqlens_k, %total) {node_name = "layer/gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64}} : (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  %a:3 = hetc.onnx.node "GroupQueryAttention"(%qr, %kr, %v, %past_k, %past_v, %seqlens_k, %total) {node_name = "layer/gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64, local_window_size = 3 : i64}} : (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
   %o = hetc.onnx.node "MatMul"(%a#0, %wo) {node_name = "layer/o_proj"} : (tensor<*xf32>, tensor<8x8xf32>) -> tensor<*xf32>
   %s:4 = hetc.onnx.node "SkipSimplifiedLayerNormalization"(%x, %o, %g2) {node_name = "layer/post_norm", onnx_attrs = {epsilon = 1.0e-06 : f32}} : (tensor<?x?x8xf32>, tensor<*xf32>, tensor<8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
   return %s#0, %s#3, %a#1, %a#2 : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>

@@ -66,13 +66,13 @@ std::vector<KernelSetCase> kernelSets() {
 // cut in order, then the merges.
 void runAttention(const VectorKernels &kernels, const AttentionOperands &op,
                   const uint32_t *positions, size_t rows, size_t chunkPositions, bool splitRows,
-                  size_t stateCapacity = SIZE_MAX) {
+                  size_t stateCapacity = SIZE_MAX, size_t window = 0) {
   AttentionSplit split;
   size_t states = 0;
   for (size_t t = 0; t < rows; ++t)
     states += op.shape.kvHeads * ((positions[t] + chunkPositions) / chunkPositions);
   split.reserve(rows, op.shape.kvHeads, chunkPositions, std::min(states, stateCapacity));
-  split.cut(positions, rows, splitRows);
+  split.cut(positions, rows, splitRows, window);
   const size_t stateFloats =
       attentionStateFloats(op.shape.heads / op.shape.kvHeads, op.shape.headDim);
   std::vector<float> partials(std::max<size_t>(split.statesUsed(), 1) * stateFloats, kNaN);
@@ -194,6 +194,93 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
           }
           cache.restorePoisoned();
         }
+      }
+}
+
+// A sliding window of W keys: a row at position p attends to p-W+1..p only. Windows of 1 key, of
+// less than a block, across chunk boundaries and wider than the context; the positions before the
+// window and after the row are NaN, so reading one shows; split and whole rows agree bit for bit.
+TEST(AttentionTest, SlidingWindowAttendsToTheLastPositionsOnly) {
+  const std::vector<HeadShape> shapes = {{3, 1, 24}, {8, 2, 64}};
+  const std::vector<size_t> lengths = {1, 17, 257, 1029};
+  const std::vector<size_t> windows = {1, 5, 16, 37, 600, 5000};
+  const std::vector<size_t> chunkSizes = {kAttentionChunkPositions, 48, 37};
+  const size_t maxLength = 1029, poisonAfter = 40;
+  for (const KvElement element : {KvElement::F32, KvElement::Bf16, KvElement::Int8})
+    for (const KernelSetCase &set : kernelSets())
+      for (const HeadShape &hs : shapes) {
+        const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
+        LongTailedRandom random(static_cast<uint32_t>(hs.heads * 17 + d));
+        TestKvCache cache(hs.kvHeads, d, maxLength + poisonAfter, 2, element);
+        const size_t qStride = hs.heads * d, outStride = hs.heads * d + 3;
+        std::vector<float> q(qStride);
+        for (float &e : q)
+          e = random.next(4.0f);
+        const uint32_t slot = 1;
+        AttentionOperands op;
+        op.q = q.data();
+        op.qStride = qStride;
+        op.outStride = outStride;
+        op.cache = cache.view;
+        op.shape = AttentionShape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
+        op.rowSlots = &slot;
+        for (size_t length : lengths)
+          for (size_t window : windows) {
+            const size_t first = length > window ? length - window : 0;
+            cache.fill(random, 1, 1, hs.kvHeads, maxLength);
+            for (size_t g = 0; g < hs.kvHeads; ++g) {
+              for (size_t p = 0; p < first; ++p)
+                cache.poison(1, slot, g, p);
+              for (size_t p = length; p < length + poisonAfter; ++p)
+                cache.poison(1, slot, g, p);
+            }
+            const bool blocks = element != KvElement::F32;
+            std::vector<double> want(hs.heads * d), magnitude(hs.heads * d);
+            for (size_t h = 0; h < hs.heads; ++h) {
+              const size_t g = h / group;
+              std::vector<double> scores(length - first);
+              double maxScore = -1e300, sum = 0;
+              for (size_t j = first; j < length; ++j) {
+                double s = 0;
+                for (size_t i = 0; i < d; ++i)
+                  s += (blocks ? double(bf16ToFloat(floatToBf16(q[h * d + i])))
+                               : double(q[h * d + i])) *
+                       cache.key(1, slot, g, j, i);
+                scores[j - first] = s * op.shape.scale;
+                maxScore = std::max(maxScore, scores[j - first]);
+              }
+              for (double &s : scores)
+                sum += (s = std::exp(s - maxScore));
+              for (size_t i = 0; i < d; ++i)
+                for (size_t j = first; j < length; ++j) {
+                  const double vj = cache.value(1, slot, g, j, i);
+                  want[h * d + i] += scores[j - first] / sum * vj;
+                  magnitude[h * d + i] += scores[j - first] / sum * std::abs(vj);
+                }
+            }
+            const uint32_t position = static_cast<uint32_t>(length - 1);
+            for (size_t chunk : chunkSizes) {
+              const std::string what = std::string(set.name) + " " + elementName(element) +
+                                       " KV " + describe(hs) + " length " +
+                                       std::to_string(length) + " window " +
+                                       std::to_string(window) + " chunk " + std::to_string(chunk);
+              std::vector<float> split(outStride, kNaN), whole(outStride, kNaN);
+              op.out = split.data();
+              runAttention(*set.kernels, op, &position, 1, chunk, true, SIZE_MAX, window);
+              op.out = whole.data();
+              runAttention(*set.kernels, op, &position, 1, chunk, false, SIZE_MAX, window);
+              const double tolerance = element == KvElement::Int8   ? 0x1.0p-7
+                                       : element == KvElement::Bf16 ? 0x1.0p-8
+                                                                    : 3e-5;
+              for (size_t e = 0; e < hs.heads * d; ++e)
+                ASSERT_LE(std::abs(split[e] - want[e]), tolerance * magnitude[e] + 1e-30)
+                    << what << ": element " << e << " is " << split[e] << ", reference "
+                    << want[e];
+              ASSERT_EQ(std::memcmp(split.data(), whole.data(), outStride * sizeof(float)), 0)
+                  << what << ": a split row and a whole row differ (or the padding was written)";
+            }
+            cache.restorePoisoned();
+          }
       }
 }
 

@@ -921,6 +921,19 @@ TEST_F(PlanLoaderTest, KvBlockMistakesAreNamed) {
   }
 }
 
+// The engine cuts a step's attention once for all layers: one window per plan.
+TEST_F(PlanLoaderTest, AttentionOpsShareOneSlidingWindow) {
+  TinyPlanShape shape;
+  shape.layers = 2;
+  auto window = [](TinyPlan &t, int layer) -> uint32_t & {
+    const std::string name = "model.layers." + std::to_string(layer) + ".self_attn";
+    return t.def.ops[t.opIndex(name)]->params.AsAttentionParamsDef()->sliding_window;
+  };
+  EXPECT_EQ(loadErrorAfter([&](TinyPlan &t) { window(t, 0) = window(t, 1) = 8; }, shape), "");
+  const std::string error = loadErrorAfter([&](TinyPlan &t) { window(t, 0) = 8; }, shape);
+  EXPECT_THAT(error, HasSubstr("has sliding window 0 but an earlier attention op has 8"));
+}
+
 TEST_F(PlanLoaderTest, SemanticMistakesAreNamed) {
   for (const Mistake &mistake : mistakes()) {
     SCOPED_TRACE(mistake.name);

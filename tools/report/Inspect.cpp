@@ -69,14 +69,17 @@ std::string layerText(int32_t index) { return index < 0 ? "-" : std::to_string(i
 // The ops an op carries out besides its own: a Linear's bias ("bias") and epilogue ("add", a
 // residual add; "swiglu/gate" or "swiglu/up", a swiglu whose gate or up operand it computes), or
 // the ropes an Attention applies to q and k before writing K into the cache ("rope q,k", with
-// "r16" when it rotates the first 16 columns of each head only and "il" for interleaved pairs);
-// "-" for none.
+// "r16" when it rotates the first 16 columns of each head only and "il" for interleaved pairs)
+// and its sliding window ("window 4096"); "-" for none.
 std::string fusedText(const OpDef &op) {
   if (op.kind() == OpKindDef::Attention) {
     const AttentionParamsDef *params = op.params_as_AttentionParamsDef();
-    if (!params || !params->rope())
+    if (!params)
       return "-";
-    std::string text = "rope q,k";
+    std::string text = params->sliding_window() ? "window " + std::to_string(params->sliding_window()) : "";
+    if (!params->rope())
+      return text.empty() ? "-" : text;
+    text += (text.empty() ? "" : ",") + std::string("rope q,k");
     if (params->rope_rotary_dim() != 0 && params->rope_rotary_dim() != params->head_dim())
       text += " r" + std::to_string(params->rope_rotary_dim());
     return params->rope_interleaved() ? text + " il" : text;

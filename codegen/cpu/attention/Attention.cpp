@@ -195,21 +195,25 @@ void AttentionSplit::reserve(size_t maxRows, size_t kvHeads, size_t chunkPositio
   splitRowCount_ = 0;
   statesUsed_ = 0;
   positions_.reset(new uint64_t[maxRows]());
+  first_.reset(new uint64_t[maxRows]());
   chunks_.reset(new size_t[maxRows]());
   stateFirst_.reset(new size_t[maxRows]());
   unitsBefore_.reset(new size_t[maxRows + 1]());
   splitRows_.reset(new uint32_t[maxRows]());
 }
 
-void AttentionSplit::cut(const uint32_t *rowPositions, size_t rows, bool splitRows) {
+void AttentionSplit::cut(const uint32_t *rowPositions, size_t rows, bool splitRows,
+                         size_t window) {
   rows_ = std::min(rows, maxRows_);
   splitRowCount_ = 0;
   statesUsed_ = 0;
   unitsBefore_[0] = 0;
   for (size_t t = 0; t < rows_; ++t) {
     const uint64_t positions = static_cast<uint64_t>(rowPositions[t]) + 1;
-    const size_t chunks = ceilDiv(positions, chunkPositions_);
+    const uint64_t first = window != 0 && positions > window ? positions - window : 0;
+    const size_t chunks = ceilDiv(positions, chunkPositions_) - first / chunkPositions_;
     positions_[t] = positions;
+    first_[t] = first;
     chunks_[t] = chunks;
     const size_t states = kvHeads_ * chunks;
     size_t units = kvHeads_;
@@ -246,13 +250,18 @@ void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &spl
     const size_t local = unit - split.unitsBefore(row);
     const size_t chunks = split.chunks(row);
     const size_t positions = static_cast<size_t>(split.positions(row));
+    const size_t first = static_cast<size_t>(split.first(row));
+    const size_t firstChunk = split.firstChunk(row);
     const size_t head = split.split(row) ? local / chunks : local;
     const size_t base = op.cache.streamOffset(shape.layer, op.rowSlots[row], head);
     const void *keys = op.cache.at(true, base);
     const void *values = op.cache.at(false, base);
     const float *q = op.q + row * op.qStride + head * group * d;
-    auto runChunk = [&](size_t begin, float *state) {
-      const size_t end = std::min(positions, begin + chunkPositions);
+    // Chunk c (counted from the row's first) covers its part of [first, positions).
+    auto runChunk = [&](size_t c, float *state) {
+      const size_t start = (firstChunk + c) * chunkPositions;
+      const size_t begin = std::max(first, start);
+      const size_t end = std::min(positions, start + chunkPositions);
       switch (op.cache.element) {
       case KvElement::F32:
         chunk.f32(q, static_cast<const float *>(keys), static_cast<const float *>(values), nullptr,
@@ -272,15 +281,14 @@ void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &spl
       }
     };
     if (split.split(row)) {
-      runChunk(local % chunks * chunkPositions,
-               partials + (split.stateFirst(row) + local) * stateFloats);
+      runChunk(local % chunks, partials + (split.stateFirst(row) + local) * stateFloats);
       continue;
     }
     // The whole row: the same chunks and the same merges as a split row's, in one place.
     float *merged = work;
     float *next = work + stateFloats;
     for (size_t c = 0; c < chunks; ++c) {
-      runChunk(c * chunkPositions, c == 0 ? merged : next);
+      runChunk(c, c == 0 ? merged : next);
       if (c > 0)
         chunk.merge(merged, next, group, d);
     }

@@ -1,7 +1,8 @@
 // Attention over the KV cache, split by positions.
 //
-// A row (one query token) attends to positions 0..pos of its slot. The positions are cut into
-// chunks at fixed boundaries 0, C, 2C, ... (C = chunkPositions, fixed by the engine for a plan).
+// A row (one query token) attends to positions 0..pos of its slot, or with a sliding window of W
+// keys to pos-W+1..pos. The positions are cut into chunks at fixed boundaries 0, C, 2C, ...
+// (C = chunkPositions, fixed by the engine for a plan); a window starts inside its first chunk.
 // A chunk's partial result for the query heads of one GQA group is a state per head: the
 // unnormalised output acc = sum_j exp(s_j - max) v_j, the max score and sum_j exp(s_j - max).
 // A row's output is its chunks' states merged in chunk order, then acc / sum.
@@ -85,9 +86,10 @@ public:
   // maxRows rows per step; stateCapacity chunk states in the scratch (0: no row is split).
   void reserve(size_t maxRows, size_t kvHeads, size_t chunkPositions, size_t stateCapacity);
 
-  // Cuts a step whose row t attends positions 0..rowPositions[t]. With `splitRows`, rows of more
-  // than one chunk are split, in row order, while scratch states last.
-  void cut(const uint32_t *rowPositions, size_t rows, bool splitRows);
+  // Cuts a step whose row t attends positions 0..rowPositions[t], or only the last `window` of
+  // them (0: all). With `splitRows`, rows of more than one chunk are split, in row order, while
+  // scratch states last.
+  void cut(const uint32_t *rowPositions, size_t rows, bool splitRows, size_t window = 0);
 
   size_t rows() const { return rows_; }
   size_t kvHeads() const { return kvHeads_; }
@@ -97,8 +99,11 @@ public:
   size_t mergeItemCount() const { return splitRowCount_ * kvHeads_; }
   size_t statesUsed() const { return statesUsed_; }
 
-  // Positions attended by row t, its chunks, and its first state (split rows only).
+  // Row t attends positions [first(t), positions(t)) in chunks(t) chunks, the first of them chunk
+  // number firstChunk(t); and its first state (split rows only).
   uint64_t positions(size_t row) const { return positions_[row]; }
+  uint64_t first(size_t row) const { return first_[row]; }
+  size_t firstChunk(size_t row) const { return static_cast<size_t>(first_[row] / chunkPositions_); }
   size_t chunks(size_t row) const { return chunks_[row]; }
   bool split(size_t row) const { return stateFirst_[row] != kWhole; }
   size_t stateFirst(size_t row) const { return stateFirst_[row]; }
@@ -117,6 +122,7 @@ private:
   size_t splitRowCount_ = 0;
   size_t statesUsed_ = 0;
   std::unique_ptr<uint64_t[]> positions_; // [maxRows]
+  std::unique_ptr<uint64_t[]> first_;     // [maxRows]
   std::unique_ptr<size_t[]> chunks_;      // [maxRows]
   std::unique_ptr<size_t[]> stateFirst_;  // [maxRows], kWhole for a row run whole
   std::unique_ptr<size_t[]> unitsBefore_; // [maxRows + 1]

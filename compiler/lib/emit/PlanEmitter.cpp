@@ -607,6 +607,8 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             params.kv_heads = static_cast<uint32_t>(attention.getKvHeads());
             params.head_dim = static_cast<uint32_t>(attention.getHeadDim());
             params.scale = attention.getScale().convertToFloat();
+            params.sliding_window =
+                static_cast<uint32_t>(attention.getSlidingWindow().value_or(0));
             // Rotates q and k itself (hetc-fuse-rope-into-attention), with the q rope's
             // frequencies and form, which the pass checked the k rope shares.
             const bool rotates = params.rope = attention->hasAttr(kRope);

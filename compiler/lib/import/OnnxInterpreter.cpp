@@ -11,6 +11,16 @@
 using namespace mlir;
 
 namespace hetc {
+
+namespace {
+thread_local int64_t budget = kMaxEvaluatedElements;
+} // namespace
+
+int64_t evaluationBudget() { return budget; }
+ScopedEvaluationBudget::ScopedEvaluationBudget(int64_t elements) : saved_(budget) {
+  budget = elements;
+}
+ScopedEvaluationBudget::~ScopedEvaluationBudget() { budget = saved_; }
 namespace {
 
 std::optional<Tensor> tensorFromAttrImpl(DenseElementsAttr attr) {
@@ -127,7 +137,7 @@ public:
           !((type == "Squeeze" || type == "Unsqueeze" || type == "Trilu") && i == 1))
         return std::nullopt;
     std::optional<Tensor> out = evaluate(type);
-    if (out && out->size() > kMaxEvaluatedElements)
+    if (out && out->size() > evaluationBudget())
       return std::nullopt;
     return out;
   }
@@ -520,7 +530,7 @@ private:
     if (delta == 0)
       return std::nullopt;
     int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
-    if (n > kMaxEvaluatedElements)
+    if (n > evaluationBudget())
       return std::nullopt;
     out.shape = {n};
     out.resize(n);
@@ -535,7 +545,7 @@ private:
     for (int64_t d : out.shape)
       if (d < 0)
         return std::nullopt;
-    if (out.size() > kMaxEvaluatedElements)
+    if (out.size() > evaluationBudget())
       return std::nullopt;
     std::optional<Tensor> fill;
     if (op_.getOnnxAttrs())
@@ -563,7 +573,7 @@ private:
     Tensor out;
     out.elem = x.elem;
     out.shape = *shape;
-    if (out.size() > kMaxEvaluatedElements)
+    if (out.size() > evaluationBudget())
       return std::nullopt;
     out.resize(out.size());
     for (int64_t k = 0; k < out.size(); ++k)
@@ -700,7 +710,7 @@ private:
     out.elem = a.elem;
     out.shape = *batch;
     out.shape.append({m, n});
-    if (out.size() > kMaxEvaluatedElements || out.size() * k > kMaxEvaluatedElements * 64)
+    if (out.size() > evaluationBudget() || out.size() * k > evaluationBudget() * 64)
       return std::nullopt;
     out.resize(out.size());
     int64_t batches = 1;

@@ -13,9 +13,22 @@
 
 namespace hetc {
 
-// Results larger than this are not evaluated: evaluation is for shapes, scalars and masks of a
-// few tokens, never for weights.
+// Results larger than the budget are not evaluated: evaluation is for shapes, scalars and masks
+// of a few tokens, never for weights. kMaxEvaluatedElements is the budget, unless a
+// ScopedEvaluationBudget raises it for an evaluation known to need more (a sliding-window mask
+// probed past a window of thousands of keys, whose KV concat it slices by).
 constexpr int64_t kMaxEvaluatedElements = 1 << 16;
+int64_t evaluationBudget();
+class ScopedEvaluationBudget {
+public:
+  explicit ScopedEvaluationBudget(int64_t elements);
+  ~ScopedEvaluationBudget();
+  ScopedEvaluationBudget(const ScopedEvaluationBudget &) = delete;
+  ScopedEvaluationBudget &operator=(const ScopedEvaluationBudget &) = delete;
+
+private:
+  int64_t saved_;
+};
 
 // A small tensor being evaluated; integers (and bools) exactly, floats as doubles. A null `elem`
 // stands for an absent optional input.

@@ -59,7 +59,10 @@ std::string summary(Operation *op) {
   } else if (auto attention = dyn_cast<AttentionOp>(op)) {
     os << "attention heads " << attention.getHeads() << " kv_heads " << attention.getKvHeads()
        << " head_dim " << attention.getHeadDim() << " scale "
-       << printed(attention.getScale().convertToFloat()) << ", causal"
+       << printed(attention.getScale().convertToFloat()) << ", causal";
+    if (std::optional<int64_t> window = attention.getSlidingWindow())
+      os << " within a sliding window of " << *window << " keys";
+    os
        << (op->hasAttr(kRope) ? ", rotating q and k itself" : "");
   } else if (isa<SwiGluOp>(op)) {
     os << "swiglu";

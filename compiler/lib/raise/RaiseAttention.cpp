@@ -594,30 +594,64 @@ struct AttentionMatch {
   KvConcat presentK, presentV;
   float scale;
   Value mask;
+  std::optional<int64_t> window; // the mask's sliding window
 };
 
 // Evaluates the mask on sample inputs (one sequence of `seq` new tokens after `past` cached
 // ones, attention_mask all ones) and says how it differs from the causal mask hetc.attention
-// applies (0 where key j <= past + i, very negative elsewhere); nothing if it is that mask.
+// applies (0 where key j <= past + i, very negative elsewhere), or which sliding window of W keys
+// it also applies (a query at p sees p - W + 1 .. p).
+struct MaskVerdict {
+  std::optional<std::string> error; // completes "adds an attention mask that ..."
+  std::optional<int64_t> window;
+};
+
 class MaskProbe {
 public:
   MaskProbe(func::FuncOp func, Value positions) : func_(func), positions_(positions) {
     func.walk([&](EmbeddingOp op) { ids_ = op.getIds(); });
   }
 
-  std::optional<std::string> mismatch(Value mask) {
-    for (auto [seq, past] : {std::pair<int64_t, int64_t>{3, 2}, {1, 3}, {2, 0}})
-      if (std::optional<std::string> why = mismatch(mask, seq, past))
-        return why;
-    return windowOffset(mask);
+  MaskVerdict verdict(Value mask) {
+    std::optional<int64_t> window;
+    for (auto [seq, past] : {std::pair<int64_t, int64_t>{3, 2}, {1, 3}, {2, 0}}) {
+      MaskVerdict sample = probe(mask, seq, past);
+      if (sample.error)
+        return sample;
+      if (sample.window && window && *window != *sample.window)
+        return {"hides keys from a distance of " + std::to_string(*window) + " in one sample and " +
+                    std::to_string(*sample.window) + " in another: no one sliding window",
+                std::nullopt};
+      window = window ? window : sample.window;
+    }
+    if (window)
+      return {std::nullopt, window};
+    // The samples reach keys at most 4 positions back, so a wider window hides nothing in them;
+    // the constant it offsets positions by names it, and one more sample that reaches past it
+    // measures it (or says why it cannot).
+    std::optional<std::pair<int64_t, Operation *>> offset = windowOffset(mask);
+    if (!offset)
+      return {};
+    const std::string where = "offsets positions by " + std::to_string(offset->first) + " at " +
+                              describe(offset->second) + " (a sliding window), ";
+    // The KV concat the mask is sliced by holds every cached position: a bigger budget, for this
+    // sample only (2^23 elements: Mistral's 8 KV heads of 128 at 4096 positions).
+    ScopedEvaluationBudget budget(int64_t{1} << 23);
+    MaskVerdict wide = probe(mask, 2, offset->first + 2);
+    if (wide.error)
+      return {where + "but " + *wide.error, std::nullopt};
+    if (!wide.window)
+      return {where + "but hides no key of 2 new tokens after " +
+                  std::to_string(offset->first + 2) + " cached ones",
+              std::nullopt};
+    return wide;
   }
 
 private:
-  // The samples reach keys at most 4 positions back, so a sliding window wider than that hides
-  // nothing in them: its one trace is the constant it offsets positions by. A comparison of
-  // positions shifted by a constant of 2 or more (`k > q - W`), or a Trilu from a diagonal other
-  // than 0 or 1 (`triu(.., -W)`), is such a window, and is refused as one.
-  std::optional<std::string> windowOffset(Value mask) {
+  // The constant a sliding window offsets positions by, and its node: a comparison of positions
+  // shifted by a constant of 2 or more (`k > q - W`), or a Trilu from a diagonal other than 0 or
+  // 1 (`triu(.., -W)`).
+  std::optional<std::pair<int64_t, Operation *>> windowOffset(Value mask) {
     DenseSet<Operation *> seen;
     SmallVector<Value> worklist{mask};
     while (!worklist.empty()) {
@@ -637,11 +671,8 @@ private:
           if (std::optional<double> c = scalarValue(operand);
               c && std::fabs(*c) >= 2 && std::fabs(*c) < 1.0e4 && feedsComparison(node))
             offset = *c;
-      if (offset)
-        return "offsets positions by " +
-               (*offset == std::trunc(*offset) ? std::to_string(static_cast<int64_t>(*offset))
-                                               : printed(*offset)) +
-               " at " + describe(node) + ": a sliding window, which hetc.attention does not apply";
+      if (offset && *offset == std::trunc(*offset))
+        return std::make_pair(static_cast<int64_t>(std::fabs(*offset)), node.getOperation());
     }
     return std::nullopt;
   }
@@ -712,13 +743,13 @@ private:
         return std::nullopt;
       t.shape = {1, seq, type.getDimSize(2)};
     }
-    if (t.size() > kMaxEvaluatedElements)
+    if (t.size() > evaluationBudget())
       return std::nullopt;
     t.resize(t.size());
     return t;
   }
 
-  std::optional<std::string> mismatch(Value mask, int64_t seq, int64_t past) {
+  MaskVerdict probe(Value mask, int64_t seq, int64_t past) {
     std::string sample = " (for " + std::to_string(seq) + " new tokens after " +
                          std::to_string(past) + " cached ones)";
     // The mask's computation, in program order. An LLM op's stand-in needs none of its operands,
@@ -740,8 +771,9 @@ private:
         continue;
       std::optional<Tensor> t = sampleInput(arg, seq, past);
       if (!t)
-        return "reads graph input #" + std::to_string(arg.getArgNumber()) +
-               ", whose role in a mask hetc cannot tell";
+        return {"reads graph input #" + std::to_string(arg.getArgNumber()) +
+                    ", whose role in a mask hetc cannot tell",
+                std::nullopt};
       values[arg] = *t;
     }
     for (Operation &op : func_.getBody().front()) {
@@ -762,7 +794,8 @@ private:
         out = evaluateNode(node, inputs);
       }
       if (!out)
-        return "is computed by " + describe(&op) + ", which hetc cannot evaluate" + sample;
+        return {"is computed by " + describe(&op) + ", which hetc cannot evaluate" + sample,
+                std::nullopt};
       values[op.getResult(0)] = *out;
     }
     const Tensor &m = values[mask];
@@ -770,7 +803,7 @@ private:
     int64_t total = past + seq;
     if (!m.elem || rank < 2 || rank > 4 || (m.shape[rank - 2] != 1 && m.shape[rank - 2] != seq) ||
         (m.shape[rank - 1] != 1 && m.shape[rank - 1] != total))
-      return std::string("does not have the shape of an attention mask") + sample;
+      return {"does not have the shape of an attention mask" + sample, std::nullopt};
     int64_t rows = m.shape[rank - 2], cols = m.shape[rank - 1];
     // What query qi sees of key kj: 0 (visible), a large negative (hidden), or anything else.
     auto at = [&](int64_t qi, int64_t kj) -> std::optional<double> {
@@ -801,16 +834,17 @@ private:
                   " and key " + std::to_string(kj) + " get " + (v ? printed(*v) : "several values");
       }
     if (differs)
-      return *differs + sample;
+      return {*differs + sample, std::nullopt};
     if (!window)
-      return std::nullopt;
+      return {};
+    // A window: every key at that distance or more is hidden, every nearer one seen.
     for (int64_t qi = 0; qi < seq; ++qi)
       for (int64_t kj = 0; kj <= past + qi; ++kj)
         if (const bool hidden = *at(qi, kj) <= -1.0e4; hidden != (past + qi - kj >= *window))
-          return "is not the causal mask hetc.attention applies: query " + std::to_string(qi) +
-                 (hidden ? " does not see key " : " sees key ") + std::to_string(kj) + sample;
-    return "is a sliding-window mask (each query sees its last " + std::to_string(*window) +
-           " keys), which hetc.attention does not apply" + sample;
+          return {"is neither causal nor a sliding window: query " + std::to_string(qi) +
+                      (hidden ? " does not see key " : " sees key ") + std::to_string(kj) + sample,
+                  std::nullopt};
+    return {std::nullopt, window};
   }
 
   func::FuncOp func_;
@@ -821,7 +855,7 @@ private:
 class AttentionMatcher {
 public:
   AttentionMatcher(DenseMap<Value, bool> &maskCache,
-                   DenseMap<Value, std::optional<std::string>> &maskVerdicts, RopeTables &tables)
+                   DenseMap<Value, MaskVerdict> &maskVerdicts, RopeTables &tables)
       : maskCache_(maskCache), maskVerdicts_(maskVerdicts), tables_(tables) {}
 
   std::optional<AttentionMatch> match(OnnxNodeOp reshape) {
@@ -878,11 +912,12 @@ public:
     auto [it, inserted] = maskVerdicts_.try_emplace(result->mask);
     if (inserted)
       it->second = MaskProbe(reshape->getParentOfType<func::FuncOp>(), result->q.angles.positions)
-                       .mismatch(result->mask);
-    if (it->second) {
-      unsupported = {maskAdd, "adds an attention mask that " + *it->second};
+                       .verdict(result->mask);
+    if (it->second.error) {
+      unsupported = {maskAdd, "adds an attention mask that " + *it->second.error};
       return std::nullopt;
     }
+    result->window = it->second.window;
     return result;
   }
 
@@ -952,7 +987,7 @@ private:
   }
 
   DenseMap<Value, bool> &maskCache_;
-  DenseMap<Value, std::optional<std::string>> &maskVerdicts_;
+  DenseMap<Value, MaskVerdict> &maskVerdicts_;
   RopeTables &tables_;
 };
 
@@ -968,7 +1003,7 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
         reshapes.push_back(op);
     });
     DenseMap<Value, bool> maskCache;
-    DenseMap<Value, std::optional<std::string>> maskVerdicts;
+    DenseMap<Value, MaskVerdict> maskVerdicts;
     RopeTables tables(weights_);
     OpBuilder builder(&getContext());
     bool failed = false;
@@ -1018,7 +1053,8 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
           loc, TypeRange{resultType, presentK.getType(), presentV.getType()}, qRope, kRope,
           m->v.flat, m->presentK.past, m->presentV.past, builder.getI64IntegerAttr(heads),
           builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(headDim),
-          builder.getF32FloatAttr(m->scale));
+          builder.getF32FloatAttr(m->scale),
+          m->window ? builder.getI64IntegerAttr(*m->window) : IntegerAttr());
 
       reshape->getResult(0).replaceAllUsesWith(attention.getResult());
       // Earlier readers of the present values belong to the matched (now dead) computation.

@@ -18,7 +18,7 @@
 //       are not needed: computed from attention_mask or given as inputs, they become dead.
 //
 // Whatever these ops do that the LLM ops do not (a bias on the skip sum, rotation inside the
-// attention, a sliding window, a softcap, an attention bias, packed
+// attention, a softcap, an attention bias, packed
 // QKV, a read of the inverse deviation) is refused with the node and the attribute or input.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
@@ -218,9 +218,11 @@ private:
     if (intAttr(node, "do_rotary").value_or(0) != 0)
       return refuse(node, "rotates q and k itself (do_rotary = 1); hetc takes the RoPE as "
                           "RotaryEmbedding nodes before it");
-    if (int64_t window = intAttr(node, "local_window_size").value_or(-1); window != -1)
-      return refuse(node, "attends to a sliding window of " + Twine(window) +
-                              " keys (local_window_size), which hetc.attention does not apply");
+    // local_window_size = W: each query sees its last W keys (ONNX Runtime's CPU kernel and
+    // transformers' sliding_window = W agree, the export tests check).
+    const int64_t window = intAttr(node, "local_window_size").value_or(-1);
+    if (window == 0 || window < -1)
+      return refuse(node, "has local_window_size " + Twine(window) + "; -1 or a positive one");
     if (double softcap = floatAttr(node, "softcap").value_or(0.0); softcap != 0.0)
       return refuse(node, "caps scores with softcap " + printed(softcap) +
                               ", which hetc.attention does not do");
@@ -259,7 +261,8 @@ private:
         node->getLoc(), TypeRange{out, node->getResult(1).getType(), node->getResult(2).getType()},
         node->getOperand(0), node->getOperand(1), node->getOperand(2), pastK, pastV,
         builder_.getI64IntegerAttr(heads), builder_.getI64IntegerAttr(kvHeads),
-        builder_.getI64IntegerAttr(headDim), builder_.getF32FloatAttr(static_cast<float>(scale)));
+        builder_.getI64IntegerAttr(headDim), builder_.getF32FloatAttr(static_cast<float>(scale)),
+        window > 0 ? builder_.getI64IntegerAttr(window) : IntegerAttr());
     for (unsigned r = 0; r < 3; ++r)
       node->getResult(r).replaceAllUsesWith(attention->getResult(r));
     return true;

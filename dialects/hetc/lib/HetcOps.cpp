@@ -114,6 +114,8 @@ LogicalResult AttentionOp::verify() {
                          << " KV heads";
   if (!(getScale().convertToFloat() > 0.0f))
     return emitOpError("scale must be positive");
+  if (std::optional<int64_t> window = getSlidingWindow(); window && *window <= 0)
+    return emitOpError() << "sliding_window must be positive, got " << *window;
   if (failed(checkFeatureSize(*this, getQ(), heads * headDim, "q")) ||
       failed(checkFeatureSize(*this, getK(), kvHeads * headDim, "k")) ||
       failed(checkFeatureSize(*this, getV(), kvHeads * headDim, "v")) ||

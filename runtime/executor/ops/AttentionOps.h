@@ -21,6 +21,7 @@ struct AttentionScratch {
       nullptr;            // never zeroed: each chunk writes its state before the merge reads
   float *work = nullptr;  // [threads][2][stateFloats]
   size_t stateFloats = 0; // the largest state of any attention op
+  size_t window = 0;      // the plan's sliding window (AttentionParamsDef.sliding_window), 0: none
 };
 
 } // namespace hetc

@@ -232,7 +232,9 @@ def Hetc_AttentionOp : Hetc_LlmOp<"attention", ["getActivationOperandPositions"]
     `past_key` / `past_value` (`[batch, kv_heads, past, head_dim]`), then computes
     `softmax(scale * q k^T + causal mask) v` for every query head, query head `h` reading KV head
     `h / (heads / kv_heads)`. `present_key` / `present_value` are the cache after the append.
-    Padding masks are not represented: sequences of different lengths are never padded.
+    Padding masks are not represented: sequences of different lengths are never padded. With
+    `sliding_window = W` a query at position p attends to positions p - W + 1 .. p only
+    (Mistral's window; ONNX Runtime's local_window_size).
 
     Example:
     ```mlir
@@ -245,7 +247,8 @@ def Hetc_AttentionOp : Hetc_LlmOp<"attention", ["getActivationOperandPositions"]
   }];
   let arguments = (ins AnyTensor:$q, AnyTensor:$k, AnyTensor:$v,
                        AnyTensor:$past_key, AnyTensor:$past_value,
-                       I64Attr:$heads, I64Attr:$kv_heads, I64Attr:$head_dim, F32Attr:$scale);
+                       I64Attr:$heads, I64Attr:$kv_heads, I64Attr:$head_dim, F32Attr:$scale,
+                       OptionalAttr<I64Attr>:$sliding_window);
   let results = (outs AnyTensor:$result, AnyTensor:$present_key, AnyTensor:$present_value);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $past_key `,` $past_value attr-dict `:`
