@@ -483,3 +483,15 @@ func.func @rope_tables_interleaved(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>,
   return %out, %pk, %pv : tensor<?x?x8xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>
 }
 
+
+// -----
+
+// ONNX Runtime's MultiHeadAttention with neither an attention_bias nor unidirectional = 1 attends
+// to every key: not a decoder's attention.
+func.func @mha_not_causal(%q: tensor<?x?x8xf32>, %k: tensor<?x?x8xf32>, %v: tensor<?x?x8xf32>, %past_k: tensor<?x2x?x4xf32>, %past_v: tensor<?x2x?x4xf32>)
+    -> (tensor<*xf32> {hetc.name = "out"}, tensor<*xf32> {hetc.name = "present.0.key"}, tensor<*xf32> {hetc.name = "present.0.value"}) {
+  %none = hetc.onnx.none
+  // expected-error @+1 {{node 'mha' (MultiHeadAttention) attends without a causal mask (no attention_bias, unidirectional = 0), which is not a decoder's attention}}
+  %a:3 = hetc.onnx.node "MultiHeadAttention"(%q, %k, %v, %none, %none, %none, %past_k, %past_v) {node_name = "mha", onnx_attrs = {num_heads = 2 : i64}} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, none, none, none, tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  return %a#0, %a#1, %a#2 : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}

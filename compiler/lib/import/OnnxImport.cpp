@@ -244,7 +244,8 @@ bool isIntegerType(int32_t t) {
   return t == onnx::TensorProto::INT64 || t == onnx::TensorProto::INT32;
 }
 
-// ONNX Runtime contrib operators hetc raises (raise/RaiseContribOps.cpp), with the input and
+// ONNX Runtime contrib operators hetc raises (raise/RaiseContribOps.cpp; MultiHeadAttention, whose
+// mask needs the attention's probe, in raise/RaiseAttention.cpp), with the input and
 // output counts of ONNX Runtime's contrib operator documentation. ONNX Runtime registers
 // SimplifiedLayerNormalization in the default domain, the others in com.microsoft.
 struct ContribOpArity {
@@ -256,6 +257,7 @@ const ContribOpArity *contribOp(const onnx::NodeProto &node) {
       {"SkipSimplifiedLayerNormalization", {3, 4, 4}},
       {"RotaryEmbedding", {4, 4, 1}},
       {"GroupQueryAttention", {7, 12, 4}},
+      {"MultiHeadAttention", {1, 10, 4}},
   };
   auto it = ops.find(node.op_type());
   if (it == ops.end())

@@ -991,21 +991,107 @@ private:
   RopeTables &tables_;
 };
 
+// ONNX Runtime's MultiHeadAttention (com.microsoft), as its transformer optimizer fuses a Llama's
+// attention: query, key, value [B, S, N * H] (q and k rotated before it), past_key and past_value
+// [B, N, past, H] graph inputs, the mask as attention_bias (an additive mask computed from the
+// inputs, which the probe must find causal, or causal within a window) or `unidirectional = 1`,
+// a key_padding_mask computed from the inputs (all ones in hetc's use: sequences are never
+// padded). Outputs: the attention, present_key, present_value. Returns false after an error.
+bool raiseMultiHeadAttention(OnnxNodeOp node, DenseMap<Value, bool> &maskCache, OpBuilder &builder) {
+  auto refuse = [&](const Twine &why) {
+    node.emitError() << "node " << describe(node) << " " << why;
+    return false;
+  };
+  const unsigned n = node->getNumOperands();
+  auto input = [&](unsigned i) { return i < n && !isa<NoneType>(node->getOperand(i).getType()); };
+  if (!input(1) || !input(2) || rankOf(node->getOperand(1)) == 4)
+    return refuse("takes packed QKV or a [batch, heads, sequence, head_dim] key, which hetc "
+                  "does not split");
+  if (input(3))
+    return refuse("adds a bias to q, k and v, which hetc.attention does not");
+  if (input(8) || input(9))
+    return refuse("reads a past_sequence_length or cache_indirection (beam search), which "
+                  "hetc.attention does not");
+  if (node->getNumResults() > 3 && !node->getResult(3).use_empty())
+    return refuse("has its scores output read, which hetc does not compute");
+  Value pastK = input(6) ? skipNoOps(node->getOperand(6)) : Value();
+  Value pastV = input(7) ? skipNoOps(node->getOperand(7)) : Value();
+  if (!pastK || !pastV || !isa<BlockArgument>(pastK) || !isa<BlockArgument>(pastV) ||
+      pastK == pastV || node->getNumResults() < 3)
+    return refuse("does not read its past key and value from two graph inputs and write the "
+                  "present ones");
+  if (input(4) && !isInputMask(node->getOperand(4), maskCache))
+    return refuse("reads a key_padding_mask computed from more than the graph inputs");
+  const int64_t heads = intAttr(node, "num_heads").value_or(0);
+  auto features = [](Value v) -> std::optional<int64_t> {
+    if (Operation *def = skipNoOps(v).getDefiningOp(); def && isa<LlmOp>(def))
+      return featureSize(def->getResult(0).getType());
+    return featureSize(v.getType());
+  };
+  std::optional<int64_t> qf = features(node->getOperand(0)), kf = features(node->getOperand(1)),
+                         vf = features(node->getOperand(2));
+  if (heads <= 0 || !qf || !kf || !vf || *qf % heads != 0 || *kf != *qf || *vf != *qf)
+    return refuse("has num_heads " + Twine(heads) + " and q, k, v whose sizes do not split into "
+                  "them alike");
+  const int64_t headDim = *qf / heads;
+  std::optional<int64_t> window;
+  if (input(5)) {
+    Value mask = node->getOperand(5);
+    if (!isInputMask(mask, maskCache))
+      return refuse("adds an attention_bias computed from more than the graph inputs");
+    Value positions;
+    if (auto rope = skipNoOps(node->getOperand(0)).getDefiningOp<RopeOp>())
+      positions = rope.getPositions();
+    MaskVerdict verdict = MaskProbe(node->getParentOfType<func::FuncOp>(), positions).verdict(mask);
+    if (verdict.error)
+      return refuse("adds an attention_bias that " + *verdict.error);
+    window = verdict.window;
+  } else if (intAttr(node, "unidirectional").value_or(0) != 1) {
+    return refuse("attends without a causal mask (no attention_bias, unidirectional = 0), which "
+                  "is not a decoder's attention");
+  }
+  double scale = floatAttr(node, "scale").value_or(0.0);
+  if (scale == 0.0)
+    scale = 1.0 / std::sqrt(static_cast<double>(headDim));
+  builder.setInsertionPoint(node);
+  Type out = node->getResult(0).getType();
+  if (featureSize(out) != *qf)
+    out = withFeatureSize(isa<RankedTensorType>(node->getOperand(0).getType())
+                              ? node->getOperand(0).getType()
+                              : out,
+                          *qf);
+  auto attention = builder.create<AttentionOp>(
+      node->getLoc(), TypeRange{out, node->getResult(1).getType(), node->getResult(2).getType()},
+      node->getOperand(0), node->getOperand(1), node->getOperand(2), pastK, pastV,
+      builder.getI64IntegerAttr(heads), builder.getI64IntegerAttr(heads),
+      builder.getI64IntegerAttr(headDim), builder.getF32FloatAttr(static_cast<float>(scale)),
+      window ? builder.getI64IntegerAttr(*window) : IntegerAttr());
+  for (unsigned r = 0; r < 3; ++r)
+    node->getResult(r).replaceAllUsesWith(attention->getResult(r));
+  node->erase();
+  return true;
+}
+
 struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttentionPass> {
   RaiseAttentionPass() = default;
   explicit RaiseAttentionPass(const compiler::WeightStore *weights) : weights_(weights) {}
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    SmallVector<OnnxNodeOp> reshapes;
+    SmallVector<OnnxNodeOp> reshapes, fused;
     func.walk([&](OnnxNodeOp op) {
       if (op.getOpType() == "Reshape" && op->getNumOperands() == 2 && op->getNumResults() == 1)
         reshapes.push_back(op);
+      if (op.getOpType() == "MultiHeadAttention")
+        fused.push_back(op);
     });
     DenseMap<Value, bool> maskCache;
+    OpBuilder builder(&getContext());
+    for (OnnxNodeOp node : fused)
+      if (!raiseMultiHeadAttention(node, maskCache, builder))
+        return signalPassFailure();
     DenseMap<Value, MaskVerdict> maskVerdicts;
     RopeTables tables(weights_);
-    OpBuilder builder(&getContext());
     bool failed = false;
     for (OnnxNodeOp reshape : reshapes) {
       AttentionMatcher matcher(maskCache, maskVerdicts, tables);

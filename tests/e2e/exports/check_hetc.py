@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 from e2e_common import PROMPTS, CheckFailed, check_hetc_binary, main_wrapper, prompt_arg, run  # noqa: E402
 
 HF_LLAMA = os.path.join(HERE, "hf_llama.py")
-EXPORTERS = {"hf_llama": HF_LLAMA, "ort_genai_llama": os.path.join(HERE, "ort_genai_llama.py")}
+EXPORTERS = {"hf_llama": HF_LLAMA, "ort_genai_llama": os.path.join(HERE, "ort_genai_llama.py"),
+             "ort_optimizer_llama": os.path.join(HERE, "ort_optimizer_llama.py")}
 COMPARE = os.path.join(HERE, "compare.py")
 ORT_GREEDY = os.path.join(os.path.dirname(HERE), "ort", "greedy.mjs")
 
