@@ -935,8 +935,13 @@ private:
       return scores;
     }
     OnnxNodeOp mul = producer(scaled, "Mul");
-    if (!mul)
-      return {};
+    if (!mul) {
+      // Scaled before the product only (torch.onnx's scaled_dot_product_attention, OPT's q).
+      OnnxNodeOp scores = producer(scaled, "MatMul");
+      if (scores)
+        scale = 1.0f;
+      return scores;
+    }
     OnnxNodeOp found;
     matchCommutative(mul, [&](Value s, Value c) {
       std::optional<double> value = scalarValue(c);
@@ -950,14 +955,34 @@ private:
     return found;
   }
 
+  // `v` without a Mul by a positive scalar constant, which multiplies `scale`.
+  static Value withoutScale(Value v, float &scale) {
+    OnnxNodeOp mul = producer(v, "Mul");
+    if (!mul)
+      return v;
+    Value rest;
+    matchCommutative(mul, [&](Value x, Value c) {
+      std::optional<double> value = scalarValue(c);
+      if (!value || !(*value > 0.0))
+        return false;
+      scale *= static_cast<float>(*value);
+      rest = x;
+      return true;
+    });
+    return rest ? rest : v;
+  }
+
+  // q and k^T may each be scaled before the product (torch.onnx writes SDPA as
+  // MatMul(q * sqrt(s), k^T * sqrt(s))), k before or after its transpose.
   std::optional<AttentionMatch> matchOperands(OnnxNodeOp scores, float scale, Value vRep) {
-    std::optional<RopeMatch> q = matchRope(scores->getOperand(0), tables_, unsupported);
-    OnnxNodeOp kT = producer(scores->getOperand(1), "Transpose");
+    std::optional<RopeMatch> q =
+        matchRope(withoutScale(scores->getOperand(0), scale), tables_, unsupported);
+    OnnxNodeOp kT = producer(withoutScale(scores->getOperand(1), scale), "Transpose");
     if (!q || !kT || !hasPerm(kT, {0, 1, 3, 2}))
       return std::nullopt;
     int64_t heads = q->split.heads, headDim = q->split.headDim;
 
-    RepeatKv kRepeat = matchRepeatKv(kT->getOperand(0));
+    RepeatKv kRepeat = matchRepeatKv(withoutScale(kT->getOperand(0), scale));
     RepeatKv vRepeat = matchRepeatKv(vRep);
     if (!kRepeat.base || !vRepeat.base)
       return std::nullopt;

@@ -64,6 +64,7 @@ class Config:
     mask_value: str = "finfo-min"                # finfo-min | neg-inf | -10000
     rope_form: str = "inline"                    # inline (inv_freq in the graph) | cache (tables)
     rope_interleaved: bool = False
+    attention: str = "eager"  # or "sdpa": torch.onnx's decomposition of scaled_dot_product_attention
     seed: int = 0
     # Informational, as in a checkpoint's config.json.
     model_type: str = "llama"
@@ -270,7 +271,14 @@ class Attention(nn.Module):
         n_rep = self.num_heads // self.num_kv_heads
         k = repeat_kv(k, n_rep)
         v = repeat_kv(v, n_rep)
-        attn_weights = torch.matmul(q, k.transpose(2, 3)) * self.scaling
+        if self.config.attention == "sdpa":
+            # torch.onnx's decomposition of F.scaled_dot_product_attention(q, k, v, mask) (opset
+            # 14, transformers' SDPA attention under torch 2.x): q and k^T each scaled by
+            # sqrt(scale) before the product.
+            root = math.sqrt(self.scaling)
+            attn_weights = torch.matmul(q * root, k.transpose(-2, -1) * root)
+        else:
+            attn_weights = torch.matmul(q, k.transpose(2, 3)) * self.scaling
         attn_weights = attn_weights + mask[:, :, :, : k.shape[-2]]
         attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(q.dtype)
         attn_output = torch.matmul(attn_weights, v)
@@ -425,6 +433,9 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
                    help="cos/sin as precomputed tables gathered by position_ids")
     p.add_argument("--interleaved-rope", action="store_true",
                    help="rotate interleaved pairs (GPT-J) instead of rotate_half")
+    p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
+                   help="sdpa: scores as torch.onnx writes scaled_dot_product_attention, q and "
+                        "k^T each scaled by sqrt(scale) before the product")
 
 
 def config_from_args(a) -> Config:
@@ -439,6 +450,7 @@ def config_from_args(a) -> Config:
         rope_scaling=a.rope_scaling, partial_rotary_factor=a.partial_rotary, qkv_bias=a.qkv_bias,
         sliding_window=a.sliding_window, mask_style=a.mask_style, mask_value=a.mask_value,
         rope_form="cache" if a.rope_cache else "inline", rope_interleaved=a.interleaved_rope,
+        attention=a.attention,
         seed=a.seed)
     if config.num_attention_heads % config.num_key_value_heads:
         raise ValueError("--heads must be a multiple of --kv-heads")
