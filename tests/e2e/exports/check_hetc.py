@@ -28,9 +28,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from e2e_common import PROMPTS, CheckFailed, check_hetc_binary, main_wrapper, prompt_arg, run  # noqa: E402
 
-HF_LLAMA = os.path.join(HERE, "hf_llama.py")
-EXPORTERS = {"hf_llama": HF_LLAMA, "ort_genai_llama": os.path.join(HERE, "ort_genai_llama.py"),
-             "ort_optimizer_llama": os.path.join(HERE, "ort_optimizer_llama.py")}
+# The exporters live with the repository's models, each written from its source's semantics.
+EXPORTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "models", "exports")
+HF_LLAMA = os.path.join(EXPORTS, "hf_llama.py")
+EXPORTERS = {"hf_llama": HF_LLAMA, "ort_genai_llama": os.path.join(EXPORTS, "ort_genai_llama.py"),
+             "ort_optimizer_llama": os.path.join(EXPORTS, "ort_optimizer_llama.py")}
 COMPARE = os.path.join(HERE, "compare.py")
 ORT_GREEDY = os.path.join(os.path.dirname(HERE), "ort", "greedy.mjs")
 

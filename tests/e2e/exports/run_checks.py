@@ -25,8 +25,9 @@ from onnx import TensorProto, helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_DIR = os.path.join(os.path.dirname(HERE), "ort")
+EXPORTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "models", "exports")
 GREEDY = os.path.join(ORT_DIR, "greedy.mjs")
-sys.path.insert(0, HERE)
+sys.path.insert(0, EXPORTS)
 import common  # noqa: E402
 import compare  # noqa: E402
 
@@ -92,16 +93,16 @@ def prompt_args(prompts):
 
 def export(exporter, flags, out):
     if exporter == "hf_llama":
-        run([PY, os.path.join(HERE, "hf_llama.py"), "export", "--out", out, *flags], "export")
+        run([PY, os.path.join(EXPORTS, "hf_llama.py"), "export", "--out", out, *flags], "export")
     elif exporter == "opt":
-        run([PY, os.path.join(HERE, "opt.py"), "export", "--out", out, *flags], "export")
+        run([PY, os.path.join(EXPORTS, "opt.py"), "export", "--out", out, *flags], "export")
     else:
-        run([PY, os.path.join(HERE, "ort_genai_llama.py"), "--out", out, *flags], "build")
+        run([PY, os.path.join(EXPORTS, "ort_genai_llama.py"), "--out", out, *flags], "build")
 
 
 def reference(exporter, model_dir, prompts, max_new, out):
     script = "opt.py" if exporter == "opt" else "hf_llama.py"
-    run([PY, os.path.join(HERE, script), "reference", "--model-dir", model_dir, *prompt_args(prompts),
+    run([PY, os.path.join(EXPORTS, script), "reference", "--model-dir", model_dir, *prompt_args(prompts),
          "--max-new", max_new, "--out", out], "reference")
 
 

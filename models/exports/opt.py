@@ -2,8 +2,8 @@
 """An OPT decoder written after Hugging Face transformers' modeling_opt.py (4.3x), exported with
 torch.onnx.export, plus its PyTorch greedy reference.
 
-    /usr/bin/python3 tests/e2e/exports/opt.py export --out DIR [--vocab 512 --hidden 128 ...]
-    /usr/bin/python3 tests/e2e/exports/opt.py reference --model-dir DIR --out ref.json \\
+    /usr/bin/python3 models/exports/opt.py export --out DIR [--vocab 512 --hidden 128 ...]
+    /usr/bin/python3 models/exports/opt.py reference --model-dir DIR --out ref.json \\
         [--prompt-ids 5,17,42 ...] [--max-new 16] [--mode single|batch]
 
 export writes DIR/model.onnx (opset 17; inputs input_ids, attention_mask,

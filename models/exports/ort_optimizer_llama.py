@@ -3,8 +3,8 @@
 (onnxruntime.transformers, FusionRotaryAttention), written with onnx.helper on the same seeded
 weights as hf_llama.py's module.
 
-    /usr/bin/python3 tests/e2e/exports/ort_optimizer_llama.py --out DIR [hf_llama.py's size flags]
-    /usr/bin/python3 tests/e2e/exports/hf_llama.py reference --model-dir DIR --out ref.json ...
+    /usr/bin/python3 models/exports/ort_optimizer_llama.py --out DIR [hf_llama.py's size flags]
+    /usr/bin/python3 models/exports/hf_llama.py reference --model-dir DIR --out ref.json ...
 
 The optimizer keeps the export's own mask subgraph and fuses the rest:
   * SimplifiedLayerNormalization / SkipSimplifiedLayerNormalization for the norms (as in

@@ -2,8 +2,8 @@
 """A Llama decoder written after Hugging Face transformers' modeling_llama.py (4.3x-4.4x),
 exported with torch.onnx.export, plus its PyTorch greedy reference.
 
-    /usr/bin/python3 tests/e2e/exports/hf_llama.py export --out DIR [variant flags]
-    /usr/bin/python3 tests/e2e/exports/hf_llama.py reference --model-dir DIR --out ref.json \\
+    /usr/bin/python3 models/exports/hf_llama.py export --out DIR [variant flags]
+    /usr/bin/python3 models/exports/hf_llama.py reference --model-dir DIR --out ref.json \\
         [--prompt-ids 5,17,42 ...] [--max-new 16] [--mode single|batch]
 
 export writes DIR/model.onnx (opset 17; inputs input_ids, attention_mask, position_ids,

@@ -2,9 +2,9 @@
 """A Llama graph in the fused form of ONNX Runtime GenAI's model builder, written with onnx.helper
 (no torch export), on the same seeded weights as hf_llama.py's module.
 
-    /usr/bin/python3 tests/e2e/exports/ort_genai_llama.py --out DIR [--dtype float32|float16]
+    /usr/bin/python3 models/exports/ort_genai_llama.py --out DIR [--dtype float32|float16]
         [--gqa-inputs] [--no-shuffle] [--shuffle-seed 0] [hf_llama.py's size and variant flags]
-    /usr/bin/python3 tests/e2e/exports/hf_llama.py reference --model-dir DIR --out ref.json ...
+    /usr/bin/python3 models/exports/hf_llama.py reference --model-dir DIR --out ref.json ...
 
 Weights: the module is hf_llama.build_model(config) (torch.manual_seed(config.seed)); its
 state_dict is written to DIR/weights.pt and config.json holds hf_llama's Config fields, so
