@@ -65,6 +65,7 @@ class Config:
     rope_form: str = "inline"                    # inline (inv_freq in the graph) | cache (tables)
     rope_interleaved: bool = False
     attention: str = "eager"  # or "sdpa": torch.onnx's decomposition of scaled_dot_product_attention
+    linear: str = "linear"  # or "addmm": GPT-2's Conv1D form of every projection in the layers
     seed: int = 0
     # Informational, as in a checkpoint's config.json.
     model_type: str = "llama"
@@ -259,9 +260,10 @@ class Attention(nn.Module):
 
     def forward(self, hidden_states, cos, sin, mask, past: Optional[Tuple]):
         bsz, q_len, _ = hidden_states.shape
-        q = self.q_proj(hidden_states).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(hidden_states).view(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(hidden_states).view(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        form = self.config.linear
+        q = project(self.q_proj, hidden_states, form).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
+        k = project(self.k_proj, hidden_states, form).view(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = project(self.v_proj, hidden_states, form).view(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q = apply_rotary(q, cos, sin, self.config.rotary_dim, self.config.rope_interleaved)
         k = apply_rotary(k, cos, sin, self.config.rotary_dim, self.config.rope_interleaved)
         if past is not None:
@@ -283,7 +285,19 @@ class Attention(nn.Module):
         attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(q.dtype)
         attn_output = torch.matmul(attn_weights, v)
         attn_output = attn_output.transpose(1, 2).contiguous().reshape(bsz, q_len, -1)
-        return self.o_proj(attn_output), present
+        return project(self.o_proj, attn_output, self.config.linear), present
+
+
+def project(layer: nn.Linear, x, form: str):
+    """layer(x), or with form "addmm" as GPT-2's Conv1D computes a projection: the tokens
+    flattened to rows, torch.addmm(bias, rows, weight^T) (a zero bias when the layer has none),
+    viewed back."""
+    if form != "addmm":
+        return layer(x)
+    out = layer.weight.shape[0]
+    bias = layer.bias if layer.bias is not None else torch.zeros(out, dtype=x.dtype)
+    rows = torch.addmm(bias, x.reshape(-1, x.shape[-1]), layer.weight.t())
+    return rows.view(*x.shape[:-1], out)
 
 
 class MLP(nn.Module):
@@ -293,9 +307,12 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(h, i, bias=False)
         self.up_proj = nn.Linear(h, i, bias=False)
         self.down_proj = nn.Linear(i, h, bias=False)
+        self.form = config.linear
 
     def forward(self, x):
-        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        form = self.form
+        gate = project(self.gate_proj, x, form)
+        return project(self.down_proj, nn.functional.silu(gate) * project(self.up_proj, x, form), form)
 
 
 class DecoderLayer(nn.Module):
@@ -433,6 +450,9 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
                    help="cos/sin as precomputed tables gathered by position_ids")
     p.add_argument("--interleaved-rope", action="store_true",
                    help="rotate interleaved pairs (GPT-J) instead of rotate_half")
+    p.add_argument("--linear", choices=("linear", "addmm"), default="linear",
+                   help="addmm: every projection in the layers as GPT-2's Conv1D, "
+                        "addmm(bias, x.view(-1, in), W^T).view(.., out) (exports as Gemm)")
     p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
                    help="sdpa: scores as torch.onnx writes scaled_dot_product_attention, q and "
                         "k^T each scaled by sqrt(scale) before the product")
@@ -450,7 +470,7 @@ def config_from_args(a) -> Config:
         rope_scaling=a.rope_scaling, partial_rotary_factor=a.partial_rotary, qkv_bias=a.qkv_bias,
         sliding_window=a.sliding_window, mask_style=a.mask_style, mask_value=a.mask_value,
         rope_form="cache" if a.rope_cache else "inline", rope_interleaved=a.interleaved_rope,
-        attention=a.attention,
+        attention=a.attention, linear=a.linear,
         seed=a.seed)
     if config.num_attention_heads % config.num_key_value_heads:
         raise ValueError("--heads must be a multiple of --kv-heads")

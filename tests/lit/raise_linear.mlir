@@ -84,3 +84,28 @@ func.func @not_bias(%x: tensor<?x?x8xf32>) -> (tensor<?x?x4xf32>, tensor<?x?x4xf
   %z = hetc.onnx.node "Add"(%m2, %s) {node_name = "v_proj/Add"} : (tensor<?x?x4xf32>, tensor<1xf32>) -> tensor<?x?x4xf32>
   return %m, %y, %z : tensor<?x?x4xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>
 }
+
+// -----
+
+// GPT-2's Conv1D / OPT's feed-forward: tokens flattened to rows, Gemm(rows, W, b, transB = 1),
+// viewed back. The Reshapes keep the features, so the linear reads the activation itself and
+// its readers read the linear; alpha 2 is no plain linear.
+// CHECK-LABEL: func.func @gemm_rows
+// CHECK: %[[N:.*]] = hetc.rms_norm
+// CHECK: %[[W:.*]] = hetc.weight "fc.weight" {transposed} : tensor<8x4xf32>
+// CHECK: %[[Y:.*]] = hetc.linear %[[N]], %[[W]], %{{.*}} : (tensor<?x?x8xf32>, tensor<8x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+// CHECK: hetc.onnx.node "Gemm"{{.*}}alpha = 2.0
+// CHECK: return %[[Y]],
+func.func @gemm_rows(%x: tensor<?x?x8xf32>) -> (tensor<?x?x4xf32>, tensor<?x4xf32>) {
+  %g = hetc.weight "norm" : tensor<8xf32>
+  %n = hetc.rms_norm %x, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  %flat = hetc.constant dense<[-1, 8]> : tensor<2xi64>
+  %rows = hetc.onnx.node "Reshape"(%n, %flat) {node_name = "fc/Reshape"} : (tensor<?x?x8xf32>, tensor<2xi64>) -> tensor<?x8xf32>
+  %w = hetc.weight "fc.weight" : tensor<4x8xf32>
+  %b = hetc.weight "fc.bias" : tensor<4xf32>
+  %y = hetc.onnx.node "Gemm"(%rows, %w, %b) {node_name = "fc/Gemm", onnx_attrs = {transB = 1 : i64}} : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  %view = hetc.constant dense<[0, 0, 4]> : tensor<3xi64>
+  %back = hetc.onnx.node "Reshape"(%y, %view) {node_name = "fc/Reshape_1"} : (tensor<?x4xf32>, tensor<3xi64>) -> tensor<?x?x4xf32>
+  %z = hetc.onnx.node "Gemm"(%rows, %w, %b) {node_name = "fc2/Gemm", onnx_attrs = {transB = 1 : i64, alpha = 2.0 : f32}} : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  return %back, %z : tensor<?x?x4xf32>, tensor<?x4xf32>
+}

@@ -316,6 +316,88 @@ void syncResultTypes(func::FuncOp func) {
     func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(), results));
 }
 
+namespace {
+
+// The LLM activation a row-keeping Reshape reads, or null.
+Value rowReshapeSource(OnnxNodeOp reshape) {
+  if (reshape.getOpType() != "Reshape" || reshape->getNumOperands() != 2)
+    return {};
+  Value x = skipNoOps(reshape->getOperand(0));
+  Operation *def = x.getDefiningOp();
+  if (!def || !isa<LlmOp>(def) || def->getResult(0) != x)
+    return {};
+  std::optional<int64_t> features = featureSize(x.getType());
+  if (!features)
+    return {};
+  // Tokens as rows [N, F] or [B, S, F]; a view to 4 dimensions splits heads (even one head of
+  // all the features) and is a pattern of its own.
+  int64_t outRank = rankOf(reshape->getResult(0));
+  if (outRank < 0)
+    if (auto type = dyn_cast<RankedTensorType>(reshape->getOperand(1).getType());
+        type && type.getRank() == 1 && !type.isDynamicDim(0))
+      outRank = type.getDimSize(0);
+  if (outRank != 2 && outRank != 3)
+    return {};
+  if (featureSize(reshape->getResult(0).getType()) == features)
+    return x;
+  // The target's last entry: the features as a constant, or x's own last dimension read back
+  // (x.reshape(-1, x.shape[-1])). Only the last part of a Concat matters (rows.view(*x.shape[:-1],
+  // out) concatenates a slice of a shape and the constant).
+  Value target = reshape->getOperand(1);
+  while (OnnxNodeOp concat = producer(target, "Concat")) {
+    if (concat->getNumOperands() == 0)
+      return {};
+    target = concat->getOperand(concat->getNumOperands() - 1);
+  }
+  const int64_t rank = rankOf(x);
+  // Unsqueeze(Gather(Shape(s), -1)) whose types shape inference left unknown.
+  if (OnnxNodeOp unsqueeze = producer(target, "Unsqueeze")) {
+    OnnxNodeOp gather = producer(unsqueeze->getOperand(0), "Gather");
+    OnnxNodeOp shape = gather ? producer(gather->getOperand(0), "Shape") : OnnxNodeOp();
+    std::optional<double> index = shape ? scalarValue(gather->getOperand(1)) : std::nullopt;
+    const int64_t sourceRank = shape ? rankOf(shape->getOperand(0)) : -1;
+    if (index && sourceRank > 0 && !shape.getOnnxAttrs() && rank > 0) {
+      const int64_t d = *index < 0 ? static_cast<int64_t>(*index) + sourceRank
+                                   : static_cast<int64_t>(*index);
+      return d == sourceRank - 1 && sameDimension(shape->getOperand(0), d, x, rank - 1) ? x
+                                                                                          : Value();
+    }
+  }
+  auto entries = shapeEntrySources(target);
+  if (!entries || entries->empty())
+    return {};
+  const ShapeEntry &last = entries->back();
+  if (last.value)
+    return *last.value == *features ? x : Value();
+  return last.source && rank > 0 && sameDimension(last.source, last.dim, x, rank - 1) ? x
+                                                                                        : Value();
+}
+
+} // namespace
+
+Value throughRowReshapes(Value v) {
+  while (OnnxNodeOp reshape = producer(v, "Reshape")) {
+    Value source = rowReshapeSource(reshape);
+    if (!source)
+      break;
+    v = source;
+  }
+  return v;
+}
+
+bool foldRowReshapes(func::FuncOp func) {
+  bool folded = false;
+  func.walk([&](OnnxNodeOp node) {
+    if (Value source = rowReshapeSource(node)) {
+      node->getResult(0).replaceAllUsesWith(source);
+      folded = true;
+    }
+  });
+  if (folded)
+    syncResultTypes(func);
+  return folded;
+}
+
 std::string describe(Operation *op) {
   if (auto node = dyn_cast<OnnxNodeOp>(op))
     return "'" + node.getNodeName().str() + "' (" + node.getOpType().str() + ")";

@@ -73,6 +73,15 @@ mlir::Type withFeatureSize(mlir::Type type, int64_t features, int64_t rankIfUnra
 // Makes the function's result types those of its return operands after values were replaced.
 void syncResultTypes(mlir::func::FuncOp func);
 
+// `v` through Reshapes that keep its last dimension, when what they reshape is an LLM op's
+// activation: x.view(-1, F) and x.view(b, s, F) move no element between rows, and hetc's
+// activations are rows. Returns `v` itself otherwise.
+mlir::Value throughRowReshapes(mlir::Value v);
+
+// Replaces every such Reshape of an LLM activation by the activation (GPT-2's Conv1D and OPT's
+// feed-forward flatten tokens around an addmm and view them back); returns whether one was.
+bool foldRowReshapes(mlir::func::FuncOp func);
+
 // "'<node_name>' (<OpType>)" for error messages; the op name for other ops.
 std::string describe(mlir::Operation *op);
 

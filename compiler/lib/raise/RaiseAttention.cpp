@@ -1177,6 +1177,8 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
       presentV.replaceUsesWithIf(attention.getPresentValue(), afterAttention);
       reshape->erase();
     }
+    // A linear after the attention may read its rows flattened (GPT-2's Conv1D).
+    foldRowReshapes(func);
     syncResultTypes(func);
     if (failed)
       signalPassFailure();

@@ -1,7 +1,10 @@
 // MatMul(x, w) with w a [K, N] weight is a linear layer. PyTorch's [N, K] layout exported as
 // MatMul(x, Transpose(w, [1, 0])) becomes a `transposed` view of the stored weight: no copy.
 // An Add of a [N] vector that is the MatMul's only reader is the linear's bias (nn.Linear with
-// bias=True exports as MatMul then Add).
+// bias=True exports as MatMul then Add). Gemm(A, B, C) with alpha = beta = 1 and no transA is a
+// linear too (B transposed by transB, C its bias): an addmm, on tokens flattened to rows by a
+// Reshape that keeps the features (GPT-2's Conv1D, OPT's feed-forward); such Reshapes of LLM
+// activations are folded away (throughRowReshapes, foldRowReshapes), before and after.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 
@@ -57,22 +60,56 @@ std::pair<OnnxNodeOp, Value> matchBias(OnnxNodeOp matmul, int64_t n) {
   return {add, b};
 }
 
+// Gemm's weight as [K, N]: B, or with transB a transposed view of a stored [N, K] weight (of
+// B's own, when B transposes a stored weight back).
+Value matchGemmWeight(OnnxNodeOp gemm, OpBuilder &builder) {
+  if (intAttr(gemm, "transB").value_or(0) == 0)
+    return matchWeight(gemm->getOperand(1), builder);
+  Value b = skipNoOps(gemm->getOperand(1));
+  if (OnnxNodeOp transpose = producer(b, "Transpose")) {
+    auto stored = skipNoOps(transpose->getOperand(0)).getDefiningOp<WeightOp>();
+    auto perm = intsAttr(transpose, "perm");
+    if (stored && !stored.getTransposed() && (!perm || *perm == SmallVector<int64_t>{1, 0}))
+      return stored; // Transpose then transB: the stored [K, N] itself
+    return {};
+  }
+  auto stored = b.getDefiningOp<WeightOp>();
+  auto type = stored ? dyn_cast<RankedTensorType>(stored.getType()) : RankedTensorType();
+  if (!stored || stored.getTransposed() || type.getRank() != 2)
+    return {};
+  auto viewType =
+      RankedTensorType::get({type.getDimSize(1), type.getDimSize(0)}, type.getElementType());
+  auto view = builder.create<WeightOp>(stored.getLoc(), viewType, stored.getName());
+  view.setTransposed(true);
+  return view;
+}
+
+// Whether the Gemm is a plain x @ B (+ C): alpha and beta 1, A not transposed.
+bool isPlainGemm(OnnxNodeOp gemm) {
+  return gemm->getNumOperands() >= 2 && gemm->getNumResults() == 1 &&
+         intAttr(gemm, "transA").value_or(0) == 0 && floatAttr(gemm, "alpha").value_or(1.0) == 1.0 &&
+         floatAttr(gemm, "beta").value_or(1.0) == 1.0;
+}
+
 struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
   void runOnOperation() override {
+    foldRowReshapes(getOperation());
     SmallVector<OnnxNodeOp> matmuls;
     getOperation().walk([&](OnnxNodeOp op) {
-      if (op.getOpType() == "MatMul" && op->getNumOperands() == 2 && op->getNumResults() == 1)
+      if ((op.getOpType() == "MatMul" && op->getNumOperands() == 2 && op->getNumResults() == 1) ||
+          (op.getOpType() == "Gemm" && isPlainGemm(op)))
         matmuls.push_back(op);
     });
     OpBuilder builder(&getContext());
     for (OnnxNodeOp matmul : matmuls) {
-      Value x = matmul->getOperand(0);
+      const bool gemm = matmul.getOpType() == "Gemm";
+      Value x = gemm ? throughRowReshapes(matmul->getOperand(0)) : matmul->getOperand(0);
       auto xType = dyn_cast<ShapedType>(x.getType());
       if (!xType || (xType.hasRank() && xType.getRank() < 2) ||
           skipNoOps(x).getDefiningOp<WeightOp>() || skipNoOps(x).getDefiningOp<ConstantOp>())
         continue;
       builder.setInsertionPoint(matmul);
-      Value w = matchWeight(matmul->getOperand(1), builder);
+      Value w = gemm ? matchGemmWeight(matmul, builder) : matchWeight(matmul->getOperand(1), builder);
       if (!w)
         continue;
       auto wType = cast<RankedTensorType>(w.getType());
@@ -85,10 +122,19 @@ struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
           w.getDefiningOp()->erase();
         continue;
       }
-      if (!outFeatures)
-        resultType =
-            withFeatureSize(isa<RankedTensorType>(resultType) ? resultType : x.getType(), n);
-      auto [biasAdd, bias] = matchBias(matmul, n);
+      // A Gemm's result has the flattened rows' rank; the linear keeps x's.
+      if (!outFeatures || gemm)
+        resultType = withFeatureSize(
+            isa<RankedTensorType>(resultType) && !gemm ? resultType : x.getType(), n);
+      auto [biasAdd, bias] = gemm ? std::pair<OnnxNodeOp, Value>() : matchBias(matmul, n);
+      if (gemm && matmul->getNumOperands() > 2 && !isa<NoneType>(matmul->getOperand(2).getType())) {
+        Value c = skipNoOps(matmul->getOperand(2));
+        auto type = dyn_cast<RankedTensorType>(c.getType());
+        if (!type || type.getRank() != 1 || type.getDimSize(0) != n ||
+            !(c.getDefiningOp<WeightOp>() || c.getDefiningOp<ConstantOp>()))
+          continue; // a C that is not a [N] bias: not a linear layer hetc has
+        bias = c;
+      }
       Operation *replaced = matmul;
       if (biasAdd) {
         // The linear takes the Add's place: the bias may be defined between the two.
@@ -106,6 +152,7 @@ struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
         biasAdd->erase();
       matmul->erase();
     }
+    foldRowReshapes(getOperation());
     syncResultTypes(getOperation());
   }
 };
