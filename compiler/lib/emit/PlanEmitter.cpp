@@ -125,6 +125,8 @@ private:
   ModuleOp module_;
   const WeightStore &weights_;
   bool bf16_;
+  // The first attention op's sliding window (0: none) and name: every layer must share it.
+  std::optional<std::pair<uint32_t, std::string>> window_;
   // The BF16 lm_head tensor when it is also the embedding table (tied), so it is stored once.
   std::optional<uint32_t> tiedTable_;
   plan::PlanDefT plan_;
@@ -609,6 +611,14 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             params.scale = attention.getScale().convertToFloat();
             params.sliding_window =
                 static_cast<uint32_t>(attention.getSlidingWindow().value_or(0));
+            // The runtime cuts a step's attention once for every layer.
+            if (!window_)
+              window_ = std::make_pair(params.sliding_window, def->name);
+            else if (window_->first != params.sliding_window)
+              return fail(def->name + " attends within a sliding window of " +
+                          Twine(params.sliding_window) + " keys but " + window_->second +
+                          " within " + Twine(window_->first) +
+                          " (0: none); hetc applies one window to every layer");
             // Rotates q and k itself (hetc-fuse-rope-into-attention), with the q rope's
             // frequencies and form, which the pass checked the k rope shares.
             const bool rotates = params.rope = attention->hasAttr(kRope);

@@ -180,7 +180,7 @@ std::optional<int64_t> sliceBound(Value v, Value x, int64_t lastDim) {
   if (OnnxNodeOp div = producer(v, "Div")) {
     std::optional<double> divisor = scalarValue(div->getOperand(1));
     std::optional<int64_t> n = sliceBound(div->getOperand(0), x, lastDim);
-    if (divisor && *divisor >= 1 && n && *n >= 0)
+    if (divisor && *divisor >= 1 && *divisor == std::trunc(*divisor) && n && *n >= 0)
       return *n / static_cast<int64_t>(*divisor);
     return std::nullopt;
   }
@@ -406,10 +406,11 @@ std::optional<Angles> matchTrig(Value v, StringRef function, int64_t rotaryDim,
 std::optional<RopeMatch> matchRope(Value r, RopeTables &tables, Unsupported &unsupported) {
   // The partial form: the rotated first R columns, then the rest of each head as it was.
   Value rotated = r, passed;
+  OnnxNodeOp rest;
   int64_t rotaryDim = 0;
   if (OnnxNodeOp concat = producer(r, "Concat");
       concat && concat->getNumOperands() == 2 && isAxis(intAttr(concat, "axis").value_or(0), 3, 4)) {
-    OnnxNodeOp rest = producer(concat->getOperand(1), "Slice");
+    rest = producer(concat->getOperand(1), "Slice");
     auto starts = rest && rest->getNumOperands() >= 4 ? intValues(rest->getOperand(1)) : std::nullopt;
     if (!starts || starts->size() != 1 || starts->front() <= 0)
       return std::nullopt;
@@ -438,6 +439,9 @@ std::optional<RopeMatch> matchRope(Value r, RopeTables &tables, Unsupported &uns
       }
       std::optional<HeadsSplit> split = matchHeadsSplit(x4);
       if (!split)
+        return false;
+      // The columns passed through run to the end of the head.
+      if (passed && !isLastAxisSlice(rest, passed, rotaryDim, split->headDim, /*toEnd=*/true))
         return false;
       const int64_t dim = passed ? rotaryDim : split->headDim;
       if (dim % 2 != 0 || dim > split->headDim)
@@ -649,8 +653,8 @@ public:
 
 private:
   // The constant a sliding window offsets positions by, and its node: a comparison of positions
-  // shifted by a constant of 2 or more (`k > q - W`), or a Trilu from a diagonal other than 0 or
-  // 1 (`triu(.., -W)`).
+  // shifted by a constant of 2 or more (`k > q - W`), a comparison with such a constant
+  // (`q - k >= W`), or a Trilu from a diagonal other than 0 or 1 (`triu(.., -W)`).
   std::optional<std::pair<int64_t, Operation *>> windowOffset(Value mask) {
     DenseSet<Operation *> seen;
     SmallVector<Value> worklist{mask};
@@ -666,10 +670,16 @@ private:
       if (node.getOpType() == "Trilu" && node->getNumOperands() > 1)
         if (std::optional<double> k = scalarValue(node->getOperand(1)); k && *k != 0 && *k != 1)
           offset = *k;
-      if (node.getOpType() == "Add" || node.getOpType() == "Sub")
+      // No upper bound: a window of any size is measured, or refused by the evaluation budget,
+      // never taken for plain causal attention.
+      StringRef type = node.getOpType();
+      const bool comparison = type == "Less" || type == "Greater" || type == "LessOrEqual" ||
+                              type == "GreaterOrEqual";
+      if (type == "Add" || type == "Sub" || comparison)
         for (Value operand : node->getOperands())
           if (std::optional<double> c = scalarValue(operand);
-              c && std::fabs(*c) >= 2 && std::fabs(*c) < 1.0e4 && feedsComparison(node))
+              c && std::fabs(*c) >= 2 && std::fabs(*c) < 2147483648.0 &&
+              (comparison || feedsComparison(node)))
             offset = *c;
       if (offset && *offset == std::trunc(*offset))
         return std::make_pair(static_cast<int64_t>(std::fabs(*offset)), node.getOperation());

@@ -78,6 +78,8 @@ std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, 
     return fail("have no values to read (without a weight store, as in hetc-opt, tables must be "
                 "hetc.constant)");
   // Column i of frequency i: in the first half (Duplicated), at 2i (Pairs), or i (Half).
+  const Type element = type.getElementType();
+  const double valueTolerance = element.isBF16() ? 8e-3 : element.isF16() ? 1e-3 : 1e-4;
   auto at = [&](const std::vector<float> &t, int64_t p, int64_t i) {
     return t[p * cols + (width == Width::Pairs ? 2 * i : i)];
   };
@@ -98,15 +100,23 @@ std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, 
   SmallVector<double> freqs(half);
   const int64_t last = rows - 1;
   for (int64_t i = 0; i < half; ++i) {
-    if (std::fabs(at(*c, 0, i) - 1.0) > 1e-6 || std::fabs(at(*s, 0, i)) > 1e-6)
+    if (std::fabs(at(*c, 0, i) - 1.0) > valueTolerance || std::fabs(at(*s, 0, i)) > valueTolerance)
       return fail("hold cos " + printed(at(*c, 0, i)) + " and sin " + printed(at(*s, 0, i)) +
                   " at position 0, column " + std::to_string(i) +
                   "; a RoPE table holds 1 and 0 there (a scaled table is not supported)");
-    // Row 1 gives the angle; the last row, a multiple of it, refines it to float precision.
-    const double first = std::atan2(at(*s, 1, i), at(*c, 1, i));
-    const double wrapped = std::atan2(at(*s, last, i), at(*c, last, i));
-    const double turns = std::round((last * first - wrapped) / (2 * M_PI));
-    freqs[i] = (wrapped + 2 * M_PI * turns) / static_cast<double>(last);
+    // Row 1 gives the angle; rows 2, 4, 8, ... and the last refine it, each multiple few enough
+    // times the previous estimate's error to count its turns right, even from a float16 table.
+    double f = std::atan2(at(*s, 1, i), at(*c, 1, i));
+    for (int64_t row = 2;; row = std::min(2 * row, last)) {
+      if (row > last)
+        break;
+      const double wrapped = std::atan2(at(*s, row, i), at(*c, row, i));
+      const double turns = std::round((row * f - wrapped) / (2 * M_PI));
+      f = (wrapped + 2 * M_PI * turns) / static_cast<double>(row);
+      if (row == last)
+        break;
+    }
+    freqs[i] = f;
     if (!(freqs[i] > 0.0))
       return fail("have no positive frequency in column " + std::to_string(i));
   }
@@ -114,8 +124,8 @@ std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, 
     for (int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(p) * freqs[i];
       // The tables' own float32 angle p * f rounds by up to half an ulp of itself; a float16
-      // table's values round to 2^-11.
-      const double tolerance = 1e-3 + 4e-7 * angle;
+      // table's values round to 2^-11 of their magnitude, a bfloat16 table's to 2^-8.
+      const double tolerance = valueTolerance + 4e-7 * angle;
       if (std::fabs(at(*c, p, i) - std::cos(angle)) > tolerance ||
           std::fabs(at(*s, p, i) - std::sin(angle)) > tolerance)
         return fail("hold cos " + printed(at(*c, p, i)) + ", sin " + printed(at(*s, p, i)) +
