@@ -44,13 +44,23 @@ import hf_llama  # noqa: E402
 MS = "com.microsoft"
 
 
+def bfloat16_bits(array: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns, rounded to nearest even (as torch.bfloat16 rounds)."""
+    bits = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
 class GraphBuilder:
     def __init__(self, np_dtype):
         self.nodes, self.inits = [], []
-        self.np_dtype = np_dtype
+        self.np_dtype = np_dtype  # a numpy float type, or "bfloat16"
 
     def init(self, name, array, keep_dtype=False):
         array = np.asarray(array)
+        if not keep_dtype and array.dtype.kind == "f" and self.np_dtype == "bfloat16":
+            self.inits.append(helper.make_tensor(name, TensorProto.BFLOAT16, array.shape,
+                                                 bfloat16_bits(array).tobytes(), raw=True))
+            return name
         if not keep_dtype and array.dtype.kind == "f":
             array = array.astype(self.np_dtype)
         self.inits.append(numpy_helper.from_array(array, name))
@@ -70,8 +80,8 @@ def rope_caches(config: hf_llama.Config):
 
 
 def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool) -> onnx.ModelProto:
-    np_dtype = np.float16 if dtype == "float16" else np.float32
-    elem = TensorProto.FLOAT16 if dtype == "float16" else TensorProto.FLOAT
+    np_dtype = {"float16": np.float16, "bfloat16": "bfloat16"}.get(dtype, np.float32)
+    elem = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}.get(dtype, TensorProto.FLOAT)
     g = GraphBuilder(np_dtype)
     c = config
     L, N, KV, D = c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim
@@ -189,7 +199,7 @@ def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool)
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--dtype", choices=("float32", "float16"), default="float32",
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
                    help="initializers, logits and past/present key/values")
     p.add_argument("--gqa-inputs", action="store_true",
                    help="seqlens_k and total_sequence_length as graph inputs (no attention_mask)")
@@ -209,6 +219,11 @@ def main(argv=None) -> int:
     os.makedirs(a.out, exist_ok=True)
     module = hf_llama.build_model(config)
     sd = module.state_dict()
+    if a.dtype == "bfloat16":
+        # The file's weights are the module's rounded to bfloat16; weights.pt holds those very
+        # values (in float32), so the PyTorch reference computes with what the file holds.
+        sd = {k: v.to(torch.bfloat16).to(torch.float32) if v.is_floating_point() else v
+              for k, v in sd.items()}
     model = build_graph(config, sd, a.dtype, a.gqa_inputs)
     # No onnx.checker here: it knows no SimplifiedLayerNormalization in the ai.onnx domain (an
     # ONNX Runtime contrib op registered there) and wants topological order; loading the file in
