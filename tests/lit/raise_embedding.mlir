@@ -24,3 +24,25 @@ func.func @not_embedding(%ids: tensor<?xi64>, %x: tensor<?x?xf32>) -> (tensor<32
   %d = hetc.onnx.node "Gather"(%shape, %zero) {node_name = "dim", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
   return %cols, %d : tensor<32x?xf32>, tensor<i64>
 }
+
+// -----
+
+// GPT-2's learned positions: wpe gathered by position_ids beside wte gathered by input_ids. Only
+// the lookup by the token ids (the input named input_ids, whichever comes first) is hetc.embedding:
+// the runtime's embedding reads the step's tokens, and rows gathered by positions or by a
+// computation are not token rows.
+// CHECK-LABEL: func.func @learned_positions
+// CHECK-SAME: (%[[POS:.*]]: tensor<?x?xi64> {hetc.name = "position_ids"}, %[[IDS:.*]]: tensor<?x?xi64> {hetc.name = "input_ids"})
+// CHECK: hetc.onnx.node "Gather"(%{{.*}}, %[[POS]])
+// CHECK: hetc.embedding %{{.*}}, %[[IDS]]
+// CHECK: hetc.onnx.node "Gather"(%{{.*}}, %{{.*}}) {node_name = "computed/Gather"}
+func.func @learned_positions(%pos: tensor<?x?xi64> {hetc.name = "position_ids"}, %ids: tensor<?x?xi64> {hetc.name = "input_ids"}) -> (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) {
+  %wpe = hetc.weight "wpe.weight" : tensor<64x8xf32>
+  %wte = hetc.weight "wte.weight" : tensor<32x8xf32>
+  %p = hetc.onnx.node "Gather"(%wpe, %pos) {node_name = "wpe/Gather"} : (tensor<64x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %t = hetc.onnx.node "Gather"(%wte, %ids) {node_name = "wte/Gather"} : (tensor<32x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %two = hetc.constant dense<2> : tensor<i64>
+  %shifted = hetc.onnx.node "Add"(%pos, %two) {node_name = "computed/Add"} : (tensor<?x?xi64>, tensor<i64>) -> tensor<?x?xi64>
+  %c = hetc.onnx.node "Gather"(%wpe, %shifted) {node_name = "computed/Gather"} : (tensor<64x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  return %p, %t, %c : tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>
+}
