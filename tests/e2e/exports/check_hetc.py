@@ -32,7 +32,8 @@ from e2e_common import PROMPTS, CheckFailed, check_hetc_binary, main_wrapper, pr
 EXPORTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "models", "exports")
 HF_LLAMA = os.path.join(EXPORTS, "hf_llama.py")
 EXPORTERS = {"hf_llama": HF_LLAMA, "ort_genai_llama": os.path.join(EXPORTS, "ort_genai_llama.py"),
-             "ort_optimizer_llama": os.path.join(EXPORTS, "ort_optimizer_llama.py")}
+             "ort_optimizer_llama": os.path.join(EXPORTS, "ort_optimizer_llama.py"),
+             "opt": os.path.join(EXPORTS, "opt.py")}
 COMPARE = os.path.join(HERE, "compare.py")
 ORT_GREEDY = os.path.join(os.path.dirname(HERE), "ort", "greedy.mjs")
 
@@ -70,7 +71,7 @@ def check(a):
     os.makedirs(a.workdir, exist_ok=True)
     model_dir = os.path.join(a.workdir, "model")
     exporter = EXPORTERS[a.exporter]
-    export_cmd = [sys.executable, exporter] + (["export"] if a.exporter == "hf_llama" else [])
+    export_cmd = [sys.executable, exporter] + (["export"] if a.exporter in ("hf_llama", "opt") else [])
     run(export_cmd + ["--out", model_dir, *a.flags], f"{a.exporter}.py")
     onnx_path = os.path.join(model_dir, "model.onnx")
     plan = os.path.join(a.workdir, "model.hplan")
