@@ -601,13 +601,20 @@ struct AttentionMatch {
   std::optional<int64_t> window; // the mask's sliding window
 };
 
-// Evaluates the mask on sample inputs (one sequence of `seq` new tokens after `past` cached
-// ones, attention_mask all ones) and says how it differs from the causal mask hetc.attention
+// Evaluates the mask on sample inputs (Sample: new tokens after cached ones, one sequence with an
+// attention_mask of ones or two with the first left-padded) and says how it differs from the
+// causal mask hetc.attention
 // applies (0 where key j <= past + i, very negative elsewhere), or which sliding window of W keys
 // it also applies (a query at p sees p - W + 1 .. p).
 struct MaskVerdict {
   std::optional<std::string> error; // completes "adds an attention mask that ..."
   std::optional<int64_t> window;
+};
+
+// One sample the mask is evaluated on: `batch` sequences of `seq` new tokens after `past` cached
+// ones, the first sequence's attention_mask 0 on its first `padded` positions (left padding).
+struct Sample {
+  int64_t seq, past, batch, padded;
 };
 
 class MaskProbe {
@@ -618,8 +625,12 @@ public:
 
   MaskVerdict verdict(Value mask) {
     std::optional<int64_t> window;
-    for (auto [seq, past] : {std::pair<int64_t, int64_t>{3, 2}, {1, 3}, {2, 0}}) {
-      MaskVerdict sample = probe(mask, seq, past);
+    // Several new tokens after some cached ones, one after more, a first prefill; and a batch of
+    // two whose first sequence is left-padded by one position (its padded key may be hidden or
+    // not: hetc never pads; every other key must be as in the causal mask).
+    for (const Sample &s : {Sample{3, 2, 1, 0}, Sample{1, 3, 1, 0}, Sample{2, 0, 1, 0},
+                            Sample{3, 2, 2, 1}}) {
+      MaskVerdict sample = probe(mask, s);
       if (sample.error)
         return sample;
       if (sample.window && window && *window != *sample.window)
@@ -641,7 +652,7 @@ public:
     // The KV concat the mask is sliced by holds every cached position: a bigger budget, for this
     // sample only (2^23 elements: Mistral's 8 KV heads of 128 at 4096 positions).
     ScopedEvaluationBudget budget(int64_t{1} << 23);
-    MaskVerdict wide = probe(mask, 2, offset->first + 2);
+    MaskVerdict wide = probe(mask, Sample{2, offset->first + 2, 1, 0});
     if (wide.error)
       return {where + "but " + *wide.error, std::nullopt};
     if (!wide.window)
@@ -712,35 +723,42 @@ private:
   }
 
   // A sample value for a graph input the mask reads, by its role.
-  std::optional<Tensor> sampleInput(BlockArgument arg, int64_t seq, int64_t past) {
+  std::optional<Tensor> sampleInput(BlockArgument arg, const Sample &s) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type)
       return std::nullopt;
     Tensor t;
     t.elem = type.getElementType();
+    const int64_t total = s.past + s.seq;
     if (type.getRank() == 4 && isa<FloatType>(t.elem) && !type.isDynamicDim(1) &&
         !type.isDynamicDim(3)) {
-      t.shape = {1, type.getDimSize(1), past, type.getDimSize(3)}; // a past key or value
-    } else if (type.getRank() == 2 && isa<IntegerType>(t.elem)) {
-      bool isPositions = arg == positions_, isIds = arg == ids_;
-      t.shape = {1, isPositions || isIds ? seq : past + seq}; // else attention_mask
+      t.shape = {s.batch, type.getDimSize(1), s.past, type.getDimSize(3)}; // a past key or value
       t.resize(t.size());
-      for (int64_t k = 0; k < t.size(); ++k)
-        t.setInt(k, isPositions ? past + k : isIds ? 1 + k : 1);
       return t;
-    } else {
-      return std::nullopt;
     }
+    if (type.getRank() != 2 || !isa<IntegerType>(t.elem))
+      return std::nullopt;
+    const bool isPositions = arg == positions_, isIds = arg == ids_;
+    const int64_t cols = isPositions || isIds ? s.seq : total; // else attention_mask
+    t.shape = {s.batch, cols};
     t.resize(t.size());
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t k = 0; k < cols; ++k) {
+        const int64_t padded = b == 0 ? s.padded : 0;
+        // Positions count real tokens only (transformers' cumsum of the mask, minus one).
+        const int64_t value = isPositions ? s.past + k - padded
+                              : isIds     ? 1 + k
+                                          : (k < padded ? 0 : 1);
+        t.setInt(b * cols + k, value);
+      }
     return t;
   }
 
   // isInputMask holds: an activation or a weight reaches the mask only through Shape or Size
   // (HF's `mask[..., :key_states.shape[-2]]`), so its values do not matter, only its shape at the
   // sample. Its stand-in is zeros of that shape: an LLM op's result is [batch, seq, features]
-  // (the dialect's activations keep the input ids' dimensions: batch 1 and the sample's seq), a
-  // weight has its static shape.
-  std::optional<Tensor> standIn(Operation &op, int64_t seq) {
+  // (the dialect's activations keep the input ids' dimensions), a weight has its static shape.
+  std::optional<Tensor> standIn(Operation &op, const Sample &s) {
     auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
     if (!type || (!type.hasStaticShape() && isa<WeightOp>(op)))
       return std::nullopt;
@@ -751,7 +769,7 @@ private:
     } else {
       if (type.getRank() != 3 || type.isDynamicDim(2))
         return std::nullopt;
-      t.shape = {1, seq, type.getDimSize(2)};
+      t.shape = {s.batch, s.seq, type.getDimSize(2)};
     }
     if (t.size() > evaluationBudget())
       return std::nullopt;
@@ -759,9 +777,14 @@ private:
     return t;
   }
 
-  MaskVerdict probe(Value mask, int64_t seq, int64_t past) {
+  MaskVerdict probe(Value mask, const Sample &s) {
+    const int64_t seq = s.seq, past = s.past;
     std::string sample = " (for " + std::to_string(seq) + " new tokens after " +
-                         std::to_string(past) + " cached ones)";
+                         std::to_string(past) + " cached ones" +
+                         (s.batch > 1 ? ", a batch of " + std::to_string(s.batch) : "") +
+                         (s.padded ? ", the first left-padded by " + std::to_string(s.padded)
+                                   : "") +
+                         ")";
     // The mask's computation, in program order. An LLM op's stand-in needs none of its operands,
     // so the walk stops there: each layer's mask reaches back to its own projections, not through
     // the whole model.
@@ -779,7 +802,7 @@ private:
       bool used = llvm::any_of(arg.getUsers(), [&](Operation *u) { return slice.contains(u); });
       if (!used && arg != mask)
         continue;
-      std::optional<Tensor> t = sampleInput(arg, seq, past);
+      std::optional<Tensor> t = sampleInput(arg, s);
       if (!t)
         return {"reads graph input #" + std::to_string(arg.getArgNumber()) +
                     ", whose role in a mask hetc cannot tell",
@@ -796,7 +819,7 @@ private:
       } else if (isa<OnnxNoneOp>(op)) {
         out = Tensor{};
       } else if (isa<LlmOp, WeightOp>(op)) {
-        out = standIn(op, seq);
+        out = standIn(op, s);
       } else if (auto node = dyn_cast<OnnxNodeOp>(op)) {
         SmallVector<Tensor> inputs;
         for (Value operand : node->getOperands())
@@ -811,14 +834,21 @@ private:
     const Tensor &m = values[mask];
     int64_t rank = static_cast<int64_t>(m.shape.size());
     int64_t total = past + seq;
+    // [.., seq, total], each of them possibly broadcast; a leading batch dimension, when there
+    // is one of more than one, is the sample's.
+    const int64_t maskBatch = rank >= 3 ? m.shape[0] : 1;
     if (!m.elem || rank < 2 || rank > 4 || (m.shape[rank - 2] != 1 && m.shape[rank - 2] != seq) ||
-        (m.shape[rank - 1] != 1 && m.shape[rank - 1] != total))
+        (m.shape[rank - 1] != 1 && m.shape[rank - 1] != total) ||
+        (maskBatch != 1 && maskBatch != s.batch))
       return {"does not have the shape of an attention mask" + sample, std::nullopt};
-    int64_t rows = m.shape[rank - 2], cols = m.shape[rank - 1];
-    // What query qi sees of key kj: 0 (visible), a large negative (hidden), or anything else.
-    auto at = [&](int64_t qi, int64_t kj) -> std::optional<double> {
+    const int64_t rows = m.shape[rank - 2], cols = m.shape[rank - 1];
+    const int64_t perBatch = m.size() / maskBatch;
+    // What query qi of sequence b sees of key kj: 0 (visible), a large negative (hidden), or
+    // anything else.
+    auto at = [&](int64_t b, int64_t qi, int64_t kj) -> std::optional<double> {
       std::optional<double> value;
-      for (int64_t k = 0; k < m.size(); ++k) {
+      const int64_t first = maskBatch == 1 ? 0 : b * perBatch;
+      for (int64_t k = first; k < first + perBatch; ++k) {
         int64_t j = cols == 1 ? -1 : k % cols, i = rows == 1 ? -1 : (k / cols) % rows;
         if ((i >= 0 && i != qi) || (j >= 0 && j != kj))
           continue;
@@ -829,31 +859,44 @@ private:
       return value;
     };
     // The causal mask, or the first place it differs; a causal mask that also hides keys from a
-    // distance on is a sliding window, named as such.
+    // distance on is a sliding window, named as such. A padded key may be either.
+    auto padded = [&](int64_t b, int64_t kj) { return b == 0 && kj < s.padded; };
     std::optional<int64_t> window;
     std::optional<std::string> differs;
-    for (int64_t qi = 0; qi < seq && !differs; ++qi)
-      for (int64_t kj = 0; kj < total && !differs; ++kj) {
-        std::optional<double> v = at(qi, kj);
-        const bool causal = kj <= past + qi, hidden = v && *v <= -1.0e4;
-        if (causal && hidden)
-          window = std::min(window.value_or(INT64_MAX), past + qi - kj); // nearest hidden key
-        if (v && (causal ? (*v == 0.0 || hidden) : hidden))
-          continue;
-        differs = "is not the causal mask hetc.attention applies: query " + std::to_string(qi) +
-                  " and key " + std::to_string(kj) + " get " + (v ? printed(*v) : "several values");
-      }
+    for (int64_t b = 0; b < s.batch && !differs; ++b)
+      for (int64_t qi = 0; qi < seq && !differs; ++qi)
+        for (int64_t kj = 0; kj < total && !differs; ++kj) {
+          std::optional<double> v = at(b, qi, kj);
+          const bool causal = kj <= past + qi, hidden = v && *v <= -1.0e4;
+          if (v && padded(b, kj) && (*v == 0.0 || hidden))
+            continue;
+          if (causal && hidden)
+            window = std::min(window.value_or(INT64_MAX), past + qi - kj); // nearest hidden key
+          if (v && (causal ? (*v == 0.0 || hidden) : hidden))
+            continue;
+          differs = "is not the causal mask hetc.attention applies: " +
+                    (s.batch > 1 ? "sequence " + std::to_string(b) + ", " : std::string()) +
+                    "query " + std::to_string(qi) + " and key " + std::to_string(kj) + " get " +
+                    (v ? printed(*v) : "several values");
+        }
     if (differs)
       return {*differs + sample, std::nullopt};
     if (!window)
       return {};
     // A window: every key at that distance or more is hidden, every nearer one seen.
-    for (int64_t qi = 0; qi < seq; ++qi)
-      for (int64_t kj = 0; kj <= past + qi; ++kj)
-        if (const bool hidden = *at(qi, kj) <= -1.0e4; hidden != (past + qi - kj >= *window))
-          return {"is neither causal nor a sliding window: query " + std::to_string(qi) +
-                      (hidden ? " does not see key " : " sees key ") + std::to_string(kj) + sample,
-                  std::nullopt};
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t qi = 0; qi < seq; ++qi)
+        for (int64_t kj = 0; kj <= past + qi; ++kj) {
+          if (padded(b, kj))
+            continue;
+          if (const bool hidden = *at(b, qi, kj) <= -1.0e4; hidden != (past + qi - kj >= *window))
+            return {"is neither causal nor a sliding window: " +
+                        (s.batch > 1 ? "sequence " + std::to_string(b) + ", " : std::string()) +
+                        "query " + std::to_string(qi) +
+                        (hidden ? " does not see key " : " sees key ") + std::to_string(kj) +
+                        sample,
+                    std::nullopt};
+        }
     return {std::nullopt, window};
   }
 
