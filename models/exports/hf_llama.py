@@ -494,6 +494,9 @@ def main(argv=None) -> int:
     e.add_argument("--print-ops", action="store_true")
     e.add_argument("--no-constant-folding", action="store_true",
                    help="torch.onnx.export(do_constant_folding=False): constants stay as nodes")
+    e.add_argument("--batch-one", action="store_true",
+                   help="declare every input's and output's batch dimension as 1 (an export for "
+                        "one sequence at a time)")
     add_config_args(e)
     r = sub.add_parser("reference", help="greedy decoding in PyTorch to JSON")
     common.add_reference_args(r)
@@ -505,6 +508,14 @@ def main(argv=None) -> int:
         except ValueError as err:
             p.error(str(err))
         path = export(config, a.out, verbose=a.verbose, constant_folding=not a.no_constant_folding)
+        if a.batch_one:
+            import onnx
+            model = onnx.load(path)
+            for value in list(model.graph.input) + list(model.graph.output):
+                dim = value.type.tensor_type.shape.dim[0]
+                dim.ClearField("dim_param")
+                dim.dim_value = 1
+            onnx.save(model, path)
         print(f"wrote {path}, config.json, weights.pt")
         if a.print_ops:
             print(common.op_summary(path))

@@ -46,3 +46,16 @@ func.func @learned_positions(%pos: tensor<?x?xi64> {hetc.name = "position_ids"},
   %c = hetc.onnx.node "Gather"(%wpe, %shifted) {node_name = "computed/Gather"} : (tensor<64x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
   return %p, %t, %c : tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>
 }
+
+// -----
+
+// GPT-2's input_ids.view(-1, S): the lookup is still by the token ids.
+// CHECK-LABEL: func.func @ids_viewed
+// CHECK: %[[V:.*]] = hetc.onnx.node "Reshape"
+// CHECK: hetc.embedding %{{.*}}, %[[V]]
+func.func @ids_viewed(%ids: tensor<?x?xi64> {hetc.name = "input_ids"}, %shape: tensor<2xi64>) -> tensor<?x?x8xf32> {
+  %wte = hetc.weight "wte.weight" : tensor<32x8xf32>
+  %v = hetc.onnx.node "Reshape"(%ids, %shape) {node_name = "view"} : (tensor<?x?xi64>, tensor<2xi64>) -> tensor<?x?xi64>
+  %t = hetc.onnx.node "Gather"(%wte, %v) {node_name = "wte/Gather"} : (tensor<32x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  return %t : tensor<?x?x8xf32>
+}

@@ -375,6 +375,19 @@ Value rowReshapeSource(OnnxNodeOp reshape) {
 
 } // namespace
 
+BlockArgument graphInputThroughViews(Value v) {
+  v = skipNoOps(v);
+  while (auto node = v.getDefiningOp<OnnxNodeOp>()) {
+    StringRef type = node.getOpType();
+    if ((type != "Cast" && type != "Reshape" && type != "Unsqueeze" && type != "Squeeze" &&
+         type != "Flatten") ||
+        node->getNumOperands() == 0)
+      break;
+    v = skipNoOps(node->getOperand(0));
+  }
+  return dyn_cast<BlockArgument>(v);
+}
+
 Value throughRowReshapes(Value v) {
   while (OnnxNodeOp reshape = producer(v, "Reshape")) {
     Value source = rowReshapeSource(reshape);

@@ -73,6 +73,10 @@ mlir::Type withFeatureSize(mlir::Type type, int64_t features, int64_t rankIfUnra
 // Makes the function's result types those of its return operands after values were replaced.
 void syncResultTypes(mlir::func::FuncOp func);
 
+// The graph input `v` is, through casts and reshapes that keep the order of its elements (Cast,
+// Reshape, Unsqueeze, Squeeze, Flatten: GPT-2's input_ids.view(-1, S)); null when `v` is computed.
+mlir::BlockArgument graphInputThroughViews(mlir::Value v);
+
 // `v` through Reshapes that keep its last dimension, when what they reshape is an LLM op's
 // activation: x.view(-1, F) and x.view(b, s, F) move no element between rows, and hetc's
 // activations are rows. Returns `v` itself otherwise.

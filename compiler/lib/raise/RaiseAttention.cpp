@@ -620,16 +620,23 @@ struct Sample {
 class MaskProbe {
 public:
   MaskProbe(func::FuncOp func, Value positions) : func_(func), positions_(positions) {
-    func.walk([&](EmbeddingOp op) { ids_ = op.getIds(); });
+    // The token ids' graph input (the embedding may read it through a cast or a view).
+    func.walk([&](EmbeddingOp op) { ids_ = graphInputThroughViews(op.getIds()); });
+    // A graph exported for a batch of one cannot take the batch-of-two sample.
+    for (BlockArgument arg : func.getArguments())
+      if (auto type = dyn_cast<RankedTensorType>(arg.getType());
+          type && type.getRank() >= 2 && type.getDimSize(0) == 1)
+        fixedBatchOfOne_ = true;
   }
 
   MaskVerdict verdict(Value mask) {
     std::optional<int64_t> window;
     // Several new tokens after some cached ones, one after more, a first prefill; and a batch of
     // two whose first sequence is left-padded by one position (its padded key may be hidden or
-    // not: hetc never pads; every other key must be as in the causal mask).
-    for (const Sample &s : {Sample{3, 2, 1, 0}, Sample{1, 3, 1, 0}, Sample{2, 0, 1, 0},
-                            Sample{3, 2, 2, 1}}) {
+    // not: hetc never pads; every other key must be as in the causal mask), or that sequence alone
+    // where the graph takes a batch of one only.
+    const Sample padded = fixedBatchOfOne_ ? Sample{3, 2, 1, 1} : Sample{3, 2, 2, 1};
+    for (const Sample &s : {Sample{3, 2, 1, 0}, Sample{1, 3, 1, 0}, Sample{2, 0, 1, 0}, padded}) {
       MaskVerdict sample = probe(mask, s);
       if (sample.error)
         return sample;
@@ -834,9 +841,10 @@ private:
     const Tensor &m = values[mask];
     int64_t rank = static_cast<int64_t>(m.shape.size());
     int64_t total = past + seq;
-    // [.., seq, total], each of them possibly broadcast; a leading batch dimension, when there
-    // is one of more than one, is the sample's.
-    const int64_t maskBatch = rank >= 3 ? m.shape[0] : 1;
+    // [.., seq, total], each of them possibly broadcast; a [batch, heads, seq, total] mask's batch
+    // dimension, when it is more than one, is the sample's (a rank-3 mask's first dimension lines
+    // up with the scores' heads).
+    const int64_t maskBatch = rank == 4 ? m.shape[0] : 1;
     if (!m.elem || rank < 2 || rank > 4 || (m.shape[rank - 2] != 1 && m.shape[rank - 2] != seq) ||
         (m.shape[rank - 1] != 1 && m.shape[rank - 1] != total) ||
         (maskBatch != 1 && maskBatch != s.batch))
@@ -903,6 +911,7 @@ private:
   func::FuncOp func_;
   Value positions_;
   Value ids_;
+  bool fixedBatchOfOne_ = false;
 };
 
 class AttentionMatcher {

@@ -28,13 +28,8 @@ struct RaiseEmbeddingPass : public hetc::impl::RaiseEmbeddingBase<RaiseEmbedding
     });
     OpBuilder builder(&getContext());
     func::FuncOp func = getOperation();
-    // The graph input of a Gather's ids, through casts; null when they are computed.
-    auto inputOf = [](Value ids) -> BlockArgument {
-      Value v = skipNoOps(ids);
-      while (OnnxNodeOp cast = producer(v, "Cast"))
-        v = skipNoOps(cast->getOperand(0));
-      return dyn_cast<BlockArgument>(v);
-    };
+    // The graph input of a Gather's ids, through casts and views; null when they are computed.
+    auto inputOf = [](Value ids) { return graphInputThroughViews(ids); };
     auto nameOf = [&](BlockArgument arg) -> std::string {
       auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "hetc.name");
       return name ? name.getValue().str() : "#" + std::to_string(arg.getArgNumber());
