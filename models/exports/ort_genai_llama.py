@@ -79,13 +79,16 @@ def rope_caches(config: hf_llama.Config):
     return freqs.cos().numpy(), freqs.sin().numpy()
 
 
-def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool) -> onnx.ModelProto:
-    np_dtype = {"float16": np.float16, "bfloat16": "bfloat16"}.get(dtype, np.float32)
-    elem = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}.get(dtype, TensorProto.FLOAT)
-    g = GraphBuilder(np_dtype)
-    c = config
-    L, N, KV, D = c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim
-    w = {k: v.detach().float().numpy() for k, v in sd.items()}
+def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention, inputs, outputs,
+                 producer: str) -> onnx.ModelProto:
+    """What the GenAI builder's form and the transformer optimizer's share, written into g: the
+    embedding Gather; SimplifiedLayerNormalization before layer 0 and SkipSimplifiedLayerNormalization
+    (residual + norm, the sum as its 4th output) before every later sublayer and at the end; q, k,
+    v as MatMuls on transposed weights (+ Add of --qkv-bias), q and k through
+    rotary(x, name, heads); attention(i, n, q, k, v), the form's attention node, returning its
+    output; o_proj; the SiLU MLP (Sigmoid, Mul); lm_head. Returns the model."""
+    L, N, KV = c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads
+    eps = float(c.rms_norm_eps)
 
     def linear(x, name, weight_key, bias_key=None):
         out = g.node("MatMul", [x, g.init(f"{weight_key}.T", w[weight_key].T.copy())],
@@ -93,6 +96,59 @@ def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool)
         if bias_key is not None:
             out = g.node("Add", [out, g.init(bias_key, w[bias_key])], [f"{name}/Add/output_0"], f"{name}/Add")
         return out
+
+    x = g.node("Gather", [g.init("model.embed_tokens.weight", w["model.embed_tokens.weight"]), "input_ids"],
+               ["/model/embed_tokens/Gather/output_0"], "/model/embed_tokens/Gather")
+    residual = x
+    normed = g.node("SimplifiedLayerNormalization",
+                    [x, g.init("model.layers.0.input_layernorm.weight", w["model.layers.0.input_layernorm.weight"])],
+                    ["/model/layers.0/input_layernorm/output_0"], "/model/layers.0/input_layernorm/LayerNorm",
+                    axis=-1, epsilon=eps, stash_type=1)
+    for i in range(L):
+        pre = f"model.layers.{i}"
+        n = f"/model/layers.{i}"
+        bias = (lambda k: f"{pre}.self_attn.{k}.bias") if c.qkv_bias else (lambda k: None)
+        q = linear(normed, f"{n}/attn/q_proj", f"{pre}.self_attn.q_proj.weight", bias("q_proj"))
+        k = linear(normed, f"{n}/attn/k_proj", f"{pre}.self_attn.k_proj.weight", bias("k_proj"))
+        v = linear(normed, f"{n}/attn/v_proj", f"{pre}.self_attn.v_proj.weight", bias("v_proj"))
+        q = rotary(q, f"{n}/attn/q_rotary", N)
+        k = rotary(k, f"{n}/attn/k_rotary", KV)
+        attn = attention(i, n, q, k, v)
+        o = linear(attn, f"{n}/attn/o_proj", f"{pre}.self_attn.o_proj.weight")
+        normed, _, _, residual = g.node(
+            "SkipSimplifiedLayerNormalization",
+            [residual, o, g.init(f"{pre}.post_attention_layernorm.weight", w[f"{pre}.post_attention_layernorm.weight"])],
+            [f"{n}/post_attention_layernorm/output_0", "", "", f"{n}/post_attention_layernorm/output_3"],
+            f"{n}/post_attention_layernorm/SkipLayerNorm", domain=MS, epsilon=eps)
+        gate = linear(normed, f"{n}/mlp/gate_proj", f"{pre}.mlp.gate_proj.weight")
+        sig = g.node("Sigmoid", [gate], [f"{n}/mlp/act_fn/Sigmoid/output_0"], f"{n}/mlp/act_fn/Sigmoid")
+        act = g.node("Mul", [gate, sig], [f"{n}/mlp/act_fn/Mul/output_0"], f"{n}/mlp/act_fn/Mul")
+        up = linear(normed, f"{n}/mlp/up_proj", f"{pre}.mlp.up_proj.weight")
+        prod = g.node("Mul", [act, up], [f"{n}/mlp/Mul/output_0"], f"{n}/mlp/Mul")
+        down = linear(prod, f"{n}/mlp/down_proj", f"{pre}.mlp.down_proj.weight")
+        nxt = f"model.layers.{i + 1}.input_layernorm.weight" if i + 1 < L else "model.norm.weight"
+        where = f"/model/layers.{i + 1}/input_layernorm" if i + 1 < L else "/model/norm"
+        normed, _, _, residual = g.node(
+            "SkipSimplifiedLayerNormalization", [residual, down, g.init(nxt, w[nxt])],
+            [f"{where}/output_0", "", "", f"{where}/output_3"], f"{where}/SkipLayerNorm", domain=MS,
+            epsilon=eps)
+    head = "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight"
+    g.node("MatMul", [normed, g.init("lm_head.MatMul.weight", w[head].T.copy())], ["logits"], "/lm_head/MatMul")
+
+    graph = helper.make_graph(g.nodes, "main_graph", inputs, outputs, initializer=g.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+                              producer_name=producer)
+    model.ir_version = 8
+    return model
+
+
+def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool) -> onnx.ModelProto:
+    np_dtype = {"float16": np.float16, "bfloat16": "bfloat16"}.get(dtype, np.float32)
+    elem = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}.get(dtype, TensorProto.FLOAT)
+    g = GraphBuilder(np_dtype)
+    c = config
+    L, N, KV, D = c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim
+    w = {k: v.detach().float().numpy() for k, v in sd.items()}
 
     # Inputs and outputs.
     inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"])]
@@ -139,61 +195,15 @@ def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool)
         return g.node("RotaryEmbedding", [x, "position_ids", cos_cache, sin_cache],
                       [f"{name}/RotaryEmbedding/output_0"], f"{name}/RotaryEmbedding", domain=MS, **attrs)
 
-    x = g.node("Gather", [g.init("model.embed_tokens.weight", w["model.embed_tokens.weight"]), "input_ids"],
-               ["/model/embed_tokens/Gather/output_0"], "/model/embed_tokens/Gather")
-    residual = x
-    eps = float(c.rms_norm_eps)
-    normed = g.node("SimplifiedLayerNormalization",
-                    [x, g.init("model.layers.0.input_layernorm.weight", w["model.layers.0.input_layernorm.weight"])],
-                    ["/model/layers.0/input_layernorm/output_0"], "/model/layers.0/input_layernorm/LayerNorm",
-                    axis=-1, epsilon=eps, stash_type=1)
-    for i in range(L):
-        pre = f"model.layers.{i}"
-        n = f"/model/layers.{i}"
-        bias = (lambda k: f"{pre}.self_attn.{k}.bias") if c.qkv_bias else (lambda k: None)
-        q = linear(normed, f"{n}/attn/q_proj", f"{pre}.self_attn.q_proj.weight", bias("q_proj"))
-        k = linear(normed, f"{n}/attn/k_proj", f"{pre}.self_attn.k_proj.weight", bias("k_proj"))
-        v = linear(normed, f"{n}/attn/v_proj", f"{pre}.self_attn.v_proj.weight", bias("v_proj"))
-        q = rotary(q, f"{n}/attn/q_rotary", N)
-        k = rotary(k, f"{n}/attn/k_rotary", KV)
-        attn = g.node("GroupQueryAttention",
+    def attention(i, n, q, k, v):
+        return g.node("GroupQueryAttention",
                       [q, k, v, f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens_k, total_len],
                       [f"{n}/attn/GroupQueryAttention/output_0", f"present.{i}.key", f"present.{i}.value"],
                       f"{n}/attn/GroupQueryAttention", domain=MS, num_heads=N, kv_num_heads=KV,
                       scale=float(D ** -0.5), local_window_size=int(c.sliding_window or -1),
                       do_rotary=0, rotary_interleaved=0, softcap=0.0)[0]
-        o = linear(attn, f"{n}/attn/o_proj", f"{pre}.self_attn.o_proj.weight")
-        normed, _, _, residual = g.node(
-            "SkipSimplifiedLayerNormalization",
-            [residual, o, g.init(f"{pre}.post_attention_layernorm.weight", w[f"{pre}.post_attention_layernorm.weight"])],
-            [f"{n}/post_attention_layernorm/output_0", "", "", f"{n}/post_attention_layernorm/output_3"],
-            f"{n}/post_attention_layernorm/SkipLayerNorm", domain=MS, epsilon=eps)
-        gate = linear(normed, f"{n}/mlp/gate_proj", f"{pre}.mlp.gate_proj.weight")
-        sig = g.node("Sigmoid", [gate], [f"{n}/mlp/act_fn/Sigmoid/output_0"], f"{n}/mlp/act_fn/Sigmoid")
-        act = g.node("Mul", [gate, sig], [f"{n}/mlp/act_fn/Mul/output_0"], f"{n}/mlp/act_fn/Mul")
-        up = linear(normed, f"{n}/mlp/up_proj", f"{pre}.mlp.up_proj.weight")
-        prod = g.node("Mul", [act, up], [f"{n}/mlp/Mul/output_0"], f"{n}/mlp/Mul")
-        down = linear(prod, f"{n}/mlp/down_proj", f"{pre}.mlp.down_proj.weight")
-        if i + 1 < L:
-            nxt = f"model.layers.{i + 1}.input_layernorm.weight"
-            normed, _, _, residual = g.node(
-                "SkipSimplifiedLayerNormalization", [residual, down, g.init(nxt, w[nxt])],
-                [f"/model/layers.{i + 1}/input_layernorm/output_0", "", "",
-                 f"/model/layers.{i + 1}/input_layernorm/output_3"],
-                f"/model/layers.{i + 1}/input_layernorm/SkipLayerNorm", domain=MS, epsilon=eps)
-        else:
-            normed = g.node(
-                "SkipSimplifiedLayerNormalization", [residual, down, g.init("model.norm.weight", w["model.norm.weight"])],
-                ["/model/norm/output_0", "", "", "/model/norm/output_3"],
-                "/model/norm/SkipLayerNorm", domain=MS, epsilon=eps)[0]
-    head = "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight"
-    g.node("MatMul", [normed, g.init("lm_head.MatMul.weight", w[head].T.copy())], ["logits"], "/lm_head/MatMul")
 
-    graph = helper.make_graph(g.nodes, "main_graph", inputs, outputs, initializer=g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
-                              producer_name="ort_genai_llama.py")
-    model.ir_version = 8
-    return model
+    return finish_graph(g, c, w, rotary, attention, inputs, outputs, "ort_genai_llama.py")
 
 
 def main(argv=None) -> int:

@@ -32,21 +32,13 @@ from onnx import TensorProto, helper
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import hf_llama  # noqa: E402
-from ort_genai_llama import MS, GraphBuilder, rope_caches  # noqa: E402
+from ort_genai_llama import MS, GraphBuilder, finish_graph, rope_caches  # noqa: E402
 
 
 def build_graph(c: hf_llama.Config, sd: dict) -> onnx.ModelProto:
     g = GraphBuilder(np.float32)
     L, N, D = c.num_hidden_layers, c.num_attention_heads, c.head_dim
     w = {k: v.detach().float().numpy() for k, v in sd.items()}
-
-    def linear(x, name, weight_key, bias_key=None):
-        out = g.node("MatMul", [x, g.init(f"{weight_key}.T", w[weight_key].T.copy())],
-                     [f"{name}/MatMul/output_0"], f"{name}/MatMul")
-        if bias_key is not None:
-            out = g.node("Add", [out, g.init(bias_key, w[bias_key])], [f"{name}/Add/output_0"],
-                         f"{name}/Add")
-        return out
 
     def i64(name, values):
         return g.init(name, np.array(values, dtype=np.int64))
@@ -88,55 +80,18 @@ def build_graph(c: hf_llama.Config, sd: dict) -> onnx.ModelProto:
     cos, sin = rope_caches(c)
     cos_cache, sin_cache = g.init("cos_cache", cos), g.init("sin_cache", sin)
 
-    def rotary(x, name):
+    def rotary(x, name, heads):
         return g.node("RotaryEmbedding", [x, "position_ids", cos_cache, sin_cache],
                       [f"{name}/RotaryEmbedding/output_0"], f"{name}/RotaryEmbedding", domain=MS,
-                      num_heads=N)
+                      num_heads=heads)
 
-    x = g.node("Gather", [g.init("model.embed_tokens.weight", w["model.embed_tokens.weight"]), "input_ids"],
-               ["/model/embed_tokens/Gather/output_0"], "/model/embed_tokens/Gather")
-    residual = x
-    eps = float(c.rms_norm_eps)
-    normed = g.node("SimplifiedLayerNormalization",
-                    [x, g.init("model.layers.0.input_layernorm.weight", w["model.layers.0.input_layernorm.weight"])],
-                    ["/model/layers.0/input_layernorm/output_0"], "/model/layers.0/input_layernorm/LayerNorm",
-                    axis=-1, epsilon=eps, stash_type=1)
-    for i in range(L):
-        pre, n = f"model.layers.{i}", f"/model/layers.{i}"
-        bias_key = (lambda k: f"{pre}.self_attn.{k}.bias") if c.qkv_bias else (lambda k: None)
-        q = rotary(linear(normed, f"{n}/attn/q_proj", f"{pre}.self_attn.q_proj.weight", bias_key("q_proj")),
-                   f"{n}/attn/q_rotary")
-        k = rotary(linear(normed, f"{n}/attn/k_proj", f"{pre}.self_attn.k_proj.weight", bias_key("k_proj")),
-                   f"{n}/attn/k_rotary")
-        v = linear(normed, f"{n}/attn/v_proj", f"{pre}.self_attn.v_proj.weight", bias_key("v_proj"))
-        attn = g.node("MultiHeadAttention",
+    def attention(i, n, q, k, v):
+        return g.node("MultiHeadAttention",
                       [q, k, v, "", "", bias, f"past_key_values.{i}.key", f"past_key_values.{i}.value"],
                       [f"{n}/attn/MultiHeadAttention/output_0", f"present.{i}.key", f"present.{i}.value"],
                       f"{n}/attn/MultiHeadAttention", domain=MS, num_heads=N, scale=float(D ** -0.5))[0]
-        o = linear(attn, f"{n}/attn/o_proj", f"{pre}.self_attn.o_proj.weight")
-        normed, _, _, residual = g.node(
-            "SkipSimplifiedLayerNormalization",
-            [residual, o, g.init(f"{pre}.post_attention_layernorm.weight", w[f"{pre}.post_attention_layernorm.weight"])],
-            [f"{n}/post_attention_layernorm/output_0", "", "", f"{n}/post_attention_layernorm/output_3"],
-            f"{n}/post_attention_layernorm/SkipLayerNorm", domain=MS, epsilon=eps)
-        gate = linear(normed, f"{n}/mlp/gate_proj", f"{pre}.mlp.gate_proj.weight")
-        sig = g.node("Sigmoid", [gate], [f"{n}/mlp/act_fn/Sigmoid/output_0"], f"{n}/mlp/act_fn/Sigmoid")
-        act = g.node("Mul", [gate, sig], [f"{n}/mlp/act_fn/Mul/output_0"], f"{n}/mlp/act_fn/Mul")
-        up = linear(normed, f"{n}/mlp/up_proj", f"{pre}.mlp.up_proj.weight")
-        down = linear(g.node("Mul", [act, up], [f"{n}/mlp/Mul/output_0"], f"{n}/mlp/Mul"),
-                      f"{n}/mlp/down_proj", f"{pre}.mlp.down_proj.weight")
-        nxt = f"model.layers.{i + 1}.input_layernorm.weight" if i + 1 < L else "model.norm.weight"
-        where = f"/model/layers.{i + 1}/input_layernorm" if i + 1 < L else "/model/norm"
-        normed, _, _, residual = g.node("SkipSimplifiedLayerNormalization", [residual, down, g.init(nxt, w[nxt])],
-                                        [f"{where}/output_0", "", "", f"{where}/output_3"],
-                                        f"{where}/SkipLayerNorm", domain=MS, epsilon=eps)
-    head = "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight"
-    g.node("MatMul", [normed, g.init("lm_head.MatMul.weight", w[head].T.copy())], ["logits"], "/lm_head/MatMul")
-    graph = helper.make_graph(g.nodes, "main_graph", inputs, outputs, initializer=g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
-                              producer_name="ort_optimizer_llama.py")
-    model.ir_version = 8
-    return model
+
+    return finish_graph(g, c, w, rotary, attention, inputs, outputs, "ort_optimizer_llama.py")
 
 
 def main(argv=None) -> int:
