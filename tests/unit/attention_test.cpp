@@ -96,6 +96,39 @@ std::string describe(const HeadShape &s) {
          std::to_string(s.headDim);
 }
 
+// The attention of one row in double over positions [first, length) of `slot` (layer 1) of the
+// cache, on the query as the kernels over a bf16 or int8 cache's blocks round it: the output and,
+// per element, the sum of |weight * value| its error scales with.
+void referenceAttention(const TestKvCache &cache, uint32_t slot, const float *q, const HeadShape &hs,
+                        float scale, KvElement element, size_t first, size_t length,
+                        std::vector<double> &want, std::vector<double> &magnitude) {
+  const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
+  const bool blocks = element != KvElement::F32;
+  want.assign(hs.heads * d, 0.0);
+  magnitude.assign(hs.heads * d, 0.0);
+  for (size_t h = 0; h < hs.heads; ++h) {
+    const size_t g = h / group;
+    std::vector<double> scores(length - first);
+    double maxScore = -1e300, sum = 0;
+    for (size_t j = first; j < length; ++j) {
+      double s = 0;
+      for (size_t i = 0; i < d; ++i)
+        s += (blocks ? double(bf16ToFloat(floatToBf16(q[h * d + i]))) : double(q[h * d + i])) *
+             cache.key(1, slot, g, j, i);
+      scores[j - first] = s * scale;
+      maxScore = std::max(maxScore, scores[j - first]);
+    }
+    for (double &s : scores)
+      sum += (s = std::exp(s - maxScore));
+    for (size_t i = 0; i < d; ++i)
+      for (size_t j = first; j < length; ++j) {
+        const double vj = cache.value(1, slot, g, j, i);
+        want[h * d + i] += scores[j - first] / sum * vj;
+        magnitude[h * d + i] += scores[j - first] / sum * std::abs(vj);
+      }
+  }
+}
+
 TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
   // Head sizes around the 16-lane vectors (8, 24, 40, 200 have tails; 200 is past the sizes
   // held in registers); groups of 1, 3, 4, 8 and 20 (past one pass of 16 heads).
@@ -109,7 +142,7 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
   for (const KvElement element : {KvElement::F32, KvElement::Bf16, KvElement::Int8})
     for (const KernelSetCase &set : kernelSets())
       for (const HeadShape &hs : shapes) {
-        const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
+        const size_t d = hs.headDim;
         LongTailedRandom random(static_cast<uint32_t>(hs.heads * 131 + d));
         TestKvCache cache(hs.kvHeads, d, maxLength + poisonAfter, 2, element);
         cache.fill(random, 1, 1, hs.kvHeads, maxLength);
@@ -135,30 +168,9 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
 
           // The reference in double, on the query as the kernels over a bf16 or int8 cache's
           // blocks round it.
-          const bool blocks = element != KvElement::F32;
-          std::vector<double> want(hs.heads * d), magnitude(hs.heads * d);
-          for (size_t h = 0; h < hs.heads; ++h) {
-            const size_t g = h / group;
-            std::vector<double> scores(length);
-            double maxScore = -1e300, sum = 0;
-            for (size_t j = 0; j < length; ++j) {
-              double s = 0;
-              for (size_t i = 0; i < d; ++i)
-                s += (blocks ? double(bf16ToFloat(floatToBf16(q[h * d + i])))
-                             : double(q[h * d + i])) *
-                     cache.key(1, slot, g, j, i);
-              scores[j] = s * op.shape.scale;
-              maxScore = std::max(maxScore, scores[j]);
-            }
-            for (double &s : scores)
-              sum += (s = std::exp(s - maxScore));
-            for (size_t i = 0; i < d; ++i)
-              for (size_t j = 0; j < length; ++j) {
-                const double vj = cache.value(1, slot, g, j, i);
-                want[h * d + i] += scores[j] / sum * vj;
-                magnitude[h * d + i] += scores[j] / sum * std::abs(vj);
-              }
-          }
+          std::vector<double> want, magnitude;
+          referenceAttention(cache, slot, q.data(), hs, op.shape.scale, element, 0, length, want,
+                             magnitude);
 
           const uint32_t position = static_cast<uint32_t>(length - 1);
           for (size_t chunk : chunkSizes) {
@@ -209,7 +221,7 @@ TEST(AttentionTest, SlidingWindowAttendsToTheLastPositionsOnly) {
   for (const KvElement element : {KvElement::F32, KvElement::Bf16, KvElement::Int8})
     for (const KernelSetCase &set : kernelSets())
       for (const HeadShape &hs : shapes) {
-        const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
+        const size_t d = hs.headDim;
         LongTailedRandom random(static_cast<uint32_t>(hs.heads * 17 + d));
         TestKvCache cache(hs.kvHeads, d, maxLength + poisonAfter, 2, element);
         const size_t qStride = hs.heads * d, outStride = hs.heads * d + 3;
@@ -234,30 +246,9 @@ TEST(AttentionTest, SlidingWindowAttendsToTheLastPositionsOnly) {
               for (size_t p = length; p < length + poisonAfter; ++p)
                 cache.poison(1, slot, g, p);
             }
-            const bool blocks = element != KvElement::F32;
-            std::vector<double> want(hs.heads * d), magnitude(hs.heads * d);
-            for (size_t h = 0; h < hs.heads; ++h) {
-              const size_t g = h / group;
-              std::vector<double> scores(length - first);
-              double maxScore = -1e300, sum = 0;
-              for (size_t j = first; j < length; ++j) {
-                double s = 0;
-                for (size_t i = 0; i < d; ++i)
-                  s += (blocks ? double(bf16ToFloat(floatToBf16(q[h * d + i])))
-                               : double(q[h * d + i])) *
-                       cache.key(1, slot, g, j, i);
-                scores[j - first] = s * op.shape.scale;
-                maxScore = std::max(maxScore, scores[j - first]);
-              }
-              for (double &s : scores)
-                sum += (s = std::exp(s - maxScore));
-              for (size_t i = 0; i < d; ++i)
-                for (size_t j = first; j < length; ++j) {
-                  const double vj = cache.value(1, slot, g, j, i);
-                  want[h * d + i] += scores[j - first] / sum * vj;
-                  magnitude[h * d + i] += scores[j - first] / sum * std::abs(vj);
-                }
-            }
+            std::vector<double> want, magnitude;
+            referenceAttention(cache, slot, q.data(), hs, op.shape.scale, element, first, length,
+                               want, magnitude);
             const uint32_t position = static_cast<uint32_t>(length - 1);
             for (size_t chunk : chunkSizes) {
               const std::string what = std::string(set.name) + " " + elementName(element) +

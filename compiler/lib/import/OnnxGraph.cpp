@@ -3,6 +3,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <cstdio>
+
 using namespace mlir;
 
 namespace hetc {
@@ -409,6 +411,37 @@ bool foldRowReshapes(func::FuncOp func) {
   if (folded)
     syncResultTypes(func);
   return folded;
+}
+
+std::optional<int64_t> knownFeatures(Value v) {
+  if (std::optional<int64_t> f = featureSize(v.getType()))
+    return f;
+  v = skipNoOps(v);
+  if (Operation *def = v.getDefiningOp(); def && isa<LlmOp>(def))
+    return featureSize(def->getResult(0).getType());
+  if (OnnxNodeOp add = producer(v, "Add")) {
+    for (Value operand : add->getOperands())
+      if (OnnxNodeOp matmul = producer(operand, "MatMul"))
+        return knownFeatures(matmul->getResult(0));
+    return std::nullopt;
+  }
+  if (OnnxNodeOp matmul = producer(v, "MatMul")) {
+    Value w = skipNoOps(matmul->getOperand(1));
+    if (OnnxNodeOp transpose = producer(w, "Transpose")) {
+      auto type = dyn_cast<RankedTensorType>(transpose->getOperand(0).getType());
+      return type && type.getRank() == 2 ? std::optional<int64_t>(type.getDimSize(0)) : std::nullopt;
+    }
+    auto type = dyn_cast<RankedTensorType>(w.getType());
+    if (type && type.getRank() == 2 && !type.isDynamicDim(1))
+      return type.getDimSize(1);
+  }
+  return std::nullopt;
+}
+
+std::string printed(double v, int significant) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.*g", significant, v);
+  return text;
 }
 
 std::string describe(Operation *op) {

@@ -89,4 +89,11 @@ bool foldRowReshapes(mlir::func::FuncOp func);
 // "'<node_name>' (<OpType>)" for error messages; the op name for other ops.
 std::string describe(mlir::Operation *op);
 
+// The features of an activation: from its type, from the LLM op that computes it, or, where
+// shape inference stopped at a contrib op, from the weight of the MatMul (and bias Add) that does.
+std::optional<int64_t> knownFeatures(mlir::Value v);
+
+// A number as messages print it: `significant` digits, %g style.
+std::string printed(double v, int significant = 3);
+
 } // namespace hetc

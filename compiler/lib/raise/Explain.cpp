@@ -12,7 +12,6 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
-#include <cstdio>
 #include <deque>
 #include <map>
 
@@ -28,12 +27,6 @@ std::optional<std::string> locName(Operation *op) {
   return std::nullopt;
 }
 
-std::string printed(float v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.6g", v);
-  return text;
-}
-
 std::string features(Value weight, unsigned dim) {
   return std::to_string(cast<RankedTensorType>(weight.getType()).getDimSize(dim));
 }
@@ -46,7 +39,7 @@ std::string summary(Operation *op) {
     os << "embedding " << features(embedding.getTable(), 0) << " x "
        << features(embedding.getTable(), 1);
   } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
-    os << "rms_norm eps " << printed(norm.getEpsilon().convertToFloat());
+    os << "rms_norm eps " << printed(norm.getEpsilon().convertToFloat(), 6);
   } else if (auto linear = dyn_cast<LinearOp>(op)) {
     os << "linear " << features(linear.getW(), 0) << " -> " << features(linear.getW(), 1)
        << (linear.getBias() ? " + bias" : "");
@@ -59,7 +52,7 @@ std::string summary(Operation *op) {
   } else if (auto attention = dyn_cast<AttentionOp>(op)) {
     os << "attention heads " << attention.getHeads() << " kv_heads " << attention.getKvHeads()
        << " head_dim " << attention.getHeadDim() << " scale "
-       << printed(attention.getScale().convertToFloat()) << ", causal";
+       << printed(attention.getScale().convertToFloat(), 6) << ", causal";
     if (std::optional<int64_t> window = attention.getSlidingWindow())
       os << " within a sliding window of " << *window << " keys";
     os

@@ -28,7 +28,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 namespace hetc {
 #define GEN_PASS_DEF_RAISEATTENTION
@@ -76,12 +75,6 @@ struct Unsupported {
   Operation *op = nullptr;
   std::string why;
 };
-
-std::string printed(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.3g", v);
-  return text;
-}
 
 bool hasPerm(OnnxNodeOp transpose, ArrayRef<int64_t> perm) {
   auto attr = intsAttr(transpose, "perm");
@@ -1110,13 +1103,9 @@ bool raiseMultiHeadAttention(OnnxNodeOp node, DenseMap<Value, bool> &maskCache, 
   if (input(4) && !isInputMask(node->getOperand(4), maskCache))
     return refuse("reads a key_padding_mask computed from more than the graph inputs");
   const int64_t heads = intAttr(node, "num_heads").value_or(0);
-  auto features = [](Value v) -> std::optional<int64_t> {
-    if (Operation *def = skipNoOps(v).getDefiningOp(); def && isa<LlmOp>(def))
-      return featureSize(def->getResult(0).getType());
-    return featureSize(v.getType());
-  };
-  std::optional<int64_t> qf = features(node->getOperand(0)), kf = features(node->getOperand(1)),
-                         vf = features(node->getOperand(2));
+  std::optional<int64_t> qf = knownFeatures(node->getOperand(0));
+  std::optional<int64_t> kf = knownFeatures(node->getOperand(1));
+  std::optional<int64_t> vf = knownFeatures(node->getOperand(2));
   if (heads <= 0 || !qf || !kf || !vf || *qf % heads != 0 || *kf != *qf || *vf != *qf)
     return refuse("has num_heads " + Twine(heads) + " and q, k, v whose sizes do not split into "
                   "them alike");

@@ -27,7 +27,6 @@
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
-#include <cstdio>
 
 namespace hetc {
 #define GEN_PASS_DEF_RAISECONTRIBOPS
@@ -40,39 +39,6 @@ using namespace hetc;
 namespace {
 
 bool isNone(Value v) { return isa<NoneType>(v.getType()); }
-
-std::string printed(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", v);
-  return text;
-}
-
-// The features of an activation: from its type, or, when shape inference stopped at a contrib op,
-// from the weight of the MatMul (and bias Add) that computes it.
-std::optional<int64_t> knownFeatures(Value v) {
-  if (std::optional<int64_t> f = featureSize(v.getType()))
-    return f;
-  v = skipNoOps(v);
-  if (Operation *def = v.getDefiningOp(); def && isa<LlmOp>(def))
-    return featureSize(def->getResult(0).getType());
-  if (OnnxNodeOp add = producer(v, "Add")) {
-    for (Value operand : add->getOperands())
-      if (OnnxNodeOp matmul = producer(operand, "MatMul"))
-        return knownFeatures(matmul->getResult(0));
-    return std::nullopt;
-  }
-  if (OnnxNodeOp matmul = producer(v, "MatMul")) {
-    Value w = skipNoOps(matmul->getOperand(1));
-    if (OnnxNodeOp transpose = producer(w, "Transpose")) {
-      auto type = dyn_cast<RankedTensorType>(transpose->getOperand(0).getType());
-      return type && type.getRank() == 2 ? std::optional<int64_t>(type.getDimSize(0)) : std::nullopt;
-    }
-    auto type = dyn_cast<RankedTensorType>(w.getType());
-    if (type && type.getRank() == 2 && !type.isDynamicDim(1))
-      return type.getDimSize(1);
-  }
-  return std::nullopt;
-}
 
 // The result type of an LLM op replacing `result`: its own, or [.., features] like `like`.
 Type llmType(Value result, Value like, int64_t features) {
@@ -131,7 +97,7 @@ private:
       return refuse(node, "scales by a value that is not a [hidden] weight");
     const double eps = floatAttr(node, "epsilon").value_or(sumResult < 0 ? 1e-5 : 1e-12);
     if (!(eps > 0.0))
-      return refuse(node, "has epsilon " + printed(eps) + "; hetc.rms_norm needs a positive one");
+      return refuse(node, "has epsilon " + printed(eps, 6) + "; hetc.rms_norm needs a positive one");
     const int64_t hidden = gammaType.getDimSize(0);
     Type type = llmType(node->getResult(0), x, hidden);
     auto rms = builder_.create<RmsNormOp>(node->getLoc(), type, x, gamma,
@@ -162,7 +128,7 @@ private:
 
   bool rotary(OnnxNodeOp node) {
     if (double scale = floatAttr(node, "scale").value_or(1.0); scale != 1.0)
-      return refuse(node, "scales positions by " + printed(scale) + ", which hetc.rope does not do");
+      return refuse(node, "scales positions by " + printed(scale, 6) + ", which hetc.rope does not do");
     if (intAttr(node, "is_packed_batching").value_or(0) != 0)
       return refuse(node, "takes packed batches, which hetc.rope does not");
     Value x = node->getOperand(0);
@@ -224,7 +190,7 @@ private:
     if (window == 0 || window < -1)
       return refuse(node, "has local_window_size " + Twine(window) + "; -1 or a positive one");
     if (double softcap = floatAttr(node, "softcap").value_or(0.0); softcap != 0.0)
-      return refuse(node, "caps scores with softcap " + printed(softcap) +
+      return refuse(node, "caps scores with softcap " + printed(softcap, 6) +
                               ", which hetc.attention does not do");
     if (intAttr(node, "smooth_softmax").value_or(0) != 0)
       return refuse(node, "uses a smooth softmax, which hetc.attention does not");

@@ -20,6 +20,19 @@ using namespace hetc;
 
 namespace {
 
+// The transposed view of a stored 2-D weight [N, K]: [K, N] read from the same bytes; null for a
+// weight that is not 2-D or is a view already.
+Value transposedView(WeightOp stored, OpBuilder &builder) {
+  auto type = cast<RankedTensorType>(stored.getType());
+  if (stored.getTransposed() || type.getRank() != 2)
+    return {};
+  auto viewType =
+      RankedTensorType::get({type.getDimSize(1), type.getDimSize(0)}, type.getElementType());
+  auto view = builder.create<WeightOp>(stored.getLoc(), viewType, stored.getName());
+  view.setTransposed(true);
+  return view;
+}
+
 // The [K, N] weight operand of a MatMul, creating a transposed view when needed.
 Value matchWeight(Value w, OpBuilder &builder) {
   w = skipNoOps(w);
@@ -30,16 +43,9 @@ Value matchWeight(Value w, OpBuilder &builder) {
     return {};
   auto stored = skipNoOps(transpose->getOperand(0)).getDefiningOp<WeightOp>();
   auto perm = intsAttr(transpose, "perm");
-  if (!stored || stored.getTransposed() || (perm && *perm != SmallVector<int64_t>{1, 0}))
+  if (!stored || (perm && *perm != SmallVector<int64_t>{1, 0}))
     return {};
-  auto type = cast<RankedTensorType>(stored.getType());
-  if (type.getRank() != 2)
-    return {};
-  auto viewType =
-      RankedTensorType::get({type.getDimSize(1), type.getDimSize(0)}, type.getElementType());
-  auto view = builder.create<WeightOp>(stored.getLoc(), viewType, stored.getName());
-  view.setTransposed(true);
-  return view;
+  return transposedView(stored, builder);
 }
 
 // The bias of `matmul`: its only reader is Add(y, b) or Add(b, y) with b a float [n] weight or
@@ -74,14 +80,7 @@ Value matchGemmWeight(OnnxNodeOp gemm, OpBuilder &builder) {
     return {};
   }
   auto stored = b.getDefiningOp<WeightOp>();
-  auto type = stored ? dyn_cast<RankedTensorType>(stored.getType()) : RankedTensorType();
-  if (!stored || stored.getTransposed() || type.getRank() != 2)
-    return {};
-  auto viewType =
-      RankedTensorType::get({type.getDimSize(1), type.getDimSize(0)}, type.getElementType());
-  auto view = builder.create<WeightOp>(stored.getLoc(), viewType, stored.getName());
-  view.setTransposed(true);
-  return view;
+  return stored ? transposedView(stored, builder) : Value();
 }
 
 // Whether the Gemm is a plain x @ B (+ C): alpha and beta 1, A not transposed.

@@ -3,21 +3,10 @@
 #include "import/OnnxGraph.h"
 
 #include <cmath>
-#include <cstdio>
 
 using namespace mlir;
 
 namespace hetc {
-
-namespace {
-
-std::string printed(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.3g", v);
-  return text;
-}
-
-} // namespace
 
 std::optional<SmallVector<double>> RopeTables::recover(Value cos, Value sin, int64_t rotaryDim,
                                                        Width width, std::string &why) {
