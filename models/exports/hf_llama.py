@@ -66,6 +66,7 @@ class Config:
     rope_interleaved: bool = False
     attention: str = "eager"  # or "sdpa": torch.onnx's decomposition of scaled_dot_product_attention
     linear: str = "linear"  # or "addmm": GPT-2's Conv1D form of every projection in the layers
+    fused_qkv: str = "none"  # or "split" (GPT-2's c_attn.split) or "slice" (Phi-3's qkv_proj[..., a:b])
     seed: int = 0
     # Informational, as in a checkpoint's config.json.
     model_type: str = "llama"
@@ -253,17 +254,34 @@ class Attention(nn.Module):
         self.head_dim = config.head_dim
         self.scaling = self.head_dim ** -0.5
         h = config.hidden_size
-        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=config.qkv_bias)
-        self.k_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=config.qkv_bias)
-        self.v_proj = nn.Linear(h, self.num_kv_heads * self.head_dim, bias=config.qkv_bias)
+        q_out, kv_out = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        if config.fused_qkv != "none":
+            # One projection for q, k and v (GPT-2's c_attn, Phi-3's qkv_proj).
+            self.qkv_proj = nn.Linear(h, q_out + 2 * kv_out, bias=config.qkv_bias)
+        else:
+            self.q_proj = nn.Linear(h, q_out, bias=config.qkv_bias)
+            self.k_proj = nn.Linear(h, kv_out, bias=config.qkv_bias)
+            self.v_proj = nn.Linear(h, kv_out, bias=config.qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
+
+    def project_qkv(self, x):
+        form = self.config.linear
+        if self.config.fused_qkv == "none":
+            return (project(self.q_proj, x, form), project(self.k_proj, x, form),
+                    project(self.v_proj, x, form))
+        qkv = project(self.qkv_proj, x, form)
+        q_out, kv_out = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        if self.config.fused_qkv == "split":  # exports as Split
+            return qkv.split([q_out, kv_out, kv_out], dim=-1)
+        # Slices of the last axis, as Phi-3 indexes them (exports as Slice)
+        return qkv[..., :q_out], qkv[..., q_out:q_out + kv_out], qkv[..., q_out + kv_out:]
 
     def forward(self, hidden_states, cos, sin, mask, past: Optional[Tuple]):
         bsz, q_len, _ = hidden_states.shape
-        form = self.config.linear
-        q = project(self.q_proj, hidden_states, form).view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
-        k = project(self.k_proj, hidden_states, form).view(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        v = project(self.v_proj, hidden_states, form).view(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q, k, v = self.project_qkv(hidden_states)
+        q = q.reshape(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
+        k = k.reshape(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = v.reshape(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q = apply_rotary(q, cos, sin, self.config.rotary_dim, self.config.rope_interleaved)
         k = apply_rotary(k, cos, sin, self.config.rotary_dim, self.config.rope_interleaved)
         if past is not None:
@@ -453,6 +471,9 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--linear", choices=("linear", "addmm"), default="linear",
                    help="addmm: every projection in the layers as GPT-2's Conv1D, "
                         "addmm(bias, x.view(-1, in), W^T).view(.., out) (exports as Gemm)")
+    p.add_argument("--fused-qkv", choices=("none", "split", "slice"), default="none",
+                   help="q, k and v from one projection, cut by Split (GPT-2's c_attn.split) or "
+                        "by Slices of the last axis (Phi-3's qkv_proj)")
     p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
                    help="sdpa: scores as torch.onnx writes scaled_dot_product_attention, q and "
                         "k^T each scaled by sqrt(scale) before the product")
@@ -470,7 +491,7 @@ def config_from_args(a) -> Config:
         rope_scaling=a.rope_scaling, partial_rotary_factor=a.partial_rotary, qkv_bias=a.qkv_bias,
         sliding_window=a.sliding_window, mask_style=a.mask_style, mask_value=a.mask_value,
         rope_form="cache" if a.rope_cache else "inline", rope_interleaved=a.interleaved_rope,
-        attention=a.attention, linear=a.linear,
+        attention=a.attention, linear=a.linear, fused_qkv=a.fused_qkv,
         seed=a.seed)
     if config.num_attention_heads % config.num_key_value_heads:
         raise ValueError("--heads must be a multiple of --kv-heads")

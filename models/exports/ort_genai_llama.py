@@ -18,7 +18,11 @@ Graph (domain com.microsoft unless noted), as the builder writes it:
   * q/k/v/o and the MLP: MatMul on transposed weights ([in, out]); --qkv-bias adds Add nodes;
     SiLU as Sigmoid + Mul;
   * RotaryEmbedding on q and k ([batch, seq, heads * head_dim]) with cos_cache/sin_cache
-    initializers [max_position, rotary_dim / 2] and the position_ids input;
+    initializers [max_position, rotary_dim / 2] and the position_ids input; or, with
+    --rotary-in-attention (the builder's default for CPU and CUDA today), no RotaryEmbedding and
+    no position_ids: GroupQueryAttention's do_rotary = 1 with the caches as its inputs 7 and 8;
+  * --packed-qkv (also the builder's default there): q, k and v as one MatMul whose [B, S,
+    (heads + 2 kv_heads) head_dim] result is GroupQueryAttention's query, key and value empty;
   * GroupQueryAttention with seqlens_k = ReduceSum(attention_mask) - 1 and total_sequence_length =
     Shape(attention_mask)[1] (int32) computed in the graph (or, with --gqa-inputs, taken as graph
     inputs instead of attention_mask); past/present key/value in BNSH, growing with each step;
@@ -80,13 +84,15 @@ def rope_caches(config: hf_llama.Config):
 
 
 def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention, inputs, outputs,
-                 producer: str) -> onnx.ModelProto:
+                 producer: str, packed_qkv: bool = False) -> onnx.ModelProto:
     """What the GenAI builder's form and the transformer optimizer's share, written into g: the
     embedding Gather; SimplifiedLayerNormalization before layer 0 and SkipSimplifiedLayerNormalization
     (residual + norm, the sum as its 4th output) before every later sublayer and at the end; q, k,
     v as MatMuls on transposed weights (+ Add of --qkv-bias), q and k through
-    rotary(x, name, heads); attention(i, n, q, k, v), the form's attention node, returning its
-    output; o_proj; the SiLU MLP (Sigmoid, Mul); lm_head. Returns the model."""
+    rotary(x, name, heads) unless rotary is None; attention(i, n, q, k, v), the form's attention
+    node, returning its output; o_proj; the SiLU MLP (Sigmoid, Mul); lm_head. With packed_qkv, q, k
+    and v are one MatMul (qkv_proj: the three weights side by side, and biases) and attention gets
+    (i, n, qkv, "", ""). Returns the model."""
     L, N, KV = c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads
     eps = float(c.rms_norm_eps)
 
@@ -108,12 +114,25 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
         pre = f"model.layers.{i}"
         n = f"/model/layers.{i}"
         bias = (lambda k: f"{pre}.self_attn.{k}.bias") if c.qkv_bias else (lambda k: None)
-        q = linear(normed, f"{n}/attn/q_proj", f"{pre}.self_attn.q_proj.weight", bias("q_proj"))
-        k = linear(normed, f"{n}/attn/k_proj", f"{pre}.self_attn.k_proj.weight", bias("k_proj"))
-        v = linear(normed, f"{n}/attn/v_proj", f"{pre}.self_attn.v_proj.weight", bias("v_proj"))
-        q = rotary(q, f"{n}/attn/q_rotary", N)
-        k = rotary(k, f"{n}/attn/k_rotary", KV)
-        attn = attention(i, n, q, k, v)
+        if packed_qkv:
+            # The builder's qkv_proj: [hidden, (N + 2 KV) D], q's columns, then k's, then v's.
+            packed = f"{pre}.self_attn.qkv_proj"
+            w[f"{packed}.weight"] = np.concatenate(
+                [w[f"{pre}.self_attn.{p}.weight"] for p in ("q_proj", "k_proj", "v_proj")], axis=0)
+            if c.qkv_bias:
+                w[f"{packed}.bias"] = np.concatenate(
+                    [w[f"{pre}.self_attn.{p}.bias"] for p in ("q_proj", "k_proj", "v_proj")])
+            qkv = linear(normed, f"{n}/attn/qkv_proj", f"{packed}.weight",
+                         f"{packed}.bias" if c.qkv_bias else None)
+            attn = attention(i, n, qkv, "", "")
+        else:
+            q = linear(normed, f"{n}/attn/q_proj", f"{pre}.self_attn.q_proj.weight", bias("q_proj"))
+            k = linear(normed, f"{n}/attn/k_proj", f"{pre}.self_attn.k_proj.weight", bias("k_proj"))
+            v = linear(normed, f"{n}/attn/v_proj", f"{pre}.self_attn.v_proj.weight", bias("v_proj"))
+            if rotary is not None:
+                q = rotary(q, f"{n}/attn/q_rotary", N)
+                k = rotary(k, f"{n}/attn/k_rotary", KV)
+            attn = attention(i, n, q, k, v)
         o = linear(attn, f"{n}/attn/o_proj", f"{pre}.self_attn.o_proj.weight")
         normed, _, _, residual = g.node(
             "SkipSimplifiedLayerNormalization",
@@ -142,7 +161,8 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
     return model
 
 
-def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool) -> onnx.ModelProto:
+def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool, packed_qkv: bool,
+                rotary_in_attention: bool) -> onnx.ModelProto:
     np_dtype = {"float16": np.float16, "bfloat16": "bfloat16"}.get(dtype, np.float32)
     elem = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}.get(dtype, TensorProto.FLOAT)
     g = GraphBuilder(np_dtype)
@@ -158,7 +178,9 @@ def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool)
     else:
         inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
                                                     ["batch_size", "total_sequence_length"]))
-    inputs.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch_size", "sequence_length"]))
+    if not rotary_in_attention:  # the attention rotates at the positions seqlens_k implies
+        inputs.append(helper.make_tensor_value_info("position_ids", TensorProto.INT64,
+                                                    ["batch_size", "sequence_length"]))
     outputs = [helper.make_tensor_value_info("logits", elem, ["batch_size", "sequence_length", c.vocab_size])]
     for i in range(L):
         for kind in ("key", "value"):
@@ -196,14 +218,18 @@ def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool)
                       [f"{name}/RotaryEmbedding/output_0"], f"{name}/RotaryEmbedding", domain=MS, **attrs)
 
     def attention(i, n, q, k, v):
-        return g.node("GroupQueryAttention",
-                      [q, k, v, f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens_k, total_len],
+        ins = [q, k, v, f"past_key_values.{i}.key", f"past_key_values.{i}.value", seqlens_k, total_len]
+        if rotary_in_attention:
+            ins += [cos_cache, sin_cache]
+        return g.node("GroupQueryAttention", ins,
                       [f"{n}/attn/GroupQueryAttention/output_0", f"present.{i}.key", f"present.{i}.value"],
                       f"{n}/attn/GroupQueryAttention", domain=MS, num_heads=N, kv_num_heads=KV,
                       scale=float(D ** -0.5), local_window_size=int(c.sliding_window or -1),
-                      do_rotary=0, rotary_interleaved=0, softcap=0.0)[0]
+                      do_rotary=int(rotary_in_attention),
+                      rotary_interleaved=interleaved if rotary_in_attention else 0, softcap=0.0)[0]
 
-    return finish_graph(g, c, w, rotary, attention, inputs, outputs, "ort_genai_llama.py")
+    return finish_graph(g, c, w, None if rotary_in_attention else rotary, attention, inputs, outputs,
+                        "ort_genai_llama.py", packed_qkv=packed_qkv)
 
 
 def main(argv=None) -> int:
@@ -213,6 +239,11 @@ def main(argv=None) -> int:
                    help="initializers, logits and past/present key/values")
     p.add_argument("--gqa-inputs", action="store_true",
                    help="seqlens_k and total_sequence_length as graph inputs (no attention_mask)")
+    p.add_argument("--packed-qkv", action="store_true",
+                   help="q, k and v as one MatMul (qkv_proj) feeding GroupQueryAttention's query alone")
+    p.add_argument("--rotary-in-attention", action="store_true",
+                   help="GroupQueryAttention rotates q and k (do_rotary = 1, cos/sin caches as its "
+                        "inputs 7 and 8; no RotaryEmbedding nodes, no position_ids input)")
     p.add_argument("--no-shuffle", action="store_true", help="keep the nodes in topological order")
     p.add_argument("--shuffle-seed", type=int, default=0)
     p.add_argument("--print-ops", action="store_true")
@@ -222,9 +253,10 @@ def main(argv=None) -> int:
         config = hf_llama.config_from_args(a)
     except ValueError as e:
         p.error(str(e))
-    if config.rope_form != "inline" or config.mask_style != "where" or config.mask_value != "finfo-min":
-        p.error("--rope-cache, --mask-style and --mask-value describe torch exports; this graph has "
-                "its own (cos/sin caches, GroupQueryAttention's mask)")
+    if (config.rope_form != "inline" or config.mask_style != "where" or config.mask_value != "finfo-min"
+            or config.fused_qkv != "none"):
+        p.error("--rope-cache, --mask-style, --mask-value and --fused-qkv describe torch exports; this "
+                "graph has its own (cos/sin caches, GroupQueryAttention's mask, --packed-qkv)")
 
     os.makedirs(a.out, exist_ok=True)
     module = hf_llama.build_model(config)
@@ -234,7 +266,10 @@ def main(argv=None) -> int:
         # values (in float32), so the PyTorch reference computes with what the file holds.
         sd = {k: v.to(torch.bfloat16).to(torch.float32) if v.is_floating_point() else v
               for k, v in sd.items()}
-    model = build_graph(config, sd, a.dtype, a.gqa_inputs)
+    if a.packed_qkv and not a.rotary_in_attention:
+        p.error("--packed-qkv needs --rotary-in-attention: RotaryEmbedding nodes rotate q and k "
+                "apart, so the builder packs them only when the attention rotates")
+    model = build_graph(config, sd, a.dtype, a.gqa_inputs, a.packed_qkv, a.rotary_in_attention)
     # No onnx.checker here: it knows no SimplifiedLayerNormalization in the ai.onnx domain (an
     # ONNX Runtime contrib op registered there) and wants topological order; loading the file in
     # ONNX Runtime (tests/e2e/ort/greedy.mjs) is the check.
@@ -247,6 +282,7 @@ def main(argv=None) -> int:
     onnx.save(model, path)
     meta = asdict(config)
     meta.update(onnx_form="ort-genai", onnx_dtype=a.dtype, gqa_inputs=a.gqa_inputs,
+                packed_qkv=a.packed_qkv, rotary_in_attention=a.rotary_in_attention,
                 nodes_shuffled=not a.no_shuffle)
     common.save_config(os.path.join(a.out, "config.json"), meta)
     torch.save(sd, os.path.join(a.out, "weights.pt"))

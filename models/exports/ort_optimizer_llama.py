@@ -106,8 +106,9 @@ def main(argv=None) -> int:
     if config.num_key_value_heads != config.num_attention_heads:
         p.error("MultiHeadAttention has no grouped KV heads: give --kv-heads equal to --heads")
     if (config.rope_form != "inline" or config.mask_style != "where" or config.mask_value != "finfo-min"
-            or config.rope_interleaved or config.rotary_dim != config.head_dim or config.sliding_window):
-        p.error("this form has its own mask and a whole-head rotate-half RotaryEmbedding")
+            or config.rope_interleaved or config.rotary_dim != config.head_dim or config.sliding_window
+            or config.fused_qkv != "none"):
+        p.error("this form has its own mask, separate q/k/v and a whole-head rotate-half RotaryEmbedding")
     os.makedirs(a.out, exist_ok=True)
     module = hf_llama.build_model(config)
     sd = module.state_dict()

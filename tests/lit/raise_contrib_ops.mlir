@@ -39,3 +39,27 @@ func.func @genai_layer(%x: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: te
   %s:4 = hetc.onnx.node "SkipSimplifiedLayerNormalization"(%x, %o, %g2) {node_name = "layer/post_norm", onnx_attrs = {epsilon = 1.0e-06 : f32}} : (tensor<?x?x8xf32>, tensor<*xf32>, tensor<8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
   return %s#0, %s#3, %a#1, %a#2 : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// The builder's default for CPU and CUDA: q, k and v packed in the query ([B, S, (2 + 2 x 1) x 4])
+// and rotated by the attention (do_rotary, interleaved, caches as inputs 7 and 8). The packed
+// value is split into q, k and v (for RaiseLinear to cut the projection); each is rotated without
+// positions.
+// CHECK-LABEL: func.func @genai_packed_do_rotary
+// CHECK-SAME: (%[[QKV:.*]]: tensor<?x?x16xf32>, %[[PK:.*]]: tensor<?x1x?x4xf32>, %[[PV:.*]]: tensor<?x1x?x4xf32>
+// CHECK: %[[SIZES:.*]] = hetc.constant dense<[8, 4, 4]> : tensor<3xi64>
+// CHECK: %[[S:.*]]:3 = hetc.onnx.node "Split"(%[[QKV]], %[[SIZES]]) {node_name = "gqa/packed_qkv", onnx_attrs = {axis = -1 : i64}} : (tensor<?x?x16xf32>, tensor<3xi64>) -> (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>)
+// CHECK: %[[INV:.*]] = hetc.constant dense<[1.000000e+00, 0.0099999{{[0-9]+}}]> : tensor<2xf32>
+// CHECK: %[[QR:.*]] = hetc.rope %[[S]]#0, %[[INV]] {head_dim = 4 : i64, heads = 2 : i64, interleaved} : (tensor<?x?x8xf32>, tensor<2xf32>) -> tensor<?x?x8xf32>
+// CHECK: %[[KR:.*]] = hetc.rope %[[S]]#1, %[[INV]] {head_dim = 4 : i64, heads = 1 : i64, interleaved} : (tensor<?x?x4xf32>, tensor<2xf32>) -> tensor<?x?x4xf32>
+// CHECK: hetc.attention %[[QR]], %[[KR]], %[[S]]#2, %[[PK]], %[[PV]] {head_dim = 4 : i64, heads = 2 : i64, kv_heads = 1 : i64, scale = 5.000000e-01 : f32}
+// CHECK-NOT: GroupQueryAttention
+func.func @genai_packed_do_rotary(%qkv: tensor<?x?x16xf32>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %seqlens_k: tensor<?xi32>, %total: tensor<i32>)
+    -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %none = hetc.onnx.none
+  %cos = hetc.constant dense<[[1.0, 1.0], [0.5403022766113281, 0.9999499917030334], [-0.41614681482315063, 0.9998000264167786], [-0.9899924993515015, 0.9995500445365906]]> : tensor<4x2xf32>
+  %sin = hetc.constant dense<[[0.0, 0.0], [0.8414710164070129, 0.009999833069741726], [0.9092974066734314, 0.019998665899038315], [0.14112000167369843, 0.029995499178767204]]> : tensor<4x2xf32>
+  %a:3 = hetc.onnx.node "GroupQueryAttention"(%qkv, %none, %none, %past_k, %past_v, %seqlens_k, %total, %cos, %sin) {node_name = "gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64, do_rotary = 1 : i64, rotary_interleaved = 1 : i64}} : (tensor<?x?x16xf32>, none, none, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>, tensor<4x2xf32>, tensor<4x2xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  return %a#0, %a#1, %a#2 : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}

@@ -1,7 +1,8 @@
 // RUN: hetc-opt %s --hetc-raise-contrib-ops -split-input-file -verify-diagnostics
 
-// A skip sum with a bias, a read of the norm's inverse deviation, packed QKV and rotation inside
-// the attention: each refused naming the node and what it does.
+// A skip sum with a bias, a read of the norm's inverse deviation, packed QKV that does not split
+// into the heads, rotation inside the attention without its caches or caches without rotation:
+// each refused naming the node and what it does.
 func.func @skip_bias(%x: tensor<?x?x8xf32>, %y: tensor<?x?x8xf32>) -> tensor<*xf32> {
   %g = hetc.weight "g" : tensor<8xf32>
   %b = hetc.weight "b" : tensor<8xf32>
@@ -21,17 +22,36 @@ func.func @inv_std_read(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>)
 
 // -----
 
-func.func @packed_qkv(%qkv: tensor<?x?x16xf32>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %seqlens_k: tensor<?xi32>, %total: tensor<i32>) -> tensor<*xf32> {
+func.func @packed_qkv_odd(%qkv: tensor<?x?x15xf32>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %seqlens_k: tensor<?xi32>, %total: tensor<i32>) -> tensor<*xf32> {
   %none = hetc.onnx.none
-  // expected-error @+1 {{node 'gqa' (GroupQueryAttention) takes packed QKV (no key and value inputs), which hetc does not split}}
-  %a:3 = hetc.onnx.node "GroupQueryAttention"(%qkv, %none, %none, %past_k, %past_v, %seqlens_k, %total) {node_name = "gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64}} : (tensor<?x?x16xf32>, none, none, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  // expected-error @+1 {{node 'gqa' (GroupQueryAttention) takes packed QKV whose size does not split into 2 + 2 x 1 heads}}
+  %a:3 = hetc.onnx.node "GroupQueryAttention"(%qkv, %none, %none, %past_k, %past_v, %seqlens_k, %total) {node_name = "gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64}} : (tensor<?x?x15xf32>, none, none, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
   return %a#0 : tensor<*xf32>
 }
 
 // -----
 
-func.func @do_rotary(%q: tensor<?x?x8xf32>, %k: tensor<?x?x4xf32>, %v: tensor<?x?x4xf32>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %seqlens_k: tensor<?xi32>, %total: tensor<i32>) -> tensor<*xf32> {
-  // expected-error @+1 {{node 'gqa' (GroupQueryAttention) rotates q and k itself (do_rotary = 1); hetc takes the RoPE as RotaryEmbedding nodes before it}}
+func.func @do_rotary_without_caches(%q: tensor<?x?x8xf32>, %k: tensor<?x?x4xf32>, %v: tensor<?x?x4xf32>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %seqlens_k: tensor<?xi32>, %total: tensor<i32>) -> tensor<*xf32> {
+  // expected-error @+1 {{node 'gqa' (GroupQueryAttention) rotates q and k (do_rotary = 1) but has no cos/sin cache inputs}}
   %a:3 = hetc.onnx.node "GroupQueryAttention"(%q, %k, %v, %past_k, %past_v, %seqlens_k, %total) {node_name = "gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64, do_rotary = 1 : i64}} : (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  return %a#0 : tensor<*xf32>
+}
+
+// -----
+
+// Caches given but do_rotary 0: ONNX Runtime would not rotate; hetc does not guess.
+func.func @caches_without_do_rotary(%q: tensor<?x?x8xf32>, %k: tensor<?x?x4xf32>, %v: tensor<?x?x4xf32>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %seqlens_k: tensor<?xi32>, %total: tensor<i32>, %cos: tensor<4x2xf32>) -> tensor<*xf32> {
+  // expected-error @+1 {{node 'gqa' (GroupQueryAttention) takes cos/sin caches or position ids without do_rotary = 1}}
+  %a:3 = hetc.onnx.node "GroupQueryAttention"(%q, %k, %v, %past_k, %past_v, %seqlens_k, %total, %cos, %cos) {node_name = "gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64}} : (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>, tensor<4x2xf32>, tensor<4x2xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  return %a#0 : tensor<*xf32>
+}
+
+// -----
+
+// A cache covering more columns than a head has.
+func.func @do_rotary_wide_cache(%q: tensor<?x?x8xf32>, %k: tensor<?x?x4xf32>, %v: tensor<?x?x4xf32>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %seqlens_k: tensor<?xi32>, %total: tensor<i32>) -> tensor<*xf32> {
+  %cos = hetc.constant dense<1.0> : tensor<4x3xf32>
+  // expected-error @+1 {{node 'gqa' (GroupQueryAttention) has cos/sin caches for 6 columns, more than its heads' 4}}
+  %a:3 = hetc.onnx.node "GroupQueryAttention"(%q, %k, %v, %past_k, %past_v, %seqlens_k, %total, %cos, %cos) {node_name = "gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64, do_rotary = 1 : i64}} : (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
   return %a#0 : tensor<*xf32>
 }

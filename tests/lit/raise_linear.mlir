@@ -109,3 +109,77 @@ func.func @gemm_rows(%x: tensor<?x?x8xf32>) -> (tensor<?x?x4xf32>, tensor<?x4xf3
   %z = hetc.onnx.node "Gemm"(%rows, %w, %b) {node_name = "fc2/Gemm", onnx_attrs = {transB = 1 : i64, alpha = 2.0 : f32}} : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x4xf32>
   return %back, %z : tensor<?x?x4xf32>, tensor<?x4xf32>
 }
+
+// -----
+
+// A packed projection (nn.Linear [N, K] with a bias) split in three along the last axis, as
+// GPT-2's c_attn.split exports at opset 13 (sizes as an input): one linear per piece over its
+// columns of the transposed view and of the bias; the packed linear is gone.
+// CHECK-LABEL: func.func @split_packed
+// CHECK-SAME: (%[[X:.*]]: tensor<?x?x8xf32>)
+// CHECK-DAG: %[[WQ:.*]] = hetc.weight "qkv.weight" {columns = array<i64: 0, 8>, transposed} : tensor<8x8xf32>
+// CHECK-DAG: %[[BQ:.*]] = hetc.weight "qkv.bias" {columns = array<i64: 0, 8>} : tensor<8xf32>
+// CHECK-DAG: %[[WV:.*]] = hetc.weight "qkv.weight" {columns = array<i64: 12, 16>, transposed} : tensor<8x4xf32>
+// CHECK-DAG: %[[BV:.*]] = hetc.weight "qkv.bias" {columns = array<i64: 12, 16>} : tensor<4xf32>
+// CHECK-DAG: %[[Q:.*]] = hetc.linear %[[X]], %[[WQ]], %[[BQ]] : (tensor<?x?x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+// CHECK-DAG: %[[V:.*]] = hetc.linear %[[X]], %[[WV]], %[[BV]] : (tensor<?x?x8xf32>, tensor<8x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+// CHECK-NOT: "Split"
+// CHECK-NOT: tensor<8x16xf32>
+// CHECK: return %[[Q]], %{{.*}}, %[[V]]
+func.func @split_packed(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %w = hetc.weight "qkv.weight" : tensor<16x8xf32>
+  %b = hetc.weight "qkv.bias" : tensor<16xf32>
+  %sizes = hetc.constant dense<[8, 4, 4]> : tensor<3xi64>
+  %wt = hetc.onnx.node "Transpose"(%w) {node_name = "qkv/Transpose", onnx_attrs = {perm = [1, 0]}} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %y = hetc.onnx.node "MatMul"(%x, %wt) {node_name = "qkv/MatMul"} : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %yb = hetc.onnx.node "Add"(%y, %b) {node_name = "qkv/Add"} : (tensor<?x?x16xf32>, tensor<16xf32>) -> tensor<?x?x16xf32>
+  %s:3 = hetc.onnx.node "Split"(%yb, %sizes) {node_name = "qkv/Split", onnx_attrs = {axis = 2 : i64}} : (tensor<?x?x16xf32>, tensor<3xi64>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  return %s#0, %s#1, %s#2 : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}
+
+// -----
+
+// Phi-3's qkv[..., a:b]: Slices of the last axis, an open end (INT64_MAX) clamped; a weight in
+// MatMul orientation is sliced along its columns. Equal parts from Split's attribute-less form.
+// CHECK-LABEL: func.func @slice_packed
+// CHECK-DAG: hetc.weight "qkv" {columns = array<i64: 0, 8>} : tensor<8x8xf32>
+// CHECK-DAG: hetc.weight "qkv" {columns = array<i64: 8, 16>} : tensor<8x8xf32>
+// CHECK-DAG: hetc.weight "halves" {columns = array<i64: 0, 4>} : tensor<8x4xf32>
+// CHECK-DAG: hetc.weight "halves" {columns = array<i64: 4, 8>} : tensor<8x4xf32>
+// CHECK-NOT: "Slice"
+// CHECK-NOT: "Split"
+func.func @slice_packed(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %w = hetc.weight "qkv" : tensor<8x16xf32>
+  %h = hetc.weight "halves" : tensor<8x8xf32>
+  %zero = hetc.constant dense<0> : tensor<1xi64>
+  %eight = hetc.constant dense<8> : tensor<1xi64>
+  %end = hetc.constant dense<9223372036854775807> : tensor<1xi64>
+  %last = hetc.constant dense<-1> : tensor<1xi64>
+  %y = hetc.onnx.node "MatMul"(%x, %w) {node_name = "qkv/MatMul"} : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %a = hetc.onnx.node "Slice"(%y, %zero, %eight, %last) {node_name = "q/Slice"} : (tensor<?x?x16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
+  %b = hetc.onnx.node "Slice"(%y, %eight, %end, %last) {node_name = "k/Slice"} : (tensor<?x?x16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
+  %z = hetc.onnx.node "MatMul"(%x, %h) {node_name = "halves/MatMul"} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %c:2 = hetc.onnx.node "Split"(%z) {node_name = "halves/Split", onnx_attrs = {axis = -1 : i64}} : (tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>)
+  return %a, %b, %c#0, %c#1 : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}
+
+// -----
+
+// Not column pieces: a Split of the token axis and a Slice with step 2 stay ONNX nodes, reading
+// the linear.
+// CHECK-LABEL: func.func @not_column_pieces
+// CHECK: %[[Y:.*]] = hetc.linear
+// CHECK: hetc.onnx.node "Split"(%[[Y]]
+// CHECK: hetc.onnx.node "Slice"(%[[Y]]
+// CHECK-NOT: columns
+func.func @not_column_pieces(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %w = hetc.weight "w" : tensor<8x16xf32>
+  %zero = hetc.constant dense<0> : tensor<1xi64>
+  %eight = hetc.constant dense<8> : tensor<1xi64>
+  %last = hetc.constant dense<-1> : tensor<1xi64>
+  %two = hetc.constant dense<2> : tensor<1xi64>
+  %y = hetc.onnx.node "MatMul"(%x, %w) {node_name = "MatMul"} : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %s:2 = hetc.onnx.node "Split"(%y) {node_name = "tokens/Split", onnx_attrs = {axis = 1 : i64}} : (tensor<?x?x16xf32>) -> (tensor<*xf32>, tensor<*xf32>)
+  %e = hetc.onnx.node "Slice"(%y, %zero, %eight, %last, %two) {node_name = "even/Slice"} : (tensor<?x?x16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
+  return %s#0, %s#1, %e : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}

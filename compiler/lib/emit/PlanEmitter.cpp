@@ -67,6 +67,9 @@ struct WeightSource {
   bool transposedView = false;
   const StoredWeight *stored = nullptr;
   DenseElementsAttr constant;
+  // A column slice of the view (hetc.weight's `columns`): its float32 elements in the stored
+  // orientation, storedShape being the slice's. Owned by the PlanBuilder.
+  const std::vector<float> *sliced = nullptr;
 };
 
 std::optional<plan::DeviceDef> deviceOf(StringAttr name) {
@@ -111,6 +114,7 @@ private:
   LogicalResult buildOp(Operation *op);
   LogicalResult buildSublayers(ArrayRef<Operation *> ops);
   FailureOr<WeightSource> traceWeight(Operation *op, Value weight, StringRef role);
+  void sliceColumns(WeightSource &source, int64_t begin, int64_t end);
   FailureOr<uint32_t> addTensor(Operation *op, Value weight, plan::WeightLayoutDef layout,
                                 StringRef role);
   FailureOr<uint32_t> addSegment(const WeightSource &source, SegmentForm form);
@@ -132,6 +136,10 @@ private:
   plan::PlanDefT plan_;
   std::vector<WeightPayload> payloads_;
   std::vector<std::unique_ptr<std::vector<uint8_t>>> packed_;
+  // Column slices of stored weights, by (weight, transposed view, begin, end).
+  std::map<std::tuple<const StoredWeight *, bool, int64_t, int64_t>,
+           std::unique_ptr<std::vector<float>>>
+      slices_;
   std::map<std::pair<const void *, SegmentForm>, uint32_t> segments_;
   std::map<uint64_t, std::vector<uint32_t>> segmentsBySize_;
   std::map<std::tuple<const void *, SegmentForm, plan::WeightLayoutDef>, uint32_t> tensors_;
@@ -289,6 +297,12 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
   SmallVector<int64_t> expected(source.storedShape);
   if (source.transposedView)
     std::reverse(expected.begin(), expected.end());
+  std::optional<std::pair<int64_t, int64_t>> columns = weightOp.getColumnRange();
+  if (columns && !expected.empty() && columns->second <= expected.back())
+    expected.back() = columns->second - columns->first;
+  else if (columns)
+    return fail("weight '" + source.name + "' is sliced at columns " + Twine(columns->first) +
+                ".." + Twine(columns->second) + ", past its last dimension");
   if (ArrayRef<int64_t>(expected) != irShape) {
     std::string stored;
     llvm::raw_string_ostream os(stored);
@@ -306,7 +320,34 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
   if (!source.stored->data || source.stored->bytes != elements * elementBytes)
     return fail("weight '" + source.name + "' holds " + Twine(source.stored->bytes) +
                 " bytes, expected " + Twine(elements * elementBytes));
+  if (columns)
+    sliceColumns(source, columns->first, columns->second);
   return source;
+}
+
+// Narrows `source` to columns [begin, end) of its view: rows of a transposed view's stored
+// [N, K], the last dimension's elements otherwise.
+void PlanBuilder::sliceColumns(WeightSource &source, int64_t begin, int64_t end) {
+  std::unique_ptr<std::vector<float>> &slice =
+      slices_[std::make_tuple(source.stored, source.transposedView, begin, end)];
+  const bool rows = source.transposedView;
+  if (!slice) {
+    std::vector<float> all = source.stored->toFloats();
+    slice = std::make_unique<std::vector<float>>();
+    // Elements per stored row: a transposed view's column is a whole stored row.
+    const auto width = static_cast<size_t>(source.storedShape.back());
+    if (rows) {
+      slice->assign(all.begin() + begin * width, all.begin() + end * width);
+    } else {
+      for (size_t row = 0; row < all.size() / width; ++row)
+        slice->insert(slice->end(), all.begin() + row * width + begin,
+                      all.begin() + row * width + end);
+    }
+  }
+  source.storedShape[rows ? 0 : source.storedShape.size() - 1] = end - begin;
+  source.sliced = slice.get();
+  source.identity = slice.get();
+  source.name += "[" + std::to_string(begin) + ":" + std::to_string(end) + "]";
 }
 
 // One segment per (source, form): a weight packed the same way twice (the embedding table and a
@@ -319,14 +360,16 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentF
   int64_t elements = 1;
   for (int64_t dim : source.storedShape)
     elements *= dim;
-  if (form == SegmentForm::Stored && source.stored &&
+  if (form == SegmentForm::Stored && source.stored && !source.sliced &&
       source.stored->elementType == WeightElementType::F32) {
     payloads_.push_back(WeightPayload{source.stored->data, source.stored->bytes});
   } else {
     // Float32 elements in the stored order: the store's own bytes when they already are.
     std::vector<float> converted;
     const float *elementsF32 = nullptr;
-    if (source.stored && source.stored->elementType == WeightElementType::F32) {
+    if (source.sliced) {
+      elementsF32 = source.sliced->data();
+    } else if (source.stored && source.stored->elementType == WeightElementType::F32) {
       elementsF32 = static_cast<const float *>(source.stored->data);
     } else if (source.stored) {
       if (source.stored->elementType == WeightElementType::I64)

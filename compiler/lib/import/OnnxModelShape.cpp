@@ -40,7 +40,7 @@ const char *element(const StoredWeight &stored, bool transposed, int64_t rows, i
 bool isTied(const WeightStore &weights, Value table, Value head) {
   auto tableOp = table.getDefiningOp<WeightOp>();
   auto headOp = head.getDefiningOp<WeightOp>();
-  if (!tableOp || !headOp)
+  if (!tableOp || !headOp || tableOp.getColumns() || headOp.getColumns())
     return false;
   const StoredWeight *t = weights.find(tableOp.getName().str());
   const StoredWeight *h = weights.find(headOp.getName().str());

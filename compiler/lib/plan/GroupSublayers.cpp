@@ -63,7 +63,7 @@ bool isTiedEmbedding(Value lmHeadWeight, Value table) {
   auto head = lmHeadWeight.getDefiningOp<WeightOp>();
   auto embed = table.getDefiningOp<WeightOp>();
   return head && embed && head.getName() == embed.getName() && head.getTransposed() &&
-         !embed.getTransposed();
+         !embed.getTransposed() && !head.getColumns() && !embed.getColumns();
 }
 
 // Collects the sublayer that starts at `norm` and ends at `residual`: the ops the residual add's

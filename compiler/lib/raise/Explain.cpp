@@ -43,6 +43,10 @@ std::string summary(Operation *op) {
   } else if (auto linear = dyn_cast<LinearOp>(op)) {
     os << "linear " << features(linear.getW(), 0) << " -> " << features(linear.getW(), 1)
        << (linear.getBias() ? " + bias" : "");
+    if (auto weight = linear.getW().getDefiningOp<WeightOp>())
+      if (std::optional<std::pair<int64_t, int64_t>> columns = weight.getColumnRange())
+        os << ", columns " << columns->first << ".." << columns->second << " of '"
+           << weight.getName() << "'";
     if (op->hasAttr(kResidual))
       os << ", with the residual add after it fused";
     if (auto role = op->getAttrOfType<StringAttr>(kSwiGlu))
@@ -55,8 +59,7 @@ std::string summary(Operation *op) {
        << printed(attention.getScale().convertToFloat(), 6) << ", causal";
     if (std::optional<int64_t> window = attention.getSlidingWindow())
       os << " within a sliding window of " << *window << " keys";
-    os
-       << (op->hasAttr(kRope) ? ", rotating q and k itself" : "");
+    os << (op->hasAttr(kRope) ? ", rotating q and k itself" : "");
   } else if (isa<SwiGluOp>(op)) {
     os << "swiglu";
   } else if (isa<AddOp>(op)) {

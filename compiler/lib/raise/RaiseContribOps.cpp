@@ -11,15 +11,22 @@
 //       frequencies read from the caches (RopeTables), rotating the first R columns of each head
 //       (R = H without num_heads), in interleaved pairs or rotate-half
 //   GroupQueryAttention(query, key, value, past_key, past_value [B, kv_heads, past, H],
-//                       seqlens_k, total_sequence_length; num_heads, kv_num_heads, scale)
-//                                                                    -> hetc.attention
+//                       seqlens_k, total_sequence_length, cos_cache, sin_cache, position_ids;
+//                       num_heads, kv_num_heads, scale, local_window_size, do_rotary,
+//                       rotary_interleaved)                          -> hetc.attention
 //       GroupQueryAttention is causal; seqlens_k and total_sequence_length place the sequences of
 //       a right-padded batch, and hetc never pads a sequence (each keeps its own cache), so they
 //       are not needed: computed from attention_mask or given as inputs, they become dead.
+//       Packed QKV (no key and value; query [B, S, (num_heads + 2 kv_num_heads) H], as the GenAI
+//       builder writes it for CPU and CUDA) is split by an ONNX Split of the last axis, which
+//       RaiseLinear turns into q, k and v linears over column slices of the packed weight.
+//       With do_rotary the attention rotates q and k by cos_cache/sin_cache at the positions
+//       seqlens_k implies (each token's index in its sequence): two hetc.rope, the second
+//       rotating kv_num_heads heads, with the frequencies read from the caches.
 //
-// Whatever these ops do that the LLM ops do not (a bias on the skip sum, rotation inside the
-// attention, a softcap, an attention bias, packed
-// QKV, a read of the inverse deviation) is refused with the node and the attribute or input.
+// Whatever these ops do that the LLM ops do not (a bias on the skip sum, a softcap, an attention
+// bias, head sinks, a read of the inverse deviation) is refused with the node and the attribute
+// or input.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 #include "raise/RopeTables.h"
@@ -144,6 +151,7 @@ private:
     auto cache = dyn_cast<RankedTensorType>(skipNoOps(node->getOperand(2)).getType());
     if (!features || !cache || cache.getRank() != 2 || cache.isDynamicDim(1))
       return refuse(node, "rotates an input or reads caches whose sizes hetc cannot tell");
+    // Without num_heads, a head is what the caches rotate.
     const int64_t rotaryDim = 2 * cache.getDimSize(1);
     int64_t heads = intAttr(node, "num_heads").value_or(0);
     int64_t headDim = heads > 0 ? *features / heads : rotaryDim;
@@ -154,36 +162,86 @@ private:
                               Twine(headDim) + ", which does not divide them");
     // The caches cover the rotated columns: all of a head, or its first rotary_embedding_dim.
     int64_t declared = intAttr(node, "rotary_embedding_dim").value_or(0);
-    if ((declared != 0 && declared != rotaryDim) || rotaryDim > headDim)
+    if (declared != 0 && declared != rotaryDim)
       return refuse(node, "declares rotary_embedding_dim " + Twine(declared) + " but its caches "
-                              "cover " + Twine(rotaryDim) + " columns of heads of " +
-                              Twine(headDim));
+                              "cover " + Twine(rotaryDim) + " columns");
+    std::optional<std::pair<Value, int64_t>> invFreq =
+        frequencies(node, node->getOperand(2), node->getOperand(3), headDim);
+    if (!invFreq)
+      return false;
+    const bool interleaved = intAttr(node, "interleaved").value_or(0) != 0;
+    Value rope = rotate(node, x, heads, headDim, *invFreq, interleaved, positions);
+    node->getResult(0).replaceAllUsesWith(rope);
+    return true;
+  }
+
+  // inv_freq read from cos/sin caches [positions, R / 2], and R, the columns of a head of
+  // `headDim` they rotate; nullopt after an error.
+  std::optional<std::pair<Value, int64_t>> frequencies(OnnxNodeOp node, Value cos, Value sin,
+                                                       int64_t headDim) {
+    cos = skipNoOps(cos);
+    auto cache = dyn_cast<RankedTensorType>(cos.getType());
+    if (!cache || cache.getRank() != 2 || cache.isDynamicDim(1)) {
+      refuse(node, "reads cos/sin caches whose sizes hetc cannot tell");
+      return std::nullopt;
+    }
+    const int64_t rotaryDim = 2 * cache.getDimSize(1);
+    if (rotaryDim > headDim) {
+      refuse(node, "has cos/sin caches for " + Twine(rotaryDim) + " columns, more than its heads' " +
+                       Twine(headDim));
+      return std::nullopt;
+    }
     std::string why;
     std::optional<SmallVector<double>> freqs =
-        tables_.recover(skipNoOps(node->getOperand(2)), skipNoOps(node->getOperand(3)),
-                        rotaryDim, RopeTables::Width::Half, why);
-    if (!freqs)
-      return refuse(node, "reads cos/sin caches that " + why);
+        tables_.recover(cos, skipNoOps(sin), rotaryDim, RopeTables::Width::Half, why);
+    if (!freqs) {
+      refuse(node, "reads cos/sin caches that " + why);
+      return std::nullopt;
+    }
     auto invType = RankedTensorType::get({rotaryDim / 2}, builder_.getF32Type());
     SmallVector<float> values(freqs->begin(), freqs->end());
     Value invFreq = builder_.create<ConstantOp>(node->getLoc(), invType,
                                                 DenseElementsAttr::get(invType, ArrayRef(values)));
-    const bool interleaved = intAttr(node, "interleaved").value_or(0) != 0;
-    auto rope = builder_.create<RopeOp>(
-        node->getLoc(), llmType(node->getResult(0), x, *features), x, positions, invFreq,
-        builder_.getI64IntegerAttr(heads), builder_.getI64IntegerAttr(headDim),
+    return std::make_pair(invFreq, rotaryDim);
+  }
+
+  // hetc.rope of `x` ([.., heads * headDim]) by `invFreq`; positions from the cache without
+  // `positions`.
+  Value rotate(OnnxNodeOp node, Value x, int64_t heads, int64_t headDim,
+               std::pair<Value, int64_t> invFreq, bool interleaved, Value positions = {}) {
+    auto [freqs, rotaryDim] = invFreq;
+    Type type = node.getOpType() == "RotaryEmbedding"
+                    ? llmType(node->getResult(0), x, heads * headDim)
+                    : withFeatureSize(x.getType(), heads * headDim);
+    return builder_.create<RopeOp>(
+        node->getLoc(), type, x, positions, freqs, builder_.getI64IntegerAttr(heads),
+        builder_.getI64IntegerAttr(headDim),
         rotaryDim == headDim ? IntegerAttr() : builder_.getI64IntegerAttr(rotaryDim),
         interleaved ? builder_.getUnitAttr() : UnitAttr());
-    node->getResult(0).replaceAllUsesWith(rope.getResult());
-    return true;
+  }
+
+  // q, k and v out of packed QKV: an ONNX Split of the last axis, which RaiseLinear turns into
+  // three linears over column slices of the packed projection's weight.
+  std::tuple<Value, Value, Value> splitPacked(OnnxNodeOp node, Value packed, int64_t qFeatures,
+                                              int64_t kvFeatures) {
+    auto sizesType = RankedTensorType::get({3}, builder_.getI64Type());
+    Value sizes = builder_.create<ConstantOp>(
+        node->getLoc(), sizesType,
+        DenseElementsAttr::get(sizesType, ArrayRef<int64_t>{qFeatures, kvFeatures, kvFeatures}));
+    auto split = builder_.create<OnnxNodeOp>(
+        node->getLoc(),
+        TypeRange{withFeatureSize(packed.getType(), qFeatures),
+                  withFeatureSize(packed.getType(), kvFeatures),
+                  withFeatureSize(packed.getType(), kvFeatures)},
+        "Split", (node.getNodeName() + "/packed_qkv").str(),
+        builder_.getDictionaryAttr(builder_.getNamedAttr("axis", builder_.getI64IntegerAttr(-1))),
+        ValueRange{packed, sizes});
+    return {split->getResult(0), split->getResult(1), split->getResult(2)};
   }
 
   bool attention(OnnxNodeOp node) {
     const unsigned n = node->getNumOperands();
     auto input = [&](unsigned i) { return i < n && !isNone(node->getOperand(i)); };
-    if (intAttr(node, "do_rotary").value_or(0) != 0)
-      return refuse(node, "rotates q and k itself (do_rotary = 1); hetc takes the RoPE as "
-                          "RotaryEmbedding nodes before it");
     // local_window_size = W: each query sees its last W keys (ONNX Runtime's CPU kernel and
     // transformers' sliding_window = W agree, the export tests check).
     const int64_t window = intAttr(node, "local_window_size").value_or(-1);
@@ -194,8 +252,8 @@ private:
                               ", which hetc.attention does not do");
     if (intAttr(node, "smooth_softmax").value_or(0) != 0)
       return refuse(node, "uses a smooth softmax, which hetc.attention does not");
-    if (!input(1) || !input(2))
-      return refuse(node, "takes packed QKV (no key and value inputs), which hetc does not split");
+    if (input(1) != input(2))
+      return refuse(node, "takes a key without a value or a value without a key");
     if (input(10) || input(11))
       return refuse(node, "adds an attention bias or head sinks, which hetc.attention does not");
     if (!unread(node, {3}, "the attention scores"))
@@ -205,27 +263,61 @@ private:
     if (!pastK || !pastV || !isa<BlockArgument>(pastK) || !isa<BlockArgument>(pastV) ||
         pastK == pastV)
       return refuse(node, "does not read its past key and value from two graph inputs");
-    int64_t heads = intAttr(node, "num_heads").value_or(0);
-    int64_t kvHeads = intAttr(node, "kv_num_heads").value_or(0);
-    std::optional<int64_t> qFeatures = knownFeatures(node->getOperand(0));
-    std::optional<int64_t> kFeatures = knownFeatures(node->getOperand(1));
-    std::optional<int64_t> vFeatures = knownFeatures(node->getOperand(2));
-    if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0 || !qFeatures || !kFeatures ||
-        !vFeatures || *qFeatures % heads != 0)
-      return refuse(node, "has num_heads " + Twine(heads) + ", kv_num_heads " + Twine(kvHeads) +
-                              " and inputs whose sizes do not split into them");
-    const int64_t headDim = *qFeatures / heads;
-    if (*kFeatures != kvHeads * headDim || *vFeatures != kvHeads * headDim)
-      return refuse(node, "reads key/value of " + Twine(*kFeatures) + "/" + Twine(*vFeatures) +
-                              " features; " + Twine(kvHeads) + " heads of " + Twine(headDim) +
-                              " need " + Twine(kvHeads * headDim));
+    const int64_t heads = intAttr(node, "num_heads").value_or(0);
+    const int64_t kvHeads = intAttr(node, "kv_num_heads").value_or(0);
+    if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0)
+      return refuse(node, "has num_heads " + Twine(heads) + " and kv_num_heads " + Twine(kvHeads) +
+                              "; query heads must be a positive multiple of key/value heads");
+    Value q = node->getOperand(0), k, v;
+    std::optional<int64_t> qFeatures = knownFeatures(q);
+    int64_t headDim = 0;
+    if (input(1)) {
+      k = node->getOperand(1);
+      v = node->getOperand(2);
+      std::optional<int64_t> kFeatures = knownFeatures(k), vFeatures = knownFeatures(v);
+      if (!qFeatures || !kFeatures || !vFeatures || *qFeatures % heads != 0)
+        return refuse(node, "has inputs whose sizes do not split into " + Twine(heads) + " heads");
+      headDim = *qFeatures / heads;
+      if (*kFeatures != kvHeads * headDim || *vFeatures != kvHeads * headDim)
+        return refuse(node, "reads key/value of " + Twine(*kFeatures) + "/" + Twine(*vFeatures) +
+                                " features; " + Twine(kvHeads) + " heads of " + Twine(headDim) +
+                                " need " + Twine(kvHeads * headDim));
+    } else {
+      // Packed QKV: query holds q, k and v side by side, [B, S, (heads + 2 kv_heads) head_dim].
+      const int64_t packedHeads = heads + 2 * kvHeads;
+      if (!qFeatures || *qFeatures % packedHeads != 0)
+        return refuse(node, "takes packed QKV whose size does not split into " + Twine(heads) +
+                                " + 2 x " + Twine(kvHeads) + " heads");
+      headDim = *qFeatures / packedHeads;
+      std::tie(q, k, v) = splitPacked(node, q, heads * headDim, kvHeads * headDim);
+    }
+    // do_rotary: the attention rotates q and k by its cos/sin caches (inputs 7 and 8) at the
+    // positions seqlens_k implies, each token's index in its sequence: hetc.rope without
+    // positions.
+    if (intAttr(node, "do_rotary").value_or(0) != 0) {
+      if (!input(7) || !input(8))
+        return refuse(node, "rotates q and k (do_rotary = 1) but has no cos/sin cache inputs");
+      if (input(9) && !isa<BlockArgument>(skipNoOps(node->getOperand(9))))
+        return refuse(node, "rotates at position ids that are not a graph input");
+      const bool interleaved = intAttr(node, "rotary_interleaved").value_or(0) != 0;
+      std::optional<std::pair<Value, int64_t>> invFreq =
+          frequencies(node, node->getOperand(7), node->getOperand(8), headDim);
+      if (!invFreq)
+        return false;
+      // position_ids, when given, hold the same positions; hetc.rope takes them as it finds them.
+      Value positions = input(9) ? skipNoOps(node->getOperand(9)) : Value();
+      q = rotate(node, q, heads, headDim, *invFreq, interleaved, positions);
+      k = rotate(node, k, kvHeads, headDim, *invFreq, interleaved, positions);
+    } else if (input(7) || input(8) || input(9)) {
+      return refuse(node, "takes cos/sin caches or position ids without do_rotary = 1");
+    }
     double scale = floatAttr(node, "scale").value_or(0.0);
     if (scale == 0.0)
       scale = 1.0 / std::sqrt(static_cast<double>(headDim));
-    Type out = llmType(node->getResult(0), node->getOperand(0), *qFeatures);
+    Type out = llmType(node->getResult(0), node->getOperand(0), heads * headDim);
     auto attention = builder_.create<AttentionOp>(
         node->getLoc(), TypeRange{out, node->getResult(1).getType(), node->getResult(2).getType()},
-        node->getOperand(0), node->getOperand(1), node->getOperand(2), pastK, pastV,
+        q, k, v, pastK, pastV,
         builder_.getI64IntegerAttr(heads), builder_.getI64IntegerAttr(kvHeads),
         builder_.getI64IntegerAttr(headDim), builder_.getF32FloatAttr(static_cast<float>(scale)),
         window > 0 ? builder_.getI64IntegerAttr(window) : IntegerAttr());

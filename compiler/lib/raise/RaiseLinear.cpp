@@ -5,10 +5,17 @@
 // linear too (B transposed by transB, C its bias): an addmm, on tokens flattened to rows by a
 // Reshape that keeps the features (GPT-2's Conv1D, OPT's feed-forward); such Reshapes of LLM
 // activations are folded away (throughRowReshapes, foldRowReshapes), before and after.
+//
+// A packed projection read in column pieces (q, k and v out of one MatMul: GPT-2's c_attn split
+// in three, ONNX Runtime GenAI's qkv_proj) becomes one linear per piece over that piece's columns
+// of the weight and bias (hetc.weight `columns`). The pieces are a Split of the last axis, or
+// Slices of it with step 1; the linears read the same input, so nothing is computed twice.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <algorithm>
 
 namespace hetc {
 #define GEN_PASS_DEF_RAISELINEAR
@@ -90,6 +97,118 @@ bool isPlainGemm(OnnxNodeOp gemm) {
          floatAttr(gemm, "beta").value_or(1.0) == 1.0;
 }
 
+// Columns [begin, end) of a weight or bias (the last dimension of the IR's view): a view of the
+// same stored weight, or a slice of a constant.
+Value sliceColumns(Value weight, int64_t begin, int64_t end, OpBuilder &builder) {
+  auto type = cast<RankedTensorType>(weight.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() = end - begin;
+  auto sliceType = RankedTensorType::get(shape, type.getElementType());
+  if (auto stored = weight.getDefiningOp<WeightOp>()) {
+    const int64_t base = stored.getColumnRange() ? stored.getColumnRange()->first : 0;
+    auto view = builder.create<WeightOp>(stored.getLoc(), sliceType, stored.getName());
+    view.setTransposed(stored.getTransposed());
+    view.setColumns(ArrayRef<int64_t>{base + begin, base + end});
+    return view;
+  }
+  DenseElementsAttr dense = constantValue(weight);
+  if (!dense)
+    return {};
+  const int64_t width = type.getDimSize(type.getRank() - 1);
+  SmallVector<Attribute> all(dense.getValues<Attribute>());
+  SmallVector<Attribute> columns;
+  for (size_t row = 0; row < all.size() / static_cast<size_t>(width); ++row)
+    columns.append(all.begin() + row * width + begin, all.begin() + row * width + end);
+  return builder.create<ConstantOp>(weight.getLoc(), sliceType,
+                                    DenseElementsAttr::get(sliceType, columns));
+}
+
+// The column ranges `node` reads of its first operand, one per result, when it is a Split of the
+// last axis or a Slice of it with step 1; `features` is that operand's last dimension.
+std::optional<SmallVector<std::pair<int64_t, int64_t>>> columnPieces(OnnxNodeOp node,
+                                                                     int64_t features) {
+  const int64_t rank = rankOf(node->getOperand(0));
+  auto lastAxis = [&](int64_t axis) { return axis == -1 || (rank > 0 && axis == rank - 1); };
+  SmallVector<std::pair<int64_t, int64_t>> pieces;
+  if (node.getOpType() == "Split") {
+    if (!lastAxis(intAttr(node, "axis").value_or(0)))
+      return std::nullopt;
+    // The sizes: an input from opset 13, an attribute before; equal parts without either.
+    std::optional<SmallVector<int64_t>> sizes = intsAttr(node, "split");
+    if (node->getNumOperands() > 1 && !isa<NoneType>(node->getOperand(1).getType()))
+      sizes = intValues(node->getOperand(1));
+    const auto parts = static_cast<int64_t>(node->getNumResults());
+    if (!sizes && features % parts == 0)
+      sizes = SmallVector<int64_t>(parts, features / parts);
+    if (!sizes || static_cast<int64_t>(sizes->size()) != parts)
+      return std::nullopt;
+    int64_t begin = 0;
+    for (int64_t size : *sizes) {
+      if (size <= 0)
+        return std::nullopt;
+      pieces.push_back({begin, begin + size});
+      begin += size;
+    }
+    return begin == features ? std::optional(pieces) : std::nullopt;
+  }
+  if (node.getOpType() != "Slice" || node->getNumOperands() < 3)
+    return std::nullopt;
+  auto operand = [&](unsigned i) -> std::optional<SmallVector<int64_t>> {
+    if (i >= node->getNumOperands() || isa<NoneType>(node->getOperand(i).getType()))
+      return std::nullopt;
+    return intValues(node->getOperand(i));
+  };
+  std::optional<SmallVector<int64_t>> starts = operand(1), ends = operand(2), axes = operand(3),
+                                      steps = operand(4);
+  if (!starts || !ends || starts->size() != 1 || ends->size() != 1 ||
+      (axes && (axes->size() != 1 || !lastAxis((*axes)[0]))) || (!axes && rank != 1) ||
+      (steps && (steps->size() != 1 || (*steps)[0] != 1)))
+    return std::nullopt;
+  // ONNX clamps: negative bounds count from the end, then both are clamped to [0, features].
+  auto clamp = [&](int64_t bound) {
+    if (bound < 0)
+      bound += features;
+    return std::clamp<int64_t>(bound, 0, features);
+  };
+  const int64_t begin = clamp((*starts)[0]), end = clamp((*ends)[0]);
+  if (begin >= end)
+    return std::nullopt;
+  pieces.push_back({begin, end});
+  return pieces;
+}
+
+// Replaces each column piece read of `linear` by a linear over those columns; erases `linear`
+// when nothing else reads it.
+void splitColumnPieces(LinearOp linear, OpBuilder &builder) {
+  const int64_t n = cast<RankedTensorType>(linear.getW().getType()).getDimSize(1);
+  SmallVector<OnnxNodeOp> readers;
+  for (Operation *user : linear.getResult().getUsers())
+    if (auto node = dyn_cast<OnnxNodeOp>(user); node && node->getOperand(0) == linear.getResult())
+      readers.push_back(node);
+  for (OnnxNodeOp node : readers) {
+    std::optional<SmallVector<std::pair<int64_t, int64_t>>> pieces = columnPieces(node, n);
+    if (!pieces)
+      continue;
+    builder.setInsertionPoint(node);
+    SmallVector<Value> pieceLinears;
+    for (auto [begin, end] : *pieces) {
+      Value w = sliceColumns(linear.getW(), begin, end, builder);
+      Value bias = linear.getBias() ? sliceColumns(linear.getBias(), begin, end, builder) : Value();
+      if (!w || (linear.getBias() && !bias))
+        return;
+      // The packed projection's location: --explain attributes its MatMul to the pieces.
+      pieceLinears.push_back(builder.create<LinearOp>(
+          linear->getLoc(), withFeatureSize(linear.getResult().getType(), end - begin),
+          linear.getX(), w, bias));
+    }
+    for (auto [result, piece] : llvm::zip(node->getResults(), pieceLinears))
+      result.replaceAllUsesWith(piece);
+    node->erase();
+  }
+  if (linear->use_empty())
+    linear->erase();
+}
+
 struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
   void runOnOperation() override {
     foldRowReshapes(getOperation());
@@ -152,6 +271,10 @@ struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
       matmul->erase();
     }
     foldRowReshapes(getOperation());
+    SmallVector<LinearOp> linears;
+    getOperation().walk([&](LinearOp linear) { linears.push_back(linear); });
+    for (LinearOp linear : linears)
+      splitColumnPieces(linear, builder);
     syncResultTypes(getOperation());
   }
 };

@@ -33,7 +33,7 @@ std::optional<std::vector<float>> RopeTables::values(Value v) const {
   auto weight = v.getDefiningOp<WeightOp>();
   const compiler::StoredWeight *stored =
       weight && weights_ ? weights_->find(weight.getName().str()) : nullptr;
-  if (!stored || weight.getTransposed())
+  if (!stored || weight.getTransposed() || weight.getColumns())
     return std::nullopt;
   std::vector<float> out = stored->toFloats();
   if (out.empty())

@@ -50,8 +50,16 @@ LogicalResult OnnxNodeOp::verify() {
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 LogicalResult WeightOp::verify() {
-  if (getTransposed() && cast<RankedTensorType>(getType()).getRank() != 2)
-    return emitOpError() << "only a 2-D weight can be transposed, got " << getType();
+  auto type = cast<RankedTensorType>(getType());
+  if (getTransposed() && type.getRank() != 2)
+    return emitOpError() << "only a 2-D weight can be transposed, got " << type;
+  if (std::optional<ArrayRef<int64_t>> columns = getColumns()) {
+    if (columns->size() != 2 || (*columns)[0] < 0 || (*columns)[1] <= (*columns)[0])
+      return emitOpError("columns must be [begin, end] with 0 <= begin < end");
+    if (type.getRank() < 1 || type.getDimSize(type.getRank() - 1) != (*columns)[1] - (*columns)[0])
+      return emitOpError() << "columns [" << (*columns)[0] << ", " << (*columns)[1]
+                           << ") do not match the last dimension of " << type;
+  }
   return success();
 }
 

@@ -58,6 +58,8 @@ VARIANTS = [
     ("llama-tiny-mqa", "hf_llama", ["--vocab", "256", "--hidden", "64", "--head-dim", "16", "--heads", "4",
                                     "--kv-heads", "1", "--intermediate", "176"], 1e-4, "pass"),
     ("llama-mha", "hf_llama", ["--kv-heads", "4"], 1e-4, "pass"),
+    ("llama-fused-qkv-split", "hf_llama", ["--fused-qkv", "split", "--qkv-bias"], 1e-4, "pass"),
+    ("llama-fused-qkv-slice", "hf_llama", ["--fused-qkv", "slice"], 1e-4, "pass"),
     ("opt", "opt", [], 1e-4, "pass"),
     ("opt-3layers-8heads", "opt", ["--layers", "3", "--heads", "8", "--ffn", "384"], 1e-4, "pass"),
     ("genai-fp32", "ort_genai", ["--dtype", "float32"], 1e-4, "refused"),
@@ -69,6 +71,8 @@ VARIANTS = [
     ("genai-fp32-interleaved", "ort_genai", ["--interleaved-rope"], 1e-4, "refused"),
     ("genai-fp32-mqa", "ort_genai", ["--kv-heads", "1"], 1e-4, "refused"),
     ("genai-fp32-sliding-window", "ort_genai", ["--sliding-window", "4"], 1e-4, "refused"),
+    ("genai-fp32-packed-do-rotary", "ort_genai", ["--packed-qkv", "--rotary-in-attention", "--qkv-bias"],
+     1e-4, "refused"),
     ("genai-fp16", "ort_genai", ["--dtype", "float16"], 1e-2, "refused"),
 ]
 

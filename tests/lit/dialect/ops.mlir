@@ -28,6 +28,8 @@ func.func @llm_level(%ids: tensor<?x?xi64>, %pos: tensor<?x?xi64>,
   %gamma = hetc.weight "norm.weight" : tensor<64xf32>
   %wq = hetc.weight "wq" : tensor<64x64xf32>
   %wk = hetc.weight "wk" : tensor<64x32xf32>
+  // CHECK: hetc.weight "wqkv" {columns = array<i64: 64, 96>, transposed} : tensor<64x32xf32>
+  %wkp = hetc.weight "wqkv" {columns = array<i64: 64, 96>, transposed} : tensor<64x32xf32>
   %bk = hetc.weight "bk" : tensor<32xf32>
   %wg = hetc.weight "wg" : tensor<64x176xf32>
   %wd = hetc.weight "wd" : tensor<176x64xf32>
@@ -52,6 +54,10 @@ func.func @llm_level(%ids: tensor<?x?xi64>, %pos: tensor<?x?xi64>,
           : (tensor<?x?x32xf32>, tensor<?x?xi64>, tensor<4xf32>) -> tensor<?x?x32xf32>
   %kr = hetc.rope %k, %pos, %inv_freq {heads = 2 : i64, head_dim = 16 : i64}
           : (tensor<?x?x32xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x32xf32>
+  // Without positions: taken from the cache (GroupQueryAttention's do_rotary).
+  // CHECK: hetc.rope %[[K]], %{{.*}} {head_dim = 16 : i64, heads = 2 : i64} : (tensor<?x?x32xf32>, tensor<8xf32>) -> tensor<?x?x32xf32>
+  %kc = hetc.rope %k, %inv_freq {heads = 2 : i64, head_dim = 16 : i64}
+          : (tensor<?x?x32xf32>, tensor<8xf32>) -> tensor<?x?x32xf32>
   // CHECK: %[[O:.*]], %[[PK:.*]], %[[PV:.*]] = hetc.attention %[[QR]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {head_dim = 16 : i64, heads = 4 : i64, kv_heads = 2 : i64, scale = 2.500000e-01 : f32}
   // CHECK-SAME: -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>)
   %o, %pk, %pv = hetc.attention %qr, %kr, %k, %past_k, %past_v

@@ -17,6 +17,22 @@ func.func @weight_transposed_not_2d() -> tensor<64xf32> {
 
 // -----
 
+func.func @weight_columns_empty() -> tensor<8x0xf32> {
+  // expected-error @+1 {{'hetc.weight' op columns must be [begin, end] with 0 <= begin < end}}
+  %w = hetc.weight "w" {columns = array<i64: 4, 4>} : tensor<8x0xf32>
+  return %w : tensor<8x0xf32>
+}
+
+// -----
+
+func.func @weight_columns_wrong_width() -> tensor<8x4xf32> {
+  // expected-error @+1 {{'hetc.weight' op columns [0, 8) do not match the last dimension of 'tensor<8x4xf32>'}}
+  %w = hetc.weight "w" {columns = array<i64: 0, 8>} : tensor<8x4xf32>
+  return %w : tensor<8x4xf32>
+}
+
+// -----
+
 func.func @embedding_table_not_2d(%t: tensor<256xf32>, %ids: tensor<?x?xi64>) -> tensor<?x?x64xf32> {
   // expected-error @+1 {{'hetc.embedding' op table must be a static [vocab, hidden] tensor, got 'tensor<256xf32>'}}
   %0 = hetc.embedding %t, %ids : (tensor<256xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>

@@ -125,10 +125,32 @@ def Hetc_WeightOp : Hetc_Op<"weight", [Pure]> {
     `nn.Linear` layout, and a tied lm_head reading the embedding table) so that no transposed
     copy of a large weight is ever materialised; the plan emitter reads the stored layout.
 
+    With `columns = [begin, end]`, the value is columns `begin` to `end` (exclusive) of that
+    view's last dimension: one of q, k and v out of a packed QKV projection (ONNX Runtime GenAI's
+    qkv_proj, GPT-2's c_attn split in three), or the matching piece of its bias. The plan emitter
+    copies out the slice; the IR never holds the bytes.
+
     Example: `%w = hetc.weight "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>`
     Example: `%t = hetc.weight "model.embed_tokens.weight" {transposed} : tensor<64x256xf32>`
+    Example: `%k = hetc.weight "qkv_proj.weight" {columns = array<i64: 64, 96>} : tensor<64x32xf32>`
   }];
-  let arguments = (ins StrAttr:$name, UnitAttr:$transposed);
+  let arguments = (ins StrAttr:$name, UnitAttr:$transposed,
+                       OptionalAttr<DenseI64ArrayAttr>:$columns);
+  let builders = [
+    // The stored weight itself, not a view.
+    OpBuilder<(ins "::mlir::Type":$type, "::llvm::StringRef":$name), [{
+      build($_builder, $_state, type, $_builder.getStringAttr(name), nullptr, nullptr);
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    // The view's last dimension before `columns` slices it; nullopt without `columns`.
+    std::optional<std::pair<int64_t, int64_t>> getColumnRange() {
+      std::optional<::llvm::ArrayRef<int64_t>> columns = getColumns();
+      if (!columns || columns->size() != 2)
+        return std::nullopt;
+      return std::make_pair((*columns)[0], (*columns)[1]);
+    }
+  }];
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -203,15 +225,22 @@ def Hetc_RopeOp : Hetc_LlmOp<"rope"> {
     with `i + rotary_dim / 2` (rotate-half, Hugging Face Llama) or, with `interleaved`, column `2i`
     with `2i + 1` (GPT-J). The other columns pass through (partial rotary: GPT-NeoX, Phi).
 
+    A token's position is its index in its own sequence, cached tokens included: hetc never pads
+    a sequence, so that is what `positions` (the graph's position_ids, `[batch, sequence]`) holds
+    at run time. Without `positions` the rotation takes them from the cache alone, as
+    GroupQueryAttention's do_rotary does from seqlens_k.
+
     Example:
     ```mlir
     %qr = hetc.rope %q, %pos, %inv_freq {heads = 4 : i64, head_dim = 16 : i64}
             : (tensor<?x?x64xf32>, tensor<?x?xi64>, tensor<8xf32>) -> tensor<?x?x64xf32>
     %kr = hetc.rope %k, %pos, %inv_half {heads = 2 : i64, head_dim = 16 : i64, rotary_dim = 8 : i64, interleaved}
             : (tensor<?x?x32xf32>, tensor<?x?xi64>, tensor<4xf32>) -> tensor<?x?x32xf32>
+    %kc = hetc.rope %k, %inv_freq {heads = 2 : i64, head_dim = 16 : i64}
+            : (tensor<?x?x32xf32>, tensor<8xf32>) -> tensor<?x?x32xf32>
     ```
   }];
-  let arguments = (ins AnyTensor:$x, AnyTensor:$positions, AnyRankedTensor:$inv_freq,
+  let arguments = (ins AnyTensor:$x, Optional<AnyTensor>:$positions, AnyRankedTensor:$inv_freq,
                        I64Attr:$heads, I64Attr:$head_dim, OptionalAttr<I64Attr>:$rotary_dim,
                        UnitAttr:$interleaved);
   let extraClassDeclaration = [{
@@ -220,7 +249,7 @@ def Hetc_RopeOp : Hetc_LlmOp<"rope"> {
   }];
   let results = (outs AnyTensor:$result);
   let assemblyFormat = [{
-    $x `,` $positions `,` $inv_freq attr-dict `:` functional-type(operands, results)
+    operands attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
