@@ -63,7 +63,8 @@ struct RaiseEmbeddingPass : public hetc::impl::RaiseEmbeddingBase<RaiseEmbedding
         resultType = withFeatureSize(resultType, hidden, idsRanked ? idsRanked.getRank() + 1 : 3);
       }
       builder.setInsertionPoint(gather);
-      auto embedding = builder.create<EmbeddingOp>(gather->getLoc(), resultType, table, ids);
+      auto embedding = builder.create<EmbeddingOp>(gather->getLoc(), resultType, table, ids,
+                                                   /*positions=*/Value(), IntegerAttr());
       gather->getResult(0).replaceAllUsesWith(embedding.getResult());
       gather->erase();
     }

@@ -67,7 +67,42 @@ LogicalResult EmbeddingOp::verify() {
   auto table = cast<RankedTensorType>(getTable().getType());
   if (table.getRank() != 2 || !table.hasStaticShape())
     return emitOpError() << "table must be a static [vocab, hidden] tensor, got " << table;
+  if (Value positions = getPositions()) {
+    auto type = cast<RankedTensorType>(positions.getType());
+    if (type.getRank() != 2 || !type.hasStaticShape() || type.getDimSize(1) != table.getDimSize(1))
+      return emitOpError() << "positions must be a static [max_positions, " << table.getDimSize(1)
+                           << "] tensor, got " << type;
+    if (getPositionOffset().value_or(0) < 0 ||
+        getPositionOffset().value_or(0) >= type.getDimSize(0))
+      return emitOpError() << "position_offset " << getPositionOffset().value_or(0)
+                           << " is outside the " << type.getDimSize(0) << " position rows";
+  } else if (getPositionOffset()) {
+    return emitOpError("has a position_offset but no positions table");
+  }
   return checkFeatureSize(*this, getResult(), table.getDimSize(1), "result");
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto gamma = cast<RankedTensorType>(getGamma().getType());
+  if (gamma.getRank() != 1 || !gamma.hasStaticShape())
+    return emitOpError() << "gamma must be a static 1-D tensor, got " << gamma;
+  if (Value beta = getBeta(); beta && cast<RankedTensorType>(beta.getType()) != gamma)
+    return emitOpError() << "beta must have gamma's type " << gamma << ", got " << beta.getType();
+  if (!(getEpsilon().convertToFloat() > 0.0f))
+    return emitOpError("epsilon must be positive");
+  if (failed(checkFeatureSize(*this, getX(), gamma.getDimSize(0), "input")))
+    return failure();
+  return checkFeatureSize(*this, getResult(), gamma.getDimSize(0), "result");
+}
+
+LogicalResult ActivationOp::verify() {
+  StringRef function = getFunction();
+  if (function != "relu" && function != "gelu" && function != "gelu_tanh")
+    return emitOpError() << "function must be relu, gelu or gelu_tanh, got '" << function << "'";
+  std::optional<int64_t> in = featureSize(getX().getType());
+  if (in && failed(checkFeatureSize(*this, getResult(), *in, "result")))
+    return failure();
+  return success();
 }
 
 LogicalResult RmsNormOp::verify() {

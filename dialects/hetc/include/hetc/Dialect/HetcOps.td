@@ -3,8 +3,8 @@
 // Two levels live here. The importer produces the ONNX level: one generic `hetc.onnx.node` per
 // ONNX node, `hetc.constant` for small initializers and Constant nodes, `hetc.weight` for large
 // initializers (their bytes stay outside the IR, in the compiler's weight store). The raising
-// passes replace recognised computations with the LLM level: embedding, rms_norm, linear, rope,
-// attention with its KV cache, swiglu, add, lm_head. LLM-level activations keep the source
+// passes replace recognised computations with the LLM level: embedding, rms_norm, layer_norm,
+// linear, rope, attention with its KV cache, swiglu, activation, add, lm_head. LLM-level activations keep the source
 // model's leading dimensions ([batch, seq, features]); only the last dimension is the feature
 // dimension, which is what lets the runtime pack tokens of different sequences into rows.
 
@@ -162,19 +162,28 @@ def Hetc_WeightOp : Hetc_Op<"weight", [Pure]> {
 
 def Hetc_EmbeddingOp : Hetc_LlmOp<"embedding",
     ["getActivationOperandPositions", "getTokenSource"]> {
-  let summary = "token embedding lookup";
+  let summary = "token embedding lookup, plus learned positions";
   let description = [{
-    `result[..., :] = table[ids[...], :]` with `table : [vocab, hidden]`.
+    `result[..., :] = table[ids[...], :]` with `table : [vocab, hidden]`. With `positions :
+    [max_positions, hidden]` (learned position embeddings: OPT, GPT-2) each token's row of it is
+    added, at the token's index in its own sequence (cached tokens included) plus
+    `position_offset` (OPT's 2).
 
     Example:
     ```mlir
     %h = hetc.embedding %table, %ids
            : (tensor<256x64xf32>, tensor<?x?xi64>) -> tensor<?x?x64xf32>
+    %p = hetc.embedding %table, %ids, %positions {position_offset = 2 : i64}
+           : (tensor<256x64xf32>, tensor<?x?xi64>, tensor<258x64xf32>) -> tensor<?x?x64xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$table, AnyTensor:$ids);
+  let arguments = (ins AnyRankedTensor:$table, AnyTensor:$ids,
+                       Optional<AnyRankedTensor>:$positions,
+                       OptionalAttr<I64Attr>:$position_offset);
   let results = (outs AnyTensor:$result);
-  let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $table `,` $ids (`,` $positions^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 
@@ -192,6 +201,27 @@ def Hetc_RmsNormOp : Hetc_LlmOp<"rms_norm"> {
   let arguments = (ins AnyTensor:$x, AnyRankedTensor:$gamma, F32Attr:$epsilon);
   let results = (outs AnyTensor:$result);
   let assemblyFormat = "$x `,` $gamma attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Hetc_LayerNormOp : Hetc_LlmOp<"layer_norm"> {
+  let summary = "LayerNorm over the last dimension, with an optional bias";
+  let description = [{
+    `result = (x - mean(x, -1)) / sqrt(var(x, -1) + epsilon) * gamma (+ beta)` (the biased
+    variance, as nn.LayerNorm and ONNX LayerNormalization compute it), in float32. OPT, GPT-2.
+
+    Example:
+    ```mlir
+    %y = hetc.layer_norm %x, %gamma, %beta {epsilon = 1.0e-05 : f32}
+           : (tensor<?x?x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyTensor:$x, AnyRankedTensor:$gamma, Optional<AnyRankedTensor>:$beta,
+                       F32Attr:$epsilon);
+  let results = (outs AnyTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $gamma (`,` $beta^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 
@@ -299,6 +329,26 @@ def Hetc_SwiGluOp : Hetc_LlmOp<"swiglu", ["getActivationOperandPositions"]> {
   let arguments = (ins AnyTensor:$gate, AnyTensor:$up);
   let results = (outs AnyTensor:$result);
   let assemblyFormat = "$gate `,` $up attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Hetc_ActivationOp : Hetc_LlmOp<"activation"> {
+  let summary = "a pointwise activation of a non-gated feed-forward";
+  let description = [{
+    `result = f(x)` per element, `f` named by `function`:
+    - `relu`: max(x, 0) (OPT);
+    - `gelu`: 0.5 x (1 + erf(x / sqrt(2))) (nn.GELU());
+    - `gelu_tanh`: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (GPT-2's gelu_new, ONNX
+      Runtime's FastGelu).
+
+    Example:
+    ```mlir
+    %a = hetc.activation %h {function = "relu"} : (tensor<?x?x256xf32>) -> tensor<?x?x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyTensor:$x, StrAttr:$function);
+  let results = (outs AnyTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
