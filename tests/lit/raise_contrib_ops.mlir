@@ -63,3 +63,24 @@ func.func @genai_packed_do_rotary(%qkv: tensor<?x?x16xf32>, %past_k: tensor<?x1x
   %a:3 = hetc.onnx.node "GroupQueryAttention"(%qkv, %none, %none, %past_k, %past_v, %seqlens_k, %total, %cos, %sin) {node_name = "gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64, do_rotary = 1 : i64, rotary_interleaved = 1 : i64}} : (tensor<?x?x16xf32>, none, none, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>, tensor<4x2xf32>, tensor<4x2xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
   return %a#0, %a#1, %a#2 : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// ONNX's LayerNormalization (opset 17, OPT's and GPT-2's norms) and ONNX Runtime's
+// SkipLayerNormalization: hetc.layer_norm with the bias, the skip sum an Add (output 3).
+// CHECK-LABEL: func.func @layer_norms
+// CHECK-SAME: (%[[X:.*]]: tensor<?x?x8xf32>, %[[Y:.*]]: tensor<?x?x8xf32>)
+// CHECK: %[[G:.*]] = hetc.weight "ln.weight"
+// CHECK: %[[B:.*]] = hetc.weight "ln.bias"
+// CHECK: %[[N:.*]] = hetc.layer_norm %[[X]], %[[G]], %[[B]] {epsilon = 9.99999974E-6 : f32} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+// CHECK: %[[SUM:.*]] = hetc.onnx.node "Add"(%[[N]], %[[Y]]) {node_name = "skip_ln/skip_sum"}
+// CHECK: %[[N2:.*]] = hetc.layer_norm %[[SUM]], %[[G]] {epsilon = 9.99999996E-13 : f32}
+// CHECK: return %[[N2]], %[[SUM]]
+func.func @layer_norms(%x: tensor<?x?x8xf32>, %y: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>) {
+  %g = hetc.weight "ln.weight" : tensor<8xf32>
+  %b = hetc.weight "ln.bias" : tensor<8xf32>
+  %none = hetc.onnx.none
+  %n = hetc.onnx.node "LayerNormalization"(%x, %g, %b) {node_name = "ln", onnx_attrs = {axis = -1 : i64}} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<*xf32>
+  %s:4 = hetc.onnx.node "SkipLayerNormalization"(%n, %y, %g, %none) {node_name = "skip_ln"} : (tensor<*xf32>, tensor<?x?x8xf32>, tensor<8xf32>, none) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  return %s#0, %s#3 : tensor<*xf32>, tensor<*xf32>
+}

@@ -55,3 +55,31 @@ func.func @do_rotary_wide_cache(%q: tensor<?x?x8xf32>, %k: tensor<?x?x4xf32>, %v
   %a:3 = hetc.onnx.node "GroupQueryAttention"(%q, %k, %v, %past_k, %past_v, %seqlens_k, %total, %cos, %cos) {node_name = "gqa", onnx_attrs = {num_heads = 2 : i64, kv_num_heads = 1 : i64, do_rotary = 1 : i64}} : (tensor<?x?x8xf32>, tensor<?x?x4xf32>, tensor<?x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>, tensor<?xi32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
   return %a#0 : tensor<*xf32>
 }
+
+// -----
+
+func.func @layer_norm_mean_read(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>) {
+  %g = hetc.weight "g" : tensor<8xf32>
+  // expected-error @+1 {{node 'ln' (LayerNormalization) has its output 1 (the mean or inverse standard deviation) read, which hetc does not compute}}
+  %n:2 = hetc.onnx.node "LayerNormalization"(%x, %g) {node_name = "ln"} : (tensor<?x?x8xf32>, tensor<8xf32>) -> (tensor<*xf32>, tensor<*xf32>)
+  return %n#0, %n#1 : tensor<*xf32>, tensor<*xf32>
+}
+
+// -----
+
+func.func @skip_layer_norm_bias(%x: tensor<?x?x8xf32>, %y: tensor<?x?x8xf32>) -> tensor<*xf32> {
+  %g = hetc.weight "g" : tensor<8xf32>
+  %b = hetc.weight "b" : tensor<8xf32>
+  // expected-error @+1 {{node 'skip_ln' (SkipLayerNormalization) adds a bias to the skip sum, which hetc does not do}}
+  %s = hetc.onnx.node "SkipLayerNormalization"(%x, %y, %g, %b, %b) {node_name = "skip_ln"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<*xf32>
+  return %s : tensor<*xf32>
+}
+
+// -----
+
+func.func @layer_norm_bias_not_a_weight(%x: tensor<?x?x8xf32>, %b: tensor<8xf32>) -> tensor<*xf32> {
+  %g = hetc.weight "g" : tensor<8xf32>
+  // expected-error @+1 {{node 'ln' (LayerNormalization) adds a bias that is not a [hidden] weight like its scale}}
+  %n = hetc.onnx.node "LayerNormalization"(%x, %g, %b) {node_name = "ln"} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<*xf32>
+  return %n : tensor<*xf32>
+}

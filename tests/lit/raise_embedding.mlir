@@ -59,3 +59,54 @@ func.func @ids_viewed(%ids: tensor<?x?xi64> {hetc.name = "input_ids"}, %shape: t
   %t = hetc.onnx.node "Gather"(%wte, %v) {node_name = "wte/Gather"} : (tensor<32x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
   return %t : tensor<?x?x8xf32>
 }
+
+// -----
+
+// GPT-2's wte(input_ids) + wpe(position_ids): the positions' rows join the embedding, at offset 0.
+// CHECK-LABEL: func.func @added_positions
+// CHECK-SAME: (%[[IDS:.*]]: tensor<?x?xi64> {hetc.name = "input_ids"}, %[[POS:.*]]: tensor<?x?xi64> {hetc.name = "position_ids"})
+// CHECK: %[[WPE:.*]] = hetc.weight "wpe.weight"
+// CHECK: %[[WTE:.*]] = hetc.weight "wte.weight"
+// CHECK: %[[H:.*]] = hetc.embedding %[[WTE]], %[[IDS]], %[[WPE]] {position_offset = 0 : i64} : (tensor<32x8xf32>, tensor<?x?xi64>, tensor<64x8xf32>) -> tensor<?x?x8xf32>
+// CHECK-NOT: "Gather"
+// CHECK: return %[[H]]
+func.func @added_positions(%ids: tensor<?x?xi64> {hetc.name = "input_ids"}, %pos: tensor<?x?xi64> {hetc.name = "position_ids"}) -> tensor<*xf32> {
+  %wpe = hetc.weight "wpe.weight" : tensor<64x8xf32>
+  %wte = hetc.weight "wte.weight" : tensor<32x8xf32>
+  %t = hetc.onnx.node "Gather"(%wte, %ids) {node_name = "wte/Gather"} : (tensor<32x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %p = hetc.onnx.node "Gather"(%wpe, %pos) {node_name = "wpe/Gather"} : (tensor<64x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %h = hetc.onnx.node "Add"(%t, %p) {node_name = "Add"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<*xf32>
+  return %h : tensor<*xf32>
+}
+
+// -----
+
+// OPT's positions: (cumsum(mask) * mask - 1)[:, past:] + 2, no position_ids input. Evaluated on
+// sample steps, the index is each token's position plus 2.
+// CHECK-LABEL: func.func @opt_positions
+// CHECK: hetc.embedding %{{.*}}, %{{.*}}, %{{.*}} {position_offset = 2 : i64}
+// CHECK-NOT: "CumSum"
+func.func @opt_positions(%ids: tensor<?x?xi64> {hetc.name = "input_ids"}, %mask: tensor<?x?xi64> {hetc.name = "attention_mask"}, %past: tensor<?x4x?x8xf32> {hetc.name = "past_key_values.0.key"}) -> tensor<*xf32> {
+  %wpe = hetc.weight "embed_positions.weight" : tensor<66x8xf32>
+  %wte = hetc.weight "embed_tokens.weight" : tensor<32x8xf32>
+  %t = hetc.onnx.node "Gather"(%wte, %ids) {node_name = "embed_tokens/Gather"} : (tensor<32x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %one_axis = hetc.constant dense<1> : tensor<i64>
+  %cum = hetc.onnx.node "CumSum"(%mask, %one_axis) {node_name = "CumSum"} : (tensor<?x?xi64>, tensor<i64>) -> tensor<?x?xi64>
+  %masked = hetc.onnx.node "Mul"(%cum, %mask) {node_name = "Mul"} : (tensor<?x?xi64>, tensor<?x?xi64>) -> tensor<?x?xi64>
+  %one = hetc.constant dense<1> : tensor<i64>
+  %pos = hetc.onnx.node "Sub"(%masked, %one) {node_name = "Sub"} : (tensor<?x?xi64>, tensor<i64>) -> tensor<?x?xi64>
+  %shape = hetc.onnx.node "Shape"(%past) {node_name = "Shape"} : (tensor<?x4x?x8xf32>) -> tensor<4xi64>
+  %two_index = hetc.constant dense<2> : tensor<i64>
+  %past_len = hetc.onnx.node "Gather"(%shape, %two_index) {node_name = "past_len", onnx_attrs = {axis = 0 : i64}} : (tensor<4xi64>, tensor<i64>) -> tensor<i64>
+  %zero_axis = hetc.constant dense<0> : tensor<1xi64>
+  %start = hetc.onnx.node "Unsqueeze"(%past_len, %zero_axis) {node_name = "start"} : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %end = hetc.constant dense<9223372036854775807> : tensor<1xi64>
+  %axes = hetc.constant dense<1> : tensor<1xi64>
+  %step = hetc.constant dense<1> : tensor<1xi64>
+  %sliced = hetc.onnx.node "Slice"(%pos, %start, %end, %axes, %step) {node_name = "Slice"} : (tensor<?x?xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x?xi64>
+  %offset = hetc.constant dense<2> : tensor<i64>
+  %index = hetc.onnx.node "Add"(%sliced, %offset) {node_name = "offset"} : (tensor<?x?xi64>, tensor<i64>) -> tensor<?x?xi64>
+  %p = hetc.onnx.node "Gather"(%wpe, %index) {node_name = "embed_positions/Gather"} : (tensor<66x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %h = hetc.onnx.node "Add"(%t, %p) {node_name = "Add"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<*xf32>
+  return %h : tensor<*xf32>
+}

@@ -264,8 +264,21 @@ std::pair<Value, int64_t> dimensionOrigin(Value v, int64_t dim) {
     v = skipNoOps(v);
     Operation *def = v.getDefiningOp();
     auto ranked = dyn_cast<RankedTensorType>(v.getType());
+    if (!def)
+      break;
+    // Scaling by a scalar constant keeps every dimension (OPT's q * scaling).
+    if (auto node = dyn_cast<OnnxNodeOp>(def);
+        node && (node.getOpType() == "Mul" || node.getOpType() == "Div") &&
+        node->getNumOperands() == 2 && scalarValue(node->getOperand(1))) {
+      auto c = dyn_cast<RankedTensorType>(node->getOperand(1).getType());
+      if (!c || !c.hasStaticShape() || c.getNumElements() != 1 ||
+          (ranked && c.getRank() > ranked.getRank()))
+        break;
+      v = node->getOperand(0);
+      continue;
+    }
     bool leading = ranked && dim < ranked.getRank() - 1;
-    if (!def || !leading)
+    if (!leading)
       break;
     if (auto llm = dyn_cast<LlmOp>(def); llm && v == def->getResult(0)) {
       v = llm.getTokenSource();
@@ -352,11 +365,28 @@ Value rowReshapeSource(OnnxNodeOp reshape) {
     target = concat->getOperand(concat->getNumOperands() - 1);
   }
   const int64_t rank = rankOf(x);
-  // Unsqueeze(Gather(Shape(s), -1)) whose types shape inference left unknown.
+  // Unsqueeze(Gather(Shape(s), -1)) whose types shape inference left unknown, or
+  // Unsqueeze(Squeeze(Slice(Shape(s), -1, end))) (OPT's hidden_states.size(-1)).
   if (OnnxNodeOp unsqueeze = producer(target, "Unsqueeze")) {
     OnnxNodeOp gather = producer(unsqueeze->getOperand(0), "Gather");
-    OnnxNodeOp shape = gather ? producer(gather->getOperand(0), "Shape") : OnnxNodeOp();
-    std::optional<double> index = shape ? scalarValue(gather->getOperand(1)) : std::nullopt;
+    OnnxNodeOp squeeze = producer(unsqueeze->getOperand(0), "Squeeze");
+    OnnxNodeOp slice = squeeze ? producer(squeeze->getOperand(0), "Slice") : OnnxNodeOp();
+    OnnxNodeOp shape = gather ? producer(gather->getOperand(0), "Shape")
+                       : slice && slice->getNumOperands() >= 3
+                           ? producer(slice->getOperand(0), "Shape")
+                           : OnnxNodeOp();
+    std::optional<double> index;
+    if (gather && shape)
+      index = scalarValue(gather->getOperand(1));
+    if (slice && shape) {
+      std::optional<SmallVector<int64_t>> starts = intValues(slice->getOperand(1));
+      std::optional<SmallVector<int64_t>> ends = intValues(slice->getOperand(2));
+      const int64_t sourceRank = rankOf(shape->getOperand(0));
+      // The one entry from the start to the end of the shape: the last.
+      if (starts && ends && starts->size() == 1 && ends->size() == 1 && sourceRank > 0 &&
+          ((*starts)[0] == -1 || (*starts)[0] == sourceRank - 1) && (*ends)[0] >= sourceRank)
+        index = -1;
+    }
     const int64_t sourceRank = shape ? rankOf(shape->getOperand(0)) : -1;
     if (index && sourceRank > 0 && !shape.getOnnxAttrs() && rank > 0) {
       const int64_t d = *index < 0 ? static_cast<int64_t>(*index) + sourceRank
@@ -450,4 +480,22 @@ std::string describe(Operation *op) {
   return op->getName().getStringRef().str();
 }
 
+bool computedFromInputs(Value v) {
+  SmallVector<Value> worklist{v};
+  DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value at = worklist.pop_back_val();
+    if (!seen.insert(at).second)
+      continue;
+    Operation *def = at.getDefiningOp();
+    if (!def || readsDimensionsOnly(def))
+      continue;
+    if (isa<LlmOp, WeightOp>(def))
+      return false;
+    llvm::append_range(worklist, def->getOperands());
+  }
+  return true;
+}
+
 } // namespace hetc
+

@@ -86,6 +86,10 @@ mlir::Value throughRowReshapes(mlir::Value v);
 // feed-forward flatten tokens around an addmm and view them back); returns whether one was.
 bool foldRowReshapes(mlir::func::FuncOp func);
 
+// Whether `v` is computed from graph inputs and constants only: no activation or weight reaches
+// it but through Shape or Size (an input-derived quantity; their values are not).
+bool computedFromInputs(mlir::Value v);
+
 // "'<node_name>' (<OpType>)" for error messages; the op name for other ops.
 std::string describe(mlir::Operation *op);
 

@@ -156,7 +156,7 @@ private:
       return cast();
     if (type == "Neg" || type == "Sqrt" || type == "Reciprocal" || type == "Cos" || type == "Sin" ||
         type == "Exp" || type == "Log" || type == "Abs" || type == "Floor" || type == "Ceil" ||
-        type == "Not")
+        type == "Not" || type == "Erf" || type == "Tanh" || type == "Sigmoid" || type == "Relu")
       return unary(type);
     if (type == "Add" || type == "Sub" || type == "Mul" || type == "Div" || type == "Pow" ||
         type == "Max" || type == "Min" || type == "Equal" || type == "Less" || type == "Greater" ||
@@ -255,6 +255,10 @@ private:
                  : type == "Log"        ? std::log(v)
                  : type == "Abs"        ? std::fabs(v)
                  : type == "Floor"      ? std::floor(v)
+                 : type == "Erf"        ? std::erf(v)
+                 : type == "Tanh"       ? std::tanh(v)
+                 : type == "Sigmoid"    ? 1.0 / (1.0 + std::exp(-v))
+                 : type == "Relu"       ? std::max(v, 0.0)
                                         : std::ceil(v);
       out.floats[k] = r;
     }

@@ -13,8 +13,14 @@
 //              (transformers before 4.38), whose frequencies are recovered from their values
 //   repeat_kv(x) = Reshape(Expand(Unsqueeze(x, 2), [.., .., n_rep, .., ..]), [B, H, T, D]) or x
 //
-// It becomes hetc.rope on the flat q and k, and hetc.attention whose present results replace the
-// present outputs. hetc.attention applies the causal mask itself, so the mask operand must be
+// Without RoPE (OPT, GPT-2) q4 and k4 are the heads split alone; a scale may multiply the flat q
+// (OPT's q_proj(x) * scaling). OPT's bmm form computes the same products on batch and heads
+// flattened, [B * H, T, D] (each flattening checked to be one: headsMergeSource), its scores
+// unflattened to add the mask and clamped, max(scores + mask, finfo.min), a clamp that changes no
+// score the mask leaves visible.
+//
+// It becomes hetc.rope on the flat q and k (when they rotate), and hetc.attention whose present
+// results replace the present outputs. hetc.attention applies the causal mask itself, so the mask operand must be
 // computed from graph inputs only and, evaluated on sample inputs, be exactly the causal mask.
 // An activation may reach it through Shape or Size alone (transformers slices the mask to the
 // keys' length): the evaluation stands it in by zeros of its shape at the sample.
@@ -22,6 +28,7 @@
 #include "import/OnnxGraph.h"
 #include "raise/RopeTables.h"
 #include "import/OnnxInterpreter.h"
+#include "raise/SampleInputs.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
@@ -66,7 +73,7 @@ struct Angles {
 struct RopeMatch {
   HeadsSplit split;
   Angles angles;
-  int64_t rotaryDim = 0; // the first columns of each head rotated (head_dim: all)
+  int64_t rotaryDim = 0; // the first columns of each head rotated (head_dim: all; 0: no rope)
   bool interleaved = false;
 };
 
@@ -121,6 +128,33 @@ bool keepsLeadingDims(OnnxNodeOp reshape, Value of, int64_t count) {
   return true;
 }
 
+// The rank of `v`: its type's, or where shape inference left it unranked, what the node computing
+// it implies (a Reshape's shape length, a Transpose's perm, the rank of a MatMul's or an
+// elementwise node's operands).
+int64_t knownRank(Value v, int depth = 0) {
+  if (int64_t rank = rankOf(v); rank >= 0 || depth > 8)
+    return rank;
+  auto node = v.getDefiningOp<OnnxNodeOp>();
+  if (!node)
+    return -1;
+  StringRef type = node.getOpType();
+  if (type == "Reshape" && node->getNumOperands() == 2)
+    if (auto shape = dyn_cast<RankedTensorType>(node->getOperand(1).getType());
+        shape && shape.getRank() == 1 && !shape.isDynamicDim(0))
+      return shape.getDimSize(0);
+  if (type == "Transpose")
+    if (std::optional<SmallVector<int64_t>> perm = intsAttr(node, "perm"))
+      return static_cast<int64_t>(perm->size());
+  if (type == "MatMul" || type == "Softmax" || type == "Add" || type == "Max" || type == "Mul" ||
+      type == "Div" || type == "Cast") {
+    int64_t rank = -1;
+    for (Value operand : node->getOperands())
+      rank = std::max(rank, knownRank(operand, depth + 1));
+    return rank;
+  }
+  return -1;
+}
+
 // x4 = Transpose(Reshape(flat, [B, S, heads, D]), [0, 2, 1, 3]).
 std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
   OnnxNodeOp transpose = producer(v4, "Transpose");
@@ -130,7 +164,7 @@ std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
   if (!reshape)
     return std::nullopt;
   Value flat = skipNoOps(reshape->getOperand(0));
-  if (rankOf(flat) != 3)
+  if (knownRank(flat) != 3)
     return std::nullopt;
   std::optional<int64_t> features = featureSize(flat.getType());
   auto entries = shapeEntries(reshape->getOperand(1));
@@ -152,9 +186,60 @@ std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
     headDim = *features / *heads;
   if (!heads || !headDim || (features && *features != *heads * *headDim))
     return std::nullopt;
-  if (!keepsLeadingDims(reshape, flat, 2))
+  // view(bsz, -1, heads, head_dim) (OPT's k and v): with the batch kept and heads x head_dim the
+  // features, the -1 is the sequence.
+  const bool inferredSequence = entries && (*entries)[1] == -1 && features &&
+                                keepsLeadingDims(reshape, flat, 1);
+  if (!inferredSequence && !keepsLeadingDims(reshape, flat, 2))
     return std::nullopt;
   return HeadsSplit{flat, *heads, *headDim};
+}
+
+// OPT's bmm form flattens batch and heads: x3 = Reshape(x4, [B * H, -1, D]) from x4 [B, H, T, D],
+// and back: Reshape(y3, [B, H, S, D]). The merge of `v`: x4, when the reshape keeps D last and
+// its first entry is B * H (a constant H times the batch, or H alone for a batch of one); null
+// otherwise.
+Value headsMergeSource(Value v, int64_t heads, int64_t headDim) {
+  OnnxNodeOp reshape = producer(v, "Reshape");
+  if (!reshape || knownRank(reshape->getOperand(0)) != 4)
+    return {};
+  auto entries = shapeEntries(reshape->getOperand(1));
+  if (!entries || entries->size() != 3 || (*entries)[2] != headDim)
+    return {};
+  if ((*entries)[0] == heads)
+    return reshape->getOperand(0);
+  // [bsz * num_heads, -1, head_dim]: Concat(Unsqueeze(Mul(batch, H)), ...).
+  OnnxNodeOp concat = producer(reshape->getOperand(1), "Concat");
+  Value first = concat && concat->getNumOperands() == 3 ? skipNoOps(concat->getOperand(0)) : Value();
+  while (OnnxNodeOp view = first ? producer(first, "Unsqueeze") : OnnxNodeOp())
+    first = skipNoOps(view->getOperand(0));
+  OnnxNodeOp mul = first ? producer(first, "Mul") : OnnxNodeOp();
+  bool timesHeads = false;
+  if (mul)
+    matchCommutative(mul, [&](Value, Value c) {
+      timesHeads = scalarValue(c) == static_cast<double>(heads);
+      return timesHeads;
+    });
+  return timesHeads ? reshape->getOperand(0) : Value();
+}
+
+// The [B * H, S, T] or [B * H, S, D] value a Reshape to rank 4 unflattens; `v` itself otherwise.
+Value throughHeadsUnflatten(Value v) {
+  OnnxNodeOp reshape = producer(v, "Reshape");
+  if (reshape && knownRank(reshape->getOperand(0)) == 3)
+    if (auto entries = shapeEntries(reshape->getOperand(1)); entries && entries->size() == 4)
+      return reshape->getOperand(0);
+  return v;
+}
+
+// The [B, H, S, T] scores a Reshape to rank 3 flattens for a softmax over [B * H, S, T]; `v`
+// itself otherwise.
+Value throughHeadsFlatten(Value v) {
+  OnnxNodeOp reshape = producer(v, "Reshape");
+  if (reshape && knownRank(reshape->getOperand(0)) == 4)
+    if (auto entries = shapeEntries(reshape->getOperand(1)); entries && entries->size() == 3)
+      return reshape->getOperand(0);
+  return v;
 }
 
 // A slice bound: a constant, or arithmetic on x's last dimension, `lastDim` (-1: unknown), as
@@ -557,32 +642,12 @@ std::optional<KvConcat> matchKvConcat(Value v) {
   return KvConcat{past, concat->getOperand(1), concat};
 }
 
-// Whether `mask` is computed from graph inputs and constants only (no activation, no weight).
+// computedFromInputs, remembered per mask (every layer reads the same one).
 bool isInputMask(Value mask, DenseMap<Value, bool> &cache) {
-  if (auto it = cache.find(mask); it != cache.end())
-    return it->second;
-  SmallVector<Value> worklist{mask};
-  DenseSet<Value> seen;
-  bool ok = true;
-  while (!worklist.empty() && ok) {
-    Value v = worklist.pop_back_val();
-    if (!seen.insert(v).second)
-      continue;
-    Operation *def = v.getDefiningOp();
-    if (!def)
-      continue;
-    if (isa<LlmOp, WeightOp>(def)) {
-      ok = false;
-      break;
-    }
-    // The shape of an activation is an input-derived quantity; its values are not.
-    if (readsDimensionsOnly(def))
-      continue;
-    for (Value operand : def->getOperands())
-      worklist.push_back(operand);
-  }
-  cache[mask] = ok;
-  return ok;
+  auto [it, inserted] = cache.try_emplace(mask);
+  if (inserted)
+    it->second = computedFromInputs(mask);
+  return it->second;
 }
 
 struct AttentionMatch {
@@ -604,23 +669,9 @@ struct MaskVerdict {
   std::optional<int64_t> window;
 };
 
-// One sample the mask is evaluated on: `batch` sequences of `seq` new tokens after `past` cached
-// ones, the first sequence's attention_mask 0 on its first `padded` positions (left padding).
-struct Sample {
-  int64_t seq, past, batch, padded;
-};
-
 class MaskProbe {
 public:
-  MaskProbe(func::FuncOp func, Value positions) : func_(func), positions_(positions) {
-    // The token ids' graph input (the embedding may read it through a cast or a view).
-    func.walk([&](EmbeddingOp op) { ids_ = graphInputThroughViews(op.getIds()); });
-    // A graph exported for a batch of one cannot take the batch-of-two sample.
-    for (BlockArgument arg : func.getArguments())
-      if (auto type = dyn_cast<RankedTensorType>(arg.getType());
-          type && type.getRank() >= 2 && type.getDimSize(0) == 1)
-        fixedBatchOfOne_ = true;
-  }
+  MaskProbe(func::FuncOp func, Value positions) : evaluator_(func, positions) {}
 
   MaskVerdict verdict(Value mask) {
     std::optional<int64_t> window;
@@ -628,7 +679,8 @@ public:
     // two whose first sequence is left-padded by one position (its padded key may be hidden or
     // not: hetc never pads; every other key must be as in the causal mask), or that sequence alone
     // where the graph takes a batch of one only.
-    const Sample padded = fixedBatchOfOne_ ? Sample{3, 2, 1, 1} : Sample{3, 2, 2, 1};
+    const Sample padded =
+        evaluator_.fixedBatchOfOne() ? Sample{3, 2, 1, 1} : Sample{3, 2, 2, 1};
     for (const Sample &s : {Sample{3, 2, 1, 0}, Sample{1, 3, 1, 0}, Sample{2, 0, 1, 0}, padded}) {
       MaskVerdict sample = probe(mask, s);
       if (sample.error)
@@ -722,116 +774,14 @@ private:
     return false;
   }
 
-  // A sample value for a graph input the mask reads, by its role.
-  std::optional<Tensor> sampleInput(BlockArgument arg, const Sample &s) {
-    auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!type)
-      return std::nullopt;
-    Tensor t;
-    t.elem = type.getElementType();
-    const int64_t total = s.past + s.seq;
-    if (type.getRank() == 4 && isa<FloatType>(t.elem) && !type.isDynamicDim(1) &&
-        !type.isDynamicDim(3)) {
-      t.shape = {s.batch, type.getDimSize(1), s.past, type.getDimSize(3)}; // a past key or value
-      t.resize(t.size());
-      return t;
-    }
-    if (type.getRank() != 2 || !isa<IntegerType>(t.elem))
-      return std::nullopt;
-    const bool isPositions = arg == positions_, isIds = arg == ids_;
-    const int64_t cols = isPositions || isIds ? s.seq : total; // else attention_mask
-    t.shape = {s.batch, cols};
-    t.resize(t.size());
-    for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t k = 0; k < cols; ++k) {
-        const int64_t padded = b == 0 ? s.padded : 0;
-        // Positions count real tokens only (transformers' cumsum of the mask, minus one).
-        const int64_t value = isPositions ? s.past + k - padded
-                              : isIds     ? 1 + k
-                                          : (k < padded ? 0 : 1);
-        t.setInt(b * cols + k, value);
-      }
-    return t;
-  }
-
-  // isInputMask holds: an activation or a weight reaches the mask only through Shape or Size
-  // (HF's `mask[..., :key_states.shape[-2]]`), so its values do not matter, only its shape at the
-  // sample. Its stand-in is zeros of that shape: an LLM op's result is [batch, seq, features]
-  // (the dialect's activations keep the input ids' dimensions), a weight has its static shape.
-  std::optional<Tensor> standIn(Operation &op, const Sample &s) {
-    auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
-    if (!type || (!type.hasStaticShape() && isa<WeightOp>(op)))
-      return std::nullopt;
-    Tensor t;
-    t.elem = type.getElementType();
-    if (isa<WeightOp>(op)) {
-      t.shape.assign(type.getShape().begin(), type.getShape().end());
-    } else {
-      if (type.getRank() != 3 || type.isDynamicDim(2))
-        return std::nullopt;
-      t.shape = {s.batch, s.seq, type.getDimSize(2)};
-    }
-    if (t.size() > evaluationBudget())
-      return std::nullopt;
-    t.resize(t.size());
-    return t;
-  }
-
   MaskVerdict probe(Value mask, const Sample &s) {
     const int64_t seq = s.seq, past = s.past;
-    std::string sample = " (for " + std::to_string(seq) + " new tokens after " +
-                         std::to_string(past) + " cached ones" +
-                         (s.batch > 1 ? ", a batch of " + std::to_string(s.batch) : "") +
-                         (s.padded ? ", the first left-padded by " + std::to_string(s.padded)
-                                   : "") +
-                         ")";
-    // The mask's computation, in program order. An LLM op's stand-in needs none of its operands,
-    // so the walk stops there: each layer's mask reaches back to its own projections, not through
-    // the whole model.
-    DenseSet<Operation *> slice;
-    SmallVector<Value> worklist{mask};
-    while (!worklist.empty()) {
-      Operation *def = worklist.pop_back_val().getDefiningOp();
-      if (!def || !slice.insert(def).second)
-        continue;
-      if (!isa<LlmOp>(def))
-        llvm::append_range(worklist, def->getOperands());
-    }
-    DenseMap<Value, Tensor> values;
-    for (BlockArgument arg : func_.getArguments()) {
-      bool used = llvm::any_of(arg.getUsers(), [&](Operation *u) { return slice.contains(u); });
-      if (!used && arg != mask)
-        continue;
-      std::optional<Tensor> t = sampleInput(arg, s);
-      if (!t)
-        return {"reads graph input #" + std::to_string(arg.getArgNumber()) +
-                    ", whose role in a mask hetc cannot tell",
-                std::nullopt};
-      values[arg] = *t;
-    }
-    for (Operation &op : func_.getBody().front()) {
-      if (!slice.contains(&op))
-        continue;
-      std::optional<Tensor> out;
-      if (auto constant = dyn_cast<ConstantOp>(op)) {
-        if (auto attr = dyn_cast<DenseElementsAttr>(constant.getValue()))
-          out = tensorFromAttr(attr);
-      } else if (isa<OnnxNoneOp>(op)) {
-        out = Tensor{};
-      } else if (isa<LlmOp, WeightOp>(op)) {
-        out = standIn(op, s);
-      } else if (auto node = dyn_cast<OnnxNodeOp>(op)) {
-        SmallVector<Tensor> inputs;
-        for (Value operand : node->getOperands())
-          inputs.push_back(values.lookup(operand));
-        out = evaluateNode(node, inputs);
-      }
-      if (!out)
-        return {"is computed by " + describe(&op) + ", which hetc cannot evaluate" + sample,
-                std::nullopt};
-      values[op.getResult(0)] = *out;
-    }
-    const Tensor &m = values[mask];
+    const std::string sample = s.described();
+    std::string error;
+    std::optional<Tensor> evaluated = evaluator_.evaluate(mask, s, error);
+    if (!evaluated)
+      return {error, std::nullopt};
+    const Tensor &m = *evaluated;
     int64_t rank = static_cast<int64_t>(m.shape.size());
     int64_t total = past + seq;
     // [.., seq, total], each of them possibly broadcast; a [batch, heads, seq, total] mask's batch
@@ -901,10 +851,7 @@ private:
     return {std::nullopt, window};
   }
 
-  func::FuncOp func_;
-  Value positions_;
-  Value ids_;
-  bool fixedBatchOfOne_ = false;
+  SampleEvaluator evaluator_;
 };
 
 class AttentionMatcher {
@@ -921,11 +868,25 @@ public:
     OnnxNodeOp transpose = producer(reshape->getOperand(0), "Transpose");
     if (!transpose || !hasPerm(transpose, {0, 2, 1, 3}))
       return std::nullopt;
-    OnnxNodeOp pv = producer(transpose->getOperand(0), "MatMul");
+    OnnxNodeOp pv = producer(throughHeadsUnflatten(transpose->getOperand(0)), "MatMul");
     OnnxNodeOp softmax = pv ? producer(pv->getOperand(0), "Softmax") : OnnxNodeOp();
-    if (!softmax || !isAxis(intAttr(softmax, "axis").value_or(-1), 3, 4))
+    const int64_t softmaxRank = softmax ? knownRank(softmax->getOperand(0)) : -1;
+    if (!softmax || (softmaxRank != 3 && softmaxRank != 4) ||
+        !isAxis(intAttr(softmax, "axis").value_or(-1), softmaxRank - 1, softmaxRank))
       return std::nullopt;
-    OnnxNodeOp maskAdd = producer(softmax->getOperand(0), "Add");
+    // OPT: softmax over [B * H, S, T] of max(scores + mask, finfo.min) unflattened to add the mask;
+    // the clamp changes no score a mask leaves visible.
+    Value logits = softmaxRank == 3 ? throughHeadsFlatten(softmax->getOperand(0))
+                                    : softmax->getOperand(0);
+    if (OnnxNodeOp max = producer(logits, "Max"); max && max->getNumOperands() == 2)
+      matchCommutative(max, [&](Value x, Value floor) {
+        std::optional<double> c = scalarValue(floor);
+        if (!c || *c > -1.0e30)
+          return false;
+        logits = x;
+        return true;
+      });
+    OnnxNodeOp maskAdd = producer(logits, "Add");
     if (!maskAdd)
       return std::nullopt;
 
@@ -981,9 +942,11 @@ public:
 private:
   // MatMul(q, kT) scaled by a constant: Div(s, c) or Mul(s, c) / Mul(c, s).
   OnnxNodeOp matchScaledScores(Value scaled, std::optional<float> &scale) {
+    // The product, or OPT's [B * H, S, T] product unflattened.
+    auto product = [](Value v) { return producer(throughHeadsUnflatten(v), "MatMul"); };
     if (OnnxNodeOp div = producer(scaled, "Div")) {
       std::optional<double> c = scalarValue(div->getOperand(1));
-      OnnxNodeOp scores = producer(div->getOperand(0), "MatMul");
+      OnnxNodeOp scores = product(div->getOperand(0));
       if (!c || !(*c > 0.0) || !scores)
         return {};
       scale = static_cast<float>(1.0 / *c);
@@ -992,7 +955,7 @@ private:
     OnnxNodeOp mul = producer(scaled, "Mul");
     if (!mul) {
       // Scaled before the product only (torch.onnx's scaled_dot_product_attention, OPT's q).
-      OnnxNodeOp scores = producer(scaled, "MatMul");
+      OnnxNodeOp scores = product(scaled);
       if (scores)
         scale = 1.0f;
       return scores;
@@ -1000,7 +963,7 @@ private:
     OnnxNodeOp found;
     matchCommutative(mul, [&](Value s, Value c) {
       std::optional<double> value = scalarValue(c);
-      OnnxNodeOp scores = producer(s, "MatMul");
+      OnnxNodeOp scores = product(s);
       if (!value || !(*value > 0.0) || !scores)
         return false;
       scale = static_cast<float>(*value);
@@ -1008,6 +971,18 @@ private:
       return true;
     });
     return found;
+  }
+
+  // x4 rotated (RopeMatch), or x4 as split into heads with rotaryDim 0 (OPT, GPT-2: no RoPE); the
+  // flat value may be scaled first (OPT's q * scaling), which multiplies `scale`.
+  std::optional<RopeMatch> rotatedOrNot(Value x4, float &scale) {
+    if (std::optional<RopeMatch> rope = matchRope(x4, tables_, unsupported))
+      return rope;
+    std::optional<HeadsSplit> split = matchHeadsSplit(skipNoOps(x4));
+    if (!split)
+      return std::nullopt;
+    split->flat = withoutScale(split->flat, scale);
+    return RopeMatch{*split, Angles{}, /*rotaryDim=*/0};
   }
 
   // `v` without a Mul by a positive scalar constant, which multiplies `scale`.
@@ -1030,14 +1005,27 @@ private:
   // q and k^T may each be scaled before the product (torch.onnx writes SDPA as
   // MatMul(q * sqrt(s), k^T * sqrt(s))), k before or after its transpose.
   std::optional<AttentionMatch> matchOperands(OnnxNodeOp scores, float scale, Value vRep) {
-    std::optional<RopeMatch> q =
-        matchRope(withoutScale(scores->getOperand(0), scale), tables_, unsupported);
+    // OPT multiplies [B * H, S, D] by [B * H, D, T]: the same product once the heads merges are
+    // looked through (headsMergeSource checks each is one).
+    const bool flat = knownRank(scores->getResult(0)) == 3;
+    Value qIn = withoutScale(scores->getOperand(0), scale);
+    OnnxNodeOp qMerge = flat ? producer(qIn, "Reshape") : OnnxNodeOp();
+    if (qMerge)
+      qIn = qMerge->getOperand(0);
+    std::optional<RopeMatch> q = rotatedOrNot(qIn, scale);
     OnnxNodeOp kT = producer(withoutScale(scores->getOperand(1), scale), "Transpose");
-    if (!q || !kT || !hasPerm(kT, {0, 1, 3, 2}))
+    if (!q || !kT || !hasPerm(kT, flat ? ArrayRef<int64_t>{0, 2, 1} : ArrayRef<int64_t>{0, 1, 3, 2}))
       return std::nullopt;
     int64_t heads = q->split.heads, headDim = q->split.headDim;
+    Value kIn = withoutScale(kT->getOperand(0), scale);
+    if (flat) {
+      kIn = headsMergeSource(kIn, heads, headDim);
+      vRep = headsMergeSource(vRep, heads, headDim);
+      if (!qMerge || headsMergeSource(qMerge->getResult(0), heads, headDim) != qIn || !kIn || !vRep)
+        return std::nullopt;
+    }
 
-    RepeatKv kRepeat = matchRepeatKv(withoutScale(kT->getOperand(0), scale));
+    RepeatKv kRepeat = matchRepeatKv(kIn);
     RepeatKv vRepeat = matchRepeatKv(vRep);
     if (!kRepeat.base || !vRepeat.base)
       return std::nullopt;
@@ -1045,9 +1033,10 @@ private:
     std::optional<KvConcat> presentV = matchKvConcat(vRepeat.base);
     if (!presentK || !presentV || presentK->past == presentV->past)
       return std::nullopt;
-    std::optional<RopeMatch> k = matchRope(presentK->fresh, tables_, unsupported);
+    std::optional<RopeMatch> k = q->rotaryDim ? matchRope(presentK->fresh, tables_, unsupported)
+                                              : rotatedOrNot(presentK->fresh, scale);
     std::optional<HeadsSplit> v = matchHeadsSplit(skipNoOps(presentV->fresh));
-    if (!k || !v)
+    if (!k || !v || (k->rotaryDim == 0) != (q->rotaryDim == 0))
       return std::nullopt;
     int64_t kvHeads = k->split.heads;
     if (k->split.headDim != headDim || v->headDim != headDim || v->heads != kvHeads ||
@@ -1186,7 +1175,7 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
 
       const int64_t rotaryDim = m->q.rotaryDim;
       Value invFreq = m->q.angles.invFreq.weight;
-      if (!invFreq) {
+      if (!invFreq && rotaryDim) {
         auto type = RankedTensorType::get({rotaryDim / 2}, builder.getF32Type());
         SmallVector<float> values(m->q.angles.invFreq.values.begin(),
                                   m->q.angles.invFreq.values.end());
@@ -1204,7 +1193,8 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
             rotaryDim == split.headDim ? IntegerAttr() : builder.getI64IntegerAttr(rotaryDim),
             m->q.interleaved ? builder.getUnitAttr() : UnitAttr());
       };
-      RopeOp qRope = rope(m->q.split), kRope = rope(m->k.split);
+      Value q = rotaryDim ? rope(m->q.split).getResult() : m->q.split.flat;
+      Value k = rotaryDim ? rope(m->k.split).getResult() : m->k.split.flat;
 
       Type resultType = reshape->getResult(0).getType();
       if (rankOf(reshape->getResult(0)) != 3 || !featureSize(resultType))
@@ -1212,7 +1202,7 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
       Value presentK = m->presentK.concat->getResult(0);
       Value presentV = m->presentV.concat->getResult(0);
       auto attention = builder.create<AttentionOp>(
-          loc, TypeRange{resultType, presentK.getType(), presentV.getType()}, qRope, kRope,
+          loc, TypeRange{resultType, presentK.getType(), presentV.getType()}, q, k,
           m->v.flat, m->presentK.past, m->presentV.past, builder.getI64IntegerAttr(heads),
           builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(headDim),
           builder.getF32FloatAttr(m->scale),

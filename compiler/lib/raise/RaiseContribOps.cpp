@@ -1,10 +1,13 @@
-// ONNX Runtime's contrib operators, as ONNX Runtime GenAI's model builder writes them, raised to
-// the LLM ops they compute. The semantics are ONNX Runtime's contrib operator documentation's:
+// ONNX Runtime's contrib operators, as ONNX Runtime GenAI's model builder and transformer optimizer
+// write them, and ONNX's own fused LayerNormalization, raised to the LLM ops they compute. The semantics are ONNX Runtime's contrib operator documentation's:
 //
 //   SimplifiedLayerNormalization(X, scale; epsilon, axis = -1)       -> hetc.rms_norm
 //   SkipSimplifiedLayerNormalization(input, skip, gamma; epsilon)
 //       output 3 (input + skip)  -> an Add, raised as the residual add it is by RaiseResidualAdd
 //       output 0                 -> hetc.rms_norm of that sum
+//   LayerNormalization(X, scale, B; epsilon, axis = -1) (ONNX, opset 17) -> hetc.layer_norm
+//   SkipLayerNormalization(input, skip, gamma, beta; epsilon)        -> as the simplified one,
+//                                                                       with hetc.layer_norm
 //   RotaryEmbedding(input [B, S, N * H], position_ids, cos_cache, sin_cache [positions, R / 2];
 //                   interleaved, rotary_embedding_dim = 0 or R, num_heads, scale = 1)
 //                                                                    -> hetc.rope, its
@@ -64,9 +67,13 @@ public:
     StringRef type = node.getOpType();
     builder_.setInsertionPoint(node);
     if (type == "SimplifiedLayerNormalization")
-      return norm(node, node->getOperand(0), node->getOperand(1), /*sumResult=*/-1);
-    if (type == "SkipSimplifiedLayerNormalization")
-      return skipNorm(node);
+      return norm(node, node->getOperand(0), node->getOperand(1), Value(), /*skip=*/false,
+                  /*layerNorm=*/false);
+    if (type == "LayerNormalization")
+      return norm(node, node->getOperand(0), node->getOperand(1), optionalOperand(node, 2),
+                  /*skip=*/false, /*layerNorm=*/true);
+    if (type == "SkipSimplifiedLayerNormalization" || type == "SkipLayerNormalization")
+      return skipNorm(node, /*layerNorm=*/type == "SkipLayerNormalization");
     if (type == "RotaryEmbedding")
       return rotary(node);
     if (type == "GroupQueryAttention")
@@ -89,32 +96,58 @@ private:
     return true;
   }
 
-  bool norm(OnnxNodeOp node, Value x, Value gamma, int sumResult) {
+  static Value optionalOperand(OnnxNodeOp node, unsigned i) {
+    return i < node->getNumOperands() && !isNone(node->getOperand(i)) ? node->getOperand(i)
+                                                                       : Value();
+  }
+
+  // A [hidden] weight or constant, through no-op nodes; null otherwise.
+  static Value vectorWeight(Value v) {
+    v = skipNoOps(v);
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || type.getRank() != 1 || !type.hasStaticShape() ||
+        !(v.getDefiningOp<WeightOp>() || v.getDefiningOp<ConstantOp>()))
+      return {};
+    return v;
+  }
+
+  // RMSNorm (hetc.rms_norm) or, with `layerNorm`, LayerNorm with an optional bias `beta`
+  // (hetc.layer_norm) of `x`.
+  bool norm(OnnxNodeOp node, Value x, Value gamma, Value beta, bool skip, bool layerNorm) {
     std::optional<int64_t> axis = intAttr(node, "axis");
     if (axis && *axis != -1 && !(rankOf(x) > 0 && *axis == rankOf(x) - 1))
       return refuse(node, "normalizes over axis " + Twine(*axis) + ", not the last");
-    const SmallVector<unsigned> statistics =
-        sumResult < 0 ? SmallVector<unsigned>{1} : SmallVector<unsigned>{1, 2};
-    if (!unread(node, statistics, "the mean or inverse standard deviation"))
+    // Outputs 1 and 2, where the op has them: the mean and the inverse standard deviation.
+    if (!unread(node, {1, 2}, "the mean or inverse standard deviation"))
       return false;
-    gamma = skipNoOps(gamma);
-    auto gammaType = dyn_cast<RankedTensorType>(gamma.getType());
-    if (!gammaType || gammaType.getRank() != 1 || !gammaType.hasStaticShape() ||
-        !(gamma.getDefiningOp<WeightOp>() || gamma.getDefiningOp<ConstantOp>()))
+    gamma = vectorWeight(gamma);
+    if (!gamma)
       return refuse(node, "scales by a value that is not a [hidden] weight");
-    const double eps = floatAttr(node, "epsilon").value_or(sumResult < 0 ? 1e-5 : 1e-12);
+    if (beta) {
+      beta = vectorWeight(beta);
+      if (!beta || beta.getType() != gamma.getType())
+        return refuse(node, "adds a bias that is not a [hidden] weight like its scale");
+    }
+    // Default epsilons: 1e-5 for the single norms (ONNX's LayerNormalization and ONNX Runtime's
+    // SimplifiedLayerNormalization), 1e-12 for ONNX Runtime's skip norms.
+    const double eps = floatAttr(node, "epsilon").value_or(skip ? 1e-12 : 1e-5);
     if (!(eps > 0.0))
-      return refuse(node, "has epsilon " + printed(eps, 6) + "; hetc.rms_norm needs a positive one");
-    const int64_t hidden = gammaType.getDimSize(0);
+      return refuse(node, "has epsilon " + printed(eps, 6) + "; hetc's norms need a positive one");
+    const int64_t hidden = cast<RankedTensorType>(gamma.getType()).getDimSize(0);
     Type type = llmType(node->getResult(0), x, hidden);
-    auto rms = builder_.create<RmsNormOp>(node->getLoc(), type, x, gamma,
-                                          builder_.getF32FloatAttr(static_cast<float>(eps)));
-    node->getResult(0).replaceAllUsesWith(rms.getResult());
+    FloatAttr epsilon = builder_.getF32FloatAttr(static_cast<float>(eps));
+    Value normed =
+        layerNorm ? builder_.create<LayerNormOp>(node->getLoc(), type, x, gamma, beta, epsilon)
+                        .getResult()
+                  : builder_.create<RmsNormOp>(node->getLoc(), type, x, gamma, epsilon).getResult();
+    node->getResult(0).replaceAllUsesWith(normed);
     return true;
   }
 
-  bool skipNorm(OnnxNodeOp node) {
-    if (node->getNumOperands() > 3 && !isNone(node->getOperand(3)))
+  // Skip(Simplified)LayerNormalization(input, skip, gamma[, beta], [bias]): the norm of
+  // input + skip (+ bias, refused), the sum as output 3.
+  bool skipNorm(OnnxNodeOp node, bool layerNorm) {
+    if (optionalOperand(node, layerNorm ? 4 : 3))
       return refuse(node, "adds a bias to the skip sum, which hetc does not do");
     std::optional<int64_t> hidden = knownFeatures(node->getOperand(0));
     if (!hidden)
@@ -130,7 +163,8 @@ private:
         DictionaryAttr(), ValueRange{node->getOperand(0), node->getOperand(1)});
     if (sumResult)
       sumResult.replaceAllUsesWith(sum->getResult(0));
-    return norm(node, sum->getResult(0), node->getOperand(2), /*sumResult=*/3);
+    return norm(node, sum->getResult(0), node->getOperand(2),
+                layerNorm ? optionalOperand(node, 3) : Value(), /*skip=*/true, layerNorm);
   }
 
   bool rotary(OnnxNodeOp node) {
@@ -351,6 +385,7 @@ struct RaiseContribOpsPass : public hetc::impl::RaiseContribOpsBase<RaiseContrib
       if (node->use_empty() &&
           llvm::is_contained({StringRef("SimplifiedLayerNormalization"),
                               StringRef("SkipSimplifiedLayerNormalization"),
+                              StringRef("LayerNormalization"), StringRef("SkipLayerNormalization"),
                               StringRef("RotaryEmbedding"), StringRef("GroupQueryAttention")},
                              node.getOpType()))
         node->erase();

@@ -1,11 +1,18 @@
 // Gather(table, ids) on axis 0 of a [vocab, hidden] weight, ids an integer graph input (through
 // casts), is the token embedding: hetc.embedding's rows are the step's tokens. Rows looked up by
 // anything else are not token rows and stay for the patterns that read them (RoPE tables gathered
-// by position_ids) or for CheckRaised to name (OPT's learned positions). When two graph inputs
-// index tables (GPT-2's input_ids and position_ids), the one named input_ids holds the tokens:
-// raising a lookup by the other as a token embedding would be a silent wrong answer.
+// by position_ids). When two graph inputs index tables (GPT-2's input_ids and position_ids), the
+// one named input_ids holds the tokens: raising a lookup by the other as a token embedding would
+// be a silent wrong answer.
+//
+// Learned positions (OPT, GPT-2): the token rows plus Gather(positions, index), the index
+// computed from the graph inputs alone (position_ids, or OPT's cumsum of the attention_mask, less
+// one, sliced past the cache, plus 2). Raised by meaning: evaluated on sample steps, the index
+// must be each token's position in its sequence plus one constant offset, which hetc.embedding
+// then adds at run time; an index that is anything else is refused at its Gather.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
+#include "raise/SampleInputs.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -18,6 +25,62 @@ using namespace mlir;
 using namespace hetc;
 
 namespace {
+
+// The constant `index` adds to each token's position at every sample step, or an error that
+// completes "looks up learned positions by an index that ...".
+std::optional<int64_t> positionOffset(SampleEvaluator &evaluator, Value index, std::string &why) {
+  std::optional<int64_t> offset;
+  const bool two = !evaluator.fixedBatchOfOne();
+  // Several new tokens after cached ones, one after more, a first prefill, two sequences. Never a
+  // padded one: hetc does not pad, so a token's position is its index in its sequence.
+  for (const Sample &s : {Sample{3, 2, 1, 0}, Sample{1, 3, 1, 0}, Sample{2, 0, 1, 0},
+                          Sample{3, 2, two ? 2 : 1, 0}}) {
+    std::string error;
+    std::optional<Tensor> t = evaluator.evaluate(index, s, error);
+    if (!t) {
+      why = error;
+      return std::nullopt;
+    }
+    if (t->isFloat() || t->size() != s.batch * s.seq) {
+      why = "does not hold one integer per token" + s.described();
+      return std::nullopt;
+    }
+    for (int64_t k = 0; k < t->size(); ++k) {
+      const int64_t position = s.past + k % s.seq;
+      if (!offset)
+        offset = t->i(k) - position;
+      if (t->i(k) - position != *offset || *offset < 0) {
+        why = "is not each token's position plus one offset: token " + std::to_string(k % s.seq) +
+              " of sequence " + std::to_string(k / s.seq) + " gets " + std::to_string(t->i(k)) +
+              s.described();
+        return std::nullopt;
+      }
+    }
+  }
+  return offset;
+}
+
+// The learned-positions lookup `embedding`'s rows are added to, as (the Add, the Gather), or
+// nothing.
+std::pair<OnnxNodeOp, OnnxNodeOp> positionsAdd(EmbeddingOp embedding) {
+  Value tokens = embedding.getResult();
+  if (!tokens.hasOneUse())
+    return {};
+  auto add = dyn_cast<OnnxNodeOp>(*tokens.getUsers().begin());
+  if (!add || add.getOpType() != "Add" || add->getNumOperands() != 2)
+    return {};
+  OnnxNodeOp gather = producer(add->getOperand(add->getOperand(0) == tokens ? 1 : 0), "Gather");
+  if (!gather || gather->getNumOperands() != 2 || intAttr(gather, "axis").value_or(0) != 0)
+    return {};
+  auto table = skipNoOps(gather->getOperand(0)).getDefiningOp<WeightOp>();
+  auto tokensType = cast<RankedTensorType>(embedding.getTable().getType());
+  auto tableType = table ? dyn_cast<RankedTensorType>(table.getType()) : RankedTensorType();
+  if (!tableType || tableType.getRank() != 2 || table.getTransposed() || table.getColumns() ||
+      tableType.getDimSize(1) != tokensType.getDimSize(1) ||
+      !computedFromInputs(gather->getOperand(1)))
+    return {};
+  return {add, gather};
+}
 
 struct RaiseEmbeddingPass : public hetc::impl::RaiseEmbeddingBase<RaiseEmbeddingPass> {
   void runOnOperation() override {
@@ -67,8 +130,32 @@ struct RaiseEmbeddingPass : public hetc::impl::RaiseEmbeddingBase<RaiseEmbedding
                                                    /*positions=*/Value(), IntegerAttr());
       gather->getResult(0).replaceAllUsesWith(embedding.getResult());
       gather->erase();
+      if (failed(addLearnedPositions(embedding, builder)))
+        return signalPassFailure();
     }
     syncResultTypes(getOperation());
+  }
+
+  LogicalResult addLearnedPositions(EmbeddingOp embedding, OpBuilder &builder) {
+    auto [add, gather] = positionsAdd(embedding);
+    if (!add)
+      return success();
+    SampleEvaluator evaluator(getOperation());
+    std::string why;
+    std::optional<int64_t> offset = positionOffset(evaluator, gather->getOperand(1), why);
+    if (!offset)
+      return gather.emitError() << "node " << describe(gather)
+                                << " looks up learned positions by an index that " << why;
+    builder.setInsertionPoint(add);
+    Value table = skipNoOps(gather->getOperand(0));
+    auto positioned = builder.create<EmbeddingOp>(
+        add->getLoc(), embedding.getType(), embedding.getTable(), embedding.getIds(), table, builder.getI64IntegerAttr(*offset));
+    add->getResult(0).replaceAllUsesWith(positioned.getResult());
+    add->erase();
+    embedding->erase();
+    // The positions' Gather, now unread, is still on the pass's list: the clean-up after raising
+    // removes it.
+    return success();
   }
 };
 

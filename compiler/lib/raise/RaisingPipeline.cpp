@@ -17,6 +17,7 @@ void hetc::addRaisingPasses(mlir::OpPassManager &pm, const compiler::WeightStore
   // Linear before attention and swiglu: their operands are then LLM values.
   fn.addPass(hetc::createRaiseLinear());
   fn.addPass(hetc::createRaiseSwiGlu());
+  fn.addPass(hetc::createRaiseActivation());
   fn.addPass(hetc::createRaiseAttention(weights));
   // Residual adds join LLM values, so they come after everything that produces them.
   fn.addPass(hetc::createRaiseResidualAdd());

@@ -36,8 +36,12 @@ def RaiseSwiGlu : Pass<"hetc-raise-swiglu", "mlir::func::FuncOp"> {
   let summary = "Raise gate * sigmoid(gate) * up to hetc.swiglu";
 }
 
+def RaiseActivation : Pass<"hetc-raise-activation", "mlir::func::FuncOp"> {
+  let summary = "Raise Relu, Gelu and ONNX Runtime's FastGelu of LLM values to hetc.activation";
+}
+
 def RaiseAttention : Pass<"hetc-raise-attention", "mlir::func::FuncOp"> {
-  let summary = "Raise rotate-half RoPE, the KV concat, repeat_kv, mask and softmax to hetc.rope and hetc.attention";
+  let summary = "Raise RoPE, the KV concat, repeat_kv, mask and softmax (4-D or OPT's bmm form) to hetc.rope and hetc.attention";
 }
 
 def RaiseResidualAdd : Pass<"hetc-raise-residual-add", "mlir::func::FuncOp"> {

@@ -1,0 +1,228 @@
+// The pointwise activation of a non-gated feed-forward, applied to an LLM value (a linear's
+// result), becomes hetc.activation:
+//
+//   Relu(x)                                   -> relu       (OPT)
+//   Gelu(x; approximate = "none" | "tanh")    -> gelu | gelu_tanh (ONNX, opset 20)
+//   FastGelu(x[, bias]) (com.microsoft)       -> gelu_tanh  (ONNX Runtime's fusion of GPT-2's
+//                                                gelu_new); a bias is the linear's bias when
+//                                                the linear has none, and refused otherwise
+//   an activation written out (nn.GELU() at opset 17: x * 0.5 * (1 + erf(x / sqrt 2)); GPT-2's
+//   gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); a Relu as Max(x, 0))
+//                                             -> the function whose values it has
+//
+// The last is raised by meaning: the elementwise nodes that compute one value from the LLM value
+// and scalar constants alone are evaluated, by the ONNX interpreter, at points from -10 to 10;
+// when they equal one of hetc.activation's functions everywhere (within float32 rounding of the
+// constants), they are that function, however they are written. An activation of anything else
+// is left for CheckRaised to name.
+#include "hetc/compiler/Passes.h"
+#include "import/OnnxGraph.h"
+#include "import/OnnxInterpreter.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <cmath>
+
+namespace hetc {
+#define GEN_PASS_DEF_RAISEACTIVATION
+#include "hetc/compiler/Passes.h.inc"
+} // namespace hetc
+
+using namespace mlir;
+using namespace hetc;
+
+namespace {
+
+// The hetc.activation function `node` computes; empty when it is none of the above.
+StringRef functionOf(OnnxNodeOp node) {
+  StringRef type = node.getOpType();
+  if (type == "Relu")
+    return "relu";
+  if (type == "FastGelu")
+    return "gelu_tanh";
+  if (type == "Gelu") {
+    auto approximate = node.getOnnxAttrs() ? node.getOnnxAttrs()->getAs<StringAttr>("approximate")
+                                           : StringAttr();
+    if (!approximate || approximate.getValue() == "none")
+      return "gelu";
+    if (approximate.getValue() == "tanh")
+      return "gelu_tanh";
+  }
+  return {};
+}
+
+double reference(StringRef function, double x) {
+  if (function == "relu")
+    return std::max(x, 0.0);
+  if (function == "gelu")
+    return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  const double c = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+
+bool isElementwise(OnnxNodeOp node) {
+  return llvm::is_contained({StringRef("Add"), StringRef("Sub"), StringRef("Mul"),
+                             StringRef("Div"), StringRef("Pow"), StringRef("Erf"),
+                             StringRef("Tanh"), StringRef("Sigmoid"), StringRef("Relu"),
+                             StringRef("Neg"), StringRef("Sqrt"), StringRef("Exp"),
+                             StringRef("Max"), StringRef("Min")},
+                            node.getOpType()) &&
+         node->getNumResults() == 1;
+}
+
+// A constant of one element (a scalar as it broadcasts).
+bool isScalarConstant(Value v) {
+  DenseElementsAttr attr = constantValue(v);
+  return attr && attr.getNumElements() == 1 && isa<FloatType>(attr.getElementType());
+}
+
+// The elementwise computations of `x` and scalar constants alone, each ending in a value read
+// elsewhere: (the nodes it takes, in program order; that value), one per such value.
+SmallVector<std::pair<SmallVector<OnnxNodeOp>, Value>> elementwiseComputations(Value x) {
+  // Every elementwise node reached from x through such nodes, reading nothing else.
+  llvm::SetVector<Value> inside;
+  inside.insert(x);
+  llvm::SetVector<Operation *> closure;
+  for (Operation *op = x.getDefiningOp()->getNextNode(); op; op = op->getNextNode()) {
+    auto node = dyn_cast<OnnxNodeOp>(op);
+    if (!node || !isElementwise(node))
+      continue;
+    bool reads = false, closed = true;
+    for (Value operand : node->getOperands()) {
+      if (inside.contains(operand))
+        reads = true;
+      else if (!isScalarConstant(operand))
+        closed = false;
+    }
+    if (reads && closed) {
+      closure.insert(op);
+      inside.insert(node->getResult(0));
+    }
+  }
+  SmallVector<std::pair<SmallVector<OnnxNodeOp>, Value>> computations;
+  for (Operation *op : closure) {
+    Value result = op->getResult(0);
+    if (llvm::all_of(result.getUsers(), [&](Operation *u) { return closure.contains(u); }))
+      continue;
+    // Its cone: the nodes of the closure it is computed from.
+    DenseSet<Operation *> cone;
+    SmallVector<Operation *> worklist{op};
+    while (!worklist.empty()) {
+      Operation *at = worklist.pop_back_val();
+      if (!cone.insert(at).second)
+        continue;
+      for (Value operand : at->getOperands())
+        if (Operation *def = operand.getDefiningOp(); def && closure.contains(def))
+          worklist.push_back(def);
+    }
+    SmallVector<OnnxNodeOp> nodes;
+    for (Operation *member : closure)
+      if (cone.contains(member))
+        nodes.push_back(cast<OnnxNodeOp>(member));
+    computations.push_back({nodes, result});
+  }
+  return computations;
+}
+
+// The hetc.activation function `nodes` compute from `x` to `result`, by their values.
+StringRef functionByValues(ArrayRef<OnnxNodeOp> nodes, Value x, Value result) {
+  Tensor sample;
+  sample.elem = Float32Type::get(x.getContext());
+  constexpr int64_t kPoints = 161;
+  sample.shape = {1, 1, kPoints};
+  sample.resize(kPoints);
+  for (int64_t k = 0; k < kPoints; ++k)
+    sample.floats[k] = -10.0 + 20.0 * static_cast<double>(k) / (kPoints - 1);
+  DenseMap<Value, Tensor> values;
+  values[x] = sample;
+  for (OnnxNodeOp node : nodes) {
+    SmallVector<Tensor> inputs;
+    for (Value operand : node->getOperands()) {
+      if (auto it = values.find(operand); it != values.end()) {
+        inputs.push_back(it->second);
+      } else if (std::optional<Tensor> c = tensorFromAttr(constantValue(operand))) {
+        inputs.push_back(*c);
+      } else {
+        return {};
+      }
+    }
+    std::optional<Tensor> out = evaluateNode(node, inputs);
+    if (!out || !out->isFloat())
+      return {};
+    values[node->getResult(0)] = *out;
+  }
+  const Tensor &y = values[result];
+  if (y.size() != kPoints)
+    return {};
+  for (StringRef function : {"relu", "gelu", "gelu_tanh"}) {
+    bool equal = true;
+    for (int64_t k = 0; k < kPoints && equal; ++k) {
+      const double want = reference(function, sample.floats[k]);
+      equal = std::fabs(y.floats[k] - want) <= 1e-6 * std::max(1.0, std::fabs(want));
+    }
+    if (equal)
+      return function;
+  }
+  return {};
+}
+
+struct RaiseActivationPass : public hetc::impl::RaiseActivationBase<RaiseActivationPass> {
+  void runOnOperation() override {
+    SmallVector<OnnxNodeOp> nodes;
+    getOperation().walk([&](OnnxNodeOp node) {
+      if (!functionOf(node).empty() && node->getNumResults() == 1 && node->getNumOperands() >= 1)
+        nodes.push_back(node);
+    });
+    OpBuilder builder(&getContext());
+    for (OnnxNodeOp node : nodes) {
+      Value x = skipNoOps(node->getOperand(0));
+      std::optional<int64_t> features = featureSize(x.getType());
+      if (!x.getDefiningOp<LlmOp>() || !features)
+        continue;
+      // FastGelu's bias: added before the activation, which is what a linear's bias is.
+      if (node->getNumOperands() > 1 && !isa<NoneType>(node->getOperand(1).getType())) {
+        auto linear = x.getDefiningOp<LinearOp>();
+        Value bias = skipNoOps(node->getOperand(1));
+        auto biasType = dyn_cast<RankedTensorType>(bias.getType());
+        if (!linear || linear.getBias() || !x.hasOneUse() || !biasType ||
+            biasType.getRank() != 1 || biasType.getDimSize(0) != *features ||
+            !(bias.getDefiningOp<WeightOp>() || bias.getDefiningOp<ConstantOp>())) {
+          node.emitError() << "node " << describe(node)
+                           << " adds a bias that hetc cannot give to the linear before it";
+          return signalPassFailure();
+        }
+        linear.getBiasMutable().assign(bias);
+      }
+      builder.setInsertionPoint(node);
+      Type type = featureSize(node->getResult(0).getType()) == features
+                      ? node->getResult(0).getType()
+                      : withFeatureSize(x.getType(), *features);
+      auto activation = builder.create<ActivationOp>(node->getLoc(), type, x,
+                                                     builder.getStringAttr(functionOf(node)));
+      node->getResult(0).replaceAllUsesWith(activation.getResult());
+      node->erase();
+    }
+    // Written out: the elementwise computations of linears' results.
+    SmallVector<LinearOp> linears;
+    getOperation().walk([&](LinearOp linear) { linears.push_back(linear); });
+    for (LinearOp linear : linears) {
+      Value x = linear.getResult();
+      for (auto &[nodes, result] : elementwiseComputations(x)) {
+        StringRef function = functionByValues(nodes, x, result);
+        if (function.empty())
+          continue;
+        builder.setInsertionPointAfter(result.getDefiningOp());
+        auto activation = builder.create<ActivationOp>(result.getLoc(), x.getType(), x,
+                                                       builder.getStringAttr(function));
+        result.replaceAllUsesWith(activation.getResult());
+        for (OnnxNodeOp node : llvm::reverse(nodes))
+          if (node->use_empty())
+            node->erase();
+      }
+    }
+    syncResultTypes(getOperation());
+  }
+};
+
+} // namespace

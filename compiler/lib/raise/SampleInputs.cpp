@@ -1,0 +1,137 @@
+#include "raise/SampleInputs.h"
+
+#include "import/OnnxGraph.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+using namespace mlir;
+using namespace hetc;
+
+std::string Sample::described() const {
+  return " (for " + std::to_string(seq) + " new tokens after " + std::to_string(past) +
+         " cached ones" + (batch > 1 ? ", a batch of " + std::to_string(batch) : "") +
+         (padded ? ", the first left-padded by " + std::to_string(padded) : "") + ")";
+}
+
+SampleEvaluator::SampleEvaluator(func::FuncOp func, Value positions)
+    : func_(func), positions_(positions) {
+  // The token ids' graph input (the embedding may read it through a cast or a view).
+  func.walk([&](EmbeddingOp op) { ids_ = graphInputThroughViews(op.getIds()); });
+  for (BlockArgument arg : func.getArguments()) {
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "hetc.name");
+    if (!positions_ && name && name.getValue() == "position_ids")
+      positions_ = arg;
+    if (!ids_ && name && name.getValue() == "input_ids")
+      ids_ = arg;
+    // A graph exported for a batch of one cannot take a sample of two sequences.
+    if (auto type = dyn_cast<RankedTensorType>(arg.getType());
+        type && type.getRank() >= 2 && type.getDimSize(0) == 1)
+      fixedBatchOfOne_ = true;
+  }
+}
+
+// A sample value for a graph input, by its role: a past key or value (rank 4, float), the token
+// ids, the positions, or else the attention mask ([batch, past + seq]).
+std::optional<Tensor> SampleEvaluator::sampleInput(BlockArgument arg, const Sample &s) {
+  auto type = dyn_cast<RankedTensorType>(arg.getType());
+  if (!type)
+    return std::nullopt;
+  Tensor t;
+  t.elem = type.getElementType();
+  const int64_t total = s.past + s.seq;
+  if (type.getRank() == 4 && isa<FloatType>(t.elem) && !type.isDynamicDim(1) &&
+      !type.isDynamicDim(3)) {
+    t.shape = {s.batch, type.getDimSize(1), s.past, type.getDimSize(3)};
+    t.resize(t.size());
+    return t;
+  }
+  if (type.getRank() != 2 || !isa<IntegerType>(t.elem))
+    return std::nullopt;
+  const bool isPositions = arg == positions_, isIds = arg == ids_;
+  const int64_t cols = isPositions || isIds ? s.seq : total; // else attention_mask
+  t.shape = {s.batch, cols};
+  t.resize(t.size());
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t k = 0; k < cols; ++k) {
+      const int64_t padded = b == 0 ? s.padded : 0;
+      // Positions count real tokens only (transformers' cumsum of the mask, minus one).
+      const int64_t value = isPositions ? s.past + k - padded
+                            : isIds     ? 1 + k
+                                        : (k < padded ? 0 : 1);
+      t.setInt(b * cols + k, value);
+    }
+  return t;
+}
+
+// An LLM op's result is [batch, seq, features] (the dialect's activations keep the input ids'
+// dimensions); a weight has its static shape.
+std::optional<Tensor> SampleEvaluator::standIn(Operation &op, const Sample &s) {
+  auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
+  if (!type || (!type.hasStaticShape() && isa<WeightOp>(op)))
+    return std::nullopt;
+  Tensor t;
+  t.elem = type.getElementType();
+  if (isa<WeightOp>(op)) {
+    t.shape.assign(type.getShape().begin(), type.getShape().end());
+  } else {
+    if (type.getRank() != 3 || type.isDynamicDim(2))
+      return std::nullopt;
+    t.shape = {s.batch, s.seq, type.getDimSize(2)};
+  }
+  if (t.size() > evaluationBudget())
+    return std::nullopt;
+  t.resize(t.size());
+  return t;
+}
+
+std::optional<Tensor> SampleEvaluator::evaluate(Value v, const Sample &s, std::string &error) {
+  // The computation, in program order. An LLM op's stand-in needs none of its operands, so the
+  // walk stops there: each layer's mask reaches back to its own projections, not through the
+  // whole model.
+  DenseSet<Operation *> slice;
+  SmallVector<Value> worklist{v};
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || !slice.insert(def).second)
+      continue;
+    if (!isa<LlmOp>(def))
+      llvm::append_range(worklist, def->getOperands());
+  }
+  DenseMap<Value, Tensor> values;
+  for (BlockArgument arg : func_.getArguments()) {
+    bool used = llvm::any_of(arg.getUsers(), [&](Operation *u) { return slice.contains(u); });
+    if (!used && arg != v)
+      continue;
+    std::optional<Tensor> t = sampleInput(arg, s);
+    if (!t) {
+      error = "reads graph input #" + std::to_string(arg.getArgNumber()) +
+              ", whose role hetc cannot tell";
+      return std::nullopt;
+    }
+    values[arg] = *t;
+  }
+  for (Operation &op : func_.getBody().front()) {
+    if (!slice.contains(&op))
+      continue;
+    std::optional<Tensor> out;
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      if (auto attr = dyn_cast<DenseElementsAttr>(constant.getValue()))
+        out = tensorFromAttr(attr);
+    } else if (isa<OnnxNoneOp>(op)) {
+      out = Tensor{};
+    } else if (isa<LlmOp, WeightOp>(op)) {
+      out = standIn(op, s);
+    } else if (auto node = dyn_cast<OnnxNodeOp>(op)) {
+      SmallVector<Tensor> inputs;
+      for (Value operand : node->getOperands())
+        inputs.push_back(values.lookup(operand));
+      out = evaluateNode(node, inputs);
+    }
+    if (!out) {
+      error = "is computed by " + describe(&op) + ", which hetc cannot evaluate" + s.described();
+      return std::nullopt;
+    }
+    values[op.getResult(0)] = *out;
+  }
+  return values[v];
+}

@@ -1,0 +1,49 @@
+// Evaluating a computation of the graph inputs on sample inputs: what raising by meaning rests on.
+// A mask, a position index or any other value computed from input_ids, attention_mask,
+// position_ids and the past key/values' shapes is evaluated, by the ONNX interpreter, for a few
+// concrete steps (new tokens after cached ones, one sequence or two, left padding or not) and
+// compared with what the LLM op computes instead.
+#pragma once
+
+#include "import/OnnxInterpreter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
+#include <string>
+
+namespace hetc {
+
+// `batch` sequences of `seq` new tokens after `past` cached ones, the first sequence's
+// attention_mask 0 on its first `padded` positions (left padding).
+struct Sample {
+  int64_t seq, past, batch, padded;
+  // " (for 3 new tokens after 2 cached ones, a batch of 2, ...)", for messages.
+  std::string described() const;
+};
+
+class SampleEvaluator {
+public:
+  // `positions`: the graph input holding position_ids, if the caller knows it; otherwise the
+  // input named position_ids, if any.
+  SampleEvaluator(mlir::func::FuncOp func, mlir::Value positions = {});
+
+  // Whether the graph takes a batch of one only (its inputs' first dimension is 1).
+  bool fixedBatchOfOne() const { return fixedBatchOfOne_; }
+
+  // `v` at sample `s`. An LLM op or a weight may reach `v` through Shape or Size only (its values
+  // do not matter, its shape does): it stands in as zeros of its shape at the sample. On failure,
+  // `error` completes "<v> ..." (it names the node or input that could not be evaluated).
+  std::optional<Tensor> evaluate(mlir::Value v, const Sample &s, std::string &error);
+
+private:
+  std::optional<Tensor> sampleInput(mlir::BlockArgument arg, const Sample &s);
+  std::optional<Tensor> standIn(mlir::Operation &op, const Sample &s);
+
+  mlir::func::FuncOp func_;
+  mlir::Value positions_;
+  mlir::Value ids_;
+  bool fixedBatchOfOne_ = false;
+};
+
+} // namespace hetc

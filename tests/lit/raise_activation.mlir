@@ -1,0 +1,79 @@
+// RUN: hetc-opt %s --hetc-raise-activation -split-input-file | FileCheck %s
+
+// Relu of a linear (OPT's fc1), Gelu with approximate = "tanh" (opset 20) and FastGelu, whose
+// bias becomes the bias of the linear before it.
+// CHECK-LABEL: func.func @activations
+// CHECK-SAME: (%[[X:.*]]: tensor<?x?x8xf32>)
+// CHECK: %[[B:.*]] = hetc.weight "fc.bias" : tensor<16xf32>
+// CHECK: %[[H:.*]] = hetc.linear %[[X]], %{{.*}} : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+// CHECK: %[[H2:.*]] = hetc.linear %[[X]], %{{.*}}, %[[B]] : (tensor<?x?x8xf32>, tensor<8x16xf32>, tensor<16xf32>) -> tensor<?x?x16xf32>
+// CHECK: %[[R:.*]] = hetc.activation %[[H]] {function = "relu"} : (tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+// CHECK: %[[F:.*]] = hetc.activation %[[H2]] {function = "gelu_tanh"}
+// CHECK: %[[G:.*]] = hetc.activation %[[H]] {function = "gelu_tanh"}
+// CHECK: %[[E:.*]] = hetc.activation %[[H]] {function = "gelu"}
+// CHECK-NOT: hetc.onnx.node
+// CHECK: return %[[R]], %[[F]], %[[G]], %[[E]]
+func.func @activations(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %w = hetc.weight "fc" : tensor<8x16xf32>
+  %w2 = hetc.weight "fc2" : tensor<8x16xf32>
+  %b = hetc.weight "fc.bias" : tensor<16xf32>
+  %h = hetc.linear %x, %w : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %h2 = hetc.linear %x, %w2 : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %r = hetc.onnx.node "Relu"(%h) {node_name = "relu"} : (tensor<?x?x16xf32>) -> tensor<*xf32>
+  %f = hetc.onnx.node "FastGelu"(%h2, %b) {node_name = "fast_gelu"} : (tensor<?x?x16xf32>, tensor<16xf32>) -> tensor<*xf32>
+  %g = hetc.onnx.node "Gelu"(%h) {node_name = "gelu_tanh", onnx_attrs = {approximate = "tanh"}} : (tensor<?x?x16xf32>) -> tensor<*xf32>
+  %e = hetc.onnx.node "Gelu"(%h) {node_name = "gelu"} : (tensor<?x?x16xf32>) -> tensor<*xf32>
+  return %r, %f, %g, %e : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}
+
+// -----
+
+// A Relu of a graph input is no LLM activation: left for CheckRaised to name.
+// CHECK-LABEL: func.func @not_an_llm_value
+// CHECK: hetc.onnx.node "Relu"
+// CHECK-NOT: hetc.activation
+func.func @not_an_llm_value(%x: tensor<?x?x8xf32>) -> tensor<*xf32> {
+  %r = hetc.onnx.node "Relu"(%x) {node_name = "relu"} : (tensor<?x?x8xf32>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
+
+// -----
+
+// Written out: nn.GELU() as torch.onnx writes it at opset 17, GPT-2's gelu_new with tanh and x^3,
+// and a ReLU as Max(x, 0); each recognised by its values. A scaling (q * 0.125) is none of them.
+// CHECK-LABEL: func.func @written_out
+// CHECK: %[[H:.*]] = hetc.linear
+// CHECK-DAG: hetc.activation %[[H]] {function = "gelu"}
+// CHECK-DAG: hetc.activation %[[H]] {function = "gelu_tanh"}
+// CHECK-DAG: hetc.activation %[[H]] {function = "relu"}
+// CHECK-DAG: hetc.onnx.node "Mul"(%[[H]], %{{.*}}) {node_name = "scaled"}
+// CHECK-NOT: "Erf"
+// CHECK-NOT: "Tanh"
+func.func @written_out(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %w = hetc.weight "fc" : tensor<8x16xf32>
+  %h = hetc.linear %x, %w : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %sqrt2 = hetc.constant dense<1.41421354> : tensor<f32>
+  %one = hetc.constant dense<1.0> : tensor<f32>
+  %half = hetc.constant dense<0.5> : tensor<f32>
+  %d = hetc.onnx.node "Div"(%h, %sqrt2) {node_name = "gelu/Div"} : (tensor<?x?x16xf32>, tensor<f32>) -> tensor<*xf32>
+  %e = hetc.onnx.node "Erf"(%d) {node_name = "gelu/Erf"} : (tensor<*xf32>) -> tensor<*xf32>
+  %a = hetc.onnx.node "Add"(%e, %one) {node_name = "gelu/Add"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %m = hetc.onnx.node "Mul"(%h, %a) {node_name = "gelu/Mul"} : (tensor<?x?x16xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %g = hetc.onnx.node "Mul"(%m, %half) {node_name = "gelu/Mul_1"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %three = hetc.constant dense<3.0> : tensor<f32>
+  %k = hetc.constant dense<0.044715> : tensor<f32>
+  %c = hetc.constant dense<0.797884583> : tensor<f32>
+  %cube = hetc.onnx.node "Pow"(%h, %three) {node_name = "new/Pow"} : (tensor<?x?x16xf32>, tensor<f32>) -> tensor<*xf32>
+  %kc = hetc.onnx.node "Mul"(%cube, %k) {node_name = "new/Mul"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %inner = hetc.onnx.node "Add"(%h, %kc) {node_name = "new/Add"} : (tensor<?x?x16xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %scaled_inner = hetc.onnx.node "Mul"(%inner, %c) {node_name = "new/Mul_1"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %t = hetc.onnx.node "Tanh"(%scaled_inner) {node_name = "new/Tanh"} : (tensor<*xf32>) -> tensor<*xf32>
+  %t1 = hetc.onnx.node "Add"(%t, %one) {node_name = "new/Add_1"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %hx = hetc.onnx.node "Mul"(%h, %half) {node_name = "new/Mul_2"} : (tensor<?x?x16xf32>, tensor<f32>) -> tensor<*xf32>
+  %n = hetc.onnx.node "Mul"(%hx, %t1) {node_name = "new/Mul_3"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %zero = hetc.constant dense<0.0> : tensor<f32>
+  %r = hetc.onnx.node "Max"(%h, %zero) {node_name = "relu/Max"} : (tensor<?x?x16xf32>, tensor<f32>) -> tensor<*xf32>
+  %eighth = hetc.constant dense<0.125> : tensor<f32>
+  %s = hetc.onnx.node "Mul"(%h, %eighth) {node_name = "scaled"} : (tensor<?x?x16xf32>, tensor<f32>) -> tensor<*xf32>
+  return %g, %n, %r, %s : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}
