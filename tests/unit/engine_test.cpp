@@ -461,8 +461,9 @@ TEST(EngineTest, RefusesWhatThePortableKernelsCannotRun) {
 
 // Prefills three ragged prompts, then runs 20 decode steps returning `output`, and counts every
 // allocation from the first decode step on (nothing may warm up); nullopt if a step failed.
-std::optional<size_t> decodeAllocations(unsigned threads, StepOutput output) {
-  LoadedTinyPlan loaded(largerShape());
+std::optional<size_t> decodeAllocations(unsigned threads, StepOutput output,
+                                        const TinyPlanShape &shape = largerShape()) {
+  LoadedTinyPlan loaded(shape);
   if (!loaded.plan)
     return std::nullopt;
   std::unique_ptr<Engine> engine = loaded.engine(threads);
@@ -502,6 +503,11 @@ TEST(EngineTest, DecodeStepsDoNotAllocate) {
   for (unsigned threads : {1u, 2u})
     EXPECT_EQ(decodeAllocations(threads, StepOutput::Logits), std::optional<size_t>(0))
         << "with " << threads << " threads";
+  // LayerNorm, Activation and the learned positions the embedding adds.
+  EXPECT_EQ(decodeAllocations(2, StepOutput::Logits,
+                              test::optShape(plan::ActivationFunctionDef::GeluTanh)),
+            std::optional<size_t>(0))
+      << "the OPT-style plan";
 }
 
 TEST(EngineTest, ProfiledDecodeStepsDoNotAllocate) {
