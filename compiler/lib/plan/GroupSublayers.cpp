@@ -31,13 +31,14 @@ StringRef kindPhrase(SublayerKind kind) {
   return kind == SublayerKind::Attention ? "an attention" : "a feed-forward";
 }
 
-// The norm a sublayer or the final norm reads the residual stream through: hetc.rms_norm or
-// hetc.layer_norm, its input operand 0. Null for any other op.
+// `op` when it is a norm a sublayer or the final norm may read the residual stream through
+// (hetc.rms_norm or hetc.layer_norm, the stream its operand 0); null for any other op.
 Operation *asNorm(Operation *op) { return isa<RmsNormOp, LayerNormOp>(op) ? op : nullptr; }
 
 // "rms_norm" or "layer_norm", for messages.
 StringRef normName(Operation *norm) { return norm->getName().stripDialect(); }
 
+// The epsilon a norm adds to the mean square (rms_norm) or the variance (layer_norm).
 float normEpsilon(Operation *norm) {
   if (auto rms = dyn_cast<RmsNormOp>(norm))
     return rms.getEpsilon().convertToFloat();
