@@ -3,11 +3,12 @@
 #include "hetc/compiler/Compile.h"
 
 #include "hetc/Dialect/HetcDialect.h"
+#include "hetc/compiler/Explain.h"
 #include "hetc/compiler/OnnxImport.h"
 #include "hetc/compiler/Passes.h"
+#include "hetc/compiler/PlanAttributes.h"
 #include "hetc/compiler/PlanEmitter.h"
 #include "hetc/compiler/Target.h"
-#include "hetc/compiler/Explain.h"
 #include "hetc/compiler/WeightStore.h"
 #include "runtime/platform/HostMemory.h"
 
@@ -213,6 +214,10 @@ Status compileOnnxToPlan(const CompileOptions &options) {
       return Status::error(error);
     // 10% of the available memory is left as headroom.
     maxSeq = std::min(largestFittingSeq(memory, *available / 10 * 9), kMaxAutoSeq);
+    // Nor past the positions a model with learned position rows has rows for.
+    if (std::optional<planning::LearnedPositions> positions =
+            planning::learnedPositions(planning::findModelFunction(*probe)))
+      maxSeq = std::min(maxSeq, static_cast<uint64_t>(positions->tokens));
     if (maxSeq < 1)
       return Status::error("--max-seq auto: not one position fits in 90% of the " +
                            gib(*available) + " GiB available (weights " + gib(memory.weightBytes) +

@@ -49,6 +49,8 @@ enum class OpKind : uint8_t {
   Add,
   LmHead,
   ConvertRowsBf16,
+  LayerNorm,
+  Activation,
 };
 
 // "Linear", "KvAppend", ...: a kind as reports name it.

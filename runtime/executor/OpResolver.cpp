@@ -28,6 +28,8 @@ constexpr OpEntry kOpEntries[] = {
     {OpKindDef::SwiGlu, resolveSwiGlu},
     {OpKindDef::Add, resolveAdd},
     {OpKindDef::LmHead, resolveLmHead},
+    {OpKindDef::LayerNorm, resolveLayerNorm},
+    {OpKindDef::Activation, resolveActivation},
 };
 
 } // namespace
@@ -56,6 +58,10 @@ const char *opKindName(OpKind kind) {
     return "LmHead";
   case OpKind::ConvertRowsBf16:
     return "ConvertRowsBf16";
+  case OpKind::LayerNorm:
+    return "LayerNorm";
+  case OpKind::Activation:
+    return "Activation";
   }
   return "?";
 }

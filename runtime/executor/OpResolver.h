@@ -100,6 +100,8 @@ inline kernels::RopeForm ropeForm(uint32_t headDim, uint32_t rotaryDim, bool int
 
 Status resolveEmbedding(OpResolver &resolver, std::vector<ResolvedOp> &ops);
 Status resolveRmsNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+Status resolveLayerNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+Status resolveActivation(OpResolver &resolver, std::vector<ResolvedOp> &ops);
 Status resolveRope(OpResolver &resolver, std::vector<ResolvedOp> &ops);
 Status resolveSwiGlu(OpResolver &resolver, std::vector<ResolvedOp> &ops);
 Status resolveAdd(OpResolver &resolver, std::vector<ResolvedOp> &ops);

@@ -29,7 +29,10 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 // 1.9: LinearParamsDef.bias (weights[1] is the linear's bias); RopeParamsDef.rotary_dim and
 //      interleaved, AttentionParamsDef.rope_rotary_dim and rope_interleaved (partial rotary and
 //      interleaved pairs); AttentionParamsDef.sliding_window.
-constexpr uint32_t kPlanSchemaMinor = 9;
+// 1.10: OpKindDef::LayerNorm (LayerNormParamsDef) and Activation (ActivationParamsDef), learned
+//      positions in Embedding (weights[1], EmbeddingParamsDef.position_offset), architecture
+//      "opt".
+constexpr uint32_t kPlanSchemaMinor = 10;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 

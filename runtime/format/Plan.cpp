@@ -171,13 +171,16 @@ private:
         return fail("model ", field.name, " is 0; it must be positive");
     if (m.heads() % m.kv_heads() != 0)
       return fail("model heads ", m.heads(), " is not a multiple of kv_heads ", m.kv_heads());
-    // The op set of this schema describes one family; a plan naming another was not written for
-    // these ops. Plans from before 1.8 may name none.
-    const bool named = m.architecture() && m.architecture()->size() > 0;
-    if ((named || (def_.schema_version() & 0xffff) >= 8) &&
-        (!named || m.architecture()->str() != "llama"))
+    // The op set of this schema describes two families, "llama" (RmsNorm, SwiGlu) and, from
+    // 1.10, "opt" (LayerNorm, Activation); a plan naming another was not written for these ops.
+    // Plans from before 1.8 may name none.
+    const uint32_t minor = def_.schema_version() & 0xffff;
+    const std::string architecture = m.architecture() ? m.architecture()->str() : "";
+    const bool known = architecture == "llama" || (architecture == "opt" && minor >= 10) ||
+                       (architecture.empty() && minor < 8);
+    if (!known)
       return fail("model architecture ", quoted(m.architecture()),
-                  " is not one this runtime runs (llama)");
+                  " is not one this runtime runs (llama, opt)");
     if (!std::isfinite(m.rms_eps()) || m.rms_eps() < 0)
       return fail("model rms_eps ", m.rms_eps(), " is not a finite non-negative number");
 
@@ -520,6 +523,10 @@ private:
       return {2, 0, 1, OpParamsDef::AddParamsDef};
     case OpKindDef::LmHead:
       return {1, 1, 1, OpParamsDef::LmHeadParamsDef};
+    case OpKindDef::LayerNorm:
+      return {1, 1, 1, OpParamsDef::LayerNormParamsDef};
+    case OpKindDef::Activation:
+      return {1, 0, 1, OpParamsDef::ActivationParamsDef};
     }
     return {0, 0, 0, OpParamsDef::NONE};
   }
@@ -569,9 +576,21 @@ private:
       const bool swiglu = linear && linear->swiglu() != SwiGluRoleDef::None;
       if (residual || swiglu)
         rule.inputs = 2;
-      const bool bias = linear && linear->bias();
+      const LayerNormParamsDef *layerNorm =
+          op->kind() == OpKindDef::LayerNorm ? op->params_as_LayerNormParamsDef() : nullptr;
+      const bool bias = (linear && linear->bias()) || (layerNorm && layerNorm->bias());
       if (bias)
         rule.weights = 2;
+      // An Embedding with learned positions reads them as a second weight (1.10).
+      const bool positions = op->kind() == OpKindDef::Embedding && count(op->weights()) == 2;
+      if (positions)
+        rule.weights = 2;
+      const uint32_t minor = def_.schema_version() & 0xffff;
+      if ((op->kind() == OpKindDef::LayerNorm || op->kind() == OpKindDef::Activation ||
+           positions) &&
+          minor < 10)
+        return fail(opText(i), positions ? " adds learned positions" : " is of kind " + kind,
+                    ", which schema 1.", minor, " does not have (added in 1.10)");
       // An Attention that rotates q and k reads the frequencies as a weight.
       if (op->kind() == OpKindDef::Attention && op->params_as_AttentionParamsDef() &&
           op->params_as_AttentionParamsDef()->rope())
@@ -586,7 +605,8 @@ private:
         return fail(opText(i), " has ", count(op->weights()), " weights; a ", kind, " op",
                     rule.weights == 1 && op->kind() == OpKindDef::Attention ? " with rope"
                     : bias                                                  ? " with a bias"
-                                                                            : "",
+                    : positions ? " with learned positions"
+                                : "",
                     " takes ", rule.weights);
       if (count(op->outputs()) != rule.outputs)
         return fail(opText(i), " has ", count(op->outputs()), " outputs; a ", kind, " op takes ",
@@ -654,6 +674,42 @@ private:
     return Status();
   }
 
+  // A weight the row kernels read as float32 elements in order: F32 RowMajor.
+  Status checkF32RowMajor(uint32_t opIndex, uint32_t weight, const char *what) const {
+    const TensorDef &w = tensor(weight);
+    if (w.dtype() != DTypeDef::F32 || w.layout() != WeightLayoutDef::RowMajor)
+      return fail(opText(opIndex), " ", what, " ", tensorText(weight), " is ",
+                  EnumNameDTypeDef(w.dtype()), " ", EnumNameWeightLayoutDef(w.layout()), "; a ",
+                  what, " is F32 RowMajor");
+    return Status();
+  }
+
+  // A bias, gamma or beta: F32 RowMajor [length].
+  Status checkF32Vector(uint32_t opIndex, uint32_t weight, uint64_t length,
+                        const char *what) const {
+    Status status = checkF32RowMajor(opIndex, weight, what);
+    return status ? checkVectorWeight(opIndex, weight, length, (std::string("the ") + what).c_str())
+                  : status;
+  }
+
+  // Learned positions: F32 RowMajor [max_positions, hidden] with a row for every position a
+  // sequence of the bounds reaches, offset included, so the executor never reads past them.
+  Status checkPositions(uint32_t opIndex, const OpDef &op, uint32_t weight, uint64_t hidden) const {
+    if (Status status = checkF32RowMajor(opIndex, weight, "positions table"); !status)
+      return status;
+    const TensorDef &w = tensor(weight);
+    if (w.shape()->size() != 2 || w.shape()->Get(1) != hidden)
+      return fail(opText(opIndex), " positions table ", tensorText(weight), " has shape ",
+                  shapeText(w.shape()), " but needs [max_positions, ", hidden, "]");
+    const uint64_t offset = op.params_as_EmbeddingParamsDef()->position_offset();
+    const uint64_t maxSeq = def_.bounds()->max_seq();
+    if (maxSeq > w.shape()->Get(0) || offset > w.shape()->Get(0) - maxSeq)
+      return fail(opText(opIndex), " positions table ", tensorText(weight), " has ",
+                  w.shape()->Get(0), " rows but bounds max_seq ", maxSeq, " + position_offset ",
+                  offset, " needs ", maxSeq + offset);
+    return Status();
+  }
+
   // A rotation of the first rotary_dim (0: all) columns of each head, by inv_freq [rotary_dim/2].
   Status checkRotation(uint32_t opIndex, uint32_t headDim, uint32_t rotaryDim,
                        uint32_t invFreq) const {
@@ -689,6 +745,8 @@ private:
         return fail(opText(i), " table ", tensorText(weight(0)), " has shape ",
                     shapeText(table.shape()), " but needs [vocab, output columns] = [",
                     def_.model()->vocab(), ", ", buffer(out).cols(), "]");
+      if (count(op.weights()) == 2)
+        return checkPositions(i, op, weight(1), buffer(out).cols());
       return Status();
     }
     case OpKindDef::RmsNorm: {
@@ -719,13 +777,7 @@ private:
       if (Status status = checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols());
           !status || !p.bias())
         return status;
-      if (tensor(weight(1)).dtype() != DTypeDef::F32 ||
-          tensor(weight(1)).layout() != WeightLayoutDef::RowMajor)
-        return fail(opText(i), " bias ", tensorText(weight(1)), " is ",
-                    EnumNameDTypeDef(tensor(weight(1)).dtype()), " ",
-                    EnumNameWeightLayoutDef(tensor(weight(1)).layout()),
-                    "; a bias is F32 RowMajor");
-      return checkVectorWeight(i, weight(1), buffer(out).cols(), "the bias");
+      return checkF32Vector(i, weight(1), buffer(out).cols(), "bias");
     }
     case OpKindDef::Rope: {
       const RopeParamsDef &p = *op.params_as_RopeParamsDef();
@@ -781,6 +833,23 @@ private:
     case OpKindDef::Add: {
       Status status = checkSameColumns(i, "inputs differ", in(0), in(1));
       return status ? checkSameColumns(i, "input and output differ", in(0), out) : status;
+    }
+    case OpKindDef::LayerNorm: {
+      const LayerNormParamsDef &p = *op.params_as_LayerNormParamsDef();
+      if (!std::isfinite(p.eps()) || !(p.eps() > 0))
+        return fail(opText(i), " eps ", p.eps(), " is not a finite positive number");
+      if (Status status = checkSameColumns(i, "input and output differ", in(0), out); !status)
+        return status;
+      if (Status status = checkF32Vector(i, weight(0), buffer(out).cols(), "gamma"); !status)
+        return status;
+      return p.bias() ? checkF32Vector(i, weight(1), buffer(out).cols(), "beta") : Status();
+    }
+    case OpKindDef::Activation: {
+      const ActivationFunctionDef function = op.params_as_ActivationParamsDef()->function();
+      if (function > ActivationFunctionDef::MAX)
+        return fail(opText(i), " has unknown activation function ", static_cast<unsigned>(function),
+                    "; this runtime runs Relu, Gelu and GeluTanh");
+      return checkSameColumns(i, "input and output differ", in(0), out);
     }
     case OpKindDef::LmHead:
       if (out != def_.logits_buffer())

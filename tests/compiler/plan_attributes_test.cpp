@@ -147,7 +147,7 @@ TEST_F(PlanAttributesTest, DevicePlanErrorsNameTheEntry) {
 }
 
 TEST_F(PlanAttributesTest, ModuleDictionariesRoundTrip) {
-  ModelAttrs model{32000, 4096, 32, 32, 8, 128, 14336, 1e-5f, true};
+  ModelAttrs model{Architecture::Opt, 32000, 4096, 32, 32, 8, 128, 14336, 1e-5f, true};
   BoundsAttrs bounds{4, 1 << 20, 512};
   KvCacheAttrs kv;
   kv.dtype = plan::DTypeDef::INT8;
@@ -176,6 +176,8 @@ TEST_F(PlanAttributesTest, ModuleDictionariesRoundTrip) {
   mlir::FailureOr<llvm::SmallVector<PlannedBuffer>> p = readPlannedBuffers(module_, "the test");
   ASSERT_TRUE(mlir::succeeded(m) && mlir::succeeded(b) && mlir::succeeded(k) && mlir::succeeded(p))
       << (errors_.empty() ? "" : errors_.front());
+  EXPECT_EQ(m->architecture, Architecture::Opt);
+  EXPECT_FALSE(m->shape().gatedFfn); // fc1 -> activation -> fc2
   EXPECT_EQ(m->vocab, 32000);
   EXPECT_EQ(m->hidden, 4096);
   EXPECT_EQ(m->layers, 32);

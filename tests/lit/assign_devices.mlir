@@ -18,6 +18,9 @@
 // RUN: hetc-opt %S/Inputs/wide_llama.mlir -hetc-group-sublayers \
 // RUN:   -hetc-plan-memory="max-batch=600 max-seq=512 max-step-tokens=1024" \
 // RUN:   -hetc-assign-devices="target=spr-a100" | FileCheck %s --check-prefix=A100-RESIDENT
+// RUN: hetc-opt %S/Inputs/small_opt.mlir -hetc-group-sublayers \
+// RUN:   -hetc-plan-memory="max-batch=4 max-seq=16" -hetc-assign-devices=target=spr-h100 \
+// RUN:   | FileCheck %s --check-prefix=OPT
 
 // The tiny model on SPR-H100: both layers fit in GPU memory (LIA Optimization-1). Decode at 4
 // sequences of 128 positions keeps attention on the CPU, where the KV cache is (DDR); prefill of
@@ -111,3 +114,13 @@
 // A100-RESIDENT-SAME: resident_layers = 2 : i64
 // A100-RESIDENT: hetc.weight "model.layers.1.mlp.up_proj.weight" {hetc.tier = "gpu", transposed}
 // A100-RESIDENT: hetc.linear {{.*}}hetc.cost_sublayer = "fc1", hetc.device = {decode = "gpu", prefill = "gpu"}, hetc.layer = 1
+
+// An OPT-style feed-forward: the layer norm, fc1 and the activation are FC1, fc2 (reading the
+// activation) and the residual add FC2; the attention sublayer's layer norm is QKV.
+// OPT: hetc.layer_norm {{.*}}hetc.cost_sublayer = "qkv"
+// OPT: hetc.attention {{.*}}hetc.cost_sublayer = "qk_sv"
+// OPT: hetc.layer_norm {{.*}}hetc.cost_sublayer = "fc1"
+// OPT: hetc.linear {{.*}}hetc.cost_sublayer = "fc1"
+// OPT: hetc.activation {{.*}}hetc.cost_sublayer = "fc1"
+// OPT: hetc.linear {{.*}}hetc.cost_sublayer = "fc2"
+// OPT: hetc.add {{.*}}hetc.cost_sublayer = "fc2"

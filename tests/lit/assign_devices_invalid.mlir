@@ -27,7 +27,7 @@
 
 // The model's dimensions must all be there.
 // expected-error @+1 {{the module's hetc.model has no positive 32-bit 'intermediate'}}
-module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
+module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {architecture = "llama", head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main() {
     return
   }
@@ -36,7 +36,7 @@ module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_st
 // -----
 
 // An op in a layer the model does not have.
-module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
+module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {architecture = "llama", head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main(%table: tensor<16x8xf32>, %ids: tensor<?x?xi64>, %g: tensor<8xf32>) -> tensor<?x?x8xf32> {
     %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
     // expected-error @+1 {{'hetc.rms_norm' op is in layer 3 but hetc.model has 1 layers}}
@@ -48,7 +48,7 @@ module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_st
 // -----
 
 // An op of a layer must say which sublayer it is in.
-module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
+module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {architecture = "llama", head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main(%table: tensor<16x8xf32>, %ids: tensor<?x?xi64>, %g: tensor<8xf32>) -> tensor<?x?x8xf32> {
     %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
     // expected-error @+1 {{'hetc.rms_norm' op has a hetc.layer but no hetc.sublayer kind; run hetc-group-sublayers first}}
@@ -60,7 +60,7 @@ module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_st
 // -----
 
 // A swiglu has no place among the cost model's attention sublayers.
-module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
+module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {architecture = "llama", head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main(%table: tensor<16x8xf32>, %ids: tensor<?x?xi64>) -> tensor<?x?x8xf32> {
     %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
     // expected-error @+1 {{'hetc.swiglu' op cannot be placed: the cost model has no sublayer for it in an attention sublayer}}
@@ -72,7 +72,7 @@ module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_st
 // -----
 
 // Sublayers are attention or feed-forward.
-module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
+module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {architecture = "llama", head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main(%table: tensor<16x8xf32>, %ids: tensor<?x?xi64>) -> tensor<?x?x8xf32> {
     %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
     // expected-error @+1 {{'hetc.add' op has hetc.sublayer kind 'mixture'; expected attention or feed_forward}}
@@ -84,7 +84,7 @@ module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_st
 // -----
 
 // And say where in the plan's sublayer list they are.
-module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
+module attributes {hetc.bounds = {max_batch = 1 : i64, max_seq = 8 : i64, max_step_tokens = 4 : i64}, hetc.model = {architecture = "llama", head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 16 : i64}} {
   func.func @main(%table: tensor<16x8xf32>, %ids: tensor<?x?xi64>) -> tensor<?x?x8xf32> {
     %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
     // expected-error @+1 {{'hetc.add' op has hetc.sublayer with no non-negative 'index'}}

@@ -1,8 +1,9 @@
 // RUN: hetc-opt %S/Inputs/tiny_llama.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=TINY
 // RUN: hetc-opt %S/Inputs/small_tied.mlir -hetc-group-sublayers | FileCheck %s
+// RUN: hetc-opt %S/Inputs/small_opt.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=OPT
 
 // The tiny model: two layers of an attention and a feed-forward sublayer each.
-// TINY: module attributes {hetc.model = {head_dim = 16 : i64, heads = 4 : i64, hidden = 64 : i64, intermediate = 176 : i64, kv_heads = 2 : i64, layers = 2 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 256 : i64}}
+// TINY: module attributes {hetc.model = {architecture = "llama", head_dim = 16 : i64, heads = 4 : i64, hidden = 64 : i64, intermediate = 176 : i64, kv_heads = 2 : i64, layers = 2 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 256 : i64}}
 // The embedding, the final norm and lm_head are outside the layers: no layer, no sublayer.
 // TINY: hetc.embedding %{{.*}}, %{{.*}} :
 // TINY: hetc.rms_norm {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
@@ -26,7 +27,24 @@
 
 // Grouping follows the dataflow, not names or op order (see Inputs/small_tied.mlir), and sees
 // that lm_head reads the embedding table transposed.
-// CHECK: hetc.model = {head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = true, vocab = 16 : i64}
+// CHECK: hetc.model = {architecture = "llama", head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 1 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = true, vocab = 16 : i64}
 // CHECK-COUNT-9: {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
 // CHECK-COUNT-6: {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
 // CHECK: hetc.lm_head %{{.*}}, %{{.*}} :
+
+// An OPT-style model: layer norms, and a feed-forward of fc1, the activation and fc2 whose width
+// is the activation's; the architecture is "opt" and the first norm's epsilon is rms_eps.
+// OPT: hetc.model = {architecture = "opt", head_dim = 4 : i64, heads = 2 : i64, hidden = 8 : i64, intermediate = 12 : i64, kv_heads = 2 : i64, layers = 1 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = true, vocab = 16 : i64}
+// OPT: hetc.embedding %{{.*}}, %{{.*}}, %{{.*}} {position_offset = 2 : i64} :
+// OPT: hetc.layer_norm {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// OPT-COUNT-3: hetc.linear {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// OPT: hetc.attention {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// OPT: hetc.linear {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// OPT: hetc.add {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// OPT: hetc.layer_norm {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// OPT: hetc.linear {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// OPT: hetc.activation {{.*}}function = "relu", hetc.layer = 0 : i64, hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// OPT: hetc.linear {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// OPT: hetc.add {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// OPT: hetc.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32} :
+// OPT: hetc.lm_head %{{.*}}, %{{.*}} :

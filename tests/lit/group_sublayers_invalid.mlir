@@ -102,7 +102,7 @@ func.func @main(%ids: tensor<?x?xi64>, %pos: tensor<?x?xi64>, %pk: tensor<?x1x?x
   %w128 = hetc.weight "w128" : tensor<12x8xf32>
   %wlm = hetc.weight "wlm" : tensor<8x16xf32>
   %f = hetc.constant dense<[1.0, 0.01]> : tensor<2xf32>
-  // expected-error @+1 {{'hetc.embedding' op produces the residual stream after the embedding, which must feed either one hetc.rms_norm and one residual hetc.add (the next sublayer) or only the final hetc.rms_norm; it feeds 'hetc.rms_norm', 'hetc.add', 'hetc.add'}}
+  // expected-error @+1 {{'hetc.embedding' op produces the residual stream after the embedding, which must feed either one norm (hetc.rms_norm or hetc.layer_norm) and one residual hetc.add (the next sublayer) or only the final norm; it feeds 'hetc.rms_norm', 'hetc.add', 'hetc.add'}}
   %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
   %n1_0 = hetc.rms_norm %h, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
   %q_0 = hetc.linear %n1_0, %w88 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
@@ -294,7 +294,7 @@ func.func @main(%ids: tensor<?x?xi64>, %pos: tensor<?x?xi64>, %pk: tensor<?x1x?x
   %r2 = hetc.add %r1, %d_0 : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
   %nf = hetc.rms_norm %r2, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
   %logits = hetc.lm_head %nf, %wlm : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
-  // expected-error @+1 {{'hetc.linear' op is not part of the decoder structure (embedding, then layers of an attention and a feed-forward sublayer, then the final rms_norm and lm_head)}}
+  // expected-error @+1 {{'hetc.linear' op is not part of the decoder structure (embedding, then layers of an attention and a feed-forward sublayer, then the final norm and lm_head)}}
   %stray = hetc.linear %x, %w88 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
   return %logits, %stray : tensor<?x?x16xf32>, tensor<?x?x8xf32>
 }
@@ -380,4 +380,65 @@ func.func @main(%ids: tensor<?x?xi64>, %pos: tensor<?x?xi64>, %pk: tensor<?x1x?x
   // expected-error @+1 {{'hetc.lm_head' op weight is 'tensor<8x20xf32>', expected [8, 16] to match the embedding table 'tensor<16x8xf32>'}}
   %logits = hetc.lm_head %nf, %wlm : (tensor<?x?x8xf32>, tensor<8x20xf32>) -> tensor<?x?x20xf32>
   return %logits : tensor<?x?x20xf32>
+}
+
+// -----
+
+// A model's norms and feed-forwards name one architecture: rms_norm with a non-gated
+// feed-forward is neither llama nor opt.
+func.func @main(%ids: tensor<?x?xi64>, %pk: tensor<?x2x?x4xf32>, %pv: tensor<?x2x?x4xf32>) -> tensor<?x?x16xf32> {
+  %table = hetc.weight "table" : tensor<16x8xf32>
+  %g = hetc.weight "gamma" : tensor<8xf32>
+  %w88 = hetc.weight "w88" : tensor<8x8xf32>
+  %w812 = hetc.weight "w812" : tensor<8x12xf32>
+  %w128 = hetc.weight "w128" : tensor<12x8xf32>
+  %wlm = hetc.weight "wlm" : tensor<8x16xf32>
+  %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %n1_0 = hetc.rms_norm %h, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  %q_0 = hetc.linear %n1_0, %w88 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %k_0 = hetc.linear %n1_0, %w88 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %v_0 = hetc.linear %n1_0, %w88 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %o_0, %pk_0, %pv_0 = hetc.attention %q_0, %k_0, %v_0, %pk, %pv {head_dim = 4 : i64, heads = 2 : i64, kv_heads = 2 : i64, scale = 5.000000e-01 : f32} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> (tensor<?x?x8xf32>, tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>)
+  %p_0 = hetc.linear %o_0, %w88 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %r1 = hetc.add %h, %p_0 : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %n2_0 = hetc.rms_norm %r1, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  %fc1_0 = hetc.linear %n2_0, %w812 : (tensor<?x?x8xf32>, tensor<8x12xf32>) -> tensor<?x?x12xf32>
+  // expected-error @+1 {{'hetc.activation' op does not fit a model whose final norm is hetc.rms_norm; hetc plans llama decoders (hetc.rms_norm, gated feed-forwards with hetc.swiglu) and opt decoders (hetc.layer_norm, feed-forwards with hetc.activation)}}
+  %a_0 = hetc.activation %fc1_0 {function = "gelu"} : (tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  %fc2_0 = hetc.linear %a_0, %w128 : (tensor<?x?x12xf32>, tensor<12x8xf32>) -> tensor<?x?x8xf32>
+  %r2 = hetc.add %r1, %fc2_0 : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %nf = hetc.rms_norm %r2, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  %logits = hetc.lm_head %nf, %wlm : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  return %logits : tensor<?x?x16xf32>
+}
+
+// -----
+
+// An activation belongs to a feed-forward sublayer: one in an attention sublayer makes two
+// sublayer kinds in one.
+func.func @main(%ids: tensor<?x?xi64>, %pk: tensor<?x2x?x4xf32>, %pv: tensor<?x2x?x4xf32>) -> tensor<?x?x16xf32> {
+  %table = hetc.weight "table" : tensor<16x8xf32>
+  %g = hetc.weight "gamma" : tensor<8xf32>
+  %w88 = hetc.weight "w88" : tensor<8x8xf32>
+  %w812 = hetc.weight "w812" : tensor<8x12xf32>
+  %w128 = hetc.weight "w128" : tensor<12x8xf32>
+  %wlm = hetc.weight "wlm" : tensor<8x16xf32>
+  %h = hetc.embedding %table, %ids : (tensor<16x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  // expected-error @+1 {{'hetc.layer_norm' op starts a sublayer with 1 hetc.attention and 0 hetc.swiglu and 1 hetc.activation ops; a decoder sublayer has exactly one of them}}
+  %n1_0 = hetc.layer_norm %h, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  %q_0 = hetc.linear %n1_0, %w88 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %k_0 = hetc.linear %n1_0, %w88 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %v_0 = hetc.linear %n1_0, %w88 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %o_0, %pk_0, %pv_0 = hetc.attention %q_0, %k_0, %v_0, %pk, %pv {head_dim = 4 : i64, heads = 2 : i64, kv_heads = 2 : i64, scale = 5.000000e-01 : f32} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> (tensor<?x?x8xf32>, tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>)
+  %a = hetc.activation %o_0 {function = "relu"} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %p_0 = hetc.linear %a, %w88 : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %r1 = hetc.add %h, %p_0 : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %n2_0 = hetc.layer_norm %r1, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  %fc1_0 = hetc.linear %n2_0, %w812 : (tensor<?x?x8xf32>, tensor<8x12xf32>) -> tensor<?x?x12xf32>
+  %a_0 = hetc.activation %fc1_0 {function = "gelu"} : (tensor<?x?x12xf32>) -> tensor<?x?x12xf32>
+  %fc2_0 = hetc.linear %a_0, %w128 : (tensor<?x?x12xf32>, tensor<12x8xf32>) -> tensor<?x?x8xf32>
+  %r2 = hetc.add %r1, %fc2_0 : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %nf = hetc.layer_norm %r2, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  %logits = hetc.lm_head %nf, %wlm : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  return %logits : tensor<?x?x16xf32>
 }

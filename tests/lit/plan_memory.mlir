@@ -14,6 +14,8 @@
 // RUN: hetc-opt %S/Inputs/small_tied.mlir -hetc-group-sublayers \
 // RUN:   -hetc-plan-memory="max-batch=2 max-seq=15 max-step-tokens=5 kv-dtype=bf16" \
 // RUN:   | FileCheck %s --check-prefix=BF16-BLOCKS
+// RUN: hetc-opt %S/Inputs/small_opt.mlir -hetc-group-sublayers \
+// RUN:   -hetc-plan-memory="max-batch=2 max-seq=16 max-step-tokens=5" | FileCheck %s --check-prefix=OPT
 
 // A BF16 KV cache: the same strides in elements, half the bytes (V starts halfway through).
 // BF16: hetc.kv_cache = {arena_size = 131072 : i64, dtype = "bf16", head_dim = 16 : i64, head_stride = 2048 : i64, k_offset = 0 : i64, kv_heads = 2 : i64, layer_stride = 16384 : i64, layers = 2 : i64, max_seq = 128 : i64, pos_stride = 16 : i64, slot_stride = 4096 : i64, slots = 4 : i64, v_offset = 65536 : i64}
@@ -105,3 +107,10 @@
 // NARROW-SAME: {cols = 12 : i64, name = "scratch.4", offset = 1920 : i64, role = "scratch", row_stride = 64 : i64, rows = 5 : i64}
 // NARROW-SAME: {cols = 16 : i64, name = "logits", offset = 2880 : i64, role = "logits", row_stride = 64 : i64, rows = 2 : i64}
 // NARROW-SAME: hetc.kv_cache = {arena_size = 1024 : i64, dtype = "f32", head_dim = 4 : i64, head_stride = 64 : i64, k_offset = 0 : i64, kv_heads = 1 : i64, layer_stride = 128 : i64, layers = 1 : i64, max_seq = 16 : i64, pos_stride = 4 : i64, slot_stride = 64 : i64, slots = 2 : i64, v_offset = 512 : i64}
+
+// Learned positions for 16 tokens (18 rows at offset 2) allow max-seq 16 (17 is refused, see
+// plan_memory_invalid.mlir); the layer norm and the activation get scratch buffers as rms_norm
+// and swiglu do.
+// OPT: hetc.bounds = {max_batch = 2 : i64, max_seq = 16 : i64, max_step_tokens = 5 : i64}
+// OPT: hetc.layer_norm {{.*}}hetc.buffers_in = array<i64: 0>, hetc.buffers_out = array<i64: 1>
+// OPT: hetc.activation {{.*}}hetc.buffers_out

@@ -43,6 +43,14 @@ inline TinyPlanShape largerShape() {
   return shape;
 }
 
+// largerShape as an OPT-style decoder (LayerNorm, fc1 -> `function` -> fc2, learned positions).
+inline TinyPlanShape optShape(plan::ActivationFunctionDef function) {
+  TinyPlanShape shape = largerShape();
+  shape.opt = true;
+  shape.activation = function;
+  return shape;
+}
+
 // Deterministic prompt ids below `vocab`.
 inline std::vector<int32_t> promptOf(size_t length, int32_t first, int32_t vocab) {
   std::vector<int32_t> ids(length);

@@ -1,7 +1,8 @@
 // A small but complete plan for the runtime's tests: a tiny Llama (embedding, per layer
 // rms_norm, q/k/v, rope, attention, o_proj, residual add, rms_norm, gate/up, swiglu, down_proj,
-// residual add, then the final rms_norm and lm_head) with seeded weights, every buffer laid out
-// in one activation arena and a dimension-first KV cache. Header-only, for every *_test.cpp.
+// residual add, then the final rms_norm and lm_head) or OPT-style decoder with seeded weights,
+// every buffer laid out in one activation arena and a dimension-first KV cache. Header-only, for
+// every *_test.cpp.
 #pragma once
 
 #include "runtime/format/Plan.h"
@@ -65,6 +66,13 @@ struct TinyPlanShape {
   bool fused_rope = false;
   // q, k and v with a bias (LinearParamsDef.bias, weights[1] F32 [N]), as Qwen2.
   bool qkv_bias = false;
+  // OPT-style (architecture "opt"): every norm a LayerNorm with a bias; the feed-forward fc1
+  // (with a bias) -> Activation(activation) -> fc2 (with a bias) in place of gate/up, swiglu and
+  // down; learned positions (position_offset 2, rows for max_seq + 2) added by the embedding.
+  // F32 weights only; the attention keeps its RoPE, which the runtime runs all the same.
+  bool opt = false;
+  plan::ActivationFunctionDef activation = plan::ActivationFunctionDef::Relu;
+  uint32_t position_offset = 2;
 };
 
 // The plan before writing, and the bytes of its weight segments.
@@ -176,7 +184,7 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
   def.producer = "hetc unit tests";
 
   def.model = std::make_unique<ModelDefT>();
-  def.model->architecture = "llama";
+  def.model->architecture = shape.opt ? "opt" : "llama";
   def.model->vocab = shape.vocab;
   def.model->hidden = shape.hidden;
   def.model->layers = shape.layers;
@@ -334,6 +342,25 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     params.eps = shape.rms_eps;
     op->params.Set(std::move(params));
   };
+  // An OPT norm: gamma then beta, both F32 [hidden].
+  auto layerNorm = [&](const std::string &name, int32_t layer, uint32_t in, uint32_t out) {
+    const uint32_t gamma = addTensor(name + ".weight", WeightLayoutDef::RowMajor, {shape.hidden},
+                                     DTypeDef::F32, randomValues(shape.hidden, 1.0f, 0.1f));
+    const uint32_t beta = bias(name + ".bias", shape.hidden);
+    OpDefT *op = rowOp(OpKindDef::LayerNorm, name, layer, {in}, out, {gamma, beta});
+    LayerNormParamsDefT params;
+    params.eps = shape.rms_eps;
+    params.bias = true;
+    op->params.Set(std::move(params));
+  };
+  // A LayerNorm (OPT) or an RmsNorm reading `rmsGamma` (Llama).
+  auto normOp = [&](const std::string &name, int32_t layer, uint32_t in, uint32_t out,
+                    uint32_t rmsGamma) {
+    if (shape.opt)
+      layerNorm(name, layer, in, out);
+    else
+      rmsNorm(name, layer, in, out, rmsGamma);
+  };
   auto setEmptyParams = [](OpDefT *op, auto params) { op->params.Set(std::move(params)); };
   auto beginSublayer = [&](uint32_t layer, SublayerKindDef kind) {
     auto sublayer = std::make_unique<SublayerDefT>();
@@ -348,26 +375,40 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
         static_cast<uint32_t>(def.ops.size()) - def.sublayers.back()->first_op;
   };
 
-  setEmptyParams(rowOp(OpKindDef::Embedding, "model.embed_tokens", -1, {}, hidden, {embedTensor}),
-                 EmbeddingParamsDefT());
+  OpDefT *embedding =
+      rowOp(OpKindDef::Embedding, "model.embed_tokens", -1, {}, hidden, {embedTensor});
+  EmbeddingParamsDefT embeddingParams;
+  if (shape.opt) {
+    const uint64_t rows = shape.max_seq + shape.position_offset;
+    embedding->weights.push_back(
+        addTensor("model.embed_positions.weight", WeightLayoutDef::RowMajor, {rows, shape.hidden},
+                  DTypeDef::F32, randomValues(rows * shape.hidden, 0.0f, 0.5f)));
+    embeddingParams.position_offset = shape.position_offset;
+  }
+  embedding->params.Set(std::move(embeddingParams));
 
   for (uint32_t l = 0; l < shape.layers; ++l) {
     const std::string prefix = "model.layers." + std::to_string(l) + ".";
     const int32_t layer = static_cast<int32_t>(l);
-    const uint32_t inputNorm = norm(prefix + "input_layernorm.weight");
+    // OPT's norms make their own gamma and beta as they are added; its fc1 and fc2 are
+    // gate_proj's and down_proj's shapes.
+    const uint32_t inputNorm = shape.opt ? 0 : norm(prefix + "input_layernorm.weight");
     const uint32_t qProj = linear(prefix + "self_attn.q_proj.weight", qCols, shape.hidden);
     const uint32_t kProj = linear(prefix + "self_attn.k_proj.weight", kvCols, shape.hidden);
     const uint32_t vProj = linear(prefix + "self_attn.v_proj.weight", kvCols, shape.hidden);
     const uint32_t oProj = linear(prefix + "self_attn.o_proj.weight", shape.hidden, qCols);
-    const uint32_t postNorm = norm(prefix + "post_attention_layernorm.weight");
+    const uint32_t postNorm = shape.opt ? 0 : norm(prefix + "post_attention_layernorm.weight");
     const uint32_t gateProj =
-        linear(prefix + "mlp.gate_proj.weight", shape.intermediate, shape.hidden);
-    const uint32_t upProj = linear(prefix + "mlp.up_proj.weight", shape.intermediate, shape.hidden);
+        linear(prefix + (shape.opt ? "mlp.fc1.weight" : "mlp.gate_proj.weight"), shape.intermediate,
+               shape.hidden);
+    const uint32_t upProj =
+        shape.opt ? 0 : linear(prefix + "mlp.up_proj.weight", shape.intermediate, shape.hidden);
     const uint32_t downProj =
-        linear(prefix + "mlp.down_proj.weight", shape.hidden, shape.intermediate);
+        linear(prefix + (shape.opt ? "mlp.fc2.weight" : "mlp.down_proj.weight"), shape.hidden,
+               shape.intermediate);
 
     beginSublayer(l, SublayerKindDef::Attention);
-    rmsNorm(prefix + "input_layernorm", layer, hidden, normed, inputNorm);
+    normOp(prefix + "input_layernorm", layer, hidden, normed, inputNorm);
     for (const auto &[suffix, output, weight, cols] :
          {std::make_tuple("q_proj", q, qProj, qCols), std::make_tuple("k_proj", k, kProj, kvCols),
           std::make_tuple("v_proj", v, vProj, kvCols)}) {
@@ -423,8 +464,29 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     endSublayer();
 
     beginSublayer(l, SublayerKindDef::FeedForward);
-    rmsNorm(prefix + "post_attention_layernorm", layer, residual, normed, postNorm);
+    normOp(prefix + "post_attention_layernorm", layer, residual, normed, postNorm);
     const std::string gateName = prefix + "mlp.gate_proj", upName = prefix + "mlp.up_proj";
+    auto linearWithBias = [&](const std::string &name, uint32_t input, uint32_t output,
+                              uint32_t weight, uint32_t cols) {
+      OpDefT *op = linearOp(OpKindDef::Linear, name, layer, input, output, weight, cols);
+      op->weights.push_back(bias(name + ".bias", cols));
+      LinearParamsDefT params;
+      params.bias = true;
+      op->params.Set(std::move(params));
+    };
+    if (shape.opt) {
+      linearWithBias(prefix + "mlp.fc1", normed, gate, gateProj, shape.intermediate);
+      OpDefT *activation = rowOp(OpKindDef::Activation, prefix + "mlp.act", layer, {gate}, act, {});
+      ActivationParamsDefT params;
+      params.function = shape.activation;
+      activation->params.Set(std::move(params));
+      linearWithBias(prefix + "mlp.fc2", act, proj, downProj, shape.hidden);
+      setEmptyParams(
+          rowOp(OpKindDef::Add, prefix + "mlp_residual", layer, {residual, proj}, hidden, {}),
+          AddParamsDefT());
+      endSublayer();
+      continue;
+    }
     if (shape.fused_swiglu) {
       // The first linear writes its operand; the second reads it and writes the SwiGlu's output.
       const bool gateLast = shape.swiglu_gate_last;
@@ -461,8 +523,8 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     endSublayer();
   }
 
-  const uint32_t finalNorm = norm("model.norm.weight");
-  rmsNorm("model.norm", -1, hidden, normed, finalNorm);
+  const uint32_t finalNorm = shape.opt ? 0 : norm("model.norm.weight");
+  normOp("model.norm", -1, hidden, normed, finalNorm);
   uint32_t lmHeadTensor;
   if (packedTable) {
     lmHeadTensor = embedTensor;
@@ -497,7 +559,7 @@ inline uint8_t tinyCostSublayers(const plan::OpDefT &op) {
     return bits(Bits::QK) | bits(Bits::SV);
   if (has("o_proj") || has("attn_residual"))
     return bits(Bits::OUT);
-  if (has("down_proj") || has("mlp_residual"))
+  if (has("down_proj") || has("fc2") || has("mlp_residual"))
     return bits(Bits::FC2);
   if (has("post_attention_layernorm") || has("mlp."))
     return bits(Bits::FC1);

@@ -1,6 +1,7 @@
 // The executor on the tiny test plans: results independent of threads, batching and chunking,
 // agreement with a full-recompute reference written here, clear limit errors, and no allocation
 // once decoding runs.
+#include "ActivationReference.h"
 #include "AllocationCounter.h"
 #include "EngineTestSupport.h"
 #include "TestPlans.h"
@@ -73,6 +74,38 @@ std::vector<double> referenceLogits(const TinyPlan &tiny, const std::vector<int3
       for (size_t t = 0; t < rows; ++t)
         for (size_t i = 0; i < n; ++i)
           y[t * n + i] = table[tokens[t] * n + i];
+      if (op->weights.size() > 1) { // learned positions: row t + offset
+        const std::vector<float> positions = tiny.tensorValues(op->weights[1]);
+        const size_t offset = op->params.AsEmbeddingParamsDef()->position_offset;
+        for (size_t t = 0; t < rows; ++t)
+          for (size_t i = 0; i < n; ++i)
+            y[t * n + i] += positions[(t + offset) * n + i];
+      }
+      break;
+    }
+    case plan::OpKindDef::LayerNorm: {
+      const std::vector<double> &x = buffers[op->inputs[0]];
+      const std::vector<float> gamma = tiny.tensorValues(op->weights[0]);
+      const auto *params = op->params.AsLayerNormParamsDef();
+      const std::vector<float> beta =
+          params->bias ? tiny.tensorValues(op->weights[1]) : std::vector<float>(n, 0.0f);
+      for (size_t t = 0; t < rows; ++t) {
+        double mean = 0, variance = 0;
+        for (size_t i = 0; i < n; ++i)
+          mean += x[t * n + i] / n;
+        for (size_t i = 0; i < n; ++i)
+          variance += (x[t * n + i] - mean) * (x[t * n + i] - mean) / n;
+        const double inverseDeviation = 1.0 / std::sqrt(variance + params->eps);
+        for (size_t i = 0; i < n; ++i)
+          y[t * n + i] = (x[t * n + i] - mean) * inverseDeviation * gamma[i] + beta[i];
+      }
+      break;
+    }
+    case plan::OpKindDef::Activation: {
+      const std::vector<double> &x = buffers[op->inputs[0]];
+      const plan::ActivationFunctionDef function = op->params.AsActivationParamsDef()->function;
+      for (size_t e = 0; e < rows * n; ++e)
+        y[e] = test::activationReference(static_cast<kernels::ActivationFunction>(function), x[e]);
       break;
     }
     case plan::OpKindDef::RmsNorm: {
@@ -174,7 +207,8 @@ std::vector<double> referenceLogits(const TinyPlan &tiny, const std::vector<int3
 }
 
 TEST(EngineTest, LogitsAreBitIdenticalForOneTwoAndThreeThreads) {
-  for (const TinyPlanShape &shape : {TinyPlanShape(), largerShape()}) {
+  for (const TinyPlanShape &shape :
+       {TinyPlanShape(), largerShape(), test::optShape(plan::ActivationFunctionDef::Gelu)}) {
     LoadedTinyPlan loaded(shape);
     ASSERT_TRUE(loaded.plan);
     const int32_t vocab = static_cast<int32_t>(shape.vocab);
@@ -198,7 +232,8 @@ TEST(EngineTest, LogitsAreBitIdenticalForOneTwoAndThreeThreads) {
 }
 
 TEST(EngineTest, RaggedBatchEqualsSeparateRuns) {
-  for (const TinyPlanShape &shape : {TinyPlanShape(), largerShape()}) {
+  for (const TinyPlanShape &shape :
+       {TinyPlanShape(), largerShape(), test::optShape(plan::ActivationFunctionDef::Relu)}) {
     LoadedTinyPlan loaded(shape);
     ASSERT_TRUE(loaded.plan);
     const int32_t vocab = static_cast<int32_t>(shape.vocab);
@@ -283,7 +318,12 @@ TEST(EngineTest, MatchesFullRecomputeReference) {
   TinyPlanShape tied, biased = largerShape();
   tied.tied_embeddings = true;
   biased.qkv_bias = true;
-  for (const TinyPlanShape &shape : {TinyPlanShape(), largerShape(), tied, biased}) {
+  std::vector<TinyPlanShape> shapes = {TinyPlanShape(), largerShape(), tied, biased};
+  for (plan::ActivationFunctionDef function :
+       {plan::ActivationFunctionDef::Relu, plan::ActivationFunctionDef::Gelu,
+        plan::ActivationFunctionDef::GeluTanh})
+    shapes.push_back(test::optShape(function));
+  for (const TinyPlanShape &shape : shapes) {
     LoadedTinyPlan loaded(shape);
     ASSERT_TRUE(loaded.plan);
     const int32_t vocab = static_cast<int32_t>(shape.vocab);
@@ -421,8 +461,9 @@ TEST(EngineTest, RefusesWhatThePortableKernelsCannotRun) {
 
 // Prefills three ragged prompts, then runs 20 decode steps returning `output`, and counts every
 // allocation from the first decode step on (nothing may warm up); nullopt if a step failed.
-std::optional<size_t> decodeAllocations(unsigned threads, StepOutput output) {
-  LoadedTinyPlan loaded(largerShape());
+std::optional<size_t> decodeAllocations(unsigned threads, StepOutput output,
+                                        const TinyPlanShape &shape = largerShape()) {
+  LoadedTinyPlan loaded(shape);
   if (!loaded.plan)
     return std::nullopt;
   std::unique_ptr<Engine> engine = loaded.engine(threads);
@@ -462,6 +503,11 @@ TEST(EngineTest, DecodeStepsDoNotAllocate) {
   for (unsigned threads : {1u, 2u})
     EXPECT_EQ(decodeAllocations(threads, StepOutput::Logits), std::optional<size_t>(0))
         << "with " << threads << " threads";
+  // LayerNorm, Activation and the learned positions the embedding adds.
+  EXPECT_EQ(decodeAllocations(2, StepOutput::Logits,
+                              test::optShape(plan::ActivationFunctionDef::GeluTanh)),
+            std::optional<size_t>(0))
+      << "the OPT-style plan";
 }
 
 TEST(EngineTest, ProfiledDecodeStepsDoNotAllocate) {

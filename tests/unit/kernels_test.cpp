@@ -2,6 +2,7 @@
 // with tails (sizes that are not multiples of the lane or block widths), on long-tailed random
 // data. Outputs are poisoned with NaN first, so an element a kernel forgets stays NaN and fails;
 // an output of all zeros is refused even when the reference agrees.
+#include "ActivationReference.h"
 #include "LongTailedRandom.h"
 #include "TestKvCache.h"
 
@@ -104,6 +105,106 @@ TEST(KernelsTest, RmsNormMatchesReference) {
       // In place gives the same values.
       std::vector<float> inPlace = x;
       rmsNorm(inPlace.data(), stride, gamma.data(), cols, eps, inPlace.data(), stride, 0, rows);
+      for (size_t t = 0; t < rows; ++t)
+        for (size_t i = 0; i < cols; ++i)
+          ASSERT_EQ(inPlace[t * stride + i], y[t * stride + i]) << what << " in place";
+    }
+}
+
+// Rows of `cols` elements out of rows of `stride`; the padding in between must still be NaN.
+std::vector<float> unpadded(const std::vector<float> &y, size_t rows, size_t cols, size_t stride,
+                            const std::string &what) {
+  std::vector<float> out;
+  for (size_t t = 0; t < rows; ++t) {
+    out.insert(out.end(), y.begin() + t * stride, y.begin() + t * stride + cols);
+    for (size_t i = cols; i < stride && t * stride + i < y.size(); ++i)
+      EXPECT_TRUE(std::isnan(y[t * stride + i])) << what << ": padding of row " << t << " written";
+  }
+  return out;
+}
+
+// Two-pass in double: the mean, then the variance about it. A row far from zero (offset 1000,
+// spread 1) is where a one-pass float sum of squares loses the variance to cancellation.
+TEST(KernelsTest, LayerNormMatchesReference) {
+  LongTailedRandom random(12);
+  for (const float offset : {0.0f, 1000.0f})
+    for (const bool withBeta : {true, false})
+      for (size_t cols : {1, 7, 8, 16, 33, 100, 4099}) {
+        if (cols == 1 && !withBeta)
+          continue; // a row of one element normalises to 0
+        const size_t rows = 5, stride = paddedStride(cols);
+        const float eps = 1e-5f;
+        std::vector<float> x = random.vector(rows * stride), gamma(cols), beta(cols);
+        for (float &v : x)
+          v += offset;
+        for (size_t i = 0; i < cols; ++i) {
+          gamma[i] = 1.0f + 0.2f * random.next(5.0f);
+          beta[i] = random.next();
+        }
+        std::vector<double> want, magnitude;
+        for (size_t t = 0; t < rows; ++t) {
+          const float *xr = x.data() + t * stride;
+          double mean = 0, variance = 0;
+          for (size_t i = 0; i < cols; ++i)
+            mean += xr[i];
+          mean /= cols;
+          for (size_t i = 0; i < cols; ++i)
+            variance += (xr[i] - mean) * (xr[i] - mean);
+          const double inverseDeviation = 1.0 / std::sqrt(variance / cols + eps);
+          for (size_t i = 0; i < cols; ++i) {
+            const double b = withBeta ? beta[i] : 0.0;
+            want.push_back(gamma[i] * ((xr[i] - mean) * inverseDeviation) + b);
+            magnitude.push_back(std::abs(gamma[i]) * (std::abs(xr[i]) + std::abs(mean)) *
+                                    inverseDeviation +
+                                std::abs(b));
+          }
+        }
+        const std::string what = "layerNorm cols=" + std::to_string(cols) +
+                                 " offset=" + std::to_string(offset) +
+                                 (withBeta ? " with beta" : " without beta");
+        const float *betaData = withBeta ? beta.data() : nullptr;
+        std::vector<float> y(rows * stride, kNaN);
+        layerNorm(x.data(), stride, gamma.data(), betaData, cols, eps, y.data(), stride, 0, 2);
+        layerNorm(x.data(), stride, gamma.data(), betaData, cols, eps, y.data(), stride, 2, rows);
+        expectClose(unpadded(y, rows, cols, stride, what), want, magnitude, 4e-6, what);
+
+        // In place gives the same bits.
+        std::vector<float> inPlace = x;
+        layerNorm(inPlace.data(), stride, gamma.data(), betaData, cols, eps, inPlace.data(), stride,
+                  0, rows);
+        for (size_t t = 0; t < rows; ++t)
+          for (size_t i = 0; i < cols; ++i)
+            ASSERT_EQ(inPlace[t * stride + i], y[t * stride + i]) << what << " in place";
+      }
+}
+
+TEST(KernelsTest, ActivationMatchesReference) {
+  LongTailedRandom random(13);
+  for (const ActivationFunction function :
+       {ActivationFunction::Relu, ActivationFunction::Gelu, ActivationFunction::GeluTanh})
+    for (size_t cols : {1, 7, 16, 33, 100, 4099}) {
+      const size_t rows = 5, stride = paddedStride(cols);
+      // |x| up to 10, where erf and tanh saturate.
+      std::vector<float> x = random.vector(rows * stride, 10.0f);
+      x[0] = 1.0f; // a positive element, so no function's output is all zeros
+      std::vector<double> want, magnitude;
+      for (size_t t = 0; t < rows; ++t)
+        for (size_t i = 0; i < cols; ++i) {
+          const double v = x[t * stride + i];
+          want.push_back(test::activationReference(function, v));
+          // 0.5 x (1 + f(x)) with |f| <= 1: the terms are at most |x| in size.
+          magnitude.push_back(std::abs(v));
+        }
+      const std::string what = "activation " + std::to_string(static_cast<int>(function)) +
+                               " cols=" + std::to_string(cols);
+      std::vector<float> y(rows * stride, kNaN);
+      activation(function, x.data(), stride, cols, y.data(), stride, 0, 3);
+      activation(function, x.data(), stride, cols, y.data(), stride, 3, rows);
+      expectClose(unpadded(y, rows, cols, stride, what), want, magnitude,
+                  function == ActivationFunction::Relu ? 0.0 : 2e-6, what);
+
+      std::vector<float> inPlace = x;
+      activation(function, inPlace.data(), stride, cols, inPlace.data(), stride, 0, rows);
       for (size_t t = 0; t < rows; ++t)
         for (size_t i = 0; i < cols; ++i)
           ASSERT_EQ(inPlace[t * stride + i], y[t * stride + i]) << what << " in place";

@@ -934,6 +934,96 @@ TEST_F(PlanLoaderTest, AttentionOpsShareOneSlidingWindow) {
   EXPECT_THAT(error, HasSubstr("has sliding window 0 but an earlier attention op has 8"));
 }
 
+// The checks of the OPT-style ops (schema 1.10) on the tiny OPT plan (hidden 32, intermediate
+// 48, max_seq 32, positions 34 rows at offset 2), which loads as built.
+TEST_F(PlanLoaderTest, OptMistakesAreNamed) {
+  using namespace plan;
+  TinyPlanShape shape;
+  shape.opt = true;
+  ASSERT_EQ(loadErrorAfter([](TinyPlan &) {}, shape), "");
+  const std::string norm = "model.layers.0.input_layernorm", act = "model.layers.0.mlp.act";
+  const std::string embedding = "model.embed_tokens";
+  const std::vector<Mistake> optMistakes = {
+      {"LayerNormBetaMissing",
+       [&](TinyPlan &t) { opNamed(t, norm).weights.pop_back(); },
+       {"(LayerNorm '" + norm + "')", "has 1 weights; a LayerNorm op with a bias takes 2"}},
+      {"LayerNormBetaWithoutBias",
+       [&](TinyPlan &t) { opNamed(t, norm).params.AsLayerNormParamsDef()->bias = false; },
+       {"has 2 weights; a LayerNorm op takes 1"}},
+      {"LayerNormGammaLength",
+       [&](TinyPlan &t) {
+         opNamed(t, norm).weights[0] = t.tensorIndex("model.layers.0.mlp.fc1.bias"); // [48]
+       },
+       {"has shape [48] but the gamma needs [32]"}},
+      {"LayerNormBetaNotF32RowMajor",
+       [&](TinyPlan &t) {
+         opNamed(t, norm).weights[1] = t.tensorIndex("model.layers.0.self_attn.q_proj.weight");
+       },
+       {"beta", "is F32 LinearNK; a beta is F32 RowMajor"}},
+      {"LayerNormEpsZero",
+       [&](TinyPlan &t) { opNamed(t, norm).params.AsLayerNormParamsDef()->eps = 0.0f; },
+       {"eps 0 is not a finite positive number"}},
+      {"LayerNormColumns",
+       [&](TinyPlan &t) { opNamed(t, norm).outputs[0] = t.bufferIndex("gate"); },
+       {"input and output differ"}},
+      {"ActivationUnknownFunction",
+       [&](TinyPlan &t) {
+         opNamed(t, act).params.AsActivationParamsDef()->function =
+             static_cast<ActivationFunctionDef>(7);
+       },
+       {"(Activation '" + act + "')", "has unknown activation function 7"}},
+      {"ActivationWithWeight",
+       [&](TinyPlan &t) { opNamed(t, act).weights.push_back(0); },
+       {"has 1 weights; a Activation op takes 0"}},
+      {"ActivationColumns",
+       [&](TinyPlan &t) { opNamed(t, act).outputs[0] = t.bufferIndex("normed"); },
+       {"input and output differ", "has 48 columns", "has 32"}},
+      {"PositionsPastMaxSeq",
+       [&](TinyPlan &t) {
+         opNamed(t, embedding).params.AsEmbeddingParamsDef()->position_offset = 3;
+       },
+       {"positions table", "has 34 rows but bounds max_seq 32 + position_offset 3 needs 35"}},
+      {"PositionsPastLongerMaxSeq",
+       [&](TinyPlan &t) {
+         t.def.bounds->max_seq = 33;
+         t.def.kv_cache->max_seq = 33;
+         test::layOutKvCache(*t.def.kv_cache, t.def.kv_cache->head_dim);
+       },
+       {"has 34 rows but bounds max_seq 33 + position_offset 2 needs 35"}},
+      {"PositionsNotRowMajor",
+       [&](TinyPlan &t) {
+         opNamed(t, embedding).weights[1] = t.tensorIndex("model.layers.0.mlp.fc1.weight");
+       },
+       {"positions table", "is F32 LinearNK; a positions table is F32 RowMajor"}},
+      {"PositionsWidth",
+       [&](TinyPlan &t) {
+         opNamed(t, embedding).weights[1] = t.tensorIndex("model.layers.0.mlp.fc1.bias");
+       },
+       {"has shape [48] but needs [max_positions, 32]"}},
+      {"EmbeddingThreeWeights",
+       [&](TinyPlan &t) { opNamed(t, embedding).weights.push_back(0); },
+       {"has 3 weights; a Embedding op takes 1"}},
+      {"OptOpsInOlderSchema",
+       [&](TinyPlan &t) {
+         t.def.schema_version = kPlanSchemaMajor << 16 | 9;
+         t.def.model->architecture = "llama";
+       },
+       {"(Embedding '" + embedding +
+        "') adds learned positions, which schema 1.9 does not have "
+        "(added in 1.10)"}},
+      {"OptInOlderSchema",
+       [&](TinyPlan &t) { t.def.schema_version = kPlanSchemaMajor << 16 | 9; },
+       {"model architecture 'opt' is not one this runtime runs (llama, opt)"}},
+  };
+  for (const Mistake &mistake : optMistakes) {
+    SCOPED_TRACE(mistake.name);
+    const std::string error = loadErrorAfter(mistake.mutate, shape);
+    ASSERT_FALSE(error.empty()) << "accepted";
+    for (const std::string &word : mistake.expected)
+      EXPECT_THAT(error, HasSubstr(word));
+  }
+}
+
 TEST_F(PlanLoaderTest, SemanticMistakesAreNamed) {
   for (const Mistake &mistake : mistakes()) {
     SCOPED_TRACE(mistake.name);
@@ -1236,6 +1326,29 @@ TEST_F(PlanLoaderTest, InspectShowsWhatWasDecided) {
   }
   EXPECT_EQ(depth, 0);
   EXPECT_FALSE(inString);
+}
+
+// The OPT-style kinds and their params: a LayerNorm's bias, an Activation's function, the
+// learned positions an Embedding adds and their offset.
+TEST_F(PlanLoaderTest, InspectShowsTheOptOps) {
+  TinyPlanShape shape;
+  shape.opt = true;
+  shape.activation = plan::ActivationFunctionDef::GeluTanh;
+  TinyPlan tiny = buildTinyPlan(shape);
+  writeAndRead(tiny);
+  auto loaded = Plan::load(path_);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  std::ostringstream text;
+  printPlanSummary(**loaded, text);
+  for (const char *expected : {"model: opt", "Embedding  positions+2", "LayerNorm  bias",
+                               "Activation gelu_tanh", "LayerNorm: ", "Activation: "})
+    EXPECT_THAT(text.str(), HasSubstr(expected));
+  std::ostringstream json;
+  printPlanJson(**loaded, json);
+  EXPECT_THAT(json.str(), HasSubstr(R"("kind":"Activation","fuses":"gelu_tanh")"));
+  EXPECT_THAT(json.str(), HasSubstr(R"("kind":"LayerNorm","fuses":"bias")"));
+  EXPECT_THAT(json.str(), HasSubstr(R"("kind":"Embedding","fuses":"positions+2")"));
+  EXPECT_THAT(json.str(), HasSubstr(R"("architecture":"opt")"));
 }
 
 TEST_F(PlanLoaderTest, InspectShowsTheDevicePlan) {

@@ -1,7 +1,7 @@
 // The AVX-512 row-wise kernels against the portable ones and a double reference, over widths
-// with tails (not multiples of 8 or 16), outputs poisoned with NaN. embedding, add, rmsNorm and
-// rope must give the portable kernels' bits exactly; swiGlu (a vector exp) must match the
-// reference. Skipped, with the reason, on a host without AVX-512 F and BW.
+// with tails (not multiples of 8 or 16), outputs poisoned with NaN. embedding, add, rmsNorm,
+// layerNorm, rope and activation must give the portable kernels' bits exactly; swiGlu (a vector
+// exp) must match the reference. Skipped, with the reason, on a host without AVX-512 F and BW.
 #include "codegen/cpu/vector/VectorKernels.h"
 #include "runtime/platform/CpuFeatures.h"
 
@@ -104,6 +104,67 @@ TEST_F(VectorKernelsTest, RmsNormGivesPortableBits) {
           0)
           << "rmsNorm in place cols=" << cols;
   }
+}
+
+TEST_F(VectorKernelsTest, LayerNormGivesPortableBits) {
+  for (const float offset : {0.0f, 1000.0f})
+    for (const bool withBeta : {true, false})
+      for (size_t cols : kWidths) {
+        const size_t rows = 4, stride = cols + 5;
+        std::vector<float> x = random(rows * stride);
+        for (float &v : x)
+          v += offset;
+        std::vector<float> gamma = random(cols, 0.2f);
+        for (float &g : gamma)
+          g += 1.0f;
+        const std::vector<float> beta = random(cols);
+        const float *b = withBeta ? beta.data() : nullptr;
+        const std::string what = "layerNorm cols=" + std::to_string(cols) +
+                                 " offset=" + std::to_string(offset) + (withBeta ? " beta" : "");
+        std::vector<float> want(rows * stride, kNaN), got(rows * stride, kNaN);
+        portable().layerNorm(x.data(), stride, gamma.data(), b, cols, 1e-5f, want.data(), stride, 0,
+                             rows);
+        fast_->layerNorm(x.data(), stride, gamma.data(), b, cols, 1e-5f, got.data(), stride, 0, 1);
+        fast_->layerNorm(x.data(), stride, gamma.data(), b, cols, 1e-5f, got.data(), stride, 1,
+                         rows);
+        EXPECT_TRUE(sameBits(got, want)) << what;
+        bool anyNonZero = false;
+        for (size_t t = 0; t < rows; ++t)
+          for (size_t i = 0; i < cols; ++i)
+            anyNonZero = anyNonZero || got[t * stride + i] != 0.0f;
+        EXPECT_TRUE(anyNonZero || cols == 1) << what << ": all zeros";
+        std::vector<float> inPlace = x;
+        fast_->layerNorm(inPlace.data(), stride, gamma.data(), b, cols, 1e-5f, inPlace.data(),
+                         stride, 0, rows);
+        for (size_t t = 0; t < rows; ++t)
+          ASSERT_EQ(std::memcmp(inPlace.data() + t * stride, want.data() + t * stride,
+                                cols * sizeof(float)),
+                    0)
+              << what << " in place";
+      }
+}
+
+TEST_F(VectorKernelsTest, ActivationGivesPortableBits) {
+  for (const ActivationFunction function :
+       {ActivationFunction::Relu, ActivationFunction::Gelu, ActivationFunction::GeluTanh})
+    for (size_t cols : kWidths) {
+      const size_t rows = 4, stride = cols + 5;
+      std::vector<float> x = random(rows * stride, 10.0f);
+      x[1] = kNaN; // ReLU gives 0 for NaN on every set
+      const std::string what = "activation " + std::to_string(static_cast<int>(function)) +
+                               " cols=" + std::to_string(cols);
+      std::vector<float> want(rows * stride, kNaN), got(rows * stride, kNaN);
+      portable().activation(function, x.data(), stride, cols, want.data(), stride, 0, rows);
+      fast_->activation(function, x.data(), stride, cols, got.data(), stride, 0, 3);
+      fast_->activation(function, x.data(), stride, cols, got.data(), stride, 3, rows);
+      EXPECT_TRUE(sameBits(got, want)) << what;
+      bool anyNonZero = false;
+      for (size_t t = 0; t < rows; ++t)
+        for (size_t i = 0; i < cols; ++i)
+          anyNonZero =
+              anyNonZero || (got[t * stride + i] != 0.0f && !std::isnan(got[t * stride + i]));
+      EXPECT_TRUE(anyNonZero || cols == 1) << what << ": all zeros";
+    }
 }
 
 TEST_F(VectorKernelsTest, RopeGivesPortableBits) {

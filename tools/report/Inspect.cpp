@@ -70,8 +70,25 @@ std::string layerText(int32_t index) { return index < 0 ? "-" : std::to_string(i
 // residual add; "swiglu/gate" or "swiglu/up", a swiglu whose gate or up operand it computes), or
 // the ropes an Attention applies to q and k before writing K into the cache ("rope q,k", with
 // "r16" when it rotates the first 16 columns of each head only and "il" for interleaved pairs)
-// and its sliding window ("window 4096"); "-" for none.
+// and its sliding window ("window 4096"), a LayerNorm's bias ("bias"), an Activation's function
+// ("relu", "gelu", "gelu_tanh") or the learned positions an Embedding adds ("positions+2", with
+// their offset); "-" for none.
 std::string fusedText(const OpDef &op) {
+  if (const EmbeddingParamsDef *params = op.params_as_EmbeddingParamsDef())
+    return count(op.weights()) > 1 ? "positions+" + std::to_string(params->position_offset()) : "-";
+  if (const LayerNormParamsDef *params = op.params_as_LayerNormParamsDef())
+    return params->bias() ? "bias" : "-";
+  if (const ActivationParamsDef *params = op.params_as_ActivationParamsDef()) {
+    switch (params->function()) {
+    case ActivationFunctionDef::Relu:
+      return "relu";
+    case ActivationFunctionDef::Gelu:
+      return "gelu";
+    case ActivationFunctionDef::GeluTanh:
+      return "gelu_tanh";
+    }
+    return "?";
+  }
   if (op.kind() == OpKindDef::Attention) {
     const AttentionParamsDef *params = op.params_as_AttentionParamsDef();
     if (!params)
@@ -409,9 +426,9 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
   os << "\nops (" << count(def.ops()) << ", " << totals.tasks
      << " tasks in total; devices prefill/decode, cost sublayers):\n";
   // Devices per stage: prefill/decode; cost: the cost model's sublayers the op computes.
-  const std::vector<Column> opColumns = {{4, true},  {9, false}, {11, false}, {5, true},
-                                         {8, true},  {7, false}, {6, false},  {10, false},
-                                         {7, false}, {7, false}, {12, false}, {0, false}};
+  const std::vector<Column> opColumns = {{4, true},  {10, false}, {11, false}, {5, true},
+                                         {8, true},  {7, false},  {6, false},  {10, false},
+                                         {7, false}, {7, false},  {12, false}, {0, false}};
   printRow(os, opColumns,
            {"#", "kind", "fuses", "layer", "sublayer", "devices", "cost", "inputs", "outputs",
             "weights", "tasks x grain", "name"});

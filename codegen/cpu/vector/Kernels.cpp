@@ -161,6 +161,40 @@ void rmsNorm(const float *x, size_t xStride, const float *gamma, size_t cols, fl
   }
 }
 
+void layerNorm(const float *x, size_t xStride, const float *gamma, const float *beta, size_t cols,
+               float eps, float *y, size_t yStride, size_t rowBegin, size_t rowEnd) {
+  const size_t whole = cols - cols % kDotLanes;
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    const float *xr = x + t * xStride;
+    float *yr = y + t * yStride;
+    double sums[kDotLanes] = {};
+    for (size_t i = 0; i < whole; i += kDotLanes)
+      for (size_t l = 0; l < kDotLanes; ++l)
+        sums[l] += xr[i + l];
+    for (size_t i = whole; i < cols; ++i)
+      sums[i - whole] += xr[i];
+    const double mean = reduceLanes(sums) / static_cast<double>(cols);
+    // The second pass over the row: no cancellation when the mean is large against the spread.
+    double squares[kDotLanes] = {};
+    for (size_t i = 0; i < whole; i += kDotLanes)
+      for (size_t l = 0; l < kDotLanes; ++l) {
+        const double d = xr[i + l] - mean;
+        squares[l] += d * d;
+      }
+    for (size_t i = whole; i < cols; ++i) {
+      const double d = xr[i] - mean;
+      squares[i - whole] += d * d;
+    }
+    const double variance = reduceLanes(squares) / static_cast<double>(cols);
+    const float meanF = static_cast<float>(mean);
+    const float inverseDeviation = static_cast<float>(1.0 / std::sqrt(variance + eps));
+    for (size_t i = 0; i < cols; ++i) {
+      const float scaled = gamma[i] * ((xr[i] - meanF) * inverseDeviation);
+      yr[i] = beta ? scaled + beta[i] : scaled;
+    }
+  }
+}
+
 void linear(const float *x, size_t xStride, size_t rows, const float *w, size_t k, float *y,
             size_t yStride, size_t colBegin, size_t colEnd) {
   for (size_t c0 = colBegin; c0 < colEnd; c0 += kColumnBlock) {
@@ -363,6 +397,34 @@ void add(const float *a, size_t aStride, const float *b, size_t bStride, size_t 
     float *yr = y + t * yStride;
     for (size_t i = 0; i < cols; ++i)
       yr[i] = ar[i] + br[i];
+  }
+}
+
+void activation(ActivationFunction function, const float *x, size_t xStride, size_t cols, float *y,
+                size_t yStride, size_t rowBegin, size_t rowEnd) {
+  // sqrt(2 / pi) and 1 / sqrt(2), rounded to float as PyTorch's float kernels use them.
+  constexpr float kTanhScale = 0.7978845608028654f;
+  constexpr float kErfScale = 0.7071067811865476f;
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    const float *xr = x + t * xStride;
+    float *yr = y + t * yStride;
+    switch (function) {
+    case ActivationFunction::Relu:
+      for (size_t i = 0; i < cols; ++i)
+        yr[i] = xr[i] > 0.0f ? xr[i] : 0.0f;
+      break;
+    case ActivationFunction::Gelu:
+      for (size_t i = 0; i < cols; ++i)
+        yr[i] = 0.5f * xr[i] * (1.0f + std::erf(xr[i] * kErfScale));
+      break;
+    case ActivationFunction::GeluTanh:
+      for (size_t i = 0; i < cols; ++i) {
+        const float v = xr[i];
+        const float inner = kTanhScale * (v + 0.044715f * (v * v * v));
+        yr[i] = 0.5f * v * (1.0f + std::tanh(inner));
+      }
+      break;
+    }
   }
 }
 

@@ -136,6 +136,13 @@ void embedding(const int32_t *tokens, const float *table, size_t hidden, float *
 void rmsNorm(const float *x, size_t xStride, const float *gamma, size_t cols, float eps, float *y,
              size_t yStride, size_t rowBegin, size_t rowEnd);
 
+// y = (x - mean) * 1/sqrt(var + eps) * gamma (+ beta) per row, var the biased variance. Two
+// passes in double: the sum of x, then of (x - mean)^2, each in kDotLanes lanes combined in the
+// fixed tree; mean and the inverse deviation are then rounded to float and the row is formed in
+// float. beta may be null (no bias); y may be x.
+void layerNorm(const float *x, size_t xStride, const float *gamma, const float *beta, size_t cols,
+               float eps, float *y, size_t yStride, size_t rowBegin, size_t rowEnd);
+
 // y[t, n] = sum_k x[t, k] * w[n, k] for all `rows` rows of x and columns [colBegin, colEnd);
 // w is [N, K] with each output column's K inputs contiguous. y must not overlap x.
 void linear(const float *x, size_t xStride, size_t rows, const float *w, size_t k, float *y,
@@ -176,6 +183,17 @@ void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
 // y = gate * sigmoid(gate) * up per element; y may be gate or up.
 void swiGlu(const float *gate, size_t gateStride, const float *up, size_t upStride, size_t cols,
             float *y, size_t yStride, size_t rowBegin, size_t rowEnd);
+
+// The pointwise function of a non-gated feed-forward (plan::ActivationFunctionDef's values).
+enum class ActivationFunction : uint8_t {
+  Relu,     // max(x, 0); NaN gives 0
+  Gelu,     // 0.5 x (1 + erf(x / sqrt(2))), std::erf in float
+  GeluTanh, // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), std::tanh in float
+};
+
+// y = f(x) per element; y may be x.
+void activation(ActivationFunction function, const float *x, size_t xStride, size_t cols, float *y,
+                size_t yStride, size_t rowBegin, size_t rowEnd);
 
 // Index of the largest value; the first one on ties, as torch.argmax.
 size_t argmaxFirst(const float *values, size_t count);

@@ -402,6 +402,66 @@ HETC_AVX512 void rmsNormAvx512(const float *x, size_t xStride, const float *gamm
   }
 }
 
+// Sums in 8 double lanes as the portable kernels' kDotLanes lanes take them: element i of a
+// vector of 16 floats goes to lane i mod 8, the low 8 (lowPd) before the high 8 (highPd).
+HETC_AVX512 inline __m512d addLowHighPd(__m512d lanes, __m512d low, __m512d high) {
+  return _mm512_add_pd(_mm512_add_pd(lanes, low), high);
+}
+HETC_AVX512 inline __m512d lowPd(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
+HETC_AVX512 inline __m512d highPd(__m512 v) {
+  return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+HETC_AVX512 inline double reduceLanesPd(__m512d lanes) {
+  alignas(64) double l[8];
+  _mm512_store_pd(l, lanes);
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+// The portable kernel's arithmetic exactly: both passes in double into 8 lanes (element i into
+// lane i mod 8, in order), the lanes combined in the same tree, the row formed in float.
+HETC_AVX512 void layerNormAvx512(const float *x, size_t xStride, const float *gamma,
+                                 const float *beta, size_t cols, float eps, float *y,
+                                 size_t yStride, size_t rowBegin, size_t rowEnd) {
+  static_assert(kDotLanes == 8, "the double lanes below mirror the portable kernel's 8 lanes");
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    const float *xr = x + t * xStride;
+    float *yr = y + t * yStride;
+    __m512d sums = _mm512_setzero_pd();
+    for (size_t i = 0; i < cols; i += kLanes) {
+      // Masked-off elements are +0 and add nothing.
+      const __m512 v = _mm512_maskz_loadu_ps(firstLanes(cols - i), xr + i);
+      sums = addLowHighPd(sums, lowPd(v), highPd(v));
+    }
+    const double mean = reduceLanesPd(sums) / static_cast<double>(cols);
+    const __m512d meanPd = _mm512_set1_pd(mean);
+    __m512d squares = _mm512_setzero_pd();
+    for (size_t i = 0; i < cols; i += kLanes) {
+      const size_t count = std::min(kLanes, cols - i);
+      const __m512 v = _mm512_maskz_loadu_ps(firstLanes(count), xr + i);
+      // Masked-off elements would add mean^2: keep them at +0.
+      const __mmask8 lowMask = static_cast<__mmask8>(firstLanes(std::min<size_t>(count, 8)));
+      const __mmask8 highMask =
+          static_cast<__mmask8>(count > 8 ? firstLanes(count - 8) : __mmask16(0));
+      const __m512d dLow = _mm512_maskz_sub_pd(lowMask, lowPd(v), meanPd);
+      const __m512d dHigh = _mm512_maskz_sub_pd(highMask, highPd(v), meanPd);
+      squares = addLowHighPd(squares, _mm512_mul_pd(dLow, dLow), _mm512_mul_pd(dHigh, dHigh));
+    }
+    const double variance = reduceLanesPd(squares) / static_cast<double>(cols);
+    const __m512 meanPs = _mm512_set1_ps(static_cast<float>(mean));
+    const __m512 inverseDeviation =
+        _mm512_set1_ps(static_cast<float>(1.0 / std::sqrt(variance + eps)));
+    for (size_t i = 0; i < cols; i += kLanes) {
+      const __mmask16 mask = firstLanes(cols - i);
+      const __m512 v = _mm512_maskz_loadu_ps(mask, xr + i);
+      const __m512 g = _mm512_maskz_loadu_ps(mask, gamma + i);
+      __m512 out = _mm512_mul_ps(g, _mm512_mul_ps(_mm512_sub_ps(v, meanPs), inverseDeviation));
+      if (beta)
+        out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, beta + i));
+      _mm512_mask_storeu_ps(yr + i, mask, out);
+    }
+  }
+}
+
 // Angles and their cos and sin as the portable kernel forms them (float32 product, std::cos and
 // std::sin), 16 at a time, each set applied to every head of the row.
 HETC_AVX512 void ropeAvx512(float *x, size_t xStride, size_t heads, const RopeForm &form,
@@ -458,6 +518,24 @@ HETC_AVX512 void swiGluAvx512(const float *gate, size_t gateStride, const float 
   }
 }
 
+// ReLU in vectors (max with 0 gives 0 for NaN, as the portable kernel does); the gelu forms run
+// the portable kernel, std::erf and std::tanh per element, so every set gives the same bits.
+HETC_AVX512 void activationAvx512(ActivationFunction function, const float *x, size_t xStride,
+                                  size_t cols, float *y, size_t yStride, size_t rowBegin,
+                                  size_t rowEnd) {
+  if (function != ActivationFunction::Relu)
+    return activation(function, x, xStride, cols, y, yStride, rowBegin, rowEnd);
+  const __m512 zero = _mm512_setzero_ps();
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    const float *xr = x + t * xStride;
+    float *yr = y + t * yStride;
+    for (size_t i = 0; i < cols; i += kLanes) {
+      const __mmask16 mask = firstLanes(cols - i);
+      _mm512_mask_storeu_ps(yr + i, mask, _mm512_max_ps(_mm512_maskz_loadu_ps(mask, xr + i), zero));
+    }
+  }
+}
+
 HETC_AVX512 void addAvx512(const float *a, size_t aStride, const float *b, size_t bStride,
                            size_t cols, float *y, size_t yStride, size_t rowBegin, size_t rowEnd) {
   for (size_t t = rowBegin; t < rowEnd; ++t) {
@@ -482,8 +560,10 @@ const VectorKernels *avx512VectorKernels() {
       "avx512-f32, int8 kv blocks (pair products as float32 multiply-adds)",
       &embeddingAvx512,
       &rmsNormAvx512,
+      &layerNormAvx512,
       &ropeAvx512,
       &swiGluAvx512,
+      &activationAvx512,
       &addAvx512,
       {&attentionChunkAvx512, attentionBlocksAvx512().bf16, attentionBlocksAvx512().int8,
        &attentionMergeAvx512},
@@ -498,8 +578,10 @@ const VectorKernels *avx512Bf16VectorKernels() {
       "avx512-bf16, int8 kv blocks (vdpbf16ps)",
       &embeddingAvx512,
       &rmsNormAvx512,
+      &layerNormAvx512,
       &ropeAvx512,
       &swiGluAvx512,
+      &activationAvx512,
       &addAvx512,
       {&attentionChunkAvx512, attentionBlocksAvx512Bf16().bf16, attentionBlocksAvx512Bf16().int8,
        &attentionMergeAvx512},

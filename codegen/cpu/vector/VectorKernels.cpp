@@ -11,8 +11,10 @@ const VectorKernels &portableVectorKernels() {
       "portable-f32, int8 kv blocks",
       &embedding,
       &rmsNorm,
+      &layerNorm,
       &rope,
       &swiGlu,
+      &activation,
       &add,
       kAttentionChunkPortable,
   };

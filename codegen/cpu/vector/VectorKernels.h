@@ -1,8 +1,9 @@
 // The row-wise kernels and the attention chunk kernel of one instruction set, picked once when
 // an engine is created from the host's features. Every set computes what the portable kernels in
 // Kernels.h compute:
-//   - embedding, add, rmsNorm and rope give the same bits on every set (same operations in the
-//     same order; the runtime is built with -ffp-contract=off so no multiply-add is fused);
+//   - embedding, add, rmsNorm, layerNorm, rope and activation give the same bits on every set
+//     (same operations in the same order; the runtime is built with -ffp-contract=off so no
+//     multiply-add is fused; activation's gelu forms call std::erf and std::tanh on every set);
 //   - swiGlu and attentionChunk use a vector exp (within 2 ulp of std::exp), so their bits
 //     differ between sets but, within one set, never depend on threads or splits.
 #pragma once
@@ -19,6 +20,8 @@ using RmsNormKernel = decltype(&rmsNorm);
 using RopeKernel = decltype(&rope);
 using SwiGluKernel = decltype(&swiGlu);
 using AddKernel = decltype(&add);
+using LayerNormKernel = decltype(&layerNorm);
+using ActivationKernel = decltype(&activation);
 
 struct VectorKernels {
   const char *name; // "avx512-bf16", "avx512-f32" or "portable-f32", as reports name a kernel
@@ -28,8 +31,10 @@ struct VectorKernels {
   const char *int8KvName;
   EmbeddingKernel embedding;
   RmsNormKernel rmsNorm;
+  LayerNormKernel layerNorm;
   RopeKernel rope;
   SwiGluKernel swiGlu;
+  ActivationKernel activation;
   AddKernel add;
   AttentionChunkKernel attentionChunk;
 };

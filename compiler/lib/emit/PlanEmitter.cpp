@@ -15,6 +15,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Config/llvm-config.h"
 
@@ -154,7 +155,7 @@ std::string PlanBuilder::describe(Operation *op) {
   std::string kind = op->getName().stripDialect().str();
   auto layer = op->getAttrOfType<IntegerAttr>(kLayer);
   if (!layer) {
-    if (isa<RmsNormOp>(op))
+    if (isa<RmsNormOp, LayerNormOp>(op))
       return "final_norm";
     return kind;
   }
@@ -227,7 +228,7 @@ LogicalResult PlanBuilder::buildModuleTables() {
   auto u64 = [](int64_t value) { return static_cast<uint64_t>(value); };
   plan_.model = std::make_unique<plan::ModelDefT>();
   plan::ModelDefT &m = *plan_.model;
-  m.architecture = "llama";
+  m.architecture = architectureName(model->architecture).str();
   m.vocab = u32(model->vocab);
   m.hidden = u32(model->hidden);
   m.layers = u32(model->layers);
@@ -591,12 +592,18 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
           .Case([&](EmbeddingOp embedding) {
             def->kind = plan::OpKindDef::Embedding;
-            def->params.Set(plan::EmbeddingParamsDefT());
-            if (tiedTable_) {
+            plan::EmbeddingParamsDefT params;
+            params.position_offset =
+                static_cast<uint32_t>(embedding.getPositionOffset().value_or(0));
+            def->params.Set(std::move(params));
+            if (tiedTable_)
               def->weights.push_back(*tiedTable_);
-              return success();
-            }
-            return addWeight(embedding.getTable(), rowMajor, "embedding");
+            else if (failed(addWeight(embedding.getTable(), rowMajor, "embedding")))
+              return failure();
+            // Learned positions are weights[1], their own f32 [max_positions, hidden] tensor
+            // whatever the table's form (1.10).
+            Value positions = embedding.getPositions();
+            return positions ? addWeight(positions, rowMajor, "positions") : success();
           })
           .Case([&](RmsNormOp norm) {
             def->kind = plan::OpKindDef::RmsNorm;
@@ -604,6 +611,17 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             params.eps = norm.getEpsilon().convertToFloat();
             def->params.Set(std::move(params));
             return addWeight(norm.getGamma(), rowMajor, def->name + ".gamma");
+          })
+          .Case([&](LayerNormOp norm) {
+            def->kind = plan::OpKindDef::LayerNorm;
+            plan::LayerNormParamsDefT params;
+            params.eps = norm.getEpsilon().convertToFloat();
+            params.bias = static_cast<bool>(norm.getBeta());
+            def->params.Set(std::move(params));
+            if (failed(addWeight(norm.getGamma(), rowMajor, def->name + ".gamma")))
+              return failure();
+            return norm.getBeta() ? addWeight(norm.getBeta(), rowMajor, def->name + ".beta")
+                                  : success();
           })
           .Case([&](LinearOp linear) {
             def->kind = plan::OpKindDef::Linear;
@@ -680,6 +698,18 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
           .Case([&](SwiGluOp) {
             def->kind = plan::OpKindDef::SwiGlu;
             def->params.Set(plan::SwiGluParamsDefT());
+            return success();
+          })
+          .Case([&](ActivationOp activation) {
+            def->kind = plan::OpKindDef::Activation;
+            plan::ActivationParamsDefT params;
+            // The verifier checked the name is one of these.
+            params.function =
+                llvm::StringSwitch<plan::ActivationFunctionDef>(activation.getFunction())
+                    .Case("gelu", plan::ActivationFunctionDef::Gelu)
+                    .Case("gelu_tanh", plan::ActivationFunctionDef::GeluTanh)
+                    .Default(plan::ActivationFunctionDef::Relu);
+            def->params.Set(std::move(params));
             return success();
           })
           .Case([&](AddOp) {

@@ -28,7 +28,8 @@ namespace {
 // Which of the cost model's sublayers an op of a decoder layer computes, from its place in its
 // sublayer's dataflow: the norm, projections and RoPE before attention are QKV; the projection
 // reading attention's output and the residual add after it are OUT; in the feed-forward
-// sublayer, the down projection reading the swiglu and the add after it are FC2, the rest FC1.
+// sublayer, the down projection (fc2) reading the swiglu (activation) and the add after it are
+// FC2, the rest FC1.
 FailureOr<StringRef> costSublayerOf(Operation *op, plan::SublayerKindDef kind) {
   const bool attention = kind == plan::SublayerKindDef::Attention;
   auto wrongSublayer = [&]() -> FailureOr<StringRef> {
@@ -36,7 +37,7 @@ FailureOr<StringRef> costSublayerOf(Operation *op, plan::SublayerKindDef kind) {
                              << (attention ? "an attention" : "a feed-forward") << " sublayer";
   };
   auto named = [](StringRef name) { return FailureOr<StringRef>(name); };
-  if (isa<RmsNormOp>(op))
+  if (isa<RmsNormOp, LayerNormOp>(op))
     return named(attention ? "qkv" : "fc1");
   if (isa<RopeOp>(op))
     return attention ? named("qkv") : wrongSublayer();
@@ -46,9 +47,9 @@ FailureOr<StringRef> costSublayerOf(Operation *op, plan::SublayerKindDef kind) {
     Operation *producer = linear.getX().getDefiningOp();
     if (attention)
       return named(producer && isa<AttentionOp>(producer) ? "out" : "qkv");
-    return named(producer && isa<SwiGluOp>(producer) ? "fc2" : "fc1");
+    return named(producer && isa<SwiGluOp, ActivationOp>(producer) ? "fc2" : "fc1");
   }
-  if (isa<SwiGluOp>(op))
+  if (isa<SwiGluOp, ActivationOp>(op))
     return attention ? wrongSublayer() : named("fc1");
   if (isa<AddOp>(op))
     return named(attention ? "out" : "fc2");

@@ -1,7 +1,10 @@
 // Finds the decoder structure in the dataflow of a raised model: the embedding starts the
-// residual stream; each sublayer reads the stream through one rms_norm and writes it back through
-// one residual add; attention and feed-forward sublayers alternate; the final rms_norm feeds
-// lm_head. Names play no part, so a renamed or reordered export groups the same way.
+// residual stream; each sublayer reads the stream through one norm (rms_norm or layer_norm) and
+// writes it back through one residual add; attention and feed-forward sublayers alternate; the
+// final norm feeds lm_head. A feed-forward sublayer is gated (gate and up linears, swiglu, down)
+// or not (fc1, activation, fc2). Names play no part, so a renamed or reordered export groups the
+// same way. The norms and feed-forwards name the model's architecture: rms_norm and swiglu
+// "llama", layer_norm and activation "opt"; a model mixing them is refused.
 #include "hetc/compiler/Passes.h"
 #include "hetc/compiler/PlanAttributes.h"
 
@@ -28,10 +31,29 @@ StringRef kindPhrase(SublayerKind kind) {
   return kind == SublayerKind::Attention ? "an attention" : "a feed-forward";
 }
 
-// The ops from a sublayer's rms_norm to its residual add, both included.
+// `op` when it is a norm a sublayer or the final norm may read the residual stream through
+// (hetc.rms_norm or hetc.layer_norm, the stream its operand 0); null for any other op.
+Operation *asNorm(Operation *op) { return isa<RmsNormOp, LayerNormOp>(op) ? op : nullptr; }
+
+// "rms_norm" or "layer_norm", for messages.
+StringRef normName(Operation *norm) { return norm->getName().stripDialect(); }
+
+// The epsilon a norm adds to the mean square (rms_norm) or the variance (layer_norm).
+float normEpsilon(Operation *norm) {
+  if (auto rms = dyn_cast<RmsNormOp>(norm))
+    return rms.getEpsilon().convertToFloat();
+  return cast<LayerNormOp>(norm).getEpsilon().convertToFloat();
+}
+
+// The architecture a norm or a feed-forward's activation (swiglu or activation) stands for.
+Architecture architectureOf(Operation *op) {
+  return isa<RmsNormOp, SwiGluOp>(op) ? Architecture::Llama : Architecture::Opt;
+}
+
+// The ops from a sublayer's norm to its residual add, both included.
 struct Sublayer {
   SublayerKind kind;
-  RmsNormOp norm;
+  Operation *norm;
   AddOp residual;
   llvm::SetVector<Operation *> ops;
 };
@@ -70,7 +92,7 @@ bool isTiedEmbedding(Value lmHeadWeight, Value table) {
 // branch depends on, back to the norm. Checks that it is closed: nothing inside reads the
 // residual stream except the norm or reads an earlier sublayer's values, and nothing outside
 // reads its values except through the residual add (and the KV cache the attention returns).
-FailureOr<Sublayer> traceSublayer(Value stream, RmsNormOp norm, AddOp residual,
+FailureOr<Sublayer> traceSublayer(Value stream, Operation *norm, AddOp residual,
                                   const llvm::SmallPtrSetImpl<Operation *> &earlier) {
   Sublayer sublayer{SublayerKind::Attention, norm, residual, {}};
   Value branch = residual.getLhs() == stream ? residual.getRhs() : residual.getLhs();
@@ -84,12 +106,13 @@ FailureOr<Sublayer> traceSublayer(Value stream, RmsNormOp norm, AddOp residual,
     if (!op || !isa<LlmOp>(op) || sublayer.ops.contains(op))
       continue;
     sublayer.ops.insert(op);
-    if (op == norm.getOperation())
+    if (op == norm)
       continue;
     for (Value operand : op->getOperands()) {
       if (operand == stream)
-        return op->emitOpError("reads the residual stream directly; a sublayer reads it only "
-                               "through its rms_norm");
+        return op->emitOpError() << "reads the residual stream directly; a sublayer reads it "
+                                    "only through its "
+                                 << normName(norm);
       Operation *producer = operand.getDefiningOp();
       if (producer && earlier.contains(producer))
         return op->emitOpError() << "reads an activation of an earlier sublayer (produced at "
@@ -98,8 +121,8 @@ FailureOr<Sublayer> traceSublayer(Value stream, RmsNormOp norm, AddOp residual,
     }
   }
   if (!sublayer.ops.contains(norm))
-    return residual.emitOpError("adds a branch that does not start at the rms_norm reading the "
-                                "residual stream");
+    return residual.emitOpError() << "adds a branch that does not start at the " << normName(norm)
+                                  << " reading the residual stream";
 
   for (Operation *op : sublayer.ops) {
     for (OpResult result : op->getResults()) {
@@ -112,8 +135,8 @@ FailureOr<Sublayer> traceSublayer(Value stream, RmsNormOp norm, AddOp residual,
           return op->emitOpError()
                  << "result #" << result.getResultNumber()
                  << " is returned from the function, but it is internal to the sublayer that "
-                    "starts at the rms_norm at "
-                 << norm.getLoc();
+                    "starts at the "
+                 << normName(norm) << " at " << norm->getLoc();
         }
         bool readsOnlySublayer = llvm::all_of(user->getOperands(), [&](Value operand) {
           return !isActivation(operand) || sublayer.ops.contains(operand.getDefiningOp());
@@ -122,30 +145,37 @@ FailureOr<Sublayer> traceSublayer(Value stream, RmsNormOp norm, AddOp residual,
           return user->emitOpError()
                  << "does not contribute to its sublayer's residual add at " << residual.getLoc();
         return user->emitOpError() << "reads a value internal to the sublayer that starts at the "
-                                      "rms_norm at "
-                                   << norm.getLoc();
+                                   << normName(norm) << " at " << norm->getLoc();
       }
     }
   }
 
-  unsigned attentions = 0, swiglus = 0;
+  unsigned attentions = 0, swiglus = 0, activations = 0;
   for (Operation *op : sublayer.ops) {
     attentions += isa<AttentionOp>(op);
     swiglus += isa<SwiGluOp>(op);
+    activations += isa<ActivationOp>(op);
   }
-  if (attentions + swiglus != 1)
-    return norm.emitOpError() << "starts a sublayer with " << attentions << " hetc.attention and "
-                              << swiglus
-                              << " hetc.swiglu ops; a decoder sublayer has exactly one of them";
+  if (attentions + swiglus + activations != 1) {
+    InFlightDiagnostic diag = norm->emitOpError();
+    diag << "starts a sublayer with " << attentions << " hetc.attention and " << swiglus
+         << " hetc.swiglu";
+    if (activations)
+      diag << " and " << activations << " hetc.activation";
+    diag << " ops; a decoder sublayer has exactly one of them";
+    return diag;
+  }
   sublayer.kind = attentions ? SublayerKind::Attention : SublayerKind::FeedForward;
   for (Operation *op : sublayer.ops) {
-    if (op == norm.getOperation())
+    if (op == norm)
       continue;
     bool allowed = isa<LinearOp, AttentionOp, SwiGluOp>(op) ||
-                   (isa<RopeOp>(op) && sublayer.kind == SublayerKind::Attention);
+                   (isa<RopeOp>(op) && sublayer.kind == SublayerKind::Attention) ||
+                   (isa<ActivationOp>(op) && sublayer.kind == SublayerKind::FeedForward);
     if (!allowed)
       return op->emitOpError() << "cannot appear inside " << kindPhrase(sublayer.kind)
-                               << " sublayer (between its rms_norm and residual add)";
+                               << " sublayer (between its " << normName(norm)
+                               << " and residual add)";
   }
   sublayer.ops.insert(residual);
   return sublayer;
@@ -174,26 +204,26 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
   SmallVector<Sublayer> sublayers;
   llvm::SmallPtrSet<Operation *, 32> assigned{embedding.getOperation()};
   Value stream = embedding.getResult();
-  RmsNormOp finalNorm;
+  Operation *finalNorm = nullptr;
   LmHeadOp lmHead;
   while (true) {
     SmallVector<Operation *> users = uniqueUsers(stream);
-    if (users.size() == 1 && isa<RmsNormOp>(users[0])) {
-      auto norm = cast<RmsNormOp>(users[0]);
-      SmallVector<Operation *> normUsers = uniqueUsers(norm.getResult());
+    if (users.size() == 1 && asNorm(users[0])) {
+      Operation *norm = users[0];
+      SmallVector<Operation *> normUsers = uniqueUsers(norm->getResult(0));
       if (normUsers.size() != 1 || !isa<LmHeadOp>(normUsers[0]))
-        return norm.emitOpError() << "is the final norm (the residual stream ends here), so it "
-                                     "must feed exactly one hetc.lm_head; it feeds "
-                                  << describeUsers(normUsers);
+        return norm->emitOpError() << "is the final norm (the residual stream ends here), so it "
+                                      "must feed exactly one hetc.lm_head; it feeds "
+                                   << describeUsers(normUsers);
       finalNorm = norm;
       lmHead = cast<LmHeadOp>(normUsers[0]);
       break;
     }
-    RmsNormOp norm;
+    Operation *norm = nullptr;
     AddOp residual;
     for (Operation *user : users) {
-      if (auto asNorm = dyn_cast<RmsNormOp>(user); asNorm && !norm && asNorm.getX() == stream)
-        norm = asNorm;
+      if (asNorm(user) && !norm && user->getOperand(0) == stream)
+        norm = user;
       else if (auto asAdd = dyn_cast<AddOp>(user); asAdd && !residual)
         residual = asAdd;
     }
@@ -202,8 +232,8 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
       diag << "produces the residual stream after "
            << (sublayers.empty() ? std::string("the embedding")
                                  : "sublayer " + std::to_string(sublayers.size() - 1))
-           << ", which must feed either one hetc.rms_norm and one residual hetc.add (the next "
-              "sublayer) or only the final hetc.rms_norm; it feeds "
+           << ", which must feed either one norm (hetc.rms_norm or hetc.layer_norm) and one "
+              "residual hetc.add (the next sublayer) or only the final norm; it feeds "
            << describeUsers(users);
       return diag;
     }
@@ -213,17 +243,17 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
     SublayerKind expected =
         sublayers.size() % 2 == 0 ? SublayerKind::Attention : SublayerKind::FeedForward;
     if (sublayer->kind != expected)
-      return norm.emitOpError() << "starts " << kindPhrase(sublayer->kind)
-                                << " sublayer where layer " << sublayers.size() / 2 << " needs "
-                                << kindPhrase(expected)
-                                << " sublayer (layers are attention, then feed-forward)";
+      return norm->emitOpError() << "starts " << kindPhrase(sublayer->kind)
+                                 << " sublayer where layer " << sublayers.size() / 2 << " needs "
+                                 << kindPhrase(expected)
+                                 << " sublayer (layers are attention, then feed-forward)";
     stream = residual.getResult();
     assigned.insert(sublayer->ops.begin(), sublayer->ops.end());
     sublayers.push_back(std::move(*sublayer));
   }
   if (sublayers.empty())
-    return finalNorm.emitOpError("follows the embedding directly; expected at least one decoder "
-                                 "layer in between");
+    return finalNorm->emitOpError("follows the embedding directly; expected at least one "
+                                  "decoder layer in between");
   if (sublayers.size() % 2 != 0)
     return sublayers.back().residual.emitOpError()
            << "ends layer " << sublayers.size() / 2
@@ -251,7 +281,7 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
   for (Operation *op : ops)
     if (!placed.contains(op))
       return op->emitOpError("is not part of the decoder structure (embedding, then layers of an "
-                             "attention and a feed-forward sublayer, then the final rms_norm and "
+                             "attention and a feed-forward sublayer, then the final norm and "
                              "lm_head)");
 
   // The model's dimensions, read from the ops; the runtime's KV cache needs them uniform.
@@ -273,24 +303,35 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
                << firstAttention.getHeads() << ", " << firstAttention.getKvHeads() << ", "
                << firstAttention.getHeadDim() << "; every layer must share one KV cache shape";
       }
-    } else if (auto swiglu = dyn_cast<SwiGluOp>(op)) {
-      std::optional<int64_t> size = featureSize(swiglu.getResult().getType());
+    } else if (isa<SwiGluOp, ActivationOp>(op)) {
+      // The feed-forward's width: the swiglu's or the activation's features.
+      std::optional<int64_t> size = featureSize(op->getResult(0).getType());
       if (!size)
-        size = featureSize(swiglu.getGate().getType());
+        size = featureSize(op->getOperand(0).getType());
       if (!size)
-        return swiglu.emitOpError("needs a static feature size to plan the feed-forward width");
+        return op->emitOpError("needs a static feature size to plan the feed-forward width");
       if (intermediate && *intermediate != *size)
-        return swiglu.emitOpError()
-               << "has " << *size << " features, but layer 0 has " << *intermediate;
+        return op->emitOpError() << "has " << *size << " features, but layer 0 has "
+                                 << *intermediate;
       intermediate = size;
     }
   }
+  // Every norm and feed-forward of the model names one architecture, the final norm's.
+  const Architecture architecture = architectureOf(finalNorm);
+  for (Operation *op : ops)
+    if ((asNorm(op) || isa<SwiGluOp, ActivationOp>(op)) && architectureOf(op) != architecture)
+      return op->emitOpError()
+             << "does not fit a model whose final norm is hetc." << normName(finalNorm)
+             << "; hetc plans llama decoders (hetc.rms_norm, gated feed-forwards with "
+                "hetc.swiglu) and opt decoders (hetc.layer_norm, feed-forwards with "
+                "hetc.activation)";
   auto headWeight = cast<RankedTensorType>(lmHead.getW().getType());
   if (headWeight.getDimSize(0) != hidden || headWeight.getDimSize(1) != vocab)
     return lmHead.emitOpError() << "weight is " << headWeight << ", expected [" << hidden << ", "
                                 << vocab << "] to match the embedding table " << table;
 
   ModelAttrs model;
+  model.architecture = architecture;
   model.vocab = vocab;
   model.hidden = hidden;
   model.layers = static_cast<int64_t>(sublayers.size() / 2);
@@ -298,7 +339,7 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
   model.kvHeads = firstAttention.getKvHeads();
   model.headDim = firstAttention.getHeadDim();
   model.intermediate = *intermediate;
-  model.rmsEps = sublayers.front().norm.getEpsilon().convertToFloat();
+  model.rmsEps = normEpsilon(sublayers.front().norm);
   model.tiedEmbeddings = isTiedEmbedding(lmHead.getW(), embedding.getTable());
   getOperation()->setAttr(kModel, model.toAttr(b));
   return success();

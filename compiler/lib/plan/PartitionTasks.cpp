@@ -4,7 +4,8 @@
 //
 // Units of work, as the runtime reads hetc.tasks:
 //   linear, lm_head                          output columns
-//   embedding, rms_norm, rope, swiglu, add   rows (tokens of the step)
+//   embedding, rms_norm, layer_norm, rope,   rows (tokens of the step)
+//   swiglu, activation, add
 // Attention gets no tasks: its work grows with the positions cached, which only a step knows, so
 // the executor cuts it at run time into chunks of positions (docs/kernels.md).
 #include "hetc/compiler/Passes.h"

@@ -18,6 +18,8 @@ template <typename T> struct Named {
   T value;
 };
 
+constexpr Named<Architecture> kArchitectures[] = {{"llama", Architecture::Llama},
+                                                  {"opt", Architecture::Opt}};
 constexpr Named<plan::DTypeDef> kKvDtypes[] = {
     {"f32", plan::DTypeDef::F32}, {"bf16", plan::DTypeDef::BF16}, {"int8", plan::DTypeDef::INT8}};
 constexpr Named<plan::BufferRoleDef> kBufferRoles[] = {{"hidden", plan::BufferRoleDef::Hidden},
@@ -217,8 +219,13 @@ std::optional<plan::DTypeDef> kvDtypeFromName(StringRef name) {
 
 StringRef bufferRoleName(plan::BufferRoleDef role) { return nameOf(kBufferRoles, role); }
 
+StringRef architectureName(Architecture architecture) {
+  return nameOf(kArchitectures, architecture);
+}
+
 DictionaryAttr ModelAttrs::toAttr(Builder &b) const {
   return b.getDictionaryAttr({
+      b.getNamedAttr("architecture", b.getStringAttr(architectureName(architecture))),
       b.getNamedAttr("vocab", b.getI64IntegerAttr(vocab)),
       b.getNamedAttr("hidden", b.getI64IntegerAttr(hidden)),
       b.getNamedAttr("layers", b.getI64IntegerAttr(layers)),
@@ -237,6 +244,7 @@ FailureOr<ModelAttrs> ModelAttrs::read(ModuleOp module, StringRef user) {
     return failure();
   FieldReader in(module, kModel, dict);
   ModelAttrs model;
+  model.architecture = in.oneOf("architecture", kArchitectures);
   model.vocab = in.integer("vocab", Range::Positive32);
   model.hidden = in.integer("hidden", Range::Positive32);
   model.layers = in.integer("layers", Range::Positive32);
@@ -260,7 +268,7 @@ compiler::ModelShape ModelAttrs::shape() const {
   shape.headDim = static_cast<uint32_t>(headDim);
   shape.ffn = static_cast<uint32_t>(intermediate);
   shape.vocab = static_cast<uint32_t>(vocab);
-  shape.gatedFfn = true; // the raising passes accept Llama's SwiGLU feed-forward only
+  shape.gatedFfn = architecture == Architecture::Llama;
   shape.tiedEmbeddings = tiedEmbeddings;
   return shape;
 }
@@ -576,6 +584,21 @@ SmallVector<Operation *> collectLlmOps(func::FuncOp func) {
       ops.push_back(op);
   });
   return ops;
+}
+
+std::optional<LearnedPositions> learnedPositions(func::FuncOp func) {
+  std::optional<LearnedPositions> positions;
+  func.walk([&](EmbeddingOp embedding) {
+    Value table = embedding.getPositions();
+    if (!table)
+      return;
+    // The verifier checked a static [max_positions, hidden] table and the offset within it.
+    const int64_t offset = embedding.getPositionOffset().value_or(0);
+    const int64_t tokens = cast<RankedTensorType>(table.getType()).getDimSize(0) - offset;
+    if (!positions || tokens < positions->tokens)
+      positions = LearnedPositions{tokens, offset};
+  });
+  return positions;
 }
 
 bool isActivation(Value value) {

@@ -47,12 +47,12 @@ plan::BufferRoleDef roleOf(Operation *producer) {
 struct PlanMemoryPass : public hetc::impl::PlanMemoryBase<PlanMemoryPass> {
   using PlanMemoryBase::PlanMemoryBase;
   void runOnOperation() override;
-  LogicalResult checkBounds(ModuleOp module);
+  LogicalResult checkBounds(ModuleOp module, func::FuncOp func);
   LogicalResult planActivations(ModuleOp module, func::FuncOp func);
   LogicalResult planKvCache(ModuleOp module);
 };
 
-LogicalResult PlanMemoryPass::checkBounds(ModuleOp module) {
+LogicalResult PlanMemoryPass::checkBounds(ModuleOp module, func::FuncOp func) {
   // Plain copies: pass options do not stream into diagnostics as numbers.
   uint64_t maxBatch = this->maxBatch, maxSeq = this->maxSeq, maxStepTokens = this->maxStepTokens;
   if (maxBatch == 0)
@@ -63,6 +63,12 @@ LogicalResult PlanMemoryPass::checkBounds(ModuleOp module) {
     return module.emitError("max-step-tokens must be at least 1 (tokens per step)");
   if (maxSeq > static_cast<uint64_t>(INT64_MAX))
     return module.emitError() << "max-seq = " << maxSeq << " does not fit in 63 bits";
+  // The runtime adds position row p + offset for every position p < max-seq.
+  if (std::optional<LearnedPositions> positions = learnedPositions(func);
+      positions && maxSeq > static_cast<uint64_t>(positions->tokens))
+    return module.emitError() << "model has learned positions for " << positions->tokens
+                              << " tokens (offset " << positions->offset << "); --max-seq "
+                              << maxSeq << " exceeds them";
   if (maxStepTokens < maxBatch)
     return module.emitError() << "max-step-tokens = " << maxStepTokens
                               << " is smaller than max-batch = " << maxBatch
@@ -241,12 +247,9 @@ LogicalResult PlanMemoryPass::planKvCache(ModuleOp module) {
 
 void PlanMemoryPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (failed(checkBounds(module)) || failed(planKvCache(module))) {
-    signalPassFailure();
-    return;
-  }
   func::FuncOp func = findModelFunction(module);
-  if (!func || failed(planActivations(module, func)))
+  if (!func || failed(checkBounds(module, func)) || failed(planKvCache(module)) ||
+      failed(planActivations(module, func)))
     signalPassFailure();
 }
 

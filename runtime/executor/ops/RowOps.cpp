@@ -1,6 +1,6 @@
-// The row-wise ops: Embedding, RmsNorm, Rope, SwiGlu and Add. Each splits the step's rows into
-// tasks of the plan's grain and runs the kernel of the vector set picked at create()
-// (codegen/cpu/vector: AVX-512 BF16, AVX-512 or portable); the label is that set's name.
+// The row-wise ops: Embedding, RmsNorm, LayerNorm, Rope, SwiGlu, Activation and Add. Each splits
+// the step's rows into tasks of the plan's grain and runs the kernel of the vector set picked at
+// create() (codegen/cpu/vector: AVX-512 BF16, AVX-512 or portable); the label is that set's name.
 #include "runtime/executor/OpResolver.h"
 #include "runtime/executor/ops/Split.h"
 
@@ -24,7 +24,25 @@ struct EmbeddingArgs : OpArgs {
   kernels::EmbeddingKernel kernel = nullptr;
   const uint16_t *packed = nullptr; // or a tied BF16 lm_head's packed weight
   size_t vocab = 0;
+  // Learned positions: row positions[t] + positionOffset of f32 [max_positions, hidden] is added
+  // to row t; null without them.
+  const float *positions = nullptr;
+  size_t positionOffset = 0;
+  kernels::AddKernel add = nullptr;
 };
+
+// Adds each row's learned position row, after its token row was written: table[id] + positions
+// [p], the order of OPT's and GPT-2's inputs_embeds + pos_embeds. The loader checked that
+// max_seq + offset rows exist.
+void addPositionRows(const EmbeddingArgs &a, const StepRows &step, size_t begin, size_t end) {
+  if (!a.positions)
+    return;
+  for (size_t t = begin; t < end; ++t) {
+    float *row = a.out.data + t * a.out.stride;
+    const float *position = a.positions + (step.positions[t] + a.positionOffset) * a.out.cols;
+    a.add(row, 0, position, 0, a.out.cols, row, 0, 0, 1);
+  }
+}
 
 void runEmbedding(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
   const auto &a = static_cast<const EmbeddingArgs &>(base);
@@ -32,6 +50,7 @@ void runEmbedding(const OpArgs &base, const StepRows &step, unsigned thread, uns
   ops::rowShare(step, a.grain, thread, threads, begin, end);
   if (begin < end)
     a.kernel(step.tokens, a.table, a.out.cols, a.out.data, a.out.stride, begin, end);
+  addPositionRows(a, step, begin, end);
 }
 
 // Rows are gathered from the lm_head's packed weight it is tied to.
@@ -43,6 +62,7 @@ void runEmbeddingPacked(const OpArgs &base, const StepRows &step, unsigned threa
   for (size_t t = begin; t < end; ++t)
     unpackLinearBf16Row(a.packed, a.vocab, a.out.cols, step.tokens[t],
                         a.out.data + t * a.out.stride);
+  addPositionRows(a, step, begin, end);
 }
 
 struct RmsNormArgs : OpArgs {
@@ -60,6 +80,39 @@ void runRmsNorm(const OpArgs &base, const StepRows &step, unsigned thread, unsig
   if (begin < end)
     a.kernel(a.in.data, a.in.stride, a.gamma, a.out.cols, a.eps, a.out.data, a.out.stride, begin,
              end);
+}
+
+struct LayerNormArgs : OpArgs {
+  Rows in, out;
+  size_t grain = 1;
+  const float *gamma = nullptr;
+  const float *beta = nullptr; // null without a bias
+  float eps = 0.0f;
+  kernels::LayerNormKernel kernel = nullptr;
+};
+
+void runLayerNorm(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+  const auto &a = static_cast<const LayerNormArgs &>(base);
+  size_t begin, end;
+  ops::rowShare(step, a.grain, thread, threads, begin, end);
+  if (begin < end)
+    a.kernel(a.in.data, a.in.stride, a.gamma, a.beta, a.out.cols, a.eps, a.out.data, a.out.stride,
+             begin, end);
+}
+
+struct ActivationArgs : OpArgs {
+  Rows in, out;
+  size_t grain = 1;
+  kernels::ActivationFunction function = kernels::ActivationFunction::Relu;
+  kernels::ActivationKernel kernel = nullptr;
+};
+
+void runActivation(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+  const auto &a = static_cast<const ActivationArgs &>(base);
+  size_t begin, end;
+  ops::rowShare(step, a.grain, thread, threads, begin, end);
+  if (begin < end)
+    a.kernel(a.function, a.in.data, a.in.stride, a.out.cols, a.out.data, a.out.stride, begin, end);
 }
 
 struct RopeArgs : OpArgs {
@@ -120,6 +173,15 @@ Status resolveEmbedding(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   a.grain = grainOf(resolver);
   a.vocab = def.model()->vocab();
+  // The loader checked weights[1]'s shape [max_positions, hidden] and that max_seq + offset rows
+  // exist.
+  if (op.weights() && op.weights()->size() > 1) {
+    const flatbuffers::Vector<uint64_t> *shape = nullptr;
+    if (Status s = resolver.weight(1, WeightLayoutDef::RowMajor, 2, a.positions, shape); !s)
+      return s;
+    a.positionOffset = op.params_as_EmbeddingParamsDef()->position_offset();
+    a.add = resolver.setup().vector->add;
+  }
   const plan::TensorDef *table =
       op.weights() && op.weights()->size() > 0 ? def.tensors()->Get(op.weights()->Get(0)) : nullptr;
   if (table && table->layout() == WeightLayoutDef::LinearBf16N16K2) {
@@ -154,6 +216,54 @@ Status resolveRmsNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   a.grain = grainOf(resolver);
   a.kernel = resolver.setup().vector->rmsNorm;
   ops.push_back(resolver.resolved(OpKind::RmsNorm, runRmsNorm, a, resolver.setup().vector->name));
+  return Status();
+}
+
+Status resolveLayerNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
+  const size_t T = resolver.setup().maxStepTokens;
+  LayerNormArgs &a = resolver.make<LayerNormArgs>();
+  const flatbuffers::Vector<uint64_t> *shape = nullptr;
+  if (Status s = resolver.buffer(0, true, T, a.in); !s)
+    return s;
+  if (Status s = resolver.buffer(0, false, T, a.out); !s)
+    return s;
+  if (Status s = resolver.weight(0, WeightLayoutDef::RowMajor, 1, a.gamma, shape); !s)
+    return s;
+  const auto *params = resolver.op().params_as_LayerNormParamsDef();
+  if (params->bias())
+    if (Status s = resolver.weight(1, WeightLayoutDef::RowMajor, 1, a.beta, shape); !s)
+      return s;
+  a.eps = params->eps();
+  a.grain = grainOf(resolver);
+  a.kernel = resolver.setup().vector->layerNorm;
+  ops.push_back(
+      resolver.resolved(OpKind::LayerNorm, runLayerNorm, a, resolver.setup().vector->name));
+  return Status();
+}
+
+Status resolveActivation(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
+  const size_t T = resolver.setup().maxStepTokens;
+  ActivationArgs &a = resolver.make<ActivationArgs>();
+  if (Status s = resolver.buffer(0, true, T, a.in); !s)
+    return s;
+  if (Status s = resolver.buffer(0, false, T, a.out); !s)
+    return s;
+  // The loader checked the function is one of ActivationFunctionDef's.
+  switch (resolver.op().params_as_ActivationParamsDef()->function()) {
+  case plan::ActivationFunctionDef::Relu:
+    a.function = kernels::ActivationFunction::Relu;
+    break;
+  case plan::ActivationFunctionDef::Gelu:
+    a.function = kernels::ActivationFunction::Gelu;
+    break;
+  case plan::ActivationFunctionDef::GeluTanh:
+    a.function = kernels::ActivationFunction::GeluTanh;
+    break;
+  }
+  a.grain = grainOf(resolver);
+  a.kernel = resolver.setup().vector->activation;
+  ops.push_back(
+      resolver.resolved(OpKind::Activation, runActivation, a, resolver.setup().vector->name));
   return Status();
 }
 

@@ -32,8 +32,9 @@
 //                     layer_ms: f64}] in layer order, table: [{len: i64, ranges: [{first_batch,
 //                     last_batch: i64, policies: ["(p1,...,p6)"] one per group}]}]}; a policy's
 //                     p_i = 1 runs sublayer i on the CPU (LIA), as hetc plan prints it
-//   hetc.model        {vocab, hidden, layers, heads, kv_heads, head_dim, intermediate: i64,
-//                     rms_eps: f32, tied_embeddings: bool}
+//   hetc.model        {architecture: "llama" | "opt", vocab, hidden, layers, heads, kv_heads,
+//                     head_dim, intermediate: i64, rms_eps: f32 (the first norm's epsilon),
+//                     tied_embeddings: bool}
 //   hetc.bounds       {max_batch, max_seq, max_step_tokens: i64}
 //   hetc.buffers      [{name, role: "hidden" | "scratch" | "logits", offset, rows, cols,
 //                     row_stride: i64}]: the activation arena's buffers, in index order
@@ -125,8 +126,19 @@ llvm::StringRef bufferRoleName(plan::BufferRoleDef role);
 // missing or malformed field is an error on the module or op naming the attribute and the field,
 // and a missing module attribute an error saying that `user` needs it and which pass records it.
 
+// The decoder family a model's ops describe, named by the plan's model.architecture: its norms
+// and its feed-forward. Positions (RoPE, learned rows or both) are free in either.
+enum class Architecture {
+  Llama, // hetc.rms_norm; gated feed-forward: gate and up linears, hetc.swiglu, down
+  Opt,   // hetc.layer_norm; fc1 -> hetc.activation -> fc2 (OPT, GPT-2)
+};
+
+// "llama" or "opt", as hetc.model and the plan record it.
+llvm::StringRef architectureName(Architecture architecture);
+
 // hetc.model, recorded by hetc-group-sublayers. Every dimension is positive and fits 32 bits.
 struct ModelAttrs {
+  Architecture architecture = Architecture::Llama;
   int64_t vocab = 0;
   int64_t hidden = 0;
   int64_t layers = 0;
@@ -211,6 +223,14 @@ struct SublayerAttrs {
 mlir::DictionaryAttr devicePlanAttr(mlir::Builder &b, const compiler::DeviceAssignment &a);
 mlir::FailureOr<compiler::DeviceAssignment> readDevicePlan(mlir::ModuleOp module,
                                                            llvm::StringRef user);
+
+// The positions a model with learned position rows (a hetc.embedding with positions) has rows
+// for, max_positions - position_offset, and that offset; none without them.
+struct LearnedPositions {
+  int64_t tokens = 0;
+  int64_t offset = 0;
+};
+std::optional<LearnedPositions> learnedPositions(mlir::func::FuncOp func);
 
 // The function holding the model: @main, or the module's only function. Emits an error on the
 // module and returns null when there is none.
