@@ -13,7 +13,8 @@ outputs logits, present.{i}.key/value), DIR/config.json (OPT's field names) and 
 Semantics, as transformers has them:
   * learned positional embeddings with an offset of 2, positions from the attention mask:
     (cumsum(mask) * mask) - 1, the last `sequence` of them (padding gets position -1 + 2 = 1);
-  * pre-LayerNorm (do_layer_norm_before=True) with bias; biases on q, k, v, out, fc1, fc2; ReLU;
+  * pre-LayerNorm (do_layer_norm_before=True) with bias; biases on q, k, v, out, fc1, fc2; ReLU
+    (or, with --activation, nn.GELU or gelu_new as transformers' ACT2FN has them);
   * no GQA; q scaled by head_dim ** -0.5 before q @ k^T (bmm over batch * heads);
   * the mask: _make_causal_mask (finfo.min above the diagonal, zeros for the past) plus
     _expand_mask's padding (1 - mask, finfo.min where set), summed; after adding it to the scores,
@@ -131,6 +132,17 @@ class OPTAttention(nn.Module):
         return self.out_proj(attn_output), present
 
 
+class NewGELU(nn.Module):
+    """transformers' gelu_new (GPT-2's), written out: exports as Pow, Mul, Add, Tanh."""
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+# transformers' ACT2FN entries an OPT config may name (OPT checkpoints use relu).
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_new": NewGELU}
+
+
 class OPTDecoderLayer(nn.Module):
     def __init__(self, config: Config):
         super().__init__()
@@ -142,7 +154,7 @@ class OPTDecoderLayer(nn.Module):
         self.fc1 = nn.Linear(self.embed_dim, config.ffn_dim, bias=config.enable_bias)
         self.fc2 = nn.Linear(config.ffn_dim, self.embed_dim, bias=config.enable_bias)
         self.final_layer_norm = nn.LayerNorm(self.embed_dim, elementwise_affine=affine)
-        self.activation_fn = nn.ReLU()
+        self.activation_fn = ACTIVATIONS[config.activation_function]()
 
     def forward(self, hidden_states, attention_mask, past_key_value):
         residual = hidden_states
@@ -258,6 +270,36 @@ def export(config: Config, out_dir: str, verbose: bool = False) -> str:
                                  config.head_dim, position_ids=False, verbose=verbose)
 
 
+def fuse_activations(path: str, layers: int, activation: str) -> None:
+    """Rewrites the file as ONNX Runtime's transformer optimizer fuses an activation written out:
+    every node of layer i's activation_fn (torch names them /layers.i/activation_fn/...) becomes
+    one com.microsoft node, FastGelu for gelu_new, Gelu for nn.GELU, reading fc1's output."""
+    import onnx
+    from onnx import helper
+    op = {"gelu_new": "FastGelu", "gelu": "Gelu"}[activation]
+    model = onnx.load(path)
+    nodes = list(model.graph.node)
+    for i in range(layers):
+        prefix = f"/layers.{i}/activation_fn/"
+        part = [n for n in nodes if n.name.startswith(prefix)]
+        produced = {o for n in part for o in n.output}
+        inputs = {x for n in part for x in n.input if x not in produced and x}
+        # fc1's output, beside the constants the written-out form reads
+        (source,) = [x for x in inputs if not any(x in c.output for c in nodes if c.op_type == "Constant")
+                     and x not in {t.name for t in model.graph.initializer}]
+        read = {x for n in nodes if n not in part for x in n.input}
+        (result,) = [o for o in produced if o in read]
+        at = nodes.index(part[0])
+        nodes = [n for n in nodes if n not in part]
+        nodes.insert(at, helper.make_node(op, [source], [result], name=f"{prefix}{op}",
+                                          domain="com.microsoft"))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save(model, path)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -270,7 +312,13 @@ def main(argv=None) -> int:
     e.add_argument("--heads", type=int, default=d.num_attention_heads)
     e.add_argument("--ffn", type=int, default=d.ffn_dim)
     e.add_argument("--max-position", type=int, default=d.max_position_embeddings)
+    e.add_argument("--activation", choices=sorted(ACTIVATIONS), default=d.activation_function,
+                   help="the feed-forward's activation_function (nn.GELU exports as Erf, gelu_new "
+                        "as Tanh and Pow)")
     e.add_argument("--seed", type=int, default=d.seed)
+    e.add_argument("--ort-fused-activation", action="store_true",
+                   help="with --activation gelu or gelu_new: one com.microsoft Gelu or FastGelu node "
+                        "per layer, as ONNX Runtime's transformer optimizer fuses them")
     e.add_argument("--verbose", action="store_true")
     e.add_argument("--print-ops", action="store_true")
     r = sub.add_parser("reference", help="greedy decoding in PyTorch to JSON")
@@ -282,8 +330,13 @@ def main(argv=None) -> int:
             p.error("--hidden must be a multiple of --heads")
         config = Config(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
                         num_attention_heads=a.heads, ffn_dim=a.ffn, max_position_embeddings=a.max_position,
+                        activation_function=a.activation,
                         word_embed_proj_dim=a.hidden, seed=a.seed)
+        if a.ort_fused_activation and a.activation == "relu":
+            p.error("--ort-fused-activation fuses a GELU: give --activation gelu or gelu_new")
         path = export(config, a.out, verbose=a.verbose)
+        if a.ort_fused_activation:
+            fuse_activations(path, a.layers, a.activation)
         print(f"wrote {path}, config.json, weights.pt")
         if a.print_ops:
             print(common.op_summary(path))

@@ -245,8 +245,8 @@ bool isIntegerType(int32_t t) {
 }
 
 // ONNX Runtime contrib operators hetc raises (raise/RaiseContribOps.cpp; MultiHeadAttention, whose
-// mask needs the attention's probe, in raise/RaiseAttention.cpp; FastGelu, an activation, in
-// raise/RaiseActivation.cpp), with the input and
+// mask needs the attention's probe, in raise/RaiseAttention.cpp; FastGelu and Gelu, activations,
+// in raise/RaiseActivation.cpp), with the input and
 // output counts of ONNX Runtime's contrib operator documentation. ONNX Runtime registers
 // SimplifiedLayerNormalization in the default domain, the others in com.microsoft.
 struct ContribOpArity {
@@ -258,6 +258,7 @@ const ContribOpArity *contribOp(const onnx::NodeProto &node) {
       {"SkipSimplifiedLayerNormalization", {3, 4, 4}},
       {"SkipLayerNormalization", {3, 5, 4}},
       {"FastGelu", {1, 2, 1}},
+      {"Gelu", {1, 1, 1}},
       {"RotaryEmbedding", {4, 4, 1}},
       {"GroupQueryAttention", {7, 12, 4}},
       {"MultiHeadAttention", {1, 10, 4}},

@@ -38,8 +38,16 @@ std::string summary(Operation *op) {
   if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
     os << "embedding " << features(embedding.getTable(), 0) << " x "
        << features(embedding.getTable(), 1);
+    if (Value positions = embedding.getPositions())
+      os << " + learned positions (" << features(positions, 0) << " rows, offset "
+         << embedding.getPositionOffset().value_or(0) << ")";
   } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
     os << "rms_norm eps " << printed(norm.getEpsilon().convertToFloat(), 6);
+  } else if (auto norm = dyn_cast<LayerNormOp>(op)) {
+    os << "layer_norm eps " << printed(norm.getEpsilon().convertToFloat(), 6)
+       << (norm.getBeta() ? " + bias" : "");
+  } else if (auto activation = dyn_cast<ActivationOp>(op)) {
+    os << "activation " << activation.getFunction();
   } else if (auto linear = dyn_cast<LinearOp>(op)) {
     os << "linear " << features(linear.getW(), 0) << " -> " << features(linear.getW(), 1)
        << (linear.getBias() ? " + bias" : "");

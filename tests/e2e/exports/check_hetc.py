@@ -98,8 +98,10 @@ def check(a):
     if a.explain_contains:
         print(f"PASS: --explain says each of {a.explain_contains}")
     torch_json = os.path.join(a.workdir, "torch.json")
-    run([sys.executable, HF_LLAMA, "reference", "--model-dir", model_dir, *prompt_flags(),
-         "--max-new", str(a.max_new), "--out", torch_json], "hf_llama.py reference")
+    # The PyTorch module behind the file: OPT's own, hf_llama.py's for every Llama form.
+    reference = exporter if a.exporter == "opt" else HF_LLAMA
+    run([sys.executable, reference, "reference", "--model-dir", model_dir, *prompt_flags(),
+         "--max-new", str(a.max_new), "--out", torch_json], f"{os.path.basename(reference)} reference")
     hetc_json = os.path.join(a.workdir, "hetc.json")
     hetc_result(a, plan, hetc_json)
     compare(a, torch_json, hetc_json, "PyTorch")
