@@ -316,6 +316,9 @@ def main(argv=None) -> int:
                    help="the feed-forward's activation_function (nn.GELU exports as Erf, gelu_new "
                         "as Tanh and Pow)")
     e.add_argument("--seed", type=int, default=d.seed)
+    e.add_argument("--post-layer-norm", action="store_true",
+                   help="do_layer_norm_before=False (opt-350m): each norm after its residual add, "
+                        "no final norm")
     e.add_argument("--ort-fused-activation", action="store_true",
                    help="with --activation gelu or gelu_new: one com.microsoft Gelu or FastGelu node "
                         "per layer, as ONNX Runtime's transformer optimizer fuses them")
@@ -330,7 +333,7 @@ def main(argv=None) -> int:
             p.error("--hidden must be a multiple of --heads")
         config = Config(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
                         num_attention_heads=a.heads, ffn_dim=a.ffn, max_position_embeddings=a.max_position,
-                        activation_function=a.activation,
+                        activation_function=a.activation, do_layer_norm_before=not a.post_layer_norm,
                         word_embed_proj_dim=a.hidden, seed=a.seed)
         if a.ort_fused_activation and a.activation == "relu":
             p.error("--ort-fused-activation fuses a GELU: give --activation gelu or gelu_new")

@@ -235,6 +235,10 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
            << ", which must feed either one norm (hetc.rms_norm or hetc.layer_norm) and one "
               "residual hetc.add (the next sublayer) or only the final norm; it feeds "
            << describeUsers(users);
+      // A sublayer read without a norm whose residual add then feeds one: post-norm.
+      if (!norm && residual && llvm::any_of(uniqueUsers(residual.getResult()), asNorm))
+        diag << " (the norm comes after the residual add: a post-norm decoder, as OPT-350m's "
+                "do_layer_norm_before = False; hetc runs pre-norm decoders)";
       return diag;
     }
     FailureOr<Sublayer> sublayer = traceSublayer(stream, norm, residual, assigned);
