@@ -110,3 +110,27 @@ func.func @opt_positions(%ids: tensor<?x?xi64> {hetc.name = "input_ids"}, %mask:
   %h = hetc.onnx.node "Add"(%t, %p) {node_name = "Add"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<*xf32>
   return %h : tensor<*xf32>
 }
+
+// -----
+
+// GPT-2 without position_ids: arange(past, past + S) unsqueezed to [1, S], shared by the batch.
+// CHECK-LABEL: func.func @arange_positions
+// CHECK: hetc.embedding %{{.*}}, %{{.*}}, %{{.*}} {position_offset = 0 : i64}
+func.func @arange_positions(%ids: tensor<?x?xi64> {hetc.name = "input_ids"}, %past: tensor<?x4x?x8xf32> {hetc.name = "past_key_values.0.key"}) -> tensor<*xf32> {
+  %wpe = hetc.weight "wpe.weight" : tensor<64x8xf32>
+  %wte = hetc.weight "wte.weight" : tensor<32x8xf32>
+  %t = hetc.onnx.node "Gather"(%wte, %ids) {node_name = "wte/Gather"} : (tensor<32x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %pshape = hetc.onnx.node "Shape"(%past) {node_name = "Shape"} : (tensor<?x4x?x8xf32>) -> tensor<4xi64>
+  %two = hetc.constant dense<2> : tensor<i64>
+  %start = hetc.onnx.node "Gather"(%pshape, %two) {node_name = "past_len", onnx_attrs = {axis = 0 : i64}} : (tensor<4xi64>, tensor<i64>) -> tensor<i64>
+  %ishape = hetc.onnx.node "Shape"(%ids) {node_name = "Shape_1"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %one = hetc.constant dense<1> : tensor<i64>
+  %seq = hetc.onnx.node "Gather"(%ishape, %one) {node_name = "seq_len", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %end = hetc.onnx.node "Add"(%start, %seq) {node_name = "end"} : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  %range = hetc.onnx.node "Range"(%start, %end, %one) {node_name = "Range"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %zero = hetc.constant dense<0> : tensor<1xi64>
+  %pos = hetc.onnx.node "Unsqueeze"(%range, %zero) {node_name = "Unsqueeze"} : (tensor<?xi64>, tensor<1xi64>) -> tensor<1x?xi64>
+  %p = hetc.onnx.node "Gather"(%wpe, %pos) {node_name = "wpe/Gather"} : (tensor<64x8xf32>, tensor<1x?xi64>) -> tensor<1x?x8xf32>
+  %h = hetc.onnx.node "Add"(%t, %p) {node_name = "Add"} : (tensor<?x?x8xf32>, tensor<1x?x8xf32>) -> tensor<*xf32>
+  return %h : tensor<*xf32>
+}

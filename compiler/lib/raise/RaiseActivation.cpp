@@ -11,7 +11,7 @@
 //                                             -> the function whose values it has
 //
 // The last is raised by meaning: the elementwise nodes that compute one value from the LLM value
-// and scalar constants alone are evaluated, by the ONNX interpreter, at points from -10 to 10;
+// and scalar constants alone are evaluated, by the ONNX interpreter, at points from -30 to 30;
 // when they equal one of hetc.activation's functions everywhere (within float32 rounding of the
 // constants), they are that function, however they are written. An activation of anything else
 // is left for CheckRaised to name.
@@ -129,11 +129,14 @@ SmallVector<std::pair<SmallVector<OnnxNodeOp>, Value>> elementwiseComputations(V
 StringRef functionByValues(ArrayRef<OnnxNodeOp> nodes, Value x, Value result) {
   Tensor sample;
   sample.elem = Float32Type::get(x.getContext());
-  constexpr int64_t kPoints = 161;
+  // -30 to 30, densest near 0 where the functions differ most.
+  constexpr int64_t kPoints = 241;
   sample.shape = {1, 1, kPoints};
   sample.resize(kPoints);
-  for (int64_t k = 0; k < kPoints; ++k)
-    sample.floats[k] = -10.0 + 20.0 * static_cast<double>(k) / (kPoints - 1);
+  for (int64_t k = 0; k < kPoints; ++k) {
+    const double u = -1.0 + 2.0 * static_cast<double>(k) / (kPoints - 1);
+    sample.floats[k] = 30.0 * u * u * u;
+  }
   DenseMap<Value, Tensor> values;
   values[x] = sample;
   for (OnnxNodeOp node : nodes) {

@@ -41,7 +41,9 @@ std::optional<int64_t> positionOffset(SampleEvaluator &evaluator, Value index, s
       why = error;
       return std::nullopt;
     }
-    if (t->isFloat() || t->size() != s.batch * s.seq) {
+    // One integer per token, or one per position shared by the batch (GPT-2's arange(past,
+    // past + S) unsqueezed to [1, S]).
+    if (t->isFloat() || (t->size() != s.batch * s.seq && t->size() != s.seq)) {
       why = "does not hold one integer per token" + s.described();
       return std::nullopt;
     }
