@@ -1,11 +1,12 @@
 // The row-wise kernels and the attention chunk kernel of one instruction set, picked once when
 // an engine is created from the host's features. Every set computes what the portable kernels in
 // Kernels.h compute:
-//   - embedding, add, rmsNorm, layerNorm, rope and activation give the same bits on every set
-//     (same operations in the same order; the runtime is built with -ffp-contract=off so no
-//     multiply-add is fused; activation's gelu forms call std::erf and std::tanh on every set);
-//   - swiGlu and attentionChunk use a vector exp (within 2 ulp of std::exp), so their bits
-//     differ between sets but, within one set, never depend on threads or splits.
+//   - embedding, add, rmsNorm, layerNorm, rope and ReLU give the same bits on every set (same
+//     operations in the same order; the runtime is built with -ffp-contract=off so no
+//     multiply-add is fused);
+//   - swiGlu, the GELU activations and attentionChunk use a vector exp (within 2 ulp of
+//     std::exp; GELU's erf form a polynomial within 1.5e-7), so their bits differ between sets
+//     but, within one set, never depend on threads or splits.
 #pragma once
 
 #include "codegen/cpu/attention/Attention.h"
