@@ -300,6 +300,36 @@ def fuse_activations(path: str, layers: int, activation: str) -> None:
     onnx.save(model, path)
 
 
+def fuse_skip_norms(path: str) -> int:
+    """Rewrites the file as ONNX Runtime's optimizer fuses a residual sum and the LayerNorm that
+    reads it: LayerNormalization(Add(a, b)) becomes SkipLayerNormalization(a, b, gamma, beta)
+    (com.microsoft) with the sum as its output 3. Returns how many were fused."""
+    import onnx
+    from onnx import helper
+    model = onnx.load(path)
+    nodes = list(model.graph.node)
+    producer = {o: n for n in nodes for o in n.output}
+    fused = 0
+    for norm in [n for n in nodes if n.op_type == "LayerNormalization"]:
+        add = producer.get(norm.input[0])
+        if add is None or add.op_type != "Add" or len(add.input) != 2:
+            continue
+        eps = next((a.f for a in norm.attribute if a.name == "epsilon"), 1e-5)
+        skip = helper.make_node("SkipLayerNormalization", [add.input[0], add.input[1], *norm.input[1:3]],
+                                [norm.output[0], "", "", add.output[0]], name=norm.name + "/Skip",
+                                domain="com.microsoft", epsilon=eps)
+        at = nodes.index(norm)
+        nodes[at] = skip
+        nodes.remove(add)
+        fused += 1
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save(model, path)
+    return fused
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -319,6 +349,9 @@ def main(argv=None) -> int:
     e.add_argument("--post-layer-norm", action="store_true",
                    help="do_layer_norm_before=False (opt-350m): each norm after its residual add, "
                         "no final norm")
+    e.add_argument("--ort-fused-norms", action="store_true",
+                   help="a LayerNormalization of a residual Add as one com.microsoft "
+                        "SkipLayerNormalization (the sum as its output 3), as ONNX Runtime fuses them")
     e.add_argument("--ort-fused-activation", action="store_true",
                    help="with --activation gelu or gelu_new: one com.microsoft Gelu or FastGelu node "
                         "per layer, as ONNX Runtime's transformer optimizer fuses them")
@@ -340,6 +373,8 @@ def main(argv=None) -> int:
         path = export(config, a.out, verbose=a.verbose)
         if a.ort_fused_activation:
             fuse_activations(path, a.layers, a.activation)
+        if a.ort_fused_norms and fuse_skip_norms(path) == 0:
+            p.error("--ort-fused-norms found no LayerNormalization of an Add")
         print(f"wrote {path}, config.json, weights.pt")
         if a.print_ops:
             print(common.op_summary(path))
