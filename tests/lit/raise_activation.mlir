@@ -77,3 +77,23 @@ func.func @written_out(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>, 
   %s = hetc.onnx.node "Mul"(%h, %eighth) {node_name = "scaled"} : (tensor<?x?x16xf32>, tensor<f32>) -> tensor<*xf32>
   return %g, %n, %r, %s : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// Two computations sharing a node: Max(h, 0), a ReLU, and Mul(Max, 3), none of the functions.
+// Raising the ReLU replaces the Max for every reader; the other computation, which listed the
+// erased Max, is skipped, and its Mul reads the activation.
+// CHECK-LABEL: func.func @shared_nodes
+// CHECK: %[[H:.*]] = hetc.linear
+// CHECK: %[[A:.*]] = hetc.activation %[[H]] {function = "relu"}
+// CHECK: hetc.onnx.node "Mul"(%[[A]]
+// CHECK-NOT: "Max"
+func.func @shared_nodes(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>) {
+  %w = hetc.weight "fc" : tensor<8x16xf32>
+  %h = hetc.linear %x, %w : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %zero = hetc.constant dense<0.0> : tensor<f32>
+  %three = hetc.constant dense<3.0> : tensor<f32>
+  %m = hetc.onnx.node "Max"(%h, %zero) {node_name = "Max"} : (tensor<?x?x16xf32>, tensor<f32>) -> tensor<*xf32>
+  %t = hetc.onnx.node "Mul"(%m, %three) {node_name = "Mul"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  return %m, %t : tensor<*xf32>, tensor<*xf32>
+}

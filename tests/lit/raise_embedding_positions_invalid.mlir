@@ -27,3 +27,18 @@ func.func @reversed_positions(%ids: tensor<?x?xi64> {hetc.name = "input_ids"}, %
   %h = hetc.onnx.node "Add"(%t, %p) {node_name = "Add"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<*xf32>
   return %h : tensor<*xf32>
 }
+
+// -----
+
+// An index clamped at 7: right for the short samples, not for the last rows of the table.
+func.func @clamped_positions(%ids: tensor<?x?xi64> {hetc.name = "input_ids"}, %pos: tensor<?x?xi64> {hetc.name = "position_ids"}) -> tensor<*xf32> {
+  %wpe = hetc.weight "wpe.weight" : tensor<64x8xf32>
+  %wte = hetc.weight "wte.weight" : tensor<32x8xf32>
+  %seven = hetc.constant dense<7> : tensor<i64>
+  %clamped = hetc.onnx.node "Min"(%pos, %seven) {node_name = "Min"} : (tensor<?x?xi64>, tensor<i64>) -> tensor<?x?xi64>
+  %t = hetc.onnx.node "Gather"(%wte, %ids) {node_name = "wte/Gather"} : (tensor<32x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  // expected-error @+1 {{node 'wpe/Gather' (Gather) looks up learned positions by an index that is not each token's position plus one offset: token 0 of sequence 0 gets 7 (for 2 new tokens after 62 cached ones)}}
+  %p = hetc.onnx.node "Gather"(%wpe, %clamped) {node_name = "wpe/Gather"} : (tensor<64x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %h = hetc.onnx.node "Add"(%t, %p) {node_name = "Add"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<*xf32>
+  return %h : tensor<*xf32>
+}

@@ -183,3 +183,23 @@ func.func @not_column_pieces(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*x
   %e = hetc.onnx.node "Slice"(%y, %zero, %eight, %last, %two) {node_name = "even/Slice"} : (tensor<?x?x16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
   return %s#0, %s#1, %e : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// Pieces hetc cannot tell: Split sizes and Slice steps computed at run time (a graph input here)
+// stay ONNX nodes; equal parts or a step of 1 would be a guess.
+// CHECK-LABEL: func.func @computed_pieces
+// CHECK: %[[Y:.*]] = hetc.linear
+// CHECK: hetc.onnx.node "Split"(%[[Y]]
+// CHECK: hetc.onnx.node "Slice"(%[[Y]]
+// CHECK-NOT: columns
+func.func @computed_pieces(%x: tensor<?x?x8xf32>, %sizes: tensor<2xi64>, %step: tensor<1xi64>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %w = hetc.weight "w" : tensor<8x16xf32>
+  %zero = hetc.constant dense<0> : tensor<1xi64>
+  %eight = hetc.constant dense<8> : tensor<1xi64>
+  %last = hetc.constant dense<-1> : tensor<1xi64>
+  %y = hetc.onnx.node "MatMul"(%x, %w) {node_name = "MatMul"} : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %s:2 = hetc.onnx.node "Split"(%y, %sizes) {node_name = "Split", onnx_attrs = {axis = -1 : i64}} : (tensor<?x?x16xf32>, tensor<2xi64>) -> (tensor<*xf32>, tensor<*xf32>)
+  %e = hetc.onnx.node "Slice"(%y, %zero, %eight, %last, %step) {node_name = "Slice"} : (tensor<?x?x16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
+  return %s#0, %s#1, %e : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}

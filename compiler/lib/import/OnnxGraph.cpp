@@ -270,9 +270,10 @@ std::pair<Value, int64_t> dimensionOrigin(Value v, int64_t dim) {
     if (auto node = dyn_cast<OnnxNodeOp>(def);
         node && (node.getOpType() == "Mul" || node.getOpType() == "Div") &&
         node->getNumOperands() == 2 && scalarValue(node->getOperand(1))) {
+      // A constant of higher rank would prepend dimensions: the scaled value's rank must be known.
       auto c = dyn_cast<RankedTensorType>(node->getOperand(1).getType());
-      if (!c || !c.hasStaticShape() || c.getNumElements() != 1 ||
-          (ranked && c.getRank() > ranked.getRank()))
+      const int64_t rank = ranked ? ranked.getRank() : rankOf(node->getOperand(0));
+      if (!c || !c.hasStaticShape() || c.getNumElements() != 1 || rank < 0 || c.getRank() > rank)
         break;
       v = node->getOperand(0);
       continue;

@@ -185,16 +185,23 @@ struct RaiseActivationPass : public hetc::impl::RaiseActivationBase<RaiseActivat
         continue;
       // FastGelu's bias: added before the activation, which is what a linear's bias is.
       if (node->getNumOperands() > 1 && !isa<NoneType>(node->getOperand(1).getType())) {
+        // The linear itself, read by nothing else (no no-op between: it may have readers).
         auto linear = x.getDefiningOp<LinearOp>();
         Value bias = skipNoOps(node->getOperand(1));
         auto biasType = dyn_cast<RankedTensorType>(bias.getType());
-        if (!linear || linear.getBias() || !x.hasOneUse() || !biasType ||
+        if (!linear || linear.getBias() || node->getOperand(0) != x || !x.hasOneUse() ||
+            !biasType ||
             biasType.getRank() != 1 || biasType.getDimSize(0) != *features ||
             !(bias.getDefiningOp<WeightOp>() || bias.getDefiningOp<ConstantOp>())) {
           node.emitError() << "node " << describe(node)
                            << " adds a bias that hetc cannot give to the linear before it";
           return signalPassFailure();
         }
+        // A bias defined after the linear (a Constant node between) moves before it: it has no
+        // operands.
+        if (Operation *def = bias.getDefiningOp(); def->getBlock() == linear->getBlock() &&
+                                                   linear->isBeforeInBlock(def))
+          def->moveBefore(linear);
         linear.getBiasMutable().assign(bias);
       }
       builder.setInsertionPoint(node);
@@ -211,7 +218,11 @@ struct RaiseActivationPass : public hetc::impl::RaiseActivationBase<RaiseActivat
     getOperation().walk([&](LinearOp linear) { linears.push_back(linear); });
     for (LinearOp linear : linears) {
       Value x = linear.getResult();
+      // Computations may share nodes: one raised may erase nodes another lists.
+      DenseSet<Operation *> erased;
       for (auto &[nodes, result] : elementwiseComputations(x)) {
+        if (llvm::any_of(nodes, [&](OnnxNodeOp n) { return erased.contains(n); }))
+          continue;
         StringRef function = functionByValues(nodes, x, result);
         if (function.empty())
           continue;
@@ -220,8 +231,10 @@ struct RaiseActivationPass : public hetc::impl::RaiseActivationBase<RaiseActivat
                                                        builder.getStringAttr(function));
         result.replaceAllUsesWith(activation.getResult());
         for (OnnxNodeOp node : llvm::reverse(nodes))
-          if (node->use_empty())
+          if (node->use_empty()) {
+            erased.insert(node);
             node->erase();
+          }
       }
     }
     syncResultTypes(getOperation());

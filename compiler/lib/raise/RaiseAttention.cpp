@@ -195,11 +195,27 @@ std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
   return HeadsSplit{flat, *heads, *headDim};
 }
 
+// Whether scalar `v` is dimension 0 of `flat` read back: Gather(Shape(s), 0) of a value s whose
+// first dimension is flat's (through Cast, Squeeze and Unsqueeze).
+bool isBatchOf(Value v, Value flat) {
+  v = skipNoOps(v);
+  while (auto node = v.getDefiningOp<OnnxNodeOp>()) {
+    StringRef type = node.getOpType();
+    if ((type != "Cast" && type != "Squeeze" && type != "Unsqueeze") || node->getNumOperands() == 0)
+      break;
+    v = skipNoOps(node->getOperand(0));
+  }
+  OnnxNodeOp gather = producer(v, "Gather");
+  OnnxNodeOp shape = gather ? producer(gather->getOperand(0), "Shape") : OnnxNodeOp();
+  return shape && !shape.getOnnxAttrs() && scalarValue(gather->getOperand(1)) == 0.0 &&
+         sameDimension(shape->getOperand(0), 0, flat, 0);
+}
+
 // OPT's bmm form flattens batch and heads: x3 = Reshape(x4, [B * H, -1, D]) from x4 [B, H, T, D],
 // and back: Reshape(y3, [B, H, S, D]). The merge of `v`: x4, when the reshape keeps D last and
-// its first entry is B * H (a constant H times the batch, or H alone for a batch of one); null
-// otherwise.
-Value headsMergeSource(Value v, int64_t heads, int64_t headDim) {
+// its first entry is B * H: the batch of `flat` (the tokens' activation) times H, or H alone where
+// the graph takes a batch of one only; null otherwise.
+Value headsMergeSource(Value v, int64_t heads, int64_t headDim, Value flat, bool batchOfOne) {
   OnnxNodeOp reshape = producer(v, "Reshape");
   if (!reshape || knownRank(reshape->getOperand(0)) != 4)
     return {};
@@ -207,7 +223,7 @@ Value headsMergeSource(Value v, int64_t heads, int64_t headDim) {
   if (!entries || entries->size() != 3 || (*entries)[2] != headDim)
     return {};
   if ((*entries)[0] == heads)
-    return reshape->getOperand(0);
+    return batchOfOne ? reshape->getOperand(0) : Value();
   // [bsz * num_heads, -1, head_dim]: Concat(Unsqueeze(Mul(batch, H)), ...).
   OnnxNodeOp concat = producer(reshape->getOperand(1), "Concat");
   Value first = concat && concat->getNumOperands() == 3 ? skipNoOps(concat->getOperand(0)) : Value();
@@ -216,11 +232,24 @@ Value headsMergeSource(Value v, int64_t heads, int64_t headDim) {
   OnnxNodeOp mul = first ? producer(first, "Mul") : OnnxNodeOp();
   bool timesHeads = false;
   if (mul)
-    matchCommutative(mul, [&](Value, Value c) {
-      timesHeads = scalarValue(c) == static_cast<double>(heads);
+    matchCommutative(mul, [&](Value batch, Value c) {
+      timesHeads = scalarValue(c) == static_cast<double>(heads) && isBatchOf(batch, flat);
       return timesHeads;
     });
   return timesHeads ? reshape->getOperand(0) : Value();
+}
+
+// Whether `reshape` unflattens [B * H, S, X] to [B, H, S, X]: its entries are flat's batch (or
+// -1), H, flat's sequence (or -1, not both) and, when `last` is given, that last size.
+bool isHeadsUnflatten(OnnxNodeOp reshape, Value flat, int64_t heads, std::optional<int64_t> last) {
+  auto entries = shapeEntrySources(reshape->getOperand(1));
+  if (!entries || entries->size() != 4 || (*entries)[1].value != heads ||
+      (last && (*entries)[3].value != *last))
+    return false;
+  auto inferred = [](const ShapeEntry &e) { return e.value && *e.value == -1; };
+  const bool batch = entryIsDim((*entries)[0], flat, 0, /*zeroCopies=*/false);
+  const bool sequence = entryIsDim((*entries)[2], flat, 1, /*zeroCopies=*/false);
+  return (batch && (sequence || inferred((*entries)[2]))) || (sequence && inferred((*entries)[0]));
 }
 
 // The [B * H, S, T] or [B * H, S, D] value a Reshape to rank 4 unflattens; `v` itself otherwise.
@@ -868,7 +897,11 @@ public:
     OnnxNodeOp transpose = producer(reshape->getOperand(0), "Transpose");
     if (!transpose || !hasPerm(transpose, {0, 2, 1, 3}))
       return std::nullopt;
-    OnnxNodeOp pv = producer(throughHeadsUnflatten(transpose->getOperand(0)), "MatMul");
+    Value pvValue = throughHeadsUnflatten(transpose->getOperand(0));
+    OnnxNodeOp pvUnflatten =
+        pvValue != transpose->getOperand(0) ? producer(transpose->getOperand(0), "Reshape")
+                                            : OnnxNodeOp();
+    OnnxNodeOp pv = producer(pvValue, "MatMul");
     OnnxNodeOp softmax = pv ? producer(pv->getOperand(0), "Softmax") : OnnxNodeOp();
     const int64_t softmaxRank = softmax ? knownRank(softmax->getOperand(0)) : -1;
     if (!softmax || (softmaxRank != 3 && softmaxRank != 4) ||
@@ -881,7 +914,7 @@ public:
     if (OnnxNodeOp max = producer(logits, "Max"); max && max->getNumOperands() == 2)
       matchCommutative(max, [&](Value x, Value floor) {
         std::optional<double> c = scalarValue(floor);
-        if (!c || *c > -1.0e30)
+        if (!c || !(*c <= -1.0e30))
           return false;
         logits = x;
         return true;
@@ -904,6 +937,14 @@ public:
       return result.has_value();
     });
     if (!result)
+      return std::nullopt;
+    // OPT's bmm form: the products' results unflatten to [B, H, S, D] and [B, H, S, T].
+    const int64_t heads = result->q.split.heads;
+    if (pvUnflatten &&
+        !isHeadsUnflatten(pvUnflatten, result->q.split.flat, heads, result->q.split.headDim))
+      return std::nullopt;
+    if (scoresUnflatten_ &&
+        !isHeadsUnflatten(scoresUnflatten_, result->q.split.flat, heads, std::nullopt))
       return std::nullopt;
 
     // The output reshape must merge the heads back: [B, S, H*D] or [B, S, -1].
@@ -942,8 +983,13 @@ public:
 private:
   // MatMul(q, kT) scaled by a constant: Div(s, c) or Mul(s, c) / Mul(c, s).
   OnnxNodeOp matchScaledScores(Value scaled, std::optional<float> &scale) {
-    // The product, or OPT's [B * H, S, T] product unflattened.
-    auto product = [](Value v) { return producer(throughHeadsUnflatten(v), "MatMul"); };
+    // The product, or OPT's [B * H, S, T] product unflattened (scoresUnflatten_, checked once q
+    // is known).
+    auto product = [&](Value v) {
+      Value through = throughHeadsUnflatten(v);
+      scoresUnflatten_ = through != v ? producer(v, "Reshape") : OnnxNodeOp();
+      return producer(through, "MatMul");
+    };
     if (OnnxNodeOp div = producer(scaled, "Div")) {
       std::optional<double> c = scalarValue(div->getOperand(1));
       OnnxNodeOp scores = product(div->getOperand(0));
@@ -1019,9 +1065,13 @@ private:
     int64_t heads = q->split.heads, headDim = q->split.headDim;
     Value kIn = withoutScale(kT->getOperand(0), scale);
     if (flat) {
-      kIn = headsMergeSource(kIn, heads, headDim);
-      vRep = headsMergeSource(vRep, heads, headDim);
-      if (!qMerge || headsMergeSource(qMerge->getResult(0), heads, headDim) != qIn || !kIn || !vRep)
+      const Value tokens = q->split.flat;
+      const bool batchOfOne = takesBatchOfOneOnly(scores->getParentOfType<func::FuncOp>());
+      kIn = headsMergeSource(kIn, heads, headDim, tokens, batchOfOne);
+      vRep = headsMergeSource(vRep, heads, headDim, tokens, batchOfOne);
+      if (!qMerge ||
+          headsMergeSource(qMerge->getResult(0), heads, headDim, tokens, batchOfOne) != qIn ||
+          !kIn || !vRep)
         return std::nullopt;
     }
 
@@ -1058,6 +1108,8 @@ private:
   DenseMap<Value, bool> &maskCache_;
   DenseMap<Value, MaskVerdict> &maskVerdicts_;
   RopeTables &tables_;
+  // The Reshape that unflattens the scores' product to add the mask (OPT's bmm form), if any.
+  OnnxNodeOp scoresUnflatten_;
 };
 
 // ONNX Runtime's MultiHeadAttention (com.microsoft), as its transformer optimizer fuses a Llama's

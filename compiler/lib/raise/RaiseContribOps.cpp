@@ -286,6 +286,8 @@ private:
                               ", which hetc.attention does not do");
     if (intAttr(node, "smooth_softmax").value_or(0) != 0)
       return refuse(node, "uses a smooth softmax, which hetc.attention does not");
+    if (intAttr(node, "causal").value_or(1) != 1)
+      return refuse(node, "is not causal (causal = 0), which hetc.attention always is");
     if (input(1) != input(2))
       return refuse(node, "takes a key without a value or a value without a key");
     if (input(10) || input(11))

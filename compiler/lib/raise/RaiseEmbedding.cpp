@@ -27,24 +27,30 @@ using namespace hetc;
 namespace {
 
 // The constant `index` adds to each token's position at every sample step, or an error that
-// completes "looks up learned positions by an index that ...".
-std::optional<int64_t> positionOffset(SampleEvaluator &evaluator, Value index, std::string &why) {
+// completes "looks up learned positions by an index that ...". `rows`: the positions table's.
+std::optional<int64_t> positionOffset(SampleEvaluator &evaluator, Value index, int64_t rows,
+                                      std::string &why) {
   std::optional<int64_t> offset;
   const bool two = !evaluator.fixedBatchOfOne();
-  // Several new tokens after cached ones, one after more, a first prefill, two sequences. Never a
-  // padded one: hetc does not pad, so a token's position is its index in its sequence.
-  for (const Sample &s : {Sample{3, 2, 1, 0}, Sample{1, 3, 1, 0}, Sample{2, 0, 1, 0},
-                          Sample{3, 2, two ? 2 : 1, 0}}) {
+  // Several new tokens after cached ones, one after more, a first prefill, two sequences; then
+  // the last rows of the table, once the offset is known (an index clamped short of them is not
+  // a position). Never a padded sequence: hetc does not pad, so a token's position is its index
+  // in its sequence.
+  SmallVector<Sample> samples = {Sample{3, 2, 1, 0}, Sample{1, 3, 1, 0}, Sample{2, 0, 1, 0},
+                                 Sample{3, 2, two ? 2 : 1, 0}};
+  for (size_t n = 0; n < samples.size(); ++n) {
+    const Sample s = samples[n];
     std::string error;
     std::optional<Tensor> t = evaluator.evaluate(index, s, error);
     if (!t) {
       why = error;
       return std::nullopt;
     }
-    // One integer per token, or one per position shared by the batch (GPT-2's arange(past,
-    // past + S) unsqueezed to [1, S]).
-    if (t->isFloat() || (t->size() != s.batch * s.seq && t->size() != s.seq)) {
-      why = "does not hold one integer per token" + s.described();
+    // [batch, seq], or [1, seq] shared by the batch (GPT-2's arange(past, past + S) unsqueezed).
+    const bool shape = t->shape.size() == 2 && t->shape[1] == s.seq &&
+                       (t->shape[0] == s.batch || t->shape[0] == 1);
+    if (t->isFloat() || !shape) {
+      why = "does not hold one integer per token, [batch, sequence]" + s.described();
       return std::nullopt;
     }
     for (int64_t k = 0; k < t->size(); ++k) {
@@ -58,6 +64,8 @@ std::optional<int64_t> positionOffset(SampleEvaluator &evaluator, Value index, s
         return std::nullopt;
       }
     }
+    if (n == 3 && *offset + 2 < rows && rows - *offset - 2 > s.past)
+      samples.push_back(Sample{2, rows - *offset - 2, 1, 0});
   }
   return offset;
 }
@@ -144,7 +152,8 @@ struct RaiseEmbeddingPass : public hetc::impl::RaiseEmbeddingBase<RaiseEmbedding
       return success();
     SampleEvaluator evaluator(getOperation());
     std::string why;
-    std::optional<int64_t> offset = positionOffset(evaluator, gather->getOperand(1), why);
+    const int64_t rows = cast<RankedTensorType>(skipNoOps(gather->getOperand(0)).getType()).getDimSize(0);
+    std::optional<int64_t> offset = positionOffset(evaluator, gather->getOperand(1), rows, why);
     if (!offset)
       return gather.emitError() << "node " << describe(gather)
                                 << " looks up learned positions by an index that " << why;

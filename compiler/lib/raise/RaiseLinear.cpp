@@ -133,10 +133,13 @@ std::optional<SmallVector<std::pair<int64_t, int64_t>>> columnPieces(OnnxNodeOp 
   if (node.getOpType() == "Split") {
     if (!lastAxis(intAttr(node, "axis").value_or(0)))
       return std::nullopt;
-    // The sizes: an input from opset 13, an attribute before; equal parts without either.
+    // The sizes: an input from opset 13 (a constant, or no pieces hetc can tell), an attribute
+    // before; equal parts without either.
     std::optional<SmallVector<int64_t>> sizes = intsAttr(node, "split");
-    if (node->getNumOperands() > 1 && !isa<NoneType>(node->getOperand(1).getType()))
-      sizes = intValues(node->getOperand(1));
+    const bool sizesInput =
+        node->getNumOperands() > 1 && !isa<NoneType>(node->getOperand(1).getType());
+    if (sizesInput && !(sizes = intValues(node->getOperand(1))))
+      return std::nullopt;
     const auto parts = static_cast<int64_t>(node->getNumResults());
     if (!sizes && features % parts == 0)
       sizes = SmallVector<int64_t>(parts, features / parts);
@@ -153,13 +156,16 @@ std::optional<SmallVector<std::pair<int64_t, int64_t>>> columnPieces(OnnxNodeOp 
   }
   if (node.getOpType() != "Slice" || node->getNumOperands() < 3)
     return std::nullopt;
-  auto operand = [&](unsigned i) -> std::optional<SmallVector<int64_t>> {
+  // An input absent (nullopt, true) or a constant (its values, true); computed: false.
+  auto operand = [&](unsigned i, std::optional<SmallVector<int64_t>> &values) {
     if (i >= node->getNumOperands() || isa<NoneType>(node->getOperand(i).getType()))
-      return std::nullopt;
-    return intValues(node->getOperand(i));
+      return true;
+    values = intValues(node->getOperand(i));
+    return values.has_value();
   };
-  std::optional<SmallVector<int64_t>> starts = operand(1), ends = operand(2), axes = operand(3),
-                                      steps = operand(4);
+  std::optional<SmallVector<int64_t>> starts, ends, axes, steps;
+  if (!operand(1, starts) || !operand(2, ends) || !operand(3, axes) || !operand(4, steps))
+    return std::nullopt;
   if (!starts || !ends || starts->size() != 1 || ends->size() != 1 ||
       (axes && (axes->size() != 1 || !lastAxis((*axes)[0]))) || (!axes && rank != 1) ||
       (steps && (steps->size() != 1 || (*steps)[0] != 1)))

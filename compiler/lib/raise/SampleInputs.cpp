@@ -13,8 +13,15 @@ std::string Sample::described() const {
          (padded ? ", the first left-padded by " + std::to_string(padded) : "") + ")";
 }
 
+bool hetc::takesBatchOfOneOnly(func::FuncOp func) {
+  return llvm::any_of(func.getArguments(), [](BlockArgument arg) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    return type && type.getRank() >= 2 && type.getDimSize(0) == 1;
+  });
+}
+
 SampleEvaluator::SampleEvaluator(func::FuncOp func, Value positions)
-    : func_(func), positions_(positions) {
+    : func_(func), positions_(positions), fixedBatchOfOne_(takesBatchOfOneOnly(func)) {
   // The token ids' graph input (the embedding may read it through a cast or a view).
   func.walk([&](EmbeddingOp op) { ids_ = graphInputThroughViews(op.getIds()); });
   for (BlockArgument arg : func.getArguments()) {
@@ -23,10 +30,6 @@ SampleEvaluator::SampleEvaluator(func::FuncOp func, Value positions)
       positions_ = arg;
     if (!ids_ && name && name.getValue() == "input_ids")
       ids_ = arg;
-    // A graph exported for a batch of one cannot take a sample of two sequences.
-    if (auto type = dyn_cast<RankedTensorType>(arg.getType());
-        type && type.getRank() >= 2 && type.getDimSize(0) == 1)
-      fixedBatchOfOne_ = true;
   }
 }
 
@@ -42,7 +45,10 @@ std::optional<Tensor> SampleEvaluator::sampleInput(BlockArgument arg, const Samp
   if (type.getRank() == 4 && isa<FloatType>(t.elem) && !type.isDynamicDim(1) &&
       !type.isDynamicDim(3)) {
     t.shape = {s.batch, type.getDimSize(1), s.past, type.getDimSize(3)};
-    t.resize(t.size());
+    // Read through Shape or Size alone, a past key or value needs no elements: a sample of
+    // thousands of cached positions costs nothing.
+    if (!llvm::all_of(arg.getUsers(), [](Operation *u) { return readsDimensionsOnly(u); }))
+      t.resize(t.size());
     return t;
   }
   if (type.getRank() != 2 || !isa<IntegerType>(t.elem))

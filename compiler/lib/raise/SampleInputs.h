@@ -22,13 +22,16 @@ struct Sample {
   std::string described() const;
 };
 
+// Whether the graph takes a batch of one only: a graph input's first dimension is 1.
+bool takesBatchOfOneOnly(mlir::func::FuncOp func);
+
 class SampleEvaluator {
 public:
   // `positions`: the graph input holding position_ids, if the caller knows it; otherwise the
   // input named position_ids, if any.
   SampleEvaluator(mlir::func::FuncOp func, mlir::Value positions = {});
 
-  // Whether the graph takes a batch of one only (its inputs' first dimension is 1).
+  // Whether the graph takes a batch of one only (takesBatchOfOneOnly): no sample of two.
   bool fixedBatchOfOne() const { return fixedBatchOfOne_; }
 
   // `v` at sample `s`. An LLM op or a weight may reach `v` through Shape or Size only (its values
@@ -42,8 +45,8 @@ private:
 
   mlir::func::FuncOp func_;
   mlir::Value positions_;
+  bool fixedBatchOfOne_;
   mlir::Value ids_;
-  bool fixedBatchOfOne_ = false;
 };
 
 } // namespace hetc
