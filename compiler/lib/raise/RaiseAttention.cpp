@@ -1020,7 +1020,9 @@ private:
   }
 
   // x4 rotated (RopeMatch), or x4 as split into heads with rotaryDim 0 (OPT, GPT-2: no RoPE); the
-  // flat value may be scaled first (OPT's q * scaling), which multiplies `scale`.
+  // flat value may be scaled first (OPT's q * scaling), which multiplies `scale`. A scaled k is
+  // folded too: the ONNX cache then holds c k where hetc's holds k, but every key of the scores,
+  // cached or new, is scaled alike, and hetc's cache is its own (never an output).
   std::optional<RopeMatch> rotatedOrNot(Value x4, float &scale) {
     if (std::optional<RopeMatch> rope = matchRope(x4, tables_, unsupported))
       return rope;
