@@ -398,8 +398,11 @@ int runCommand(RunArguments args) {
   std::unique_ptr<hetc::PlanTokenizer> tokenizer;
   if (textPrompts) {
     tokenizer = loadTokenizer(*plan, args.planPath, "--prompt");
+    // A session that already holds a conversation continues it: no second BOS.
+    std::error_code error;
+    const bool continuing = !args.session.empty() && std::filesystem::exists(args.session, error);
     for (const std::string &text : texts) {
-      hetc::Result<std::vector<int32_t>> ids = tokenizer->tokenizer->encode(text);
+      hetc::Result<std::vector<int32_t>> ids = tokenizer->tokenizer->encode(text, !continuing);
       if (!ids)
         fail("--prompt: " + ids.message());
       if (ids->empty())
