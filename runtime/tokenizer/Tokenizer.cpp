@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <queue>
 #include <unordered_map>
 
 namespace hetc {
@@ -674,24 +675,57 @@ void Tokenizer::Components::encodeWord(const std::string &word, std::vector<int3
     lastWasUnk = unk;
     i += n;
   }
-  // Merge the lowest-ranked adjacent pair, leftmost first, until no pair has a merge.
-  while (symbols.size() > 1) {
-    uint32_t bestRank = std::numeric_limits<uint32_t>::max();
-    size_t best = 0;
-    int32_t merged = -1;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      auto it = merges.find(pairKey(symbols[i], symbols[i + 1]));
-      if (it != merges.end() && it->second.first < bestRank) {
-        bestRank = it->second.first;
-        best = i;
-        merged = it->second.second;
-      }
+  // Merge the lowest-ranked adjacent pair, leftmost first, until no pair has a merge: a heap of
+  // candidate pairs over a linked list of symbols, so a long word (SentencePiece's sections have
+  // no pre-tokenizer) costs n log n, not n^2. A candidate whose symbols changed is skipped.
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next; // -1 at the ends
+    bool merged;        // absorbed into the symbol before it
+  };
+  struct Candidate {
+    uint32_t rank;
+    int32_t left; // index of the left symbol
+    int32_t id;   // the merged token
+    bool operator>(const Candidate &o) const {
+      return rank != o.rank ? rank > o.rank : left > o.left;
     }
-    if (merged < 0)
-      break;
-    symbols[best] = merged;
-    symbols.erase(symbols.begin() + best + 1);
+  };
+  std::vector<Symbol> list(symbols.size());
+  for (size_t i = 0; i < symbols.size(); ++i)
+    list[i] = {symbols[i], static_cast<int32_t>(i) - 1,
+               i + 1 < symbols.size() ? static_cast<int32_t>(i + 1) : -1, false};
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  auto consider = [&](int32_t left) {
+    if (left < 0 || list[left].next < 0)
+      return;
+    auto it = merges.find(pairKey(list[left].id, list[list[left].next].id));
+    if (it != merges.end())
+      heap.push({it->second.first, left, it->second.second});
+  };
+  for (size_t i = 0; i + 1 < list.size(); ++i)
+    consider(static_cast<int32_t>(i));
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    Symbol &left = list[c.left];
+    if (left.merged || left.next < 0)
+      continue;
+    auto it = merges.find(pairKey(left.id, list[left.next].id));
+    if (it == merges.end() || it->second.second != c.id || it->second.first != c.rank)
+      continue;
+    Symbol &right = list[left.next];
+    right.merged = true;
+    left.id = c.id;
+    left.next = right.next;
+    if (right.next >= 0)
+      list[right.next].prev = c.left;
+    consider(left.prev);
+    consider(c.left);
   }
+  symbols.clear();
+  for (int32_t i = list.empty() ? -1 : 0; i >= 0; i = list[i].next)
+    symbols.push_back(list[i].id);
   out.insert(out.end(), symbols.begin(), symbols.end());
 }
 
