@@ -386,12 +386,14 @@ int runCommand(RunArguments args) {
   for (const std::string &text : args.promptIds)
     prompts.push_back(parsePromptIds(text));
   const size_t promptCount = textPrompts ? texts.size() : prompts.size();
+  const std::string promptOption = textPrompts ? "--prompt" : "--prompt-ids";
   if (!args.session.empty() && promptCount != 1)
-    fail("--session continues one sequence: give one prompt, not " + std::to_string(promptCount));
+    fail("--session continues one sequence: give one " + promptOption + ", not " +
+         std::to_string(promptCount));
   if (!args.session.empty() && !args.arriveAtStep.empty())
     fail("--session continues one sequence; --arrive-at-step is for several");
   if (!args.arriveAtStep.empty() && args.arriveAtStep.size() != promptCount)
-    fail("--arrive-at-step: give one per prompt (" + std::to_string(promptCount) +
+    fail("--arrive-at-step: give one per " + promptOption + " (" + std::to_string(promptCount) +
          " prompts, " + std::to_string(args.arriveAtStep.size()) + " --arrive-at-step)");
 
   std::shared_ptr<const hetc::Plan> plan = loadPlan(args.planPath);
