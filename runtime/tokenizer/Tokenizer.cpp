@@ -179,6 +179,17 @@ struct AddedToken {
 constexpr const char *kByteLevelRegex =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// The byte a byte-fallback token "<0xNN>" stands for; -1 for any other token.
+int fallbackByte(const std::string &token) {
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  };
+  if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>')
+    return -1;
+  const int high = hex(token[3]), low = hex(token[4]);
+  return high < 0 || low < 0 ? -1 : high * 16 + low;
+}
+
 bool isWordByte(unsigned char c) { return c >= 0x80 || std::isalnum(c) || c == '_'; }
 
 uint64_t pairKey(int32_t left, int32_t right) {
@@ -459,9 +470,8 @@ void Tokenizer::Components::readDecoder(const json &d) {
   for (size_t id = 0; id < tokens.size(); ++id) {
     const std::string &token = tokens[id];
     std::string &piece = pieces[id];
-    if (decodeByteFallback && token.size() == 6 && token.compare(0, 3, "<0x") == 0 &&
-        token[5] == '>' && byteTokens[std::stoi(token.substr(3, 2), nullptr, 16)] == int32_t(id)) {
-      piece = std::string(1, static_cast<char>(std::stoi(token.substr(3, 2), nullptr, 16)));
+    if (const int byte = fallbackByte(token); decodeByteFallback && byte >= 0) {
+      piece = std::string(1, static_cast<char>(byte));
       continue;
     }
     std::string t = token;
@@ -768,6 +778,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::fromJson(std::string_view jsonText
   } catch (const Refusal &refusal) {
     return Status::error(refusal.message);
   } catch (const json::exception &error) {
+    return Status::error(std::string("tokenizer.json: ") + error.what());
+  } catch (const std::exception &error) { // out of memory, or a library's own check
     return Status::error(std::string("tokenizer.json: ") + error.what());
   }
   c.special.assign(c.tokens.size(), false);

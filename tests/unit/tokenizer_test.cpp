@@ -127,6 +127,15 @@ TEST(TokenizerTest, SentencePieceBpeFallsBackToBytes) {
   EXPECT_EQ(decode(*t, {1, 12}, /*skipSpecial=*/false), "<s> hi");
 }
 
+TEST(TokenizerTest, OnlyHexByteTokensDecodeAsBytes) {
+  std::string json = kSentencePiece;
+  json.replace(json.find(R"("▁hi": 12})"), std::string(R"("▁hi": 12})").size(),
+               R"("▁hi": 12, "<0xZZ>": 13})");
+  auto t = load(json);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(decode(*t, {12, 13}), "hi<0xZZ>");
+}
+
 TEST(TokenizerTest, SentencePieceUnknownCharactersFuseIntoOneUnk) {
   std::string json = kSentencePiece;
   json.replace(json.find(R"("byte_fallback": true)"), std::string(R"("byte_fallback": true)").size(),
