@@ -294,3 +294,91 @@ TEST(TokenizerTest, RefusesWhatItDoesNotImplementNamingTheComponent) {
 
 } // namespace
 } // namespace hetc
+
+namespace hetc {
+namespace {
+
+// A byte-level BPE over all 256 bytes with a few merges: lossless, so any UTF-8 text must come
+// back from decode exactly, and DecodeStream fed one id at a time must print the same bytes.
+std::string fullByteLevelJson() {
+  // GPT-2's bytes_to_unicode, as the ByteLevel components use it.
+  std::vector<std::string> chars(256);
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const int cp = printable ? b : next++;
+    chars[b] = cp < 0x80 ? std::string(1, static_cast<char>(cp))
+                         : std::string{static_cast<char>(0xC0 | (cp >> 6)),
+                                       static_cast<char>(0x80 | (cp & 0x3F))};
+  }
+  std::string vocab, quote = "\"";
+  auto escape = [](const std::string &s) {
+    std::string out;
+    for (char c : s)
+      out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    return out;
+  };
+  for (int b = 0; b < 256; ++b)
+    vocab += quote + escape(chars[b]) + "\": " + std::to_string(b) + ", ";
+  // Merges: "Ġt", "he", "Ġthe", and the first two bytes of a Cyrillic and a CJK letter.
+  vocab += "\"Ġt\": 256, \"he\": 257, \"Ġthe\": 258, \"Ð¿\": 259, \"ä½\": 260";
+  return R"({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
+             "decoder": {"type": "ByteLevel"},
+             "model": {"type": "BPE", "vocab": {)" +
+         vocab + R"(}, "merges": ["Ġ t", "h e", "Ġt he", "Ð ¿", "ä ½"]}})";
+}
+
+// Random valid UTF-8 from ASCII, Latin-1, Cyrillic, CJK, emoji, ZWJ and whitespace.
+std::string randomText(uint64_t &state, size_t characters) {
+  const uint32_t ranges[][2] = {{0x20, 0x7E},    {0x09, 0x0D},   {0xA0, 0xFF},    {0x400, 0x4FF},
+                                {0x4E00, 0x4F00}, {0x1F600, 0x1F64F}, {0x200D, 0x200D}, {0x20, 0x20}};
+  std::string s;
+  for (size_t i = 0; i < characters; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const auto &range = ranges[(state >> 33) % 8];
+    const uint32_t cp = range[0] + static_cast<uint32_t>((state >> 40) % (range[1] - range[0] + 1));
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      s += static_cast<char>(0xC0 | cp >> 6);
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      s += static_cast<char>(0xE0 | cp >> 12);
+      s += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      s += static_cast<char>(0xF0 | cp >> 18);
+      s += static_cast<char>(0x80 | (cp >> 12 & 0x3F));
+      s += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  return s;
+}
+
+TEST(TokenizerTest, ByteLevelRoundTripsRandomTextAndStreamsTheSameBytes) {
+  auto t = load(fullByteLevelJson());
+  ASSERT_TRUE(t);
+  EXPECT_EQ(encode(*t, " the"), (Ids{258}));
+  uint64_t state = 7;
+  for (int round = 0; round < 200; ++round) {
+    const std::string text = randomText(state, 1 + round % 40);
+    const Ids ids = encode(*t, text);
+    ASSERT_EQ(decode(*t, ids), text) << "round " << round;
+    DecodeStream stream(*t);
+    std::string streamed;
+    for (int32_t id : ids) {
+      const size_t before = streamed.size();
+      stream.push(id, streamed);
+      std::string valid;
+      // What has come out so far always ends on a whole character.
+      EXPECT_EQ(appendValidUtf8(streamed, valid, /*holdIncomplete=*/false), 0u);
+      EXPECT_EQ(valid, streamed) << "round " << round << " after " << before << " bytes";
+    }
+    stream.finish(streamed);
+    EXPECT_EQ(streamed, text) << "round " << round;
+  }
+}
+
+} // namespace
+} // namespace hetc
