@@ -9,7 +9,8 @@
 
 #include <algorithm>
 #include <array>
-#include <limits>
+#include <cctype>
+#include <cstdio>
 #include <queue>
 #include <unordered_map>
 
@@ -202,7 +203,12 @@ struct Tokenizer::Components {
   std::vector<NormalizerStep> normalizer;
   std::vector<PreTokenizerStep> preTokenizer;
 
-  // The BPE model.
+  // The model: BPE, or Unigram when `unigram` (then `pieces` and `scores` hold its vocabulary).
+  bool unigram = false;
+  std::unordered_map<std::string, int32_t> unigramPieces; // the model's own pieces, not added tokens
+  std::vector<double> scores;                              // by id: a Unigram piece's log probability
+  double unkScore = 0;
+  size_t longestPiece = 0; // bytes
   std::unordered_map<std::string, int32_t> ids;
   std::vector<std::string> tokens; // by id; "" for an id nothing names
   std::unordered_map<uint64_t, std::pair<uint32_t, int32_t>> merges; // (left, right) -> rank, id
@@ -228,6 +234,7 @@ struct Tokenizer::Components {
   void readNormalizer(const json &n);
   void readPreTokenizer(const json &p);
   void readModel(const json &m);
+  void readUnigram(const json &m);
   void readAddedTokens(const json &a);
   void readPostProcessor(const json &p);
   void readDecoder(const json &d);
@@ -235,6 +242,7 @@ struct Tokenizer::Components {
   std::string normalize(std::string s) const;
   std::vector<std::string> preTokenize(std::string s, bool firstSection) const;
   void encodeWord(const std::string &word, std::vector<int32_t> &out) const;
+  void encodeUnigramWord(const std::string &word, std::vector<int32_t> &out) const;
   void encodeSection(std::string_view section, bool firstSection, std::vector<int32_t> &out) const;
 };
 
@@ -309,6 +317,8 @@ void Tokenizer::Components::readPreTokenizer(const json &p) {
 
 void Tokenizer::Components::readModel(const json &m) {
   const std::string type = typeOf(m, "model");
+  if (type == "Unigram")
+    return readUnigram(m);
   if (type != "BPE")
     refuseComponent("model", type);
   if (m.contains("dropout") && !m["dropout"].is_null() && m["dropout"].get<double>() != 0.0)
@@ -365,6 +375,46 @@ void Tokenizer::Components::readModel(const json &m) {
     if (l < 0 || r < 0 || merged < 0)
       refuse("merge '" + left + " " + right + "' names a token that is not in the vocab");
     merges.emplace(pairKey(l, r), std::make_pair(rank++, merged));
+  }
+}
+
+// Unigram: "vocab" is [[piece, score], ...] by id, "unk_id" its unknown piece.
+void Tokenizer::Components::readUnigram(const json &m) {
+  unigram = true;
+  fuseUnk = true; // Unigram always fuses unknown characters, in Hugging Face's and SentencePiece's
+  byteFallback = flag(m, "byte_fallback", false);
+  const json &vocab = m.at("vocab");
+  if (!vocab.is_array() || vocab.empty())
+    refuse("model Unigram vocab is not a list of [piece, score]");
+  tokens.resize(vocab.size());
+  scores.resize(vocab.size());
+  double minScore = 0;
+  for (size_t id = 0; id < vocab.size(); ++id) {
+    const json &entry = vocab[id];
+    if (!entry.is_array() || entry.size() != 2)
+      refuse("model Unigram vocab entry " + std::to_string(id) + " is not [piece, score]");
+    tokens[id] = entry[0].get<std::string>();
+    scores[id] = entry[1].get<double>();
+    minScore = std::min(minScore, scores[id]);
+    unigramPieces.emplace(tokens[id], static_cast<int32_t>(id));
+    ids.emplace(tokens[id], static_cast<int32_t>(id));
+    longestPiece = std::max(longestPiece, tokens[id].size());
+  }
+  // An unknown character costs more than any piece, as in Hugging Face's Unigram.
+  unkScore = minScore - 10;
+  if (m.contains("unk_id") && !m["unk_id"].is_null()) {
+    const int64_t unk = m["unk_id"].get<int64_t>();
+    if (unk < 0 || static_cast<size_t>(unk) >= vocab.size())
+      refuse("model Unigram unk_id " + std::to_string(unk) + " is not in the vocab");
+    unkId = static_cast<int32_t>(unk);
+  } else {
+    refuse("model Unigram without unk_id is not supported");
+  }
+  byteTokens.fill(-1);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    byteTokens[b] = idOf(name);
   }
 }
 
@@ -657,7 +707,71 @@ std::vector<std::string> Tokenizer::Components::preTokenize(std::string s,
   return pieces;
 }
 
+// The most probable segmentation (Viterbi over the pieces starting at each character); a
+// character no piece starts with is unknown, consecutive unknowns one unk (or, with byte
+// fallback, their bytes). Among equal scores the earlier start wins, as in Hugging Face's.
+void Tokenizer::Components::encodeUnigramWord(const std::string &word,
+                                              std::vector<int32_t> &out) const {
+  struct Best {
+    double score;
+    size_t start; // byte offset the last piece starts at
+    int32_t id;   // -1: unreachable
+  };
+  std::vector<size_t> starts; // byte offsets of characters, then the end
+  for (size_t i = 0; i < word.size(); i += utf8Length(static_cast<unsigned char>(word[i])))
+    starts.push_back(i);
+  starts.push_back(word.size());
+  std::vector<Best> best(word.size() + 1, Best{0, 0, -1});
+  best[0].id = unkId; // reachable
+  for (size_t c = 0; c + 1 < starts.size(); ++c) {
+    const size_t from = starts[c];
+    if (best[from].id < 0)
+      continue;
+    bool singleCharacter = false;
+    for (size_t e = c + 1; e < starts.size() && starts[e] - from <= longestPiece; ++e) {
+      auto it = unigramPieces.find(word.substr(from, starts[e] - from));
+      if (it == unigramPieces.end())
+        continue;
+      singleCharacter |= e == c + 1;
+      const double score = best[from].score + scores[it->second];
+      Best &to = best[starts[e]];
+      if (to.id < 0 || score > to.score)
+        to = {score, from, it->second};
+    }
+    if (!singleCharacter) {
+      const double score = best[from].score + unkScore;
+      Best &to = best[starts[c + 1]];
+      if (to.id < 0 || score > to.score)
+        to = {score, from, unkId};
+    }
+  }
+  std::vector<std::pair<size_t, int32_t>> path; // (start, id), last piece first
+  for (size_t at = word.size(); at > 0; at = best[at].start)
+    path.emplace_back(best[at].start, best[at].id);
+  std::reverse(path.begin(), path.end());
+  for (size_t k = 0; k < path.size(); ++k) {
+    const auto [start, id] = path[k];
+    const size_t end = k + 1 < path.size() ? path[k + 1].first : word.size();
+    if (id != unkId || (!byteFallback && !out.empty() && out.back() == unkId && k > 0 &&
+                        path[k - 1].second == unkId)) {
+      if (id != unkId)
+        out.push_back(id);
+      continue;
+    }
+    if (byteFallback &&
+        std::all_of(word.begin() + start, word.begin() + end,
+                    [&](char b) { return byteTokens[static_cast<unsigned char>(b)] >= 0; })) {
+      for (size_t b = start; b < end; ++b)
+        out.push_back(byteTokens[static_cast<unsigned char>(word[b])]);
+    } else {
+      out.push_back(unkId);
+    }
+  }
+}
+
 void Tokenizer::Components::encodeWord(const std::string &word, std::vector<int32_t> &out) const {
+  if (unigram)
+    return encodeUnigramWord(word, out);
   if (ignoreMerges) {
     if (int32_t id = idOf(word); id >= 0) {
       out.push_back(id);

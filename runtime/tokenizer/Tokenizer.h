@@ -1,7 +1,7 @@
 // Text to token ids and back, read from a Hugging Face tokenizer.json: byte-level BPE (GPT-2,
-// Llama 3, Qwen2) and SentencePiece-style BPE with byte fallback (Llama 2, Mistral), with added
-// and special tokens, the normalizers, pre-tokenizers, post-processors and decoders those
-// checkpoints use. What it does not implement is refused at load, naming the component.
+// Llama 3, Qwen2), SentencePiece-style BPE with byte fallback (Llama 2, Mistral) and Unigram,
+// with added and special tokens, the normalizers, pre-tokenizers, post-processors and decoders
+// those checkpoints use. What it does not implement is refused at load, naming the component.
 // docs/tokenizers.md lists both.
 #pragma once
 

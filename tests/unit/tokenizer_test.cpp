@@ -183,6 +183,41 @@ const char *kSplitByteLevel = R"({
     "merges": ["1 2", "12 3", "a b", "Ġ ab"]}
 })";
 
+// A SentencePiece Unigram model (T5's and ALBERT's kind, with Metaspace): the most probable
+// segmentation; unknown characters fused into one unk, or their bytes with byte_fallback.
+const char *kUnigram = R"({
+  "added_tokens": [{"id": 0, "content": "<unk>", "special": true}],
+  "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always",
+                    "split": false},
+  "decoder": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always"},
+  "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": false,
+    "vocab": [["<unk>", 0.0], ["▁", -2.0], ["a", -3.0], ["b", -3.0], ["ab", -5.0], ["▁ab", -4.0],
+              ["▁a", -2.5], ["<0xC3>", -9.0], ["<0xA9>", -9.0], ["c", -3.0], ["bc", -5.5]]}
+})";
+
+TEST(TokenizerTest, UnigramFindsTheMostProbableSegmentation) {
+  auto t = load(kUnigram);
+  ASSERT_TRUE(t);
+  // "▁ab": whole (-4) beats "▁a" "b" (-5.5) and "▁" "ab" (-7).
+  EXPECT_EQ(encode(*t, "ab"), (Ids{5}));
+  // "▁abc": "▁ab" "c" (-7) beats "▁a" "bc" (-8).
+  EXPECT_EQ(encode(*t, "abc"), (Ids{5, 9}));
+  EXPECT_EQ(decode(*t, {5, 9}), "abc");
+  // Unknown characters, fused: "é" and "ü" are one unk.
+  EXPECT_EQ(encode(*t, "a éü"), (Ids{6, 1, 0}));
+}
+
+TEST(TokenizerTest, UnigramByteFallback) {
+  std::string json = kUnigram;
+  json.replace(json.find(R"("byte_fallback": false)"), std::string(R"("byte_fallback": false)").size(),
+               R"("byte_fallback": true)");
+  auto t = load(json);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(encode(*t, "é"), (Ids{1, 7, 8}));
+  // A character whose bytes are not all in the vocabulary stays unknown.
+  EXPECT_EQ(encode(*t, "ü"), (Ids{1, 0}));
+}
+
 TEST(TokenizerTest, SplitRegexAndIgnoreMerges) {
   auto t = load(kSplitByteLevel);
   ASSERT_TRUE(t);
@@ -272,7 +307,7 @@ TEST(TokenizerTest, RefusesWhatItDoesNotImplementNamingTheComponent) {
                          R"("pre_tokenizer": {"type": "BertPreTokenizer")")),
             "tokenizer.json: pre_tokenizer type 'BertPreTokenizer' is not supported");
   EXPECT_EQ(refusal(with(R"("model": {"type": "BPE")", R"("model": {"type": "Unigram")")),
-            "tokenizer.json: model type 'Unigram' is not supported");
+            "tokenizer.json: model Unigram vocab is not a list of [piece, score]");
   EXPECT_EQ(refusal(with(R"("model": {"type": "BPE")", R"("model": {"type": "WordPiece")")),
             "tokenizer.json: model type 'WordPiece' is not supported");
   EXPECT_EQ(refusal(with(R"("normalizer": null)", R"("normalizer": {"type": "Lowercase"})")),
@@ -285,6 +320,9 @@ TEST(TokenizerTest, RefusesWhatItDoesNotImplementNamingTheComponent) {
   EXPECT_EQ(refusal(with(R"("Ġ Ġ"])", R"("Ġ x"])")),
             "tokenizer.json: merge 'Ġ x' names a token that is not in the vocab");
   EXPECT_EQ(refusal("{\"model\": "), "tokenizer.json: not valid JSON");
+  std::string unigram = kUnigram;
+  unigram.replace(unigram.find(R"("unk_id": 0, )"), std::string(R"("unk_id": 0, )").size(), "");
+  EXPECT_EQ(refusal(unigram), "tokenizer.json: model Unigram without unk_id is not supported");
   EXPECT_EQ(refusal("{}"), "tokenizer.json: no model");
   EXPECT_EQ(refusal(with(R"("vocab": {)", R"("vocab": [], "x": {)")),
             "tokenizer.json: model vocab is not an object of token: id");
