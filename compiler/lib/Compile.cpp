@@ -9,6 +9,7 @@
 #include "hetc/compiler/PlanAttributes.h"
 #include "hetc/compiler/PlanEmitter.h"
 #include "hetc/compiler/Target.h"
+#include "hetc/compiler/TokenizerFiles.h"
 #include "hetc/compiler/WeightStore.h"
 #include "runtime/platform/HostMemory.h"
 
@@ -156,6 +157,13 @@ Status checkFits(const PlanMemory &memory, uint64_t available) {
 Status compileOnnxToPlan(const CompileOptions &options) {
   if (Status status = validate(options); !status)
     return status;
+  // Read and checked first: a bad tokenizer fails before the model is compiled.
+  Result<std::unique_ptr<plan::TokenizerDefT>> tokenizer =
+      readTokenizerFiles(options.tokenizer, options.onnxPath);
+  if (!tokenizer)
+    return tokenizer.status();
+  if (*tokenizer)
+    llvm::errs() << "hetc: packing the tokenizer " << (*tokenizer)->source << "\n";
 
   DialectRegistry registry;
   registry.insert<hetc::HetcDialect, func::FuncDialect>();
@@ -240,7 +248,7 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   if (available)
     check = [&](const PlanMemory &memory) { return checkFits(memory, *available); };
   if (failed(emitPlan(*module, weights, options.target, options.weights, options.outputPath, error,
-                      check)))
+                      check, tokenizer->get())))
     return Status::error(error);
   return Status();
 }

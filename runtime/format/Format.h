@@ -32,7 +32,8 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 // 1.10: OpKindDef::LayerNorm (LayerNormParamsDef) and Activation (ActivationParamsDef), learned
 //      positions in Embedding (weights[1], EmbeddingParamsDef.position_offset), architecture
 //      "opt".
-constexpr uint32_t kPlanSchemaMinor = 10;
+// 1.11: PlanDef.tokenizer (TokenizerDef: tokenizer.json's text, BOS and EOS ids, chat template).
+constexpr uint32_t kPlanSchemaMinor = 11;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 

@@ -114,6 +114,8 @@ public:
       status = checkSublayers();
     if (status)
       status = checkDevicePlan();
+    if (status)
+      status = checkTokenizer();
     // Last, because it reads every weight byte: cheap mistakes are reported without that wait.
     if (status)
       status = checkChecksums();
@@ -920,6 +922,27 @@ private:
     if (policy != kAllCostSublayers && !targetHasGpu())
       return fail(what, " runs sublayers on the GPU (policy ", policyText(policy), ") but ",
                   targetText());
+    return Status();
+  }
+
+  // The packed tokenizer (schema 1.11): present with text; its ids are ids. The text itself is
+  // parsed by runtime/tokenizer when a command needs it, so a plan without it loads as before.
+  Status checkTokenizer() {
+    const TokenizerDef *t = def_.tokenizer();
+    if (!t)
+      return Status();
+    const uint32_t minor = def_.schema_version() & 0xffff;
+    if (minor < 11)
+      return fail("the plan packs a tokenizer, which schema 1.", minor,
+                  " does not have (added in 1.11)");
+    if (!t->tokenizer_json() || t->tokenizer_json()->size() == 0)
+      return fail("the tokenizer has no tokenizer.json text");
+    if (t->bos_token_id() < -1)
+      return fail("tokenizer bos_token_id ", t->bos_token_id(), " is not an id (or -1)");
+    if (t->eos_token_ids())
+      for (int32_t id : *t->eos_token_ids())
+        if (id < 0)
+          return fail("tokenizer eos_token_ids holds ", id, ", which is not an id");
     return Status();
   }
 

@@ -192,8 +192,14 @@ void ElasticBatch::takeStepResults() {
         next = engine_->argmax(s);
       }
       outcome.tokens.push_back(next); // reserved at create()
+      if (onToken_)
+        onToken_(r, next);
     }
-    if (outcome.tokens.size() == request.maxNew) {
+    const bool stopped =
+        !outcome.tokens.empty() && !request.stopIds.empty() &&
+        std::find(request.stopIds.begin(), request.stopIds.end(), outcome.tokens.back()) !=
+            request.stopIds.end();
+    if (outcome.tokens.size() == request.maxNew || stopped) {
       state_[r] = State::Finished;
       outcome.finishedAtStep = step_;
       slotBusy_[outcome.slot] = false;

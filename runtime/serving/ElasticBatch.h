@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace hetc {
@@ -30,12 +31,15 @@ struct GenerationRequest {
   // When not null, receives [maxNew, vocab] float32: row k the logits generated id k was picked
   // from. Steps then write logits (with none asked for, the engine only finds each argmax).
   float *logits = nullptr;
+  // Generation also ends right after any of these ids (the tokenizer's end of sequence), which is
+  // kept as the last id; empty: after maxNew ids only.
+  std::vector<int32_t> stopIds;
 };
 
 // What happened to one request. Steps count from 0 as the batch runs them; steps where no
 // sequence had arrived are skipped, not run.
 struct RequestOutcome {
-  std::vector<int32_t> tokens; // the maxNew generated ids
+  std::vector<int32_t> tokens; // the maxNew generated ids (fewer when a stop id ended them)
   uint32_t slot = 0;
   uint64_t joinedAtStep = 0;   // the step of its first prompt token
   uint64_t finishedAtStep = 0; // the step that produced its last id (or took its last prompt token)
@@ -63,6 +67,9 @@ public:
 
   // Runs every request to its end. Allocates nothing; fails on the first failing step.
   Status run();
+  // Called with (request index, id) for each id as it is generated, in step order: for printing
+  // text as it comes.
+  void onToken(std::function<void(size_t, int32_t)> observer) { onToken_ = std::move(observer); }
 
   const std::vector<GenerationRequest> &requests() const { return requests_; }
   const std::vector<RequestOutcome> &outcomes() const { return outcomes_; }
@@ -77,6 +84,7 @@ private:
   enum class State : uint8_t { Waiting, Prefilling, Decoding, Finished };
 
   Engine *engine_;
+  std::function<void(size_t, int32_t)> onToken_;
   std::vector<GenerationRequest> requests_;
   std::vector<RequestOutcome> outcomes_;
   ElasticBatchStats stats_;

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -177,6 +178,44 @@ TEST(ElasticBatchTest, RefusesRequestsThePlanCannotRun) {
   EXPECT_EQ(error({request({1, 2}, 27, 0, 4)}),
             "request 0 needs 33 positions (4 cached + 2 prompt + 27 new) but the plan's --max-seq "
             "is 32");
+}
+
+} // namespace
+} // namespace hetc
+
+namespace hetc {
+namespace {
+
+// A stop id (the tokenizer's end of sequence) ends its sequence right after it is generated, kept
+// as the last id, and frees the slot for the next arrival; the observer sees every id in order.
+TEST(ElasticBatchTest, StopIdsEndSequencesEarly) {
+  LoadedTinyPlan loaded(largerShape());
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> engine = loaded.engine(1);
+  ASSERT_TRUE(engine);
+  const int32_t vocab = static_cast<int32_t>(engine->vocab());
+  GenerationRequest request;
+  request.prompt = promptOf(9, 5, vocab);
+  request.maxNew = 10;
+  const Alone alone = runAlone(loaded, request);
+  ASSERT_EQ(alone.tokens.size(), 10u);
+
+  // Stop at the id generated fourth (at its first occurrence, which may be earlier).
+  const int32_t stop = alone.tokens[3];
+  const size_t firstStop =
+      std::find(alone.tokens.begin(), alone.tokens.end(), stop) - alone.tokens.begin();
+  request.stopIds = {stop};
+  std::vector<GenerationRequest> requests = {request, request};
+  Result<ElasticBatch> batch = ElasticBatch::create(*engine, requests);
+  ASSERT_TRUE(batch.ok()) << batch.message();
+  std::vector<std::vector<int32_t>> seen(2);
+  batch->onToken([&](size_t r, int32_t id) { seen[r].push_back(id); });
+  ASSERT_TRUE(batch->run().ok());
+  const std::vector<int32_t> expected(alone.tokens.begin(), alone.tokens.begin() + firstStop + 1);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(batch->outcomes()[r].tokens, expected);
+    EXPECT_EQ(seen[r], expected);
+  }
 }
 
 } // namespace

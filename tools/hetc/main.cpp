@@ -3,14 +3,17 @@
 // machine as a target.
 //
 // Output contract: `run` prints one line per prompt with the generated ids and nothing else on
-// stdout (with --session or --arrive-at-step too); details go to stderr with --verbose. Every
-// failure is one line "hetc: error: <message>" on stderr and exit code 1.
+// stdout (with --session or --arrive-at-step too); with text prompts (--prompt, --prompt-file) it
+// prints each prompt's generated text followed by a newline instead, one prompt's as it is
+// generated. `tokenize` prints ids separated by commas, or text. Details go to stderr with
+// --verbose. Every failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Plan.h"
 #include "runtime/kv/Session.h"
 #include "runtime/platform/Devices.h"
 #include "runtime/serving/ElasticBatch.h"
+#include "runtime/tokenizer/PlanTokenizer.h"
 #include "tools/report/Inspect.h"
 
 #ifdef HETC_WITH_COMPILER
@@ -29,9 +32,13 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <iterator>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,8 +58,9 @@ void check(const hetc::Status &status) {
 
 // "5,17,42" -> {5, 17, 42}. Ids are non-negative decimal integers that fit in int32; whether they
 // are inside the vocabulary is checked against the plan later.
-std::vector<int32_t> parsePromptIds(const std::string &text) {
-  const std::string quoted = "--prompt-ids '" + text + "'";
+std::vector<int32_t> parsePromptIds(const std::string &text,
+                                    const std::string &option = "--prompt-ids") {
+  const std::string quoted = option + " '" + text + "'";
   if (text.empty())
     fail(quoted + " is empty");
   std::vector<int32_t> ids;
@@ -135,6 +143,8 @@ struct UnfinishedFile {
 struct RunArguments {
   std::string planPath;
   std::vector<std::string> promptIds;
+  std::vector<std::string> promptTexts;
+  std::vector<std::string> promptFiles;
   uint32_t maxNew = 32;
   std::string logitsOut;
   std::vector<uint64_t> arriveAtStep;
@@ -142,6 +152,10 @@ struct RunArguments {
   unsigned threads = 0;
   bool noPin = false;
   bool verbose = false;
+  // Set from the plan's tokenizer for text prompts: ids that end a sequence, and the observer that
+  // prints text as it is generated.
+  std::vector<int32_t> stopIds;
+  std::function<void(size_t, int32_t)> onToken;
 };
 
 // --logits-out: opened once the request has been checked, so a huge request is refused before its
@@ -221,9 +235,13 @@ hetc::ElasticBatch runElastic(hetc::Engine &engine, const RunArguments &args,
   if (float *logits = logitsOutput.open(requests.size(), args.maxNew, engine.vocab()))
     for (size_t i = 0; i < requests.size(); ++i)
       requests[i].logits = logits + i * static_cast<size_t>(args.maxNew) * engine.vocab();
+  for (hetc::GenerationRequest &request : requests)
+    request.stopIds = args.stopIds;
   hetc::Result<hetc::ElasticBatch> batch = hetc::ElasticBatch::create(engine, std::move(requests));
   if (!batch)
     fail(batch.message());
+  if (args.onToken)
+    batch->onToken(args.onToken);
   check(batch->run());
   if (args.verbose) {
     const hetc::ElasticBatchStats &stats = batch->stats();
@@ -239,7 +257,7 @@ hetc::ElasticBatch runElastic(hetc::Engine &engine, const RunArguments &args,
   return std::move(batch.value());
 }
 
-// Prompt i joins at step --arrive-at-step i.
+// Prompt i joins at step --arrive-at-step i (at step 0 without them).
 std::vector<std::vector<int32_t>> runArrivals(hetc::Engine &engine, const RunArguments &args,
                                               const std::vector<std::vector<int32_t>> &prompts,
                                               LogitsOutput &logitsOutput) {
@@ -247,7 +265,7 @@ std::vector<std::vector<int32_t>> runArrivals(hetc::Engine &engine, const RunArg
   for (size_t i = 0; i < prompts.size(); ++i) {
     requests[i].prompt = prompts[i];
     requests[i].maxNew = args.maxNew;
-    requests[i].arrivalStep = args.arriveAtStep[i];
+    requests[i].arrivalStep = i < args.arriveAtStep.size() ? args.arriveAtStep[i] : 0;
   }
   hetc::ElasticBatch batch = runElastic(engine, args, std::move(requests), logitsOutput);
   std::vector<std::vector<int32_t>> tokens;
@@ -258,7 +276,7 @@ std::vector<std::vector<int32_t>> runArrivals(hetc::Engine &engine, const RunArg
       std::fprintf(stderr,
                    "hetc: sequence %zu: slot %u, arrived at step %llu, joined at step %llu, "
                    "finished at step %llu\n",
-                   i, outcome.slot, static_cast<unsigned long long>(args.arriveAtStep[i]),
+                   i, outcome.slot, static_cast<unsigned long long>(batch.requests()[i].arrivalStep),
                    static_cast<unsigned long long>(outcome.joinedAtStep),
                    static_cast<unsigned long long>(outcome.finishedAtStep));
   }
@@ -334,20 +352,67 @@ std::string runPolicyText(const hetc::Engine &engine,
          "; run on the CPU here (no GPU executor)";
 }
 
-int runCommand(const RunArguments &args) {
+// The plan's tokenizer, for a command given text (or asked for it): refused when it packs none.
+std::unique_ptr<hetc::PlanTokenizer> loadTokenizer(const hetc::Plan &plan,
+                                                   const std::string &planPath,
+                                                   const std::string &why) {
+  hetc::Result<std::unique_ptr<hetc::PlanTokenizer>> tokenizer =
+      hetc::loadPlanTokenizer(plan, planPath);
+  if (!tokenizer)
+    fail(tokenizer.message());
+  if (!*tokenizer)
+    fail(planPath + " packs no tokenizer, which " + why +
+         " needs (compile with --tokenizer, or put tokenizer.json beside the model)");
+  return std::move(tokenizer.value());
+}
+
+std::string readPromptFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail("cannot read --prompt-file " + path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+int runCommand(RunArguments args) {
+  std::vector<std::string> texts = args.promptTexts;
+  for (const std::string &path : args.promptFiles)
+    texts.push_back(readPromptFile(path));
+  const bool textPrompts = !texts.empty();
+  if (textPrompts && !args.promptIds.empty())
+    fail("give --prompt-ids or --prompt / --prompt-file, not both");
+  if (!textPrompts && args.promptIds.empty())
+    fail("give a prompt: --prompt TEXT, --prompt-file FILE or --prompt-ids IDS");
   std::vector<std::vector<int32_t>> prompts;
   for (const std::string &text : args.promptIds)
     prompts.push_back(parsePromptIds(text));
-  if (!args.session.empty() && prompts.size() != 1)
-    fail("--session continues one sequence: give one --prompt-ids, not " +
-         std::to_string(prompts.size()));
+  const size_t promptCount = textPrompts ? texts.size() : prompts.size();
+  const std::string promptOption = textPrompts ? "--prompt" : "--prompt-ids";
+  if (!args.session.empty() && promptCount != 1)
+    fail("--session continues one sequence: give one " + promptOption + ", not " +
+         std::to_string(promptCount));
   if (!args.session.empty() && !args.arriveAtStep.empty())
     fail("--session continues one sequence; --arrive-at-step is for several");
-  if (!args.arriveAtStep.empty() && args.arriveAtStep.size() != prompts.size())
-    fail("--arrive-at-step: give one per --prompt-ids (" + std::to_string(prompts.size()) +
+  if (!args.arriveAtStep.empty() && args.arriveAtStep.size() != promptCount)
+    fail("--arrive-at-step: give one per " + promptOption + " (" + std::to_string(promptCount) +
          " prompts, " + std::to_string(args.arriveAtStep.size()) + " --arrive-at-step)");
 
   std::shared_ptr<const hetc::Plan> plan = loadPlan(args.planPath);
+  std::unique_ptr<hetc::PlanTokenizer> tokenizer;
+  if (textPrompts) {
+    tokenizer = loadTokenizer(*plan, args.planPath, "--prompt");
+    // A session that already holds a conversation continues it: no second BOS.
+    std::error_code error;
+    const bool continuing = !args.session.empty() && std::filesystem::exists(args.session, error);
+    for (const std::string &text : texts) {
+      hetc::Result<std::vector<int32_t>> ids = tokenizer->tokenizer->encode(text, !continuing);
+      if (!ids)
+        fail("--prompt: " + ids.message());
+      if (ids->empty())
+        fail("--prompt '" + text + "' gives no token ids");
+      prompts.push_back(std::move(ids.value()));
+    }
+    args.stopIds = tokenizer->eosIds;
+  }
   hetc::EngineOptions options;
   options.threads = args.threads;
   options.pin = !args.noPin;
@@ -381,22 +446,83 @@ int runCommand(const RunArguments &args) {
                    use.kernel.c_str(), use.count, use.count == 1 ? "" : "s");
   }
 
+  // One text prompt is printed as it is generated; the stream holds back the bytes of a
+  // character until its last byte is there.
+  std::optional<hetc::DecodeStream> stream;
+  std::string piece;
+  if (textPrompts && prompts.size() == 1) {
+    stream.emplace(*tokenizer->tokenizer);
+    piece.reserve(256);
+    args.onToken = [&](size_t, int32_t id) {
+      piece.clear();
+      stream->push(id, piece);
+      std::cout << piece << std::flush;
+    };
+  }
+
   LogitsOutput logitsOutput(args.logitsOut);
   const std::vector<std::vector<int32_t>> generated =
-      !args.session.empty()        ? runSession(engine, args, prompts[0], logitsOutput)
-      : !args.arriveAtStep.empty() ? runArrivals(engine, args, prompts, logitsOutput)
-                                   : runBatch(engine, args, prompts, logitsOutput);
+      !args.session.empty() ? runSession(engine, args, prompts[0], logitsOutput)
+      : !args.arriveAtStep.empty() || textPrompts
+          ? runArrivals(engine, args, prompts, logitsOutput)
+          : runBatch(engine, args, prompts, logitsOutput);
 
-  for (const std::vector<int32_t> &ids : generated) {
-    std::string line;
-    for (size_t i = 0; i < ids.size(); ++i)
-      line += (i ? " " : "") + std::to_string(ids[i]);
-    std::cout << line << '\n';
+  if (stream) {
+    piece.clear();
+    stream->finish(piece);
+    std::cout << piece << '\n';
+  } else if (textPrompts) {
+    for (const std::vector<int32_t> &ids : generated) {
+      hetc::Result<std::string> text = tokenizer->tokenizer->decode(ids, true);
+      if (!text)
+        fail(text.message());
+      std::cout << *text << '\n';
+    }
+  } else {
+    for (const std::vector<int32_t> &ids : generated) {
+      std::string line;
+      for (size_t i = 0; i < ids.size(); ++i)
+        line += (i ? " " : "") + std::to_string(ids[i]);
+      std::cout << line << '\n';
+    }
   }
   std::cout.flush();
   if (!std::cout)
     fail("cannot write the generated ids to standard output");
   logitsOutput.write();
+  return 0;
+}
+
+struct TokenizeArguments {
+  std::string planPath;
+  std::string text;
+  std::string ids;
+  bool noSpecial = false;
+  bool special = false;
+};
+
+// --text: the ids, comma-separated; --ids: the text.
+int tokenizeCommand(const TokenizeArguments &args) {
+  std::shared_ptr<const hetc::Plan> plan = loadPlan(args.planPath);
+  std::unique_ptr<hetc::PlanTokenizer> tokenizer = loadTokenizer(*plan, args.planPath, "tokenize");
+  if (!args.ids.empty()) {
+    hetc::Result<std::string> text =
+        tokenizer->tokenizer->decode(parsePromptIds(args.ids, "--ids"), !args.special);
+    if (!text)
+      fail("--ids: " + text.message());
+    std::cout << *text << '\n';
+  } else {
+    hetc::Result<std::vector<int32_t>> ids = tokenizer->tokenizer->encode(args.text, !args.noSpecial);
+    if (!ids)
+      fail("--text: " + ids.message());
+    std::string line;
+    for (size_t i = 0; i < ids->size(); ++i)
+      line += (i ? "," : "") + std::to_string((*ids)[i]);
+    std::cout << line << '\n';
+  }
+  std::cout.flush();
+  if (!std::cout)
+    fail("cannot write to standard output");
   return 0;
 }
 
@@ -449,6 +575,7 @@ struct CompileArguments {
   bool noResident = false;
   bool verbose = false;
   bool explain = false;
+  std::string tokenizer;
 };
 
 int compileCommand(const CompileArguments &args) {
@@ -480,6 +607,7 @@ int compileCommand(const CompileArguments &args) {
                                      : hetc::compiler::KvFormat::BF16;
   options.verbose = args.verbose;
   options.explain = args.explain;
+  options.tokenizer = args.tokenizer;
   check(hetc::compiler::compileOnnxToPlan(options));
   return 0;
 #else
@@ -529,16 +657,25 @@ int runTool(int argc, char **argv) {
                    "with --weights bf16, f32 with --weights f32")
       ->check(CLI::IsMember({"bf16", "int8", "f32"}));
   compile->add_flag("--verbose", compileArgs.verbose, "Print the IR after each stage to stderr");
+  compile->add_option("--tokenizer", compileArgs.tokenizer,
+                      "tokenizer.json (or its directory) to pack into the plan; default: the "
+                      "tokenizer.json beside the model, when there is one");
   compile->add_flag("--explain", compileArgs.explain,
                     "Print which ONNX nodes became which LLM op (with its parameters and "
                     "fusions) to stdout");
 
   RunArguments runArgs;
-  CLI::App *run = app.add_subcommand("run", "Generate greedily from token-id prompts");
+  CLI::App *run = app.add_subcommand("run", "Generate greedily from text or token-id prompts");
   run->add_option("plan", runArgs.planPath, "Plan file")->required();
   run->add_option("--prompt-ids", runArgs.promptIds,
                   "Comma-separated token ids of one prompt; repeat for a batch")
-      ->required()
+      ->allow_extra_args(false);
+  run->add_option("--prompt", runArgs.promptTexts,
+                  "The text of one prompt, encoded by the plan's tokenizer; repeat for a batch. "
+                  "Prints the generated text; stops at the tokenizer's end of sequence")
+      ->allow_extra_args(false);
+  run->add_option("--prompt-file", runArgs.promptFiles,
+                  "A file whose whole content is one text prompt; repeat for a batch")
       ->allow_extra_args(false);
   run->add_option("--max-new", runArgs.maxNew, "Tokens to generate per prompt")
       ->capture_default_str();
@@ -555,6 +692,21 @@ int runTool(int argc, char **argv) {
   run->add_option("--threads", runArgs.threads, "Threads (0 = every core)")->capture_default_str();
   run->add_flag("--no-pin", runArgs.noPin, "Do not bind threads to cores");
   run->add_flag("--verbose", runArgs.verbose, "Threads, arena sizes and timings on stderr");
+
+  TokenizeArguments tokenizeArgs;
+  CLI::App *tokenize =
+      app.add_subcommand("tokenize", "Text to token ids, or ids to text, by the plan's tokenizer");
+  tokenize->add_option("plan", tokenizeArgs.planPath, "Plan file")->required();
+  CLI::Option *textOption =
+      tokenize->add_option("--text", tokenizeArgs.text, "Text: prints its ids, comma-separated");
+  CLI::Option *idsOption =
+      tokenize->add_option("--ids", tokenizeArgs.ids, "Comma-separated ids: prints their text");
+  textOption->excludes(idsOption);
+  tokenize->add_flag("--no-special", tokenizeArgs.noSpecial,
+                     "With --text: without the special tokens the tokenizer adds (BOS)");
+  tokenize->add_flag("--special", tokenizeArgs.special,
+                     "With --ids: write special tokens (BOS, EOS) as text instead of leaving "
+                     "them out");
 
   std::string inspectPath;
   bool inspectJson = false;
@@ -597,9 +749,10 @@ int runTool(int argc, char **argv) {
 #endif
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
       command != "inspect" && command != "bench" && command != "session" && command != "plan" &&
-      command != "targets" && command != "calibrate")
+      command != "targets" && command != "calibrate" && command != "tokenize")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, bench, inspect, session, plan, targets or calibrate)");
+         "' (expected compile, run, tokenize, bench, inspect, session, plan, targets or "
+         "calibrate)");
 
   if (command == "session" && argc == 2)
     fail("session: expected a subcommand: show FILE");
@@ -616,6 +769,11 @@ int runTool(int argc, char **argv) {
     return compileCommand(compileArgs);
   if (run->parsed())
     return runCommand(runArgs);
+  if (tokenize->parsed()) {
+    if (tokenizeArgs.ids.empty() && textOption->count() == 0)
+      fail("tokenize: give --text TEXT or --ids IDS");
+    return tokenizeCommand(tokenizeArgs);
+  }
   if (bench->parsed())
     return hetc::tool::benchCommand(benchArgs);
   if (sessionShow->parsed())

@@ -389,6 +389,25 @@ void devicePlanJson(const Plan &plan, Json &json) {
 
 } // namespace
 
+// "tokenizer.json from DIR/tokenizer.json, 1.71 MiB (1795303 bytes), bos 1, eos 2, chat template",
+// or none.
+std::string tokenizerText(const TokenizerDef *t) {
+  if (!t)
+    return "none (the plan runs with token ids)";
+  std::string text = "tokenizer.json from " + str(t->source()) + ", " +
+                     humanBytes(t->tokenizer_json() ? t->tokenizer_json()->size() : 0) + ", bos ";
+  text += t->bos_token_id() < 0 ? "none" : std::to_string(t->bos_token_id());
+  text += ", eos";
+  if (!t->eos_token_ids() || t->eos_token_ids()->size() == 0)
+    text += " none";
+  else
+    for (int32_t id : *t->eos_token_ids())
+      text += " " + std::to_string(id);
+  if (t->chat_template() && t->chat_template()->size() > 0)
+    text += ", chat template";
+  return text;
+}
+
 void printPlanSummary(const Plan &plan, std::ostream &os) {
   const PlanDef &def = plan.def();
   const ModelDef &m = *def.model();
@@ -408,7 +427,8 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
      << ", head_dim " << m.head_dim() << ", intermediate " << m.intermediate() << ", rms_eps "
      << m.rms_eps() << ", tied embeddings " << (m.tied_embeddings() ? "yes" : "no") << "\n";
   os << "bounds: max_batch " << b.max_batch() << ", max_seq " << b.max_seq() << ", max_step_tokens "
-     << b.max_step_tokens() << "\n\n";
+     << b.max_step_tokens() << "\n";
+  os << "tokenizer: " << tokenizerText(def.tokenizer()) << "\n\n";
 
   os << "sublayers (" << count(def.sublayers()) << "):\n";
   const std::vector<Column> sublayerColumns = {
@@ -533,6 +553,19 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
       {"host_cpu_features", featureArray(hostCpuFeatures())},
       {"missing_cpu_features", featureArray(def.required_cpu_features() & ~hostCpuFeatures())}};
 
+  if (const TokenizerDef *t = def.tokenizer()) {
+    Json eos = Json::array();
+    if (t->eos_token_ids())
+      for (int32_t id : *t->eos_token_ids())
+        eos.push_back(id);
+    json["tokenizer"] = {{"source", str(t->source())},
+                         {"bytes", uint64_t{t->tokenizer_json() ? t->tokenizer_json()->size() : 0}},
+                         {"bos_token_id", t->bos_token_id()},
+                         {"eos_token_ids", eos},
+                         {"chat_template", str(t->chat_template())}};
+  } else {
+    json["tokenizer"] = nullptr;
+  }
   json["model"] = {{"architecture", str(m.architecture())},
                    {"vocab", m.vocab()},
                    {"hidden", m.hidden()},

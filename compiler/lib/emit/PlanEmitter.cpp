@@ -915,7 +915,8 @@ LogicalResult hetc::compiler::measurePlan(ModuleOp module, const WeightStore &we
 LogicalResult hetc::compiler::emitPlan(ModuleOp module, const WeightStore &weights,
                                        const std::string &target, WeightFormat linearWeights,
                                        const std::string &path, std::string &error,
-                                       const PlanMemoryCheck &check) {
+                                       const PlanMemoryCheck &check,
+                                       const plan::TokenizerDefT *tokenizer) {
   PlanBuilder builder(module, weights, linearWeights);
   if (failed(builder.build(target))) {
     error = builder.error();
@@ -927,6 +928,8 @@ LogicalResult hetc::compiler::emitPlan(ModuleOp module, const WeightStore &weigh
       return failure();
     }
   }
+  if (tokenizer)
+    builder.plan().tokenizer = std::make_unique<plan::TokenizerDefT>(*tokenizer);
   Status status = writePlanFile(path, builder.plan(), builder.payloads());
   if (!status) {
     error = status.message();

@@ -37,6 +37,8 @@ struct CompileOptions {
   std::optional<KvFormat> kv;                // KV cache elements; unset: as the weights
   bool verbose = false;                      // print the IR after each stage to stderr
   bool explain = false;                      // print which nodes became which LLM op to stdout
+  // tokenizer.json (or its directory) to pack; empty: the one beside the model, if any.
+  std::string tokenizer;
 };
 
 // The largest max-seq --max-seq auto picks.

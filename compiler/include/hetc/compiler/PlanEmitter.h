@@ -3,6 +3,7 @@
 
 #include "hetc/compiler/Compile.h"
 #include "hetc/compiler/WeightStore.h"
+#include "hplan_generated.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
@@ -37,10 +38,12 @@ struct PlanMemory {
 // Called with the plan's memory before anything is written; an error stops the emission.
 using PlanMemoryCheck = std::function<Status(const PlanMemory &)>;
 
+// `tokenizer`, when not null, is packed into the plan (schema 1.11).
 mlir::LogicalResult emitPlan(mlir::ModuleOp module, const WeightStore &weights,
                              const std::string &target, WeightFormat linearWeights,
                              const std::string &path, std::string &error,
-                             const PlanMemoryCheck &check = {});
+                             const PlanMemoryCheck &check = {},
+                             const plan::TokenizerDefT *tokenizer = nullptr);
 
 // Builds the plan as emitPlan does, writes nothing, and sets `memory` to what it needs.
 mlir::LogicalResult measurePlan(mlir::ModuleOp module, const WeightStore &weights,

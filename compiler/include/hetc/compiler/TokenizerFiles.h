@@ -1,0 +1,20 @@
+// The tokenizer a plan packs: tokenizer.json and what the files beside it say about BOS, EOS and
+// the chat template (hplan.fbs TokenizerDef, schema 1.11).
+#pragma once
+
+#include "hplan_generated.h"
+#include "runtime/format/Status.h"
+
+#include <memory>
+#include <string>
+
+namespace hetc::compiler {
+
+// `option` is --tokenizer: a tokenizer.json file or the directory holding one; empty: the
+// tokenizer.json beside `onnxPath`, when there is one (none: a null result, not an error). The
+// file is parsed and checked as the runtime will; bos and eos ids come from generation_config.json,
+// else config.json, else tokenizer_config.json's bos_token / eos_token, in the same directory.
+Result<std::unique_ptr<plan::TokenizerDefT>> readTokenizerFiles(const std::string &option,
+                                                               const std::string &onnxPath);
+
+} // namespace hetc::compiler
