@@ -10,6 +10,8 @@ namespace {
 
 std::string str(uint64_t value) { return std::to_string(value); }
 
+bool samples(const SamplingParams &params) { return !params.greedy() || params.penalizes(); }
+
 } // namespace
 
 Status ElasticBatch::check(const Engine &engine, const std::vector<GenerationRequest> &requests) {
@@ -19,6 +21,8 @@ Status ElasticBatch::check(const Engine &engine, const std::vector<GenerationReq
   for (size_t i = 0; i < requests.size(); ++i) {
     const GenerationRequest &request = requests[i];
     const std::string name = "request " + str(i);
+    if (Status s = request.sampling.check(); !s)
+      return Status::error(name + ": " + s.message());
     if (request.prompt.empty())
       return Status::error(name + " has an empty prompt");
     for (size_t j = 0; j < request.prompt.size(); ++j)
@@ -64,9 +68,14 @@ Result<ElasticBatch> ElasticBatch::create(Engine &engine, std::vector<Generation
   for (size_t i = 0; i < count; ++i) {
     // Decode steps point into these; they must never move.
     batch.outcomes_[i].tokens.reserve(batch.requests_[i].maxNew);
-    if (batch.requests_[i].logits)
+    if (batch.requests_[i].logits || samples(batch.requests_[i].sampling))
       batch.output_ = StepOutput::Logits;
   }
+  for (const GenerationRequest &request : batch.requests_)
+    if (samples(request.sampling)) {
+      batch.sampler_ = Sampler(engine.vocab(), engine.maxBatch());
+      break;
+    }
   batch.state_.assign(count, State::Waiting);
   batch.fed_.assign(count, 0);
   batch.arrivalOrder_.resize(count);
@@ -111,6 +120,9 @@ void ElasticBatch::admit() {
     outcomes_[r].slot = slot;
     outcomes_[r].joinedAtStep = step_;
     state_[r] = State::Prefilling;
+    if (samples(requests_[r].sampling))
+      sampler_.begin(slot, requests_[r].sampling, requests_[r].prompt.data(),
+                     requests_[r].prompt.size());
     active_.push_back(r); // capacity max_batch: one per slot
   }
   while (nextArrival_ < arrivalOrder_.size() &&
@@ -187,7 +199,12 @@ void ElasticBatch::takeStepResults() {
         if (request.logits)
           std::memcpy(request.logits + outcome.tokens.size() * vocab, logits,
                       vocab * sizeof(float));
-        next = static_cast<int32_t>(kernels::argmaxFirst(logits, vocab));
+        if (samples(request.sampling)) {
+          next = sampler_.choose(outcome.slot, logits);
+          sampler_.accept(outcome.slot, next);
+        } else {
+          next = static_cast<int32_t>(kernels::argmaxFirst(logits, vocab));
+        }
       } else {
         next = engine_->argmax(s);
       }
@@ -195,10 +212,14 @@ void ElasticBatch::takeStepResults() {
       if (onToken_)
         onToken_(r, next);
     }
-    const bool stopped =
-        !outcome.tokens.empty() && !request.stopIds.empty() &&
-        std::find(request.stopIds.begin(), request.stopIds.end(), outcome.tokens.back()) !=
-            request.stopIds.end();
+    bool stopped = false;
+    if (request.maxNew > 0) {
+      const int32_t last = outcome.tokens.back();
+      stopped =
+          std::find(request.stopIds.begin(), request.stopIds.end(), last) != request.stopIds.end();
+      if (stopWhen_ && stopWhen_(r, last))
+        stopped = true;
+    }
     if (outcome.tokens.size() == request.maxNew || stopped) {
       state_[r] = State::Finished;
       outcome.finishedAtStep = step_;

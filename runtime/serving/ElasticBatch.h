@@ -1,4 +1,5 @@
-// Greedy generation with sequences joining and leaving between steps, on one plan.
+// Generation (greedy, or sampled per request) with sequences joining and leaving between steps, on
+// one plan.
 //
 // Each request arrives at a step of the batch's own count. An arrived request takes a free slot
 // (the lowest), and from then on every step carries one token of each decoding sequence and, in
@@ -11,6 +12,7 @@
 
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Status.h"
+#include "runtime/sampling/Sampler.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +36,8 @@ struct GenerationRequest {
   // Generation also ends right after any of these ids (the tokenizer's end of sequence), which is
   // kept as the last id; empty: after maxNew ids only.
   std::vector<int32_t> stopIds;
+  // How the next id is chosen; the default is greedy (the first of the largest logits).
+  SamplingParams sampling;
 };
 
 // What happened to one request. Steps count from 0 as the batch runs them; steps where no
@@ -70,13 +74,18 @@ public:
   // Called with (request index, id) for each id as it is generated, in step order: for printing
   // text as it comes.
   void onToken(std::function<void(size_t, int32_t)> observer) { onToken_ = std::move(observer); }
+  // Called with (request index, id) after onToken's observer; true ends the request right after
+  // that id (a stop string its text now holds).
+  void stopWhen(std::function<bool(size_t, int32_t)> predicate) {
+    stopWhen_ = std::move(predicate);
+  }
 
   const std::vector<GenerationRequest> &requests() const { return requests_; }
   const std::vector<RequestOutcome> &outcomes() const { return outcomes_; }
   const ElasticBatchStats &stats() const { return stats_; }
 
 private:
-  explicit ElasticBatch(Engine &engine) : engine_(&engine) {}
+  explicit ElasticBatch(Engine &engine) : engine_(&engine), sampler_(engine.vocab(), 0) {}
   void admit();
   void packStep();
   void takeStepResults();
@@ -85,6 +94,9 @@ private:
 
   Engine *engine_;
   std::function<void(size_t, int32_t)> onToken_;
+  std::function<bool(size_t, int32_t)> stopWhen_;
+  // Sized for every slot when some request samples or penalizes; the others take the argmax.
+  Sampler sampler_;
   std::vector<GenerationRequest> requests_;
   std::vector<RequestOutcome> outcomes_;
   ElasticBatchStats stats_;
