@@ -5,13 +5,15 @@
 // Output contract: `run` prints one line per prompt with the generated ids and nothing else on
 // stdout (with --session or --arrive-at-step too); with text prompts (--prompt, --prompt-file) it
 // prints each prompt's generated text followed by a newline instead, one prompt's as it is
-// generated. `tokenize` prints ids separated by commas, or text. Details go to stderr with
+// generated, ended before the first --stop string. `tokenize` prints ids separated by commas, or
+// text. Details go to stderr with
 // --verbose. Every failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Plan.h"
 #include "runtime/kv/Session.h"
 #include "runtime/platform/Devices.h"
+#include "runtime/sampling/StopStrings.h"
 #include "runtime/serving/ElasticBatch.h"
 #include "runtime/tokenizer/PlanTokenizer.h"
 #include "tools/report/Inspect.h"
@@ -30,6 +32,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +42,7 @@
 #include <iterator>
 #include <new>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -152,10 +156,13 @@ struct RunArguments {
   unsigned threads = 0;
   bool noPin = false;
   bool verbose = false;
-  // Set from the plan's tokenizer for text prompts: ids that end a sequence, and the observer that
-  // prints text as it is generated.
+  hetc::SamplingParams sampling; // greedy unless a --temperature above 0
+  bool seedGiven = false;
+  std::vector<std::string> stops;
+  // Set from the plan's tokenizer for text prompts: ids that end a sequence.
   std::vector<int32_t> stopIds;
-  std::function<void(size_t, int32_t)> onToken;
+  // Set for text prompts or --stop: decodes each id and ends a sequence at a stop string.
+  std::function<bool(size_t, int32_t)> stopWhen;
 };
 
 // --logits-out: opened once the request has been checked, so a huge request is refused before its
@@ -235,13 +242,15 @@ hetc::ElasticBatch runElastic(hetc::Engine &engine, const RunArguments &args,
   if (float *logits = logitsOutput.open(requests.size(), args.maxNew, engine.vocab()))
     for (size_t i = 0; i < requests.size(); ++i)
       requests[i].logits = logits + i * static_cast<size_t>(args.maxNew) * engine.vocab();
-  for (hetc::GenerationRequest &request : requests)
+  for (hetc::GenerationRequest &request : requests) {
     request.stopIds = args.stopIds;
+    request.sampling = args.sampling;
+  }
   hetc::Result<hetc::ElasticBatch> batch = hetc::ElasticBatch::create(engine, std::move(requests));
   if (!batch)
     fail(batch.message());
-  if (args.onToken)
-    batch->onToken(args.onToken);
+  if (args.stopWhen)
+    batch->stopWhen(args.stopWhen);
   check(batch->run());
   if (args.verbose) {
     const hetc::ElasticBatchStats &stats = batch->stats();
@@ -396,8 +405,32 @@ int runCommand(RunArguments args) {
     fail("--arrive-at-step: give one per " + promptOption + " (" + std::to_string(promptCount) +
          " prompts, " + std::to_string(args.arriveAtStep.size()) + " --arrive-at-step)");
 
+  check(args.sampling.check());
+  for (const std::string &stop : args.stops)
+    if (stop.empty())
+      fail("--stop '': must not be empty");
+  if (args.sampling.greedy()) {
+    const char *ignored = args.sampling.topK          ? "--top-k"
+                          : args.sampling.topP < 1.0f ? "--top-p"
+                          : args.sampling.minP > 0.0f ? "--min-p"
+                          : args.seedGiven            ? "--seed"
+                                                      : nullptr;
+    if (ignored)
+      std::fprintf(stderr, "hetc: %s has no effect without --temperature above 0 (greedy)\n",
+                   ignored);
+  } else if (!args.seedGiven) {
+    // A random seed, said so that the run can be repeated.
+    std::random_device device;
+    args.sampling.seed = (static_cast<uint64_t>(device()) << 32) ^ device();
+    std::fprintf(stderr, "hetc: sampling with --seed %llu\n",
+                 static_cast<unsigned long long>(args.sampling.seed));
+  }
+  const bool samples = !args.sampling.greedy() || args.sampling.penalizes();
+
   std::shared_ptr<const hetc::Plan> plan = loadPlan(args.planPath);
   std::unique_ptr<hetc::PlanTokenizer> tokenizer;
+  if (!textPrompts && !args.stops.empty())
+    tokenizer = loadTokenizer(*plan, args.planPath, "--stop");
   if (textPrompts) {
     tokenizer = loadTokenizer(*plan, args.planPath, "--prompt");
     // A session that already holds a conversation continues it: no second BOS.
@@ -446,37 +479,64 @@ int runCommand(RunArguments args) {
                    use.kernel.c_str(), use.count, use.count == 1 ? "" : "s");
   }
 
-  // One text prompt is printed as it is generated; the stream holds back the bytes of a
-  // character until its last byte is there.
-  std::optional<hetc::DecodeStream> stream;
-  std::string piece;
-  if (textPrompts && prompts.size() == 1) {
-    stream.emplace(*tokenizer->tokenizer);
+  // Each prompt's text as it is generated, ended before the first --stop string; one text prompt
+  // is printed as it comes. The decode stream holds back the bytes of a character until its last
+  // byte is there, the stop strings whatever could still begin one.
+  struct TextOutput {
+    hetc::DecodeStream stream;
+    hetc::StopStrings stops;
+    std::string text;
+  };
+  std::deque<TextOutput> outputs;
+  const bool streaming = textPrompts && prompts.size() == 1;
+  std::string piece, released;
+  if (tokenizer) {
+    for (size_t i = 0; i < prompts.size(); ++i)
+      outputs.push_back(TextOutput{hetc::DecodeStream(*tokenizer->tokenizer),
+                                   hetc::StopStrings(args.stops), std::string()});
     piece.reserve(256);
-    args.onToken = [&](size_t, int32_t id) {
+    released.reserve(256);
+    args.stopWhen = [&](size_t r, int32_t id) {
+      TextOutput &output = outputs[r];
       piece.clear();
-      stream->push(id, piece);
-      std::cout << piece << std::flush;
+      released.clear();
+      output.stream.push(id, piece);
+      const bool stopped = output.stops.push(piece, released);
+      if (streaming)
+        std::cout << released << std::flush;
+      else
+        output.text += released;
+      return stopped;
     };
   }
 
   LogitsOutput logitsOutput(args.logitsOut);
   const std::vector<std::vector<int32_t>> generated =
       !args.session.empty() ? runSession(engine, args, prompts[0], logitsOutput)
-      : !args.arriveAtStep.empty() || textPrompts
+      : !args.arriveAtStep.empty() || textPrompts || samples || !args.stops.empty()
           ? runArrivals(engine, args, prompts, logitsOutput)
           : runBatch(engine, args, prompts, logitsOutput);
 
-  if (stream) {
-    piece.clear();
-    stream->finish(piece);
-    std::cout << piece << '\n';
-  } else if (textPrompts) {
-    for (const std::vector<int32_t> &ids : generated) {
-      hetc::Result<std::string> text = tokenizer->tokenizer->decode(ids, true);
-      if (!text)
-        fail(text.message());
-      std::cout << *text << '\n';
+  if (textPrompts) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      TextOutput &output = outputs[i];
+      released.clear();
+      if (!output.stops.stopped()) {
+        piece.clear();
+        output.stream.finish(piece);
+        output.stops.push(piece, released);
+        output.stops.finish(released);
+      }
+      if (streaming) {
+        std::cout << released << '\n';
+      } else if (!args.stops.empty()) {
+        std::cout << output.text << released << '\n';
+      } else {
+        hetc::Result<std::string> text = tokenizer->tokenizer->decode(generated[i], true);
+        if (!text)
+          fail(text.message());
+        std::cout << *text << '\n';
+      }
     }
   } else {
     for (const std::vector<int32_t> &ids : generated) {
@@ -665,7 +725,8 @@ int runTool(int argc, char **argv) {
                     "fusions) to stdout");
 
   RunArguments runArgs;
-  CLI::App *run = app.add_subcommand("run", "Generate greedily from text or token-id prompts");
+  CLI::App *run = app.add_subcommand(
+      "run", "Generate (greedily, or sampled with --temperature) from text or token-id prompts");
   run->add_option("plan", runArgs.planPath, "Plan file")->required();
   run->add_option("--prompt-ids", runArgs.promptIds,
                   "Comma-separated token ids of one prompt; repeat for a batch")
@@ -692,6 +753,28 @@ int runTool(int argc, char **argv) {
   run->add_option("--threads", runArgs.threads, "Threads (0 = every core)")->capture_default_str();
   run->add_flag("--no-pin", runArgs.noPin, "Do not bind threads to cores");
   run->add_flag("--verbose", runArgs.verbose, "Threads, arena sizes and timings on stderr");
+  run->add_option("--temperature", runArgs.sampling.temperature,
+                  "Sample from softmax(logits / T); 0 = greedy (the default)");
+  run->add_option("--top-k", runArgs.sampling.topK, "Sample among the K most likely ids (0 = all)");
+  run->add_option("--top-p", runArgs.sampling.topP,
+                  "Sample among the fewest most likely ids whose probability reaches P, in (0, 1]");
+  run->add_option("--min-p", runArgs.sampling.minP,
+                  "Sample among ids at least P times as likely as the most likely, in [0, 1]");
+  run->add_option("--repetition-penalty", runArgs.sampling.repetitionPenalty,
+                  "Divide positive (multiply negative) logits of ids in the prompt or generated "
+                  "(1 = none)");
+  run->add_option("--frequency-penalty", runArgs.sampling.frequencyPenalty,
+                  "Subtract this times its count from the logit of each generated id, in [-2, 2]");
+  run->add_option("--presence-penalty", runArgs.sampling.presencePenalty,
+                  "Subtract this from the logit of each id generated once or more, in [-2, 2]");
+  CLI::Option *seedOption = run->add_option(
+      "--seed", runArgs.sampling.seed,
+      "Random seed of each sequence: same seed, prompts and flags give the same ids (without it "
+      "a random seed, printed on stderr)");
+  run->add_option("--stop", runArgs.stops,
+                  "End a sequence when its text holds this string, printed without it; repeat "
+                  "for several (needs the plan's tokenizer)")
+      ->allow_extra_args(false);
 
   TokenizeArguments tokenizeArgs;
   CLI::App *tokenize =
@@ -767,8 +850,10 @@ int runTool(int argc, char **argv) {
 
   if (compile->parsed())
     return compileCommand(compileArgs);
-  if (run->parsed())
+  if (run->parsed()) {
+    runArgs.seedGiven = seedOption->count() > 0;
     return runCommand(runArgs);
+  }
   if (tokenize->parsed()) {
     if (tokenizeArgs.ids.empty() && textOption->count() == 0)
       fail("tokenize: give --text TEXT or --ids IDS");
