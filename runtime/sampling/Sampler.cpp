@@ -129,19 +129,17 @@ int32_t Sampler::choose(uint32_t slot, const float *logits) {
     // far as needed.
     const double target = static_cast<double>(params.topP) * mass;
     double kept = 0.0;
-    size_t sorted = 0, keep = n;
-    while (keep == n && sorted < n) {
+    size_t sorted = 0;
+    bool reached = false;
+    while (!reached && sorted < n) {
       const size_t end = std::min(n, sorted + kTopPChunk);
       std::partial_sort(c + sorted, c + end, c + n, before);
-      for (; sorted < end; ++sorted) {
+      for (; sorted < end && !reached; ++sorted) {
         kept += p[c[sorted]];
-        if (kept >= target) {
-          keep = sorted + 1;
-          break;
-        }
+        reached = kept >= target;
       }
     }
-    n = keep;
+    n = sorted; // all of them when rounding kept the sum short of the target
   }
 
   if (params.minP > 0.0f) {

@@ -118,6 +118,14 @@ TEST(Sampler, TopPKeepsTheSmallestPrefixReachingP) {
   EXPECT_EQ(support(drawMany(params, logitsOf(kProbabilities), 100)), (std::set<int32_t>{3}));
   params.topP = 1.0f;
   EXPECT_EQ(support(drawMany(params, logitsOf(kProbabilities), 4000)).size(), 6u);
+  // After top-k 3 the mass is renormalized (0.5, 0.3125, 0.1875): 0.99 needs every candidate.
+  params.topK = 3;
+  params.topP = 0.99f;
+  EXPECT_EQ(support(drawMany(params, logitsOf(kProbabilities), 4000)),
+            (std::set<int32_t>{3, 1, 5}));
+  params.topP = 0.75f; // 0.5 + 0.3125 reaches it: renormalized, not 0.4 + 0.25 of the whole
+  EXPECT_EQ(support(drawMany(params, logitsOf(kProbabilities), 4000)), (std::set<int32_t>{3, 1}));
+  params.topK = 0;
 
   // A vocabulary past one sorting chunk: the mass is reached only after many candidates.
   std::vector<double> wide(300, 1.0 / 300);
