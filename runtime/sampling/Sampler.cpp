@@ -55,9 +55,14 @@ void Sampler::begin(uint32_t slot, const SamplingParams &params, const int32_t *
   uint8_t *inPrompt = inPrompt_.data() + static_cast<size_t>(slot) * vocab_;
   std::fill(generated, generated + vocab_, 0u);
   std::fill(inPrompt, inPrompt + vocab_, uint8_t{0});
+  addContext(slot, prompt, count);
+}
+
+void Sampler::addContext(uint32_t slot, const int32_t *ids, size_t count) {
+  uint8_t *inPrompt = inPrompt_.data() + static_cast<size_t>(slot) * vocab_;
   for (size_t i = 0; i < count; ++i)
-    if (prompt[i] >= 0 && static_cast<uint32_t>(prompt[i]) < vocab_)
-      inPrompt[prompt[i]] = 1;
+    if (ids[i] >= 0 && static_cast<uint32_t>(ids[i]) < vocab_)
+      inPrompt[ids[i]] = 1;
 }
 
 void Sampler::accept(uint32_t slot, int32_t id) {

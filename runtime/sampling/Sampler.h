@@ -43,6 +43,8 @@ public:
   // A sequence takes `slot`: its random stream restarts from params.seed and the ids it has seen
   // are the prompt's. O(vocab + prompt); allocates nothing.
   void begin(uint32_t slot, const SamplingParams &params, const int32_t *prompt, size_t count);
+  // More ids the repetition penalty counts as the prompt's: a restored conversation's history.
+  void addContext(uint32_t slot, const int32_t *ids, size_t count);
   // The next id of the sequence in `slot` from its logits row (left unchanged). Does not record
   // the id: accept() does, once the caller keeps it.
   int32_t choose(uint32_t slot, const float *logits);

@@ -120,9 +120,11 @@ void ElasticBatch::admit() {
     outcomes_[r].slot = slot;
     outcomes_[r].joinedAtStep = step_;
     state_[r] = State::Prefilling;
-    if (samples(requests_[r].sampling))
+    if (samples(requests_[r].sampling)) {
       sampler_.begin(slot, requests_[r].sampling, requests_[r].prompt.data(),
                      requests_[r].prompt.size());
+      sampler_.addContext(slot, requests_[r].context.data(), requests_[r].context.size());
+    }
     active_.push_back(r); // capacity max_batch: one per slot
   }
   while (nextArrival_ < arrivalOrder_.size() &&

@@ -38,6 +38,9 @@ struct GenerationRequest {
   std::vector<int32_t> stopIds;
   // How the next id is chosen; the default is greedy (the first of the largest logits).
   SamplingParams sampling;
+  // Ids before the prompt that the repetition penalty sees too (the history of a restored
+  // session, whose KV cache holds them); not fed.
+  std::vector<int32_t> context;
 };
 
 // What happened to one request. Steps count from 0 as the batch runs them; steps where no

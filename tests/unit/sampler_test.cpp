@@ -208,6 +208,15 @@ TEST(Sampler, PenaltiesChangeExactlyTheSeenIds) {
   // begin() forgets the previous sequence of the slot.
   sampler.begin(0, greedy, nullptr, 0);
   EXPECT_EQ(sampler.choose(0, logits.data()), 4);
+  // Context counts as the prompt's, for the repetition penalty only: 4 -> 2.0, 5 -> 0.75.
+  const std::vector<int32_t> history = {4, 5};
+  sampler.addContext(0, history.data(), history.size());
+  row = logits;
+  sampler.penalize(0, row.data());
+  EXPECT_EQ(row[4], 2.0f);
+  EXPECT_EQ(row[5], 0.75f);
+  EXPECT_EQ(row[0], 2.0f);
+  EXPECT_EQ(sampler.choose(0, logits.data()), 0); // ties with 4 at 2.0: the first
 }
 
 TEST(Sampler, ChoosingAllocatesNothing) {

@@ -329,6 +329,8 @@ std::vector<std::vector<int32_t>> runSession(hetc::Engine &engine, const RunArgu
   request.maxNew = args.maxNew;
   request.slot = 0;
   request.start = positions;
+  request.context.assign(history.begin(),
+                         history.begin() + static_cast<std::ptrdiff_t>(positions));
   hetc::ElasticBatch batch = runElastic(engine, args, {request}, logitsOutput);
   const std::vector<int32_t> &generated = batch.outcomes()[0].tokens;
 
