@@ -40,13 +40,14 @@ QWEN2_TEMPLATE = (
     "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 SYSTEM = "Be brief."
+IM_END_ID = 238
 TURNS = ["hello", "how are you?", "third"]
 LLAMA3_TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenizers",
                                 "node_modules", "@lenml", "tokenizer-llama3", "models")
 
 
 def write_chat_tokenizer(directory):
-    """check_text.py's tokenizer with its last two merges' ids given to <|im_start|> and
+    """check_text.py's tokenizer with its last two merges given up for <|im_start|> and
     <|im_end|>; returns (eos, im_start, im_end)."""
     bos, eos = write_tokenizer(directory)
     path = os.path.join(directory, "tokenizer.json")
@@ -57,7 +58,11 @@ def write_chat_tokenizer(directory):
     for _ in range(2):
         merge = model["merges"].pop()
         freed.append(model["vocab"].pop("".join(merge.split(" "))))
-    im_start, im_end = freed
+    # <|im_end|> takes the id of a byte the tiny model (seed 0) generates right after a ChatML
+    # prompt, so that a reply ends at it; the byte takes the freed id.
+    im_start, im_end = freed[0], IM_END_ID
+    displaced = [token for token, token_id in model["vocab"].items() if token_id == im_end][0]
+    model["vocab"][displaced] = freed[1]
     for content, token_id in (("<|im_start|>", im_start), ("<|im_end|>", im_end)):
         tokenizer["added_tokens"].append({"id": token_id, "content": content, "special": True,
                                           "lstrip": False, "rstrip": False, "single_word": False,
@@ -107,11 +112,11 @@ def session_ids(a, path):
     return [int(x) for x in line.split(":", 1)[1].split()]
 
 
-def turn_text(first, user, previous_reply, stops):
+def turn_text(first, user, previous_reply, end_of_turn):
     """What a turn adds in Qwen2's template: the previous reply's close (its <|im_end|> already
-    there when the reply stopped at it or at EOS), the user turn and the assistant header."""
+    there when the reply stopped at it), the user turn and the assistant header."""
     head = f"<|im_start|>system\n{SYSTEM}<|im_end|>\n" if first else (
-        "\n" if previous_reply[-1] in stops else "<|im_end|>\n")
+        "\n" if previous_reply[-1] == end_of_turn else "<|im_end|>\n")
     return head + f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -122,7 +127,7 @@ def expect_refusal(err, needle):
     print(f"refused as expected: {lines[0]}")
 
 
-def check_two_turns(a, plan, session, render_turn, stops, first_id):
+def check_two_turns(a, plan, session, render_turn, stops, end_of_turn, first_id):
     """Two user lines through hetc chat --session: the session keeps the ids one-shot runs of
     the rendered turns give, stdout is the replies' text, and the same without --session.
     Returns (history, replies)."""
@@ -133,7 +138,7 @@ def check_two_turns(a, plan, session, render_turn, stops, first_id):
     replies = []
     for i, user in enumerate(TURNS[:2]):
         delta = tokenize(a, plan, render_turn(i == 0, user, replies[-1] if replies else None,
-                                              stops))
+                                              end_of_turn))
         if i == 0 and delta[0] != first_id:
             raise CheckFailed(f"the first turn does not start with the token {first_id}: {delta}")
         reply = one_shot(a, plan, history + delta, stops)
@@ -154,11 +159,11 @@ def check_two_turns(a, plan, session, render_turn, stops, first_id):
     return history, replies
 
 
-def llama3_turn_text(first, user, previous_reply, stops):
+def llama3_turn_text(first, user, previous_reply, end_of_turn):
     """What a turn adds in Llama 3's template."""
     head = ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
             f"{SYSTEM}<|eot_id|>") if first else (
-        "" if previous_reply[-1] in stops else "<|eot_id|>")
+        "" if previous_reply[-1] == end_of_turn else "<|eot_id|>")
     return (head + f"<|start_header_id|>user<|end_header_id|>\n\n{user}<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n")
 
@@ -182,7 +187,7 @@ def check_real_tokenizer(a, compile_args):
         raise CheckFailed(f"Llama 3's template was not recognised:\n{err}")
     stops = {128001, 128009}  # <|end_of_text|>, <|eot_id|>
     check_two_turns(a, plan, os.path.join(a.workdir, "llama3.session"), llama3_turn_text, stops,
-                    128000)
+                    128009, 128000)
     print("the real tokenizer: Llama 3's template recognised, two turns as one-shot runs")
 
 
@@ -198,11 +203,14 @@ def check(a):
 
     # 2. Two turns; the ids the session keeps are what one-shot runs of the rendering give.
     session = os.path.join(a.workdir, "chat.session")
-    history, replies = check_two_turns(a, plan, session, turn_text, stops, im_start)
+    history, replies = check_two_turns(a, plan, session, turn_text, stops, im_end, im_start)
+    if not any(reply[-1] == im_end for reply in replies):
+        raise CheckFailed(f"no reply ended with <|im_end|> ({im_end}): {replies}; the next turn "
+                          "after one that did is not checked")
 
     # 3. The session resumes.
     out, err = hetc_chat(a, plan, TURNS[2:], "--session", session)
-    delta = tokenize(a, plan, turn_text(False, TURNS[2], replies[-1], stops))
+    delta = tokenize(a, plan, turn_text(False, TURNS[2], replies[-1], im_end))
     reply = one_shot(a, plan, history + delta, stops)
     history += delta + reply
     if session_ids(a, session) != history or out != decoded(a, plan, reply):
@@ -211,7 +219,7 @@ def check(a):
     print(f"--session resumed: third reply {reply}")
 
     # 4. Bounds.
-    first = tokenize(a, plan, turn_text(True, TURNS[0], None, stops))
+    first = tokenize(a, plan, turn_text(True, TURNS[0], None, im_end))
     short = os.path.join(a.workdir, "short.hplan")
     run([a.hetc, "compile", onnx, *compile_args, "--max-seq", str(len(first) + MAX_NEW // 2), "-o",
          short], "hetc compile --max-seq short")

@@ -101,7 +101,8 @@ int chatCommand(const ChatArguments &args) {
          " template has no system message");
   // A reply ends at the template's end of turn or at an end of sequence.
   std::vector<int32_t> stopIds = tokenizer.eosIds;
-  if (const int32_t endOfTurn = tokenizer.tokenizer->tokenId(chat.endOfTurn()); endOfTurn >= 0)
+  const int32_t endOfTurn = tokenizer.tokenizer->tokenId(chat.endOfTurn());
+  if (endOfTurn >= 0 && std::find(stopIds.begin(), stopIds.end(), endOfTurn) == stopIds.end())
     stopIds.push_back(endOfTurn);
   if (args.verbose)
     std::fprintf(stderr, "hetc: chat template %s, end of turn '%s'\n", ChatTemplate::name(family),
@@ -160,8 +161,9 @@ int chatCommand(const ChatArguments &args) {
       continue;
 
     const bool firstTurn = history.empty();
-    const bool replyClosed =
-        !firstTurn && std::find(stopIds.begin(), stopIds.end(), history.back()) != stopIds.end();
+    // A reply that ended with the end-of-turn token has it in the sequence already; one cut
+    // short, or ended by another end of sequence, gets the template's whole close.
+    const bool replyClosed = !firstTurn && endOfTurn >= 0 && history.back() == endOfTurn;
     const std::string delta = chat.turnDelta(firstTurn, args.system, line, replyClosed);
     Result<std::vector<int32_t>> deltaIds = tokenizer.tokenizer->encode(delta, false);
     if (!deltaIds)
