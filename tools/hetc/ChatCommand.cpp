@@ -151,8 +151,11 @@ int chatCommand(const ChatArguments &args) {
   for (;;) {
     if (terminal)
       std::fprintf(stderr, "> ");
-    if (!std::getline(std::cin, line))
+    if (!std::getline(std::cin, line)) {
+      if (terminal)
+        std::fprintf(stderr, "\n"); // after the prompt Ctrl-D leaves
       break;
+    }
     if (!line.empty() && line.back() == '\r')
       line.pop_back();
     if (line == "/exit")
