@@ -17,6 +17,7 @@ Result<std::unique_ptr<PlanTokenizer>> loadPlanTokenizer(const Plan &plan,
   if (def->eos_token_ids())
     packed->eosIds.assign(def->eos_token_ids()->begin(), def->eos_token_ids()->end());
   packed->source = def->source() ? def->source()->str() : "";
+  packed->chatTemplate = def->chat_template() ? def->chat_template()->str() : "";
   return packed;
 }
 

@@ -16,6 +16,7 @@ struct PlanTokenizer {
   int32_t bosId = -1;           // -1: none named
   std::vector<int32_t> eosIds;  // generation stops after any of these; empty: none named
   std::string source;           // the tokenizer.json the compiler read
+  std::string chatTemplate;     // tokenizer_config.json's chat_template (Jinja); empty: none
 };
 
 // Null when the plan packs no tokenizer. A tokenizer.json that does not parse is one message

@@ -9,6 +9,7 @@
 // text. Details go to stderr with
 // --verbose. Every failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
+#include "ChatCommand.h"
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Plan.h"
 #include "runtime/kv/Session.h"
@@ -805,6 +806,11 @@ int runTool(int argc, char **argv) {
   CLI::App *sessionShow = session->add_subcommand("show", "Show a session file's header and ids");
   sessionShow->add_option("file", sessionPath, "Session file")->required();
 
+  hetc::tool::ChatArguments chatArgs;
+  CLI::App *chat = app.add_subcommand(
+      "chat", "A conversation on one sequence: user messages from stdin, one a line");
+  hetc::tool::addChatOptions(*chat, chatArgs);
+
   hetc::tool::BenchArguments benchArgs;
   CLI::App *bench = app.add_subcommand(
       "bench", "Decode throughput against the read bandwidth measured in the same run");
@@ -833,10 +839,11 @@ int runTool(int argc, char **argv) {
          "run and inspect plans");
 #endif
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
+      command != "chat" &&
       command != "inspect" && command != "bench" && command != "session" && command != "plan" &&
       command != "targets" && command != "calibrate" && command != "tokenize")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, tokenize, bench, inspect, session, plan, targets or "
+         "' (expected compile, run, chat, tokenize, bench, inspect, session, plan, targets or "
          "calibrate)");
 
   if (command == "session" && argc == 2)
@@ -861,6 +868,8 @@ int runTool(int argc, char **argv) {
       fail("tokenize: give --text TEXT or --ids IDS");
     return tokenizeCommand(tokenizeArgs);
   }
+  if (chat->parsed())
+    return hetc::tool::chatCommand(chatArgs);
   if (bench->parsed())
     return hetc::tool::benchCommand(benchArgs);
   if (sessionShow->parsed())

@@ -1,0 +1,216 @@
+#include "runtime/tokenizer/ChatTemplate.h"
+
+namespace hetc {
+
+namespace {
+
+// Jinja's trim and Python's str.strip() on the whitespace these templates meet.
+std::string trim(const std::string &text) {
+  const char *space = " \t\n\r\f\v";
+  const size_t first = text.find_first_not_of(space);
+  if (first == std::string::npos)
+    return "";
+  return text.substr(first, text.find_last_not_of(space) - first + 1);
+}
+
+// A Jinja string literal's text with its escapes (\n, \t, \', \", \\) resolved; false when the
+// text holds a quote, i.e. it is not one literal.
+bool unescapeLiteral(std::string_view text, std::string &out) {
+  out.clear();
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\'' || c == '"')
+      return false;
+    if (c != '\\' || i + 1 == text.size()) {
+      out += c;
+      continue;
+    }
+    const char next = text[++i];
+    out += next == 'n' ? '\n' : next == 't' ? '\t' : next;
+  }
+  return true;
+}
+
+// Qwen2's template writes "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n" when the
+// conversation has no system message: the first such literal in the template, if any.
+std::string chatmlDefaultSystem(std::string_view jinja) {
+  for (const std::string_view header : {"<|im_start|>system\\n", "<|im_start|>system\n"}) {
+    for (size_t at = jinja.find(header); at != std::string_view::npos;
+         at = jinja.find(header, at + 1)) {
+      const size_t start = at + header.size();
+      const size_t end = jinja.find("<|im_end|>", start);
+      std::string text;
+      if (end != std::string_view::npos && unescapeLiteral(jinja.substr(start, end - start), text))
+        return text;
+    }
+  }
+  return "";
+}
+
+} // namespace
+
+const char *ChatTemplate::name(ChatFamily family) {
+  switch (family) {
+  case ChatFamily::Llama3:
+    return "llama3";
+  case ChatFamily::Llama2:
+    return "llama2";
+  case ChatFamily::Mistral:
+    return "mistral";
+  case ChatFamily::ChatML:
+    return "chatml";
+  case ChatFamily::Gemma:
+    return "gemma";
+  }
+  return "";
+}
+
+std::string ChatTemplate::names() { return "llama3, llama2, mistral, chatml or gemma"; }
+
+bool ChatTemplate::fromName(std::string_view name, ChatFamily &family) {
+  for (ChatFamily f : {ChatFamily::Llama3, ChatFamily::Llama2, ChatFamily::Mistral,
+                       ChatFamily::ChatML, ChatFamily::Gemma})
+    if (name == ChatTemplate::name(f)) {
+      family = f;
+      return true;
+    }
+  return false;
+}
+
+bool ChatTemplate::recognise(std::string_view jinja, ChatFamily &family) {
+  auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
+  // Most specific first: Llama 2's template holds [INST] as Mistral's does.
+  if (has("<|start_header_id|>") && has("<|eot_id|>"))
+    family = ChatFamily::Llama3;
+  else if (has("<|im_start|>") && has("<|im_end|>"))
+    family = ChatFamily::ChatML;
+  else if (has("<start_of_turn>") && has("<end_of_turn>"))
+    family = ChatFamily::Gemma;
+  else if (has("[INST]") && has("<<SYS>>"))
+    family = ChatFamily::Llama2;
+  else if (has("[INST]") && has("[/INST]"))
+    family = ChatFamily::Mistral;
+  else
+    return false;
+  return true;
+}
+
+ChatTemplate::ChatTemplate(ChatFamily family, std::string bos, std::string eos,
+                           std::string_view jinja)
+    : family_(family), bos_(std::move(bos)), eos_(std::move(eos)) {
+  switch (family_) {
+  case ChatFamily::Llama3:
+    endOfTurn_ = "<|eot_id|>";
+    break;
+  case ChatFamily::ChatML:
+    endOfTurn_ = "<|im_end|>";
+    defaultSystem_ = chatmlDefaultSystem(jinja);
+    break;
+  case ChatFamily::Gemma:
+    endOfTurn_ = "<end_of_turn>";
+    break;
+  case ChatFamily::Llama2:
+  case ChatFamily::Mistral:
+    endOfTurn_ = eos_;
+    break;
+  }
+}
+
+// One user message and the assistant's header, as the template writes it; `first`: the
+// conversation's first, with what comes before it (BOS, the system message).
+std::string ChatTemplate::userTurn(const std::string &system, const std::string &user,
+                                   bool first) const {
+  std::string out;
+  switch (family_) {
+  case ChatFamily::Llama3:
+    if (first) {
+      out += bos_;
+      if (!system.empty())
+        out += "<|start_header_id|>system<|end_header_id|>\n\n" + trim(system) + "<|eot_id|>";
+    }
+    out += "<|start_header_id|>user<|end_header_id|>\n\n" + trim(user) + "<|eot_id|>";
+    out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    break;
+  case ChatFamily::ChatML:
+    if (first && (!system.empty() || !defaultSystem_.empty()))
+      out += "<|im_start|>system\n" + (system.empty() ? defaultSystem_ : system) + "<|im_end|>\n";
+    out += "<|im_start|>user\n" + user + "<|im_end|>\n";
+    out += "<|im_start|>assistant\n";
+    break;
+  case ChatFamily::Gemma:
+    if (first)
+      out += bos_;
+    out += "<start_of_turn>user\n" + trim(user) + "<end_of_turn>\n";
+    out += "<start_of_turn>model\n";
+    break;
+  case ChatFamily::Llama2: {
+    const std::string content =
+        first && !system.empty() ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + user : user;
+    out += bos_ + "[INST] " + trim(content) + " [/INST]";
+    break;
+  }
+  case ChatFamily::Mistral:
+    if (first)
+      out += bos_;
+    out += "[INST] " + user + " [/INST]";
+    break;
+  }
+  return out;
+}
+
+// What follows a reply's text; the end-of-turn token left out when the reply ended with it.
+std::string ChatTemplate::replyClose(bool endedWithEndOfTurn) const {
+  switch (family_) {
+  case ChatFamily::Llama3:
+  case ChatFamily::Mistral:
+    return endedWithEndOfTurn ? "" : endOfTurn_;
+  case ChatFamily::ChatML:
+  case ChatFamily::Gemma:
+    return (endedWithEndOfTurn ? "" : endOfTurn_) + "\n";
+  case ChatFamily::Llama2:
+    // ' ' + content.strip() + ' ' + eos_token: a reply that ended with EOS has it already.
+    return endedWithEndOfTurn ? "" : " " + eos_;
+  }
+  return "";
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage> &messages,
+                                 bool addGenerationPrompt) const {
+  size_t next = 0;
+  std::string system;
+  if (!messages.empty() && messages[0].role == "system")
+    system = messages[next++].content;
+  std::string out;
+  bool first = true;
+  for (; next < messages.size(); ++next) {
+    const ChatMessage &message = messages[next];
+    if (message.role == "user") {
+      std::string turn = userTurn(system, message.content, first);
+      // The assistant's header belongs to the next message or to the generation prompt.
+      const bool last = next + 1 == messages.size();
+      if (last && !addGenerationPrompt) {
+        const std::string header = family_ == ChatFamily::Llama3
+                                       ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
+                                   : family_ == ChatFamily::ChatML ? "<|im_start|>assistant\n"
+                                   : family_ == ChatFamily::Gemma  ? "<start_of_turn>model\n"
+                                                                   : "";
+        turn.resize(turn.size() - header.size());
+      }
+      out += turn;
+      first = false;
+    } else {
+      const bool trims = family_ == ChatFamily::Llama3 || family_ == ChatFamily::Gemma ||
+                         family_ == ChatFamily::Llama2;
+      out += (family_ == ChatFamily::Llama2 ? " " : "") +
+             (trims ? trim(message.content) : message.content) + replyClose(false);
+    }
+  }
+  return out;
+}
+
+std::string ChatTemplate::turnDelta(bool firstTurn, const std::string &system,
+                                    const std::string &user, bool replyEndedWithEndOfTurn) const {
+  return (firstTurn ? "" : replyClose(replyEndedWithEndOfTurn)) + userTurn(system, user, firstTurn);
+}
+
+} // namespace hetc

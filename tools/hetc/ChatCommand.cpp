@@ -1,0 +1,237 @@
+#include "ChatCommand.h"
+
+#include "runtime/executor/Engine.h"
+#include "runtime/format/Plan.h"
+#include "runtime/kv/Session.h"
+#include "runtime/platform/Devices.h"
+#include "runtime/serving/ElasticBatch.h"
+#include "runtime/tokenizer/ChatTemplate.h"
+#include "runtime/tokenizer/PlanTokenizer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hetc::tool {
+
+namespace {
+
+[[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
+
+// The first characters of a template, on one line, for a message.
+std::string templateExcerpt(const std::string &jinja) {
+  std::string excerpt;
+  for (char c : jinja.substr(0, 60))
+    excerpt += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return excerpt + (jinja.size() > 60 ? "..." : "");
+}
+
+ChatFamily chooseFamily(const ChatArguments &args, const PlanTokenizer &tokenizer) {
+  ChatFamily family{};
+  if (!args.templateName.empty()) {
+    if (!ChatTemplate::fromName(args.templateName, family))
+      fail("--template '" + args.templateName + "': expected " + ChatTemplate::names());
+    return family;
+  }
+  if (tokenizer.chatTemplate.empty())
+    fail(args.planPath +
+         " packs no chat template (tokenizer_config.json's chat_template): give --template " +
+         ChatTemplate::names());
+  if (!ChatTemplate::recognise(tokenizer.chatTemplate, family))
+    fail(args.planPath + "'s chat template is not one of the built-in ones (it begins '" +
+         templateExcerpt(tokenizer.chatTemplate) + "'): give --template " + ChatTemplate::names());
+  return family;
+}
+
+// A special token written as text, as Jinja's bos_token and eos_token; empty for -1.
+std::string tokenText(const Tokenizer &tokenizer, int32_t id) {
+  if (id < 0)
+    return "";
+  Result<std::string> text = tokenizer.decode({id}, false);
+  if (!text)
+    fail(text.message());
+  return *text;
+}
+
+} // namespace
+
+void addChatOptions(CLI::App &command, ChatArguments &args) {
+  command.add_option("plan", args.planPath, "Plan file (with a packed tokenizer)")->required();
+  command.add_option("--system", args.system, "The system message");
+  command.add_option("--template", args.templateName,
+                     "The chat template: " + ChatTemplate::names() +
+                         "; default: recognised from the plan's chat_template");
+  command.add_option("--session", args.session,
+                     "Keep the conversation (its KV cache and ids) in this file after each turn, "
+                     "and continue it when the file exists");
+  command.add_option("--max-new", args.maxNew, "Ids per reply at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command.add_option("--threads", args.threads, "Threads (0 = every core)")->capture_default_str();
+  command.add_flag("--no-pin", args.noPin, "Do not bind threads to cores");
+  command.add_flag("--verbose", args.verbose, "The ids each turn feeds, and timings, on stderr");
+}
+
+int chatCommand(const ChatArguments &args) {
+  Result<std::unique_ptr<Plan>> loaded = Plan::load(args.planPath);
+  if (!loaded)
+    fail(loaded.message());
+  std::shared_ptr<const Plan> plan(std::move(loaded.value()));
+  Result<std::unique_ptr<PlanTokenizer>> packed = loadPlanTokenizer(*plan, args.planPath);
+  if (!packed)
+    fail(packed.message());
+  if (!*packed)
+    fail(args.planPath + " packs no tokenizer, which chat needs (compile with --tokenizer, or put "
+                         "tokenizer.json beside the model)");
+  const PlanTokenizer &tokenizer = **packed;
+  const ChatFamily family = chooseFamily(args, tokenizer);
+  const ChatTemplate chat(
+      family, tokenText(*tokenizer.tokenizer, tokenizer.bosId),
+      tokenText(*tokenizer.tokenizer, tokenizer.eosIds.empty() ? -1 : tokenizer.eosIds[0]),
+      tokenizer.chatTemplate);
+  if (!args.system.empty() && !chat.supportsSystem())
+    fail(std::string("--system: the ") + ChatTemplate::name(family) +
+         " template has no system message");
+  // A reply ends at the template's end of turn or at an end of sequence.
+  std::vector<int32_t> stopIds = tokenizer.eosIds;
+  const int32_t endOfTurn = tokenizer.tokenizer->tokenId(chat.endOfTurn());
+  if (endOfTurn >= 0 && std::find(stopIds.begin(), stopIds.end(), endOfTurn) == stopIds.end())
+    stopIds.push_back(endOfTurn);
+  if (args.verbose)
+    std::fprintf(stderr, "hetc: chat template %s, end of turn '%s'\n", ChatTemplate::name(family),
+                 chat.endOfTurn().c_str());
+
+  EngineOptions options;
+  options.threads = args.threads;
+  options.pin = !args.noPin;
+  options.pinCaller = !args.noPin;
+  Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
+  if (!created)
+    fail(created.message());
+  Engine &engine = *created.value();
+  if (const std::string notice = gpuFallbackNotice(*plan, probeGpu()); !notice.empty())
+    std::fprintf(stderr, "%s\n", notice.c_str());
+
+  // The conversation so far: every id fed or generated; the KV cache holds the first `positions`
+  // (the last generated id is fed with the next turn).
+  std::vector<int32_t> history;
+  uint64_t positions = 0;
+  if (!args.session.empty()) {
+    std::error_code error;
+    const bool exists = std::filesystem::exists(args.session, error);
+    if (error)
+      fail("cannot read session file " + args.session + ": " + error.message());
+    if (exists) {
+      Result<SessionInfo> restored =
+          restoreSession(args.session, engine.plan(), engine.kvCache(), 0);
+      if (!restored)
+        fail(restored.message());
+      history = std::move(restored->history);
+      positions = restored->positions;
+      if (!args.system.empty() && !history.empty())
+        std::fprintf(stderr, "hetc: --system ignored: %s continues a conversation\n",
+                     args.session.c_str());
+      if (args.verbose)
+        std::fprintf(stderr, "hetc: session %s: %llu positions, %zu ids\n", args.session.c_str(),
+                     static_cast<unsigned long long>(positions), history.size());
+    }
+  }
+
+  const bool terminal = isatty(fileno(stdin));
+  const uint64_t maxSeq = engine.maxSeq();
+  std::string line;
+  std::string piece;
+  for (;;) {
+    if (terminal)
+      std::fprintf(stderr, "> ");
+    if (!std::getline(std::cin, line)) {
+      if (terminal)
+        std::fprintf(stderr, "\n"); // after the prompt Ctrl-D leaves
+      break;
+    }
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line == "/exit")
+      break;
+    if (line.empty())
+      continue;
+
+    const bool firstTurn = history.empty();
+    // A reply that ended with the end-of-turn token has it in the sequence already; one cut
+    // short, or ended by another end of sequence, gets the template's whole close.
+    const bool replyClosed = !firstTurn && endOfTurn >= 0 && history.back() == endOfTurn;
+    const std::string delta = chat.turnDelta(firstTurn, args.system, line, replyClosed);
+    Result<std::vector<int32_t>> deltaIds = tokenizer.tokenizer->encode(delta, false);
+    if (!deltaIds)
+      fail(deltaIds.message());
+
+    GenerationRequest request;
+    request.prompt.assign(history.begin() + static_cast<std::ptrdiff_t>(positions), history.end());
+    request.prompt.insert(request.prompt.end(), deltaIds->begin(), deltaIds->end());
+    const uint64_t used = positions + request.prompt.size();
+    if (used >= maxSeq)
+      fail("the conversation holds " + std::to_string(positions) +
+           " positions and this turn adds " + std::to_string(request.prompt.size()) +
+           ", leaving no room for a reply in the plan's " + "max-seq of " + std::to_string(maxSeq) +
+           ": start a new conversation" +
+           (args.session.empty() ? "" : " (" + args.session + " keeps it up to the last reply)"));
+    request.maxNew = static_cast<uint32_t>(std::min<uint64_t>(args.maxNew, maxSeq - used));
+    request.slot = 0;
+    request.start = positions;
+    request.stopIds = stopIds;
+    if (args.verbose) {
+      std::string ids;
+      for (int32_t id : *deltaIds)
+        ids += (ids.empty() ? "" : ",") + std::to_string(id);
+      std::fprintf(stderr, "hetc: turn feeds %zu ids after %llu cached: %s\n",
+                   request.prompt.size(), static_cast<unsigned long long>(positions), ids.c_str());
+    }
+    const uint32_t room = request.maxNew;
+
+    Result<ElasticBatch> batch = ElasticBatch::create(engine, {request});
+    if (!batch)
+      fail(batch.message());
+    DecodeStream stream(*tokenizer.tokenizer);
+    batch->onToken([&](size_t, int32_t id) {
+      piece.clear();
+      stream.push(id, piece);
+      std::cout << piece << std::flush;
+    });
+    if (Status status = batch->run(); !status)
+      fail(status.message());
+    piece.clear();
+    stream.finish(piece);
+    std::cout << piece << '\n' << std::flush;
+    if (!std::cout)
+      fail("cannot write the reply to standard output");
+
+    const std::vector<int32_t> &reply = batch->outcomes()[0].tokens;
+    history.insert(history.end(), deltaIds->begin(), deltaIds->end());
+    history.insert(history.end(), reply.begin(), reply.end());
+    positions = engine.cachedPositions(0);
+    if (!args.session.empty())
+      if (Status status = saveSession(args.session, engine.plan(), engine.kvCache(), 0, history);
+          !status)
+        fail(status.message());
+
+    const bool stopped =
+        !reply.empty() && std::find(stopIds.begin(), stopIds.end(), reply.back()) != stopIds.end();
+    if (!stopped && room < args.maxNew && reply.size() == room) {
+      std::fprintf(stderr,
+                   "hetc: the conversation reached the plan's max-seq (%llu positions) and "
+                   "ends here\n",
+                   static_cast<unsigned long long>(maxSeq));
+      break;
+    }
+  }
+  return 0;
+}
+
+} // namespace hetc::tool
