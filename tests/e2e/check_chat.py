@@ -287,6 +287,21 @@ def check(a):
         raise CheckFailed("--template chatml on a plan without a template printed no reply")
     _, err = hetc_chat(a, plan, ["hi"], "--template", "zephyr", expect_code=1)
     expect_refusal(err, "--template 'zephyr'")
+
+    # 6. Sampling, as hetc run takes it: a seed repeats a two-turn conversation, another seed
+    # differs from it, and a value out of range is refused.
+    sampled = ["hello", "and then?"]
+    first, _ = hetc_chat(a, plan, sampled, "--temperature", "1.5", "--seed", "5")
+    again, _ = hetc_chat(a, plan, sampled, "--temperature", "1.5", "--seed", "5")
+    other, _ = hetc_chat(a, plan, sampled, "--temperature", "1.5", "--seed", "6")
+    greedy, _ = hetc_chat(a, plan, sampled)
+    if first != again:
+        raise CheckFailed("the same --seed gave two different conversations")
+    if first == other or first == greedy:
+        raise CheckFailed("sampling with --seed 5 gave what --seed 6 or greedy decoding gives")
+    print("sampling: --seed 5 repeats; --seed 6 and greedy differ")
+    _, err = hetc_chat(a, plan, ["hi"], "--top-p", "1.5", expect_code=1)
+    expect_refusal(err, "--top-p 1.5: must be in (0, 1]")
     check_real_tokenizers(a, compile_args)
     print("PASS")
 

@@ -77,9 +77,11 @@ void addChatOptions(CLI::App &command, ChatArguments &args) {
   command.add_option("--threads", args.threads, "Threads (0 = every core)")->capture_default_str();
   command.add_flag("--no-pin", args.noPin, "Do not bind threads to cores");
   command.add_flag("--verbose", args.verbose, "The ids each turn feeds, and timings, on stderr");
+  args.sampling.addTo(command);
 }
 
-int chatCommand(const ChatArguments &args) {
+int chatCommand(ChatArguments &args) {
+  args.sampling.finish();
   Result<std::unique_ptr<Plan>> loaded = Plan::load(args.planPath);
   if (!loaded)
     fail(loaded.message());
@@ -186,6 +188,11 @@ int chatCommand(const ChatArguments &args) {
     request.slot = 0;
     request.start = positions;
     request.stopIds = stopIds;
+    // Each turn draws its own stream (the seed plus the ids cached so far: a resumed conversation
+    // repeats too); the repetition penalty sees the whole conversation.
+    request.sampling = args.sampling.params;
+    request.sampling.seed += positions;
+    request.context.assign(history.begin(), history.begin() + static_cast<std::ptrdiff_t>(positions));
     if (args.verbose) {
       std::string ids;
       for (int32_t id : *deltaIds)

@@ -10,6 +10,7 @@
 // --verbose. Every failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
 #include "ChatCommand.h"
+#include "SamplingOptions.h"
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Plan.h"
 #include "runtime/kv/Session.h"
@@ -157,8 +158,7 @@ struct RunArguments {
   unsigned threads = 0;
   bool noPin = false;
   bool verbose = false;
-  hetc::SamplingParams sampling; // greedy unless a --temperature above 0
-  bool seedGiven = false;
+  hetc::tool::SamplingOptions sampling;
   std::vector<std::string> stops;
   // Set from the plan's tokenizer for text prompts: ids that end a sequence.
   std::vector<int32_t> stopIds;
@@ -245,7 +245,7 @@ hetc::ElasticBatch runElastic(hetc::Engine &engine, const RunArguments &args,
       requests[i].logits = logits + i * static_cast<size_t>(args.maxNew) * engine.vocab();
   for (hetc::GenerationRequest &request : requests) {
     request.stopIds = args.stopIds;
-    request.sampling = args.sampling;
+    request.sampling = args.sampling.params;
   }
   hetc::Result<hetc::ElasticBatch> batch = hetc::ElasticBatch::create(engine, std::move(requests));
   if (!batch)
@@ -408,27 +408,11 @@ int runCommand(RunArguments args) {
     fail("--arrive-at-step: give one per " + promptOption + " (" + std::to_string(promptCount) +
          " prompts, " + std::to_string(args.arriveAtStep.size()) + " --arrive-at-step)");
 
-  check(args.sampling.check());
+  args.sampling.finish();
   for (const std::string &stop : args.stops)
     if (stop.empty())
       fail("--stop '': must not be empty");
-  if (args.sampling.greedy()) {
-    const char *ignored = args.sampling.topK          ? "--top-k"
-                          : args.sampling.topP < 1.0f ? "--top-p"
-                          : args.sampling.minP > 0.0f ? "--min-p"
-                          : args.seedGiven            ? "--seed"
-                                                      : nullptr;
-    if (ignored)
-      std::fprintf(stderr, "hetc: %s has no effect without --temperature above 0 (greedy)\n",
-                   ignored);
-  } else if (!args.seedGiven) {
-    // A random seed, said so that the run can be repeated.
-    std::random_device device;
-    args.sampling.seed = (static_cast<uint64_t>(device()) << 32) ^ device();
-    std::fprintf(stderr, "hetc: sampling with --seed %llu\n",
-                 static_cast<unsigned long long>(args.sampling.seed));
-  }
-  const bool samples = !args.sampling.greedy() || args.sampling.penalizes();
+  const bool samples = args.sampling.samples();
 
   std::shared_ptr<const hetc::Plan> plan = loadPlan(args.planPath);
   std::unique_ptr<hetc::PlanTokenizer> tokenizer;
@@ -756,24 +740,7 @@ int runTool(int argc, char **argv) {
   run->add_option("--threads", runArgs.threads, "Threads (0 = every core)")->capture_default_str();
   run->add_flag("--no-pin", runArgs.noPin, "Do not bind threads to cores");
   run->add_flag("--verbose", runArgs.verbose, "Threads, arena sizes and timings on stderr");
-  run->add_option("--temperature", runArgs.sampling.temperature,
-                  "Sample from softmax(logits / T); 0 = greedy (the default)");
-  run->add_option("--top-k", runArgs.sampling.topK, "Sample among the K most likely ids (0 = all)");
-  run->add_option("--top-p", runArgs.sampling.topP,
-                  "Sample among the fewest most likely ids whose probability reaches P, in (0, 1]");
-  run->add_option("--min-p", runArgs.sampling.minP,
-                  "Sample among ids at least P times as likely as the most likely, in [0, 1]");
-  run->add_option("--repetition-penalty", runArgs.sampling.repetitionPenalty,
-                  "Divide positive (multiply negative) logits of ids in the prompt or generated "
-                  "(1 = none)");
-  run->add_option("--frequency-penalty", runArgs.sampling.frequencyPenalty,
-                  "Subtract this times its count from the logit of each generated id, in [-2, 2]");
-  run->add_option("--presence-penalty", runArgs.sampling.presencePenalty,
-                  "Subtract this from the logit of each id generated once or more, in [-2, 2]");
-  CLI::Option *seedOption = run->add_option(
-      "--seed", runArgs.sampling.seed,
-      "Random seed of each sequence: same seed, prompts and flags give the same ids (without it "
-      "a random seed, printed on stderr)");
+  runArgs.sampling.addTo(*run);
   run->add_option("--stop", runArgs.stops,
                   "End a sequence when its text holds this string, printed without it; repeat "
                   "for several (needs the plan's tokenizer)")
@@ -859,10 +826,8 @@ int runTool(int argc, char **argv) {
 
   if (compile->parsed())
     return compileCommand(compileArgs);
-  if (run->parsed()) {
-    runArgs.seedGiven = seedOption->count() > 0;
+  if (run->parsed())
     return runCommand(runArgs);
-  }
   if (tokenize->parsed()) {
     if (tokenizeArgs.ids.empty() && textOption->count() == 0)
       fail("tokenize: give --text TEXT or --ids IDS");
