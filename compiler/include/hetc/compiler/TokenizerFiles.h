@@ -10,11 +10,15 @@
 
 namespace hetc::compiler {
 
+struct TokenizerFiles {
+  std::unique_ptr<plan::TokenizerDefT> def; // null: no tokenizer to pack
+  uint32_t idCount = 0;                     // the ids it produces: 0 .. idCount - 1
+};
+
 // `option` is --tokenizer: a tokenizer.json file or the directory holding one; empty: the
-// tokenizer.json beside `onnxPath`, when there is one (none: a null result, not an error). The
-// file is parsed and checked as the runtime will; bos and eos ids come from generation_config.json,
-// else config.json, else tokenizer_config.json's bos_token / eos_token, in the same directory.
-Result<std::unique_ptr<plan::TokenizerDefT>> readTokenizerFiles(const std::string &option,
-                                                               const std::string &onnxPath);
+// tokenizer.json beside `onnxPath`, when there is one (none: no def, not an error). The file is
+// parsed and checked as the runtime will; bos and eos ids come from generation_config.json, else
+// config.json, else tokenizer_config.json's bos_token / eos_token, in the same directory.
+Result<TokenizerFiles> readTokenizerFiles(const std::string &option, const std::string &onnxPath);
 
 } // namespace hetc::compiler
