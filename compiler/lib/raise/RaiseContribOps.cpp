@@ -204,7 +204,8 @@ private:
     if (!invFreq)
       return false;
     const bool interleaved = intAttr(node, "interleaved").value_or(0) != 0;
-    Value rope = rotate(node, x, heads, headDim, *invFreq, interleaved, positions);
+    Value rope = rotate(node, llmType(node->getResult(0), x, *features), x, heads, headDim,
+                        *invFreq, interleaved, positions);
     node->getResult(0).replaceAllUsesWith(rope);
     return true;
   }
@@ -239,14 +240,11 @@ private:
     return std::make_pair(invFreq, rotaryDim);
   }
 
-  // hetc.rope of `x` ([.., heads * headDim]) by `invFreq`; positions from the cache without
-  // `positions`.
-  Value rotate(OnnxNodeOp node, Value x, int64_t heads, int64_t headDim,
+  // hetc.rope of `x` ([.., heads * headDim]) by `invFreq`, of type `type`; positions from the
+  // cache without `positions`.
+  Value rotate(OnnxNodeOp node, Type type, Value x, int64_t heads, int64_t headDim,
                std::pair<Value, int64_t> invFreq, bool interleaved, Value positions = {}) {
     auto [freqs, rotaryDim] = invFreq;
-    Type type = node.getOpType() == "RotaryEmbedding"
-                    ? llmType(node->getResult(0), x, heads * headDim)
-                    : withFeatureSize(x.getType(), heads * headDim);
     return builder_.create<RopeOp>(
         node->getLoc(), type, x, positions, freqs, builder_.getI64IntegerAttr(heads),
         builder_.getI64IntegerAttr(headDim),
@@ -342,8 +340,10 @@ private:
         return false;
       // position_ids, when given, hold the same positions; hetc.rope takes them as it finds them.
       Value positions = input(9) ? skipNoOps(node->getOperand(9)) : Value();
-      q = rotate(node, q, heads, headDim, *invFreq, interleaved, positions);
-      k = rotate(node, k, kvHeads, headDim, *invFreq, interleaved, positions);
+      q = rotate(node, withFeatureSize(q.getType(), heads * headDim), q, heads, headDim, *invFreq,
+                 interleaved, positions);
+      k = rotate(node, withFeatureSize(k.getType(), kvHeads * headDim), k, kvHeads, headDim,
+                 *invFreq, interleaved, positions);
     } else if (input(7) || input(8) || input(9)) {
       return refuse(node, "takes cos/sin caches or position ids without do_rotary = 1");
     }
