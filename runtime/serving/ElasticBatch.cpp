@@ -14,6 +14,40 @@ bool samples(const SamplingParams &params) { return !params.greedy() || params.p
 
 } // namespace
 
+Status ElasticBatch::checkRequest(const Engine &engine, const GenerationRequest &request,
+                                  const std::string &name) {
+  if (Status s = request.sampling.check(); !s)
+    return Status::error(name + ": " + s.message());
+  if (request.prompt.empty())
+    return Status::error(name + " has an empty prompt");
+  for (size_t j = 0; j < request.prompt.size(); ++j)
+    if (request.prompt[j] < 0 || static_cast<uint32_t>(request.prompt[j]) >= engine.vocab())
+      return Status::error(name + " token " + str(j) + " is id " +
+                           std::to_string(request.prompt[j]) + " but the vocabulary has " +
+                           str(engine.vocab()) + " ids (0.." + str(engine.vocab() - 1) + ")");
+  if (request.slot == GenerationRequest::kAnySlot) {
+    if (request.start != 0)
+      return Status::error(name + " starts at position " + str(request.start) +
+                           " but names no slot holding those positions");
+  } else {
+    if (request.slot >= engine.maxBatch())
+      return Status::error(name + " names slot " + str(request.slot) +
+                           " but the plan's --max-batch is " + str(engine.maxBatch()) +
+                           " (slots 0.." + str(engine.maxBatch() - 1) + ")");
+    if (request.start > engine.cachedPositions(request.slot))
+      return Status::error(name + " continues " + str(request.start) + " positions of slot " +
+                           str(request.slot) + " but the slot holds " +
+                           str(engine.cachedPositions(request.slot)));
+  }
+  const uint64_t needed = request.start + request.prompt.size() + request.maxNew;
+  if (needed > engine.maxSeq())
+    return Status::error(name + " needs " + str(needed) + " positions (" +
+                         (request.start ? str(request.start) + " cached + " : std::string()) +
+                         str(request.prompt.size()) + " prompt + " + str(request.maxNew) +
+                         " new) but the plan's --max-seq is " + str(engine.maxSeq()));
+  return Status();
+}
+
 Status ElasticBatch::check(const Engine &engine, const std::vector<GenerationRequest> &requests) {
   if (requests.empty())
     return Status::error("no prompts given");
@@ -21,39 +55,14 @@ Status ElasticBatch::check(const Engine &engine, const std::vector<GenerationReq
   for (size_t i = 0; i < requests.size(); ++i) {
     const GenerationRequest &request = requests[i];
     const std::string name = "request " + str(i);
-    if (Status s = request.sampling.check(); !s)
-      return Status::error(name + ": " + s.message());
-    if (request.prompt.empty())
-      return Status::error(name + " has an empty prompt");
-    for (size_t j = 0; j < request.prompt.size(); ++j)
-      if (request.prompt[j] < 0 || static_cast<uint32_t>(request.prompt[j]) >= engine.vocab())
-        return Status::error(name + " token " + str(j) + " is id " +
-                             std::to_string(request.prompt[j]) + " but the vocabulary has " +
-                             str(engine.vocab()) + " ids (0.." + str(engine.vocab() - 1) + ")");
-    if (request.slot == GenerationRequest::kAnySlot) {
-      if (request.start != 0)
-        return Status::error(name + " starts at position " + str(request.start) +
-                             " but names no slot holding those positions");
-    } else {
-      if (request.slot >= engine.maxBatch())
-        return Status::error(name + " names slot " + str(request.slot) +
-                             " but the plan's --max-batch is " + str(engine.maxBatch()) +
-                             " (slots 0.." + str(engine.maxBatch() - 1) + ")");
+    if (Status s = checkRequest(engine, request, name); !s)
+      return s;
+    if (request.slot != GenerationRequest::kAnySlot) {
       if (slotNamed[request.slot])
         return Status::error(name + " names slot " + str(request.slot) +
                              ", which an earlier request names too");
       slotNamed[request.slot] = true;
-      if (request.start > engine.cachedPositions(request.slot))
-        return Status::error(name + " continues " + str(request.start) + " positions of slot " +
-                             str(request.slot) + " but the slot holds " +
-                             str(engine.cachedPositions(request.slot)));
     }
-    const uint64_t needed = request.start + request.prompt.size() + request.maxNew;
-    if (needed > engine.maxSeq())
-      return Status::error(name + " needs " + str(needed) + " positions (" +
-                           (request.start ? str(request.start) + " cached + " : std::string()) +
-                           str(request.prompt.size()) + " prompt + " + str(request.maxNew) +
-                           " new) but the plan's --max-seq is " + str(engine.maxSeq()));
   }
   return Status();
 }
@@ -61,37 +70,28 @@ Status ElasticBatch::check(const Engine &engine, const std::vector<GenerationReq
 Result<ElasticBatch> ElasticBatch::create(Engine &engine, std::vector<GenerationRequest> requests) {
   if (Status s = check(engine, requests); !s)
     return s;
-  ElasticBatch batch(engine);
+  bool sampling = false;
+  for (const GenerationRequest &request : requests)
+    sampling = sampling || samples(request.sampling);
+  ElasticBatch batch(engine, sampling);
   const size_t count = requests.size();
   batch.requests_ = std::move(requests);
   batch.outcomes_.resize(count);
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < count; ++i)
     // Decode steps point into these; they must never move.
     batch.outcomes_[i].tokens.reserve(batch.requests_[i].maxNew);
-    if (batch.requests_[i].logits || samples(batch.requests_[i].sampling))
-      batch.output_ = StepOutput::Logits;
-  }
-  for (const GenerationRequest &request : batch.requests_)
-    if (samples(request.sampling)) {
-      batch.sampler_ = Sampler(engine.vocab(), engine.maxBatch());
-      break;
-    }
   batch.state_.assign(count, State::Waiting);
-  batch.fed_.assign(count, 0);
   batch.arrivalOrder_.resize(count);
   for (size_t i = 0; i < count; ++i)
     batch.arrivalOrder_[i] = i;
   std::stable_sort(batch.arrivalOrder_.begin(), batch.arrivalOrder_.end(), [&](size_t a, size_t b) {
     return batch.requests_[a].arrivalStep < batch.requests_[b].arrivalStep;
   });
-  batch.slotBusy_.assign(engine.maxBatch(), false);
   batch.slotReserved_.assign(engine.maxBatch(), false);
+  batch.slotRequest_.assign(engine.maxBatch(), 0);
   for (const GenerationRequest &request : batch.requests_)
     if (request.slot != GenerationRequest::kAnySlot)
       batch.slotReserved_[request.slot] = true;
-  batch.active_.reserve(engine.maxBatch());
-  batch.stepSequences_.reserve(engine.maxBatch());
-  batch.stepRequests_.reserve(engine.maxBatch());
   return batch;
 }
 
@@ -101,138 +101,68 @@ void ElasticBatch::admit() {
   bool anySlotWaits = false;
   for (size_t k = nextArrival_; k < arrivalOrder_.size(); ++k) {
     const size_t r = arrivalOrder_[k];
-    if (requests_[r].arrivalStep > step_)
+    const GenerationRequest &request = requests_[r];
+    if (request.arrivalStep > step_)
       break;
     if (state_[r] != State::Waiting)
       continue;
-    uint32_t slot = requests_[r].slot;
+    uint32_t slot = request.slot;
     if (slot == GenerationRequest::kAnySlot) {
       if (anySlotWaits)
         continue;
-      for (slot = 0; slot < slotBusy_.size() && (slotBusy_[slot] || slotReserved_[slot]); ++slot) {
+      for (slot = 0; slot < steps_.slotCount() && (steps_.busy(slot) || slotReserved_[slot]);
+           ++slot) {
       }
-      if (slot == slotBusy_.size()) {
+      if (slot == steps_.slotCount()) {
         anySlotWaits = true;
         continue;
       }
     }
-    slotBusy_[slot] = true;
     outcomes_[r].slot = slot;
     outcomes_[r].joinedAtStep = step_;
-    state_[r] = State::Prefilling;
-    if (samples(requests_[r].sampling)) {
-      sampler_.begin(slot, requests_[r].sampling, requests_[r].prompt.data(),
-                     requests_[r].prompt.size());
-      sampler_.addContext(slot, requests_[r].context.data(), requests_[r].context.size());
-    }
-    active_.push_back(r); // capacity max_batch: one per slot
+    state_[r] = State::Joined;
+    slotRequest_[slot] = r;
+    SlotSequence sequence;
+    sequence.prompt = request.prompt.data();
+    sequence.promptSize = request.prompt.size();
+    sequence.start = request.start;
+    sequence.maxNew = request.maxNew;
+    sequence.stopIds = request.stopIds.data();
+    sequence.stopIdCount = request.stopIds.size();
+    sequence.sampling = &request.sampling;
+    sequence.context = request.context.data();
+    sequence.contextSize = request.context.size();
+    sequence.wantLogits = request.logits != nullptr;
+    sequence.generated = &outcomes_[r].tokens;
+    steps_.join(slot, sequence);
   }
   while (nextArrival_ < arrivalOrder_.size() &&
          state_[arrivalOrder_[nextArrival_]] != State::Waiting)
     ++nextArrival_;
 }
 
-// One token of each decoding sequence first (in turns when there are more of them than
-// max_step_tokens), then prompt chunks in joining order while max_step_tokens lasts.
-void ElasticBatch::packStep() {
-  stepSequences_.clear();
-  stepRequests_.clear();
-  size_t budget = engine_->maxStepTokens();
-  size_t decoding = 0;
-  for (size_t r : active_)
-    decoding += state_[r] == State::Decoding;
-  const size_t first = decoding > budget ? step_ % active_.size() : 0;
-  for (size_t k = 0; k < active_.size() && budget > 0; ++k) {
-    const size_t r = active_[(first + k) % active_.size()];
-    if (state_[r] != State::Decoding)
-      continue;
-    const std::vector<int32_t> &tokens = outcomes_[r].tokens;
-    StepSequence seq;
-    seq.slot = outcomes_[r].slot;
-    seq.start = requests_[r].start + requests_[r].prompt.size() + tokens.size() - 1;
-    seq.tokens = &tokens.back();
-    seq.count = 1;
-    seq.wantLogits = true;
-    stepSequences_.push_back(seq);
-    stepRequests_.push_back(r);
-    --budget;
+void ElasticBatch::promptFed(uint32_t /*slot*/) { ++promptsFed_; }
+
+bool ElasticBatch::generated(uint32_t slot, int32_t id, const float *logits) {
+  const size_t r = slotRequest_[slot];
+  const GenerationRequest &request = requests_[r];
+  if (request.logits) {
+    const size_t vocab = steps_.vocab();
+    std::memcpy(request.logits + (outcomes_[r].tokens.size() - 1) * vocab, logits,
+                vocab * sizeof(float));
   }
-  for (size_t k = 0; k < active_.size() && budget > 0; ++k) {
-    const size_t r = active_[k];
-    if (state_[r] != State::Prefilling)
-      continue;
-    const GenerationRequest &request = requests_[r];
-    const size_t take = std::min(request.prompt.size() - fed_[r], budget);
-    StepSequence seq;
-    seq.slot = outcomes_[r].slot;
-    seq.start = request.start + fed_[r];
-    seq.tokens = request.prompt.data() + fed_[r];
-    seq.count = static_cast<uint32_t>(take);
-    seq.wantLogits = fed_[r] + take == request.prompt.size() && request.maxNew > 0;
-    stepSequences_.push_back(seq);
-    stepRequests_.push_back(r);
-    budget -= take;
-  }
+  if (onToken_)
+    onToken_(r, id);
+  return stopWhen_ && stopWhen_(r, id);
 }
 
-void ElasticBatch::takeStepResults() {
-  const size_t vocab = engine_->vocab();
-  bool prefill = false, decode = false;
-  for (size_t s = 0; s < stepSequences_.size(); ++s) {
-    const size_t r = stepRequests_[s];
-    const GenerationRequest &request = requests_[r];
-    RequestOutcome &outcome = outcomes_[r];
-    if (state_[r] == State::Prefilling) {
-      prefill = true;
-      fed_[r] += stepSequences_[s].count;
-      stats_.prefillTokens += stepSequences_[s].count;
-      if (fed_[r] < request.prompt.size())
-        continue;
-      state_[r] = State::Decoding;
-      ++promptsFed_;
-    } else {
-      decode = true;
-      ++stats_.decodeTokens;
-    }
-    if (request.maxNew > 0) {
-      int32_t next;
-      if (output_ == StepOutput::Logits) {
-        const float *logits = engine_->logits(s);
-        if (request.logits)
-          std::memcpy(request.logits + outcome.tokens.size() * vocab, logits,
-                      vocab * sizeof(float));
-        if (samples(request.sampling)) {
-          next = sampler_.choose(outcome.slot, logits);
-          sampler_.accept(outcome.slot, next);
-        } else {
-          next = static_cast<int32_t>(kernels::argmaxFirst(logits, vocab));
-        }
-      } else {
-        next = engine_->argmax(s);
-      }
-      outcome.tokens.push_back(next); // reserved at create()
-      if (onToken_)
-        onToken_(r, next);
-    }
-    bool stopped = false;
-    if (request.maxNew > 0) {
-      const int32_t last = outcome.tokens.back();
-      stopped =
-          std::find(request.stopIds.begin(), request.stopIds.end(), last) != request.stopIds.end();
-      if (stopWhen_ && stopWhen_(r, last))
-        stopped = true;
-    }
-    if (outcome.tokens.size() == request.maxNew || stopped) {
-      state_[r] = State::Finished;
-      outcome.finishedAtStep = step_;
-      slotBusy_[outcome.slot] = false;
-      if (request.slot != GenerationRequest::kAnySlot)
-        slotReserved_[request.slot] = false;
-      active_.erase(std::find(active_.begin(), active_.end(), r));
-      ++finished_;
-    }
-  }
-  stats_.mixedSteps += prefill && decode;
+void ElasticBatch::finished(uint32_t slot) {
+  const size_t r = slotRequest_[slot];
+  state_[r] = State::Finished;
+  outcomes_[r].finishedAtStep = step_;
+  if (requests_[r].slot != GenerationRequest::kAnySlot)
+    slotReserved_[slot] = false;
+  ++finished_;
 }
 
 Status ElasticBatch::run() {
@@ -240,7 +170,7 @@ Status ElasticBatch::run() {
   const Clock::time_point start = Clock::now();
   while (finished_ < requests_.size()) {
     admit();
-    if (active_.empty()) {
+    if (steps_.activeCount() == 0) {
       // Nothing holds a slot: go straight to the next arrival.
       size_t k = nextArrival_;
       while (k < arrivalOrder_.size() && requests_[arrivalOrder_[k]].arrivalStep <= step_)
@@ -251,18 +181,20 @@ Status ElasticBatch::run() {
       continue;
     }
     stats_.mostActive =
-        std::max<uint32_t>(stats_.mostActive, static_cast<uint32_t>(active_.size()));
-    packStep();
-    if (Status s = engine_->step(stepSequences_.data(), stepSequences_.size(), output_); !s)
+        std::max<uint32_t>(stats_.mostActive, static_cast<uint32_t>(steps_.activeCount()));
+    if (Status s = steps_.step(*this); !s)
       return s;
-    ++stats_.steps;
-    takeStepResults();
     ++step_;
     if (promptsFed_ == requests_.size() && stats_.promptSteps == 0) {
-      stats_.promptSteps = stats_.steps;
+      stats_.promptSteps = steps_.counts().steps;
       stats_.promptSeconds = std::chrono::duration<double>(Clock::now() - start).count();
     }
   }
+  const SlotStepCounts &counts = steps_.counts();
+  stats_.steps = counts.steps;
+  stats_.prefillTokens = counts.prefillTokens;
+  stats_.decodeTokens = counts.decodeTokens;
+  stats_.mixedSteps = counts.mixedSteps;
   stats_.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return Status();
 }

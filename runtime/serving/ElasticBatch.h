@@ -2,21 +2,21 @@
 // one plan.
 //
 // Each request arrives at a step of the batch's own count. An arrived request takes a free slot
-// (the lowest), and from then on every step carries one token of each decoding sequence and, in
-// what is left of max_step_tokens, the next chunk of each joining sequence's prompt, so joiners
-// prefill in the steps where the others decode. A sequence that has its max_new ids leaves at
-// once and its slot takes the next arrival. Requests wait, in order, while every slot is busy.
-// Nothing is re-planned: the engine sees steps of StepSequences, each at its own positions, and
-// run() allocates nothing.
+// (the lowest) and runs in the SlotSteps loop: joiners prefill in the steps where the others
+// decode, and a sequence that has its max_new ids leaves at once, its slot taking the next
+// arrival. Requests wait, in order, while every slot is busy. Nothing is re-planned, and run()
+// allocates nothing.
 #pragma once
 
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Status.h"
 #include "runtime/sampling/Sampler.h"
+#include "runtime/serving/SlotSteps.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace hetc {
@@ -64,13 +64,16 @@ struct ElasticBatchStats {
   double promptSeconds = 0.0;
 };
 
-class ElasticBatch {
+class ElasticBatch : private SlotObserver {
 public:
   // Checks every request against the plan (ids, positions, slots) and sizes everything run()
   // touches. The engine must outlive the batch; fixed slots must already hold `start` positions.
   static Result<ElasticBatch> create(Engine &engine, std::vector<GenerationRequest> requests);
   // The checks of create() alone, so a caller can refuse requests before sizing anything for them.
   static Status check(const Engine &engine, const std::vector<GenerationRequest> &requests);
+  // The checks of one request; messages start with `name`.
+  static Status checkRequest(const Engine &engine, const GenerationRequest &request,
+                             const std::string &name);
 
   // Runs every request to its end. Allocates nothing; fails on the first failing step.
   Status run();
@@ -87,37 +90,33 @@ public:
   const std::vector<RequestOutcome> &outcomes() const { return outcomes_; }
   const ElasticBatchStats &stats() const { return stats_; }
 
+  ElasticBatch(ElasticBatch &&) = default;
+
 private:
-  explicit ElasticBatch(Engine &engine) : engine_(&engine), sampler_(engine.vocab(), 0) {}
+  ElasticBatch(Engine &engine, bool sampling) : steps_(engine, sampling) {}
   void admit();
-  void packStep();
-  void takeStepResults();
+  void promptFed(uint32_t slot) override;
+  bool generated(uint32_t slot, int32_t id, const float *logits) override;
+  void finished(uint32_t slot) override;
 
-  enum class State : uint8_t { Waiting, Prefilling, Decoding, Finished };
+  enum class State : uint8_t { Waiting, Joined, Finished };
 
-  Engine *engine_;
+  SlotSteps steps_;
   std::function<void(size_t, int32_t)> onToken_;
   std::function<bool(size_t, int32_t)> stopWhen_;
-  // Sized for every slot when some request samples or penalizes; the others take the argmax.
-  Sampler sampler_;
   std::vector<GenerationRequest> requests_;
   std::vector<RequestOutcome> outcomes_;
   ElasticBatchStats stats_;
-  StepOutput output_ = StepOutput::Argmax;
   uint64_t step_ = 0;
   size_t finished_ = 0;
 
-  // Sized at create(): per request, per slot, per step row.
+  // Sized at create(): per request, per slot.
   std::vector<State> state_;
-  std::vector<size_t> fed_;          // prompt ids fed so far, per request
   std::vector<size_t> arrivalOrder_; // request indices by (arrivalStep, index)
   size_t nextArrival_ = 0;           // first of arrivalOrder_ not yet admitted or skipped
   size_t promptsFed_ = 0;            // requests whose whole prompt has been fed
-  std::vector<bool> slotBusy_;       // per slot: held by a sequence
   std::vector<bool> slotReserved_;   // per slot: named by a request that has not finished
-  std::vector<size_t> active_;       // requests holding slots, in joining order
-  std::vector<StepSequence> stepSequences_;
-  std::vector<size_t> stepRequests_; // the request of each StepSequence
+  std::vector<size_t> slotRequest_;  // per busy slot: the request holding it
 };
 
 // Greedy generation of a fixed batch: an ElasticBatch whose requests all arrive at step 0, prompt i
