@@ -10,6 +10,7 @@
 // --verbose. Every failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
 #include "ChatCommand.h"
+#include "ServeCommand.h"
 #include "SamplingOptions.h"
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Plan.h"
@@ -777,6 +778,10 @@ int runTool(int argc, char **argv) {
   CLI::App *chat = app.add_subcommand(
       "chat", "A conversation on one sequence: user messages from stdin, one a line");
   hetc::tool::addChatOptions(*chat, chatArgs);
+  hetc::tool::ServeArguments serveArgs;
+  CLI::App *serve = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP: completions and chat, streamed, with continuous batching");
+  hetc::tool::addServeOptions(*serve, serveArgs);
 
   hetc::tool::BenchArguments benchArgs;
   CLI::App *bench = app.add_subcommand(
@@ -806,11 +811,11 @@ int runTool(int argc, char **argv) {
          "run and inspect plans");
 #endif
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
-      command != "chat" &&
+      command != "chat" && command != "serve" &&
       command != "inspect" && command != "bench" && command != "session" && command != "plan" &&
       command != "targets" && command != "calibrate" && command != "tokenize")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, chat, tokenize, bench, inspect, session, plan, targets or "
+         "' (expected compile, run, chat, serve, tokenize, bench, inspect, session, plan, targets or "
          "calibrate)");
 
   if (command == "session" && argc == 2)
@@ -835,6 +840,8 @@ int runTool(int argc, char **argv) {
   }
   if (chat->parsed())
     return hetc::tool::chatCommand(chatArgs);
+  if (serve->parsed())
+    return hetc::tool::serveCommand(serveArgs);
   if (bench->parsed())
     return hetc::tool::benchCommand(benchArgs);
   if (sessionShow->parsed())
