@@ -283,13 +283,26 @@ json postProcessor(const ModelFields &m, int32_t bos, int32_t eos, bool addBos, 
           {"special_tokens", std::move(specials)}};
 }
 
+// libsentencepiece's failed checks read "./src/file.cc(line) [condition] detail": the detail, or
+// for bytes that do not parse, saying so.
+std::string loadError(const std::string &message) {
+  const size_t open = message.find(") ["), close = message.find("]", open);
+  if (message.rfind("./", 0) != 0 || open == std::string::npos || close == std::string::npos)
+    return message;
+  const std::string condition = message.substr(open + 3, close - open - 3);
+  if (condition.find("ParseFromArray") != std::string::npos)
+    return "not a SentencePiece model (its bytes do not parse as one)";
+  const size_t detail = message.find_first_not_of(' ', close + 1);
+  return detail == std::string::npos ? condition : message.substr(detail);
+}
+
 } // namespace
 
 Result<Conversion> convertSentencePiece(const std::string &model,
                                         const ConversionOptions &options) {
   ::sentencepiece::SentencePieceProcessor processor;
   if (const auto status = processor.LoadFromSerializedProto(model); !status.ok())
-    return Status::error(std::string("libsentencepiece cannot load it: ") + status.message());
+    return Status::error("libsentencepiece cannot load it: " + loadError(status.message()));
   ModelFields m;
   if (!readModel(model, m) || m.pieces.size() != static_cast<size_t>(processor.GetPieceSize()))
     return Status::error("libsentencepiece loads it but its pieces cannot be read");

@@ -17,8 +17,13 @@
 
 namespace {
 
+// A message may quote a piece that is not UTF-8: such bytes are written as U+FFFD.
+std::string dump(const nlohmann::json &object) {
+  return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 int fail(const std::string &message) {
-  std::cout << nlohmann::json{{"error", message}}.dump() << "\n";
+  std::cout << dump({{"error", message}}) << "\n";
   return 1;
 }
 
@@ -51,10 +56,9 @@ int main(int argc, char **argv) {
       hetc::spm::convertSentencePiece(bytes.str(), options);
   if (!conversion)
     return fail(path + ": " + conversion.message());
-  std::cout << nlohmann::json{{"tokenizer_json", conversion->tokenizerJson},
-                              {"bos_token_id", conversion->bosId},
-                              {"eos_token_id", conversion->eosId}}
-                   .dump()
+  std::cout << dump({{"tokenizer_json", conversion->tokenizerJson},
+                    {"bos_token_id", conversion->bosId},
+                    {"eos_token_id", conversion->eosId}})
             << "\n";
   return 0;
 }
