@@ -385,16 +385,16 @@ Result<Conversion> convertSentencePiece(const std::string &model,
                  {"byte_fallback", m.byteFallback}};
   }
 
-  json root = {{"version", "1.0"},
-               {"truncation", nullptr},
-               {"padding", nullptr},
-               {"added_tokens", std::move(added)},
-               {"normalizer", normalizer(m)},
-               {"pre_tokenizer", nullptr},
-               {"post_processor",
-                postProcessor(m, conversion.bosId, conversion.eosId, addBos, addEos)},
-               {"decoder", decoder(m)},
-               {"model", std::move(modelJson)}};
+  json root = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", std::move(added)},
+      {"normalizer", normalizer(m)},
+      {"pre_tokenizer", nullptr},
+      {"post_processor", postProcessor(m, conversion.bosId, conversion.eosId, addBos, addEos)},
+      {"decoder", decoder(m)},
+      {"model", std::move(modelJson)}};
   try {
     conversion.tokenizerJson = root.dump();
   } catch (const json::exception &) { // a piece that is not UTF-8

@@ -35,7 +35,8 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     const bool bos = std::strcmp(argv[i], "--add-bos") == 0;
     if (bos || std::strcmp(argv[i], "--add-eos") == 0) {
-      if (i + 1 == argc || (std::strcmp(argv[i + 1], "0") != 0 && std::strcmp(argv[i + 1], "1") != 0))
+      if (i + 1 == argc ||
+          (std::strcmp(argv[i + 1], "0") != 0 && std::strcmp(argv[i + 1], "1") != 0))
         return fail(std::string(argv[i]) + " takes 0 or 1");
       (bos ? options.addBos : options.addEos) = std::strcmp(argv[++i], "1") == 0;
     } else if (path.empty() && argv[i][0] != '-') {
@@ -57,8 +58,8 @@ int main(int argc, char **argv) {
   if (!conversion)
     return fail(path + ": " + conversion.message());
   std::cout << dump({{"tokenizer_json", conversion->tokenizerJson},
-                    {"bos_token_id", conversion->bosId},
-                    {"eos_token_id", conversion->eosId}})
+                     {"bos_token_id", conversion->bosId},
+                     {"eos_token_id", conversion->eosId}})
             << "\n";
   return 0;
 }

@@ -83,10 +83,10 @@ std::vector<std::string> evaluationTexts() {
            "tab\tseparated\tvalues",
            "two\nlines\n",
            "\n\nblank lines first",
-           "Straße, Ærøskøbing, Łódź, İstanbul",     // letters the corpus never had
-           "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝓂𝒶𝓉𝒽 ∮ ∑ ∞ ≠ ≤",                // outside the basic plane
+           "Straße, Ærøskøbing, Łódź, İstanbul", // letters the corpus never had
+           "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝓂𝒶𝓉𝒽 ∮ ∑ ∞ ≠ ≤",             // outside the basic plane
            "🦀🧬🪐 new emoji 🏳️‍🌈 with joiners 👩‍👩‍👧",
-           "Ꙭ Ⰰ ᚠᛁᚱ ᓀᐦᐃᔭᐍᐏᐣ",                       // scripts the corpus never had
+           "Ꙭ Ⰰ ᚠᛁᚱ ᓀᐦᐃᔭᐍᐏᐣ", // scripts the corpus never had
            "mixed 日本 and Русский and 한국 in one line",
            "code: std::vector<int> v{1, 2, 3}; // ok",
            "a\u2581literal U+2581 inside",
@@ -104,7 +104,7 @@ public:
     const fs::path dir = fs::path(HETC_SPM_WORKDIR);
     fs::create_directories(dir);
     const fs::path corpus = dir / "corpus.txt";
-    if (!fs::exists(corpus)) { // written whole, then renamed: tests may run side by side
+    { // written whole, then renamed over the last one: tests may run side by side
       const fs::path partial = dir / ("corpus." + name);
       std::ofstream(partial, std::ios::binary) << trainingCorpus();
       fs::rename(partial, corpus);
@@ -142,8 +142,7 @@ struct Coverage {
 // Encodes every evaluation text with libsentencepiece and with the converted tokenizer; the ids
 // must be the same. Where they hold no unknown id, the decoded texts must be the same too, and
 // the original text when `lossless`.
-void expectSameAsSentencePiece(const SentencePieceModel &model, bool lossless,
-                               Coverage &coverage) {
+void expectSameAsSentencePiece(const SentencePieceModel &model, bool lossless, Coverage &coverage) {
   Result<spm::Conversion> conversion = spm::convertSentencePiece(model.bytes(), {});
   EXPECT_TRUE(conversion.ok()) << conversion.message();
   if (!conversion)
@@ -158,7 +157,8 @@ void expectSameAsSentencePiece(const SentencePieceModel &model, bool lossless,
     ASSERT_TRUE(sp.Encode(text, &expected).ok());
     Result<std::vector<int32_t>> ids = (*tokenizer)->encode(text, /*addSpecialTokens=*/false);
     ASSERT_TRUE(ids.ok()) << ids.message();
-    EXPECT_EQ(std::vector<int32_t>(expected.begin(), expected.end()), *ids) << "text: '" << text << "'";
+    EXPECT_EQ(std::vector<int32_t>(expected.begin(), expected.end()), *ids)
+        << "text: '" << text << "'";
 
     bool unknown = false;
     for (int id : expected) {
@@ -204,8 +204,9 @@ TEST(SentencePieceConversion, BpeWithByteFallbackLikeLlama2) {
 // Unigram with identity normalization and SentencePiece's default whitespace handling (extra
 // spaces removed): unknown characters without byte fallback.
 TEST(SentencePieceConversion, UnigramWithUnknownPieces) {
-  SentencePieceModel model("unigram", "--model_type=unigram --vocab_size=300 --hard_vocab_limit=false "
-                                      "--normalization_rule_name=identity");
+  SentencePieceModel model("unigram",
+                           "--model_type=unigram --vocab_size=300 --hard_vocab_limit=false "
+                           "--normalization_rule_name=identity");
   ASSERT_EQ(model.error(), "");
   Coverage coverage;
   expectSameAsSentencePiece(model, /*lossless=*/false, coverage);
@@ -216,10 +217,11 @@ TEST(SentencePieceConversion, UnigramWithUnknownPieces) {
 
 // No dummy prefix, byte fallback, spaces kept: Unigram that round-trips every text.
 TEST(SentencePieceConversion, UnigramWithoutDummyPrefix) {
-  SentencePieceModel model("unigram_no_prefix",
-                           "--model_type=unigram --vocab_size=600 --byte_fallback=true --hard_vocab_limit=false "
-                           "--normalization_rule_name=identity --add_dummy_prefix=false "
-                           "--remove_extra_whitespaces=false");
+  SentencePieceModel model(
+      "unigram_no_prefix",
+      "--model_type=unigram --vocab_size=600 --byte_fallback=true --hard_vocab_limit=false "
+      "--normalization_rule_name=identity --add_dummy_prefix=false "
+      "--remove_extra_whitespaces=false");
   ASSERT_EQ(model.error(), "");
   Coverage coverage;
   expectSameAsSentencePiece(model, /*lossless=*/true, coverage);
@@ -240,7 +242,8 @@ TEST(SentencePieceConversion, BpeWithoutDummyPrefixOrByteFallback) {
 
 // spm_train's default normalization, nmt_nfkc, rewrites text by a character map: refused.
 TEST(SentencePieceConversion, RefusesNmtNfkc) {
-  SentencePieceModel model("nmt_nfkc", "--model_type=unigram --vocab_size=300 --hard_vocab_limit=false");
+  SentencePieceModel model("nmt_nfkc",
+                           "--model_type=unigram --vocab_size=300 --hard_vocab_limit=false");
   ASSERT_EQ(model.error(), "");
   Result<spm::Conversion> conversion = spm::convertSentencePiece(model.bytes(), {});
   ASSERT_FALSE(conversion.ok());
@@ -273,8 +276,7 @@ TEST(SentencePieceConversion, AddBosAndEosAsTold) {
   model.processor().Encode("hello world", &plain);
   const int32_t bos = model.processor().bos_id(), eos = model.processor().eos_id();
   for (auto [addBos, addEos] : {std::pair{false, false}, {true, true}, {false, true}}) {
-    Result<spm::Conversion> conversion =
-        spm::convertSentencePiece(model.bytes(), {addBos, addEos});
+    Result<spm::Conversion> conversion = spm::convertSentencePiece(model.bytes(), {addBos, addEos});
     ASSERT_TRUE(conversion.ok()) << conversion.message();
     auto tokenizer = Tokenizer::fromJson(conversion->tokenizerJson);
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
