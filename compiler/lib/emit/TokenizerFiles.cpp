@@ -132,7 +132,8 @@ Result<ConvertedModel> convertSentencePiece(const fs::path &file, const json &co
   int status = 0;
   Result<std::string> output = runProgram(argv, status);
   if (!output)
-    return output.status();
+    return Status::error(file.string() + ": " + output.message() +
+                         " (it converts SentencePiece models and is built beside hetc)");
   if (WIFSIGNALED(status))
     return Status::error(file.string() + ": " + argv[0] + " was ended by signal " +
                          std::to_string(WTERMSIG(status)) + " reading it");
