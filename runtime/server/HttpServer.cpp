@@ -349,7 +349,7 @@ struct Pending {
 HttpServer::HttpServer(Engine &engine, const PlanTokenizer &tokenizer, ServerOptions options,
                        const std::string &planName)
     : engine_(engine), tokenizer_(tokenizer), options_(std::move(options)),
-      batch_(engine, options_.maxQueue ? options_.maxQueue : 4 * size_t{engine.maxBatch()}),
+      batch_(engine, options_.maxQueue.value_or(4 * size_t{engine.maxBatch()})),
       http_(std::make_unique<httplib::Server>()) {
   model_.name = options_.modelName;
   model_.tokenizer = &tokenizer_;

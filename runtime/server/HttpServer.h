@@ -32,7 +32,7 @@ namespace hetc::server {
 struct ServerOptions {
   std::string host = "127.0.0.1"; // loopback unless asked
   int port = 8080;                // 0: any free port
-  size_t maxQueue = 0;            // requests that may wait for a slot; 0: 4 per slot
+  std::optional<size_t> maxQueue; // requests that may wait for a slot; unset: 4 per slot
   std::string modelName;          // the id /v1/models lists and requests name
   std::string templateName;       // a built-in chat template; empty: recognised from the plan
   size_t maxBodyBytes = 8u << 20; // larger request bodies get 413

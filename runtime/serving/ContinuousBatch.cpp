@@ -102,7 +102,7 @@ void ServedRequest::endByOwner(ServingMetrics &metrics) {
 
 ContinuousBatch::ContinuousBatch(Engine &engine, size_t maxQueue)
     : engine_(&engine), steps_(engine, /*sampling=*/true), slotRequest_(engine.maxBatch()),
-      queue_(std::max<size_t>(maxQueue, 1)) {}
+      queue_(maxQueue + engine.maxBatch()), maxQueue_(maxQueue) {}
 
 ContinuousBatch::~ContinuousBatch() { stop(); }
 
@@ -118,7 +118,7 @@ ContinuousBatch::Admission ContinuousBatch::submit(std::shared_ptr<ServedRequest
     std::lock_guard<std::mutex> lock(queueMutex_);
     if (stopping_)
       return Admission::Stopped;
-    if (queued_ == queue_.size()) {
+    if (queued_ + held_.load() >= queue_.size()) {
       metrics_.requestsRejected.fetch_add(1, std::memory_order_relaxed);
       return Admission::QueueFull;
     }
@@ -165,6 +165,7 @@ void ContinuousBatch::admitLocked() {
     sequence.wantLogits = request->logprobs();
     sequence.generated = &request->generated_;
     steps_.join(slot, sequence);
+    held_.fetch_add(1);
     slotRequest_[slot] = std::move(request);
   }
   metrics_.queueDepth.store(static_cast<uint32_t>(queued_), std::memory_order_relaxed);
@@ -177,6 +178,7 @@ void ContinuousBatch::dropCancelled() {
     if (!slotRequest_[slot] || !slotRequest_[slot]->cancelled())
       continue;
     steps_.leave(slot);
+    release();
     std::shared_ptr<ServedRequest> request = std::move(slotRequest_[slot]);
     metrics_.requestDuration.observe(secondsBetween(request->submitted_, Clock::now()));
     request->endByOwner(metrics_);
@@ -198,6 +200,7 @@ bool ContinuousBatch::runStep() {
       if (!slotRequest_[slot])
         continue;
       steps_.leave(slot);
+      release();
       metrics_.requestsFailed.fetch_add(1, std::memory_order_relaxed);
       std::shared_ptr<ServedRequest> request = std::move(slotRequest_[slot]);
       request->finish(ServedRequest::End::Failed, s.message());
@@ -228,6 +231,7 @@ void ContinuousBatch::run() {
   for (uint32_t slot = 0; slot < slotRequest_.size(); ++slot)
     if (slotRequest_[slot]) {
       steps_.leave(slot);
+      release();
       std::shared_ptr<ServedRequest> request = std::move(slotRequest_[slot]);
       request->finish(ServedRequest::End::Cancelled);
     }
@@ -274,7 +278,16 @@ bool ContinuousBatch::generated(uint32_t slot, int32_t id, const float *logits) 
   return request.cancelled();
 }
 
+// The slot's count and gauge drop before the request's end is published, so an owner that sees
+// its end and submits again finds the slot counted free.
+void ContinuousBatch::release() {
+  held_.fetch_sub(1);
+  metrics_.activeSlots.store(static_cast<uint32_t>(steps_.activeCount()),
+                             std::memory_order_relaxed);
+}
+
 void ContinuousBatch::finished(uint32_t slot) {
+  release();
   std::shared_ptr<ServedRequest> request = std::move(slotRequest_[slot]);
   metrics_.requestDuration.observe(secondsBetween(request->submitted_, Clock::now()));
   const std::vector<int32_t> &stops = request->generation_.stopIds;

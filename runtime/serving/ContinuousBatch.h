@@ -97,7 +97,7 @@ private:
 
 class ContinuousBatch : private SlotObserver {
 public:
-  // `maxQueue`: requests that may wait for a slot; one more is refused.
+  // `maxQueue`: requests that may wait while every slot is busy (0: none); one more is refused.
   ContinuousBatch(Engine &engine, size_t maxQueue);
   ~ContinuousBatch() override;
 
@@ -123,12 +123,13 @@ public:
 
   const ServingMetrics &metrics() const { return metrics_; }
   uint32_t slots() const { return steps_.slotCount(); }
-  size_t maxQueue() const { return queue_.size(); }
+  size_t maxQueue() const { return maxQueue_; }
   uint64_t maxSeq() const { return engine_->maxSeq(); }
 
 private:
   void admitLocked();
   void dropCancelled();
+  void release();
   void promptFed(uint32_t slot) override;
   bool generated(uint32_t slot, int32_t id, const float *logits) override;
   void finished(uint32_t slot) override;
@@ -140,8 +141,12 @@ private:
 
   mutable std::mutex queueMutex_;
   std::condition_variable queueChanged_;
-  // A ring of maxQueue entries, so queuing allocates nothing.
+  // A ring of maxQueue + slots entries, so queuing allocates nothing. A request is refused when
+  // the queued and the slot-holding requests fill it: a slot that has just been freed counts as
+  // free even before the loop hands it to a queued request.
   std::vector<std::shared_ptr<ServedRequest>> queue_;
+  size_t maxQueue_;
+  std::atomic<uint32_t> held_{0}; // slots held; lowered before a request's end is published
   size_t queueHead_ = 0;
   size_t queued_ = 0;
   bool stopping_ = false;

@@ -126,16 +126,17 @@ TEST(ContinuousBatchTest, BoundedQueueAndNoAllocationPerStep) {
   std::unique_ptr<Engine> engine = loaded.engine(1);
   ASSERT_TRUE(engine);
   const int32_t vocab = static_cast<int32_t>(engine->vocab());
+  // Room for the 3 free slots and 5 queue places: the ninth is refused.
   ContinuousBatch batch(*engine, 5);
   std::vector<std::shared_ptr<ServedRequest>> requests;
-  for (size_t i = 0; i < 5; ++i) {
+  for (size_t i = 0; i < 8; ++i) {
     requests.push_back(requestOf(promptOf(4 + 3 * i, static_cast<int32_t>(i), vocab), 6,
                                  /*logprobs=*/i % 2 == 0, /*top=*/i == 4 ? 3 : 0));
     ASSERT_EQ(batch.submit(requests.back()), ContinuousBatch::Admission::Queued);
   }
   EXPECT_EQ(batch.submit(requestOf({1, 2}, 2)), ContinuousBatch::Admission::QueueFull);
   EXPECT_EQ(batch.metrics().requestsRejected.load(), 1u);
-  EXPECT_EQ(batch.metrics().queueDepth.load(), 5u);
+  EXPECT_EQ(batch.metrics().queueDepth.load(), 8u);
   EXPECT_GE(batch.retryAfterSeconds(), 1u);
 
   std::thread stopper([&] {
@@ -201,6 +202,31 @@ TEST(ContinuousBatchTest, CancelledRequestsFreeTheirSlots) {
   EXPECT_EQ(last->end(), ServedRequest::End::Length);
   EXPECT_EQ(idsOf(*last), runAlone(loaded, last->generation().prompt, 4).tokens);
   EXPECT_EQ(batch.metrics().requestsCancelled.load(), 2u);
+}
+
+// With no queue places, a request is taken only into a free slot; a slot counts free as soon as
+// its request's end is published, before the loop runs again.
+TEST(ContinuousBatchTest, AFinishedRequestsSlotIsFreeAtOnce) {
+  TinyPlanShape shape = largerShape();
+  shape.max_batch = 1;
+  LoadedTinyPlan loaded(shape);
+  ASSERT_TRUE(loaded.plan);
+  std::unique_ptr<Engine> engine = loaded.engine(1);
+  ASSERT_TRUE(engine);
+  const int32_t vocab = static_cast<int32_t>(engine->vocab());
+  ContinuousBatch batch(*engine, 0);
+  auto first = requestOf(promptOf(4, 1, vocab), 3);
+  ASSERT_EQ(batch.submit(first), ContinuousBatch::Admission::Queued);
+  EXPECT_EQ(batch.submit(requestOf(promptOf(4, 2, vocab), 3)),
+            ContinuousBatch::Admission::QueueFull);
+  while (first->end() == ServedRequest::End::Running)
+    ASSERT_TRUE(batch.runStep());
+  EXPECT_EQ(batch.metrics().activeSlots.load(), 0u);
+  auto second = requestOf(promptOf(4, 2, vocab), 3);
+  ASSERT_EQ(batch.submit(second), ContinuousBatch::Admission::Queued);
+  while (batch.runStep()) {
+  }
+  EXPECT_EQ(idsOf(*second), runAlone(loaded, second->generation().prompt, 3).tokens);
 }
 
 // Each id's log-probability is log-softmax of the logits it was chosen from, and the alternatives

@@ -30,7 +30,7 @@ void addServeOptions(CLI::App &command, ServeArguments &args) {
   command.add_option("--port", args.port, "Port to listen on; 0 takes a free one")
       ->check(CLI::Range(0, 65535));
   command.add_option("--max-queue", args.maxQueue,
-                     "Requests that may wait for a slot; more get 429 (default: 4 per slot)");
+                     "Requests that may wait for a slot; more get 429 (default: 4 per slot; 0: none)");
   command.add_option("--model-name", args.modelName,
                      "The model id clients name (default: the plan file's name)");
   command.add_option("--template", args.templateName,

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace hetc::tool {
@@ -12,7 +13,7 @@ struct ServeArguments {
   std::string planPath;
   std::string host = "127.0.0.1";
   int port = 8080;
-  size_t maxQueue = 0;      // 0: 4 per slot
+  std::optional<size_t> maxQueue; // unset: 4 per slot
   std::string modelName;    // empty: the plan file's name without .hplan
   std::string templateName; // a built-in chat template; empty: recognised from the plan
   unsigned threads = 0;
