@@ -90,6 +90,16 @@ void ServedRequest::finish(End end, std::string failure) {
   changed_.notify_all();
 }
 
+void ServedRequest::endByOwner(ServingMetrics &metrics) {
+  if (ending_.load(std::memory_order_relaxed) == Ending::Stop) {
+    metrics.requestsFinished.fetch_add(1, std::memory_order_relaxed);
+    finish(End::Stopped);
+  } else {
+    metrics.requestsCancelled.fetch_add(1, std::memory_order_relaxed);
+    finish(End::Cancelled);
+  }
+}
+
 ContinuousBatch::ContinuousBatch(Engine &engine, size_t maxQueue)
     : engine_(&engine), steps_(engine, /*sampling=*/true), slotRequest_(engine.maxBatch()),
       queue_(std::max<size_t>(maxQueue, 1)) {}
@@ -137,8 +147,7 @@ void ContinuousBatch::admitLocked() {
     queueHead_ = (queueHead_ + 1) % queue_.size();
     --queued_;
     if (request->cancelled()) {
-      metrics_.requestsCancelled.fetch_add(1, std::memory_order_relaxed);
-      request->finish(ServedRequest::End::Cancelled);
+      request->endByOwner(metrics_);
       continue;
     }
     const Clock::time_point now = Clock::now();
@@ -169,9 +178,8 @@ void ContinuousBatch::dropCancelled() {
       continue;
     steps_.leave(slot);
     std::shared_ptr<ServedRequest> request = std::move(slotRequest_[slot]);
-    metrics_.requestsCancelled.fetch_add(1, std::memory_order_relaxed);
     metrics_.requestDuration.observe(secondsBetween(request->submitted_, Clock::now()));
-    request->finish(ServedRequest::End::Cancelled);
+    request->endByOwner(metrics_);
   }
 }
 
@@ -271,8 +279,7 @@ void ContinuousBatch::finished(uint32_t slot) {
   metrics_.requestDuration.observe(secondsBetween(request->submitted_, Clock::now()));
   const std::vector<int32_t> &stops = request->generation_.stopIds;
   if (request->cancelled()) {
-    metrics_.requestsCancelled.fetch_add(1, std::memory_order_relaxed);
-    request->finish(ServedRequest::End::Cancelled);
+    request->endByOwner(metrics_);
     return;
   }
   metrics_.requestsFinished.fetch_add(1, std::memory_order_relaxed);

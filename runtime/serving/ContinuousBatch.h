@@ -39,7 +39,8 @@ public:
     Running,   // not ended yet (queued or in a slot)
     Length,    // maxNew ids
     StopId,    // one of stopIds, kept as the last id
-    Cancelled, // its owner cancelled it
+    Stopped,   // its owner found the end (a stop string in the text): stop() was called
+    Cancelled, // its owner cancelled it (a client that left)
     Failed,    // an engine step failed: failure() says why
   };
 
@@ -60,10 +61,11 @@ public:
   int32_t id(size_t k) const { return ids_[k]; }
   float logprob(size_t k) const { return logprobs_ ? chosenLogprobs_[k] : 0.0f; }
   const TokenLogprob *alternatives(size_t k) const { return &alternatives_[k * topLogprobs_]; }
-  // The owner no longer wants ids (a client that left, a stop string in the text): the slot is
-  // freed before the next step.
-  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
-  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+  // The owner no longer wants ids: the slot is freed before the next step. cancel(): nobody will
+  // read them (a client that left); stop(): the answer is complete (a stop string in the text).
+  void cancel() { ending_.store(Ending::Cancel, std::memory_order_relaxed); }
+  void stop() { ending_.store(Ending::Stop, std::memory_order_relaxed); }
+  bool cancelled() const { return ending_.load(std::memory_order_relaxed) != Ending::None; }
 
 private:
   friend class ContinuousBatch;
@@ -76,7 +78,10 @@ private:
   std::unique_ptr<int32_t[]> ids_;                // [maxNew]
   std::unique_ptr<float[]> chosenLogprobs_;       // [maxNew] when logprobs
   std::unique_ptr<TokenLogprob[]> alternatives_;  // [maxNew, topLogprobs]
-  std::atomic<bool> cancelled_{false};
+  enum class Ending : uint8_t { None, Cancel, Stop };
+  std::atomic<Ending> ending_{Ending::None};
+  // How the loop ends a request its owner cancelled or stopped, counting it in `metrics`.
+  void endByOwner(ServingMetrics &metrics);
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;

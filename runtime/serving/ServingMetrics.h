@@ -30,8 +30,8 @@ private:
 struct ServingMetrics {
   std::atomic<uint64_t> requestsQueued{0};    // accepted into the queue
   std::atomic<uint64_t> requestsRejected{0};  // refused: queue full
-  std::atomic<uint64_t> requestsFinished{0};  // ended by length or stop id
-  std::atomic<uint64_t> requestsCancelled{0}; // ended by their owner
+  std::atomic<uint64_t> requestsFinished{0};  // ended by length, stop id or stop string
+  std::atomic<uint64_t> requestsCancelled{0}; // cancelled by their owner (a client that left)
   std::atomic<uint64_t> requestsFailed{0};    // ended by a failing step
   std::atomic<uint64_t> promptTokens{0};      // prompt ids fed
   std::atomic<uint64_t> generatedTokens{0};   // ids generated

@@ -1,5 +1,9 @@
 #include "runtime/tokenizer/ChatTemplate.h"
 
+#include "runtime/tokenizer/PlanTokenizer.h"
+
+#include <algorithm>
+
 namespace hetc {
 
 namespace {
@@ -211,6 +215,57 @@ std::string ChatTemplate::render(const std::vector<ChatMessage> &messages,
 std::string ChatTemplate::turnDelta(bool firstTurn, const std::string &system,
                                     const std::string &user, bool replyEndedWithEndOfTurn) const {
   return (firstTurn ? "" : replyClose(replyEndedWithEndOfTurn)) + userTurn(system, user, firstTurn);
+}
+
+namespace {
+
+// The first characters of a template, on one line, for a message.
+std::string templateExcerpt(const std::string &jinja) {
+  std::string excerpt;
+  for (char c : jinja.substr(0, 60))
+    excerpt += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return excerpt + (jinja.size() > 60 ? "..." : "");
+}
+
+// A special token written as text, as Jinja's bos_token and eos_token; empty for -1 or an id
+// the tokenizer cannot decode.
+std::string tokenText(const Tokenizer &tokenizer, int32_t id) {
+  if (id < 0)
+    return "";
+  Result<std::string> text = tokenizer.decode({id}, false);
+  return text ? *text : std::string();
+}
+
+} // namespace
+
+Result<ChatTemplate> chatTemplateFor(const PlanTokenizer &tokenizer, const std::string &name,
+                                     const std::string &planName) {
+  ChatFamily family{};
+  if (!name.empty()) {
+    if (!ChatTemplate::fromName(name, family))
+      return Status::error("--template '" + name + "': expected " + ChatTemplate::names());
+  } else if (tokenizer.chatTemplate.empty()) {
+    return Status::error(planName +
+                         " packs no chat template (tokenizer_config.json's chat_template): give "
+                         "--template " +
+                         ChatTemplate::names());
+  } else if (!ChatTemplate::recognise(tokenizer.chatTemplate, family)) {
+    return Status::error(planName + "'s chat template is not one of the built-in ones (it begins '" +
+                         templateExcerpt(tokenizer.chatTemplate) + "'): give --template " +
+                         ChatTemplate::names());
+  }
+  return ChatTemplate(family, tokenText(*tokenizer.tokenizer, tokenizer.bosId),
+                      tokenText(*tokenizer.tokenizer,
+                                tokenizer.eosIds.empty() ? -1 : tokenizer.eosIds[0]),
+                      tokenizer.chatTemplate);
+}
+
+std::vector<int32_t> replyStopIds(const PlanTokenizer &tokenizer, const ChatTemplate &chat) {
+  std::vector<int32_t> stopIds = tokenizer.eosIds;
+  const int32_t endOfTurn = tokenizer.tokenizer->tokenId(chat.endOfTurn());
+  if (endOfTurn >= 0 && std::find(stopIds.begin(), stopIds.end(), endOfTurn) == stopIds.end())
+    stopIds.push_back(endOfTurn);
+  return stopIds;
 }
 
 } // namespace hetc

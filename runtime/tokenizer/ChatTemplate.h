@@ -7,6 +7,9 @@
 // its KV cache between turns and feeds only that addition (turnDelta).
 #pragma once
 
+#include "runtime/format/Status.h"
+
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,5 +73,15 @@ private:
   std::string endOfTurn_;
   std::string defaultSystem_; // ChatML: the system message the template writes when none is given
 };
+
+struct PlanTokenizer;
+
+// The chat template of a plan's tokenizer: the family `name` names (--template) when not empty,
+// else the one recognised from the plan's chat_template. Failures are one message naming
+// `planName` and --template.
+Result<ChatTemplate> chatTemplateFor(const PlanTokenizer &tokenizer, const std::string &name,
+                                     const std::string &planName);
+// The ids a reply ends at: the tokenizer's end-of-sequence ids and the template's end of turn.
+std::vector<int32_t> replyStopIds(const PlanTokenizer &tokenizer, const ChatTemplate &chat);
 
 } // namespace hetc

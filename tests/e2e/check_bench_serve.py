@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import CheckFailed, check_hetc_binary, describe, indent, main_wrapper, run  # noqa: E402
-from serve_common import Server, plan_with_chat_template  # noqa: E402
+from serve_common import Server, tiny_chat_plan  # noqa: E402
 
 MAX_TOKENS = 5
 PROMPT_TOKENS = 6
@@ -149,12 +149,13 @@ def check_refusals(a, single_slot_plan):
 
 
 def check_server_dies(a, plan):
-    with Server(a.hetc, plan) as server:
-        cmd = [a.hetc, "bench-serve", "--url", server.url, "--concurrency", "2", "--requests",
-               "100000", "--prompt-tokens", PROMPT_TOKENS, "--max-tokens", "64"]
-        print(f"$ {describe(cmd)}", flush=True)
-        bench = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+    server = Server(a.hetc, plan)
+    cmd = [a.hetc, "bench-serve", "--url", f"http://{server.host}:{server.port}", "--concurrency",
+           "2", "--requests", "100000", "--prompt-tokens", PROMPT_TOKENS, "--max-tokens", "64"]
+    cmd = [str(c) for c in cmd]
+    print(f"$ {describe(cmd)}", flush=True)
+    bench = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
         # The header is printed once the server answered /v1/models; the requests follow.
         header = ""
         while "conc" not in header:
@@ -164,14 +165,19 @@ def check_server_dies(a, plan):
             header += line
         time.sleep(0.5)
         if bench.poll() is not None:
-            raise CheckFailed(f"hetc bench-serve ended before the server was killed: exit "
+            raise CheckFailed(f"hetc bench-serve ended before its server was killed: exit "
                               f"{bench.returncode}\n{bench.stderr.read()}")
-        server.kill()
+        server.proc.kill()
+        server.proc.wait()
         try:
             out, err = bench.communicate(timeout=120)
         except subprocess.TimeoutExpired:
-            bench.kill()
             raise CheckFailed("hetc bench-serve did not end within 120 s of its server dying")
+    finally:
+        for proc in (bench, server.proc):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
     expect_one_error_line(subprocess.CompletedProcess(cmd, bench.returncode, out, err),
                           "stopped answering", "a server killed mid-run")
 
@@ -196,10 +202,10 @@ def check_bad_input(a, plan):
 def check(a):
     check_hetc_binary(a.hetc)
     os.makedirs(a.workdir, exist_ok=True)
-    plan = plan_with_chat_template(a.hetc, a.workdir, max_batch=2)
+    plan = tiny_chat_plan(a.hetc, a.workdir, max_batch=2)
     check_bad_input(a, plan)
     check_sweep(a, plan)
-    check_refusals(a, plan_with_chat_template(a.hetc, a.workdir, max_batch=1))
+    check_refusals(a, tiny_chat_plan(a.hetc, a.workdir, max_batch=1))
     check_server_dies(a, plan)
     print("OK: hetc bench-serve")
 

@@ -15,13 +15,14 @@ runs `npm ci` in tests/e2e/serve.
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import CheckFailed, check_hetc_binary, main_wrapper, run  # noqa: E402
-from serve_common import Server, plan_with_chat_template  # noqa: E402
+from serve_common import Server, tiny_chat_plan  # noqa: E402
 
 SKIP = 77
 SERVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serve")
@@ -32,14 +33,20 @@ MAX_TOKENS = 8
 def check(a, node):
     check_hetc_binary(a.hetc)
     os.makedirs(a.workdir, exist_ok=True)
-    plan = plan_with_chat_template(a.hetc, a.workdir)
-    with Server(a.hetc, plan) as server:
-        proc = run([node, CLIENT, "--base-url", server.url + "/v1", "--model", server.model,
-                    "--max-tokens", str(MAX_TOKENS)], "the openai client", expect_success=False)
+    plan = tiny_chat_plan(a.hetc, a.workdir, max_batch=2)
+    server = Server(a.hetc, plan)
+    try:
+        models = json.loads(server.request("GET", "/v1/models")[2])
+        model = models["data"][0]["id"]
+        proc = run([node, CLIENT, "--base-url", f"http://{server.host}:{server.port}/v1", "--model",
+                    model, "--max-tokens", str(MAX_TOKENS)], "the openai client",
+                   expect_success=False)
         print(proc.stdout.rstrip(), flush=True)
         if proc.returncode != 0:
             raise CheckFailed(f"the openai client against hetc serve: exit code {proc.returncode}\n"
-                              f"{proc.stderr.rstrip()}\n  hetc serve's stderr:\n{server.stderr()}")
+                              f"{proc.stderr.rstrip()}\n  hetc serve's stderr:\n"
+                              + "".join(server.stderr_lines[-20:]))
+    finally:
         server.stop()
     print("OK: the openai client's checks pass against hetc serve")
 

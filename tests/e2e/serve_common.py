@@ -1,87 +1,155 @@
-"""`hetc serve PLAN --port 0` for the serving checks: started, its listening line read, stopped."""
+"""Starting and talking to `hetc serve` from the end-to-end checks (standard library only)."""
 
+import http.client
+import json
 import os
 import re
 import signal
 import subprocess
 import threading
+import time
 
-from e2e_common import CheckFailed, describe, indent
+from e2e_common import CheckFailed, describe
 
-LISTENING = re.compile(r"^hetc serve: listening on (http://\S+) \(model (.+), (\d+) slots, queue (\d+)\)")
+LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+)")
 
 
 class Server:
-    """A running hetc serve; `url`, `model`, `slots`, `queue` from its listening line."""
+    """`hetc serve PLAN --port 0 ARGS...`, started and stopped (SIGTERM, exit 0 expected)."""
 
-    def __init__(self, hetc, plan, *options, timeout=300):
-        self.cmd = [str(hetc), "serve", str(plan), "--port", "0", *map(str, options)]
-        print(f"$ {describe(self.cmd)} &", flush=True)
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, errors="replace")
-        self.lines = []
-        self.listening = threading.Event()
-        self.match = None
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        if not self.listening.wait(timeout) or self.match is None:
-            running = self.proc.poll() is None
-            self.kill()
-            why = (f"printed no listening line within {timeout} s" if running else
-                   f"exited with code {self.proc.returncode} before listening")
-            raise CheckFailed(f"hetc serve {why}\n  command: {describe(self.cmd)}\n  stderr:\n{indent(self.stderr())}")
-        self.url = self.match.group(1)
-        self.model = self.match.group(2)
-        self.slots = int(self.match.group(3))
-        self.queue = int(self.match.group(4))
-        print(f"hetc serve: {self.url}, model {self.model}, {self.slots} slots, queue {self.queue}",
-              flush=True)
+    def __init__(self, hetc, plan, *args):
+        cmd = [hetc, "serve", plan, "--port", "0", *map(str, args)]
+        print(f"$ {describe(cmd)} &", flush=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True, errors="replace")
+        self.stderr_lines = []
+        deadline = time.time() + 120
+        while True:
+            line = self.proc.stderr.readline()
+            if not line:
+                raise CheckFailed(f"hetc serve exited before listening (code {self.proc.wait()}):\n"
+                                  + "".join(self.stderr_lines))
+            self.stderr_lines.append(line)
+            found = LISTENING.search(line)
+            if found:
+                self.host, self.port = found.group(1), int(found.group(2))
+                break
+            if time.time() > deadline:
+                raise CheckFailed("hetc serve did not say it was listening within 120 s")
+        # Keep draining stderr so the server never blocks on a full pipe.
+        self._drain = threading.Thread(target=self._read_stderr, daemon=True)
+        self._drain.start()
+        print(f"  {line.strip()}", flush=True)
 
-    def _read(self):
+    def _read_stderr(self):
         for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-            if self.match is None:
-                self.match = LISTENING.match(line)
-                if self.match:
-                    self.listening.set()
-        self.listening.set()
+            self.stderr_lines.append(line)
 
-    def stderr(self):
-        return "\n".join(self.lines)
+    def connection(self, timeout=120):
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
-    def stop(self, timeout=60):
-        """SIGTERM; the server must exit with code 0 within `timeout` seconds."""
-        if self.proc.poll() is not None:
-            raise CheckFailed(f"hetc serve had already exited with code {self.proc.returncode}\n"
-                              f"  stderr:\n{indent(self.stderr())}")
-        self.proc.send_signal(signal.SIGTERM)
+    def request(self, method, path, body=None, timeout=120):
+        """Returns (status, headers, body bytes)."""
+        conn = self.connection(timeout)
         try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise CheckFailed(f"hetc serve did not stop within {timeout} s of SIGTERM\n"
-                              f"  stderr:\n{indent(self.stderr())}")
-        self.reader.join(10)
-        if code != 0:
-            raise CheckFailed(f"hetc serve exited with code {code} on SIGTERM, expected 0\n"
-                              f"  stderr:\n{indent(self.stderr())}")
-        print("hetc serve stopped on SIGTERM with exit code 0", flush=True)
+            data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
+            conn.request(method, path, body=data,
+                         headers={"Content-Type": "application/json"} if data else {})
+            resp = conn.getresponse()
+            return resp.status, dict(resp.getheaders()), resp.read()
+        finally:
+            conn.close()
 
-    def kill(self):
+    def post_json(self, path, body, expect=200):
+        status, headers, data = self.request("POST", path, body)
+        if status != expect:
+            raise CheckFailed(f"POST {path} {json.dumps(body)[:200]}: HTTP {status}, expected "
+                              f"{expect}: {data[:500]!r}")
+        return json.loads(data)
+
+    def stream(self, path, body):
+        """A streamed request: the parsed `data:` events up to [DONE] (exclusive) and whether
+        [DONE] came."""
+        conn = self.connection()
+        try:
+            conn.request("POST", path, body=json.dumps(dict(body, stream=True)),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise CheckFailed(f"stream {path}: HTTP {resp.status}: {resp.read()[:500]!r}")
+            if not resp.getheader("Content-Type", "").startswith("text/event-stream"):
+                raise CheckFailed(f"stream {path}: Content-Type {resp.getheader('Content-Type')}")
+            return parse_events(resp.read().decode())
+        finally:
+            conn.close()
+
+    def metrics(self):
+        status, _, data = self.request("GET", "/metrics")
+        if status != 200:
+            raise CheckFailed(f"GET /metrics: HTTP {status}")
+        values = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name] = float(value)
+        return values
+
+    def rss_kib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise CheckFailed("no VmRSS for the server")
+
+    def stop(self):
         if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait()
-        self.reader.join(10)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.kill()
-        return False
+            raise CheckFailed("hetc serve did not stop within 60 s of SIGTERM")
+        self._drain.join(timeout=5)
+        if code != 0:
+            raise CheckFailed(f"hetc serve exited {code} after SIGTERM:\n"
+                              + "".join(self.stderr_lines[-20:]))
+        print("  hetc serve stopped (exit 0)", flush=True)
 
 
-def plan_with_chat_template(hetc, workdir, max_batch=2):
+def parse_events(text):
+    """Server-sent events: (list of parsed data objects, whether [DONE] ended them)."""
+    events, done = [], False
+    for block in text.split("\n\n"):
+        data = [line[5:].lstrip() for line in block.split("\n") if line.startswith("data:")]
+        if not data:
+            continue  # a comment (": waiting") or an empty block
+        payload = "\n".join(data)
+        if payload == "[DONE]":
+            done = True
+            continue
+        if done:
+            raise CheckFailed(f"an event after [DONE]: {payload[:200]}")
+        events.append(json.loads(payload))
+    return events, done
+
+
+def stream_text(events, chat):
+    """The text of a streamed choice 0 and its finish_reason."""
+    text, finish = "", None
+    for event in events:
+        if "error" in event:
+            raise CheckFailed(f"error event: {event}")
+        for choice in event.get("choices", []):
+            if chat:
+                text += choice["delta"].get("content") or ""
+            else:
+                text += choice["text"]
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    return text, finish
+
+
+def tiny_chat_plan(hetc, workdir, max_batch):
     """The tiny preset (exported into workdir/tiny once) with check_chat.py's byte-level tokenizer
     and Qwen2's ChatML template, compiled with `max_batch` slots (float32 weights, max-seq 256);
     returns the plan's path."""

@@ -182,10 +182,24 @@ TEST(ContinuousBatchTest, CancelledRequestsFreeTheirSlots) {
   EXPECT_EQ(idsOf(*hog).size(), 3u);
   EXPECT_EQ(skipped->end(), ServedRequest::End::Cancelled);
   EXPECT_TRUE(idsOf(*skipped).empty());
+  // stop(): the owner found its end (a stop string); it counts as finished, not cancelled.
+  while (next->wait(0, 0ms) < 1)
+    ASSERT_TRUE(batch.runStep());
+  next->stop();
+  EXPECT_FALSE(batch.runStep()); // frees the slot; nothing else waits, so no step runs
+  EXPECT_EQ(next->end(), ServedRequest::End::Stopped);
+  const std::vector<int32_t> nextIds = idsOf(*next);
+  const std::vector<int32_t> nextAlone = runAlone(loaded, next->generation().prompt, 4).tokens;
+  ASSERT_GE(nextIds.size(), 1u);
+  ASSERT_LT(nextIds.size(), 4u);
+  EXPECT_TRUE(std::equal(nextIds.begin(), nextIds.end(), nextAlone.begin()));
+  EXPECT_EQ(batch.metrics().requestsFinished.load(), 1u);
+  auto last = requestOf(promptOf(6, 3, vocab), 4);
+  ASSERT_EQ(batch.submit(last), ContinuousBatch::Admission::Queued);
   while (batch.runStep()) {
   }
-  EXPECT_EQ(next->end(), ServedRequest::End::Length);
-  EXPECT_EQ(idsOf(*next), runAlone(loaded, next->generation().prompt, 4).tokens);
+  EXPECT_EQ(last->end(), ServedRequest::End::Length);
+  EXPECT_EQ(idsOf(*last), runAlone(loaded, last->generation().prompt, 4).tokens);
   EXPECT_EQ(batch.metrics().requestsCancelled.load(), 2u);
 }
 

@@ -25,41 +25,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
 
-// The first characters of a template, on one line, for a message.
-std::string templateExcerpt(const std::string &jinja) {
-  std::string excerpt;
-  for (char c : jinja.substr(0, 60))
-    excerpt += c == '\n' ? std::string("\\n") : std::string(1, c);
-  return excerpt + (jinja.size() > 60 ? "..." : "");
-}
-
-ChatFamily chooseFamily(const ChatArguments &args, const PlanTokenizer &tokenizer) {
-  ChatFamily family{};
-  if (!args.templateName.empty()) {
-    if (!ChatTemplate::fromName(args.templateName, family))
-      fail("--template '" + args.templateName + "': expected " + ChatTemplate::names());
-    return family;
-  }
-  if (tokenizer.chatTemplate.empty())
-    fail(args.planPath +
-         " packs no chat template (tokenizer_config.json's chat_template): give --template " +
-         ChatTemplate::names());
-  if (!ChatTemplate::recognise(tokenizer.chatTemplate, family))
-    fail(args.planPath + "'s chat template is not one of the built-in ones (it begins '" +
-         templateExcerpt(tokenizer.chatTemplate) + "'): give --template " + ChatTemplate::names());
-  return family;
-}
-
-// A special token written as text, as Jinja's bos_token and eos_token; empty for -1.
-std::string tokenText(const Tokenizer &tokenizer, int32_t id) {
-  if (id < 0)
-    return "";
-  Result<std::string> text = tokenizer.decode({id}, false);
-  if (!text)
-    fail(text.message());
-  return *text;
-}
-
 } // namespace
 
 void addChatOptions(CLI::App &command, ChatArguments &args) {
@@ -93,19 +58,17 @@ int chatCommand(ChatArguments &args) {
     fail(args.planPath + " packs no tokenizer, which chat needs (compile with --tokenizer, or put "
                          "tokenizer.json beside the model)");
   const PlanTokenizer &tokenizer = **packed;
-  const ChatFamily family = chooseFamily(args, tokenizer);
-  const ChatTemplate chat(
-      family, tokenText(*tokenizer.tokenizer, tokenizer.bosId),
-      tokenText(*tokenizer.tokenizer, tokenizer.eosIds.empty() ? -1 : tokenizer.eosIds[0]),
-      tokenizer.chatTemplate);
+  Result<ChatTemplate> chosen = chatTemplateFor(tokenizer, args.templateName, args.planPath);
+  if (!chosen)
+    fail(chosen.message());
+  const ChatTemplate &chat = *chosen;
+  const ChatFamily family = chat.family();
   if (!args.system.empty() && !chat.supportsSystem())
     fail(std::string("--system: the ") + ChatTemplate::name(family) +
          " template has no system message");
   // A reply ends at the template's end of turn or at an end of sequence.
-  std::vector<int32_t> stopIds = tokenizer.eosIds;
+  const std::vector<int32_t> stopIds = replyStopIds(tokenizer, chat);
   const int32_t endOfTurn = tokenizer.tokenizer->tokenId(chat.endOfTurn());
-  if (endOfTurn >= 0 && std::find(stopIds.begin(), stopIds.end(), endOfTurn) == stopIds.end())
-    stopIds.push_back(endOfTurn);
   if (args.verbose)
     std::fprintf(stderr, "hetc: chat template %s, end of turn '%s'\n", ChatTemplate::name(family),
                  chat.endOfTurn().c_str());

@@ -11,6 +11,7 @@
 #include "BenchCommand.h"
 #include "BenchServeCommand.h"
 #include "ChatCommand.h"
+#include "ServeCommand.h"
 #include "SamplingOptions.h"
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Plan.h"
@@ -778,6 +779,10 @@ int runTool(int argc, char **argv) {
   CLI::App *chat = app.add_subcommand(
       "chat", "A conversation on one sequence: user messages from stdin, one a line");
   hetc::tool::addChatOptions(*chat, chatArgs);
+  hetc::tool::ServeArguments serveArgs;
+  CLI::App *serve = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP: completions and chat, streamed, with continuous batching");
+  hetc::tool::addServeOptions(*serve, serveArgs);
 
   hetc::tool::BenchArguments benchArgs;
   CLI::App *bench = app.add_subcommand(
@@ -812,13 +817,13 @@ int runTool(int argc, char **argv) {
          "run and inspect plans");
 #endif
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
-      command != "chat" &&
+      command != "chat" && command != "serve" &&
       command != "inspect" && command != "bench" && command != "session" && command != "plan" &&
       command != "targets" && command != "calibrate" && command != "tokenize" &&
       command != "bench-serve")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, chat, tokenize, bench, bench-serve, inspect, session, plan, "
-         "targets or calibrate)");
+         "' (expected compile, run, chat, serve, tokenize, bench, bench-serve, inspect, session, "
+         "plan, targets or calibrate)");
 
   if (command == "session" && argc == 2)
     fail("session: expected a subcommand: show FILE");
@@ -842,6 +847,8 @@ int runTool(int argc, char **argv) {
   }
   if (chat->parsed())
     return hetc::tool::chatCommand(chatArgs);
+  if (serve->parsed())
+    return hetc::tool::serveCommand(serveArgs);
   if (bench->parsed())
     return hetc::tool::benchCommand(benchArgs);
   if (benchServe->parsed())

@@ -1,0 +1,554 @@
+#include "runtime/server/HttpServer.h"
+
+#include "runtime/sampling/StopStrings.h"
+#include "runtime/tokenizer/Tokenizer.h"
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+namespace hetc::server {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// How long a connection waits for ids before it writes a keep-alive (and so learns whether its
+// client is still there).
+constexpr std::chrono::milliseconds kKeepAliveEvery = 1000ms;
+
+std::atomic<uint64_t> nextResponseId{1};
+
+std::string responseId(const char *prefix) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%s%08llx%08llx", prefix,
+                static_cast<unsigned long long>(std::time(nullptr)),
+                static_cast<unsigned long long>(nextResponseId.fetch_add(1)));
+  return text;
+}
+
+void sendError(httplib::Response &res, const ApiError &error) {
+  res.status = error.status;
+  res.set_content(error.json(), "application/json");
+}
+
+// A token's text as logprobs show it (invalid UTF-8 as U+FFFD) and its bytes.
+std::string tokenText(const Tokenizer &tokenizer, int32_t id) {
+  std::string text;
+  appendValidUtf8(tokenizer.pieceBytes(id), text, false);
+  return text;
+}
+
+json tokenBytes(const Tokenizer &tokenizer, int32_t id) {
+  json bytes = json::array();
+  for (unsigned char c : tokenizer.pieceBytes(id))
+    bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+// One choice of a response: a served request, its text as it is decoded and cut at stop strings.
+struct Choice {
+  std::shared_ptr<ServedRequest> request;
+  DecodeStream decoder;
+  StopStrings stops;
+  size_t seen = 0;             // ids read from the request
+  size_t used = 0;             // ids that made the text (those after a stop string do not)
+  std::string text;            // decoded and not yet sent (all of it for a plain response)
+  json logprobs = json::array(); // per id not yet sent: completions' or chat's entries
+  size_t textOffset = 0;       // completions' text_offset of the next id
+  bool stoppedByString = false;
+  bool ended = false;          // its request ended and every id was taken
+  bool started = false;        // chat stream: the role chunk was sent
+  bool finishSent = false;
+  std::string finishReason;
+  std::string failure;
+
+  Choice(std::shared_ptr<ServedRequest> r, const Tokenizer &tokenizer,
+         std::vector<std::string> stopStrings)
+      : request(std::move(r)), decoder(tokenizer), stops(std::move(stopStrings)) {}
+};
+
+// The exchange of one completion request, on its connection's thread.
+class Exchange {
+public:
+  Exchange(const ParsedRequest &parsed, const ServedModel &model,
+           std::vector<std::shared_ptr<ServedRequest>> requests)
+      : parsed_(parsed), model_(model), tokenizer_(*model.tokenizer->tokenizer),
+        id_(responseId(parsed.endpoint == Endpoint::ChatCompletions ? "chatcmpl-" : "cmpl-")),
+        created_(std::time(nullptr)) {
+    for (auto &request : requests)
+      choices_.emplace_back(std::move(request), tokenizer_, parsed.stop);
+    for (const auto &prompt : parsed.prompts)
+      promptTokens_ += prompt.size();
+  }
+
+  bool chat() const { return parsed_.endpoint == Endpoint::ChatCompletions; }
+  bool ended() const {
+    for (const Choice &choice : choices_)
+      if (!choice.ended)
+        return false;
+    return true;
+  }
+
+  // Takes the ids published since the last call, waiting up to `timeout` for some; false when
+  // none came and nothing ended.
+  bool advance(std::chrono::milliseconds timeout) {
+    bool progressed = take();
+    if (!progressed && !ended()) {
+      for (Choice &choice : choices_)
+        if (!choice.ended) {
+          choice.request->wait(choice.seen, timeout);
+          break;
+        }
+      progressed = take();
+    }
+    return progressed;
+  }
+
+  // Every request that has not ended ends now: the client left, or the server stops.
+  void cancel() {
+    for (Choice &choice : choices_)
+      choice.request->cancel();
+  }
+
+  // The server-sent events for what advance() took: text, logprobs, and each choice's finish;
+  // at the end the usage (when asked) and [DONE].
+  std::string streamEvents() {
+    std::string out;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      Choice &choice = choices_[i];
+      if (!choice.failure.empty()) {
+        ApiError error;
+        error.status = 500;
+        error.type = "server_error";
+        error.message = choice.failure;
+        out += "data: " + error.json() + "\n\n";
+        choice.failure.clear();
+        continue;
+      }
+      const bool finishing = choice.ended && !choice.finishSent;
+      if (chat() && !choice.started) {
+        json delta = {{"role", "assistant"}, {"content", ""}};
+        out += event(chunk(i, delta, json(), json()));
+        choice.started = true;
+      }
+      if (choice.text.empty() && choice.logprobs.empty() && !finishing)
+        continue;
+      json logprobs = logprobsJson(choice);
+      if (chat()) {
+        json delta = choice.text.empty() && finishing ? json::object()
+                                                      : json{{"content", choice.text}};
+        out += event(chunk(i, delta, logprobs, finishing ? json(choice.finishReason) : json()));
+      } else {
+        out += event(chunk(i, choice.text, logprobs,
+                           finishing ? json(choice.finishReason) : json()));
+      }
+      choice.text.clear();
+      choice.logprobs = json::array();
+      choice.finishSent = choice.finishSent || finishing;
+    }
+    if (ended() && !doneSent_) {
+      if (parsed_.includeUsage) {
+        json last = base("chunk");
+        last["choices"] = json::array();
+        last["usage"] = usage();
+        out += event(last);
+      }
+      out += "data: [DONE]\n\n";
+      doneSent_ = true;
+    }
+    return out;
+  }
+
+  // The whole response, once ended(): a completion, or the error of a failed step.
+  std::pair<int, std::string> body() const {
+    json choices = json::array();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      const Choice &choice = choices_[i];
+      if (!choice.failure.empty()) {
+        ApiError error;
+        error.status = 500;
+        error.type = "server_error";
+        error.message = choice.failure;
+        return {500, error.json()};
+      }
+      json entry = {{"index", i}, {"logprobs", logprobsJson(choice)},
+                    {"finish_reason", choice.finishReason}};
+      if (chat())
+        entry["message"] = {{"role", "assistant"}, {"content", choice.text}};
+      else
+        entry["text"] = choice.text;
+      choices.push_back(entry);
+    }
+    json response = base("");
+    response["choices"] = choices;
+    response["usage"] = usage();
+    return {200, response.dump()};
+  }
+
+private:
+  bool take() {
+    bool progressed = false;
+    for (Choice &choice : choices_) {
+      if (choice.ended)
+        continue;
+      // The end first: the count read after it is final when the request has ended.
+      const ServedRequest::End end = choice.request->end();
+      const size_t count = choice.request->wait(choice.seen, 0ms);
+      for (; choice.seen < count; ++choice.seen)
+        takeId(choice, choice.seen);
+      progressed = progressed || count > 0;
+      if (end != ServedRequest::End::Running) {
+        finish(choice, end);
+        progressed = true;
+      }
+    }
+    generated_ = 0;
+    for (const Choice &choice : choices_)
+      generated_ += choice.used;
+    return progressed;
+  }
+
+  void takeId(Choice &choice, size_t k) {
+    if (choice.stoppedByString)
+      return; // ids the loop made before it saw the stop
+    ++choice.used;
+    const int32_t id = choice.request->id(k);
+    piece_.clear();
+    choice.decoder.push(id, piece_);
+    const size_t before = choice.text.size();
+    if (choice.stops.push(piece_, choice.text)) {
+      choice.stoppedByString = true;
+      choice.request->stop();
+    }
+    if (choice.request->logprobs())
+      choice.logprobs.push_back(logprobEntry(choice, k, id));
+    choice.textOffset += choice.text.size() - before;
+  }
+
+  void finish(Choice &choice, ServedRequest::End end) {
+    if (!choice.stoppedByString) {
+      piece_.clear();
+      choice.decoder.finish(piece_);
+      if (choice.stops.push(piece_, choice.text))
+        choice.stoppedByString = true;
+      else
+        choice.stops.finish(choice.text);
+    }
+    choice.ended = true;
+    if (choice.stoppedByString || end == ServedRequest::End::StopId)
+      choice.finishReason = "stop";
+    else if (end == ServedRequest::End::Length)
+      choice.finishReason = "length";
+    else if (end == ServedRequest::End::Failed)
+      choice.failure = "generation failed: " + choice.request->failure();
+    else
+      choice.finishReason = "cancelled"; // the server is stopping
+  }
+
+  json logprobEntry(const Choice &choice, size_t k, int32_t id) {
+    const ServedRequest &request = *choice.request;
+    if (chat()) {
+      json top = json::array();
+      for (uint32_t j = 0; j < request.topLogprobs(); ++j) {
+        const TokenLogprob &alternative = request.alternatives(k)[j];
+        top.push_back({{"token", tokenText(tokenizer_, alternative.id)},
+                       {"logprob", alternative.logprob},
+                       {"bytes", tokenBytes(tokenizer_, alternative.id)}});
+      }
+      return {{"token", tokenText(tokenizer_, id)},
+              {"logprob", request.logprob(k)},
+              {"bytes", tokenBytes(tokenizer_, id)},
+              {"top_logprobs", top}};
+    }
+    json top = json::object();
+    for (uint32_t j = 0; j < request.topLogprobs(); ++j) {
+      const TokenLogprob &alternative = request.alternatives(k)[j];
+      top[tokenText(tokenizer_, alternative.id)] = alternative.logprob;
+    }
+    return {{"token", tokenText(tokenizer_, id)},
+            {"logprob", request.logprob(k)},
+            {"top", top},
+            {"offset", choice.textOffset}};
+  }
+
+  // The entries not yet sent, in the endpoint's form; null when logprobs were not asked for.
+  json logprobsJson(const Choice &choice) const {
+    if (!choice.request->logprobs())
+      return json();
+    if (chat())
+      return {{"content", choice.logprobs}};
+    json tokens = json::array(), logprobs = json::array(), top = json::array(),
+         offsets = json::array();
+    for (const json &entry : choice.logprobs) {
+      tokens.push_back(entry["token"]);
+      logprobs.push_back(entry["logprob"]);
+      top.push_back(entry["top"]);
+      offsets.push_back(entry["offset"]);
+    }
+    return {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", top},
+            {"text_offset", offsets}};
+  }
+
+  json base(const char *kind) const {
+    const bool isChunk = kind[0] != '\0';
+    return {{"id", id_},
+            {"object", chat() ? (isChunk ? "chat.completion.chunk" : "chat.completion")
+                              : "text_completion"},
+            {"created", created_},
+            {"model", model_.name}};
+  }
+
+  json chunk(size_t index, json content, json logprobs, json finishReason) const {
+    json response = base("chunk");
+    json entry = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", finishReason}};
+    entry[chat() ? "delta" : "text"] = std::move(content);
+    response["choices"] = json::array({entry});
+    if (parsed_.includeUsage)
+      response["usage"] = json();
+    return response;
+  }
+
+  static std::string event(const json &data) { return "data: " + data.dump() + "\n\n"; }
+
+  json usage() const {
+    return {{"prompt_tokens", promptTokens_},
+            {"completion_tokens", generated_},
+            {"total_tokens", promptTokens_ + generated_}};
+  }
+
+  const ParsedRequest &parsed_;
+  const ServedModel &model_;
+  const Tokenizer &tokenizer_;
+  std::string id_;
+  std::time_t created_;
+  std::vector<Choice> choices_;
+  size_t promptTokens_ = 0;
+  size_t generated_ = 0;
+  bool doneSent_ = false;
+  std::string piece_;
+};
+
+// What a connection keeps alive while its response is written: the parsed request and the
+// exchange that reads from it.
+struct Pending {
+  ParsedRequest parsed;
+  std::unique_ptr<Exchange> exchange;
+};
+
+} // namespace
+
+HttpServer::HttpServer(Engine &engine, const PlanTokenizer &tokenizer, ServerOptions options,
+                       const std::string &planName)
+    : engine_(engine), tokenizer_(tokenizer), options_(std::move(options)),
+      batch_(engine, options_.maxQueue ? options_.maxQueue : 4 * size_t{engine.maxBatch()}),
+      http_(std::make_unique<httplib::Server>()) {
+  model_.name = options_.modelName;
+  model_.tokenizer = &tokenizer_;
+  model_.vocab = engine.vocab();
+  model_.maxSeq = engine.maxSeq();
+  model_.maxChoices = engine.maxBatch();
+  Result<ChatTemplate> chat = chatTemplateFor(tokenizer_, options_.templateName, planName);
+  if (chat) {
+    chat_.emplace(std::move(*chat));
+    model_.chat = &*chat_;
+  } else {
+    model_.chat = nullptr;
+    model_.chatRefusal = "chat completions are not served: " + chat.message() +
+                         " to hetc serve";
+  }
+  routes();
+}
+
+HttpServer::~HttpServer() {
+  stop();
+  if (loop_.joinable())
+    loop_.join();
+}
+
+void HttpServer::routes() {
+  httplib::Server &http = *http_;
+  // A connection for every slot and queue place, and a few for health, metrics and refusals.
+  const size_t threads = batch_.slots() + batch_.maxQueue() + 4;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_payload_max_length(options_.maxBodyBytes);
+  http.set_keep_alive_timeout(2);
+
+  http.set_exception_handler([](const httplib::Request &, httplib::Response &res,
+                                std::exception_ptr error) {
+    ApiError api;
+    api.status = 500;
+    api.type = "server_error";
+    api.message = "internal error";
+    try {
+      if (error)
+        std::rethrow_exception(error);
+    } catch (const std::exception &e) {
+      api.message = std::string("internal error: ") + e.what();
+    } catch (...) {
+    }
+    sendError(res, api);
+  });
+  // Statuses httplib sets itself (no route, a body over the limit) get OpenAI's error object.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request &req,
+                                                                     httplib::Response &res) {
+    if (!res.body.empty())
+      return httplib::Server::HandlerResponse::Unhandled;
+    ApiError error;
+    error.status = res.status;
+    if (res.status == 404) {
+      error.message = "no route " + req.method + " " + req.path;
+      error.code = "not_found";
+    } else if (res.status == 413) {
+      error.message = "the body is larger than " + std::to_string(options_.maxBodyBytes) + " bytes";
+    } else {
+      error.message = "HTTP " + std::to_string(res.status);
+    }
+    sendError(res, error);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+
+  http.Get("/health", [this](const httplib::Request &, httplib::Response &res) {
+    const ServingMetrics &metrics = batch_.metrics();
+    json health = {{"status", "ok"},
+                   {"model", model_.name},
+                   {"slots", batch_.slots()},
+                   {"active_slots", metrics.activeSlots.load()},
+                   {"queue_depth", metrics.queueDepth.load()},
+                   {"queue_capacity", batch_.maxQueue()}};
+    res.set_content(health.dump(), "application/json");
+  });
+  http.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) {
+    res.set_content(batch_.metrics().prometheus(batch_.slots(), batch_.maxQueue()),
+                    "text/plain; version=0.0.4");
+  });
+  http.Get("/v1/models", [this](const httplib::Request &, httplib::Response &res) {
+    json model = {{"id", model_.name},
+                  {"object", "model"},
+                  {"created", 0},
+                  {"owned_by", "hetc"},
+                  {"max_model_len", model_.maxSeq}};
+    res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(),
+                    "application/json");
+  });
+
+  auto complete = [this](Endpoint endpoint, const httplib::Request &req,
+                         httplib::Response &res) {
+    auto pending = std::make_shared<Pending>();
+    {
+      std::variant<ParsedRequest, ApiError> parsed = parseRequest(endpoint, req.body, model_);
+      if (auto *error = std::get_if<ApiError>(&parsed))
+        return sendError(res, *error);
+      pending->parsed = std::move(std::get<ParsedRequest>(parsed));
+    }
+    const ParsedRequest &parsed = pending->parsed;
+    // One served request per prompt and choice; choices of one prompt draw from seeds seed,
+    // seed + 1, ... so they differ.
+    std::vector<std::shared_ptr<ServedRequest>> requests;
+    for (const std::vector<int32_t> &prompt : parsed.prompts)
+      for (uint32_t c = 0; c < parsed.choicesPerPrompt; ++c) {
+        GenerationRequest generation;
+        generation.prompt = prompt;
+        generation.maxNew = parsed.maxTokens;
+        generation.stopIds = parsed.stopIds;
+        generation.sampling = parsed.sampling;
+        generation.sampling.seed += c;
+        if (Status s = batch_.check(generation); !s)
+          return sendError(res, ApiError{400, s.message(), "", "invalid_request_error", ""});
+        requests.push_back(std::make_shared<ServedRequest>(std::move(generation), parsed.logprobs,
+                                                           parsed.topLogprobs));
+      }
+    for (const auto &request : requests) {
+      const ContinuousBatch::Admission admission = batch_.submit(request);
+      if (admission == ContinuousBatch::Admission::Queued)
+        continue;
+      for (const auto &queued : requests)
+        queued->cancel();
+      ApiError error;
+      if (admission == ContinuousBatch::Admission::QueueFull) {
+        error.status = 429;
+        error.type = "server_busy";
+        error.code = "rate_limit_exceeded";
+        error.message = "every slot (" + std::to_string(batch_.slots()) +
+                        ") and queue place (" + std::to_string(batch_.maxQueue()) +
+                        ") is taken; retry later";
+        res.set_header("Retry-After", std::to_string(batch_.retryAfterSeconds()));
+      } else {
+        error.status = 503;
+        error.type = "server_error";
+        error.message = "the server is stopping";
+      }
+      return sendError(res, error);
+    }
+    pending->exchange = std::make_unique<Exchange>(parsed, model_, std::move(requests));
+
+    // Every connection writes while it waits, so a client that left is noticed: the write fails,
+    // the provider stops, and the releaser cancels what has not ended.
+    const bool stream = parsed.stream;
+    if (stream)
+      res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        stream ? "text/event-stream" : "application/json",
+        [pending, stream](size_t, httplib::DataSink &sink) {
+          Exchange &exchange = *pending->exchange;
+          const bool progressed = exchange.advance(kKeepAliveEvery);
+          std::string out;
+          if (stream) {
+            out = exchange.streamEvents();
+            if (out.empty() && !progressed)
+              out = ": waiting\n\n";
+          } else if (exchange.ended()) {
+            out = exchange.body().second;
+          } else if (!progressed) {
+            out = " "; // JSON allows whitespace before the value
+          }
+          if (!out.empty() && !sink.write(out.data(), out.size()))
+            return false;
+          if (exchange.ended() && (!stream || out.find("[DONE]") != std::string::npos))
+            sink.done();
+          return true;
+        },
+        [pending](bool) { pending->exchange->cancel(); });
+  };
+  http.Post("/v1/completions", [complete](const httplib::Request &req, httplib::Response &res) {
+    complete(Endpoint::Completions, req, res);
+  });
+  http.Post("/v1/chat/completions",
+            [complete](const httplib::Request &req, httplib::Response &res) {
+              complete(Endpoint::ChatCompletions, req, res);
+            });
+}
+
+Result<int> HttpServer::bind() {
+  int port = options_.port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(options_.host);
+    if (port < 0)
+      return Status::error("cannot bind " + options_.host + " to any port");
+  } else if (!http_->bind_to_port(options_.host, port)) {
+    return Status::error("cannot bind " + options_.host + ":" + std::to_string(port) +
+                         " (in use, or not an address of this machine)");
+  }
+  return port;
+}
+
+Status HttpServer::serve() {
+  loop_ = std::thread([this] { batch_.run(); });
+  const bool listened = http_->listen_after_bind();
+  batch_.stop();
+  loop_.join();
+  if (!listened)
+    return Status::error("the server's socket failed");
+  return Status();
+}
+
+void HttpServer::stop() {
+  http_->stop();
+  batch_.stop();
+}
+
+} // namespace hetc::server

@@ -1,0 +1,75 @@
+// `hetc serve`: OpenAI-compatible HTTP over one plan.
+//
+//   POST /v1/completions, POST /v1/chat/completions   (stream: true as server-sent events)
+//   GET  /v1/models, GET /health, GET /metrics (Prometheus text)
+//
+// Each completion request becomes one ServedRequest per choice in the ContinuousBatch, whose loop
+// runs on a thread of its own. The connection's thread turns the ids into text as they come
+// (DecodeStream, then the request's stop strings) and writes them. While a request waits, a
+// streaming response carries SSE comments and a plain one leading spaces (JSON allows both), so a
+// client that left is noticed within a second and its slots are freed at the next step.
+#pragma once
+
+#include "runtime/executor/Engine.h"
+#include "runtime/format/Status.h"
+#include "runtime/server/OpenAiRequest.h"
+#include "runtime/serving/ContinuousBatch.h"
+#include "runtime/tokenizer/ChatTemplate.h"
+#include "runtime/tokenizer/PlanTokenizer.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace httplib {
+class Server;
+}
+
+namespace hetc::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1"; // loopback unless asked
+  int port = 8080;                // 0: any free port
+  size_t maxQueue = 0;            // requests that may wait for a slot; 0: 4 per slot
+  std::string modelName;          // the id /v1/models lists and requests name
+  std::string templateName;       // a built-in chat template; empty: recognised from the plan
+  size_t maxBodyBytes = 8u << 20; // larger request bodies get 413
+};
+
+class HttpServer {
+public:
+  // The engine and tokenizer must outlive the server. A plan whose chat template is not known
+  // still serves completions; chat requests then get 400 naming --template (`chatNote` says so).
+  HttpServer(Engine &engine, const PlanTokenizer &tokenizer, ServerOptions options,
+             const std::string &planName);
+  ~HttpServer();
+
+  // Binds the socket; returns the port (the one chosen when options.port is 0).
+  Result<int> bind();
+  // Serves until stop(): the batch loop on its own thread, connections on a pool sized for every
+  // slot and queue place.
+  Status serve();
+  // Any thread.
+  void stop();
+
+  // Why chat completions are refused (empty when they are served).
+  const std::string &chatNote() const { return model_.chatRefusal; }
+  const ServedModel &model() const { return model_; }
+  size_t maxQueue() const { return batch_.maxQueue(); }
+
+private:
+  void routes();
+
+  Engine &engine_;
+  const PlanTokenizer &tokenizer_;
+  ServerOptions options_;
+  std::optional<ChatTemplate> chat_;
+  ServedModel model_;
+  ContinuousBatch batch_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread loop_;
+};
+
+} // namespace hetc::server

@@ -1,0 +1,387 @@
+#!/usr/bin/python3
+"""hetc serve end to end, over loopback HTTP with the standard library's client.
+
+    /usr/bin/python3 tests/e2e/check_serve.py --hetc BUILD/bin/hetc --workdir DIR
+
+On the tiny preset with check_chat.py's byte-level tokenizer and ChatML template, 4 slots:
+1. /health, /v1/models; a greedy completion's text is what `hetc run --prompt` prints for the same
+   prompt, and a chat completion's is the reply `hetc run --prompt-ids` gives for the rendered
+   conversation (to <|im_end|>);
+2. streaming: the concatenated deltas are the plain response's text, a finish_reason ends each,
+   [DONE] ends the stream, include_usage adds the usage; stop strings cut the text; logprobs are
+   consistent (the greedy id is the most likely alternative);
+3. batch independence: 10 different requests sent at once (greedy and seeded sampling, plain and
+   streamed, more than the slots) each give what the same request gives alone;
+4. bad requests get 4xx with OpenAI's error object naming the field, and the server goes on;
+5. on a wider model (slower steps): a streaming client that disconnects frees its slot (the
+   server generates far fewer ids than asked and counts it cancelled), and a load test: 64
+   concurrent streaming clients over 4 slots and 8 queue places, three rounds: every request
+   completes or gets 429 with Retry-After, none is lost, and the server's memory stays flat.
+"""
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_chat import IM_END_ID, turn_text, write_chat_tokenizer  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, export, main_wrapper, run  # noqa: E402
+from serve_common import Server, parse_events, stream_text  # noqa: E402
+
+SLOTS = 4
+MAX_SEQ = 192
+PROMPTS = ["Hello, world", "The quick brown fox", "a", "Once upon a time there was",
+           "1 2 3 4 5 6", "Serving over HTTP", "zzz", "naïve café", "tabs\tand\nlines",
+           "the end"]
+
+
+def expect(condition, message):
+    if not condition:
+        raise CheckFailed(message)
+
+
+def run_text(a, plan, prompt, max_new):
+    out = run([a.hetc, "run", plan, "--prompt", prompt, "--max-new", str(max_new)],
+              "hetc run --prompt").stdout
+    return out[:-1] if out.endswith("\n") else out
+
+
+def check_against_cli(a, server, plan, eos):
+    status, _, body = server.request("GET", "/health")
+    health = json.loads(body)
+    expect(status == 200 and health["status"] == "ok" and health["slots"] == SLOTS,
+           f"/health: {status} {health}")
+    models = json.loads(server.request("GET", "/v1/models")[2])
+    expect([m["id"] for m in models["data"]] == ["serve"], f"/v1/models: {models}")
+
+    for prompt in PROMPTS[:3]:
+        response = server.post_json("/v1/completions", {"model": "serve", "prompt": prompt,
+                                                        "max_tokens": 24, "temperature": 0})
+        text = response["choices"][0]["text"]
+        expected = run_text(a, plan, prompt, 24)
+        expect(text == expected, f"completion of {prompt!r}: {text!r}, hetc run: {expected!r}")
+        usage = response["usage"]
+        expect(usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] and
+               0 < usage["completion_tokens"] <= 24, f"usage {usage}")
+    print("completions: the text hetc run --prompt prints")
+
+    system, user = "Be brief.", "how are you?"
+    response = server.post_json("/v1/chat/completions", {
+        "model": "serve", "temperature": 0, "max_tokens": 40,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]})
+    reply = response["choices"][0]["message"]["content"]
+    rendered = turn_text(True, user, None, IM_END_ID).replace("Be brief.", system)
+    ids = [int(x) for x in run([a.hetc, "tokenize", plan, "--no-special", "--text", rendered],
+                               "hetc tokenize").stdout.strip().split(",")]
+    generated = [int(x) for x in run([a.hetc, "run", plan, "--prompt-ids",
+                                      ",".join(map(str, ids)), "--max-new", "40"],
+                                     "hetc run --prompt-ids").stdout.split()]
+    stops = {eos, IM_END_ID}
+    cut = next((i for i, t in enumerate(generated) if t in stops), None)
+    body = generated if cut is None else generated[:cut]
+    expected = run([a.hetc, "tokenize", plan, "--ids", ",".join(map(str, body))],
+                   "hetc tokenize --ids").stdout if body else ""
+    expected = expected[:-1] if expected.endswith("\n") else expected
+    expect(reply == expected, f"chat reply {reply!r}, one-shot run of the rendering: {expected!r}")
+    expect(response["choices"][0]["finish_reason"] == ("length" if cut is None else "stop"),
+           f"chat finish_reason {response['choices'][0]['finish_reason']}, cut at {cut}")
+    expect(response["usage"]["prompt_tokens"] == len(ids), f"chat usage {response['usage']}")
+    print(f"chat: the reply a one-shot run of the rendered conversation gives ({len(ids)} ids, "
+          f"finish {response['choices'][0]['finish_reason']})")
+
+
+def check_streaming(server):
+    for path, chat in (("/v1/completions", False), ("/v1/chat/completions", True)):
+        body = {"temperature": 0, "max_tokens": 30}
+        if chat:
+            body["messages"] = [{"role": "user", "content": "stream this"}]
+        else:
+            body["prompt"] = "stream this"
+        plain = server.post_json(path, body)
+        plain_text = (plain["choices"][0]["message"]["content"] if chat
+                      else plain["choices"][0]["text"])
+        events, done = server.stream(path, dict(body, stream_options={"include_usage": True}))
+        text, finish = stream_text(events, chat)
+        expect(done, f"{path}: no [DONE]")
+        expect(text == plain_text, f"{path}: streamed {text!r}, plain {plain_text!r}")
+        expect(finish == plain["choices"][0]["finish_reason"], f"{path}: finish {finish}")
+        expect(events[-1]["choices"] == [] and events[-1]["usage"] == plain["usage"],
+               f"{path}: last event {events[-1]}, plain usage {plain['usage']}")
+        expect(len(events) >= 3, f"{path}: only {len(events)} events")
+        if chat:
+            expect(events[0]["choices"][0]["delta"].get("role") == "assistant",
+                   f"chat stream: first delta {events[0]}")
+            expect(all(e["object"] == "chat.completion.chunk" for e in events), "chat chunk kind")
+    print("streaming: deltas add up to the plain text; finish_reason, [DONE], usage")
+
+    # Stop strings: cut before the stop string, finish_reason stop, in both forms.
+    full = server.post_json("/v1/completions", {"prompt": "Hello, world", "max_tokens": 40,
+                                                "temperature": 0})["choices"][0]["text"]
+    expect(len(full) > 6, f"completion too short for a stop string: {full!r}")
+    stop = full[4:6]
+    cut = full[:full.index(stop)]
+    stopped = server.post_json("/v1/completions", {"prompt": "Hello, world", "max_tokens": 40,
+                                                   "temperature": 0, "stop": [stop, "\u2603"]})
+    expect(stopped["choices"][0]["text"] == cut and stopped["choices"][0]["finish_reason"] == "stop",
+           f"stop {stop!r}: {stopped['choices'][0]}, expected {cut!r}")
+    events, _ = server.stream("/v1/completions", {"prompt": "Hello, world", "max_tokens": 40,
+                                                  "temperature": 0, "stop": stop})
+    expect(stream_text(events, False) == (cut, "stop"), f"streamed stop: {stream_text(events, False)}")
+    print(f"stop strings: {stop!r} cuts the text to {cut!r}, streamed too")
+
+    # Logprobs: the greedy id is the most likely alternative; log-probabilities are <= 0.
+    response = server.post_json("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "temperature": 0,
+        "logprobs": True, "top_logprobs": 3})
+    content = response["choices"][0]["logprobs"]["content"]
+    expect(len(content) == response["usage"]["completion_tokens"], "one logprob entry per id")
+    for entry in content:
+        top = entry["top_logprobs"]
+        expect(len(top) == 3 and top[0]["token"] == entry["token"] and
+               abs(top[0]["logprob"] - entry["logprob"]) < 1e-6 and entry["logprob"] <= 0 and
+               top[0]["logprob"] >= top[1]["logprob"] >= top[2]["logprob"],
+               f"logprobs entry {entry}")
+    response = server.post_json("/v1/completions", {"prompt": "hi", "max_tokens": 8,
+                                                    "temperature": 0, "logprobs": 2})
+    logprobs = response["choices"][0]["logprobs"]
+    expect(len(logprobs["tokens"]) == 8 and len(logprobs["top_logprobs"]) == 8 and
+           "".join(logprobs["tokens"]) == response["choices"][0]["text"],
+           f"completion logprobs {logprobs}")
+    print("logprobs: chat and completion forms consistent with greedy choice")
+
+
+def check_batch_independence(server):
+    requests = []
+    for i, prompt in enumerate(PROMPTS):
+        body = {"prompt": prompt, "max_tokens": 20 + 3 * i}
+        body.update({"temperature": 0} if i % 2 == 0 else
+                    {"temperature": 0.9, "top_p": 0.9, "seed": 1000 + i})
+        requests.append((body, i % 3 == 0))  # every third streamed
+    alone = []
+    for body, streamed in requests:
+        if streamed:
+            alone.append(stream_text(server.stream("/v1/completions", body)[0], False)[0])
+        else:
+            alone.append(server.post_json("/v1/completions", body)["choices"][0]["text"])
+    together = [None] * len(requests)
+    errors = []
+
+    def client(k):
+        try:
+            body, streamed = requests[k]
+            if streamed:
+                together[k] = stream_text(server.stream("/v1/completions", body)[0], False)[0]
+            else:
+                together[k] = server.post_json("/v1/completions", body)["choices"][0]["text"]
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"request {k}: {e}")
+
+    before = server.metrics()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(len(requests))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expect(not errors, "; ".join(errors))
+    for k in range(len(requests)):
+        expect(together[k] == alone[k],
+               f"request {k} ({requests[k][0]}) gave {together[k]!r} with the others, "
+               f"{alone[k]!r} alone")
+    after = server.metrics()
+    waited = after["hetc_queue_wait_seconds_count"] - before["hetc_queue_wait_seconds_count"]
+    expect(waited == len(requests), f"{waited} requests took slots, expected {len(requests)}")
+    print(f"batch independence: {len(requests)} concurrent requests (greedy and seeded, plain and "
+          f"streamed, {SLOTS} slots) each equal to the same request alone")
+
+
+def check_bad_requests(server):
+    cases = [
+        ('{"prompt": "x", ', 400, None, "not valid JSON"),
+        ('[1, 2]', 400, None, "JSON object"),
+        ({"model": "gpt-4", "prompt": "x"}, 404, "model", "does not exist"),
+        ({"prompt": "x" * (MAX_SEQ + 10)}, 400, "prompt", "context"),
+        ({"prompt": "x", "max_tokens": MAX_SEQ}, 400, "max_tokens", "--max-seq"),
+        ({"prompt": "x", "max_tokens": 0}, 400, "max_tokens", "[1,"),
+        ({"prompt": "x", "max_tokens": "10"}, 400, "max_tokens", "expected an integer"),
+        ({"prompt": "x", "temperature": "hot"}, 400, "temperature", "expected a number"),
+        ({"prompt": "x", "temperature": 3}, 400, "temperature", "[0, 2]"),
+        ({"prompt": "x", "top_p": 0}, 400, "top_p", "above 0"),
+        ({"prompt": [1, 2, 100000]}, 400, "prompt[2]", "vocabulary"),
+        ({"prompt": 5}, 400, "prompt", "expected a string"),
+        ({}, 400, "prompt", "required"),
+        ({"prompt": "x", "n": SLOTS + 1}, 400, "n", "must be in"),
+        ({"prompt": "x", "stop": 7}, 400, "stop", "expected a string"),
+        ({"prompt": "x", "logprobs": 9}, 400, "logprobs", "[0, 5]"),
+        ({"prompt": "x", "echo": True}, 400, "echo", "not supported"),
+        ({"prompt": "x", "stream_options": {"include_usage": True}}, 400, "stream_options",
+         "stream: true"),
+    ]
+    chat_cases = [
+        ({"messages": []}, 400, "messages", "empty"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, 400, "messages[0].role", "robot"),
+        ({"messages": [{"role": "user"}]}, 400, "messages[0].content", "required"),
+        ({"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}, 400,
+         "messages[1].role", "alternate"),
+        ({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, 400,
+         "top_logprobs", "logprobs: true"),
+        ({"messages": [{"role": "user", "content": "x"}], "tools": [{}]}, 400, "tools",
+         "not supported"),
+    ]
+    for path, table in (("/v1/completions", cases), ("/v1/chat/completions", chat_cases)):
+        for body, status, param, needle in table:
+            got, _, data = server.request("POST", path, body)
+            try:
+                error = json.loads(data)["error"]
+            except (ValueError, KeyError):
+                raise CheckFailed(f"{path} {body!r}: HTTP {got}, not an error object: {data!r}")
+            expect(got == status and error["param"] == param and needle in error["message"]
+                   and error["type"], f"{path} {body!r}: HTTP {got} {error}, expected {status} "
+                   f"param {param} with {needle!r}")
+    status, _, data = server.request("GET", "/v1/nothing")
+    expect(status == 404 and "error" in json.loads(data), f"unknown route: {status} {data!r}")
+    # The server goes on serving.
+    server.post_json("/v1/completions", {"prompt": "still here", "max_tokens": 4})
+    print(f"bad requests: {len(cases) + len(chat_cases) + 1} refused with OpenAI error objects "
+          f"naming the field; the server goes on")
+
+
+def check_disconnect(server):
+    before = server.metrics()
+    asked = MAX_SEQ - 16
+    sockets = []
+    for i in range(SLOTS):
+        body = json.dumps({"prompt": f"leave {i}", "max_tokens": asked, "temperature": 0,
+                           "stream": True}).encode()
+        s = socket.create_connection((server.host, server.port), timeout=60)
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        sockets.append(s)
+    for s in sockets:  # the first event of the stream: the request holds a slot
+        received = b""
+        while b"data:" not in received:
+            chunk = s.recv(4096)
+            expect(chunk, f"the stream ended before its first event: {received[:300]!r}")
+            received += chunk
+    for s in sockets:
+        s.close()
+    deadline = time.time() + 30
+    while True:
+        after = server.metrics()
+        cancelled = after["hetc_requests_cancelled_total"] - before["hetc_requests_cancelled_total"]
+        if cancelled == SLOTS and after["hetc_active_slots"] == 0:
+            break
+        expect(time.time() < deadline, f"30 s after {SLOTS} clients left: {cancelled} cancelled, "
+               f"{after['hetc_active_slots']} slots active")
+        time.sleep(0.05)
+    generated = after["hetc_generation_tokens_total"] - before["hetc_generation_tokens_total"]
+    expect(generated < SLOTS * asked * 0.5,
+           f"{generated} ids generated for {SLOTS} clients that left, of {SLOTS * asked} asked")
+    server.post_json("/v1/completions", {"prompt": "after", "max_tokens": 4})
+    print(f"disconnects: {SLOTS} clients that left freed their slots after {int(generated)} of "
+          f"{SLOTS * asked} ids")
+
+
+def check_load(server, clients=64, rounds=3):
+    def client(k, results):
+        try:
+            conn = server.connection(timeout=300)
+            body = {"prompt": PROMPTS[k % len(PROMPTS)], "max_tokens": 12 + k % 8,
+                    "temperature": 0, "stream": True}
+            conn.request("POST", "/v1/completions", body=json.dumps(body),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.status == 429:
+                error = json.loads(data)["error"]
+                retry = resp.getheader("Retry-After")
+                ok = retry is not None and int(retry) >= 1 and error["code"] == "rate_limit_exceeded"
+                results[k] = "429" if ok else f"bad 429: {retry} {error}"
+            elif resp.status == 200:
+                events, done = parse_events(data.decode())
+                _, finish = stream_text(events, False)
+                results[k] = "ok" if done and finish in ("length", "stop") else \
+                    f"incomplete: done {done} finish {finish}"
+            else:
+                results[k] = f"HTTP {resp.status}: {data[:200]!r}"
+            conn.close()
+        except Exception as e:  # noqa: BLE001 - counted as lost
+            results[k] = f"lost: {e}"
+
+    rss = []
+    for r in range(rounds):
+        results = [None] * clients
+        threads = [threading.Thread(target=client, args=(k, results)) for k in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        bad = [f"client {k}: {x}" for k, x in enumerate(results) if x not in ("ok", "429")]
+        expect(not bad, f"round {r}: " + "; ".join(bad[:5]))
+        ok, refused = results.count("ok"), results.count("429")
+        expect(ok >= SLOTS, f"round {r}: only {ok} requests completed")
+        metrics = server.metrics()
+        expect(metrics["hetc_active_slots"] == 0 and metrics["hetc_queue_depth"] == 0,
+               f"round {r}: slots {metrics['hetc_active_slots']} queue "
+               f"{metrics['hetc_queue_depth']} after every client finished")
+        rss.append(server.rss_kib())
+        print(f"load round {r}: {clients} streaming clients: {ok} completed, {refused} got 429; "
+              f"server RSS {rss[-1]} KiB", flush=True)
+    # The first round grows the connection threads' stacks and buffers; later rounds must not.
+    growth = rss[-1] - rss[0]
+    expect(growth < 4096, f"server RSS grew {growth} KiB between load rounds 1 and {rounds}: {rss}")
+    print(f"load: memory flat (RSS {rss})")
+
+
+def check(a):
+    check_hetc_binary(a.hetc)
+    model_dir = os.path.join(a.workdir, "tiny")
+    onnx = export("tiny", model_dir)
+    eos, _, _ = write_chat_tokenizer(model_dir)
+    plan = os.path.join(a.workdir, "serve.hplan")
+    run([a.hetc, "compile", onnx, "--target", "host", "--weights", "f32", "--max-batch",
+         str(SLOTS), "--max-seq", str(MAX_SEQ), "-o", plan], "hetc compile")
+
+    server = Server(a.hetc, plan, "--max-queue", "16", "--threads", "1")
+    try:
+        check_against_cli(a, server, plan, eos)
+        check_streaming(server)
+        check_batch_independence(server)
+        check_bad_requests(server)
+    finally:
+        server.stop()
+
+    # A wider model, so that steps take long enough for clients to leave mid-stream.
+    wide_dir = os.path.join(a.workdir, "wide")
+    wide_onnx = os.path.join(wide_dir, "model.onnx")
+    run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                      "models", "export.py"), "--preset", "tiny", "--out", wide_dir,
+         "--set", "hidden=512", "--set", "intermediate=1536", "--set", "layers=4"],
+        "export of a wider tiny")
+    write_chat_tokenizer(wide_dir)
+    wide = os.path.join(a.workdir, "wide.hplan")
+    run([a.hetc, "compile", wide_onnx, "--target", "host", "--weights", "f32", "--max-batch",
+         str(SLOTS), "--max-seq", str(MAX_SEQ), "-o", wide], "hetc compile (wide)")
+    server = Server(a.hetc, wide, "--max-queue", "8", "--threads", "1")
+    try:
+        check_disconnect(server)
+        check_load(server)
+    finally:
+        server.stop()
+    print("PASS")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--hetc", required=True)
+    p.add_argument("--workdir", required=True)
+    a = p.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    return main_wrapper(lambda: check(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+#include "ServeCommand.h"
+
+#include "runtime/executor/Engine.h"
+#include "runtime/format/Plan.h"
+#include "runtime/platform/Devices.h"
+#include "runtime/server/HttpServer.h"
+#include "runtime/tokenizer/PlanTokenizer.h"
+
+#include <csignal>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+namespace hetc::tool {
+namespace {
+
+[[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
+
+} // namespace
+
+void addServeOptions(CLI::App &command, ServeArguments &args) {
+  command.add_option("plan", args.planPath, "Plan file (with a packed tokenizer)")->required();
+  command.add_option("--host", args.host, "Address to listen on (default: loopback only)");
+  command.add_option("--port", args.port, "Port to listen on; 0 takes a free one")
+      ->check(CLI::Range(0, 65535));
+  command.add_option("--max-queue", args.maxQueue,
+                     "Requests that may wait for a slot; more get 429 (default: 4 per slot)");
+  command.add_option("--model-name", args.modelName,
+                     "The model id clients name (default: the plan file's name)");
+  command.add_option("--template", args.templateName,
+                     "Chat template for /v1/chat/completions: llama3, llama2, mistral, chatml or "
+                     "gemma; default: recognised from the plan's chat_template");
+  command.add_option("--threads", args.threads, "Worker threads (default: the CPUs allowed)");
+  command.add_flag("--no-pin", args.noPin, "Do not pin worker threads to CPUs");
+}
+
+int serveCommand(ServeArguments &args) {
+  // SIGINT and SIGTERM are taken by one thread (sigwait), so every other thread, the server's
+  // included, inherits them blocked.
+  sigset_t stopSignals;
+  sigemptyset(&stopSignals);
+  sigaddset(&stopSignals, SIGINT);
+  sigaddset(&stopSignals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
+  // A client that leaves mid-write must not end the process.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Result<std::unique_ptr<Plan>> loaded = Plan::load(args.planPath);
+  if (!loaded)
+    fail(loaded.message());
+  std::shared_ptr<const Plan> plan(std::move(loaded.value()));
+  Result<std::unique_ptr<PlanTokenizer>> packed = loadPlanTokenizer(*plan, args.planPath);
+  if (!packed)
+    fail(packed.message());
+  if (!*packed)
+    fail(args.planPath + " packs no tokenizer, which serve needs (compile with --tokenizer, or "
+                         "put tokenizer.json beside the model)");
+  EngineOptions options;
+  options.threads = args.threads;
+  options.pin = !args.noPin;
+  options.pinCaller = !args.noPin;
+  Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
+  if (!created)
+    fail(created.message());
+  Engine &engine = *created.value();
+  if (const std::string notice = gpuFallbackNotice(*plan, probeGpu()); !notice.empty())
+    std::fprintf(stderr, "%s\n", notice.c_str());
+
+  server::ServerOptions serverOptions;
+  serverOptions.host = args.host;
+  serverOptions.port = args.port;
+  serverOptions.maxQueue = args.maxQueue;
+  serverOptions.templateName = args.templateName;
+  serverOptions.modelName = args.modelName.empty()
+                                ? std::filesystem::path(args.planPath).stem().string()
+                                : args.modelName;
+  server::HttpServer server(engine, **packed, serverOptions, args.planPath);
+  if (!args.templateName.empty() && !server.chatNote().empty())
+    fail(server.chatNote());
+  Result<int> port = server.bind();
+  if (!port)
+    fail(port.message());
+  if (!server.chatNote().empty())
+    std::fprintf(stderr, "hetc serve: %s\n", server.chatNote().c_str());
+  std::fprintf(stderr, "hetc serve: listening on http://%s:%d (model %s, %u slots, queue %zu)\n",
+               args.host.c_str(), *port, serverOptions.modelName.c_str(), engine.maxBatch(),
+               server.maxQueue());
+  std::fflush(stderr);
+
+  std::atomic<bool> served{false};
+  std::thread signals([&server, &served, stopSignals] {
+    int signal = 0;
+    sigwait(&stopSignals, &signal);
+    if (!served)
+      std::fprintf(stderr, "hetc serve: %s, stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+    server.stop();
+  });
+  const Status status = server.serve();
+  // The server may have stopped on its own: wake the signal thread so it can be joined.
+  served = true;
+  pthread_kill(signals.native_handle(), SIGTERM);
+  signals.join();
+  if (!status) {
+    std::fprintf(stderr, "hetc: %s\n", status.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace hetc::tool

@@ -1,0 +1,28 @@
+// `hetc serve`: the plan behind OpenAI-compatible HTTP (runtime/server).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace hetc::tool {
+
+struct ServeArguments {
+  std::string planPath;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  size_t maxQueue = 0;      // 0: 4 per slot
+  std::string modelName;    // empty: the plan file's name without .hplan
+  std::string templateName; // a built-in chat template; empty: recognised from the plan
+  unsigned threads = 0;
+  bool noPin = false;
+};
+
+void addServeOptions(CLI::App &command, ServeArguments &args);
+
+// Serves until SIGINT or SIGTERM; returns the exit code. Failures to start throw
+// std::runtime_error with the one-line message.
+int serveCommand(ServeArguments &args);
+
+} // namespace hetc::tool
