@@ -8,8 +8,8 @@
    exactly max_tokens tokens (all of them did: ok x max_tokens == tokens), one that stopped no
    more; the clients' tokens equal the server's generation-token delta of /metrics, the prompt
    ids sent its prompt-token delta; the table has a row per level;
-2. a server that refuses: one slot and no queue (--max-queue 0) under 4 clients answers some
-   requests 429, counted as rejected (not failed), as many as the server's own count;
+2. a server that refuses: one slot and one queue place (--max-queue 1) under 8 clients answers
+   some requests 429, counted as rejected (not failed), as many as the server's own count;
 3. a server that dies mid-run (killed while bench-serve --url streams from it), a URL where
    nothing listens, and bad options: one error line, a non-zero exit.
 Times are printed, never checked.
@@ -36,9 +36,10 @@ def load_report(path):
         return json.load(f)
 
 
-def check_level_counts(level, max_tokens, prompt_tokens):
-    """The request counts add up; the token counts agree per request, in total and with the
-    server's /metrics. Returns whether every request ended by length."""
+def check_level_counts(level, max_tokens, prompt_tokens, logprobs=False):
+    """The request counts add up; the token counts agree per request (the stream's usage, the
+    chunks' tokens: all of them with logprobs), in total and with the server's /metrics. Returns
+    whether every request ended by length."""
     c = level["concurrency"]
     per_request = level["per_request"]
     if len(per_request) != level["requests"] or \
@@ -56,6 +57,16 @@ def check_level_counts(level, max_tokens, prompt_tokens):
                 raise CheckFailed(f"concurrency {c}: request {i} was {r['outcome']} after "
                                   f"{r['tokens']} tokens: {r}")
             continue
+        if r["usage_completion_tokens"] != r["tokens"] or \
+                r["usage_prompt_tokens"] != prompt_tokens:
+            raise CheckFailed(f"concurrency {c}: request {i} counted {r['tokens']} tokens, its "
+                              f"usage says {r['usage_completion_tokens']} generated for "
+                              f"{r['usage_prompt_tokens']} prompt tokens of {prompt_tokens}")
+        if not 1 <= r["chunks"] <= r["chunk_tokens"] <= r["tokens"] or \
+                (logprobs and r["chunk_tokens"] != r["tokens"]):
+            raise CheckFailed(f"concurrency {c}: request {i}: {r['chunks']} chunks carried "
+                              f"{r['chunk_tokens']} tokens, usage {r['tokens']}"
+                              f"{' (with logprobs)' if logprobs else ''}")
         if r["finish_reason"] == "length":
             if r["tokens"] != max_tokens:
                 raise CheckFailed(f"concurrency {c}: request {i} finished by length after "
@@ -131,27 +142,42 @@ def check_sweep(a, plan):
         raise CheckFailed(f"expected a table row per level on stdout:\n{proc.stdout}")
     print("the sweep's counts agree with each other and with /metrics", flush=True)
 
+    # With logprobs each chunk says how many tokens it carries: they add up to the usage.
+    report_path = os.path.join(a.workdir, "logprobs.json")
+    proc = run([a.hetc, "bench-serve", plan, "--concurrency", "2", "--requests", 4,
+                "--prompt-tokens", PROMPT_TOKENS, "--max-tokens", MAX_TOKENS, "--logprobs",
+                "--json", report_path], "hetc bench-serve PLAN --logprobs")
+    print(proc.stdout.rstrip(), flush=True)
+    level = load_report(report_path)["levels"][0]
+    if level["ok"] != 4:
+        raise CheckFailed(f"--logprobs: {level['ok']} of 4 requests ok: {level['per_request']}")
+    check_level_counts(level, MAX_TOKENS, PROMPT_TOKENS, logprobs=True)
+    print("--logprobs: each chunk's tokens add up to the usage", flush=True)
+
 
 def check_refusals(a, single_slot_plan):
     report_path = os.path.join(a.workdir, "refused.json")
-    requests = 12
-    proc = run([a.hetc, "bench-serve", single_slot_plan, "--max-queue", 0, "--concurrency", 4,
-                "--requests", requests, "--prompt-tokens", PROMPT_TOKENS, "--max-tokens", 16,
-                "--json", report_path], "hetc bench-serve PLAN --max-queue 0")
+    # Room for two requests (the slot and one queue place); 8 clients start at once, each
+    # request lasting 64 tokens: most of the first 8 are answered 429 at once.
+    proc = run([a.hetc, "bench-serve", single_slot_plan, "--max-queue", 1, "--concurrency", 8,
+                "--requests", 16, "--prompt-tokens", PROMPT_TOKENS, "--max-tokens", 64,
+                "--json", report_path], "hetc bench-serve PLAN --max-queue 1")
     print(proc.stdout.rstrip(), flush=True)
     level = load_report(report_path)["levels"][0]
-    check_level_counts(level, 16, PROMPT_TOKENS)
+    check_level_counts(level, 64, PROMPT_TOKENS)
     if level["failed"] != 0 or level["ok"] == 0 or level["rejected"] == 0:
-        raise CheckFailed(f"one slot, no queue, 4 clients: ok {level['ok']}, 429 "
+        raise CheckFailed(f"one slot, one queue place, 8 clients: ok {level['ok']}, 429 "
                           f"{level['rejected']}, failed {level['failed']}; expected some ok, some "
                           f"429 and no failure")
-    print(f"one slot, no queue: {level['ok']} ok, {level['rejected']} answered 429", flush=True)
+    print(f"one slot, one queue place: {level['ok']} ok, {level['rejected']} answered 429",
+          flush=True)
 
 
 def check_server_dies(a, plan):
     server = Server(a.hetc, plan)
     cmd = [a.hetc, "bench-serve", "--url", f"http://{server.host}:{server.port}", "--concurrency",
-           "2", "--requests", "100000", "--prompt-tokens", PROMPT_TOKENS, "--max-tokens", "64"]
+           "2", "--requests", "100000", "--prompt-tokens", PROMPT_TOKENS, "--vocab", 256,
+           "--max-tokens", "64"]
     cmd = [str(c) for c in cmd]
     print(f"$ {describe(cmd)}", flush=True)
     bench = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

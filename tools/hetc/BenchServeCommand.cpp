@@ -310,8 +310,9 @@ private:
 // ---------------------------------------------------------------------------------------------
 // One streamed completion: the server-sent events of /v1/completions, timed as they arrive.
 
-// Tokens one streamed choice carries: its logprobs' tokens when the server sends them, else one
-// for each chunk with text (OpenAI's servers stream one token a chunk).
+// Tokens one streamed choice carries, as far as the chunk says: its logprobs' tokens when the
+// server sends them, else one for a chunk with text. A server that falls behind puts several
+// tokens' text in one chunk, so the request's count is the usage the stream ends with.
 uint32_t choiceTokens(const json &choice) {
   if (const auto logprobs = choice.find("logprobs");
       logprobs != choice.end() && logprobs->is_object())
@@ -344,12 +345,21 @@ struct RequestRecord {
   int status = 0;
   std::string error;
   std::string retryAfter;
-  uint32_t tokens = 0;
-  int64_t usageTokens = -1; // usage.completion_tokens when the stream carries it
+  uint32_t chunks = 0;         // events that carried text
+  uint32_t chunkTokens = 0;    // tokens as the chunks count them (choiceTokens)
+  int64_t usageTokens = -1;    // the usage the stream ends with, when the server sends it
+  int64_t usagePrompt = -1;
+  uint32_t tokens = 0;         // usageTokens when known, else chunkTokens
   std::string finishReason;
   double ttft = std::numeric_limits<double>::quiet_NaN(); // seconds from sending
+  double lastToken = std::numeric_limits<double>::quiet_NaN();
   double e2e = std::numeric_limits<double>::quiet_NaN();
-  std::vector<double> itl; // seconds between consecutive tokens
+  std::vector<double> itl; // seconds between consecutive chunks (shared among a chunk's tokens)
+
+  // Time per output token after the first: (last - first) / (tokens - 1).
+  double tpot() const {
+    return tokens > 1 ? (lastToken - ttft) / (tokens - 1) : std::numeric_limits<double>::quiet_NaN();
+  }
 };
 
 class CompletionStream {
@@ -410,22 +420,27 @@ private:
         if (finish != choice.end() && finish->is_string())
           record_.finishReason = finish->get<std::string>();
       }
-    if (const auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object())
-      if (const auto completion = usage->find("completion_tokens");
-          completion != usage->end() && completion->is_number_integer())
-        record_.usageTokens = completion->get<int64_t>();
+    if (const auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object()) {
+      const json &counts = *usage;
+      if (counts.contains("completion_tokens") && counts["completion_tokens"].is_number_integer())
+        record_.usageTokens = counts["completion_tokens"].get<int64_t>();
+      if (counts.contains("prompt_tokens") && counts["prompt_tokens"].is_number_integer())
+        record_.usagePrompt = counts["prompt_tokens"].get<int64_t>();
+    }
     if (tokens == 0)
       return true;
     const Clock::time_point now = Clock::now();
-    if (record_.tokens == 0) {
+    if (record_.chunks == 0) {
       record_.ttft = secondsBetween(sent_, now);
     } else {
-      // A chunk of several tokens shares its gap among them.
+      // A chunk that says it holds several tokens shares its gap among them.
       const double gap = secondsBetween(last_, now) / tokens;
       record_.itl.insert(record_.itl.end(), tokens, gap);
     }
     last_ = now;
-    record_.tokens += tokens;
+    record_.lastToken = secondsBetween(sent_, now);
+    record_.chunks += 1;
+    record_.chunkTokens += tokens;
     return true;
   }
 
@@ -492,6 +507,8 @@ RequestRecord streamCompletion(const std::string &url, const std::string &body, 
   httplib::Error error = httplib::Error::Success;
   const bool answered = client->send(request, response, error);
   record.e2e = secondsBetween(sent, Clock::now());
+  record.tokens = record.usageTokens >= 0 ? static_cast<uint32_t>(record.usageTokens)
+                                          : record.chunkTokens;
   if (record.status == 429) {
     record.outcome = RequestRecord::Outcome::Rejected;
     record.error = errorMessage(errorBody);
@@ -510,7 +527,7 @@ RequestRecord streamCompletion(const std::string &url, const std::string &body, 
   }
   if (!stream.done()) {
     record.broken = true;
-    record.error = format("the stream ended without data: [DONE] after %u tokens", record.tokens);
+    record.error = format("the stream ended without data: [DONE] after %u chunks", record.chunks);
     return record;
   }
   record.outcome = RequestRecord::Outcome::Ok;
@@ -600,6 +617,12 @@ struct LevelReport {
       sum += r.tokens;
     return sum;
   }
+  uint64_t chunks() const {
+    uint64_t sum = 0;
+    for (const RequestRecord &r : records)
+      sum += r.chunks;
+    return sum;
+  }
   uint64_t okTokens() const {
     uint64_t sum = 0;
     for (const RequestRecord &r : records)
@@ -614,12 +637,18 @@ struct LevelReport {
     });
   }
   Distribution e2e() const { return collect([](const RequestRecord &r, std::vector<double> &out) { out.push_back(r.e2e); }); }
+  Distribution tpot() const {
+    return collect([](const RequestRecord &r, std::vector<double> &out) {
+      if (r.tokens > 1)
+        out.push_back(r.tpot());
+    });
+  }
 
 private:
   template <typename Take> Distribution collect(Take take) const {
     std::vector<double> values;
     for (const RequestRecord &r : records)
-      if (r.outcome == RequestRecord::Outcome::Ok && r.tokens > 0)
+      if (r.outcome == RequestRecord::Outcome::Ok && r.chunks > 0)
         take(r, values);
     return distribution(std::move(values));
   }
@@ -655,11 +684,20 @@ struct Workload {
   uint32_t maxTokens = 0;
   uint64_t seed = 0;
   double timeout = 0;
+  bool logprobs = false;
 
   // Request `index`'s body; the same index gives the same prompt at every level.
   std::string body(uint32_t index) const {
-    json request = {{"model", model},      {"max_tokens", maxTokens}, {"temperature", 0},
-                    {"stream", true},      {"seed", seed}};
+    // The usage at the end of the stream counts the tokens; logprobs count them per chunk too,
+    // but make the server compute whole rows of logits where it would find argmaxes.
+    json request = {{"model", model},
+                    {"max_tokens", maxTokens},
+                    {"temperature", 0},
+                    {"stream", true},
+                    {"stream_options", {{"include_usage", true}}},
+                    {"seed", seed}};
+    if (logprobs)
+      request["logprobs"] = 0;
     if (!prompt.empty()) {
       request["prompt"] = prompt;
     } else {
@@ -735,11 +773,11 @@ void printHeader(const ServerFacts &server, const Workload &work, const std::str
                 work.vocab, static_cast<unsigned long long>(work.seed));
   else
     std::printf("prompt: %zu bytes of text; ", work.prompt.size());
-  std::printf("max_tokens %u, temperature 0, streamed; requests per level: %s\n", work.maxTokens,
-              requests.c_str());
-  std::printf("%5s %5s %5s %5s %9s %7s %23s %23s %15s %15s\n", "conc", "ok", "429", "fail",
-              "out tok/s", "req/s", "TTFT p50/p90/p99 ms", "ITL p50/p90/p99 ms", "E2E p50/p99 ms",
-              "tokens cli/srv");
+  std::printf("max_tokens %u, temperature 0, streamed%s; requests per level: %s\n", work.maxTokens,
+              work.logprobs ? " with logprobs" : "", requests.c_str());
+  std::printf("%5s %5s %5s %5s %9s %7s %23s %23s %15s %15s %15s\n", "conc", "ok", "429", "fail",
+              "out tok/s", "req/s", "TTFT p50/p90/p99 ms", "ITL p50/p90/p99 ms", "TPOT p50/p99 ms",
+              "E2E p50/p99 ms", "tokens cli/srv");
   std::fflush(stdout);
 }
 
@@ -748,19 +786,21 @@ std::string triple(const Distribution &d) {
 }
 
 void printLevel(const LevelReport &level) {
-  const Distribution ttft = level.ttft(), itl = level.itl(), e2e = level.e2e();
+  const Distribution ttft = level.ttft(), itl = level.itl(), tpot = level.tpot(),
+                     e2e = level.e2e();
   const std::optional<double> server =
       metricDelta(level.before, level.after, "hetc_generation_tokens_total");
   const std::string tokens =
       std::to_string(level.outputTokens()) + "/" +
       (server ? std::to_string(static_cast<uint64_t>(*server)) : std::string("-"));
-  std::printf("%5u %5u %5u %5u %9.1f %7.2f %23s %23s %15s %15s\n", level.concurrency,
+  std::printf("%5u %5u %5u %5u %9.1f %7.2f %23s %23s %15s %15s %15s\n", level.concurrency,
               level.count(RequestRecord::Outcome::Ok),
               level.count(RequestRecord::Outcome::Rejected),
               level.count(RequestRecord::Outcome::Failed),
               static_cast<double>(level.outputTokens()) / level.seconds,
               level.count(RequestRecord::Outcome::Ok) / level.seconds, triple(ttft).c_str(),
-              triple(itl).c_str(), (cell(ms(e2e.p50)) + "/" + cell(ms(e2e.p99))).c_str(),
+              triple(itl).c_str(), (cell(ms(tpot.p50)) + "/" + cell(ms(tpot.p99))).c_str(),
+              (cell(ms(e2e.p50)) + "/" + cell(ms(e2e.p99))).c_str(),
               tokens.c_str());
   std::fflush(stdout);
 }
@@ -785,11 +825,13 @@ json levelJson(const LevelReport &level) {
                                                                              : "failed"},
                 {"status", r.status},
                 {"tokens", r.tokens},
+                {"chunks", r.chunks},
+                {"chunk_tokens", r.chunkTokens},
                 {"finish_reason", r.finishReason.empty() ? json(nullptr) : json(r.finishReason)},
                 {"ttft_ms", ms(r.ttft)},
                 {"e2e_ms", ms(r.e2e)}};
-    if (r.usageTokens >= 0)
-      one["usage_completion_tokens"] = r.usageTokens;
+    one["usage_completion_tokens"] = r.usageTokens >= 0 ? json(r.usageTokens) : json(nullptr);
+    one["usage_prompt_tokens"] = r.usagePrompt >= 0 ? json(r.usagePrompt) : json(nullptr);
     if (!r.error.empty())
       one["error"] = r.error;
     if (!r.retryAfter.empty())
@@ -807,11 +849,13 @@ json levelJson(const LevelReport &level) {
       {"duration_s", level.seconds},
       {"output_tokens", level.outputTokens()},
       {"ok_output_tokens", level.okTokens()},
+      {"chunks", level.chunks()},
       {"prompt_tokens_sent", level.promptTokensSent},
       {"output_tokens_per_s", static_cast<double>(level.outputTokens()) / level.seconds},
       {"requests_per_s", level.count(RequestRecord::Outcome::Ok) / level.seconds},
       {"ttft_ms", msJson(level.ttft())},
       {"itl_ms", msJson(level.itl())},
+      {"tpot_ms", msJson(level.tpot())},
       {"e2e_ms", msJson(level.e2e())},
       {"finish_reasons", finish},
       {"server",
@@ -873,6 +917,20 @@ uint32_t planVocabulary(const std::string &planPath) {
   return (*plan)->def().model()->vocab();
 }
 
+// Slots and queue places from /health, when the server says (hetc serve does).
+void askHealth(ServerFacts &server) {
+  std::unique_ptr<httplib::Client> client = makeClient(server.url, 30);
+  httplib::Result result = client->Get("/health");
+  if (!result || result->status != 200)
+    return;
+  const json health = json::parse(result->body, nullptr, false);
+  if (health.is_object() && health.contains("slots") && health["slots"].is_number_unsigned() &&
+      health.contains("queue_capacity") && health["queue_capacity"].is_number_unsigned()) {
+    server.slots = health["slots"].get<uint32_t>();
+    server.queue = health["queue_capacity"].get<uint32_t>();
+  }
+}
+
 // Whether the server still answers (any HTTP status counts).
 bool answers(const std::string &url) {
   std::unique_ptr<httplib::Client> client = makeClient(url, 10);
@@ -919,6 +977,9 @@ void addBenchServeOptions(CLI::App &command, BenchServeArguments &args) {
   command.add_option("--model", args.model,
                      "The model field (default: the first model /v1/models lists)");
   command.add_option("--json", args.jsonPath, "Also write the report as JSON to this file");
+  command.add_flag("--logprobs", args.logprobs,
+                   "Ask logprobs: 0, whose tokens say how many tokens each chunk carries (the "
+                   "server then computes whole rows of logits)");
   command.add_option("--timeout", args.timeout,
                      "Seconds a request may wait for a byte before it counts as failed")
       ->capture_default_str()
@@ -969,6 +1030,8 @@ int benchServeCommand(const BenchServeArguments &args) {
   Workload work;
   work.url = server.url;
   const ModelFacts model = askModels(server.url, args.model);
+  if (!serve)
+    askHealth(server);
   work.model = model.name;
   work.prompt = args.prompt;
   work.promptTokens = args.promptTokens;
@@ -976,6 +1039,7 @@ int benchServeCommand(const BenchServeArguments &args) {
   work.maxTokens = args.maxTokens;
   work.seed = args.seed;
   work.timeout = args.timeout;
+  work.logprobs = args.logprobs;
   if (work.prompt.empty() && work.vocab == 0)
     fail(server.url + "/v1/models does not give the vocabulary size: give --vocab N (prompt ids "
                       "are drawn below it) or --prompt TEXT");
@@ -998,7 +1062,9 @@ int benchServeCommand(const BenchServeArguments &args) {
                  {"max_tokens", work.maxTokens},
                  {"temperature", 0},
                  {"seed", work.seed},
+                 {"logprobs", work.logprobs},
                  {"levels", json::array()}};
+  std::string chunkNote;
   for (uint32_t concurrency : levels) {
     const uint32_t requests = args.requests ? args.requests : 4 * concurrency;
     const std::function<bool()> alive = [&] {
@@ -1032,8 +1098,16 @@ int benchServeCommand(const BenchServeArguments &args) {
                 << " the clients counted " << level.outputTokens()
                 << " tokens, the server's /metrics " << static_cast<uint64_t>(*generated) << '\n';
     }
+    if (!work.logprobs && level.chunks() < level.outputTokens())
+      chunkNote += format("%s%u: %llu chunks for %llu tokens", chunkNote.empty() ? "" : ", ",
+                          concurrency, static_cast<unsigned long long>(level.chunks()),
+                          static_cast<unsigned long long>(level.outputTokens()));
     report["levels"].push_back(levelJson(level));
   }
+  if (!chunkNote.empty())
+    std::printf("ITL is between chunks, and the server sent some chunks of several tokens "
+                "(concurrency %s); --logprobs counts each chunk's tokens\n",
+                chunkNote.c_str());
   if (!report["levels"].empty() && !report["levels"][0]["server"]["metrics"].get<bool>())
     std::cerr << "hetc bench-serve: " << server.url
               << "/metrics gives no hetc_generation_tokens_total: the clients' token counts are "

@@ -23,6 +23,7 @@ struct BenchServeArguments {
   uint32_t vocab = 0;               // ids are drawn below it; 0: from /v1/models or the plan
   std::string model;                // the model field; empty: the first of /v1/models
   std::string jsonPath;             // also write the report as JSON here
+  bool logprobs = false;            // ask logprobs: 0, which count the tokens of each chunk
   double timeout = 600;             // seconds a request may go without a byte before it fails
   // Passed to the `hetc serve` it starts (0 threads, a negative queue: serve's defaults).
   unsigned threads = 0;
