@@ -43,8 +43,8 @@ namespace hetc::tool {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using nlohmann::json;
 using hetc::tools::format;
+using nlohmann::json;
 
 [[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
 
@@ -61,7 +61,8 @@ std::vector<uint32_t> parseLevels(const std::string &text) {
     errno = 0;
     const unsigned long value = std::strtoul(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || errno != 0 || value == 0 || value > 4096)
-      fail("--concurrency '" + text + "': expected comma-separated counts of clients from 1 to 4096");
+      fail("--concurrency '" + text +
+           "': expected comma-separated counts of clients from 1 to 4096");
     levels.push_back(static_cast<uint32_t>(value));
   }
   if (levels.empty())
@@ -83,7 +84,7 @@ struct ServerFacts {
 class ServeProcess {
 public:
   ServeProcess(const BenchServeArguments &args) {
-    std::vector<std::string> argv = {"hetc", "serve", args.planPath, "--host", "127.0.0.1",
+    std::vector<std::string> argv = {"hetc",   "serve", args.planPath, "--host", "127.0.0.1",
                                      "--port", "0"};
     if (args.threads)
       argv.insert(argv.end(), {"--threads", std::to_string(args.threads)});
@@ -228,13 +229,13 @@ private:
     ServerFacts facts;
     const size_t urlStart = at + marker.size();
     const size_t urlEnd = line.find(' ', urlStart);
-    facts.url = line.substr(urlStart, urlEnd == std::string::npos ? std::string::npos
-                                                                  : urlEnd - urlStart);
+    facts.url =
+        line.substr(urlStart, urlEnd == std::string::npos ? std::string::npos : urlEnd - urlStart);
     const size_t model = line.find("(model ", urlStart);
     if (model != std::string::npos) {
       const size_t slotsComma = line.rfind(" slots");
-      const size_t nameEnd = slotsComma == std::string::npos ? std::string::npos
-                                                              : line.rfind(", ", slotsComma);
+      const size_t nameEnd =
+          slotsComma == std::string::npos ? std::string::npos : line.rfind(", ", slotsComma);
       if (nameEnd != std::string::npos && nameEnd > model + 7) {
         facts.model = line.substr(model + 7, nameEnd - (model + 7));
         facts.slots = static_cast<uint32_t>(std::strtoul(line.c_str() + nameEnd + 2, nullptr, 10));
@@ -316,7 +317,8 @@ private:
 uint32_t choiceTokens(const json &choice) {
   if (const auto logprobs = choice.find("logprobs");
       logprobs != choice.end() && logprobs->is_object())
-    if (const auto tokens = logprobs->find("tokens"); tokens != logprobs->end() && tokens->is_array())
+    if (const auto tokens = logprobs->find("tokens");
+        tokens != logprobs->end() && tokens->is_array())
       return static_cast<uint32_t>(tokens->size());
   const auto text = choice.find("text");
   return text != choice.end() && text->is_string() && !text->get<std::string>().empty() ? 1 : 0;
@@ -345,11 +347,11 @@ struct RequestRecord {
   int status = 0;
   std::string error;
   std::string retryAfter;
-  uint32_t chunks = 0;         // events that carried text
-  uint32_t chunkTokens = 0;    // tokens as the chunks count them (choiceTokens)
-  int64_t usageTokens = -1;    // the usage the stream ends with, when the server sends it
+  uint32_t chunks = 0;      // events that carried text
+  uint32_t chunkTokens = 0; // tokens as the chunks count them (choiceTokens)
+  int64_t usageTokens = -1; // the usage the stream ends with, when the server sends it
   int64_t usagePrompt = -1;
-  uint32_t tokens = 0;         // usageTokens when known, else chunkTokens
+  uint32_t tokens = 0; // usageTokens when known, else chunkTokens
   std::string finishReason;
   double ttft = std::numeric_limits<double>::quiet_NaN(); // seconds from sending
   double lastToken = std::numeric_limits<double>::quiet_NaN();
@@ -358,7 +360,8 @@ struct RequestRecord {
 
   // Time per output token after the first: (last - first) / (tokens - 1).
   double tpot() const {
-    return tokens > 1 ? (lastToken - ttft) / (tokens - 1) : std::numeric_limits<double>::quiet_NaN();
+    return tokens > 1 ? (lastToken - ttft) / (tokens - 1)
+                      : std::numeric_limits<double>::quiet_NaN();
   }
 };
 
@@ -507,8 +510,8 @@ RequestRecord streamCompletion(const std::string &url, const std::string &body, 
   httplib::Error error = httplib::Error::Success;
   const bool answered = client->send(request, response, error);
   record.e2e = secondsBetween(sent, Clock::now());
-  record.tokens = record.usageTokens >= 0 ? static_cast<uint32_t>(record.usageTokens)
-                                          : record.chunkTokens;
+  record.tokens =
+      record.usageTokens >= 0 ? static_cast<uint32_t>(record.usageTokens) : record.chunkTokens;
   if (record.status == 429) {
     record.outcome = RequestRecord::Outcome::Rejected;
     record.error = errorMessage(errorBody);
@@ -608,8 +611,9 @@ struct LevelReport {
   std::optional<Metrics> before, after;
 
   uint32_t count(RequestRecord::Outcome outcome) const {
-    return static_cast<uint32_t>(std::count_if(records.begin(), records.end(),
-                                               [&](const RequestRecord &r) { return r.outcome == outcome; }));
+    return static_cast<uint32_t>(
+        std::count_if(records.begin(), records.end(),
+                      [&](const RequestRecord &r) { return r.outcome == outcome; }));
   }
   uint64_t outputTokens() const {
     uint64_t sum = 0;
@@ -630,13 +634,17 @@ struct LevelReport {
         sum += r.tokens;
     return sum;
   }
-  Distribution ttft() const { return collect([](const RequestRecord &r, std::vector<double> &out) { out.push_back(r.ttft); }); }
+  Distribution ttft() const {
+    return collect([](const RequestRecord &r, std::vector<double> &out) { out.push_back(r.ttft); });
+  }
   Distribution itl() const {
     return collect([](const RequestRecord &r, std::vector<double> &out) {
       out.insert(out.end(), r.itl.begin(), r.itl.end());
     });
   }
-  Distribution e2e() const { return collect([](const RequestRecord &r, std::vector<double> &out) { out.push_back(r.e2e); }); }
+  Distribution e2e() const {
+    return collect([](const RequestRecord &r, std::vector<double> &out) { out.push_back(r.e2e); });
+  }
   Distribution tpot() const {
     return collect([](const RequestRecord &r, std::vector<double> &out) {
       if (r.tokens > 1)
@@ -660,8 +668,7 @@ std::optional<Metrics> settledMetrics(const std::string &url, const std::optiona
                                       uint64_t clientTokens) {
   std::optional<Metrics> after = readMetrics(url);
   for (int attempt = 0; attempt < 20; ++attempt) {
-    const std::optional<double> delta =
-        metricDelta(before, after, "hetc_generation_tokens_total");
+    const std::optional<double> delta = metricDelta(before, after, "hetc_generation_tokens_total");
     if (!delta || static_cast<uint64_t>(*delta) == clientTokens)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -678,7 +685,7 @@ std::optional<Metrics> settledMetrics(const std::string &url, const std::optiona
 struct Workload {
   std::string url;
   std::string model;
-  std::string prompt;   // text, or empty: ids
+  std::string prompt; // text, or empty: ids
   uint32_t promptTokens = 0;
   uint32_t vocab = 0;
   uint32_t maxTokens = 0;
@@ -786,8 +793,7 @@ std::string triple(const Distribution &d) {
 }
 
 void printLevel(const LevelReport &level) {
-  const Distribution ttft = level.ttft(), itl = level.itl(), tpot = level.tpot(),
-                     e2e = level.e2e();
+  const Distribution ttft = level.ttft(), itl = level.itl(), tpot = level.tpot(), e2e = level.e2e();
   const std::optional<double> server =
       metricDelta(level.before, level.after, "hetc_generation_tokens_total");
   const std::string tokens =
@@ -800,8 +806,7 @@ void printLevel(const LevelReport &level) {
               static_cast<double>(level.outputTokens()) / level.seconds,
               level.count(RequestRecord::Outcome::Ok) / level.seconds, triple(ttft).c_str(),
               triple(itl).c_str(), (cell(ms(tpot.p50)) + "/" + cell(ms(tpot.p99))).c_str(),
-              (cell(ms(e2e.p50)) + "/" + cell(ms(e2e.p99))).c_str(),
-              tokens.c_str());
+              (cell(ms(e2e.p50)) + "/" + cell(ms(e2e.p99))).c_str(), tokens.c_str());
   std::fflush(stdout);
 }
 
@@ -822,7 +827,7 @@ json levelJson(const LevelReport &level) {
           finish.value(r.finishReason.empty() ? "none" : r.finishReason, 0) + 1;
     json one = {{"outcome", r.outcome == RequestRecord::Outcome::Ok         ? "ok"
                             : r.outcome == RequestRecord::Outcome::Rejected ? "rejected"
-                                                                             : "failed"},
+                                                                            : "failed"},
                 {"status", r.status},
                 {"tokens", r.tokens},
                 {"chunks", r.chunks},
@@ -867,8 +872,8 @@ json levelJson(const LevelReport &level) {
          optionalJson(metricDelta(level.before, level.after, "hetc_requests_rejected_total"))},
         {"requests_finished",
          optionalJson(metricDelta(level.before, level.after, "hetc_requests_finished_total"))}}},
-      {"tokens_match", generated ? json(static_cast<uint64_t>(*generated) == level.outputTokens())
-                                 : json(nullptr)},
+      {"tokens_match",
+       generated ? json(static_cast<uint64_t>(*generated) == level.outputTokens()) : json(nullptr)},
       {"per_request", requests}};
 }
 
@@ -980,8 +985,9 @@ void addBenchServeOptions(CLI::App &command, BenchServeArguments &args) {
   command.add_flag("--logprobs", args.logprobs,
                    "Ask logprobs: 0, whose tokens say how many tokens each chunk carries (the "
                    "server then computes whole rows of logits)");
-  command.add_option("--timeout", args.timeout,
-                     "Seconds a request may wait for a byte before it counts as failed")
+  command
+      .add_option("--timeout", args.timeout,
+                  "Seconds a request may wait for a byte before it counts as failed")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   command.add_option("--threads", args.threads, "hetc serve --threads (with a plan)");
@@ -1046,8 +1052,8 @@ int benchServeCommand(const BenchServeArguments &args) {
 
   std::string requestsText;
   for (uint32_t c : levels)
-    requestsText += (requestsText.empty() ? "" : ",") +
-                    std::to_string(args.requests ? args.requests : 4 * c);
+    requestsText +=
+        (requestsText.empty() ? "" : ",") + std::to_string(args.requests ? args.requests : 4 * c);
   printHeader(server, work, requestsText);
 
   json report = {{"server",
@@ -1080,8 +1086,8 @@ int benchServeCommand(const BenchServeArguments &args) {
         fail(format("the server stopped during concurrency %u ", concurrency) + counts + cause +
              "): " + serve->whyStopped());
       if (!serve && (level.serverGone || !answers(server.url)))
-        fail(format("the server at %s stopped answering during concurrency %u ",
-                    server.url.c_str(), concurrency) +
+        fail(format("the server at %s stopped answering during concurrency %u ", server.url.c_str(),
+                    concurrency) +
              counts + cause + ")");
       if (level.count(RequestRecord::Outcome::Ok) == 0 &&
           level.count(RequestRecord::Outcome::Rejected) == 0)
