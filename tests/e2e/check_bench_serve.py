@@ -96,6 +96,9 @@ def check_level_counts(level, max_tokens, prompt_tokens, logprobs=False):
         raise CheckFailed(f"concurrency {c}: {level['prompt_tokens_sent']} prompt ids sent in "
                           f"{level['requests']} requests of {prompt_tokens}, the server fed "
                           f"{server['prompt_tokens']}")
+    if level["usage_prompt_tokens"] != level["ok"] * prompt_tokens:
+        raise CheckFailed(f"concurrency {c}: the usage of {level['ok']} ok requests counts "
+                          f"{level['usage_prompt_tokens']} prompt tokens, not {prompt_tokens} each")
     if server["requests_rejected"] != level["rejected"]:
         raise CheckFailed(f"concurrency {c}: {level['rejected']} requests answered 429, the "
                           f"server counted {server['requests_rejected']} rejected")

@@ -621,6 +621,12 @@ struct LevelReport {
       sum += r.tokens;
     return sum;
   }
+  uint64_t usagePromptTokens() const {
+    uint64_t sum = 0;
+    for (const RequestRecord &r : records)
+      sum += r.usagePrompt > 0 ? static_cast<uint64_t>(r.usagePrompt) : 0;
+    return sum;
+  }
   uint64_t chunks() const {
     uint64_t sum = 0;
     for (const RequestRecord &r : records)
@@ -855,7 +861,8 @@ json levelJson(const LevelReport &level) {
       {"output_tokens", level.outputTokens()},
       {"ok_output_tokens", level.okTokens()},
       {"chunks", level.chunks()},
-      {"prompt_tokens_sent", level.promptTokensSent},
+      {"prompt_tokens_sent", level.promptTokensSent ? json(level.promptTokensSent) : json(nullptr)},
+      {"usage_prompt_tokens", level.usagePromptTokens()},
       {"output_tokens_per_s", static_cast<double>(level.outputTokens()) / level.seconds},
       {"requests_per_s", level.count(RequestRecord::Outcome::Ok) / level.seconds},
       {"ttft_ms", msJson(level.ttft())},
