@@ -250,7 +250,8 @@ Status compileOnnxToPlan(const CompileOptions &options) {
                            std::to_string(tokenizer->idCount - 1) + " but the model's vocabulary " +
                            "has " + std::to_string(model->vocab) + " ids: give the model's own " +
                            "tokenizer with --tokenizer");
-    llvm::errs() << "hetc: packing the tokenizer " << tokenizer->def->source << "\n";
+    llvm::errs() << "hetc: packing the tokenizer " << tokenizer->def->source << tokenizer->note
+                 << "\n";
   }
 
   PlanMemoryCheck check;

@@ -4,6 +4,7 @@
 #include "runtime/tokenizer/Tokenizer.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -20,6 +21,9 @@ using namespace std::chrono_literals;
 // How long a connection waits for ids before it writes a keep-alive (and so learns whether its
 // client is still there).
 constexpr std::chrono::milliseconds kKeepAliveEvery = 1000ms;
+
+// Connections the kernel holds before the server accepts them (capped by net.core.somaxconn).
+constexpr int kListenBacklog = 1024;
 
 std::atomic<uint64_t> nextResponseId{1};
 
@@ -359,7 +363,7 @@ HttpServer::HttpServer(Engine &engine, const PlanTokenizer &tokenizer, ServerOpt
   } else {
     model_.chat = nullptr;
     model_.chatRefusal = "chat completions are not served: " + chat.message() +
-                         " to hetc serve";
+                         " when starting hetc serve";
   }
   routes();
 }
@@ -376,6 +380,14 @@ void HttpServer::routes() {
   const size_t threads = batch_.slots() + batch_.maxQueue() + 4;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(options_.maxBodyBytes);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the same
+  // port would bind too and silently take half the connections.
+  // The listening socket is kept so bind() can raise its backlog.
+  http.set_socket_options([this](int socket) {
+    int yes = 1;
+    setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listenSocket_ = socket;
+  });
   http.set_keep_alive_timeout(2);
 
   http.set_exception_handler([](const httplib::Request &, httplib::Response &res,
@@ -533,6 +545,10 @@ Result<int> HttpServer::bind() {
     return Status::error("cannot bind " + options_.host + ":" + std::to_string(port) +
                          " (in use, or not an address of this machine)");
   }
+  // httplib 0.11 listens with a backlog of 5: a burst of clients would overflow the accept
+  // queue and see resets. Listening again on the bound socket only changes the backlog.
+  if (listenSocket_ >= 0 && ::listen(listenSocket_, kListenBacklog) != 0)
+    return Status::error("cannot listen on " + options_.host + ":" + std::to_string(port));
   return port;
 }
 

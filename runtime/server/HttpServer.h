@@ -69,6 +69,7 @@ private:
   ServedModel model_;
   ContinuousBatch batch_;
   std::unique_ptr<httplib::Server> http_;
+  int listenSocket_ = -1;
   std::thread loop_;
 };
 

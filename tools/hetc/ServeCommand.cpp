@@ -4,6 +4,7 @@
 #include "runtime/format/Plan.h"
 #include "runtime/platform/Devices.h"
 #include "runtime/server/HttpServer.h"
+#include "runtime/tokenizer/ChatTemplate.h"
 #include "runtime/tokenizer/PlanTokenizer.h"
 
 #include <csignal>
@@ -50,6 +51,10 @@ int serveCommand(ServeArguments &args) {
   // A client that leaves mid-write must not end the process.
   std::signal(SIGPIPE, SIG_IGN);
 
+  ChatFamily family;
+  if (!args.templateName.empty() && !ChatTemplate::fromName(args.templateName, family))
+    fail("--template '" + args.templateName + "': expected " + ChatTemplate::names());
+
   Result<std::unique_ptr<Plan>> loaded = Plan::load(args.planPath);
   if (!loaded)
     fail(loaded.message());
@@ -80,8 +85,6 @@ int serveCommand(ServeArguments &args) {
                                 ? std::filesystem::path(args.planPath).stem().string()
                                 : args.modelName;
   server::HttpServer server(engine, **packed, serverOptions, args.planPath);
-  if (!args.templateName.empty() && !server.chatNote().empty())
-    fail(server.chatNote());
   Result<int> port = server.bind();
   if (!port)
     fail(port.message());

@@ -376,7 +376,8 @@ std::unique_ptr<hetc::PlanTokenizer> loadTokenizer(const hetc::Plan &plan,
     fail(tokenizer.message());
   if (!*tokenizer)
     fail(planPath + " packs no tokenizer, which " + why +
-         " needs (compile with --tokenizer, or put tokenizer.json beside the model)");
+         " needs (compile with --tokenizer, or put tokenizer.json or tokenizer.model "
+         "beside the model)");
   return std::move(tokenizer.value());
 }
 
@@ -707,8 +708,9 @@ int runTool(int argc, char **argv) {
       ->check(CLI::IsMember({"bf16", "int8", "f32"}));
   compile->add_flag("--verbose", compileArgs.verbose, "Print the IR after each stage to stderr");
   compile->add_option("--tokenizer", compileArgs.tokenizer,
-                      "tokenizer.json (or its directory) to pack into the plan; default: the "
-                      "tokenizer.json beside the model, when there is one");
+                      "tokenizer.json, SentencePiece .model, or their directory (tokenizer.json "
+                      "first) to pack into the plan; default: the one beside the model, when "
+                      "there is one");
   compile->add_flag("--explain", compileArgs.explain,
                     "Print which ONNX nodes became which LLM op (with its parameters and "
                     "fusions) to stdout");
