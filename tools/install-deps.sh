@@ -61,3 +61,14 @@ if [ ! -f "$tok/node_modules/@lenml/tokenizers/package.json" ]; then
       "e2e_tokenizer_referee will skip" >&2
   fi
 fi
+
+# The official OpenAI JavaScript client, pinned by tests/e2e/serve/package-lock.json: it talks to
+# hetc serve as users' programs do. Without it e2e_serve_openai skips and says so.
+serve=$(cd "$(dirname "$0")/../tests/e2e/serve" && pwd)
+if [ ! -f "$serve/node_modules/openai/package.json" ]; then
+  echo "install-deps: npm ci in $serve (openai)"
+  if ! (cd "$serve" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); then
+    echo "install-deps: warning: npm could not install the openai client; the test" \
+      "e2e_serve_openai will skip" >&2
+  fi
+fi

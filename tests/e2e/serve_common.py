@@ -147,3 +147,20 @@ def stream_text(events, chat):
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
     return text, finish
+
+
+def tiny_chat_plan(hetc, workdir, max_batch):
+    """The tiny preset (exported into workdir/tiny once) with check_chat.py's byte-level tokenizer
+    and Qwen2's ChatML template, compiled with `max_batch` slots (float32 weights, max-seq 256);
+    returns the plan's path."""
+    from check_chat import write_chat_tokenizer
+    from e2e_common import export, run
+    model_dir = os.path.join(workdir, "tiny")
+    onnx = os.path.join(model_dir, "model.onnx")
+    if not os.path.isfile(onnx):
+        export("tiny", model_dir)
+        write_chat_tokenizer(model_dir)
+    plan = os.path.join(workdir, f"tiny-{max_batch}.hplan")
+    run([hetc, "compile", onnx, "--target", "host", "--max-batch", str(max_batch), "--max-seq",
+         "256", "--weights", "f32", "--tokenizer", model_dir, "-o", plan], "hetc compile")
+    return plan

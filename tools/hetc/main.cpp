@@ -9,6 +9,7 @@
 // text. Details go to stderr with
 // --verbose. Every failure is one line "hetc: error: <message>" on stderr and exit code 1.
 #include "BenchCommand.h"
+#include "BenchServeCommand.h"
 #include "ChatCommand.h"
 #include "ServeCommand.h"
 #include "SamplingOptions.h"
@@ -790,6 +791,11 @@ int runTool(int argc, char **argv) {
       "bench", "Decode throughput against the read bandwidth measured in the same run");
   hetc::tool::addBenchOptions(*bench, benchArgs);
 
+  hetc::tool::BenchServeArguments benchServeArgs;
+  CLI::App *benchServe = app.add_subcommand(
+      "bench-serve", "Serving benchmark: streamed completions from hetc serve at each concurrency");
+  hetc::tool::addBenchServeOptions(*benchServe, benchServeArgs);
+
 #ifdef HETC_WITH_COMPILER
   hetc::tool::PlanArguments planArgs;
   CLI::App *plan = app.add_subcommand(
@@ -815,10 +821,11 @@ int runTool(int argc, char **argv) {
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
       command != "chat" && command != "serve" &&
       command != "inspect" && command != "bench" && command != "session" && command != "plan" &&
-      command != "targets" && command != "calibrate" && command != "tokenize")
+      command != "targets" && command != "calibrate" && command != "tokenize" &&
+      command != "bench-serve")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, chat, serve, tokenize, bench, inspect, session, plan, targets or "
-         "calibrate)");
+         "' (expected compile, run, chat, serve, tokenize, bench, bench-serve, inspect, session, "
+         "plan, targets or calibrate)");
 
   if (command == "session" && argc == 2)
     fail("session: expected a subcommand: show FILE");
@@ -846,6 +853,8 @@ int runTool(int argc, char **argv) {
     return hetc::tool::serveCommand(serveArgs);
   if (bench->parsed())
     return hetc::tool::benchCommand(benchArgs);
+  if (benchServe->parsed())
+    return hetc::tool::benchServeCommand(benchServeArgs);
   if (sessionShow->parsed())
     return sessionShowCommand(sessionPath);
 #ifdef HETC_WITH_COMPILER
