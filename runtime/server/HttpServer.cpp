@@ -35,6 +35,10 @@ std::string responseId(const char *prefix) {
   return text;
 }
 
+ApiError serverError(std::string message) {
+  return ApiError{500, std::move(message), "", "server_error", ""};
+}
+
 void sendError(httplib::Response &res, const ApiError &error) {
   res.status = error.status;
   res.set_content(error.json(), "application/json");
@@ -126,11 +130,7 @@ public:
     for (size_t i = 0; i < choices_.size(); ++i) {
       Choice &choice = choices_[i];
       if (!choice.failure.empty()) {
-        ApiError error;
-        error.status = 500;
-        error.type = "server_error";
-        error.message = choice.failure;
-        out += "data: " + error.json() + "\n\n";
+        out += "data: " + serverError(choice.failure).json() + "\n\n";
         choice.failure.clear();
         continue;
       }
@@ -142,22 +142,18 @@ public:
       }
       if (choice.text.empty() && choice.logprobs.empty() && !finishing)
         continue;
-      json logprobs = logprobsJson(choice);
-      if (chat()) {
-        json delta = choice.text.empty() && finishing ? json::object()
-                                                      : json{{"content", choice.text}};
-        out += event(chunk(i, delta, logprobs, finishing ? json(choice.finishReason) : json()));
-      } else {
-        out += event(chunk(i, choice.text, logprobs,
-                           finishing ? json(choice.finishReason) : json()));
-      }
+      json content = !chat()                              ? json(choice.text)
+                     : choice.text.empty() && finishing ? json::object()
+                                                        : json{{"content", choice.text}};
+      out += event(chunk(i, std::move(content), logprobsJson(choice),
+                         finishing ? json(choice.finishReason) : json()));
       choice.text.clear();
       choice.logprobs = json::array();
       choice.finishSent = choice.finishSent || finishing;
     }
     if (ended() && !doneSent_) {
       if (parsed_.includeUsage) {
-        json last = base("chunk");
+        json last = base(true);
         last["choices"] = json::array();
         last["usage"] = usage();
         out += event(last);
@@ -168,18 +164,14 @@ public:
     return out;
   }
 
-  // The whole response, once ended(): a completion, or the error of a failed step.
-  std::pair<int, std::string> body() const {
+  // The whole response, once ended(): a completion, or the error of a failed step (sent with
+  // the 200 already written).
+  std::string body() const {
     json choices = json::array();
     for (size_t i = 0; i < choices_.size(); ++i) {
       const Choice &choice = choices_[i];
-      if (!choice.failure.empty()) {
-        ApiError error;
-        error.status = 500;
-        error.type = "server_error";
-        error.message = choice.failure;
-        return {500, error.json()};
-      }
+      if (!choice.failure.empty())
+        return serverError(choice.failure).json();
       json entry = {{"index", i}, {"logprobs", logprobsJson(choice)},
                     {"finish_reason", choice.finishReason}};
       if (chat())
@@ -188,10 +180,10 @@ public:
         entry["text"] = choice.text;
       choices.push_back(entry);
     }
-    json response = base("");
+    json response = base(false);
     response["choices"] = choices;
     response["usage"] = usage();
-    return {200, response.dump()};
+    return response.dump();
   }
 
 private:
@@ -298,8 +290,8 @@ private:
             {"text_offset", offsets}};
   }
 
-  json base(const char *kind) const {
-    const bool isChunk = kind[0] != '\0';
+  // The fields every response and stream chunk starts with.
+  json base(bool isChunk) const {
     return {{"id", id_},
             {"object", chat() ? (isChunk ? "chat.completion.chunk" : "chat.completion")
                               : "text_completion"},
@@ -308,7 +300,7 @@ private:
   }
 
   json chunk(size_t index, json content, json logprobs, json finishReason) const {
-    json response = base("chunk");
+    json response = base(true);
     json entry = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", finishReason}};
     entry[chat() ? "delta" : "text"] = std::move(content);
     response["choices"] = json::array({entry});
@@ -392,10 +384,7 @@ void HttpServer::routes() {
 
   http.set_exception_handler([](const httplib::Request &, httplib::Response &res,
                                 std::exception_ptr error) {
-    ApiError api;
-    api.status = 500;
-    api.type = "server_error";
-    api.message = "internal error";
+    ApiError api = serverError("internal error");
     try {
       if (error)
         std::rethrow_exception(error);
@@ -514,7 +503,7 @@ void HttpServer::routes() {
             if (out.empty() && !progressed)
               out = ": waiting\n\n";
           } else if (exchange.ended()) {
-            out = exchange.body().second;
+            out = exchange.body();
           } else if (!progressed) {
             out = " "; // JSON allows whitespace before the value
           }

@@ -193,11 +193,8 @@ std::optional<ApiError> readMessages(const json *value, const ServedModel &model
     return wrongType("messages", "an array", *value);
   if (value->empty())
     return invalid("messages", "is empty");
-  if (!model.chat) {
-    ApiError error = invalid("messages", model.chatRefusal);
-    error.type = "invalid_request_error";
-    return error;
-  }
+  if (!model.chat)
+    return invalid("messages", model.chatRefusal);
   std::vector<ChatMessage> messages;
   for (size_t i = 0; i < value->size(); ++i) {
     const json &message = (*value)[i];

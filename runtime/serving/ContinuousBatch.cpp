@@ -177,9 +177,7 @@ void ContinuousBatch::dropCancelled() {
   for (uint32_t slot = 0; slot < slotRequest_.size(); ++slot) {
     if (!slotRequest_[slot] || !slotRequest_[slot]->cancelled())
       continue;
-    steps_.leave(slot);
-    release();
-    std::shared_ptr<ServedRequest> request = std::move(slotRequest_[slot]);
+    std::shared_ptr<ServedRequest> request = vacate(slot);
     metrics_.requestDuration.observe(secondsBetween(request->submitted_, Clock::now()));
     request->endByOwner(metrics_);
   }
@@ -199,11 +197,8 @@ bool ContinuousBatch::runStep() {
     for (uint32_t slot = 0; slot < slotRequest_.size(); ++slot) {
       if (!slotRequest_[slot])
         continue;
-      steps_.leave(slot);
-      release();
       metrics_.requestsFailed.fetch_add(1, std::memory_order_relaxed);
-      std::shared_ptr<ServedRequest> request = std::move(slotRequest_[slot]);
-      request->finish(ServedRequest::End::Failed, s.message());
+      vacate(slot)->finish(ServedRequest::End::Failed, s.message());
     }
     return true;
   }
@@ -229,12 +224,8 @@ void ContinuousBatch::run() {
   }
   // Stopped: nothing more runs.
   for (uint32_t slot = 0; slot < slotRequest_.size(); ++slot)
-    if (slotRequest_[slot]) {
-      steps_.leave(slot);
-      release();
-      std::shared_ptr<ServedRequest> request = std::move(slotRequest_[slot]);
-      request->finish(ServedRequest::End::Cancelled);
-    }
+    if (slotRequest_[slot])
+      vacate(slot)->finish(ServedRequest::End::Cancelled);
   std::lock_guard<std::mutex> lock(queueMutex_);
   for (; queued_ > 0; --queued_, queueHead_ = (queueHead_ + 1) % queue_.size())
     std::move(queue_[queueHead_])->finish(ServedRequest::End::Cancelled);
@@ -263,8 +254,6 @@ uint32_t ContinuousBatch::retryAfterSeconds() const {
   return static_cast<uint32_t>(std::clamp(std::ceil(seconds), 1.0, 3600.0));
 }
 
-void ContinuousBatch::promptFed(uint32_t /*slot*/) {}
-
 bool ContinuousBatch::generated(uint32_t slot, int32_t id, const float *logits) {
   ServedRequest &request = *slotRequest_[slot];
   const Clock::time_point now = Clock::now();
@@ -278,17 +267,18 @@ bool ContinuousBatch::generated(uint32_t slot, int32_t id, const float *logits) 
   return request.cancelled();
 }
 
-// The slot's count and gauge drop before the request's end is published, so an owner that sees
-// its end and submits again finds the slot counted free.
-void ContinuousBatch::release() {
+// The slot's count and gauge drop before the caller publishes the request's end, so an owner that
+// sees its end and submits again finds the slot counted free.
+std::shared_ptr<ServedRequest> ContinuousBatch::vacate(uint32_t slot) {
+  steps_.leave(slot); // nothing when SlotSteps has ended the sequence itself
   held_.fetch_sub(1);
   metrics_.activeSlots.store(static_cast<uint32_t>(steps_.activeCount()),
                              std::memory_order_relaxed);
+  return std::move(slotRequest_[slot]);
 }
 
 void ContinuousBatch::finished(uint32_t slot) {
-  release();
-  std::shared_ptr<ServedRequest> request = std::move(slotRequest_[slot]);
+  std::shared_ptr<ServedRequest> request = vacate(slot);
   metrics_.requestDuration.observe(secondsBetween(request->submitted_, Clock::now()));
   const std::vector<int32_t> &stops = request->generation_.stopIds;
   if (request->cancelled()) {

@@ -129,8 +129,8 @@ public:
 private:
   void admitLocked();
   void dropCancelled();
-  void release();
-  void promptFed(uint32_t slot) override;
+  // Ends the slot's sequence if it runs and hands back its request.
+  std::shared_ptr<ServedRequest> vacate(uint32_t slot);
   bool generated(uint32_t slot, int32_t id, const float *logits) override;
   void finished(uint32_t slot) override;
 

@@ -15,7 +15,6 @@
 Times are printed, never checked.
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import CheckFailed, check_hetc_binary, describe, indent, main_wrapper, run  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, check_main, describe, indent, run  # noqa: E402
 from serve_common import Server, tiny_chat_plan  # noqa: E402
 
 MAX_TOKENS = 5
@@ -240,11 +239,7 @@ def check(a):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hetc", required=True)
-    parser.add_argument("--workdir", required=True)
-    a = parser.parse_args()
-    return main_wrapper(lambda: check(a))
+    return check_main(check, __doc__)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ rendered ids give, and --session resumes it.
    --template and chats with --template llama2; two turns give what one-shot runs give.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_text import write_tokenizer  # noqa: E402
-from e2e_common import CheckFailed, check_hetc_binary, export, main_wrapper, run  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, check_main, export, run  # noqa: E402
 
 MAX_NEW = 8
 QWEN2_TEMPLATE = (
@@ -307,12 +306,7 @@ def check(a):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--hetc", required=True)
-    parser.add_argument("--workdir", required=True)
-    a = parser.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    return main_wrapper(lambda: check(a))
+    return check_main(check)
 
 
 if __name__ == "__main__":

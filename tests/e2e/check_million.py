@@ -10,12 +10,11 @@ context in the same memory. Timing is a benchmark's business; this checks that i
 it reports is self-consistent.
 """
 
-import argparse
 import json
 import os
 import sys
 
-from e2e_common import CheckFailed, check_hetc_binary, export, main_wrapper, run
+from e2e_common import CheckFailed, check_hetc_binary, check_main, export, run
 
 MAX_SEQ = 1048576
 CONTEXT = 1000000
@@ -82,11 +81,7 @@ def check(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hetc", required=True)
-    p.add_argument("--workdir", required=True)
-    return main_wrapper(lambda: check(p.parse_args()))
+    return check_main(check, __doc__)
 
 
 if __name__ == "__main__":

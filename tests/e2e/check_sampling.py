@@ -13,14 +13,13 @@
 4. refusals, one line each: parameters out of range, --stop on a plan without a tokenizer.
 """
 
-import argparse
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_text import expect_refusal, hetc_bytes, write_tokenizer  # noqa: E402
-from e2e_common import CheckFailed, check_hetc_binary, export, main_wrapper, run  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, check_main, export, run  # noqa: E402
 
 MAX_NEW = 16
 PROMPT = "Hello, the world!"
@@ -120,12 +119,7 @@ def check(a):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--hetc", required=True)
-    parser.add_argument("--workdir", required=True)
-    a = parser.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    return main_wrapper(lambda: check(a))
+    return check_main(check)
 
 
 if __name__ == "__main__":

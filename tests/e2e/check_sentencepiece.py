@@ -16,7 +16,6 @@
    spm_train's default normalization (nmt_nfkc, a character map), naming the normalizer.
 """
 
-import argparse
 import json
 import os
 import random
@@ -25,7 +24,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import CheckFailed, check_hetc_binary, main_wrapper, run  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, check_main, run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SENTENCES = [
@@ -197,10 +196,7 @@ def check(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--hetc", required=True)
-    p.add_argument("--workdir", required=True)
-    return main_wrapper(lambda: check(p.parse_args()))
+    return check_main(check, __doc__)
 
 
 if __name__ == "__main__":

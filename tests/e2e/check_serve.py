@@ -19,7 +19,6 @@ On the tiny preset with check_chat.py's byte-level tokenizer and ChatML template
    completes or gets 429 with Retry-After, none is lost, and the server's memory stays flat.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -30,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_chat import IM_END_ID, turn_text, write_chat_tokenizer  # noqa: E402
-from e2e_common import CheckFailed, check_hetc_binary, export, main_wrapper, run  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, check_main, export, run  # noqa: E402
 from serve_common import Server, parse_events, stream_text  # noqa: E402
 
 SLOTS = 4
@@ -398,12 +397,7 @@ def check(a):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--hetc", required=True)
-    p.add_argument("--workdir", required=True)
-    a = p.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    return main_wrapper(lambda: check(a))
+    return check_main(check, __doc__)
 
 
 if __name__ == "__main__":

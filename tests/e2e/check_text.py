@@ -23,14 +23,13 @@ prints text; hetc tokenize round-trips.
    hetc run --prompt prints the text of the ids --prompt-ids generates.
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import CheckFailed, check_hetc_binary, export, main_wrapper, run  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, check_main, export, run  # noqa: E402
 
 MAX_NEW = 12
 LLAMA2_TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenizers",
@@ -244,12 +243,7 @@ def check(a):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--hetc", required=True)
-    parser.add_argument("--workdir", required=True)
-    a = parser.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    return main_wrapper(lambda: check(a))
+    return check_main(check)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Shared pieces of the end-to-end checks: running commands, exporting presets, failing clearly."""
 
+import argparse
 import os
 import shlex
 import subprocess
@@ -101,3 +102,15 @@ def main_wrapper(fn):
         print(f"FAIL: {e}", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def check_main(check, doc=None):
+    """The main of a check script that takes --hetc and --workdir: runs check(args) with the work
+    directory made; returns the exit code."""
+    p = argparse.ArgumentParser(description=doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hetc", required=True)
+    p.add_argument("--workdir", required=True)
+    a = p.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    return main_wrapper(lambda: check(a))

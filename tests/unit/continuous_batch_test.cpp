@@ -43,6 +43,13 @@ Alone runAlone(const LoadedTinyPlan &loaded, const std::vector<int32_t> &prompt,
   return alone;
 }
 
+// largerShape with one slot: requests queue behind each other.
+TinyPlanShape oneSlotShape() {
+  TinyPlanShape shape = largerShape();
+  shape.max_batch = 1;
+  return shape;
+}
+
 std::shared_ptr<ServedRequest> requestOf(std::vector<int32_t> prompt, uint32_t maxNew,
                                          bool logprobs = false, uint32_t top = 0) {
   GenerationRequest generation;
@@ -159,9 +166,7 @@ TEST(ContinuousBatchTest, BoundedQueueAndNoAllocationPerStep) {
 // A cancelled request leaves its slot at the next step and the waiting one takes it; a request
 // cancelled while it waits never joins.
 TEST(ContinuousBatchTest, CancelledRequestsFreeTheirSlots) {
-  TinyPlanShape shape = largerShape();
-  shape.max_batch = 1;
-  LoadedTinyPlan loaded(shape);
+  LoadedTinyPlan loaded(oneSlotShape());
   ASSERT_TRUE(loaded.plan);
   std::unique_ptr<Engine> engine = loaded.engine(1);
   ASSERT_TRUE(engine);
@@ -207,9 +212,7 @@ TEST(ContinuousBatchTest, CancelledRequestsFreeTheirSlots) {
 // With no queue places, a request is taken only into a free slot; a slot counts free as soon as
 // its request's end is published, before the loop runs again.
 TEST(ContinuousBatchTest, AFinishedRequestsSlotIsFreeAtOnce) {
-  TinyPlanShape shape = largerShape();
-  shape.max_batch = 1;
-  LoadedTinyPlan loaded(shape);
+  LoadedTinyPlan loaded(oneSlotShape());
   ASSERT_TRUE(loaded.plan);
   std::unique_ptr<Engine> engine = loaded.engine(1);
   ASSERT_TRUE(engine);

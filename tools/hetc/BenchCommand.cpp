@@ -1,4 +1,5 @@
 #include "BenchCommand.h"
+#include "CommandSupport.h"
 #include "../PrintfString.h"
 #include "SweepPlot.h"
 #include "TorchReference.h"
@@ -42,8 +43,6 @@ constexpr const char *kPConvention =
     "0-based position q attends q + 1 positions; token k of a p-token sequence attends k, "
     "(p+1)/2 on average)";
 constexpr const char *kResidualConvention = "(measured - fitted) / measured";
-
-[[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
 
 std::string describeFill(const DecodeBenchReport &r) {
   if (r.context == 0)
@@ -810,8 +809,7 @@ void addBenchOptions(CLI::App &command, BenchArguments &args) {
                       std::to_string(kAutoPrefillMaxContext) + " positions)")
       ->check(CLI::IsMember({"auto", "prefill", "synthetic"}))
       ->capture_default_str();
-  command.add_option("--threads", args.threads, "Threads (0 = every core)")->capture_default_str();
-  command.add_flag("--no-pin", args.noPin, "Do not bind threads to cores");
+  addEngineOptions(command, args.threads, args.noPin);
   command.add_flag("--json", args.json, "One JSON object on stdout instead of text");
   command.add_flag("--profile", args.profile,
                    "Report the per-op run and barrier wait times over the decode steps");
@@ -838,25 +836,14 @@ void addBenchOptions(CLI::App &command, BenchArguments &args) {
 int benchCommand(const BenchArguments &args) {
   const bool isSweep = !args.contexts.empty() || !args.batches.empty() || !args.plotPath.empty() ||
                        !args.compareTorch.empty() || args.rounds > 1;
-  Result<std::unique_ptr<Plan>> loaded = Plan::load(args.planPath);
-  if (!loaded)
-    fail(loaded.message());
-  std::shared_ptr<const Plan> plan(std::move(loaded.value()));
-
-  EngineOptions engineOptions;
-  engineOptions.threads = args.threads;
-  engineOptions.pin = !args.noPin;
-  engineOptions.pinCaller = !args.noPin;
+  const std::shared_ptr<const Plan> plan = loadPlan(args.planPath);
+  EngineOptions options = engineOptions(args.threads, args.noPin);
   // The split of each token into fixed and attention time comes from the profile, so it is
   // always recorded (two clock reads per op and thread); --profile only reports it in full.
-  engineOptions.profile = true;
-  Result<std::unique_ptr<Engine>> created = Engine::create(plan, engineOptions);
-  if (!created)
-    fail(created.message());
-  Engine &engine = *created.value();
-  // Once, before any measurement: a plan for a GPU target is measured on the CPU here.
-  if (const std::string notice = gpuFallbackNotice(*plan, probeGpu()); !notice.empty())
-    std::cerr << notice << '\n';
+  options.profile = true;
+  // Before any measurement: a plan for a GPU target is measured on the CPU here, said once.
+  const std::unique_ptr<Engine> created = createEngine(plan, options, probeGpu());
+  Engine &engine = *created;
 
   const int status = isSweep ? sweep(args, engine) : singlePoint(args, engine);
   std::cout.flush();

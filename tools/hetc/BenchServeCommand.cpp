@@ -1,4 +1,5 @@
 #include "BenchServeCommand.h"
+#include "CommandSupport.h"
 
 #include "runtime/format/Plan.h"
 #include "tools/PrintfString.h"
@@ -45,8 +46,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using hetc::tools::format;
 using nlohmann::json;
-
-[[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
 
 double secondsBetween(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
@@ -923,10 +922,7 @@ ModelFacts askModels(const std::string &url, const std::string &wanted) {
 }
 
 uint32_t planVocabulary(const std::string &planPath) {
-  Result<std::unique_ptr<Plan>> plan = Plan::load(planPath);
-  if (!plan)
-    fail(plan.message());
-  return (*plan)->def().model()->vocab();
+  return loadPlan(planPath)->def().model()->vocab();
 }
 
 // Slots and queue places from /health, when the server says (hetc serve does).

@@ -4,6 +4,7 @@
 // measure). What cannot be measured without root (the DIMMs' channels and speed) is left out or
 // stands in with its source saying so.
 #include "CalibrateCommand.h"
+#include "CommandSupport.h"
 #include "../PrintfString.h"
 
 #include "codegen/cpu/linear/ActivationRows.h"
@@ -48,8 +49,6 @@ constexpr size_t kPrefillRows = 256, kPrefillN = 4096;
 // FLOP per cycle and core: one AMX BF16 tile multiply (LIA 4.1's 90.1 TFLOPS = 40 cores x 1024 x
 // 2.2 GHz), and two 512-bit vdpbf16ps (32 pairs, 64 FLOP each).
 constexpr double kAmxFlopPerCycle = 1024, kAvx512Bf16FlopPerCycle = 128;
-
-[[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
 
 struct FreeDeleter {
   void operator()(void *p) const { std::free(p); }

@@ -1,5 +1,7 @@
 #include "ChatCommand.h"
 
+#include "CommandSupport.h"
+
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Plan.h"
 #include "runtime/kv/Session.h"
@@ -21,12 +23,6 @@
 
 namespace hetc::tool {
 
-namespace {
-
-[[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
-
-} // namespace
-
 void addChatOptions(CLI::App &command, ChatArguments &args) {
   command.add_option("plan", args.planPath, "Plan file (with a packed tokenizer)")->required();
   command.add_option("--system", args.system, "The system message");
@@ -39,25 +35,16 @@ void addChatOptions(CLI::App &command, ChatArguments &args) {
   command.add_option("--max-new", args.maxNew, "Ids per reply at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command.add_option("--threads", args.threads, "Threads (0 = every core)")->capture_default_str();
-  command.add_flag("--no-pin", args.noPin, "Do not bind threads to cores");
+  addEngineOptions(command, args.threads, args.noPin);
   command.add_flag("--verbose", args.verbose, "The ids each turn feeds, and timings, on stderr");
   args.sampling.addTo(command);
 }
 
 int chatCommand(ChatArguments &args) {
   args.sampling.finish();
-  Result<std::unique_ptr<Plan>> loaded = Plan::load(args.planPath);
-  if (!loaded)
-    fail(loaded.message());
-  std::shared_ptr<const Plan> plan(std::move(loaded.value()));
-  Result<std::unique_ptr<PlanTokenizer>> packed = loadPlanTokenizer(*plan, args.planPath);
-  if (!packed)
-    fail(packed.message());
-  if (!*packed)
-    fail(args.planPath + " packs no tokenizer, which chat needs (compile with --tokenizer, or put "
-                         "tokenizer.json beside the model)");
-  const PlanTokenizer &tokenizer = **packed;
+  const std::shared_ptr<const Plan> plan = loadPlan(args.planPath);
+  const std::unique_ptr<PlanTokenizer> packed = requireTokenizer(*plan, args.planPath, "chat");
+  const PlanTokenizer &tokenizer = *packed;
   Result<ChatTemplate> chosen = chatTemplateFor(tokenizer, args.templateName, args.planPath);
   if (!chosen)
     fail(chosen.message());
@@ -73,16 +60,9 @@ int chatCommand(ChatArguments &args) {
     std::fprintf(stderr, "hetc: chat template %s, end of turn '%s'\n", ChatTemplate::name(family),
                  chat.endOfTurn().c_str());
 
-  EngineOptions options;
-  options.threads = args.threads;
-  options.pin = !args.noPin;
-  options.pinCaller = !args.noPin;
-  Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
-  if (!created)
-    fail(created.message());
-  Engine &engine = *created.value();
-  if (const std::string notice = gpuFallbackNotice(*plan, probeGpu()); !notice.empty())
-    std::fprintf(stderr, "%s\n", notice.c_str());
+  const std::unique_ptr<Engine> created =
+      createEngine(plan, engineOptions(args.threads, args.noPin), probeGpu());
+  Engine &engine = *created;
 
   // The conversation so far: every id fed or generated; the KV cache holds the first `positions`
   // (the last generated id is fed with the next turn).

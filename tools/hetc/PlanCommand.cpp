@@ -1,4 +1,5 @@
 #include "PlanCommand.h"
+#include "CommandSupport.h"
 #include "../PrintfString.h"
 
 #include "hetc/compiler/CostModel.h"
@@ -42,8 +43,6 @@ constexpr uint32_t kOnnxAssumedContext = 4096;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr const char *kConvention =
     "p_i = 1 runs sublayer i on the CPU, 0 on the GPU; sublayers qkv, qk, sv, out, fc1, fc2";
-
-[[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
 
 template <typename T> T value(Result<T> result) {
   if (!result)

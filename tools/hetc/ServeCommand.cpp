@@ -1,5 +1,7 @@
 #include "ServeCommand.h"
 
+#include "CommandSupport.h"
+
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Plan.h"
 #include "runtime/platform/Devices.h"
@@ -18,11 +20,6 @@
 #include <thread>
 
 namespace hetc::tool {
-namespace {
-
-[[noreturn]] void fail(const std::string &message) { throw std::runtime_error(message); }
-
-} // namespace
 
 void addServeOptions(CLI::App &command, ServeArguments &args) {
   command.add_option("plan", args.planPath, "Plan file (with a packed tokenizer)")->required();
@@ -36,8 +33,7 @@ void addServeOptions(CLI::App &command, ServeArguments &args) {
   command.add_option("--template", args.templateName,
                      "Chat template for /v1/chat/completions: llama3, llama2, mistral, chatml or "
                      "gemma; default: recognised from the plan's chat_template");
-  command.add_option("--threads", args.threads, "Worker threads (default: the CPUs allowed)");
-  command.add_flag("--no-pin", args.noPin, "Do not pin worker threads to CPUs");
+  addEngineOptions(command, args.threads, args.noPin);
 }
 
 int serveCommand(ServeArguments &args) {
@@ -55,26 +51,11 @@ int serveCommand(ServeArguments &args) {
   if (!args.templateName.empty() && !ChatTemplate::fromName(args.templateName, family))
     fail("--template '" + args.templateName + "': expected " + ChatTemplate::names());
 
-  Result<std::unique_ptr<Plan>> loaded = Plan::load(args.planPath);
-  if (!loaded)
-    fail(loaded.message());
-  std::shared_ptr<const Plan> plan(std::move(loaded.value()));
-  Result<std::unique_ptr<PlanTokenizer>> packed = loadPlanTokenizer(*plan, args.planPath);
-  if (!packed)
-    fail(packed.message());
-  if (!*packed)
-    fail(args.planPath + " packs no tokenizer, which serve needs (compile with --tokenizer, or "
-                         "put tokenizer.json beside the model)");
-  EngineOptions options;
-  options.threads = args.threads;
-  options.pin = !args.noPin;
-  options.pinCaller = !args.noPin;
-  Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
-  if (!created)
-    fail(created.message());
-  Engine &engine = *created.value();
-  if (const std::string notice = gpuFallbackNotice(*plan, probeGpu()); !notice.empty())
-    std::fprintf(stderr, "%s\n", notice.c_str());
+  const std::shared_ptr<const Plan> plan = loadPlan(args.planPath);
+  const std::unique_ptr<PlanTokenizer> packed = requireTokenizer(*plan, args.planPath, "serve");
+  const std::unique_ptr<Engine> created =
+      createEngine(plan, engineOptions(args.threads, args.noPin), probeGpu());
+  Engine &engine = *created;
 
   server::ServerOptions serverOptions;
   serverOptions.host = args.host;
@@ -84,7 +65,7 @@ int serveCommand(ServeArguments &args) {
   serverOptions.modelName = args.modelName.empty()
                                 ? std::filesystem::path(args.planPath).stem().string()
                                 : args.modelName;
-  server::HttpServer server(engine, **packed, serverOptions, args.planPath);
+  server::HttpServer server(engine, *packed, serverOptions, args.planPath);
   Result<int> port = server.bind();
   if (!port)
     fail(port.message());

@@ -11,6 +11,7 @@
 #include "BenchCommand.h"
 #include "BenchServeCommand.h"
 #include "ChatCommand.h"
+#include "CommandSupport.h"
 #include "ServeCommand.h"
 #include "SamplingOptions.h"
 #include "runtime/executor/Engine.h"
@@ -52,12 +53,8 @@
 
 namespace {
 
-// Thrown inside this tool only, caught in main: the one-line error the user sees.
-struct ToolError {
-  std::string message;
-};
-
-[[noreturn]] void fail(const std::string &message) { throw ToolError{message}; }
+using hetc::tool::fail;
+using hetc::tool::loadPlan;
 
 void check(const hetc::Status &status) {
   if (!status)
@@ -96,13 +93,6 @@ std::vector<int32_t> parsePromptIds(const std::string &text,
     itemStart = comma + 1;
   }
   return ids;
-}
-
-std::shared_ptr<const hetc::Plan> loadPlan(const std::string &path) {
-  hetc::Result<std::unique_ptr<hetc::Plan>> plan = hetc::Plan::load(path);
-  if (!plan)
-    fail(plan.message());
-  return std::shared_ptr<const hetc::Plan>(std::move(plan.value()));
 }
 
 // A float32 array as NumPy's .npy v1.0: magic, version, header length, a Python dict literal
@@ -366,21 +356,6 @@ std::string runPolicyText(const hetc::Engine &engine,
          "; run on the CPU here (no GPU executor)";
 }
 
-// The plan's tokenizer, for a command given text (or asked for it): refused when it packs none.
-std::unique_ptr<hetc::PlanTokenizer> loadTokenizer(const hetc::Plan &plan,
-                                                   const std::string &planPath,
-                                                   const std::string &why) {
-  hetc::Result<std::unique_ptr<hetc::PlanTokenizer>> tokenizer =
-      hetc::loadPlanTokenizer(plan, planPath);
-  if (!tokenizer)
-    fail(tokenizer.message());
-  if (!*tokenizer)
-    fail(planPath + " packs no tokenizer, which " + why +
-         " needs (compile with --tokenizer, or put tokenizer.json or tokenizer.model "
-         "beside the model)");
-  return std::move(tokenizer.value());
-}
-
 std::string readPromptFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -420,9 +395,9 @@ int runCommand(RunArguments args) {
   std::shared_ptr<const hetc::Plan> plan = loadPlan(args.planPath);
   std::unique_ptr<hetc::PlanTokenizer> tokenizer;
   if (!textPrompts && !args.stops.empty())
-    tokenizer = loadTokenizer(*plan, args.planPath, "--stop");
+    tokenizer = hetc::tool::requireTokenizer(*plan, args.planPath, "--stop");
   if (textPrompts) {
-    tokenizer = loadTokenizer(*plan, args.planPath, "--prompt");
+    tokenizer = hetc::tool::requireTokenizer(*plan, args.planPath, "--prompt");
     // A session that already holds a conversation continues it: no second BOS.
     std::error_code error;
     const bool continuing = !args.session.empty() && std::filesystem::exists(args.session, error);
@@ -436,18 +411,11 @@ int runCommand(RunArguments args) {
     }
     args.stopIds = tokenizer->eosIds;
   }
-  hetc::EngineOptions options;
-  options.threads = args.threads;
-  options.pin = !args.noPin;
-  options.pinCaller = !args.noPin;
-  hetc::Result<std::unique_ptr<hetc::Engine>> created = hetc::Engine::create(plan, options);
-  if (!created)
-    fail(created.message());
-  hetc::Engine &engine = *created.value();
   // A plan for a GPU target runs here on the CPU: said once, verbose or not.
   const hetc::GpuProbe gpu = hetc::probeGpu();
-  if (const std::string notice = hetc::gpuFallbackNotice(*plan, gpu); !notice.empty())
-    std::fprintf(stderr, "%s\n", notice.c_str());
+  const std::unique_ptr<hetc::Engine> created =
+      hetc::tool::createEngine(plan, hetc::tool::engineOptions(args.threads, args.noPin), gpu);
+  hetc::Engine &engine = *created;
   if (args.verbose) {
     std::fprintf(stderr, "hetc: devices: %s\n", hetc::describePlanDevices(*plan, gpu).c_str());
     std::fprintf(stderr, "hetc: memory: %s\n", engine.memoryBinding().describe().c_str());
@@ -554,7 +522,7 @@ struct TokenizeArguments {
 // --text: the ids, comma-separated; --ids: the text.
 int tokenizeCommand(const TokenizeArguments &args) {
   std::shared_ptr<const hetc::Plan> plan = loadPlan(args.planPath);
-  std::unique_ptr<hetc::PlanTokenizer> tokenizer = loadTokenizer(*plan, args.planPath, "tokenize");
+  std::unique_ptr<hetc::PlanTokenizer> tokenizer = hetc::tool::requireTokenizer(*plan, args.planPath, "tokenize");
   if (!args.ids.empty()) {
     hetc::Result<std::string> text =
         tokenizer->tokenizer->decode(parsePromptIds(args.ids, "--ids"), !args.special);
@@ -741,8 +709,7 @@ int runTool(int argc, char **argv) {
                   "Continue the one sequence kept in this file (started when it does not exist) "
                   "and save it back with the prompt and generated ids")
       ->allow_extra_args(false);
-  run->add_option("--threads", runArgs.threads, "Threads (0 = every core)")->capture_default_str();
-  run->add_flag("--no-pin", runArgs.noPin, "Do not bind threads to cores");
+  hetc::tool::addEngineOptions(*run, runArgs.threads, runArgs.noPin);
   run->add_flag("--verbose", runArgs.verbose, "Threads, arena sizes and timings on stderr");
   runArgs.sampling.addTo(*run);
   run->add_option("--stop", runArgs.stops,
@@ -873,8 +840,6 @@ int runTool(int argc, char **argv) {
 int main(int argc, char **argv) {
   try {
     return runTool(argc, argv);
-  } catch (const ToolError &error) {
-    std::cerr << "hetc: error: " << error.message << '\n';
   } catch (const std::bad_alloc &) {
     std::cerr << "hetc: error: out of memory\n";
   } catch (const std::exception &error) {
