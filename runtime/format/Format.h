@@ -33,7 +33,8 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 //      positions in Embedding (weights[1], EmbeddingParamsDef.position_offset), architecture
 //      "opt".
 // 1.11: PlanDef.tokenizer (TokenizerDef: tokenizer.json's text, BOS and EOS ids, chat template).
-constexpr uint32_t kPlanSchemaMinor = 11;
+// 1.12: CpuFeatureBits::AVX512_VNNI.
+constexpr uint32_t kPlanSchemaMinor = 12;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 

@@ -2,6 +2,8 @@
 
 #include "runtime/format/Bf16.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace hetc {
@@ -41,6 +43,36 @@ void unpackLinearBf16Row(const uint16_t *packed, uint64_t n, uint64_t k, uint64_
   }
   if (k % 2)
     out[k - 1] = bf16ToFloat(pair[(k / 2) * 32]);
+}
+
+void quantizeLinearInt8(const float *src, bool srcIsKN, uint64_t n, uint64_t k, int8_t *dst,
+                        float *scale, int32_t *columnSum) {
+  const LinearInt8N16K4 layout{n, k};
+  std::memset(dst, 0, layout.bytes());
+  auto at = [&](uint64_t row, uint64_t col) {
+    return srcIsKN ? src[col * n + row] : src[row * k + col];
+  };
+  for (uint64_t row = 0; row < layout.paddedColumns(); ++row) {
+    scale[row] = 0.0f;
+    columnSum[row] = 0;
+    if (row >= n)
+      continue;
+    float largest = 0.0f;
+    for (uint64_t col = 0; col < k; ++col)
+      largest = std::max(largest, std::fabs(at(row, col)));
+    if (largest == 0.0f)
+      continue;
+    scale[row] = largest / 127.0f;
+    const float inverse = 127.0f / largest;
+    int32_t sum = 0;
+    for (uint64_t col = 0; col < k; ++col) {
+      const float q = std::nearbyint(at(row, col) * inverse);
+      const int8_t value = static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+      dst[layout.index(row, col)] = value;
+      sum += value;
+    }
+    columnSum[row] = sum;
+  }
 }
 
 } // namespace hetc

@@ -12,6 +12,12 @@
 // N is padded to a multiple of 16 and K to a multiple of 2 with zeros, so a kernel never reads a
 // partial line. One 32-bit broadcast of an activation pair (x[2p], x[2p+1]) times one 64-byte
 // line gives 16 columns' partial dot products: the weight stream is sequential per block.
+//
+// LinearInt8N16K4: the same for int8 weights with a float32 scale per output column (W[n][k] ~
+// scale[n] * q[n][k], q in [-127, 127]), ordered for vpdpbusd: a block's panel is ceil(K/4) K
+// quads of 16 columns x 4 consecutive k, 64 bytes:
+//
+//   element (n, k) at int8 index ((n / 16) * kQuads + k / 4) * 64 + (n % 16) * 4 + k % 4
 #pragma once
 
 #include <cstddef>
@@ -48,5 +54,31 @@ void packLinearBf16(const float *src, bool srcIsKN, uint64_t n, uint64_t k, uint
 
 // Row `row` of W ([K] floats) from a packed weight: a tied embedding's table lookup, and tests.
 void unpackLinearBf16Row(const uint16_t *packed, uint64_t n, uint64_t k, uint64_t row, float *out);
+
+struct LinearInt8N16K4 {
+  static constexpr uint64_t kBlockColumns = 16;
+  static constexpr uint64_t kQuadBytes = kBlockColumns * 4; // 64
+
+  uint64_t n = 0;
+  uint64_t k = 0;
+
+  uint64_t kQuads() const { return (k + 3) / 4; }
+  uint64_t blocks() const { return (n + kBlockColumns - 1) / kBlockColumns; }
+  uint64_t paddedColumns() const { return blocks() * kBlockColumns; }
+  uint64_t blockBytes() const { return kQuads() * kQuadBytes; }
+  uint64_t bytes() const { return blocks() * blockBytes(); }
+  uint64_t index(uint64_t row, uint64_t col) const {
+    return ((row / kBlockColumns) * kQuads() + col / 4) * kQuadBytes + (row % kBlockColumns) * 4 +
+           col % 4;
+  }
+};
+
+// Quantizes the f32 matrix `src` (as packLinearBf16 takes it) symmetrically per output column:
+// scale[n] = max |W[n][.]| / 127 (0 for a zero column), q = round-half-even(W / scale). Writes the
+// packed q to `dst` (LinearInt8N16K4{n, k}.bytes(), padding zeroed), and, for paddedColumns()
+// columns (padding 0), `scale` and `columnSum` (the sum of column n's q, which kernels that offset
+// unsigned activations by 128 subtract).
+void quantizeLinearInt8(const float *src, bool srcIsKN, uint64_t n, uint64_t k, int8_t *dst,
+                        float *scale, int32_t *columnSum);
 
 } // namespace hetc

@@ -21,10 +21,11 @@ static_assert(same(CpuFeatureBits::AVX512BW, codegen::kCpuAvx512BW));
 static_assert(same(CpuFeatureBits::AVX512_BF16, codegen::kCpuAvx512Bf16));
 static_assert(same(CpuFeatureBits::AMX_TILE, codegen::kCpuAmxTile));
 static_assert(same(CpuFeatureBits::AMX_BF16, codegen::kCpuAmxBf16));
+static_assert(same(CpuFeatureBits::AVX512_VNNI, codegen::kCpuAvx512Vnni));
 static_assert(static_cast<uint64_t>(CpuFeatureBits::ANY) ==
                   (codegen::kCpuX86_64 | codegen::kCpuAvx2 | codegen::kCpuFma |
                    codegen::kCpuAvx512F | codegen::kCpuAvx512BW | codegen::kCpuAvx512Bf16 |
-                   codegen::kCpuAmxTile | codegen::kCpuAmxBf16),
+                   codegen::kCpuAmxTile | codegen::kCpuAmxBf16 | codegen::kCpuAvx512Vnni),
               "a plan feature bit has no codegen counterpart");
 
 } // namespace

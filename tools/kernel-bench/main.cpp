@@ -10,7 +10,9 @@
 #include "codegen/cpu/attention/Attention.h"
 #include "codegen/cpu/linear/ActivationRows.h"
 #include "codegen/cpu/linear/Linear.h"
+#include "codegen/cpu/isa/CpuFeatures.h"
 #include "codegen/cpu/linear/LinearAmxBf16.h"
+#include "codegen/cpu/linear/LinearInt8.h"
 #include "codegen/cpu/vector/Kernels.h"
 #include "codegen/cpu/vector/VectorKernels.h"
 #include "hplan_generated.h"
@@ -181,7 +183,7 @@ class LinearUnderTest {
 public:
   virtual ~LinearUnderTest() = default;
   virtual std::string name() const = 0;
-  virtual std::string weightDtype() const = 0; // "f32" or "bf16": picks the oneDNN reference
+  virtual std::string weightDtype() const = 0; // "f32", "bf16" or "int8": picks the oneDNN reference
   // Why the host cannot run it, or empty.
   virtual std::string unavailable() const { return {}; }
   // What the engine runs on this host (f32 weights, or bf16 weights): the only ones --quick runs.
@@ -311,6 +313,65 @@ private:
   std::unique_ptr<uint32_t, Free> rows_, rowMajor_;
 };
 
+// Int8 weights with a scale per output column and activations quantized per row (LinearInt8.h):
+// decode row counts only.
+class Int8Linear final : public LinearUnderTest {
+public:
+  Int8Linear(hetc::codegen::LinearInt8Fn kernel, std::string name, std::string why)
+      : kernel_(kernel), name_(std::move(name)), why_(std::move(why)) {}
+  std::string name() const override { return name_; }
+  std::string weightDtype() const override { return "int8"; }
+  std::string unavailable() const override { return why_; }
+  bool chosenForHost() const override {
+    return kernel_ == hetc::codegen::chooseLinearInt8Kernel();
+  }
+  bool measuresRows(size_t m) const override { return m <= 16; }
+  uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {
+    const hetc::LinearInt8N16K4 layout{n, k};
+    scale_.resize(layout.paddedColumns());
+    columnSum_.resize(layout.paddedColumns());
+    copies_.clear();
+    for (size_t c = 0; c < copies; ++c) {
+      copies_.emplace_back(static_cast<int8_t *>(std::aligned_alloc(64, layout.bytes())),
+                           &std::free);
+      hetc::quantizeLinearInt8(w, false, n, k, copies_.back().get(), scale_.data(),
+                               columnSum_.data());
+    }
+    // The scales and column sums are read too.
+    return layout.bytes() + layout.paddedColumns() * (sizeof(float) + sizeof(int32_t));
+  }
+  void release() override { copies_.clear(); }
+  void setInput(const float *x, size_t xStride, size_t rows, size_t k) override {
+    stride_ = 4 * ((k + 3) / 4);
+    xq_.resize(rows * stride_);
+    rowScale_.resize(rows);
+    hetc::codegen::quantizeRowsInt8(x, xStride, rows, k, xq_.data(), stride_, rowScale_.data());
+  }
+  void run(const float *, size_t, size_t m, size_t k, float *y, size_t yStride, size_t colBegin,
+           size_t colEnd, size_t copy) const override {
+    hetc::codegen::LinearInt8Call call;
+    call.x = {xq_.data(), stride_, rowScale_.data(), m};
+    call.w = copies_[copy].get();
+    call.scale = scale_.data();
+    call.columnSum = columnSum_.data();
+    call.k = k;
+    call.y = y;
+    call.yStride = yStride;
+    call.colBegin = colBegin;
+    call.colEnd = colEnd;
+    kernel_(call);
+  }
+
+private:
+  hetc::codegen::LinearInt8Fn kernel_;
+  std::string name_, why_;
+  std::vector<std::unique_ptr<int8_t, void (*)(void *)>> copies_;
+  std::vector<float> scale_, rowScale_;
+  std::vector<int32_t> columnSum_;
+  std::vector<uint8_t> xq_;
+  size_t stride_ = 0;
+};
+
 std::vector<std::unique_ptr<LinearUnderTest>> linearKernels() {
   using namespace hetc::codegen;
   std::vector<std::unique_ptr<LinearUnderTest>> kernels;
@@ -328,6 +389,10 @@ std::vector<std::unique_ptr<LinearUnderTest>> linearKernels() {
         return createLinearBf16Portable(k, false);
       },
       "LinearBf16Portable"));
+  const bool vnni = hetc::codegen::hostHas(kCpuAvx512F | kCpuAvx512BW | kCpuAvx512Vnni);
+  kernels.push_back(std::make_unique<Int8Linear>(linearInt8Avx512Vnni, "LinearInt8Avx512Vnni",
+                                                 vnni ? "" : "the host has no AVX-512 VNNI"));
+  kernels.push_back(std::make_unique<Int8Linear>(linearInt8Portable, "LinearInt8Portable", ""));
   return kernels;
 }
 
@@ -528,11 +593,13 @@ void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthRefe
         double &reference =
             referenceSeconds.emplace(std::make_tuple(dtype, m, n), 0.0).first->second;
 #ifdef HETC_WITH_DNNL
-        const uint64_t dnnlBytes = uint64_t{n} * shape.k * (dtype == "bf16" ? 2 : 4);
+        // Int8 weights are compared with oneDNN's bf16 matmul, the engine's other decode path.
+        const bool dnnlBf16 = dtype != "f32";
+        const uint64_t dnnlBytes = uint64_t{n} * shape.k * (dnnlBf16 ? 2 : 4);
         const size_t dnnlCopies = m >= 128 ? 1 : coldCopies(dnnlBytes, llc);
-        DnnlMatmul matmul(dtype == "bf16", m, n, shape.k, w.data(), dnnlCopies, x.data(),
+        DnnlMatmul matmul(dnnlBf16, m, n, shape.k, w.data(), dnnlCopies, x.data(),
                           dnnlWeights);
-        implementations.insert(dtype + " " + matmul.implementation());
+        implementations.insert((dnnlBf16 ? "bf16 " : "f32 ") + matmul.implementation());
         for (unsigned round = 0; round < settings.rounds; ++round) {
           seconds = std::min(seconds, ours());
           const double theirs = bestSeconds(

@@ -52,6 +52,8 @@ uint64_t detectCpuFeatures() {
     bits |= kCpuAvx512BW;
   if (osAvx512 && ((leaf7sub1.eax >> 5) & 1))
     bits |= kCpuAvx512Bf16;
+  if (osAvx512 && ((leaf7.ecx >> 11) & 1))
+    bits |= kCpuAvx512Vnni;
   if (osAmx && ((leaf7.edx >> 24) & 1))
     bits |= kCpuAmxTile;
   if (osAmx && ((leaf7.edx >> 22) & 1))
@@ -76,6 +78,7 @@ constexpr FeatureName kFeatureNames[] = {
     {kCpuAvx512Bf16, "avx512-bf16", kCpuAvx512BW},
     {kCpuAmxTile, "amx-tile", kCpuX86_64},
     {kCpuAmxBf16, "amx-bf16", kCpuAmxTile},
+    {kCpuAvx512Vnni, "avx512-vnni", kCpuAvx512BW},
 };
 
 // Clears, repeatedly, every feature whose prerequisites are gone.

@@ -18,6 +18,7 @@ enum CpuFeature : uint64_t {
   kCpuAvx512Bf16 = uint64_t{1} << 5,
   kCpuAmxTile = uint64_t{1} << 6,
   kCpuAmxBf16 = uint64_t{1} << 7,
+  kCpuAvx512Vnni = uint64_t{1} << 8,
 };
 
 // Features of the host, detected once per process with CPUID, and with XGETBV for whether the
