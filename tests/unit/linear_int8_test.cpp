@@ -130,6 +130,7 @@ std::vector<float> runKernel(codegen::LinearInt8Fn kernel, const Quantized &q,
 const std::vector<Case> kCases = {
     {1, 1, 1, 0, 1},    {16, 4, 1, 0, 16},  {17, 5, 3, 0, 17},   {45, 63, 9, 16, 45},
     {64, 130, 4, 0, 64}, {33, 7, 2, 32, 33}, {48, 256, 5, 16, 32}, {15, 3, 8, 0, 15},
+    {100, 37, 7, 16, 100}, {160, 9, 1, 0, 150},
 };
 
 TEST(LinearInt8Test, PortableKernelMatchesTheFormulas) {

@@ -52,49 +52,69 @@ void linearInt8Portable(const LinearInt8Call &call) {
 
 namespace {
 
-// Quad g of the panel (16 columns x 4 k) times rows' 4 activations, into `acc`.
-template <int R>
-__attribute__((target("avx512f,avx512bw,avx512vnni"), always_inline)) inline void
-quadRows(__m512i *acc, const uint8_t *const *xq, const int8_t *panel, size_t g) {
-  const __m512i w = _mm512_loadu_si512(panel + g * 64);
-  for (int i = 0; i < R; ++i) {
-    int32_t four;
-    std::memcpy(&four, xq[i] + g * 4, 4);
-    acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_set1_epi32(four), w);
-  }
-}
-
-// Rows [r0, r0 + R) over one 16-column block whose panel starts at `panel`. Each row sums into
-// C accumulators (quads g, g + C, ...) so that few rows still keep C vpdpbusd chains in flight;
-// integer sums, so the split changes no bit.
-template <int R, int C>
+// Rows [r0, r0 + R) over B consecutive 16-column blocks from column `column` (the first block's
+// panel at `panel`, the next ones blockBytes apart). Each quad step loads B weight lines and
+// broadcasts each row's 4 activations once for all of them: R x B independent vpdpbusd chains.
+template <int R, int B>
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
-blockRows(const LinearInt8Call &call, const int8_t *panel, size_t quads, size_t column,
-          size_t r0, __mmask16 store) {
-  __m512i acc[C][R];
-  for (int c = 0; c < C; ++c)
+blocksRows(const LinearInt8Call &call, const int8_t *panel, size_t blockBytes, size_t quads,
+           size_t column, size_t r0) {
+  __m512i acc[B][R];
+  for (int b = 0; b < B; ++b)
     for (int i = 0; i < R; ++i)
-      acc[c][i] = _mm512_setzero_si512();
+      acc[b][i] = _mm512_setzero_si512();
   const uint8_t *xq[R];
   for (int i = 0; i < R; ++i)
     xq[i] = call.x.xq + (r0 + i) * call.x.stride;
-  size_t g = 0;
-  for (; g + C <= quads; g += C)
-    for (int c = 0; c < C; ++c)
-      quadRows<R>(acc[c], xq, panel, g + c);
-  for (; g < quads; ++g)
-    quadRows<R>(acc[0], xq, panel, g);
-  for (int c = 1; c < C; ++c)
-    for (int i = 0; i < R; ++i)
-      acc[0][i] = _mm512_add_epi32(acc[0][i], acc[c][i]);
-  // Subtract 128 x the column sums: the offset that made the activations unsigned.
-  const __m512i offset = _mm512_slli_epi32(_mm512_loadu_si512(call.columnSum + column), 7);
-  const __m512 scale = _mm512_loadu_ps(call.scale + column);
-  for (int i = 0; i < R; ++i) {
-    const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[0][i], offset));
-    const __m512 y = _mm512_mul_ps(_mm512_mul_ps(dot, _mm512_set1_ps(call.x.rowScale[r0 + i])),
-                                   scale);
-    _mm512_mask_storeu_ps(call.y + (r0 + i) * call.yStride + column, store, y);
+  for (size_t g = 0; g < quads; ++g) {
+    __m512i w[B];
+    for (int b = 0; b < B; ++b)
+      w[b] = _mm512_loadu_si512(panel + b * blockBytes + g * 64);
+    for (int i = 0; i < R; ++i) {
+      int32_t four;
+      std::memcpy(&four, xq[i] + g * 4, 4);
+      const __m512i x = _mm512_set1_epi32(four);
+      for (int b = 0; b < B; ++b)
+        acc[b][i] = _mm512_dpbusd_epi32(acc[b][i], x, w[b]);
+    }
+  }
+  for (int b = 0; b < B; ++b) {
+    const size_t first = column + 16 * b;
+    const size_t width = std::min<size_t>(16, call.colEnd - first);
+    const __mmask16 store = static_cast<__mmask16>((1u << width) - 1);
+    // Subtract 128 x the column sums: the offset that made the activations unsigned.
+    const __m512i offset = _mm512_slli_epi32(_mm512_loadu_si512(call.columnSum + first), 7);
+    const __m512 scale = _mm512_loadu_ps(call.scale + first);
+    for (int i = 0; i < R; ++i) {
+      const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[b][i], offset));
+      const __m512 y = _mm512_mul_ps(
+          _mm512_mul_ps(dot, _mm512_set1_ps(call.x.rowScale[r0 + i])), scale);
+      _mm512_mask_storeu_ps(call.y + (r0 + i) * call.yStride + first, store, y);
+    }
+  }
+}
+
+// Every row over B blocks: 4 rows at a time, then the rest.
+template <int B>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+blocksAllRows(const LinearInt8Call &call, const int8_t *panel, size_t blockBytes, size_t quads,
+              size_t column) {
+  size_t r = 0;
+  // The blocks' panels (K x 16 bytes each) stay in L1/L2 while groups of rows read them again.
+  for (; r + 4 <= call.x.rows; r += 4)
+    blocksRows<4, B>(call, panel, blockBytes, quads, column, r);
+  switch (call.x.rows - r) {
+  case 3:
+    blocksRows<3, B>(call, panel, blockBytes, quads, column, r);
+    break;
+  case 2:
+    blocksRows<2, B>(call, panel, blockBytes, quads, column, r);
+    break;
+  case 1:
+    blocksRows<1, B>(call, panel, blockBytes, quads, column, r);
+    break;
+  default:
+    break;
   }
 }
 
@@ -103,29 +123,12 @@ blockRows(const LinearInt8Call &call, const int8_t *panel, size_t quads, size_t 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
 linearInt8Avx512Vnni(const LinearInt8Call &call) {
   const LinearInt8N16K4 layout{call.colEnd, call.k};
-  const size_t quads = layout.kQuads();
-  for (size_t column = call.colBegin; column < call.colEnd; column += 16) {
-    const int8_t *panel = call.w + (column / 16) * layout.blockBytes();
-    const size_t width = std::min<size_t>(16, call.colEnd - column);
-    const __mmask16 store = static_cast<__mmask16>((1u << width) - 1);
-    size_t r = 0;
-    // The block's panel (K x 16 bytes) stays in L1/L2 while groups of rows read it again.
-    for (; r + 4 <= call.x.rows; r += 4)
-      blockRows<4, 2>(call, panel, quads, column, r, store);
-    switch (call.x.rows - r) {
-    case 3:
-      blockRows<3, 2>(call, panel, quads, column, r, store);
-      break;
-    case 2:
-      blockRows<2, 4>(call, panel, quads, column, r, store);
-      break;
-    case 1:
-      blockRows<1, 4>(call, panel, quads, column, r, store);
-      break;
-    default:
-      break;
-    }
-  }
+  const size_t quads = layout.kQuads(), blockBytes = layout.blockBytes();
+  size_t column = call.colBegin;
+  for (; column + 64 <= call.colEnd; column += 64)
+    blocksAllRows<4>(call, call.w + (column / 16) * blockBytes, blockBytes, quads, column);
+  for (; column < call.colEnd; column += 16)
+    blocksAllRows<1>(call, call.w + (column / 16) * blockBytes, blockBytes, quads, column);
 }
 
 #pragma GCC diagnostic pop
