@@ -37,7 +37,7 @@ Engine::~Engine() {
   pool_.reset(); // joins the workers before the memory they touch goes away
   if (activations_)
     munmap(activations_, activationMapBytes_);
-  std::free(bf16Rows_);
+  std::free(convertedRows_);
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Plan> plan,
@@ -181,14 +181,15 @@ Status Engine::resolve(unsigned threads) {
     return Status::error("the plan has " + str(lmHeads) + " LmHead ops; the engine needs one");
   lmHead_ = resolver.lmHead();
 
-  // The bf16 rows the linear kernels read: allocated once, shared by every conversion.
-  if (resolver.bf16RowsBytes() > 0) {
-    const size_t bytes = ceilDiv(resolver.bf16RowsBytes(), kBufferAlignment) * kBufferAlignment;
-    bf16Rows_ = static_cast<uint32_t *>(std::aligned_alloc(kBufferAlignment, bytes));
-    if (!bf16Rows_)
-      return Status::error("cannot allocate " + str(bytes) + " bytes of bf16 activation rows");
-    std::memset(bf16Rows_, 0, bytes);
-    resolver.setBf16Rows(bf16Rows_);
+  // The converted rows the linear kernels read: allocated once, shared by every conversion.
+  if (resolver.convertedRowsBytes() > 0) {
+    const size_t bytes =
+        ceilDiv(resolver.convertedRowsBytes(), kBufferAlignment) * kBufferAlignment;
+    convertedRows_ = std::aligned_alloc(kBufferAlignment, bytes);
+    if (!convertedRows_)
+      return Status::error("cannot allocate " + str(bytes) + " bytes of converted activation rows");
+    std::memset(convertedRows_, 0, bytes);
+    resolver.setConvertedRows(convertedRows_);
   }
   args_ = resolver.takeArgs();
   linearKernels_ = resolver.takeLinearKernels();

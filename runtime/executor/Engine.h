@@ -151,9 +151,9 @@ private:
   std::vector<std::unique_ptr<OpArgs>> args_;
   std::vector<std::unique_ptr<codegen::LinearKernel>> linearKernels_;
   const LmHeadArgs *lmHead_ = nullptr;
-  // The bf16 activation rows the linear kernels read: [max_step_tokens] rows of the widest
-  // converted input.
-  uint32_t *bf16Rows_ = nullptr;
+  // The bf16 or int8 activation rows the linear kernels read: [max_step_tokens] rows of the
+  // widest converted input (OpResolver::needConvertedRows).
+  void *convertedRows_ = nullptr;
   PolicyTables policyTables_;
   MemoryBinding memoryBinding_;
 

@@ -36,7 +36,8 @@ struct Rows {
 
 // The kinds a plan op resolves to. Attention resolves to three (the KV append, the attention
 // units and the merge of rows split across threads) so the barriers between them are the pool's
-// ordinary ones; ConvertRowsBf16 is inserted before the linears whose kernels read bf16 rows.
+// ordinary ones; ConvertRowsBf16 is inserted before the linears whose kernels read bf16 rows, and
+// QuantizeRowsInt8 before those with int8 weights.
 enum class OpKind : uint8_t {
   Embedding,
   RmsNorm,
@@ -51,6 +52,7 @@ enum class OpKind : uint8_t {
   ConvertRowsBf16,
   LayerNorm,
   Activation,
+  QuantizeRowsInt8,
 };
 
 // "Linear", "KvAppend", ...: a kind as reports name it.

@@ -62,6 +62,8 @@ const char *opKindName(OpKind kind) {
     return "LayerNorm";
   case OpKind::Activation:
     return "Activation";
+  case OpKind::QuantizeRowsInt8:
+    return "QuantizeRowsInt8";
   }
   return "?";
 }
@@ -130,21 +132,28 @@ ResolvedOp OpResolver::resolved(OpKind kind, OpRunFn run, const OpArgs &args,
   return op;
 }
 
-void OpResolver::needBf16Rows(size_t bytes, uint32_t **user) {
-  bf16RowsBytes_ = std::max(bf16RowsBytes_, bytes);
+void OpResolver::needConvertedRows(size_t bytes, uint32_t **user) {
+  convertedRowsBytes_ = std::max(convertedRowsBytes_, bytes);
   bf16RowUsers_.push_back(user);
 }
 
-void OpResolver::setBf16Rows(uint32_t *rows) const {
+void OpResolver::needConvertedRows(size_t bytes, uint8_t **user) {
+  convertedRowsBytes_ = std::max(convertedRowsBytes_, bytes);
+  int8RowUsers_.push_back(user);
+}
+
+void OpResolver::setConvertedRows(void *rows) const {
   for (uint32_t **user : bf16RowUsers_)
-    *user = rows;
+    *user = static_cast<uint32_t *>(rows);
+  for (uint8_t **user : int8RowUsers_)
+    *user = static_cast<uint8_t *>(rows);
 }
 
 std::vector<std::unique_ptr<codegen::LinearKernel>> OpResolver::takeLinearKernels() {
   return std::move(linearKernels);
 }
 
-// An op that writes over the converted buffer's bytes makes its bf16 rows stale.
+// An op that writes over the converted buffer's bytes makes its converted rows stale.
 void OpResolver::forgetConvertedRowsWrittenBy(const plan::OpDef &op) {
   if (convertedBuffer < 0 || !op.outputs())
     return;

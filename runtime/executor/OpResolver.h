@@ -41,10 +41,10 @@ public:
   // Appends the ResolvedOps of plan op `index` to `ops`.
   Status resolve(uint32_t index, std::vector<ResolvedOp> &ops);
 
-  // After every op: bytes of bf16 rows the conversions write (0 when no kernel reads them), and
-  // where the engine's allocation of them goes.
-  size_t bf16RowsBytes() const { return bf16RowsBytes_; }
-  void setBf16Rows(uint32_t *rows) const;
+  // After every op: bytes of converted rows (bf16 or int8) the conversions write (0 when no kernel
+  // reads them), and where the engine's allocation of them goes.
+  size_t convertedRowsBytes() const { return convertedRowsBytes_; }
+  void setConvertedRows(void *rows) const;
   const LmHeadArgs *lmHead() const { return lmHead_; }
   // The argument blocks and generated kernels, handed to the engine that runs them.
   std::vector<std::unique_ptr<OpArgs>> takeArgs() { return std::move(args_); }
@@ -71,11 +71,15 @@ public:
   // A ResolvedOp of the current plan op, reading and writing its buffers.
   ResolvedOp resolved(OpKind kind, OpRunFn run, const OpArgs &args, const char *kernel) const;
 
-  // The bf16 rows of the linear kernels: the buffer whose rows the last conversion holds while no
-  // op has written over it since (-1: none), the bytes the conversions need, and the argument
-  // fields that point at the rows once allocated.
+  // The converted rows of the linear kernels, one allocation that every conversion writes: bf16
+  // rows (ConvertRowsBf16) or int8 rows with their scales (QuantizeRowsInt8). The buffer whose
+  // rows the last conversion holds, in which form, while no op has written over it since (-1:
+  // none); the bytes the conversions need, and the argument fields that point at the rows once
+  // allocated.
   int64_t convertedBuffer = -1;
-  void needBf16Rows(size_t bytes, uint32_t **user);
+  bool convertedToInt8 = false;
+  void needConvertedRows(size_t bytes, uint32_t **user);
+  void needConvertedRows(size_t bytes, uint8_t **user);
   std::vector<std::unique_ptr<codegen::LinearKernel>> linearKernels;
   void setLmHead(const LmHeadArgs *args) { lmHead_ = args; }
 
@@ -85,8 +89,9 @@ private:
   Setup setup_;
   const plan::PlanDef &def_;
   std::vector<std::unique_ptr<OpArgs>> args_;
-  size_t bf16RowsBytes_ = 0;
+  size_t convertedRowsBytes_ = 0;
   std::vector<uint32_t **> bf16RowUsers_;
+  std::vector<uint8_t **> int8RowUsers_;
   const plan::OpDef *op_ = nullptr;
   uint32_t opIndex_ = 0;
   const LmHeadArgs *lmHead_ = nullptr;

@@ -250,12 +250,23 @@ private:
       if (reinterpret_cast<uintptr_t>(shape->data()) % alignof(uint64_t) != 0)
         return fail(tensorText(i), "'s shape is not 8-byte aligned");
       const bool packedBf16 = t->layout() == WeightLayoutDef::LinearBf16N16K2;
-      if ((t->layout() == WeightLayoutDef::LinearNK || packedBf16) && shape->size() != 2)
+      const bool packedInt8 = t->layout() == WeightLayoutDef::LinearInt8N16K4;
+      if ((t->layout() == WeightLayoutDef::LinearNK || packedBf16 || packedInt8) &&
+          shape->size() != 2)
         return fail(tensorText(i), " has layout ", EnumNameWeightLayoutDef(t->layout()),
                     " but shape ", shapeText(shape), "; the layout is [N, K]");
       if (packedBf16 && t->dtype() != DTypeDef::BF16)
         return fail(tensorText(i), " has layout LinearBf16N16K2 but dtype ", dtypeText(t->dtype()),
                     "; the layout holds BF16");
+      if (packedInt8 && t->dtype() != DTypeDef::INT8)
+        return fail(tensorText(i), " has layout LinearInt8N16K4 but dtype ", dtypeText(t->dtype()),
+                    "; the layout holds INT8");
+      if (const uint32_t minor = def_.schema_version() & 0xffff; packedInt8 && minor < 13)
+        return fail(tensorText(i), " has layout LinearInt8N16K4, which schema 1.", minor,
+                    " does not have (added in 1.13)");
+      if (t->dtype() == DTypeDef::INT8 && !packedInt8)
+        return fail(tensorText(i), " is INT8 in layout ", EnumNameWeightLayoutDef(t->layout()),
+                    "; an INT8 weight is LinearInt8N16K4");
       uint64_t bytes = dtypeBytes(t->dtype());
       for (uint64_t dim : *shape) {
         if (dim == 0)
@@ -265,6 +276,9 @@ private:
       }
       // The packed layout pads N to 16 and K to 2 (codegen/cpu/WeightLayout.h).
       if (packedBf16 && !LinearBf16N16K2::sizeChecked(shape->Get(0), shape->Get(1), bytes))
+        return fail(tensorText(i), " shape ", shapeText(shape), " overflows 64 bits");
+      // The int8 layout pads N to 16 and K to 4, and holds the scales and column sums after q.
+      if (packedInt8 && !LinearInt8N16K4::segmentSizeChecked(shape->Get(0), shape->Get(1), bytes))
         return fail(tensorText(i), " shape ", shapeText(shape), " overflows 64 bits");
       const uint64_t segmentSize = def_.segments()->Get(t->segment())->size();
       if (bytes != segmentSize)
@@ -648,13 +662,20 @@ private:
   const BufferDef &buffer(uint32_t index) const { return *def_.buffers()->Get(index); }
   const TensorDef &tensor(uint32_t index) const { return *def_.tensors()->Get(index); }
 
-  // A linear weight [N, K] for an op reading `in` columns and writing `out` columns.
-  Status checkLinearWeight(uint32_t opIndex, uint32_t weight, uint64_t in, uint64_t out) const {
+  // A linear weight [N, K] for an op reading `in` columns and writing `out` columns;
+  // LinearInt8N16K4 only for a Linear (`int8Allowed`).
+  Status checkLinearWeight(uint32_t opIndex, uint32_t weight, uint64_t in, uint64_t out,
+                           bool int8Allowed) const {
     const TensorDef &w = tensor(weight);
-    if (w.layout() != WeightLayoutDef::LinearNK && w.layout() != WeightLayoutDef::LinearBf16N16K2)
+    const bool int8 = w.layout() == WeightLayoutDef::LinearInt8N16K4;
+    if (int8 && !int8Allowed)
+      return fail(opText(opIndex), " weight ", tensorText(weight),
+                  " is LinearInt8N16K4; an lm_head weight is LinearNK or LinearBf16N16K2");
+    if (w.layout() != WeightLayoutDef::LinearNK && w.layout() != WeightLayoutDef::LinearBf16N16K2 &&
+        !int8)
       return fail(opText(opIndex), " weight ", tensorText(weight), " is in the ",
                   EnumNameWeightLayoutDef(w.layout()),
-                  " layout; a linear weight is LinearNK or LinearBf16N16K2");
+                  " layout; a linear weight is LinearNK, LinearBf16N16K2 or LinearInt8N16K4");
     const uint64_t n = w.shape()->Get(0), k = w.shape()->Get(1);
     if (k != in)
       return fail(opText(opIndex), " weight ", tensorText(weight),
@@ -776,7 +797,8 @@ private:
         if (Status status = checkSameColumns(i, "swiglu operand and output differ", in(1), out);
             !status)
           return status;
-      if (Status status = checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols());
+      if (Status status =
+              checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols(), true);
           !status || !p.bias())
         return status;
       return checkF32Vector(i, weight(1), buffer(out).cols(), "bias");
@@ -860,7 +882,7 @@ private:
       if (buffer(out).cols() != def_.model()->vocab())
         return fail(opText(i), " writes ", buffer(out).cols(), " columns but the model vocab is ",
                     def_.model()->vocab());
-      return checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols());
+      return checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols(), false);
     }
     return Status();
   }

@@ -45,6 +45,27 @@ void unpackLinearBf16Row(const uint16_t *packed, uint64_t n, uint64_t k, uint64_
     out[k - 1] = bf16ToFloat(pair[(k / 2) * 32]);
 }
 
+bool LinearInt8N16K4::segmentSizeChecked(uint64_t n, uint64_t k, uint64_t &bytes) {
+  // Each factor is below 2^64 / 16 when n and k are below 2^58; beyond, refuse.
+  constexpr uint64_t kLimit = uint64_t{1} << 58;
+  if (n >= kLimit || k >= kLimit)
+    return false;
+  const LinearInt8N16K4 layout{n, k};
+  uint64_t packed, tables;
+  if (__builtin_mul_overflow(layout.blocks(), layout.blockBytes(), &packed) ||
+      __builtin_mul_overflow(layout.paddedColumns(), uint64_t{8}, &tables))
+    return false;
+  return !__builtin_add_overflow(packed, tables, &bytes);
+}
+
+void quantizeLinearInt8Segment(const float *src, bool srcIsKN, uint64_t n, uint64_t k,
+                               uint8_t *segment) {
+  const LinearInt8N16K4 layout{n, k};
+  quantizeLinearInt8(src, srcIsKN, n, k, reinterpret_cast<int8_t *>(segment),
+                     reinterpret_cast<float *>(segment + layout.scaleOffset()),
+                     reinterpret_cast<int32_t *>(segment + layout.columnSumOffset()));
+}
+
 void quantizeLinearInt8(const float *src, bool srcIsKN, uint64_t n, uint64_t k, int8_t *dst,
                         float *scale, int32_t *columnSum) {
   const LinearInt8N16K4 layout{n, k};

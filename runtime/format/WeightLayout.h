@@ -18,6 +18,10 @@
 // quads of 16 columns x 4 consecutive k, 64 bytes:
 //
 //   element (n, k) at int8 index ((n / 16) * kQuads + k / 4) * 64 + (n % 16) * 4 + k % 4
+//
+// A plan stores one segment per weight: the packed q (bytes()), then scale[paddedColumns()]
+// (float32) and columnSum[paddedColumns()] (int32), each 64-byte aligned since bytes() is a
+// multiple of 64.
 #pragma once
 
 #include <cstddef>
@@ -66,11 +70,17 @@ struct LinearInt8N16K4 {
   uint64_t blocks() const { return (n + kBlockColumns - 1) / kBlockColumns; }
   uint64_t paddedColumns() const { return blocks() * kBlockColumns; }
   uint64_t blockBytes() const { return kQuads() * kQuadBytes; }
+  // Bytes of the packed q; the plan's segment then holds the scales and the column sums.
   uint64_t bytes() const { return blocks() * blockBytes(); }
+  uint64_t scaleOffset() const { return bytes(); }
+  uint64_t columnSumOffset() const { return bytes() + paddedColumns() * sizeof(float); }
+  uint64_t segmentBytes() const { return columnSumOffset() + paddedColumns() * sizeof(int32_t); }
   uint64_t index(uint64_t row, uint64_t col) const {
     return ((row / kBlockColumns) * kQuads() + col / 4) * kQuadBytes + (row % kBlockColumns) * 4 +
            col % 4;
   }
+  // segmentBytes() without overflow: false when it does not fit 64 bits.
+  static bool segmentSizeChecked(uint64_t n, uint64_t k, uint64_t &bytes);
 };
 
 // Quantizes the f32 matrix `src` (as packLinearBf16 takes it) symmetrically per output column:
@@ -80,5 +90,8 @@ struct LinearInt8N16K4 {
 // unsigned activations by 128 subtract).
 void quantizeLinearInt8(const float *src, bool srcIsKN, uint64_t n, uint64_t k, int8_t *dst,
                         float *scale, int32_t *columnSum);
+// The same into one plan segment of LinearInt8N16K4{n, k}.segmentBytes() bytes.
+void quantizeLinearInt8Segment(const float *src, bool srcIsKN, uint64_t n, uint64_t k,
+                               uint8_t *segment);
 
 } // namespace hetc

@@ -110,14 +110,28 @@ def measure(torch_tokens, torch_logits, hetc_tokens, hetc_logits, tolerance, nea
     return worst, first_logit_failure, first_token_failure, compared
 
 
+def row_errors(torch_logits, hetc_logits, compared):
+    """Each compared row's error relative to max |torch row|."""
+    errors = []
+    for s, n in enumerate(compared):
+        for t in range(n):
+            ref = torch_logits[s, t].astype(np.float64)
+            errors.append(float(np.max(np.abs(hetc_logits[s, t].astype(np.float64) - ref)))
+                          / max(float(np.max(np.abs(ref))), 1e-30))
+    return errors
+
+
 def compare(torch_tokens, torch_logits, hetc_tokens, hetc_logits, tolerance, allow_near_ties=False,
-            min_compared_steps=0, min_compared_fraction=0.0, ref="torch"):
+            min_compared_steps=0, min_compared_fraction=0.0, ref="torch", median_tolerance=None):
     """Fails on the first differing id (unless a near tie, with allow_near_ties) or logits row over
     the tolerance. A near tie ends its sequence's comparison; so that ties cannot empty the check,
     each sequence must still have been compared, ids identical, for at least
     min_compared_steps steps (at most all of them), and all sequences together for at least
-    min_compared_fraction of sequences x steps. `ref` names the reference in messages. Returns the
-    worst row error."""
+    min_compared_fraction of sequences x steps. With median_tolerance, the median row error must be
+    within it too: int8 rows round to a step of 1/127 of their largest element, so an ulp of
+    difference before the rounding moves an element by a whole step now and then, and the worst
+    row shows such a flip where the median shows whether the operands are the plan's. `ref` names
+    the reference in messages. Returns the worst row error."""
     if hetc_logits.shape != torch_logits.shape:
         raise CheckFailed(f"hetc logits have shape {list(hetc_logits.shape)}, expected "
                           f"{list(torch_logits.shape)} = [sequences, max-new, vocab]")
@@ -152,6 +166,13 @@ def compare(torch_tokens, torch_logits, hetc_tokens, hetc_logits, tolerance, all
         raise CheckFailed(f"logits differ: sequence {s}, step {t}: max|hetc - {ref}| = {err:.3e} of "
                           f"max |{ref} row| > {tolerance:g} (tokens hetc {hetc_tokens[s][t]}, "
                           f"{ref} {torch_tokens[s][t]})")
+    if median_tolerance is not None:
+        median = float(np.median(row_errors(torch_logits, hetc_logits, compared)))
+        print(f"median logits error relative to max |{ref} row|: {median:.3e} "
+              f"(tolerance {median_tolerance:g})")
+        if median > median_tolerance:
+            raise CheckFailed(f"the median row error {median:.3e} of max |{ref} row| exceeds "
+                              f"--median-tolerance {median_tolerance:g}")
     # Only a near tie ends a sequence early without failing above: bound how early.
     ties = {tie[0]: tie for tie in near_ties or []}
     required = min(min_compared_steps, steps)
@@ -243,18 +264,22 @@ def check(a):
 
     f32_tokens, f32_logits = load_reference(a, "torch")
     round_inputs, kv_dtype = plan_roundings(a.hetc, plan, a.timeout)
-    if a.weights == "bf16" or kv_dtype == "INT8":
-        operands = (["bf16 weights"] if a.weights == "bf16" else ["float32 weights"]) + (
+    if a.weights != "f32" or kv_dtype == "INT8":
+        operands = {"bf16": ["bf16 weights"], "f32": ["float32 weights"],
+                    "int8": ["int8 weights and rows in the layers' linears, a bf16 lm_head"]}[
+            a.weights] + (
             ["bf16 linear inputs"] if round_inputs and a.weights == "bf16" else []) + (
+            ["bf16 lm_head inputs"] if round_inputs and a.weights == "int8" else []) + (
             ["bf16 K and V"] if kv_dtype == "BF16" else []) + (
             ["int8 K and V (a scale per head and position)"] if kv_dtype == "INT8" else [])
         print(f"reference: PyTorch in float32 on {', '.join(operands)}, as the plan on this host")
         torch_tokens, torch_logits = load_reference(
             a, "torch (plan operands)", REFERENCE_BF16,
-            (["--round-inputs"] if round_inputs and a.weights == "bf16" else [])
+            (["--round-inputs"] if round_inputs and a.weights != "f32" else [])
             + (["--round-kv"] if kv_dtype == "BF16" else [])
             + (["--quantize-kv-int8"] if kv_dtype == "INT8" else [])
-            + (["--f32-weights"] if a.weights == "f32" else []),
+            + (["--f32-weights"] if a.weights == "f32" else [])
+            + (["--int8-weights"] if a.weights == "int8" else []),
             "torch_operands")
     else:
         torch_tokens, torch_logits = f32_tokens, f32_logits
@@ -279,7 +304,7 @@ def check(a):
     if hetc_logits.dtype != np.float32:
         raise CheckFailed(f"hetc logits are {hetc_logits.dtype}, expected float32")
 
-    rounded = a.weights == "bf16" or kv_dtype == "INT8"
+    rounded = a.weights != "f32" or kv_dtype == "INT8"
     if a.max_f32_distance is not None and not rounded:
         raise CheckFailed(f"--max-f32-distance {a.max_f32_distance:g} given, but this plan ({a.weights} "
                           f"weights, {kv_dtype} KV cache) is plain float32: there is no distance to bound")
@@ -304,7 +329,8 @@ def check(a):
         print(text)
 
     err = compare(torch_tokens, torch_logits, hetc_tokens, hetc_logits, a.tolerance,
-                  a.allow_near_ties, a.min_compared_steps, a.min_compared_fraction)
+                  a.allow_near_ties, a.min_compared_steps, a.min_compared_fraction,
+                  median_tolerance=a.median_tolerance)
     referees = "PyTorch" if rounded else "PyTorch (ONNX Runtime not compared: no --node)"
     if a.node:
         if rounded or kv_dtype != "F32":
@@ -337,8 +363,8 @@ def main(argv=None):
     p.add_argument("--workdir", required=True)
     p.add_argument("--no-constant-folding", action="store_true")
     p.add_argument("--external-data", action="store_true")
-    p.add_argument("--weights", choices=["f32", "bf16"], default="f32",
-                   help="hetc compile --weights: f32 (exact, the default here) or bf16")
+    p.add_argument("--weights", choices=["f32", "bf16", "int8"], default="f32",
+                   help="hetc compile --weights: f32 (exact, the default here), bf16 or int8")
     p.add_argument("--kv", choices=["f32", "bf16", "int8"],
                    help="hetc compile --kv (default: the compiler's, which follows --weights)")
     p.add_argument("--allow-near-ties", action="store_true",
@@ -362,6 +388,8 @@ def main(argv=None):
                         "float32 plan to it: identical ids, logits within --tolerance")
     p.add_argument("--max-new", type=int, default=32)
     p.add_argument("--tolerance", type=float, default=1e-4)
+    p.add_argument("--median-tolerance", type=float,
+                   help="bound the median row error too (int8 rows: see compare())")
     p.add_argument("--timeout", type=int, default=600, help="seconds allowed for each hetc command")
     a = p.parse_args(argv)
     return main_wrapper(lambda: check(a))

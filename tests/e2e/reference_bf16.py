@@ -3,7 +3,7 @@
 computes, so its check can be as strict as the float32 one.
 
     /usr/bin/python3 tests/e2e/reference_bf16.py [--round-inputs] [--round-kv | --quantize-kv-int8] \
-        [--f32-weights] <models/reference.py arguments>
+        [--f32-weights | --int8-weights] <models/reference.py arguments>
 
 Every nn.Linear weight of the model is rounded to bf16 (round to nearest even), and with it a tied
 embedding table, which is what hetc compile --weights bf16 stores; the model then runs in float32
@@ -23,6 +23,9 @@ is rounded as the plan's int8 kernels round it: after its row's V scale multipli
 product with V, before for the sum that divides (the plan widens int8 to bf16 exactly and runs
 the bf16 block kernels). --f32-weights leaves the weights in float32, for a plan
 compiled with --weights f32: then only the KV cache's operands differ from models/reference.py.
+--int8-weights is a plan compiled with --weights int8: each linear of the layers takes its weight
+and its input rows quantized as hetc quantizes them (int8_as_hetc; the integer dot products are
+exact in the plan), the lm_head bf16 weights (and inputs with --round-inputs).
 The model definition, the generation loop and the outputs are models/reference.py's own.
 """
 
@@ -51,6 +54,39 @@ def bf16_operands(load_model, round_inputs):
                     if round_inputs:
                         module.register_forward_pre_hook(
                             lambda _, inputs: (to_bf16_and_back(inputs[0]),) + tuple(inputs[1:]))
+        return model
+    return load
+
+
+def int8_as_hetc(rows):
+    """Symmetric int8 of each row along the last dimension as hetc quantizes linear weights (per
+    output column) and activation rows: q = round_half_even(x * (127 / max|x|)), in float32, and
+    back as q * (max|x| / 127). A zero row stays zero."""
+    largest = rows.abs().amax(dim=-1, keepdim=True)
+    safe = torch.where(largest > 0, largest, torch.ones_like(largest))
+    q = torch.round(rows * (127.0 / safe)).clamp(-127, 127)
+    return torch.where(largest > 0, q * (largest / 127.0), torch.zeros_like(rows))
+
+
+def int8_operands(load_model, round_head_inputs):
+    """A plan compiled with --weights int8: every linear but the lm_head takes int8 weights (a
+    scale per output column) and int8 activation rows (a scale per row); the lm_head takes bf16
+    weights (and with them a tied embedding table) and, with round_head_inputs, bf16 rows."""
+    def load(model_dir):
+        model = load_model(model_dir)
+        with torch.no_grad():
+            for module in model.modules():
+                if not isinstance(module, torch.nn.Linear):
+                    continue
+                if module is model.lm_head:
+                    module.weight.copy_(to_bf16_and_back(module.weight))
+                    if round_head_inputs:
+                        module.register_forward_pre_hook(
+                            lambda _, inputs: (to_bf16_and_back(inputs[0]),) + tuple(inputs[1:]))
+                    continue
+                module.weight.copy_(int8_as_hetc(module.weight))
+                module.register_forward_pre_hook(
+                    lambda _, inputs: (int8_as_hetc(inputs[0]),) + tuple(inputs[1:]))
         return model
     return load
 
@@ -140,6 +176,7 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     round_inputs = take_flag(argv, "--round-inputs")
     f32_weights = take_flag(argv, "--f32-weights")
+    int8_weights = take_flag(argv, "--int8-weights")
     if take_flag(argv, "--round-kv"):
         store_kv_as(to_bf16_and_back, to_bf16_and_back)
         softmax_of_bf16_weights()
@@ -153,7 +190,9 @@ def main(argv=None):
         attention_of_int8_blocks()
         # Likewise, but one int8 step is 2^-8 of the row's largest element, not of the element.
         reference.SELF_CHECK_TOLERANCE = 2e-2
-    if not f32_weights:
+    if int8_weights:
+        reference.load_model = int8_operands(reference.load_model, round_inputs)
+    elif not f32_weights:
         reference.load_model = bf16_operands(reference.load_model, round_inputs)
     return reference.main(argv)
 

@@ -54,6 +54,9 @@ struct TinyPlanShape {
   // Linear and lm_head weights in BF16 packed as LinearBf16N16K2 (weight_dtype applies to the
   // rest); a tied embedding then reads the packed lm_head weight as its table.
   bool packed_bf16_linear = false;
+  // The layers' linears in INT8 LinearInt8N16K4 (a scale per output column); the lm_head stays
+  // as packed_bf16_linear says, as hetc compile --weights int8 leaves it in BF16.
+  bool packed_int8_linear = false;
   // o_proj and down_proj with the residual Add fused in (LinearParamsDef.residual), writing the
   // Add's output; needs packed_bf16_linear.
   bool fused_residual = false;
@@ -233,8 +236,24 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     def.tensors.push_back(std::move(tensor));
     return static_cast<uint32_t>(def.tensors.size() - 1);
   };
+  auto packedInt8 = [&](const std::string &name, uint32_t n, uint32_t k,
+                        const std::vector<float> &values) {
+    auto tensor = std::make_unique<TensorDefT>();
+    tensor->name = name;
+    tensor->segment = static_cast<uint32_t>(tiny.segments.size());
+    tensor->dtype = DTypeDef::INT8;
+    tensor->layout = WeightLayoutDef::LinearInt8N16K4;
+    tensor->shape = {n, k};
+    std::vector<uint8_t> bytes(LinearInt8N16K4{n, k}.segmentBytes());
+    quantizeLinearInt8Segment(values.data(), false, n, k, bytes.data());
+    tiny.segments.push_back(std::move(bytes));
+    def.tensors.push_back(std::move(tensor));
+    return static_cast<uint32_t>(def.tensors.size() - 1);
+  };
   auto linear = [&](const std::string &name, uint32_t n, uint32_t k) {
     std::vector<float> values = randomValues(uint64_t{n} * k, 0.0f, 1.0f / std::sqrt(float(k)));
+    if (shape.packed_int8_linear && name != "lm_head.weight")
+      return packedInt8(name, n, k, values);
     if (shape.packed_bf16_linear)
       return packed(name, n, k, values);
     return addTensor(name, WeightLayoutDef::LinearNK, {n, k}, shape.weight_dtype, values);

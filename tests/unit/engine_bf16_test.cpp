@@ -43,49 +43,9 @@ TinyPlanShape bf16Shape() {
   return shape;
 }
 
-std::vector<int32_t> promptOf(size_t length, int32_t first, int32_t vocab) {
-  std::vector<int32_t> ids(length);
-  for (size_t i = 0; i < length; ++i)
-    ids[i] = static_cast<int32_t>((first + 5 * i + i * i) % vocab);
-  return ids;
-}
-
-// Feeds each prompt in its own slot in one step (a ragged prefill), then `decode` steps of one
-// fixed token per sequence; returns every step's logits of every sequence, in order.
-std::vector<float> teacherForced(Engine &engine, const std::vector<std::vector<int32_t>> &prompts,
-                                 size_t decode) {
-  std::vector<float> out;
-  std::vector<StepSequence> step;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    step.push_back({static_cast<uint32_t>(i), 0, prompts[i].data(),
-                    static_cast<uint32_t>(prompts[i].size()), true});
-  std::vector<int32_t> next(prompts.size());
-  for (size_t s = 0; s <= decode; ++s) {
-    Status status = engine.step(step.data(), step.size());
-    EXPECT_TRUE(status.ok()) << status.message();
-    if (!status.ok())
-      return {};
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const float *logits = engine.logits(i);
-      out.insert(out.end(), logits, logits + engine.vocab());
-      next[i] = static_cast<int32_t>((7 * s + 3 * prompts[i][0] + 1) % engine.vocab());
-      step[i].start += step[i].count;
-      step[i].tokens = &next[i];
-      step[i].count = 1;
-    }
-  }
-  return out;
-}
-
-using test::bitsOf;
-
-void expectSameBits(const std::vector<float> &a, const std::vector<float> &b,
-                    const std::string &what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  ASSERT_FALSE(a.empty()) << what;
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_EQ(bitsOf(a[i]), bitsOf(b[i])) << what << ": element " << i;
-}
+using test::expectSameBits;
+using test::promptOf;
+using test::teacherForced;
 
 const std::vector<std::vector<int32_t>> kPrompts = {promptOf(7, 3, 97), promptOf(2, 50, 97),
                                                     promptOf(11, 20, 97)};

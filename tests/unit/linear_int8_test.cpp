@@ -82,6 +82,45 @@ TEST(LinearInt8Test, QuantizerFollowsItsDefinition) {
   EXPECT_EQ(scaleKN, scale);
 }
 
+// Activation rows: the portable quantizer against its definition (a zero row, the padding 128),
+// and the AVX-512 one bit for bit against it over K tails.
+TEST(LinearInt8Test, RowQuantizersFollowTheDefinition) {
+  const bool avx512 = codegen::hostHas(codegen::kCpuAvx512F | codegen::kCpuAvx512BW);
+  uint32_t seed = 500;
+  for (size_t k : {1, 3, 15, 16, 17, 31, 64, 100, 2051}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    const size_t rows = 3, xStride = k + 7, stride = (k + 3) / 4 * 4 + 12;
+    std::vector<float> x = randomMatrix(rows, xStride, seed++);
+    std::fill(x.begin() + static_cast<std::ptrdiff_t>(xStride),
+              x.begin() + static_cast<std::ptrdiff_t>(xStride + k), 0.0f); // row 1 is zero
+    std::vector<uint8_t> portable(rows * stride, 0x11), fast(rows * stride, 0x22);
+    std::vector<float> scalePortable(rows, NAN), scaleFast(rows, NAN);
+    codegen::quantizeRowsInt8(x.data(), xStride, rows, k, portable.data(), stride,
+                              scalePortable.data());
+    for (size_t r = 0; r < rows; ++r) {
+      float largest = 0.0f;
+      for (size_t i = 0; i < k; ++i)
+        largest = std::max(largest, std::fabs(x[r * xStride + i]));
+      EXPECT_EQ(scalePortable[r], largest / 127.0f) << "row " << r;
+      for (size_t i = 0; i < stride; ++i) {
+        const int expected =
+            i >= k || largest == 0.0f
+                ? 128
+                : 128 + static_cast<int>(std::nearbyint(x[r * xStride + i] * (127.0f / largest)));
+        EXPECT_EQ(portable[r * stride + i], expected) << "row " << r << " element " << i;
+      }
+    }
+    if (!avx512)
+      continue;
+    codegen::quantizeRowsInt8Avx512(x.data(), xStride, rows, k, fast.data(), stride,
+                                    scaleFast.data());
+    EXPECT_EQ(fast, portable);
+    EXPECT_EQ(scaleFast, scalePortable);
+  }
+  if (avx512)
+    EXPECT_EQ(codegen::chooseQuantizeRowsInt8(), codegen::quantizeRowsInt8Avx512);
+}
+
 // y[r][n] from the formulas, with q and xq computed here from W and x.
 float reference(const std::vector<float> &w, const std::vector<float> &x, size_t k, size_t r,
                 size_t n) {
@@ -103,9 +142,14 @@ struct Case {
   size_t n, k, rows, colBegin, colEnd;
 };
 
+// The residual of the in-place cases: element (r, col).
+float residualAt(size_t r, size_t col) { return 0.25f * static_cast<float>(r) - 0.125f * col; }
+
 // Runs `kernel` on the case; y is [rows, yStride] with NaN wherever the call must not write.
+// With `inPlaceResidual`, y's window starts as residualAt and is the call's residual too.
 std::vector<float> runKernel(codegen::LinearInt8Fn kernel, const Quantized &q,
-                             const std::vector<float> &x, const Case &c, size_t yStride) {
+                             const std::vector<float> &x, const Case &c, size_t yStride,
+                             bool inPlaceResidual = false) {
   const size_t stride = 4 * ((c.k + 3) / 4) + 8; // room past the quads: must not be read
   std::vector<uint8_t> xq(c.rows * stride);
   std::vector<float> rowScale(c.rows);
@@ -114,6 +158,13 @@ std::vector<float> runKernel(codegen::LinearInt8Fn kernel, const Quantized &q,
     std::memset(xq.data() + r * stride + 4 * ((c.k + 3) / 4), 0xff, 8);
   std::vector<float> y(c.rows * yStride, NAN);
   LinearInt8Call call;
+  if (inPlaceResidual) {
+    for (size_t r = 0; r < c.rows; ++r)
+      for (size_t col = c.colBegin; col < c.colEnd; ++col)
+        y[r * yStride + col] = residualAt(r, col);
+    call.residual = y.data();
+    call.residualStride = yStride;
+  }
   call.x = QuantizedRows{xq.data(), stride, rowScale.data(), c.rows};
   call.w = q.packed.data();
   call.scale = q.scale.data();
@@ -193,6 +244,42 @@ TEST(LinearInt8Test, Avx512VnniKernelGivesThePortableBits) {
     }
   }
   EXPECT_EQ(codegen::chooseLinearInt8Kernel(), codegen::linearInt8Avx512Vnni);
+}
+
+// A fused residual (the output itself, as a decoder's residual stream is): the product plus the
+// residual's old value, in both kernels, with the same bits.
+TEST(LinearInt8Test, InPlaceResidualIsAddedLast) {
+  const bool vnni =
+      codegen::hostHas(codegen::kCpuAvx512F | codegen::kCpuAvx512BW | codegen::kCpuAvx512Vnni);
+  uint32_t seed = 300;
+  for (const Case &c : kCases) {
+    SCOPED_TRACE("n " + std::to_string(c.n) + " k " + std::to_string(c.k) + " rows " +
+                 std::to_string(c.rows));
+    const std::vector<float> w = randomMatrix(c.n, c.k, seed++);
+    const std::vector<float> x = randomMatrix(c.rows, c.k, seed++);
+    const Quantized q = quantize(w, c.n, c.k);
+    const size_t yStride = c.n + 2;
+    const std::vector<float> portable =
+        runKernel(codegen::linearInt8Portable, q, x, c, yStride, true);
+    for (size_t r = 0; r < c.rows; ++r)
+      for (size_t col = 0; col < yStride; ++col) {
+        const float got = portable[r * yStride + col];
+        if (col < c.colBegin || col >= c.colEnd)
+          EXPECT_TRUE(std::isnan(got)) << "row " << r << " column " << col << " written";
+        else
+          EXPECT_EQ(got, reference(w, x, c.k, r, col) + residualAt(r, col))
+              << "row " << r << " column " << col;
+      }
+    if (!vnni)
+      continue;
+    const std::vector<float> fast =
+        runKernel(codegen::linearInt8Avx512Vnni, q, x, c, yStride, true);
+    for (size_t i = 0; i < portable.size(); ++i)
+      if (std::isnan(portable[i]))
+        EXPECT_TRUE(std::isnan(fast[i])) << "element " << i << " written";
+      else
+        EXPECT_EQ(portable[i], fast[i]) << "element " << i;
+  }
 }
 
 } // namespace

@@ -617,8 +617,9 @@ int compileCommand(const CompileArguments &args) {
       fail("--max-seq: expected a number of positions or auto, got '" + args.maxSeq + "'");
   }
   options.maxStepTokens = args.maxStepTokens;
-  options.weights = args.weights == "f32" ? hetc::compiler::WeightFormat::F32
-                                          : hetc::compiler::WeightFormat::BF16;
+  options.weights = args.weights == "f32"    ? hetc::compiler::WeightFormat::F32
+                    : args.weights == "int8" ? hetc::compiler::WeightFormat::INT8
+                                             : hetc::compiler::WeightFormat::BF16;
   if (!args.kv.empty())
     options.kv = args.kv == "f32"    ? hetc::compiler::KvFormat::F32
                  : args.kv == "int8" ? hetc::compiler::KvFormat::INT8
@@ -665,14 +666,16 @@ int runTool(int argc, char **argv) {
       ->capture_default_str();
   compile
       ->add_option("--weights", compileArgs.weights,
-                   "Linear and lm_head weights: bf16 (packed for the BF16 kernels) or f32 (exact)")
-      ->check(CLI::IsMember({"bf16", "f32"}))
+                   "Linear and lm_head weights: bf16 (packed for the BF16 kernels), int8 (the "
+                   "layers' linears with a scale per output column; the lm_head stays bf16) or "
+                   "f32 (exact)")
+      ->check(CLI::IsMember({"bf16", "int8", "f32"}))
       ->capture_default_str();
   compile
       ->add_option("--kv", compileArgs.kv,
                    "KV cache elements: bf16 (half the bytes per position), int8 (a scale per "
                    "head and position, about half of bf16's bytes) or f32 (exact); default: bf16 "
-                   "with --weights bf16, f32 with --weights f32")
+                   "with --weights bf16 or int8, f32 with --weights f32")
       ->check(CLI::IsMember({"bf16", "int8", "f32"}));
   compile->add_flag("--verbose", compileArgs.verbose, "Print the IR after each stage to stderr");
   compile->add_option("--tokenizer", compileArgs.tokenizer,

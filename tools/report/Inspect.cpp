@@ -235,6 +235,20 @@ std::string rangePolicies(const PolicyRangeDef &range) {
   return text;
 }
 
+// How a weight's values are stored: its number format and, for an integer one, its scales.
+std::string weightScheme(const TensorDef &t) {
+  switch (t.layout()) {
+  case WeightLayoutDef::LinearInt8N16K4:
+    return "int8, a scale per output column";
+  case WeightLayoutDef::LinearBf16N16K2:
+    return "bf16";
+  case WeightLayoutDef::RowMajor:
+  case WeightLayoutDef::LinearNK:
+    break;
+  }
+  return t.dtype() == DTypeDef::BF16 ? "bf16" : "f32";
+}
+
 // How many tensors each tier holds, "14 in GPU, 4 in DDR".
 std::string tensorTiers(const PlanDef &def) {
   uint32_t counts[3] = {0, 0, 0};
@@ -481,17 +495,18 @@ void printPlanSummary(const Plan &plan, std::ostream &os) {
   }
 
   os << "\ntensors (" << count(def.tensors()) << "):\n";
-  const std::vector<Column> tensorColumns = {{4, true}, {5, false}, {8, false}, {16, false},
-                                             {7, true}, {12, true}, {4, false}, {0, false}};
+  const std::vector<Column> tensorColumns = {{4, true},   {5, false}, {16, false},
+                                             {16, false}, {7, true},  {12, true},
+                                             {4, false},  {0, false}, {0, false}};
   printRow(os, tensorColumns,
-           {"#", "dtype", "layout", "shape", "segment", "bytes", "tier", "name"});
+           {"#", "dtype", "layout", "shape", "segment", "bytes", "tier", "name", "scheme"});
   for (uint32_t i = 0; i < count(def.tensors()); ++i) {
     const TensorDef &t = *def.tensors()->Get(i);
     printRow(os, tensorColumns,
              {std::to_string(i), EnumNameDTypeDef(t.dtype()), EnumNameWeightLayoutDef(t.layout()),
               shapeText(t.shape()), std::to_string(t.segment()),
               std::to_string(def.segments()->Get(t.segment())->size()), tierText(t.tier()),
-              str(t.name())});
+              str(t.name()), "(" + weightScheme(t) + ")"});
   }
 
   os << "\nkv cache: " << EnumNameDTypeDef(kv.dtype()) << ", " << kvLayoutText(kv.dtype())
@@ -640,7 +655,8 @@ void printPlanJson(const Plan &plan, std::ostream &os) {
                        {"shape", std::move(shape)},
                        {"segment", t.segment()},
                        {"size", def.segments()->Get(t.segment())->size()},
-                       {"tier", tierText(t.tier())}});
+                       {"tier", tierText(t.tier())},
+                       {"scheme", weightScheme(t)}});
   }
 
   Json &kvJson = json["kv_cache"] = {{"layout", kvLayoutText(kv.dtype())},

@@ -35,6 +35,45 @@ void quantizeRowsInt8(const float *x, size_t xStride, size_t rows, size_t k, uin
   }
 }
 
+__attribute__((target("avx512f,avx512bw"))) void
+quantizeRowsInt8Avx512(const float *x, size_t xStride, size_t rows, size_t k, uint8_t *xq,
+                       size_t stride, float *rowScale) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float *row = x + r * xStride;
+    uint8_t *out = xq + r * stride;
+    __m512 largest = _mm512_setzero_ps();
+    for (size_t i = 0; i < k; i += 16) {
+      const __mmask16 m = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
+      largest = _mm512_max_ps(largest, _mm512_abs_ps(_mm512_maskz_loadu_ps(m, row + i)));
+    }
+    const float maxAbs = _mm512_reduce_max_ps(largest);
+    std::memset(out, 128, stride);
+    rowScale[r] = maxAbs / 127.0f;
+    if (maxAbs == 0.0f)
+      continue;
+    const __m512 inverse = _mm512_set1_ps(127.0f / maxAbs);
+    const __m512 low = _mm512_set1_ps(-127.0f), high = _mm512_set1_ps(127.0f);
+    const __m512i offset = _mm512_set1_epi32(128);
+    for (size_t i = 0; i < k; i += 16) {
+      const __mmask16 m = static_cast<__mmask16>(k - i >= 16 ? 0xffff : (1u << (k - i)) - 1);
+      // Round half to even, as std::nearbyint in the default rounding mode.
+      __m512 q = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + i), inverse),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      q = _mm512_min_ps(_mm512_max_ps(q, low), high);
+      const __m512i u = _mm512_add_epi32(_mm512_cvtps_epi32(q), offset);
+      _mm512_mask_cvtepi32_storeu_epi8(out + i, m, u);
+    }
+  }
+}
+
+QuantizeRowsInt8Fn chooseQuantizeRowsInt8() {
+  return hostHas(kCpuAvx512F | kCpuAvx512BW) ? quantizeRowsInt8Avx512 : quantizeRowsInt8;
+}
+
+const char *quantizeRowsInt8Name(QuantizeRowsInt8Fn fn) {
+  return fn == quantizeRowsInt8Avx512 ? "QuantizeRowsInt8Avx512" : "QuantizeRowsInt8Portable";
+}
+
 void linearInt8Portable(const LinearInt8Call &call) {
   const LinearInt8N16K4 layout{call.colEnd, call.k};
   for (size_t r = 0; r < call.x.rows; ++r) {
@@ -44,8 +83,10 @@ void linearInt8Portable(const LinearInt8Call &call) {
       for (size_t i = 0; i < call.k; ++i)
         dot += static_cast<int32_t>(xq[i]) * call.w[layout.index(n, i)];
       dot -= 128 * call.columnSum[n];
-      call.y[r * call.yStride + n] =
-          static_cast<float>(dot) * call.x.rowScale[r] * call.scale[n];
+      float y = static_cast<float>(dot) * call.x.rowScale[r] * call.scale[n];
+      if (call.residual)
+        y += call.residual[r * call.residualStride + n];
+      call.y[r * call.yStride + n] = y;
     }
   }
 }
@@ -87,8 +128,10 @@ blocksRows(const LinearInt8Call &call, const int8_t *panel, size_t blockBytes, s
     const __m512 scale = _mm512_loadu_ps(call.scale + first);
     for (int i = 0; i < R; ++i) {
       const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[b][i], offset));
-      const __m512 y = _mm512_mul_ps(
-          _mm512_mul_ps(dot, _mm512_set1_ps(call.x.rowScale[r0 + i])), scale);
+      __m512 y = _mm512_mul_ps(_mm512_mul_ps(dot, _mm512_set1_ps(call.x.rowScale[r0 + i])), scale);
+      if (call.residual)
+        y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(
+                                 store, call.residual + (r0 + i) * call.residualStride + first));
       _mm512_mask_storeu_ps(call.y + (r0 + i) * call.yStride + first, store, y);
     }
   }
@@ -136,6 +179,10 @@ linearInt8Avx512Vnni(const LinearInt8Call &call) {
 LinearInt8Fn chooseLinearInt8Kernel() {
   return hostHas(kCpuAvx512F | kCpuAvx512BW | kCpuAvx512Vnni) ? linearInt8Avx512Vnni
                                                               : linearInt8Portable;
+}
+
+const char *linearInt8KernelName(LinearInt8Fn fn) {
+  return fn == linearInt8Avx512Vnni ? "LinearInt8Avx512Vnni" : "LinearInt8Portable";
 }
 
 } // namespace hetc::codegen

@@ -29,6 +29,15 @@ struct QuantizedRows {
 // `xq` holds rows * stride bytes, stride >= k rounded up to 4.
 void quantizeRowsInt8(const float *x, size_t xStride, size_t rows, size_t k, uint8_t *xq,
                       size_t stride, float *rowScale);
+using QuantizeRowsInt8Fn = void (*)(const float *x, size_t xStride, size_t rows, size_t k,
+                                    uint8_t *xq, size_t stride, float *rowScale);
+// The same with AVX-512 (the same bits; the host must have kCpuAvx512F and kCpuAvx512BW), and
+// the fastest the host runs (quantizeRowsInt8 is the portable one).
+void quantizeRowsInt8Avx512(const float *x, size_t xStride, size_t rows, size_t k, uint8_t *xq,
+                            size_t stride, float *rowScale);
+QuantizeRowsInt8Fn chooseQuantizeRowsInt8();
+// "QuantizeRowsInt8Avx512", "QuantizeRowsInt8Portable": for reports.
+const char *quantizeRowsInt8Name(QuantizeRowsInt8Fn fn);
 
 struct LinearInt8Call {
   QuantizedRows x;
@@ -38,6 +47,10 @@ struct LinearInt8Call {
   size_t k = 0;
   float *y = nullptr; // column n of row r at y + r * yStride + n
   size_t yStride = 0;
+  // When set, y = that product + residual[r * residualStride + n], added last (it may be y
+  // itself: each element is read before it is written).
+  const float *residual = nullptr;
+  size_t residualStride = 0;
   size_t colBegin = 0; // a multiple of 16
   size_t colEnd = 0;   // at most n
 };
@@ -51,5 +64,7 @@ void linearInt8Portable(const LinearInt8Call &call);
 void linearInt8Avx512Vnni(const LinearInt8Call &call);
 // The fastest kernel the host runs.
 LinearInt8Fn chooseLinearInt8Kernel();
+// "LinearInt8Avx512Vnni", "LinearInt8Portable": for reports.
+const char *linearInt8KernelName(LinearInt8Fn fn);
 
 } // namespace hetc::codegen

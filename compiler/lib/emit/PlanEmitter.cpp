@@ -57,6 +57,8 @@ enum class SegmentForm {
   Transposed, // float32, the stored 2-D matrix transposed
   Bf16FromKN, // LinearBf16N16K2, the stored matrix being [K, N] (ONNX MatMul's B)
   Bf16FromNK, // LinearBf16N16K2, the stored matrix being [N, K]
+  Int8FromKN, // LinearInt8N16K4 with its scales and column sums, from [K, N]
+  Int8FromNK, // the same from [N, K]
 };
 
 // A weight operand traced to its bytes: an entry of the weight store or a hetc.constant.
@@ -96,7 +98,7 @@ plan::TierDef tierDef(compiler::Tier tier) {
 class PlanBuilder {
 public:
   PlanBuilder(ModuleOp module, const WeightStore &weights, WeightFormat linearWeights)
-      : module_(module), weights_(weights), bf16_(linearWeights == WeightFormat::BF16) {}
+      : module_(module), weights_(weights), linearWeights_(linearWeights) {}
 
   LogicalResult build(const std::string &target);
   plan::PlanDefT &plan() { return plan_; }
@@ -120,8 +122,22 @@ private:
                                 StringRef role);
   FailureOr<uint32_t> addSegment(const WeightSource &source, SegmentForm form);
   LogicalResult tieEmbeddingToLmHead(ArrayRef<Operation *> ops);
+  // A Linear's weight layout. The lm_head's is BF16 with int8 linears too: it is the tied
+  // embedding's table, and its logits decide every sampled token (docs/quantization.md).
   plan::WeightLayoutDef linearLayout() const {
-    return bf16_ ? plan::WeightLayoutDef::LinearBf16N16K2 : plan::WeightLayoutDef::LinearNK;
+    switch (linearWeights_) {
+    case WeightFormat::F32:
+      return plan::WeightLayoutDef::LinearNK;
+    case WeightFormat::INT8:
+      return plan::WeightLayoutDef::LinearInt8N16K4;
+    case WeightFormat::BF16:
+      break;
+    }
+    return plan::WeightLayoutDef::LinearBf16N16K2;
+  }
+  plan::WeightLayoutDef lmHeadLayout() const {
+    return linearWeights_ == WeightFormat::F32 ? plan::WeightLayoutDef::LinearNK
+                                               : plan::WeightLayoutDef::LinearBf16N16K2;
   }
   std::string describe(Operation *op);
   void nameOps(ArrayRef<Operation *> ops);
@@ -129,7 +145,7 @@ private:
 
   ModuleOp module_;
   const WeightStore &weights_;
-  bool bf16_;
+  WeightFormat linearWeights_;
   // The first attention op's sliding window (0: none) and name: every layer must share it.
   std::optional<std::pair<uint32_t, std::string>> window_;
   // The BF16 lm_head tensor when it is also the embedding table (tied), so it is stored once.
@@ -397,11 +413,16 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentF
     } else {
       if (source.storedShape.size() != 2)
         return fail("weight '" + source.name + "' is packed as a linear weight but is not 2-D");
-      const bool fromKN = form == SegmentForm::Bf16FromKN;
+      const bool fromKN = form == SegmentForm::Bf16FromKN || form == SegmentForm::Int8FromKN;
       const auto n = static_cast<uint64_t>(source.storedShape[fromKN ? 1 : 0]);
       const auto k = static_cast<uint64_t>(source.storedShape[fromKN ? 0 : 1]);
-      bytes->resize(LinearBf16N16K2{n, k}.bytes());
-      packLinearBf16(elementsF32, fromKN, n, k, reinterpret_cast<uint16_t *>(bytes->data()));
+      if (form == SegmentForm::Int8FromKN || form == SegmentForm::Int8FromNK) {
+        bytes->resize(LinearInt8N16K4{n, k}.segmentBytes());
+        quantizeLinearInt8Segment(elementsF32, fromKN, n, k, bytes->data());
+      } else {
+        bytes->resize(LinearBf16N16K2{n, k}.bytes());
+        packLinearBf16(elementsF32, fromKN, n, k, reinterpret_cast<uint16_t *>(bytes->data()));
+      }
     }
     packed_.push_back(std::move(bytes));
     payloads_.push_back(WeightPayload{packed_.back()->data(), packed_.back()->size()});
@@ -483,7 +504,8 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
   if (failed(source))
     return failure();
   const bool packedBf16 = layout == plan::WeightLayoutDef::LinearBf16N16K2;
-  const bool linear = layout == plan::WeightLayoutDef::LinearNK || packedBf16;
+  const bool packedInt8 = layout == plan::WeightLayoutDef::LinearInt8N16K4;
+  const bool linear = layout == plan::WeightLayoutDef::LinearNK || packedBf16 || packedInt8;
   auto irShape = cast<RankedTensorType>(weight.getType()).getShape();
   if (linear && irShape.size() != 2)
     return fail(nameOf(op) + ": a linear weight must be 2-D");
@@ -493,6 +515,8 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
       source->transposedView != linear ? SegmentForm::Transposed : SegmentForm::Stored;
   if (packedBf16)
     form = source->transposedView ? SegmentForm::Bf16FromNK : SegmentForm::Bf16FromKN;
+  if (packedInt8)
+    form = source->transposedView ? SegmentForm::Int8FromNK : SegmentForm::Int8FromKN;
   auto key = std::make_tuple(source->identity, form, layout);
   if (auto it = tensors_.find(key); it != tensors_.end())
     return it->second;
@@ -510,7 +534,9 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
   tensor->name = source->name;
   tensor->segment = *segment;
   tensor->tier = tierDef(*tier);
-  tensor->dtype = packedBf16 ? plan::DTypeDef::BF16 : plan::DTypeDef::F32;
+  tensor->dtype = packedBf16   ? plan::DTypeDef::BF16
+                  : packedInt8 ? plan::DTypeDef::INT8
+                               : plan::DTypeDef::F32;
   tensor->layout = layout;
   if (linear)
     tensor->shape = {static_cast<uint64_t>(irShape[1]), static_cast<uint64_t>(irShape[0])};
@@ -722,7 +748,7 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             def->params.Set(plan::LmHeadParamsDefT());
             if (def->outputs.size() == 1)
               plan_.logits_buffer = def->outputs[0];
-            return addWeight(lmHead.getW(), linearWeight, "lm_head.weight");
+            return addWeight(lmHead.getW(), lmHeadLayout(), "lm_head.weight");
           })
           .Default([&](Operation *) { return fail(def->name + " is not an LLM op"); });
   if (failed(result))
@@ -856,7 +882,7 @@ LogicalResult PlanBuilder::build(const std::string &target) {
   if (ops.empty())
     return fail("@main has no LLM ops to emit");
   nameOps(ops);
-  if (bf16_ && failed(tieEmbeddingToLmHead(ops)))
+  if (lmHeadLayout() == plan::WeightLayoutDef::LinearBf16N16K2 && failed(tieEmbeddingToLmHead(ops)))
     return failure();
   for (Operation *op : ops)
     if (failed(buildOp(op)))

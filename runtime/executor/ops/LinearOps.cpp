@@ -1,9 +1,10 @@
-// Linear, LmHead and ConvertRowsBf16. A linear splits its N output columns into tasks of the
-// plan's grain. Its weight is f32 LinearNK (the portable float32 kernel) or BF16 LinearBf16N16K2,
-// run by the best kernel of codegen/cpu/linear the host has (AMX, AVX-512 BF16 JIT, portable),
-// generated once per (K, epilogue) and shared by every op with that shape; its label is that
-// kernel's. Kernels that read bf16 rows get a ConvertRowsBf16 op before them unless the rows
-// they read are already converted (q, k and v share their input).
+// Linear, LmHead, ConvertRowsBf16 and QuantizeRowsInt8. A linear splits its N output columns into
+// tasks of the plan's grain. Its weight is f32 LinearNK (the portable float32 kernel), BF16
+// LinearBf16N16K2, run by the best kernel of codegen/cpu/linear the host has (AMX, AVX-512 BF16
+// JIT, portable), generated once per (K, epilogue) and shared by every op with that shape, or INT8
+// LinearInt8N16K4 (AVX-512 VNNI or portable); its label is that kernel's. Kernels that read bf16
+// rows get a ConvertRowsBf16 op before them, and int8 weights a QuantizeRowsInt8 op, unless the
+// rows they read are already converted so (q, k and v share their input).
 #include "runtime/executor/ops/LinearOps.h"
 
 #include "runtime/executor/OpResolver.h"
@@ -13,6 +14,7 @@
 
 #include "codegen/cpu/linear/ActivationRows.h"
 #include "codegen/cpu/linear/Linear.h"
+#include "codegen/cpu/linear/LinearInt8.h"
 #include "codegen/cpu/vector/Kernels.h"
 
 #include <cstdlib>
@@ -22,6 +24,19 @@ namespace {
 
 using plan::DTypeDef;
 using plan::WeightLayoutDef;
+
+// Activation rows quantized for int8 weights, in the converted rows: the row scales [max rows]
+// first, then the rows of `stride` bytes (K rounded up to 64, so each row starts on a line).
+struct Int8RowsLayout {
+  size_t stride = 0;
+  size_t scaleBytes = 0;
+  Int8RowsLayout(size_t maxRows, size_t k)
+      : stride(ops::ceilDiv(k, 64) * 64),
+        scaleBytes(ops::ceilDiv(maxRows * sizeof(float), 64) * 64) {}
+  size_t bytes(size_t maxRows) const { return scaleBytes + maxRows * stride; }
+  float *scales(uint8_t *rows) const { return reinterpret_cast<float *>(rows); }
+  uint8_t *quantized(uint8_t *rows) const { return rows + scaleBytes; }
+};
 
 struct LinearArgs : OpArgs {
   Rows in, out;
@@ -33,6 +48,14 @@ struct LinearArgs : OpArgs {
   const float *bias = nullptr; // [n], or none
   const codegen::LinearKernel *linear = nullptr;
   uint32_t *bf16Rows = nullptr;
+  // An INT8 LinearInt8N16K4 weight, with its scales and column sums, and the rows quantized by the
+  // QuantizeRowsInt8 op before it (int8Rows: the converted rows, as Int8RowsLayout says).
+  const int8_t *weightInt8 = nullptr;
+  const float *int8Scale = nullptr;
+  const int32_t *int8ColumnSum = nullptr;
+  codegen::LinearInt8Fn int8Kernel = nullptr;
+  Int8RowsLayout int8Layout{0, 0};
+  uint8_t *int8Rows = nullptr;
   bool residual = false;
   // A fused SwiGlu: this linear's output is the gate (or up) and `other` the up (or gate).
   enum class SwiGluRole : uint8_t { None, Gate, Up } swiGlu = SwiGluRole::None;
@@ -45,6 +68,13 @@ struct ConvertArgs : OpArgs {
   const codegen::LinearKernel *linear = nullptr; // whose layout it writes
   uint32_t *bf16Rows = nullptr;
   bool lastRowsOnly = false; // for an LmHead: the step's logits rows, gathered
+};
+
+struct QuantizeArgs : OpArgs {
+  Rows in;
+  Int8RowsLayout layout{0, 0};
+  uint8_t *int8Rows = nullptr;
+  codegen::QuantizeRowsInt8Fn quantize = nullptr;
 };
 
 void columnShare(size_t taskCount, size_t taskGrain, size_t n, unsigned thread, unsigned threads,
@@ -111,6 +141,45 @@ void runLinearBf16(const OpArgs &base, const StepRows &step, unsigned thread, un
   a.linear->run(call);
   applyBias(a, step.count, begin, end); // never with a residual (the loader checks)
   applySwiGlu(a, step.count, begin, end);
+}
+
+void runLinearInt8(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+  const auto &a = static_cast<const LinearArgs &>(base);
+  size_t begin, end;
+  columnShare(a.taskCount, a.taskGrain, a.n, thread, threads, begin, end);
+  if (begin >= end)
+    return;
+  codegen::LinearInt8Call call;
+  call.x.rowScale = a.int8Layout.scales(a.int8Rows);
+  call.x.xq = a.int8Layout.quantized(a.int8Rows);
+  call.x.stride = a.int8Layout.stride;
+  call.x.rows = step.count;
+  call.w = a.weightInt8;
+  call.scale = a.int8Scale;
+  call.columnSum = a.int8ColumnSum;
+  call.k = a.in.cols;
+  call.y = a.out.data;
+  call.yStride = a.out.stride;
+  call.colBegin = begin;
+  call.colEnd = end;
+  if (a.residual) {
+    call.residual = a.other.data;
+    call.residualStride = a.other.stride;
+  }
+  a.int8Kernel(call);
+  applyBias(a, step.count, begin, end); // never with a residual (the loader checks)
+  applySwiGlu(a, step.count, begin, end);
+}
+
+void runQuantizeRowsInt8(const OpArgs &base, const StepRows &step, unsigned thread,
+                         unsigned threads) {
+  const auto &a = static_cast<const QuantizeArgs &>(base);
+  size_t begin, end;
+  ops::shareOf(step.count, thread, threads, begin, end);
+  if (begin < end)
+    a.quantize(a.in.data + begin * a.in.stride, a.in.stride, end - begin, a.in.cols,
+               a.layout.quantized(a.int8Rows) + begin * a.layout.stride, a.layout.stride,
+               a.layout.scales(a.int8Rows) + begin);
 }
 
 void runLinearF32(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
@@ -201,8 +270,8 @@ void runConvertRowsBf16(const OpArgs &base, const StepRows &step, unsigned threa
 }
 
 // The column tasks of a linear: the plan's grain (0: from its count), at most the whole axis,
-// rounded up to a 16-column block of the packed layout for the BF16 kernels (results never
-// depend on the split).
+// rounded up to a 16-column block of the packed layouts for the BF16 and INT8 kernels (results
+// never depend on the split).
 void columnTasks(const plan::OpDef &op, size_t n, bool packed, size_t &count, size_t &grain) {
   grain = op.task_grain();
   if (grain == 0)
@@ -210,30 +279,77 @@ void columnTasks(const plan::OpDef &op, size_t n, bool packed, size_t &count, si
   // A grain beyond the axis is one task over all of it; clamping keeps ceilDiv from wrapping.
   grain = std::clamp<size_t>(grain, 1, std::max<size_t>(n, 1));
   constexpr size_t kBlock = LinearBf16N16K2::kBlockColumns;
+  static_assert(LinearInt8N16K4::kBlockColumns == kBlock);
   if (packed && grain % kBlock != 0)
     grain = ops::ceilDiv(grain, kBlock) * kBlock;
   count = std::max<size_t>(ops::ceilDiv(n, grain), 1);
 }
 
 // The weight of a Linear or LmHead: f32 LinearNK (or a RowMajor table read as [N, K] by a tied
-// LmHead), or BF16 LinearBf16N16K2.
-Status linearWeight(OpResolver &resolver, const float *&weight, const uint16_t *&weightBf16,
-                    size_t &n) {
+// LmHead), BF16 LinearBf16N16K2, or for a Linear INT8 LinearInt8N16K4 with its scales and column
+// sums (the loader checked the segment holds them).
+struct LinearWeight {
+  const float *f32 = nullptr;
+  const uint16_t *bf16 = nullptr;
+  const int8_t *int8 = nullptr;
+  const float *int8Scale = nullptr;
+  const int32_t *int8ColumnSum = nullptr;
+  size_t n = 0;
+};
+
+Status linearWeight(OpResolver &resolver, LinearWeight &weight) {
   const plan::OpDef &op = resolver.op();
   const uint32_t index = op.weights()->Get(0);
   const plan::TensorDef *tensor = resolver.def().tensors()->Get(index);
+  const void *data = resolver.setup().plan->tensorData(index);
   if (tensor->layout() == WeightLayoutDef::LinearBf16N16K2) {
     if (tensor->dtype() != DTypeDef::BF16)
       return resolver.fail("weight in layout LinearBf16N16K2 must be BF16");
-    weightBf16 = static_cast<const uint16_t *>(resolver.setup().plan->tensorData(index));
-    n = tensor->shape()->Get(0);
+    weight.bf16 = static_cast<const uint16_t *>(data);
+    weight.n = tensor->shape()->Get(0);
+    return Status();
+  }
+  if (tensor->layout() == WeightLayoutDef::LinearInt8N16K4) {
+    if (op.kind() != plan::OpKindDef::Linear || tensor->dtype() != DTypeDef::INT8)
+      return resolver.fail("an INT8 LinearInt8N16K4 weight serves a Linear only");
+    const LinearInt8N16K4 layout{tensor->shape()->Get(0), tensor->shape()->Get(1)};
+    const auto *bytes = static_cast<const uint8_t *>(data);
+    weight.int8 = reinterpret_cast<const int8_t *>(bytes);
+    weight.int8Scale = reinterpret_cast<const float *>(bytes + layout.scaleOffset());
+    weight.int8ColumnSum = reinterpret_cast<const int32_t *>(bytes + layout.columnSumOffset());
+    weight.n = layout.n;
     return Status();
   }
   const flatbuffers::Vector<uint64_t> *shape = nullptr;
-  if (Status s = resolver.weight(0, WeightLayoutDef::LinearNK, 2, weight, shape); !s)
+  if (Status s = resolver.weight(0, WeightLayoutDef::LinearNK, 2, weight.f32, shape); !s)
     return s;
-  n = shape->Get(0);
+  weight.n = shape->Get(0);
   return Status();
+}
+
+// An INT8 weight's kernel, and, unless its input's rows are already quantized, the
+// QuantizeRowsInt8 op before it.
+void chooseLinearInt8Kernel(OpResolver &resolver, LinearArgs &a, std::vector<ResolvedOp> &ops) {
+  const OpResolver::Setup &setup = resolver.setup();
+  a.int8Kernel = codegen::chooseLinearInt8Kernel();
+  a.int8Layout = Int8RowsLayout(setup.maxStepTokens, a.in.cols);
+  const size_t bytes = a.int8Layout.bytes(setup.maxStepTokens);
+  resolver.needConvertedRows(bytes, &a.int8Rows);
+  const int64_t input = resolver.op().inputs()->Get(0);
+  if (resolver.convertedBuffer == input && resolver.convertedToInt8)
+    return;
+  QuantizeArgs &quantize = resolver.make<QuantizeArgs>();
+  quantize.in = a.in;
+  quantize.layout = a.int8Layout;
+  quantize.quantize = codegen::chooseQuantizeRowsInt8();
+  resolver.needConvertedRows(bytes, &quantize.int8Rows);
+  ResolvedOp op = resolver.resolved(OpKind::QuantizeRowsInt8, runQuantizeRowsInt8, quantize,
+                                    codegen::quantizeRowsInt8Name(quantize.quantize));
+  op.reads[1] = op.reads[2] = -1;
+  op.writes = -1; // writes the converted rows, not a plan buffer
+  ops.push_back(op);
+  resolver.convertedBuffer = input;
+  resolver.convertedToInt8 = true;
 }
 
 // A BF16 weight's kernel: the best the host has, one per (K, epilogue) shared by every op with
@@ -262,21 +378,22 @@ Status chooseLinearKernel(OpResolver &resolver, size_t k, bool residual, bool lm
   const OpResolver::Setup &setup = resolver.setup();
   const size_t bytes =
       codegen::convertedRowsBytes(info, lmHead ? setup.maxBatch : setup.maxStepTokens, k);
-  resolver.needBf16Rows(bytes, bf16Rows);
+  resolver.needConvertedRows(bytes, bf16Rows);
   const int64_t input = resolver.op().inputs()->Get(0);
-  if (!lmHead && resolver.convertedBuffer == input)
+  if (!lmHead && resolver.convertedBuffer == input && !resolver.convertedToInt8)
     return Status();
   ConvertArgs &convert = resolver.make<ConvertArgs>();
   convert.in = in;
   convert.linear = linear;
   convert.lastRowsOnly = lmHead;
-  resolver.needBf16Rows(bytes, &convert.bf16Rows);
+  resolver.needConvertedRows(bytes, &convert.bf16Rows);
   ResolvedOp op = resolver.resolved(OpKind::ConvertRowsBf16, runConvertRowsBf16, convert,
                                     codegen::convertRowsName(info.tileRowsFrom != 0));
   op.reads[1] = op.reads[2] = -1;
   op.writes = -1; // writes the bf16 rows, not a plan buffer
   ops.push_back(op);
   resolver.convertedBuffer = lmHead ? -1 : input;
+  resolver.convertedToInt8 = false;
   return Status();
 }
 
@@ -293,8 +410,15 @@ Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   if (Status s = resolver.buffer(0, false, T, a.out); !s)
     return s;
-  if (Status s = linearWeight(resolver, a.weight, a.weightBf16, a.n); !s)
+  LinearWeight weight;
+  if (Status s = linearWeight(resolver, weight); !s)
     return s;
+  a.weight = weight.f32;
+  a.weightBf16 = weight.bf16;
+  a.weightInt8 = weight.int8;
+  a.int8Scale = weight.int8Scale;
+  a.int8ColumnSum = weight.int8ColumnSum;
+  a.n = weight.n;
   if (resolver.overlaps(op.inputs()->Get(0), op.outputs()->Get(0)))
     return resolver.fail("output overlaps the input");
   const auto *params = op.params_as_LinearParamsDef();
@@ -322,14 +446,19 @@ Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
         resolver.overlaps(op.inputs()->Get(1), op.outputs()->Get(0)))
       return resolver.fail("output overlaps the operand of its fused swiglu");
     // The float32 kernel writes x W^T first and adds the residual after, so the two must not
-    // share bytes; the BF16 kernels add in the epilogue and may work in place.
-    if (a.residual && !a.weightBf16 && resolver.overlaps(op.inputs()->Get(1), op.outputs()->Get(0)))
-      return resolver.fail("a residual that is also the output needs BF16 weights in this runtime");
+    // share bytes; the BF16 and INT8 kernels add in the epilogue and may work in place.
+    if (a.residual && a.weight && resolver.overlaps(op.inputs()->Get(1), op.outputs()->Get(0)))
+      return resolver.fail(
+          "a residual that is also the output needs BF16 or INT8 weights in this runtime");
   }
-  columnTasks(op, a.n, a.weightBf16 != nullptr, a.taskCount, a.taskGrain);
+  columnTasks(op, a.n, a.weight == nullptr, a.taskCount, a.taskGrain);
   const char *label = "LinearF32Portable";
   OpRunFn run = runLinearF32;
-  if (a.weightBf16) {
+  if (a.weightInt8) {
+    chooseLinearInt8Kernel(resolver, a, ops);
+    label = codegen::linearInt8KernelName(a.int8Kernel);
+    run = runLinearInt8;
+  } else if (a.weightBf16) {
     if (Status s = chooseLinearKernel(resolver, a.in.cols, a.residual, false, a.in, a.linear,
                                       &a.bf16Rows, ops);
         !s)
@@ -353,8 +482,12 @@ Status resolveLmHead(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   if (Status s = resolver.buffer(0, false, setup.maxBatch, a.out); !s)
     return s;
-  if (Status s = linearWeight(resolver, a.weight, a.weightBf16, a.vocab); !s)
+  LinearWeight weight;
+  if (Status s = linearWeight(resolver, weight); !s)
     return s;
+  a.weight = weight.f32;
+  a.weightBf16 = weight.bf16;
+  a.vocab = weight.n;
   if (resolver.overlaps(op.inputs()->Get(0), op.outputs()->Get(0)))
     return resolver.fail("output overlaps the input");
   columnTasks(op, a.vocab, a.weightBf16 != nullptr, a.taskCount, a.taskGrain);
