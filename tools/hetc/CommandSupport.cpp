@@ -49,4 +49,37 @@ std::unique_ptr<Engine> createEngine(std::shared_ptr<const Plan> plan, const Eng
   return std::move(created.value());
 }
 
+// "5,17,42" -> {5, 17, 42}. Ids are non-negative decimal integers that fit in int32; whether they
+// are inside the vocabulary is checked against the plan later.
+std::vector<int32_t> parsePromptIds(const std::string &text, const std::string &option) {
+  const std::string quoted = option + " '" + text + "'";
+  if (text.empty())
+    fail(quoted + " is empty");
+  std::vector<int32_t> ids;
+  size_t itemStart = 0;
+  for (size_t item = 1;; ++item) {
+    size_t comma = text.find(',', itemStart);
+    std::string piece =
+        text.substr(itemStart, comma == std::string::npos ? std::string::npos : comma - itemStart);
+    const size_t first = piece.find_first_not_of(' ');
+    const size_t last = piece.find_last_not_of(' ');
+    piece = first == std::string::npos ? "" : piece.substr(first, last - first + 1);
+    if (piece.empty())
+      fail(quoted + ": id " + std::to_string(item) + " is empty");
+    uint64_t value = 0;
+    for (char c : piece) {
+      if (c < '0' || c > '9')
+        fail(quoted + ": '" + piece + "' is not a token id (a non-negative integer)");
+      value = value * 10 + static_cast<uint64_t>(c - '0');
+      if (value > INT32_MAX)
+        fail(quoted + ": '" + piece + "' is too large for a token id");
+    }
+    ids.push_back(static_cast<int32_t>(value));
+    if (comma == std::string::npos)
+      break;
+    itemStart = comma + 1;
+  }
+  return ids;
+}
+
 } // namespace hetc::tool

@@ -8,8 +8,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace hetc::tool {
 
@@ -17,6 +19,11 @@ namespace hetc::tool {
 [[noreturn]] void fail(const std::string &message);
 
 std::shared_ptr<const Plan> loadPlan(const std::string &path);
+
+// "5,17,42" -> {5, 17, 42}: non-negative decimal ids that fit in int32 (whether they are inside
+// the vocabulary is the plan's to check); anything else fails naming `option`.
+std::vector<int32_t> parsePromptIds(const std::string &text,
+                                    const std::string &option = "--prompt-ids");
 
 // The plan's tokenizer, which `why` (a command or flag) needs: refused when the plan packs none.
 std::unique_ptr<PlanTokenizer> requireTokenizer(const Plan &plan, const std::string &planPath,

@@ -12,8 +12,9 @@
 #include "BenchServeCommand.h"
 #include "ChatCommand.h"
 #include "CommandSupport.h"
-#include "ServeCommand.h"
+#include "KlDivergenceCommand.h"
 #include "SamplingOptions.h"
+#include "ServeCommand.h"
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Plan.h"
 #include "runtime/kv/Session.h"
@@ -55,44 +56,11 @@ namespace {
 
 using hetc::tool::fail;
 using hetc::tool::loadPlan;
+using hetc::tool::parsePromptIds;
 
 void check(const hetc::Status &status) {
   if (!status)
     fail(status.message());
-}
-
-// "5,17,42" -> {5, 17, 42}. Ids are non-negative decimal integers that fit in int32; whether they
-// are inside the vocabulary is checked against the plan later.
-std::vector<int32_t> parsePromptIds(const std::string &text,
-                                    const std::string &option = "--prompt-ids") {
-  const std::string quoted = option + " '" + text + "'";
-  if (text.empty())
-    fail(quoted + " is empty");
-  std::vector<int32_t> ids;
-  size_t itemStart = 0;
-  for (size_t item = 1;; ++item) {
-    size_t comma = text.find(',', itemStart);
-    std::string piece =
-        text.substr(itemStart, comma == std::string::npos ? std::string::npos : comma - itemStart);
-    const size_t first = piece.find_first_not_of(' ');
-    const size_t last = piece.find_last_not_of(' ');
-    piece = first == std::string::npos ? "" : piece.substr(first, last - first + 1);
-    if (piece.empty())
-      fail(quoted + ": id " + std::to_string(item) + " is empty");
-    uint64_t value = 0;
-    for (char c : piece) {
-      if (c < '0' || c > '9')
-        fail(quoted + ": '" + piece + "' is not a token id (a non-negative integer)");
-      value = value * 10 + static_cast<uint64_t>(c - '0');
-      if (value > INT32_MAX)
-        fail(quoted + ": '" + piece + "' is too large for a token id");
-    }
-    ids.push_back(static_cast<int32_t>(value));
-    if (comma == std::string::npos)
-      break;
-    itemStart = comma + 1;
-  }
-  return ids;
 }
 
 // A float32 array as NumPy's .npy v1.0: magic, version, header length, a Python dict literal
@@ -766,6 +734,12 @@ int runTool(int argc, char **argv) {
       "bench-serve", "Serving benchmark: streamed completions from hetc serve at each concurrency");
   hetc::tool::addBenchServeOptions(*benchServe, benchServeArgs);
 
+  hetc::tool::KlDivergenceArguments klArgs;
+  CLI::App *kl = app.add_subcommand(
+      "kl-divergence", "How far a plan's next-token distributions are from a base plan's on the "
+                       "same ids: KL divergence and top-1 agreement");
+  hetc::tool::addKlDivergenceOptions(*kl, klArgs);
+
 #ifdef HETC_WITH_COMPILER
   hetc::tool::PlanArguments planArgs;
   CLI::App *plan = app.add_subcommand(
@@ -789,13 +763,12 @@ int runTool(int argc, char **argv) {
          "run and inspect plans");
 #endif
   if (!command.empty() && command[0] != '-' && command != "compile" && command != "run" &&
-      command != "chat" && command != "serve" &&
-      command != "inspect" && command != "bench" && command != "session" && command != "plan" &&
-      command != "targets" && command != "calibrate" && command != "tokenize" &&
-      command != "bench-serve")
+      command != "chat" && command != "serve" && command != "inspect" && command != "bench" &&
+      command != "session" && command != "plan" && command != "targets" && command != "calibrate" &&
+      command != "tokenize" && command != "bench-serve" && command != "kl-divergence")
     fail(std::string("unknown command '") + argv[1] +
-         "' (expected compile, run, chat, serve, tokenize, bench, bench-serve, inspect, session, "
-         "plan, targets or calibrate)");
+         "' (expected compile, run, chat, serve, tokenize, bench, bench-serve, kl-divergence, "
+         "inspect, session, plan, targets or calibrate)");
 
   if (command == "session" && argc == 2)
     fail("session: expected a subcommand: show FILE");
@@ -825,6 +798,8 @@ int runTool(int argc, char **argv) {
     return hetc::tool::benchCommand(benchArgs);
   if (benchServe->parsed())
     return hetc::tool::benchServeCommand(benchServeArgs);
+  if (kl->parsed())
+    return hetc::tool::klDivergenceCommand(klArgs);
   if (sessionShow->parsed())
     return sessionShowCommand(sessionPath);
 #ifdef HETC_WITH_COMPILER
