@@ -96,4 +96,59 @@ void quantizeLinearInt8(const float *src, bool srcIsKN, uint64_t n, uint64_t k, 
   }
 }
 
+bool LinearInt4N16K8::segmentSizeChecked(uint64_t n, uint64_t k, uint64_t group, uint64_t &bytes) {
+  // Below 2^58, n + 15 and k + group - 1 cannot overflow; the products are checked.
+  constexpr uint64_t kLimit = uint64_t{1} << 58;
+  if (!validGroup(group) || n >= kLimit || k >= kLimit)
+    return false;
+  const LinearInt4N16K8 layout{n, k, group};
+  uint64_t packed, perBlock, tables, tableBytes;
+  if (__builtin_mul_overflow(layout.kOcts(), kOctBytes, &perBlock) ||
+      __builtin_mul_overflow(layout.blocks(), perBlock, &packed) ||
+      __builtin_mul_overflow(layout.paddedColumns(), layout.groups(), &tables) ||
+      __builtin_mul_overflow(tables, uint64_t{sizeof(float) + 1}, &tableBytes))
+    return false;
+  return !__builtin_add_overflow(packed, tableBytes, &bytes);
+}
+
+void quantizeLinearInt4Segment(const float *src, bool srcIsKN, uint64_t n, uint64_t k,
+                               uint64_t group, bool symmetric, uint8_t *segment) {
+  const LinearInt4N16K8 layout{n, k, group};
+  // Everything starts as padding: u = 0, scale 0, zp 0.
+  std::memset(segment, 0, layout.segmentBytes());
+  float *scales = reinterpret_cast<float *>(segment + layout.scaleOffset());
+  uint8_t *zeroPoints = segment + layout.zeroPointOffset();
+  auto at = [&](uint64_t row, uint64_t col) {
+    return srcIsKN ? src[col * n + row] : src[row * k + col];
+  };
+  for (uint64_t row = 0; row < n; ++row)
+    for (uint64_t g = 0; g < layout.groups(); ++g) {
+      const uint64_t begin = g * group, end = std::min(k, begin + group);
+      float scale, zp;
+      if (symmetric) {
+        float largest = 0.0f;
+        for (uint64_t col = begin; col < end; ++col)
+          largest = std::max(largest, std::fabs(at(row, col)));
+        scale = largest / 7.0f;
+        zp = 8.0f;
+      } else {
+        float lo = 0.0f, hi = 0.0f;
+        for (uint64_t col = begin; col < end; ++col) {
+          lo = std::min(lo, at(row, col));
+          hi = std::max(hi, at(row, col));
+        }
+        scale = (hi - lo) / 15.0f;
+        zp = scale == 0.0f ? 0.0f : std::clamp(std::nearbyint(-lo / scale), 0.0f, 15.0f);
+      }
+      scales[layout.groupIndex(row, g)] = scale;
+      zeroPoints[layout.groupIndex(row, g)] = static_cast<uint8_t>(zp);
+      for (uint64_t col = begin; col < end; ++col) {
+        const float u =
+            scale == 0.0f ? zp : std::clamp(std::nearbyint(at(row, col) / scale) + zp, 0.0f, 15.0f);
+        segment[layout.byteIndex(row, col)] |=
+            static_cast<uint8_t>(static_cast<unsigned>(u) << LinearInt4N16K8::nibbleShift(col));
+      }
+    }
+}
+
 } // namespace hetc

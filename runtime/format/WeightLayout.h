@@ -22,6 +22,11 @@
 // A plan stores one segment per weight: the packed q (bytes()), then scale[paddedColumns()]
 // (float32) and columnSum[paddedColumns()] (int32), each 64-byte aligned since bytes() is a
 // multiple of 64.
+//
+// LinearInt4N16K8: 4-bit weights with a scale and a zero point per output column and group of
+// `group` consecutive k (32, 64 or 128), W[n][k] ~ scale[n][g] * (u[n][k] - zp[n][g]), u in
+// [0, 15]; a 64-byte line packs two vpdpbusd K quads of 16 columns, one per nibble, followed in
+// the segment by the scales and zero points of each block's groups, 16 columns contiguous.
 #pragma once
 
 #include <cstddef>
@@ -93,5 +98,78 @@ void quantizeLinearInt8(const float *src, bool srcIsKN, uint64_t n, uint64_t k, 
 // The same into one plan segment of LinearInt8N16K4{n, k}.segmentBytes() bytes.
 void quantizeLinearInt8Segment(const float *src, bool srcIsKN, uint64_t n, uint64_t k,
                                uint8_t *segment);
+
+// 4-bit group-wise weights, unsigned nibbles u in [0, 15] with a float32 scale and a uint8 zero
+// point per (output column n, group g = k / group):
+//
+//   W[n][k] ~ scale[n][g] * (u[n][k] - zp[n][g])
+//
+// K is padded to kPadded, a multiple of `group`, and N to 16 * blocks(). A block's panel is
+// kOcts() lines of 64 bytes; the line of K oct o (k in [8o, 8o + 8)) holds, for each of the 16
+// columns, the 4 bytes of k = 8o..8o+3 in their low nibbles and k = 8o+4..8o+7 in their high
+// nibbles:
+//
+//   element (n, k) at byte ((n / 16) * kOcts + k / 8) * 64 + (n % 16) * 4 + k % 4,
+//   low nibble when (k / 4) % 2 == 0, high nibble otherwise
+//
+// so `line & 0x0F` and `(line >> 4) & 0x0F` are two K quads in vpdpbusd's order (a dword per
+// column of 4 consecutive k), the unsigned operand as they are. The segment then holds
+// scale[paddedColumns() * groups()] (float32, at scaleOffset()) and zp[paddedColumns() *
+// groups()] (uint8, at zeroPointOffset()), both indexed ((n / 16) * groups + g) * 16 + n % 16:
+// one block's 16 scales of a group are one zmm load, its 16 zero points one 16-byte load. The
+// padding (k >= K, and the padded columns) holds u = 0; the padded columns' scales and zero
+// points are 0.
+struct LinearInt4N16K8 {
+  static constexpr uint64_t kBlockColumns = 16;
+  static constexpr uint64_t kOctBytes = 64; // 16 columns x 8 k, a nibble each
+
+  uint64_t n = 0;
+  uint64_t k = 0;
+  uint64_t group = 32; // 32, 64 or 128
+
+  static bool validGroup(uint64_t group) { return group == 32 || group == 64 || group == 128; }
+  uint64_t kPadded() const { return (k + group - 1) / group * group; }
+  uint64_t groups() const { return kPadded() / group; }
+  uint64_t kOcts() const { return kPadded() / 8; }
+  uint64_t blocks() const { return (n + kBlockColumns - 1) / kBlockColumns; }
+  uint64_t paddedColumns() const { return blocks() * kBlockColumns; }
+  uint64_t blockBytes() const { return kOcts() * kOctBytes; }
+  // Bytes of the packed nibbles (a multiple of 64, so the scales are 64-byte aligned).
+  uint64_t bytes() const { return blocks() * blockBytes(); }
+  uint64_t scaleOffset() const { return bytes(); }
+  uint64_t zeroPointOffset() const {
+    return scaleOffset() + paddedColumns() * groups() * sizeof(float);
+  }
+  uint64_t segmentBytes() const { return zeroPointOffset() + paddedColumns() * groups(); }
+  // Byte of element (row n, col k), and the shift of its nibble in that byte (0 or 4).
+  uint64_t byteIndex(uint64_t row, uint64_t col) const {
+    return ((row / kBlockColumns) * kOcts() + col / 8) * kOctBytes + (row % kBlockColumns) * 4 +
+           col % 4;
+  }
+  static unsigned nibbleShift(uint64_t col) { return (col / 4) % 2 ? 4 : 0; }
+  // Index of (row n, group g) in the scales and in the zero points.
+  uint64_t groupIndex(uint64_t row, uint64_t g) const {
+    return ((row / kBlockColumns) * groups() + g) * kBlockColumns + row % kBlockColumns;
+  }
+  // segmentBytes() without overflow: false when it does not fit 64 bits or the group is not 32,
+  // 64 or 128.
+  static bool segmentSizeChecked(uint64_t n, uint64_t k, uint64_t group, uint64_t &bytes);
+};
+
+// Quantizes the f32 matrix `src` (as packLinearBf16 takes it) per output column and group into
+// one plan segment of LinearInt4N16K8{n, k, group}.segmentBytes() bytes. Over the valid k of
+// each (n, g), in float32 with the default rounding (round-half-even, as std::nearbyint):
+//
+//   asymmetric: lo = min(0, min w), hi = max(0, max w), scale = (hi - lo) / 15,
+//               zp = clamp(nearbyint(-lo / scale), 0, 15),
+//               u = clamp(nearbyint(w / scale) + zp, 0, 15)
+//   symmetric:  scale = max |w| / 7, zp = 8, u = clamp(nearbyint(w / scale) + 8, 0, 15)
+//
+// The divisions are w / scale (not w times a reciprocal). The range includes 0 so that zero is
+// exact, as in a decoder's padding and ReLU outputs. A group whose scale is 0 (all zeros, or so
+// small that the division underflows) gets scale 0, zp 0 (asymmetric) or 8 (symmetric) and
+// u = zp: it decodes to zeros.
+void quantizeLinearInt4Segment(const float *src, bool srcIsKN, uint64_t n, uint64_t k,
+                               uint64_t group, bool symmetric, uint8_t *segment);
 
 } // namespace hetc

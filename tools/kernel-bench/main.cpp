@@ -12,6 +12,7 @@
 #include "codegen/cpu/linear/Linear.h"
 #include "codegen/cpu/isa/CpuFeatures.h"
 #include "codegen/cpu/linear/LinearAmxBf16.h"
+#include "codegen/cpu/linear/LinearInt4.h"
 #include "codegen/cpu/linear/LinearInt8.h"
 #include "codegen/cpu/vector/Kernels.h"
 #include "codegen/cpu/vector/VectorKernels.h"
@@ -183,7 +184,8 @@ class LinearUnderTest {
 public:
   virtual ~LinearUnderTest() = default;
   virtual std::string name() const = 0;
-  virtual std::string weightDtype() const = 0; // "f32", "bf16" or "int8": picks the oneDNN reference
+  // "f32", "bf16", "int8" or "int4": picks the oneDNN reference.
+  virtual std::string weightDtype() const = 0;
   // Why the host cannot run it, or empty.
   virtual std::string unavailable() const { return {}; }
   // What the engine runs on this host (f32 weights, or bf16 weights): the only ones --quick runs.
@@ -372,6 +374,74 @@ private:
   size_t stride_ = 0;
 };
 
+// 4-bit weights with a scale and a zero point per column and group of K (LinearInt4.h), and
+// activations quantized per row with their granule sums: decode row counts only.
+class Int4Linear final : public LinearUnderTest {
+public:
+  Int4Linear(hetc::codegen::LinearInt4Fn kernel, std::string name, size_t group, std::string why)
+      : kernel_(kernel), name_(std::move(name)), group_(group), why_(std::move(why)) {}
+  std::string name() const override { return name_ + " g" + std::to_string(group_); }
+  std::string weightDtype() const override { return "int4"; }
+  std::string unavailable() const override { return why_; }
+  bool chosenForHost() const override {
+    return kernel_ == hetc::codegen::chooseLinearInt4Kernel();
+  }
+  bool measuresRows(size_t m) const override { return m <= 16; }
+  uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {
+    const hetc::LinearInt4N16K8 layout{n, k, group_};
+    copies_.clear();
+    for (size_t c = 0; c < copies; ++c) {
+      copies_.emplace_back(
+          static_cast<uint8_t *>(std::aligned_alloc(64, (layout.segmentBytes() + 63) / 64 * 64)),
+          &std::free);
+      hetc::quantizeLinearInt4Segment(w, false, n, k, group_, false, copies_.back().get());
+    }
+    n_ = n;
+    // The scales and zero points are read too.
+    return layout.segmentBytes();
+  }
+  void release() override { copies_.clear(); }
+  void setInput(const float *x, size_t xStride, size_t rows, size_t k) override {
+    stride_ = 4 * ((k + 3) / 4);
+    sumsStride_ = (k + 31) / 32;
+    xq_.resize(rows * stride_);
+    rowScale_.resize(rows);
+    sums_.resize(rows * sumsStride_);
+    hetc::codegen::quantizeRowsInt8Signed(x, xStride, rows, k, xq_.data(), stride_,
+                                          rowScale_.data(), sums_.data(), sumsStride_);
+  }
+  void run(const float *, size_t, size_t m, size_t k, float *y, size_t yStride, size_t colBegin,
+           size_t colEnd, size_t copy) const override {
+    hetc::codegen::LinearInt4Call call;
+    call.xq = xq_.data();
+    call.stride = stride_;
+    call.rowScale = rowScale_.data();
+    call.granuleSums = sums_.data();
+    call.sumsStride = sumsStride_;
+    call.rows = m;
+    call.w = copies_[copy].get();
+    call.n = n_;
+    call.k = k;
+    call.group = group_;
+    call.y = y;
+    call.yStride = yStride;
+    call.colBegin = colBegin;
+    call.colEnd = colEnd;
+    kernel_(call);
+  }
+
+private:
+  hetc::codegen::LinearInt4Fn kernel_;
+  std::string name_;
+  size_t group_;
+  std::string why_;
+  std::vector<std::unique_ptr<uint8_t, void (*)(void *)>> copies_;
+  std::vector<float> rowScale_;
+  std::vector<int32_t> sums_;
+  std::vector<int8_t> xq_;
+  size_t n_ = 0, stride_ = 0, sumsStride_ = 0;
+};
+
 std::vector<std::unique_ptr<LinearUnderTest>> linearKernels() {
   using namespace hetc::codegen;
   std::vector<std::unique_ptr<LinearUnderTest>> kernels;
@@ -393,6 +463,13 @@ std::vector<std::unique_ptr<LinearUnderTest>> linearKernels() {
   kernels.push_back(std::make_unique<Int8Linear>(linearInt8Avx512Vnni, "LinearInt8Avx512Vnni",
                                                  vnni ? "" : "the host has no AVX-512 VNNI"));
   kernels.push_back(std::make_unique<Int8Linear>(linearInt8Portable, "LinearInt8Portable", ""));
+  for (size_t group : {32, 128}) {
+    kernels.push_back(std::make_unique<Int4Linear>(linearInt4Avx512Vnni, "LinearInt4Avx512Vnni",
+                                                   group,
+                                                   vnni ? "" : "the host has no AVX-512 VNNI"));
+    kernels.push_back(
+        std::make_unique<Int4Linear>(linearInt4Portable, "LinearInt4Portable", group, ""));
+  }
   return kernels;
 }
 
@@ -593,7 +670,8 @@ void benchLinear(const Settings &settings, hetc::ThreadPool &pool, BandwidthRefe
         double &reference =
             referenceSeconds.emplace(std::make_tuple(dtype, m, n), 0.0).first->second;
 #ifdef HETC_WITH_DNNL
-        // Int8 weights are compared with oneDNN's bf16 matmul, the engine's other decode path.
+        // Int8 and int4 weights are compared with oneDNN's bf16 matmul, the engine's other decode
+        // path.
         const bool dnnlBf16 = dtype != "f32";
         const uint64_t dnnlBytes = uint64_t{n} * shape.k * (dnnlBf16 ? 2 : 4);
         const size_t dnnlCopies = m >= 128 ? 1 : coldCopies(dnnlBytes, llc);
