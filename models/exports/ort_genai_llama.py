@@ -75,6 +75,65 @@ class GraphBuilder:
         return outputs[0] if len(outputs) == 1 else outputs
 
 
+def quantize_int4(weight: np.ndarray, block: int, symmetric: bool):
+    """A [N, K] weight in 4-bit blocks along K as ONNX Runtime's MatMulNBits holds it, quantized
+    here (the builder's quantizer is its own; the file format is the contract): per block of
+    `block` k, asymmetric: lo = min(0, min w), hi = max(0, max w), scale = (hi - lo) / 15,
+    zero point zp = clip(round(-lo / scale), 0, 15), q = clip(round(w / scale) + zp, 0, 15);
+    symmetric: scale = max |w| / 7, zp = 8 (MatMulNBits' default, so no zero_points input),
+    q = clip(round(w / scale) + 8, 0, 15); a block of zeros: scale 0, q = zp. round is half to even
+    (numpy's). Returns (q [N, blocks * block] uint8, scales [N, blocks] float32, zp [N, blocks]
+    uint8); K is padded to whole blocks with zeros, which quantize to zp."""
+    n, k = weight.shape
+    blocks = (k + block - 1) // block
+    w = np.zeros((n, blocks * block), dtype=np.float32)
+    w[:, :k] = weight
+    w = w.reshape(n, blocks, block)
+    if symmetric:
+        scale = np.abs(w).max(axis=2) / np.float32(7)
+        zp = np.full((n, blocks), 8, dtype=np.float32)
+    else:
+        lo = np.minimum(w.min(axis=2), 0)
+        hi = np.maximum(w.max(axis=2), 0)
+        scale = (hi - lo) / np.float32(15)
+        safe = np.where(scale > 0, scale, 1).astype(np.float32)
+        zp = np.where(scale > 0, np.clip(np.round(-lo / safe), 0, 15), 0).astype(np.float32)
+    safe = np.where(scale > 0, scale, 1).astype(np.float32)[:, :, None]
+    q = np.where(scale[:, :, None] > 0, np.clip(np.round(w / safe) + zp[:, :, None], 0, 15),
+                 zp[:, :, None])
+    return (q.reshape(n, blocks * block).astype(np.uint8), scale.astype(np.float32),
+            zp.astype(np.uint8))
+
+
+def dequantize_int4(q, scales, zp, k):
+    n, padded = q.shape
+    block = padded // scales.shape[1]
+    w = (q.reshape(n, -1, block).astype(np.float32) - zp[:, :, None].astype(np.float32)) \
+        * scales[:, :, None]
+    return w.reshape(n, padded)[:, :k]
+
+
+def matmul_nbits(g, x, name, quantized, symmetric: bool, k: int):
+    """MatMulNBits(x, B, scales[, zero_points]) for a weight quantize_int4 gave: B [N, blocks,
+    block / 2] with element k of a block in byte k / 2, the even one in the low nibble; zero
+    points [N * ceil(blocks / 2)] packed the same way, a row's first block in a new byte."""
+    q, scales, zp = quantized
+    n, padded = q.shape
+    blocks = scales.shape[1]
+    block = padded // blocks
+    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8).reshape(n, blocks, block // 2)
+    inputs = [x, g.init(f"{name}.qweight", packed, keep_dtype=True),
+              g.init(f"{name}.scales", scales.reshape(-1), keep_dtype=True)]
+    if not symmetric:
+        zp_padded = np.zeros((n, blocks + blocks % 2), dtype=np.uint8)
+        zp_padded[:, :blocks] = zp
+        inputs.append(g.init(f"{name}.qzeros",
+                             (zp_padded[:, 0::2] | (zp_padded[:, 1::2] << 4)).reshape(-1),
+                             keep_dtype=True))
+    return g.node("MatMulNBits", inputs, [f"{name}/MatMul/output_0"], f"{name}/MatMul", domain=MS,
+                  K=k, N=n, bits=4, block_size=block, accuracy_level=0)
+
+
 def rope_caches(config: hf_llama.Config):
     """cos/sin [max_position, rotary_dim / 2] from the module's own inv_freq (scaling applied)."""
     inv_freq = hf_llama.default_inv_freq(config)
@@ -84,7 +143,8 @@ def rope_caches(config: hf_llama.Config):
 
 
 def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention, inputs, outputs,
-                 producer: str, packed_qkv: bool = False) -> onnx.ModelProto:
+                 producer: str, packed_qkv: bool = False, int4: dict = None,
+                 int4_symmetric: bool = False) -> onnx.ModelProto:
     """What the GenAI builder's form and the transformer optimizer's share, written into g: the
     embedding Gather; SimplifiedLayerNormalization before layer 0 and SkipSimplifiedLayerNormalization
     (residual + norm, the sum as its 4th output) before every later sublayer and at the end; q, k,
@@ -92,13 +152,18 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
     rotary(x, name, heads) unless rotary is None; attention(i, n, q, k, v), the form's attention
     node, returning its output; o_proj; the SiLU MLP (Sigmoid, Mul); lm_head. With packed_qkv, q, k
     and v are one MatMul (qkv_proj: the three weights side by side, and biases) and attention gets
-    (i, n, qkv, "", ""). Returns the model."""
+    (i, n, qkv, "", ""). With int4 (weight key -> quantize_int4's triple), the layers' linears are
+    MatMulNBits nodes on those. Returns the model."""
     L, N, KV = c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads
     eps = float(c.rms_norm_eps)
 
     def linear(x, name, weight_key, bias_key=None):
-        out = g.node("MatMul", [x, g.init(f"{weight_key}.T", w[weight_key].T.copy())],
-                     [f"{name}/MatMul/output_0"], f"{name}/MatMul")
+        if int4 is not None and weight_key in int4:
+            out = matmul_nbits(g, x, name, int4[weight_key], int4_symmetric,
+                               w[weight_key].shape[1])
+        else:
+            out = g.node("MatMul", [x, g.init(f"{weight_key}.T", w[weight_key].T.copy())],
+                         [f"{name}/MatMul/output_0"], f"{name}/MatMul")
         if bias_key is not None:
             out = g.node("Add", [out, g.init(bias_key, w[bias_key])], [f"{name}/Add/output_0"], f"{name}/Add")
         return out
@@ -119,6 +184,9 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
             packed = f"{pre}.self_attn.qkv_proj"
             w[f"{packed}.weight"] = np.concatenate(
                 [w[f"{pre}.self_attn.{p}.weight"] for p in ("q_proj", "k_proj", "v_proj")], axis=0)
+            if int4 is not None:
+                parts = [int4[f"{pre}.self_attn.{p}.weight"] for p in ("q_proj", "k_proj", "v_proj")]
+                int4[f"{packed}.weight"] = tuple(np.concatenate(x, axis=0) for x in zip(*parts))
             if c.qkv_bias:
                 w[f"{packed}.bias"] = np.concatenate(
                     [w[f"{pre}.self_attn.{p}.bias"] for p in ("q_proj", "k_proj", "v_proj")])
@@ -162,7 +230,8 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
 
 
 def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool, packed_qkv: bool,
-                rotary_in_attention: bool) -> onnx.ModelProto:
+                rotary_in_attention: bool, int4: dict = None,
+                int4_symmetric: bool = False) -> onnx.ModelProto:
     np_dtype = {"float16": np.float16, "bfloat16": "bfloat16"}.get(dtype, np.float32)
     elem = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}.get(dtype, TensorProto.FLOAT)
     g = GraphBuilder(np_dtype)
@@ -229,7 +298,8 @@ def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool,
                       rotary_interleaved=interleaved if rotary_in_attention else 0, softcap=0.0)[0]
 
     return finish_graph(g, c, w, None if rotary_in_attention else rotary, attention, inputs, outputs,
-                        "ort_genai_llama.py", packed_qkv=packed_qkv)
+                        "ort_genai_llama.py", packed_qkv=packed_qkv, int4=int4,
+                        int4_symmetric=int4_symmetric)
 
 
 def main(argv=None) -> int:
@@ -244,6 +314,11 @@ def main(argv=None) -> int:
     p.add_argument("--rotary-in-attention", action="store_true",
                    help="GroupQueryAttention rotates q and k (do_rotary = 1, cos/sin caches as its "
                         "inputs 7 and 8; no RotaryEmbedding nodes, no position_ids input)")
+    p.add_argument("--int4-block-size", type=int, default=0,
+                   help="the layers' linears as MatMulNBits with 4-bit blocks of this many k "
+                        "(0: float MatMuls); weights.pt then holds the dequantized weights")
+    p.add_argument("--int4-symmetric", action="store_true",
+                   help="with --int4-block-size: zero point 8, no zero_points input")
     p.add_argument("--no-shuffle", action="store_true", help="keep the nodes in topological order")
     p.add_argument("--shuffle-seed", type=int, default=0)
     p.add_argument("--print-ops", action="store_true")
@@ -269,7 +344,19 @@ def main(argv=None) -> int:
     if a.packed_qkv and not a.rotary_in_attention:
         p.error("--packed-qkv needs --rotary-in-attention: RotaryEmbedding nodes rotate q and k "
                 "apart, so the builder packs them only when the attention rotates")
-    model = build_graph(config, sd, a.dtype, a.gqa_inputs, a.packed_qkv, a.rotary_in_attention)
+    int4 = None
+    if a.int4_block_size:
+        if a.dtype != "float32":
+            p.error("--int4-block-size writes float32 scales: use --dtype float32")
+        # The layers' linears, quantized once; the reference computes with what the file holds.
+        int4 = {}
+        for key in list(sd):
+            if key.startswith("model.layers.") and key.endswith("_proj.weight"):
+                weight = sd[key].detach().float().numpy()
+                int4[key] = quantize_int4(weight, a.int4_block_size, a.int4_symmetric)
+                sd[key] = torch.from_numpy(dequantize_int4(*int4[key], weight.shape[1]).copy())
+    model = build_graph(config, sd, a.dtype, a.gqa_inputs, a.packed_qkv, a.rotary_in_attention,
+                        int4, a.int4_symmetric)
     # No onnx.checker here: it knows no SimplifiedLayerNormalization in the ai.onnx domain (an
     # ONNX Runtime contrib op registered there) and wants topological order; loading the file in
     # ONNX Runtime (tests/e2e/ort/greedy.mjs) is the check.
@@ -282,6 +369,7 @@ def main(argv=None) -> int:
     onnx.save(model, path)
     meta = asdict(config)
     meta.update(onnx_form="ort-genai", onnx_dtype=a.dtype, gqa_inputs=a.gqa_inputs,
+                int4_block_size=a.int4_block_size, int4_symmetric=a.int4_symmetric,
                 packed_qkv=a.packed_qkv, rotary_in_attention=a.rotary_in_attention,
                 nodes_shuffled=not a.no_shuffle)
     common.save_config(os.path.join(a.out, "config.json"), meta)

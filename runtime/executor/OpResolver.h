@@ -76,8 +76,13 @@ public:
   // rows the last conversion holds, in which form, while no op has written over it since (-1:
   // none); the bytes the conversions need, and the argument fields that point at the rows once
   // allocated.
+  enum class ConvertedForm : uint8_t {
+    Bf16,       // ConvertRowsBf16's
+    Int8Offset, // int8 rows offset by 128, for int8 weights
+    Int8Signed, // signed int8 rows and their sums, for int4 weights
+  };
   int64_t convertedBuffer = -1;
-  bool convertedToInt8 = false;
+  ConvertedForm convertedForm = ConvertedForm::Bf16;
   void needConvertedRows(size_t bytes, uint32_t **user);
   void needConvertedRows(size_t bytes, uint8_t **user);
   std::vector<std::unique_ptr<codegen::LinearKernel>> linearKernels;

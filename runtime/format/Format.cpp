@@ -10,6 +10,8 @@ uint64_t dtypeBytes(plan::DTypeDef dtype) {
     return 2;
   case plan::DTypeDef::INT8:
     return 1;
+  case plan::DTypeDef::INT4: // two to a byte, in packed layouts only (which size themselves)
+    return 1;
   }
   return 0;
 }

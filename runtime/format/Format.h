@@ -34,7 +34,8 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 //      "opt".
 // 1.11: PlanDef.tokenizer (TokenizerDef: tokenizer.json's text, BOS and EOS ids, chat template).
 // 1.12: CpuFeatureBits::AVX512_VNNI.
-// 1.13: WeightLayoutDef::LinearInt8N16K4 (int8 linear weights with a scale per output column).
+// 1.13: WeightLayoutDef::LinearInt8N16K4 (int8 linear weights with a scale per output column),
+//       LinearInt4N16K8 with DTypeDef::INT4 and TensorDef.group_size (4-bit group-wise weights).
 constexpr uint32_t kPlanSchemaMinor = 13;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
@@ -74,6 +75,7 @@ inline uint64_t layoutCpuFeatures(plan::WeightLayoutDef layout) {
   case plan::WeightLayoutDef::LinearNK:
   case plan::WeightLayoutDef::LinearBf16N16K2:
   case plan::WeightLayoutDef::LinearInt8N16K4:
+  case plan::WeightLayoutDef::LinearInt4N16K8:
     return static_cast<uint64_t>(plan::CpuFeatureBits::X86_64);
   }
   return static_cast<uint64_t>(plan::CpuFeatureBits::X86_64);

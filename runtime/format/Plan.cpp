@@ -251,7 +251,8 @@ private:
         return fail(tensorText(i), "'s shape is not 8-byte aligned");
       const bool packedBf16 = t->layout() == WeightLayoutDef::LinearBf16N16K2;
       const bool packedInt8 = t->layout() == WeightLayoutDef::LinearInt8N16K4;
-      if ((t->layout() == WeightLayoutDef::LinearNK || packedBf16 || packedInt8) &&
+      const bool packedInt4 = t->layout() == WeightLayoutDef::LinearInt4N16K8;
+      if ((t->layout() == WeightLayoutDef::LinearNK || packedBf16 || packedInt8 || packedInt4) &&
           shape->size() != 2)
         return fail(tensorText(i), " has layout ", EnumNameWeightLayoutDef(t->layout()),
                     " but shape ", shapeText(shape), "; the layout is [N, K]");
@@ -261,12 +262,22 @@ private:
       if (packedInt8 && t->dtype() != DTypeDef::INT8)
         return fail(tensorText(i), " has layout LinearInt8N16K4 but dtype ", dtypeText(t->dtype()),
                     "; the layout holds INT8");
-      if (const uint32_t minor = def_.schema_version() & 0xffff; packedInt8 && minor < 13)
-        return fail(tensorText(i), " has layout LinearInt8N16K4, which schema 1.", minor,
-                    " does not have (added in 1.13)");
+      if (packedInt4 && t->dtype() != DTypeDef::INT4)
+        return fail(tensorText(i), " has layout LinearInt4N16K8 but dtype ", dtypeText(t->dtype()),
+                    "; the layout holds INT4");
+      if (const uint32_t minor = def_.schema_version() & 0xffff;
+          (packedInt8 || packedInt4) && minor < 13)
+        return fail(tensorText(i), " has layout ", EnumNameWeightLayoutDef(t->layout()),
+                    ", which schema 1.", minor, " does not have (added in 1.13)");
       if (t->dtype() == DTypeDef::INT8 && !packedInt8)
         return fail(tensorText(i), " is INT8 in layout ", EnumNameWeightLayoutDef(t->layout()),
                     "; an INT8 weight is LinearInt8N16K4");
+      if (t->dtype() == DTypeDef::INT4 && !packedInt4)
+        return fail(tensorText(i), " is INT4 in layout ", EnumNameWeightLayoutDef(t->layout()),
+                    "; an INT4 weight is LinearInt4N16K8");
+      if (packedInt4 && !LinearInt4N16K8::validGroup(t->group_size()))
+        return fail(tensorText(i), " has group_size ", t->group_size(),
+                    "; LinearInt4N16K8 takes groups of 32, 64 or 128");
       uint64_t bytes = dtypeBytes(t->dtype());
       for (uint64_t dim : *shape) {
         if (dim == 0)
@@ -277,8 +288,12 @@ private:
       // The packed layout pads N to 16 and K to 2 (codegen/cpu/WeightLayout.h).
       if (packedBf16 && !LinearBf16N16K2::sizeChecked(shape->Get(0), shape->Get(1), bytes))
         return fail(tensorText(i), " shape ", shapeText(shape), " overflows 64 bits");
-      // The int8 layout pads N to 16 and K to 4, and holds the scales and column sums after q.
+      // The integer layouts pad N to 16 and K to 4 (int8) or a whole group (int4), and hold their
+      // scales (and column sums or zero points) after the packed values.
       if (packedInt8 && !LinearInt8N16K4::segmentSizeChecked(shape->Get(0), shape->Get(1), bytes))
+        return fail(tensorText(i), " shape ", shapeText(shape), " overflows 64 bits");
+      if (packedInt4 && !LinearInt4N16K8::segmentSizeChecked(shape->Get(0), shape->Get(1),
+                                                             t->group_size(), bytes))
         return fail(tensorText(i), " shape ", shapeText(shape), " overflows 64 bits");
       const uint64_t segmentSize = def_.segments()->Get(t->segment())->size();
       if (bytes != segmentSize)
@@ -382,6 +397,8 @@ private:
     const ModelDef &m = *def_.model();
     if (!inRange(kv.dtype()))
       return fail("kv_cache has unknown dtype ", static_cast<int>(kv.dtype()));
+    if (kv.dtype() == DTypeDef::INT4)
+      return fail("kv_cache is INT4; a KV cache is F32, BF16 or INT8");
     if (kv.layers() == 0)
       return fail("kv_cache layers is 0; it must be positive");
     if (kv.layers() > m.layers())
@@ -662,20 +679,23 @@ private:
   const BufferDef &buffer(uint32_t index) const { return *def_.buffers()->Get(index); }
   const TensorDef &tensor(uint32_t index) const { return *def_.tensors()->Get(index); }
 
-  // A linear weight [N, K] for an op reading `in` columns and writing `out` columns;
-  // LinearInt8N16K4 only for a Linear (`int8Allowed`).
+  // A linear weight [N, K] for an op reading `in` columns and writing `out` columns; the integer
+  // layouts only for a Linear (`integerAllowed`).
   Status checkLinearWeight(uint32_t opIndex, uint32_t weight, uint64_t in, uint64_t out,
-                           bool int8Allowed) const {
+                           bool integerAllowed) const {
     const TensorDef &w = tensor(weight);
-    const bool int8 = w.layout() == WeightLayoutDef::LinearInt8N16K4;
-    if (int8 && !int8Allowed)
-      return fail(opText(opIndex), " weight ", tensorText(weight),
-                  " is LinearInt8N16K4; an lm_head weight is LinearNK or LinearBf16N16K2");
+    const bool integer = w.layout() == WeightLayoutDef::LinearInt8N16K4 ||
+                         w.layout() == WeightLayoutDef::LinearInt4N16K8;
+    if (integer && !integerAllowed)
+      return fail(opText(opIndex), " weight ", tensorText(weight), " is ",
+                  EnumNameWeightLayoutDef(w.layout()),
+                  "; an lm_head weight is LinearNK or LinearBf16N16K2");
     if (w.layout() != WeightLayoutDef::LinearNK && w.layout() != WeightLayoutDef::LinearBf16N16K2 &&
-        !int8)
+        !integer)
       return fail(opText(opIndex), " weight ", tensorText(weight), " is in the ",
                   EnumNameWeightLayoutDef(w.layout()),
-                  " layout; a linear weight is LinearNK, LinearBf16N16K2 or LinearInt8N16K4");
+                  " layout; a linear weight is LinearNK, LinearBf16N16K2, LinearInt8N16K4 or "
+                  "LinearInt4N16K8");
     const uint64_t n = w.shape()->Get(0), k = w.shape()->Get(1);
     if (k != in)
       return fail(opText(opIndex), " weight ", tensorText(weight),

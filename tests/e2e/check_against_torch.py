@@ -257,7 +257,8 @@ def check(a):
     if os.path.exists(plan):
         os.remove(plan)
     run([a.hetc, "compile", onnx_path, "--target", "host", "--max-batch", "4", "--max-seq", "128",
-         "--weights", a.weights] + (["--kv", a.kv] if a.kv else []) + ["-o", plan],
+         "--weights", a.weights, "--group-size", str(a.group_size)]
+        + (["--kv", a.kv] if a.kv else []) + ["-o", plan],
         "hetc compile", timeout=a.timeout)
     if not os.path.isfile(plan):
         raise CheckFailed(f"hetc compile succeeded but wrote no plan at {plan}")
@@ -266,10 +267,11 @@ def check(a):
     round_inputs, kv_dtype = plan_roundings(a.hetc, plan, a.timeout)
     if a.weights != "f32" or kv_dtype == "INT8":
         operands = {"bf16": ["bf16 weights"], "f32": ["float32 weights"],
-                    "int8": ["int8 weights and rows in the layers' linears, a bf16 lm_head"]}[
-            a.weights] + (
+                    "int8": ["int8 weights and rows in the layers' linears, a bf16 lm_head"],
+                    "int4": [f"int4 weights (groups of {a.group_size}) and int8 rows in the "
+                             "layers' linears, a bf16 lm_head"]}[a.weights] + (
             ["bf16 linear inputs"] if round_inputs and a.weights == "bf16" else []) + (
-            ["bf16 lm_head inputs"] if round_inputs and a.weights == "int8" else []) + (
+            ["bf16 lm_head inputs"] if round_inputs and a.weights in ("int8", "int4") else []) + (
             ["bf16 K and V"] if kv_dtype == "BF16" else []) + (
             ["int8 K and V (a scale per head and position)"] if kv_dtype == "INT8" else [])
         print(f"reference: PyTorch in float32 on {', '.join(operands)}, as the plan on this host")
@@ -279,7 +281,8 @@ def check(a):
             + (["--round-kv"] if kv_dtype == "BF16" else [])
             + (["--quantize-kv-int8"] if kv_dtype == "INT8" else [])
             + (["--f32-weights"] if a.weights == "f32" else [])
-            + (["--int8-weights"] if a.weights == "int8" else []),
+            + (["--int8-weights"] if a.weights == "int8" else [])
+            + (["--int4-weights", str(a.group_size)] if a.weights == "int4" else []),
             "torch_operands")
     else:
         torch_tokens, torch_logits = f32_tokens, f32_logits
@@ -363,8 +366,9 @@ def main(argv=None):
     p.add_argument("--workdir", required=True)
     p.add_argument("--no-constant-folding", action="store_true")
     p.add_argument("--external-data", action="store_true")
-    p.add_argument("--weights", choices=["f32", "bf16", "int8"], default="f32",
-                   help="hetc compile --weights: f32 (exact, the default here), bf16 or int8")
+    p.add_argument("--weights", choices=["f32", "bf16", "int8", "int4"], default="f32",
+                   help="hetc compile --weights: f32 (exact, the default here), bf16, int8 or int4")
+    p.add_argument("--group-size", type=int, default=32, help="hetc compile --group-size (int4)")
     p.add_argument("--kv", choices=["f32", "bf16", "int8"],
                    help="hetc compile --kv (default: the compiler's, which follows --weights)")
     p.add_argument("--allow-near-ties", action="store_true",

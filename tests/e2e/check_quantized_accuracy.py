@@ -5,12 +5,13 @@ of each weight format against the float32 plan of the same ONNX file.
     /usr/bin/python3 tests/e2e/check_quantized_accuracy.py --hetc BUILD/bin/hetc --workdir DIR
 
 1. exports the small preset (4 layers, hidden 256, vocabulary 2048; seeded random weights) and
-   compiles it with --weights f32, bf16 and int8 (each with a float32 KV cache, so only the
-   weights differ);
+   compiles it with --weights f32, bf16, int8 and int4 with groups of 32, 64 and 128 (each with a
+   float32 KV cache, so only the weights differ);
 2. hetc kl-divergence of each against the f32 plan over the default fixed set (8 sequences of 64
    ids): the mean KL divergence and the top-1 agreement must be within BOUNDS, and the f32 plan
    against itself must give 0 and 100%;
-3. the formats must rank as their precision: bf16 closer than int8;
+3. the formats must rank as their precision: bf16 closer than int8, int8 than int4, and int4
+   with smaller groups closer than with larger ones;
 4. refusals, one line each: plans of different vocabularies, an id outside the vocabulary, a
    sequence longer than the plans' positions.
 
@@ -27,11 +28,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import CheckFailed, check_hetc_binary, check_main, export, run  # noqa: E402
 
 # Measured on the small preset (2026-11-26): bf16 mean 1.20e-4 nats, top-1 97.1%; int8 mean
-# 2.40e-3, top-1 90.2%. Bounds: the mean at about 4x, the agreement 5-10 points lower.
+# 2.40e-3, top-1 90.2%; int4 in groups of 32 9.41e-2, 37.1%; of 64 0.113, 31.5%; of 128 0.132,
+# 29.7%. Bounds: the mean at about 4x (3x for int4), the agreement 5-10 points lower. Weights
+# that were wrong (a lost scale or zero point, a misplaced nibble) give means above 1 nat and
+# agreements near chance (1 in 2048).
 BOUNDS = {
     "bf16": {"kl_mean": 5e-4, "top1_agreement": 0.92},
     "int8": {"kl_mean": 1e-2, "top1_agreement": 0.80},
+    "int4_g32": {"kl_mean": 0.3, "top1_agreement": 0.27},
+    "int4_g64": {"kl_mean": 0.35, "top1_agreement": 0.22},
+    "int4_g128": {"kl_mean": 0.4, "top1_agreement": 0.2},
 }
+# hetc compile flags of each format.
+FLAGS = {"f32": ["--weights", "f32"], "bf16": ["--weights", "bf16"], "int8": ["--weights", "int8"],
+         "int4_g32": ["--weights", "int4", "--group-size", "32"],
+         "int4_g64": ["--weights", "int4", "--group-size", "64"],
+         "int4_g128": ["--weights", "int4", "--group-size", "128"]}
+# From the closest to float32 to the farthest.
+RANK = ["bf16", "int8", "int4_g32", "int4_g64", "int4_g128"]
 
 
 def kl(a, base, test, extra=()):
@@ -57,8 +71,8 @@ def check(a):
     plans = {}
     for weights in ["f32"] + list(BOUNDS):
         plans[weights] = os.path.join(a.workdir, f"small_{weights}.hplan")
-        run([a.hetc, "compile", onnx, "--max-batch", "4", "--max-seq", "128", "--weights", weights,
-             "--kv", "f32", "-o", plans[weights]], "hetc compile")
+        run([a.hetc, "compile", onnx, "--max-batch", "4", "--max-seq", "128"] + FLAGS[weights]
+            + ["--kv", "f32", "-o", plans[weights]], "hetc compile")
 
     same = kl(a, plans["f32"], plans["f32"])
     if same["kl_max"] != 0.0 or same["top1_agreement"] != 1.0 or same["positions"] != 8 * 64:
@@ -69,7 +83,7 @@ def check(a):
     results = {}
     for weights, bounds in BOUNDS.items():
         r = results[weights] = kl(a, plans["f32"], plans[weights])
-        print(f"{weights:5} against f32: KL mean {r['kl_mean']:.3e} median {r['kl_median']:.3e} "
+        print(f"{weights:9} against f32: KL mean {r['kl_mean']:.3e} median {r['kl_median']:.3e} "
               f"p99 {r['kl_p99']:.3e} max {r['kl_max']:.3e}, same top-1 "
               f"{100 * r['top1_agreement']:.1f}% over {r['positions']} positions")
         if r["kl_mean"] > bounds["kl_mean"]:
@@ -80,9 +94,10 @@ def check(a):
                               f"{bounds['top1_agreement']:g}")
         if r["kl_mean"] <= 0.0:
             raise CheckFailed(f"{weights}: a divergence of 0 means the weights were not rounded")
-    if not results["bf16"]["kl_mean"] < results["int8"]["kl_mean"]:
-        raise CheckFailed("int8 weights came out closer to float32 than bf16: "
-                          f"{results['int8']['kl_mean']:.3e} <= {results['bf16']['kl_mean']:.3e}")
+    for closer, farther in zip(RANK, RANK[1:]):
+        if not results[closer]["kl_mean"] < results[farther]["kl_mean"]:
+            raise CheckFailed(f"{farther} came out closer to float32 than {closer}: "
+                              f"{results[farther]['kl_mean']:.3e} <= {results[closer]['kl_mean']:.3e}")
 
     tiny = export("tiny", os.path.join(a.workdir, "tiny"))
     tiny_plan = os.path.join(a.workdir, "tiny.hplan")
@@ -96,7 +111,8 @@ def check(a):
     expect_refusal(a, "sequence too long",
                    [a.hetc, "kl-divergence", plans["f32"], plans["int8"], "--length", "129"],
                    ["129 ids", "128 positions"])
-    print("PASS: KL divergence and top-1 agreement of bf16 and int8 weights within their bounds")
+    print("PASS: KL divergence and top-1 agreement of bf16, int8 and int4 weights within their "
+          "bounds, ranked by precision")
 
 
 if __name__ == "__main__":

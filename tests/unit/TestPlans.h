@@ -57,6 +57,8 @@ struct TinyPlanShape {
   // The layers' linears in INT8 LinearInt8N16K4 (a scale per output column); the lm_head stays
   // as packed_bf16_linear says, as hetc compile --weights int8 leaves it in BF16.
   bool packed_int8_linear = false;
+  // The same in INT4 LinearInt4N16K8 with groups of this many k (0: not), asymmetric.
+  uint32_t packed_int4_group = 0;
   // o_proj and down_proj with the residual Add fused in (LinearParamsDef.residual), writing the
   // Add's output; needs packed_bf16_linear.
   bool fused_residual = false;
@@ -250,8 +252,26 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     def.tensors.push_back(std::move(tensor));
     return static_cast<uint32_t>(def.tensors.size() - 1);
   };
+  auto packedInt4 = [&](const std::string &name, uint32_t n, uint32_t k,
+                        const std::vector<float> &values) {
+    auto tensor = std::make_unique<TensorDefT>();
+    tensor->name = name;
+    tensor->segment = static_cast<uint32_t>(tiny.segments.size());
+    tensor->dtype = DTypeDef::INT4;
+    tensor->layout = WeightLayoutDef::LinearInt4N16K8;
+    tensor->shape = {n, k};
+    tensor->group_size = shape.packed_int4_group;
+    const LinearInt4N16K8 layout{n, k, shape.packed_int4_group};
+    std::vector<uint8_t> bytes(layout.segmentBytes());
+    quantizeLinearInt4Segment(values.data(), false, n, k, layout.group, false, bytes.data());
+    tiny.segments.push_back(std::move(bytes));
+    def.tensors.push_back(std::move(tensor));
+    return static_cast<uint32_t>(def.tensors.size() - 1);
+  };
   auto linear = [&](const std::string &name, uint32_t n, uint32_t k) {
     std::vector<float> values = randomValues(uint64_t{n} * k, 0.0f, 1.0f / std::sqrt(float(k)));
+    if (shape.packed_int4_group != 0 && name != "lm_head.weight")
+      return packedInt4(name, n, k, values);
     if (shape.packed_int8_linear && name != "lm_head.weight")
       return packedInt8(name, n, k, values);
     if (shape.packed_bf16_linear)

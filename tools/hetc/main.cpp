@@ -558,6 +558,7 @@ struct CompileArguments {
   uint32_t maxStepTokens = 512;
   std::string weights = "bf16";
   std::string kv; // empty: as the weights
+  uint32_t groupSize = 32;
   bool noResident = false;
   bool verbose = false;
   bool explain = false;
@@ -587,7 +588,9 @@ int compileCommand(const CompileArguments &args) {
   options.maxStepTokens = args.maxStepTokens;
   options.weights = args.weights == "f32"    ? hetc::compiler::WeightFormat::F32
                     : args.weights == "int8" ? hetc::compiler::WeightFormat::INT8
+                    : args.weights == "int4" ? hetc::compiler::WeightFormat::INT4
                                              : hetc::compiler::WeightFormat::BF16;
+  options.groupSize = args.groupSize;
   if (!args.kv.empty())
     options.kv = args.kv == "f32"    ? hetc::compiler::KvFormat::F32
                  : args.kv == "int8" ? hetc::compiler::KvFormat::INT8
@@ -635,9 +638,15 @@ int runTool(int argc, char **argv) {
   compile
       ->add_option("--weights", compileArgs.weights,
                    "Linear and lm_head weights: bf16 (packed for the BF16 kernels), int8 (the "
-                   "layers' linears with a scale per output column; the lm_head stays bf16) or "
-                   "f32 (exact)")
-      ->check(CLI::IsMember({"bf16", "int8", "f32"}))
+                   "layers' linears with a scale per output column), int4 (the layers' linears "
+                   "with a scale and zero point per output column and --group-size k) or f32 "
+                   "(exact); with int8 and int4 the lm_head stays bf16")
+      ->check(CLI::IsMember({"bf16", "int8", "int4", "f32"}))
+      ->capture_default_str();
+  compile
+      ->add_option("--group-size", compileArgs.groupSize,
+                   "With --weights int4: k per scale and zero point")
+      ->check(CLI::IsMember({32u, 64u, 128u}))
       ->capture_default_str();
   compile
       ->add_option("--kv", compileArgs.kv,

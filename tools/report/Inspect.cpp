@@ -240,6 +240,9 @@ std::string weightScheme(const TensorDef &t) {
   switch (t.layout()) {
   case WeightLayoutDef::LinearInt8N16K4:
     return "int8, a scale per output column";
+  case WeightLayoutDef::LinearInt4N16K8:
+    return "int4, a scale and zero point per output column and " + std::to_string(t.group_size()) +
+           " k";
   case WeightLayoutDef::LinearBf16N16K2:
     return "bf16";
   case WeightLayoutDef::RowMajor:

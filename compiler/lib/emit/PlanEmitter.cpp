@@ -59,6 +59,10 @@ enum class SegmentForm {
   Bf16FromNK, // LinearBf16N16K2, the stored matrix being [N, K]
   Int8FromKN, // LinearInt8N16K4 with its scales and column sums, from [K, N]
   Int8FromNK, // the same from [N, K]
+  Int4FromKN, // LinearInt4N16K8 with its scales and zero points, from [K, N] (the plan's group)
+  Int4FromNK, // the same from [N, K]
+  Int4Blocks, // LinearInt4N16K8 repacked from an imported 4-bit weight's blocks (rows of its [N,
+              // K])
 };
 
 // A weight operand traced to its bytes: an entry of the weight store or a hetc.constant.
@@ -73,6 +77,10 @@ struct WeightSource {
   // A column slice of the view (hetc.weight's `columns`): its float32 elements in the stored
   // orientation, storedShape being the slice's. Owned by the PlanBuilder.
   const std::vector<float> *sliced = nullptr;
+  // An imported 4-bit weight (stored->int4) read transposed: rows [int4RowBegin, + storedShape[0])
+  // of its [N, K]; `sliced` stays null, so it is repacked, never widened.
+  uint64_t int4RowBegin = 0;
+  bool int4() const { return stored && stored->elementType == WeightElementType::Int4Blocks; }
 };
 
 std::optional<plan::DeviceDef> deviceOf(StringAttr name) {
@@ -95,9 +103,38 @@ plan::TierDef tierDef(compiler::Tier tier) {
   return plan::TierDef::DDR;
 }
 
+// The LinearInt4N16K8 of an imported 4-bit weight's rows: its blocks as groups, a block past 128
+// k as several groups of 128 sharing its scale and zero point (exact: the same values).
+LinearInt4N16K8 int4Layout(const WeightSource &source) {
+  return LinearInt4N16K8{static_cast<uint64_t>(source.storedShape[0]),
+                         static_cast<uint64_t>(source.storedShape[1]),
+                         std::min<uint64_t>(source.stored->int4->blockSize, 128)};
+}
+
+// Rows [rowBegin, rowBegin + layout.n) of an imported 4-bit weight into `segment` as `layout`:
+// the nibbles moved, the scales and zero points copied per group; the padding zero.
+void packInt4Blocks(const StoredWeight &weight, uint64_t rowBegin, const LinearInt4N16K8 &layout,
+                    uint8_t *segment) {
+  std::memset(segment, 0, layout.segmentBytes());
+  auto *scales = reinterpret_cast<float *>(segment + layout.scaleOffset());
+  uint8_t *zeroPoints = segment + layout.zeroPointOffset();
+  const Int4Blocks &blocks = *weight.int4;
+  for (uint64_t n = 0; n < layout.n; ++n) {
+    const uint64_t row = rowBegin + n;
+    for (uint64_t k = 0; k < layout.k; ++k)
+      segment[layout.byteIndex(n, k)] |=
+          static_cast<uint8_t>(weight.int4At(row, k) << LinearInt4N16K8::nibbleShift(k));
+    for (uint64_t g = 0; g < layout.groups(); ++g) {
+      const uint64_t block = row * blocks.blocks + g * layout.group / blocks.blockSize;
+      scales[layout.groupIndex(n, g)] = blocks.scales[block];
+      zeroPoints[layout.groupIndex(n, g)] = blocks.zeroPoints[block];
+    }
+  }
+}
+
 class PlanBuilder {
 public:
-  PlanBuilder(ModuleOp module, const WeightStore &weights, WeightFormat linearWeights)
+  PlanBuilder(ModuleOp module, const WeightStore &weights, const WeightScheme &linearWeights)
       : module_(module), weights_(weights), linearWeights_(linearWeights) {}
 
   LogicalResult build(const std::string &target);
@@ -125,19 +162,21 @@ private:
   // A Linear's weight layout. The lm_head's is BF16 with int8 linears too: it is the tied
   // embedding's table, and its logits decide every sampled token (docs/quantization.md).
   plan::WeightLayoutDef linearLayout() const {
-    switch (linearWeights_) {
+    switch (linearWeights_.format) {
     case WeightFormat::F32:
       return plan::WeightLayoutDef::LinearNK;
     case WeightFormat::INT8:
       return plan::WeightLayoutDef::LinearInt8N16K4;
+    case WeightFormat::INT4:
+      return plan::WeightLayoutDef::LinearInt4N16K8;
     case WeightFormat::BF16:
       break;
     }
     return plan::WeightLayoutDef::LinearBf16N16K2;
   }
   plan::WeightLayoutDef lmHeadLayout() const {
-    return linearWeights_ == WeightFormat::F32 ? plan::WeightLayoutDef::LinearNK
-                                               : plan::WeightLayoutDef::LinearBf16N16K2;
+    return linearWeights_.format == WeightFormat::F32 ? plan::WeightLayoutDef::LinearNK
+                                                      : plan::WeightLayoutDef::LinearBf16N16K2;
   }
   std::string describe(Operation *op);
   void nameOps(ArrayRef<Operation *> ops);
@@ -145,7 +184,7 @@ private:
 
   ModuleOp module_;
   const WeightStore &weights_;
-  WeightFormat linearWeights_;
+  WeightScheme linearWeights_;
   // The first attention op's sliding window (0: none) and name: every layer must share it.
   std::optional<std::pair<uint32_t, std::string>> window_;
   // The BF16 lm_head tensor when it is also the embedding table (tied), so it is stored once.
@@ -158,6 +197,8 @@ private:
            std::unique_ptr<std::vector<float>>>
       slices_;
   std::map<std::pair<const void *, SegmentForm>, uint32_t> segments_;
+  // Row slices of imported 4-bit weights: a token per (weight, begin, end) as their identity.
+  std::map<std::tuple<const StoredWeight *, int64_t, int64_t>, std::unique_ptr<char>> int4Slices_;
   std::map<uint64_t, std::vector<uint32_t>> segmentsBySize_;
   std::map<std::tuple<const void *, SegmentForm, plan::WeightLayoutDef>, uint32_t> tensors_;
   // Ops of each kind seen so far in each layer, for readable names ("layers.3.linear.2").
@@ -328,6 +369,16 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
                 (source.transposedView ? " (transposed)" : "") +
                 " that does not match its stored shape [" + stored + "]");
   }
+  if (source.int4()) {
+    // The importer checked its blocks against its shape.
+    if (columns)
+      sliceColumns(source, columns->first, columns->second);
+    if (columns && !source.transposedView)
+      return fail("weight '" + source.name +
+                  "' is 4-bit and sliced along K; hetc slices 4-bit "
+                  "weights by output columns only");
+    return source;
+  }
   uint64_t elementBytes = source.stored->elementType == WeightElementType::F32 ? 4 : 2;
   if (source.stored->elementType == WeightElementType::I64)
     return fail("weight '" + source.name + "' is int64; weights must be float");
@@ -345,6 +396,17 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
 // Narrows `source` to columns [begin, end) of its view: rows of a transposed view's stored
 // [N, K], the last dimension's elements otherwise.
 void PlanBuilder::sliceColumns(WeightSource &source, int64_t begin, int64_t end) {
+  if (source.int4() && source.transposedView) {
+    // Whole rows of the 4-bit [N, K]: repacked from their blocks, never widened.
+    std::unique_ptr<char> &token = int4Slices_[std::make_tuple(source.stored, begin, end)];
+    if (!token)
+      token = std::make_unique<char>();
+    source.int4RowBegin = static_cast<uint64_t>(begin);
+    source.storedShape[0] = end - begin;
+    source.identity = token.get();
+    source.name += "[" + std::to_string(begin) + ":" + std::to_string(end) + "]";
+    return;
+  }
   std::unique_ptr<std::vector<float>> &slice =
       slices_[std::make_tuple(source.stored, source.transposedView, begin, end)];
   const bool rows = source.transposedView;
@@ -380,7 +442,16 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentF
   if (form == SegmentForm::Stored && source.stored && !source.sliced &&
       source.stored->elementType == WeightElementType::F32) {
     payloads_.push_back(WeightPayload{source.stored->data, source.stored->bytes});
+  } else if (form == SegmentForm::Int4Blocks) {
+    const LinearInt4N16K8 layout = int4Layout(source);
+    auto bytes = std::make_unique<std::vector<uint8_t>>(layout.segmentBytes());
+    packInt4Blocks(*source.stored, source.int4RowBegin, layout, bytes->data());
+    packed_.push_back(std::move(bytes));
+    payloads_.push_back(WeightPayload{packed_.back()->data(), packed_.back()->size()});
   } else {
+    if (source.int4() && (source.int4RowBegin != 0 || ArrayRef<int64_t>(source.storedShape) !=
+                                                          ArrayRef<int64_t>(source.stored->shape)))
+      return fail("weight '" + source.name + "' is a slice of a 4-bit weight read as float");
     // Float32 elements in the stored order: the store's own bytes when they already are.
     std::vector<float> converted;
     const float *elementsF32 = nullptr;
@@ -413,12 +484,18 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentF
     } else {
       if (source.storedShape.size() != 2)
         return fail("weight '" + source.name + "' is packed as a linear weight but is not 2-D");
-      const bool fromKN = form == SegmentForm::Bf16FromKN || form == SegmentForm::Int8FromKN;
+      const bool fromKN = form == SegmentForm::Bf16FromKN || form == SegmentForm::Int8FromKN ||
+                          form == SegmentForm::Int4FromKN;
       const auto n = static_cast<uint64_t>(source.storedShape[fromKN ? 1 : 0]);
       const auto k = static_cast<uint64_t>(source.storedShape[fromKN ? 0 : 1]);
       if (form == SegmentForm::Int8FromKN || form == SegmentForm::Int8FromNK) {
         bytes->resize(LinearInt8N16K4{n, k}.segmentBytes());
         quantizeLinearInt8Segment(elementsF32, fromKN, n, k, bytes->data());
+      } else if (form == SegmentForm::Int4FromKN || form == SegmentForm::Int4FromNK) {
+        const uint64_t group = linearWeights_.groupSize;
+        bytes->resize(LinearInt4N16K8{n, k, group}.segmentBytes());
+        quantizeLinearInt4Segment(elementsF32, fromKN, n, k, group, /*symmetric=*/false,
+                                  bytes->data());
       } else {
         bytes->resize(LinearBf16N16K2{n, k}.bytes());
         packLinearBf16(elementsF32, fromKN, n, k, reinterpret_cast<uint16_t *>(bytes->data()));
@@ -503,9 +580,14 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
   FailureOr<WeightSource> source = traceWeight(op, weight, role);
   if (failed(source))
     return failure();
+  // A Linear's weight imported in 4 bits stays in 4 bits, whatever the plan's linear layout.
+  if (source->int4() && isa<LinearOp>(op))
+    layout = plan::WeightLayoutDef::LinearInt4N16K8;
   const bool packedBf16 = layout == plan::WeightLayoutDef::LinearBf16N16K2;
   const bool packedInt8 = layout == plan::WeightLayoutDef::LinearInt8N16K4;
-  const bool linear = layout == plan::WeightLayoutDef::LinearNK || packedBf16 || packedInt8;
+  const bool packedInt4 = layout == plan::WeightLayoutDef::LinearInt4N16K8;
+  const bool linear =
+      layout == plan::WeightLayoutDef::LinearNK || packedBf16 || packedInt8 || packedInt4;
   auto irShape = cast<RankedTensorType>(weight.getType()).getShape();
   if (linear && irShape.size() != 2)
     return fail(nameOf(op) + ": a linear weight must be 2-D");
@@ -517,6 +599,12 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
     form = source->transposedView ? SegmentForm::Bf16FromNK : SegmentForm::Bf16FromKN;
   if (packedInt8)
     form = source->transposedView ? SegmentForm::Int8FromNK : SegmentForm::Int8FromKN;
+  if (packedInt4)
+    form = source->int4()           ? SegmentForm::Int4Blocks
+           : source->transposedView ? SegmentForm::Int4FromNK
+                                    : SegmentForm::Int4FromKN;
+  if (form == SegmentForm::Int4Blocks && !source->transposedView)
+    return fail(nameOf(op) + ": its 4-bit weight is read as [N, K]; a linear reads [K, N]");
   auto key = std::make_tuple(source->identity, form, layout);
   if (auto it = tensors_.find(key); it != tensors_.end())
     return it->second;
@@ -536,7 +624,11 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
   tensor->tier = tierDef(*tier);
   tensor->dtype = packedBf16   ? plan::DTypeDef::BF16
                   : packedInt8 ? plan::DTypeDef::INT8
+                  : packedInt4 ? plan::DTypeDef::INT4
                                : plan::DTypeDef::F32;
+  if (packedInt4)
+    tensor->group_size = static_cast<uint32_t>(
+        form == SegmentForm::Int4Blocks ? int4Layout(*source).group : linearWeights_.groupSize);
   tensor->layout = layout;
   if (linear)
     tensor->shape = {static_cast<uint64_t>(irShape[1]), static_cast<uint64_t>(irShape[0])};
@@ -927,8 +1019,9 @@ PlanMemory memoryOf(PlanBuilder &builder) {
 } // namespace
 
 LogicalResult hetc::compiler::measurePlan(ModuleOp module, const WeightStore &weights,
-                                          const std::string &target, WeightFormat linearWeights,
-                                          PlanMemory &memory, std::string &error) {
+                                          const std::string &target,
+                                          const WeightScheme &linearWeights, PlanMemory &memory,
+                                          std::string &error) {
   PlanBuilder builder(module, weights, linearWeights);
   if (failed(builder.build(target))) {
     error = builder.error();
@@ -939,7 +1032,7 @@ LogicalResult hetc::compiler::measurePlan(ModuleOp module, const WeightStore &we
 }
 
 LogicalResult hetc::compiler::emitPlan(ModuleOp module, const WeightStore &weights,
-                                       const std::string &target, WeightFormat linearWeights,
+                                       const std::string &target, const WeightScheme &linearWeights,
                                        const std::string &path, std::string &error,
                                        const PlanMemoryCheck &check,
                                        const plan::TokenizerDefT *tokenizer) {

@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -262,6 +263,7 @@ const ContribOpArity *contribOp(const onnx::NodeProto &node) {
       {"RotaryEmbedding", {4, 4, 1}},
       {"GroupQueryAttention", {7, 12, 4}},
       {"MultiHeadAttention", {1, 10, 4}},
+      {"MatMulNBits", {3, 6, 1}},
   };
   auto it = ops.find(node.op_type());
   if (it == ops.end())
@@ -298,6 +300,10 @@ private:
                    uint64_t &bytes, std::shared_ptr<void> &owner);
   Value importTensor(const onnx::TensorProto &t, const std::string &name, bool isInitializer);
   bool importNode(const onnx::NodeProto &node, int index);
+  bool importMatMulNBits(const onnx::NodeProto &node, const std::string &name);
+  // The initializers a MatMulNBits reads as its quantized weight (B, scales, zero points): kept
+  // out of the IR, read by importMatMulNBits into one Int4Blocks weight.
+  std::map<std::string, const onnx::TensorProto *> quantizedInitializers_;
   std::optional<NamedAttribute> convertAttribute(const onnx::AttributeProto &attr,
                                                  const std::string &nodeName);
   std::shared_ptr<MappedFile> externalFile(const std::string &location, const std::string &tensor);
@@ -993,6 +999,9 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
                 (defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type()) +
                 "', which is not supported");
 
+  if (node.op_type() == "MatMulNBits")
+    return importMatMulNBits(node, name);
+
   if (node.op_type() == "Constant") {
     if (node.output_size() != 1 || node.attribute_size() != 1)
       return fail("node '" + name + "' (Constant) must have one output and one attribute");
@@ -1065,6 +1074,172 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
   return true;
 }
 
+// ONNX Runtime's MatMulNBits (com.microsoft): Y = A x dequantize(B)^T (+ bias), B [N, K] in 4-bit
+// blocks along K with a scale per block and an optional zero point (8 without). It becomes the
+// float graph the raising recognises, MatMul(A, Transpose(W)) (+ Add(bias)), over one stored
+// weight W [N, K] that keeps B's bytes, scales and zero points (WeightElementType::Int4Blocks):
+// the plan stores it in 4 bits whatever --weights says.
+bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string &name) {
+  const std::string what = "node '" + name + "' (MatMulNBits)";
+  std::map<std::string, int64_t> ints;
+  for (const auto &attr : node.attribute())
+    if (attr.type() == onnx::AttributeProto::INT)
+      ints[attr.name()] = attr.i();
+  for (const char *key : {"K", "N", "block_size"})
+    if (!ints.count(key) || ints[key] <= 0)
+      return fail(what + " has no positive attribute " + key);
+  const int64_t bits = ints.count("bits") ? ints["bits"] : 4;
+  if (bits != 4)
+    return fail(what + " has bits = " + std::to_string(bits) + "; hetc imports 4-bit weights");
+  const uint64_t k = ints["K"], n = ints["N"], blockSize = ints["block_size"];
+  if (blockSize < 32 || (blockSize & (blockSize - 1)) != 0)
+    return fail(what + " has block_size " + std::to_string(blockSize) +
+                "; hetc's 4-bit layout takes powers of 2 from 32");
+  if (node.input_size() > 4 && !node.input(4).empty())
+    return fail(what + " has g_idx (act-order); hetc imports blocks in K's order only");
+  const uint64_t blocks = (k + blockSize - 1) / blockSize;
+
+  auto initializer = [&](int input) -> const onnx::TensorProto * {
+    if (input >= node.input_size() || node.input(input).empty())
+      return nullptr;
+    auto it = quantizedInitializers_.find(node.input(input));
+    return it == quantizedInitializers_.end() ? nullptr : it->second;
+  };
+  auto elements = [](const onnx::TensorProto &t) {
+    uint64_t count = 1;
+    for (int64_t d : t.dims())
+      count *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+    return count;
+  };
+  const onnx::TensorProto *b = initializer(1);
+  const onnx::TensorProto *scalesProto = initializer(2);
+  if (!b || !scalesProto)
+    return fail(what + ": B and scales must be initializers");
+  if (b->data_type() != onnx::TensorProto::UINT8 || b->dims_size() != 3 ||
+      static_cast<uint64_t>(b->dims(0)) != n || static_cast<uint64_t>(b->dims(1)) != blocks ||
+      static_cast<uint64_t>(b->dims(2)) != blockSize / 2)
+    return fail(what + ": B must be uint8 [N, ceil(K / block_size), block_size / 2] = [" +
+                std::to_string(n) + ", " + std::to_string(blocks) + ", " +
+                std::to_string(blockSize / 2) + "]");
+  const char *bData = nullptr;
+  uint64_t bBytes = 0;
+  std::shared_ptr<void> bOwner;
+  if (!tensorBytes(*b, what + " B", bData, bBytes, bOwner))
+    return false;
+  weights_.keepAlive(bOwner);
+
+  // Scales and float zero points: float32, float16 or bfloat16, [N * blocks] in any shape.
+  auto floats = [&](const onnx::TensorProto &t, const std::string &role,
+                    std::vector<float> &out) -> bool {
+    if (elements(t) != n * blocks)
+      return fail(what + ": " + role + " has " + std::to_string(elements(t)) +
+                  " elements; N x blocks is " + std::to_string(n * blocks));
+    const char *data = nullptr;
+    uint64_t bytes = 0;
+    std::shared_ptr<void> owner;
+    if (!tensorBytes(t, what + " " + role, data, bytes, owner))
+      return false;
+    hetc::compiler::StoredWeight view;
+    view.elementType = t.data_type() == onnx::TensorProto::FLOAT      ? WeightElementType::F32
+                       : t.data_type() == onnx::TensorProto::FLOAT16  ? WeightElementType::F16
+                       : t.data_type() == onnx::TensorProto::BFLOAT16 ? WeightElementType::BF16
+                                                                      : WeightElementType::I64;
+    if (view.elementType == WeightElementType::I64)
+      return fail(what + ": " + role + " must be float, float16 or bfloat16");
+    view.data = data;
+    view.bytes = bytes;
+    out = view.toFloats();
+    return true;
+  };
+  auto int4 = std::make_shared<hetc::compiler::Int4Blocks>();
+  int4->blockSize = blockSize;
+  int4->blocks = blocks;
+  if (!floats(*scalesProto, "scales", int4->scales))
+    return false;
+  int4->zeroPoints.assign(n * blocks, 8);
+  if (node.input_size() > 3 && !node.input(3).empty()) {
+    const onnx::TensorProto *zp = initializer(3);
+    if (!zp)
+      return fail(what + ": zero_points must be an initializer");
+    if (zp->data_type() == onnx::TensorProto::UINT8) {
+      // Packed two to a byte, each row's blocks from a new byte, the even block low.
+      const uint64_t rowBytes = (blocks + 1) / 2;
+      if (elements(*zp) != n * rowBytes)
+        return fail(what + ": uint8 zero_points has " + std::to_string(elements(*zp)) +
+                    " bytes; N x ceil(blocks / 2) is " + std::to_string(n * rowBytes));
+      const char *data = nullptr;
+      uint64_t bytes = 0;
+      std::shared_ptr<void> owner;
+      if (!tensorBytes(*zp, what + " zero_points", data, bytes, owner))
+        return false;
+      const auto *packed = reinterpret_cast<const uint8_t *>(data);
+      for (uint64_t row = 0; row < n; ++row)
+        for (uint64_t block = 0; block < blocks; ++block) {
+          const uint8_t byte = packed[row * rowBytes + block / 2];
+          int4->zeroPoints[row * blocks + block] = block % 2 == 0 ? byte & 0x0f : byte >> 4;
+        }
+    } else {
+      std::vector<float> values;
+      if (!floats(*zp, "zero_points", values))
+        return false;
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (!(values[i] >= 0.0f && values[i] <= 15.0f) || values[i] != std::floor(values[i]))
+          return fail(what + ": zero point " + std::to_string(values[i]) + " of block " +
+                      std::to_string(i) + " is not an integer in 0..15");
+        int4->zeroPoints[i] = static_cast<uint8_t>(values[i]);
+      }
+    }
+  }
+
+  Location loc = NameLoc::get(builder_.getStringAttr(name));
+  auto it = values_.find(node.input(0));
+  if (it == values_.end())
+    return fail(what + " reads '" + node.input(0) + "', which no graph input or node defines");
+  Value a = it->second;
+
+  hetc::compiler::StoredWeight weight;
+  weight.name = node.input(1);
+  weight.elementType = WeightElementType::Int4Blocks;
+  weight.shape = {static_cast<int64_t>(n), static_cast<int64_t>(k)};
+  weight.data = bData;
+  weight.bytes = bBytes;
+  weight.int4 = std::move(int4);
+  weights_.add(std::move(weight));
+  Type f32 = builder_.getF32Type();
+  const auto nk = RankedTensorType::get({static_cast<int64_t>(n), static_cast<int64_t>(k)}, f32);
+  const auto kn = RankedTensorType::get({static_cast<int64_t>(k), static_cast<int64_t>(n)}, f32);
+  Value w = builder_.create<hetc::WeightOp>(loc, nk, node.input(1));
+  NamedAttribute perm(
+      builder_.getStringAttr("perm"),
+      builder_.getArrayAttr({builder_.getI64IntegerAttr(1), builder_.getI64IntegerAttr(0)}));
+  Value wt = builder_
+                 .create<hetc::OnnxNodeOp>(loc, TypeRange{kn}, "Transpose", name + "/Transpose",
+                                           builder_.getDictionaryAttr({perm}), ValueRange{w})
+                 ->getResult(0);
+  // Y's type: A's with its last dimension N.
+  Type yType = valueType(node.output(0));
+  if (auto ranked = dyn_cast<RankedTensorType>(a.getType()); ranked && ranked.getRank() >= 1) {
+    SmallVector<int64_t> dims(ranked.getShape());
+    dims.back() = static_cast<int64_t>(n);
+    yType = RankedTensorType::get(dims, f32);
+  }
+  Value y = builder_
+                .create<hetc::OnnxNodeOp>(loc, TypeRange{yType}, "MatMul", name + "/MatMul",
+                                          DictionaryAttr(), ValueRange{a, wt})
+                ->getResult(0);
+  if (node.input_size() > 5 && !node.input(5).empty()) {
+    auto bias = values_.find(node.input(5));
+    if (bias == values_.end())
+      return fail(what + " reads bias '" + node.input(5) + "', which nothing defines");
+    y = builder_
+            .create<hetc::OnnxNodeOp>(loc, TypeRange{yType}, "Add", name + "/Add", DictionaryAttr(),
+                                      ValueRange{y, bias->second})
+            ->getResult(0);
+  }
+  values_[node.output(0)] = y;
+  return true;
+}
+
 OwningOpRef<ModuleOp> Importer::run() {
   if (!parse() || !checkOpsets() || !checkDecoderSignature() || !sortNodes() || !validateGraph())
     return nullptr;
@@ -1101,7 +1276,16 @@ OwningOpRef<ModuleOp> Importer::run() {
   }
   builder_.setInsertionPointToEnd(body);
 
+  for (const auto &node : g.node())
+    if (node.domain() == "com.microsoft" && node.op_type() == "MatMulNBits")
+      for (int i = 1; i <= 3 && i < node.input_size(); ++i)
+        if (!node.input(i).empty())
+          quantizedInitializers_[node.input(i)] = nullptr;
   for (const auto &t : g.initializer()) {
+    if (auto it = quantizedInitializers_.find(t.name()); it != quantizedInitializers_.end()) {
+      it->second = &t;
+      continue;
+    }
     Value v = importTensor(t, t.name(), /*isInitializer=*/true);
     if (!v)
       return nullptr;

@@ -52,10 +52,28 @@ std::vector<float> StoredWeight::toFloats() const {
       out[i] = elementType == WeightElementType::F16 ? halfToFloat(half[i]) : bf16ToFloat(half[i]);
     return out;
   }
+  case WeightElementType::Int4Blocks: {
+    const auto n = static_cast<uint64_t>(shape[0]), k = static_cast<uint64_t>(shape[1]);
+    std::vector<float> out(n * k);
+    for (uint64_t row = 0; row < n; ++row)
+      for (uint64_t col = 0; col < k; ++col) {
+        const uint64_t block = row * int4->blocks + col / int4->blockSize;
+        out[row * k + col] = int4->scales[block] * (static_cast<float>(int4At(row, col)) -
+                                                    static_cast<float>(int4->zeroPoints[block]));
+      }
+    return out;
+  }
   case WeightElementType::I64:
     break;
   }
   return {};
+}
+
+uint8_t StoredWeight::int4At(uint64_t n, uint64_t k) const {
+  const uint64_t blockBytes = int4->blockSize / 2;
+  const uint8_t byte = static_cast<const uint8_t *>(
+      data)[(n * int4->blocks + k / int4->blockSize) * blockBytes + (k % int4->blockSize) / 2];
+  return k % 2 == 0 ? byte & 0x0f : byte >> 4;
 }
 
 WeightStore::WeightStore() = default;

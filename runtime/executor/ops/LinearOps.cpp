@@ -2,9 +2,10 @@
 // tasks of the plan's grain. Its weight is f32 LinearNK (the portable float32 kernel), BF16
 // LinearBf16N16K2, run by the best kernel of codegen/cpu/linear the host has (AMX, AVX-512 BF16
 // JIT, portable), generated once per (K, epilogue) and shared by every op with that shape, or INT8
-// LinearInt8N16K4 (AVX-512 VNNI or portable); its label is that kernel's. Kernels that read bf16
-// rows get a ConvertRowsBf16 op before them, and int8 weights a QuantizeRowsInt8 op, unless the
-// rows they read are already converted so (q, k and v share their input).
+// LinearInt8N16K4 or INT4 LinearInt4N16K8 (AVX-512 VNNI or portable); its label is that kernel's.
+// Kernels that read bf16 rows get a ConvertRowsBf16 op before them, and integer weights a
+// QuantizeRowsInt8 op, unless the rows they read are already converted so (q, k and v share their
+// input).
 #include "runtime/executor/ops/LinearOps.h"
 
 #include "runtime/executor/OpResolver.h"
@@ -14,6 +15,7 @@
 
 #include "codegen/cpu/linear/ActivationRows.h"
 #include "codegen/cpu/linear/Linear.h"
+#include "codegen/cpu/linear/LinearInt4.h"
 #include "codegen/cpu/linear/LinearInt8.h"
 #include "codegen/cpu/vector/Kernels.h"
 
@@ -25,17 +27,24 @@ namespace {
 using plan::DTypeDef;
 using plan::WeightLayoutDef;
 
-// Activation rows quantized for int8 weights, in the converted rows: the row scales [max rows]
-// first, then the rows of `stride` bytes (K rounded up to 64, so each row starts on a line).
+// Activation rows quantized for integer weights, in the converted rows: the row scales [max rows]
+// first, then the rows of `stride` bytes (K rounded up to 64, so each row starts on a line), and
+// for int4 weights (signed rows) each row's sums of 32 k at a time, [max rows][sumsStride].
 struct Int8RowsLayout {
+  size_t maxRows = 0;
   size_t stride = 0;
   size_t scaleBytes = 0;
-  Int8RowsLayout(size_t maxRows, size_t k)
-      : stride(ops::ceilDiv(k, 64) * 64),
-        scaleBytes(ops::ceilDiv(maxRows * sizeof(float), 64) * 64) {}
-  size_t bytes(size_t maxRows) const { return scaleBytes + maxRows * stride; }
+  size_t sumsStride = 0; // int32 per row; 0 without sums
+  Int8RowsLayout(size_t rows, size_t k, bool granuleSums)
+      : maxRows(rows), stride(ops::ceilDiv(k, 64) * 64),
+        scaleBytes(ops::ceilDiv(rows * sizeof(float), 64) * 64),
+        sumsStride(granuleSums ? ops::ceilDiv(k, 32 * 16) * 16 : 0) {}
+  size_t bytes() const { return scaleBytes + maxRows * (stride + sumsStride * sizeof(int32_t)); }
   float *scales(uint8_t *rows) const { return reinterpret_cast<float *>(rows); }
   uint8_t *quantized(uint8_t *rows) const { return rows + scaleBytes; }
+  int32_t *sums(uint8_t *rows) const {
+    return reinterpret_cast<int32_t *>(rows + scaleBytes + maxRows * stride);
+  }
 };
 
 struct LinearArgs : OpArgs {
@@ -54,7 +63,12 @@ struct LinearArgs : OpArgs {
   const float *int8Scale = nullptr;
   const int32_t *int8ColumnSum = nullptr;
   codegen::LinearInt8Fn int8Kernel = nullptr;
-  Int8RowsLayout int8Layout{0, 0};
+  // An INT4 LinearInt4N16K8 weight (its whole segment) and its group, run on signed rows with
+  // their sums.
+  const uint8_t *weightInt4 = nullptr;
+  size_t int4Group = 0;
+  codegen::LinearInt4Fn int4Kernel = nullptr;
+  Int8RowsLayout int8Layout{0, 0, false};
   uint8_t *int8Rows = nullptr;
   bool residual = false;
   // A fused SwiGlu: this linear's output is the gate (or up) and `other` the up (or gate).
@@ -70,11 +84,14 @@ struct ConvertArgs : OpArgs {
   bool lastRowsOnly = false; // for an LmHead: the step's logits rows, gathered
 };
 
+// Rows offset by 128 for int8 weights (`quantize`), or signed with their sums for int4 weights
+// (`quantizeSigned`).
 struct QuantizeArgs : OpArgs {
   Rows in;
-  Int8RowsLayout layout{0, 0};
+  Int8RowsLayout layout{0, 0, false};
   uint8_t *int8Rows = nullptr;
   codegen::QuantizeRowsInt8Fn quantize = nullptr;
+  codegen::QuantizeRowsInt8SignedFn quantizeSigned = nullptr;
 };
 
 void columnShare(size_t taskCount, size_t taskGrain, size_t n, unsigned thread, unsigned threads,
@@ -176,10 +193,47 @@ void runQuantizeRowsInt8(const OpArgs &base, const StepRows &step, unsigned thre
   const auto &a = static_cast<const QuantizeArgs &>(base);
   size_t begin, end;
   ops::shareOf(step.count, thread, threads, begin, end);
-  if (begin < end)
-    a.quantize(a.in.data + begin * a.in.stride, a.in.stride, end - begin, a.in.cols,
-               a.layout.quantized(a.int8Rows) + begin * a.layout.stride, a.layout.stride,
-               a.layout.scales(a.int8Rows) + begin);
+  if (begin >= end)
+    return;
+  const float *x = a.in.data + begin * a.in.stride;
+  uint8_t *xq = a.layout.quantized(a.int8Rows) + begin * a.layout.stride;
+  float *scales = a.layout.scales(a.int8Rows) + begin;
+  if (a.quantizeSigned)
+    a.quantizeSigned(x, a.in.stride, end - begin, a.in.cols, reinterpret_cast<int8_t *>(xq),
+                     a.layout.stride, scales,
+                     a.layout.sums(a.int8Rows) + begin * a.layout.sumsStride, a.layout.sumsStride);
+  else
+    a.quantize(x, a.in.stride, end - begin, a.in.cols, xq, a.layout.stride, scales);
+}
+
+void runLinearInt4(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+  const auto &a = static_cast<const LinearArgs &>(base);
+  size_t begin, end;
+  columnShare(a.taskCount, a.taskGrain, a.n, thread, threads, begin, end);
+  if (begin >= end)
+    return;
+  codegen::LinearInt4Call call;
+  call.xq = reinterpret_cast<const int8_t *>(a.int8Layout.quantized(a.int8Rows));
+  call.stride = a.int8Layout.stride;
+  call.rowScale = a.int8Layout.scales(a.int8Rows);
+  call.granuleSums = a.int8Layout.sums(a.int8Rows);
+  call.sumsStride = a.int8Layout.sumsStride;
+  call.rows = step.count;
+  call.w = a.weightInt4;
+  call.n = a.n;
+  call.k = a.in.cols;
+  call.group = a.int4Group;
+  call.y = a.out.data;
+  call.yStride = a.out.stride;
+  call.colBegin = begin;
+  call.colEnd = end;
+  if (a.residual) {
+    call.residual = a.other.data;
+    call.residualStride = a.other.stride;
+  }
+  a.int4Kernel(call);
+  applyBias(a, step.count, begin, end); // never with a residual (the loader checks)
+  applySwiGlu(a, step.count, begin, end);
 }
 
 void runLinearF32(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
@@ -270,8 +324,8 @@ void runConvertRowsBf16(const OpArgs &base, const StepRows &step, unsigned threa
 }
 
 // The column tasks of a linear: the plan's grain (0: from its count), at most the whole axis,
-// rounded up to a 16-column block of the packed layouts for the BF16 and INT8 kernels (results
-// never depend on the split).
+// rounded up to a 16-column block of the packed layouts for the BF16 and integer kernels
+// (results never depend on the split).
 void columnTasks(const plan::OpDef &op, size_t n, bool packed, size_t &count, size_t &grain) {
   grain = op.task_grain();
   if (grain == 0)
@@ -279,7 +333,8 @@ void columnTasks(const plan::OpDef &op, size_t n, bool packed, size_t &count, si
   // A grain beyond the axis is one task over all of it; clamping keeps ceilDiv from wrapping.
   grain = std::clamp<size_t>(grain, 1, std::max<size_t>(n, 1));
   constexpr size_t kBlock = LinearBf16N16K2::kBlockColumns;
-  static_assert(LinearInt8N16K4::kBlockColumns == kBlock);
+  static_assert(LinearInt8N16K4::kBlockColumns == kBlock &&
+                LinearInt4N16K8::kBlockColumns == kBlock);
   if (packed && grain % kBlock != 0)
     grain = ops::ceilDiv(grain, kBlock) * kBlock;
   count = std::max<size_t>(ops::ceilDiv(n, grain), 1);
@@ -294,6 +349,8 @@ struct LinearWeight {
   const int8_t *int8 = nullptr;
   const float *int8Scale = nullptr;
   const int32_t *int8ColumnSum = nullptr;
+  const uint8_t *int4 = nullptr; // the whole LinearInt4N16K8 segment
+  size_t int4Group = 0;
   size_t n = 0;
 };
 
@@ -320,6 +377,14 @@ Status linearWeight(OpResolver &resolver, LinearWeight &weight) {
     weight.n = layout.n;
     return Status();
   }
+  if (tensor->layout() == WeightLayoutDef::LinearInt4N16K8) {
+    if (op.kind() != plan::OpKindDef::Linear || tensor->dtype() != DTypeDef::INT4)
+      return resolver.fail("an INT4 LinearInt4N16K8 weight serves a Linear only");
+    weight.int4 = static_cast<const uint8_t *>(data);
+    weight.int4Group = tensor->group_size();
+    weight.n = tensor->shape()->Get(0);
+    return Status();
+  }
   const flatbuffers::Vector<uint64_t> *shape = nullptr;
   if (Status s = resolver.weight(0, WeightLayoutDef::LinearNK, 2, weight.f32, shape); !s)
     return s;
@@ -327,29 +392,42 @@ Status linearWeight(OpResolver &resolver, LinearWeight &weight) {
   return Status();
 }
 
-// An INT8 weight's kernel, and, unless its input's rows are already quantized, the
-// QuantizeRowsInt8 op before it.
-void chooseLinearInt8Kernel(OpResolver &resolver, LinearArgs &a, std::vector<ResolvedOp> &ops) {
+// An INT8 or INT4 weight's kernel, and, unless its input's rows are already quantized in the form
+// it reads, the QuantizeRowsInt8 op before it: rows offset by 128 for int8 weights, signed rows
+// with their sums for int4 ones.
+void chooseLinearIntegerKernel(OpResolver &resolver, LinearArgs &a, std::vector<ResolvedOp> &ops) {
   const OpResolver::Setup &setup = resolver.setup();
-  a.int8Kernel = codegen::chooseLinearInt8Kernel();
-  a.int8Layout = Int8RowsLayout(setup.maxStepTokens, a.in.cols);
-  const size_t bytes = a.int8Layout.bytes(setup.maxStepTokens);
+  const bool int4 = a.weightInt4 != nullptr;
+  if (int4)
+    a.int4Kernel = codegen::chooseLinearInt4Kernel();
+  else
+    a.int8Kernel = codegen::chooseLinearInt8Kernel();
+  a.int8Layout = Int8RowsLayout(setup.maxStepTokens, a.in.cols, int4);
+  const size_t bytes = a.int8Layout.bytes();
   resolver.needConvertedRows(bytes, &a.int8Rows);
   const int64_t input = resolver.op().inputs()->Get(0);
-  if (resolver.convertedBuffer == input && resolver.convertedToInt8)
+  const auto form =
+      int4 ? OpResolver::ConvertedForm::Int8Signed : OpResolver::ConvertedForm::Int8Offset;
+  if (resolver.convertedBuffer == input && resolver.convertedForm == form)
     return;
   QuantizeArgs &quantize = resolver.make<QuantizeArgs>();
   quantize.in = a.in;
   quantize.layout = a.int8Layout;
-  quantize.quantize = codegen::chooseQuantizeRowsInt8();
+  const char *label;
+  if (int4) {
+    quantize.quantizeSigned = codegen::chooseQuantizeRowsInt8Signed();
+    label = codegen::quantizeRowsInt8SignedName(quantize.quantizeSigned);
+  } else {
+    quantize.quantize = codegen::chooseQuantizeRowsInt8();
+    label = codegen::quantizeRowsInt8Name(quantize.quantize);
+  }
   resolver.needConvertedRows(bytes, &quantize.int8Rows);
-  ResolvedOp op = resolver.resolved(OpKind::QuantizeRowsInt8, runQuantizeRowsInt8, quantize,
-                                    codegen::quantizeRowsInt8Name(quantize.quantize));
+  ResolvedOp op = resolver.resolved(OpKind::QuantizeRowsInt8, runQuantizeRowsInt8, quantize, label);
   op.reads[1] = op.reads[2] = -1;
   op.writes = -1; // writes the converted rows, not a plan buffer
   ops.push_back(op);
   resolver.convertedBuffer = input;
-  resolver.convertedToInt8 = true;
+  resolver.convertedForm = form;
 }
 
 // A BF16 weight's kernel: the best the host has, one per (K, epilogue) shared by every op with
@@ -380,7 +458,8 @@ Status chooseLinearKernel(OpResolver &resolver, size_t k, bool residual, bool lm
       codegen::convertedRowsBytes(info, lmHead ? setup.maxBatch : setup.maxStepTokens, k);
   resolver.needConvertedRows(bytes, bf16Rows);
   const int64_t input = resolver.op().inputs()->Get(0);
-  if (!lmHead && resolver.convertedBuffer == input && !resolver.convertedToInt8)
+  if (!lmHead && resolver.convertedBuffer == input &&
+      resolver.convertedForm == OpResolver::ConvertedForm::Bf16)
     return Status();
   ConvertArgs &convert = resolver.make<ConvertArgs>();
   convert.in = in;
@@ -393,7 +472,7 @@ Status chooseLinearKernel(OpResolver &resolver, size_t k, bool residual, bool lm
   op.writes = -1; // writes the bf16 rows, not a plan buffer
   ops.push_back(op);
   resolver.convertedBuffer = lmHead ? -1 : input;
-  resolver.convertedToInt8 = false;
+  resolver.convertedForm = OpResolver::ConvertedForm::Bf16;
   return Status();
 }
 
@@ -418,6 +497,8 @@ Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   a.weightInt8 = weight.int8;
   a.int8Scale = weight.int8Scale;
   a.int8ColumnSum = weight.int8ColumnSum;
+  a.weightInt4 = weight.int4;
+  a.int4Group = weight.int4Group;
   a.n = weight.n;
   if (resolver.overlaps(op.inputs()->Get(0), op.outputs()->Get(0)))
     return resolver.fail("output overlaps the input");
@@ -454,10 +535,11 @@ Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   columnTasks(op, a.n, a.weight == nullptr, a.taskCount, a.taskGrain);
   const char *label = "LinearF32Portable";
   OpRunFn run = runLinearF32;
-  if (a.weightInt8) {
-    chooseLinearInt8Kernel(resolver, a, ops);
-    label = codegen::linearInt8KernelName(a.int8Kernel);
-    run = runLinearInt8;
+  if (a.weightInt8 || a.weightInt4) {
+    chooseLinearIntegerKernel(resolver, a, ops);
+    label = a.weightInt4 ? codegen::linearInt4KernelName(a.int4Kernel)
+                         : codegen::linearInt8KernelName(a.int8Kernel);
+    run = a.weightInt4 ? runLinearInt4 : runLinearInt8;
   } else if (a.weightBf16) {
     if (Status s = chooseLinearKernel(resolver, a.in.cols, a.residual, false, a.in, a.linear,
                                       &a.bf16Rows, ops);

@@ -16,6 +16,17 @@ enum class WeightFormat {
   // The decoder layers' linears in int8 with a scale per output column (LinearInt8N16K4); the
   // lm_head (and a tied embedding) stays BF16.
   INT8,
+  // The decoder layers' linears in 4 bits with a scale and a zero point per output column and
+  // group of k (LinearInt4N16K8); the lm_head stays BF16.
+  INT4,
+};
+
+// How the plan stores linear weights: the format, and for INT4 the k per scale.
+struct WeightScheme {
+  WeightScheme(WeightFormat format = WeightFormat::BF16, uint32_t groupSize = 32)
+      : format(format), groupSize(groupSize) {}
+  WeightFormat format;
+  uint32_t groupSize; // 32, 64 or 128
 };
 
 // What the KV cache holds.
@@ -37,6 +48,7 @@ struct CompileOptions {
   bool maxSeqAuto = false;                   // largest max-seq that fits the host (maxSeq unused)
   uint32_t maxStepTokens = 512;              // tokens one step processes (prefill chunk)
   WeightFormat weights = WeightFormat::BF16; // linear and lm_head weights
+  uint32_t groupSize = 32;                   // with INT4 weights: k per scale and zero point
   std::optional<KvFormat> kv;                // KV cache elements; unset: as the weights
   bool verbose = false;                      // print the IR after each stage to stderr
   bool explain = false;                      // print which nodes became which LLM op to stdout

@@ -15,7 +15,9 @@ namespace hetc::compiler {
 
 // Writes the plan the planning passes recorded in `module` to `path`, packing each weight in the
 // layout its op's kernel reads: linear and lm_head weights as `linearWeights` says (BF16 packed
-// as LinearBf16N16K2, or float32 LinearNK), everything else row-major float32, except that a
+// as LinearBf16N16K2, float32 LinearNK, or for the layers' linears int8 LinearInt8N16K4 or int4
+// LinearInt4N16K8; a weight imported in 4 bits stays LinearInt4N16K8 whatever it says, but for
+// the lm_head), everything else row-major float32, except that a
 // BF16 lm_head tied to the embedding is also the embedding's table (one copy). `target` is
 // recorded in the plan. On failure sets `error` to one message naming the op, weight or
 // attribute at fault; `path` is then left as it was.
@@ -40,14 +42,14 @@ using PlanMemoryCheck = std::function<Status(const PlanMemory &)>;
 
 // `tokenizer`, when not null, is packed into the plan (schema 1.11).
 mlir::LogicalResult emitPlan(mlir::ModuleOp module, const WeightStore &weights,
-                             const std::string &target, WeightFormat linearWeights,
+                             const std::string &target, const WeightScheme &linearWeights,
                              const std::string &path, std::string &error,
                              const PlanMemoryCheck &check = {},
                              const plan::TokenizerDefT *tokenizer = nullptr);
 
 // Builds the plan as emitPlan does, writes nothing, and sets `memory` to what it needs.
 mlir::LogicalResult measurePlan(mlir::ModuleOp module, const WeightStore &weights,
-                                const std::string &target, WeightFormat linearWeights,
+                                const std::string &target, const WeightScheme &linearWeights,
                                 PlanMemory &memory, std::string &error);
 
 } // namespace hetc::compiler

@@ -9,18 +9,34 @@
 
 namespace hetc::compiler {
 
-// Element types a weight can arrive in from ONNX.
-enum class WeightElementType { F32, F16, BF16, I64 };
+// Element types a weight can arrive in from ONNX. Int4Blocks is a 4-bit weight as ONNX Runtime's
+// MatMulNBits stores it (StoredWeight::int4).
+enum class WeightElementType { F32, F16, BF16, I64, Int4Blocks };
+
+// A 4-bit weight [N, K] in blocks along K: W[n][k] = scales[n * blocks + b] * (q[n][k] -
+// zeroPoints[n * blocks + b]), b = k / blockSize. The StoredWeight's data holds q as MatMulNBits
+// packs it: [N][blocks][blockSize / 2] bytes, element k of a block in byte k / 2, the even one in
+// the low nibble. K need not fill the last block.
+struct Int4Blocks {
+  uint64_t blockSize = 0;
+  uint64_t blocks = 0;             // per row: ceil(K / blockSize)
+  std::vector<float> scales;       // [N * blocks]
+  std::vector<uint8_t> zeroPoints; // [N * blocks], each 0..15 (8 when the model gives none)
+};
 
 struct StoredWeight {
   std::string name;
   WeightElementType elementType = WeightElementType::F32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape; // for Int4Blocks the logical [N, K]
   const void *data = nullptr; // points into memory the store owns (or maps)
   uint64_t bytes = 0;
+  std::shared_ptr<const Int4Blocks> int4; // for Int4Blocks
 
-  // The elements as float32, F16 and BF16 widened exactly; empty for I64.
+  // The elements as float32: F16 and BF16 widened exactly, Int4Blocks dequantized (in float32,
+  // scale * (q - zero point)); empty for I64.
   std::vector<float> toFloats() const;
+  // The element of 4-bit weight row n at k, 0..15.
+  uint8_t int4At(uint64_t n, uint64_t k) const;
 };
 
 // Owns the memory behind every weight: the parsed protobuf's raw data, mapped external-data

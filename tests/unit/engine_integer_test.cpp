@@ -1,11 +1,13 @@
-// Plans with INT8 linear weights (LinearInt8N16K4, as hetc compile --weights int8 writes them):
-// the engine's kernel choice and one row quantization per input, results independent of threads
-// and batching, the fused residual and swiglu epilogues, closeness to the BF16 plan of the same
-// weights, and the loader's checks of the layout.
+// Plans with integer linear weights, INT8 (LinearInt8N16K4, hetc compile --weights int8) and INT4
+// (LinearInt4N16K8, --weights int4, groups of 32 and 64): the engine's kernel choice and one row
+// quantization per input, results independent of threads and batching, the fused residual and
+// swiglu epilogues, closeness to the BF16 plan of the same weights, and the loader's checks of
+// the layouts.
 #include "EngineTestSupport.h"
 #include "TestPlans.h"
 
 #include "codegen/cpu/linear/Linear.h"
+#include "codegen/cpu/linear/LinearInt4.h"
 #include "codegen/cpu/linear/LinearInt8.h"
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Format.h"
@@ -31,7 +33,13 @@ using test::TinyPlanShape;
 
 constexpr uint32_t kVocab = 97;
 
-TinyPlanShape int8Shape() {
+// A weight format under test: int8, or int4 with groups of `group` k.
+struct Format {
+  const char *name;
+  uint32_t group; // 0: int8
+};
+
+TinyPlanShape shapeOf(const Format &format) {
   TinyPlanShape shape;
   shape.vocab = kVocab; // not a multiple of 16: the last block of lm_head is partial
   shape.hidden = 40;    // K not a multiple of 16 (nor of 64: the quantized rows are padded)
@@ -45,19 +53,30 @@ TinyPlanShape int8Shape() {
   shape.max_step_tokens = 20; // more than the 16 rows a decode kernel is made for
   shape.seed = 11;
   shape.packed_bf16_linear = true; // the lm_head
-  shape.packed_int8_linear = true;
+  shape.packed_int8_linear = format.group == 0;
+  shape.packed_int4_group = format.group;
   return shape;
 }
+
+TinyPlanShape int8Shape() { return shapeOf({"int8", 0}); }
+
+class EngineIntegerTest : public ::testing::TestWithParam<Format> {};
 
 const std::vector<std::vector<int32_t>> kPrompts = {promptOf(7, 3, kVocab), promptOf(2, 50, kVocab),
                                                     promptOf(11, 20, kVocab)};
 
-TEST(EngineInt8Test, RunsTheInt8KernelWithOneQuantizationPerInput) {
-  LoadedTinyPlan loaded(int8Shape());
+TEST_P(EngineIntegerTest, RunsTheIntegerKernelWithOneQuantizationPerInput) {
+  const bool int4 = GetParam().group != 0;
+  LoadedTinyPlan loaded(shapeOf(GetParam()));
   ASSERT_TRUE(loaded.plan);
   std::unique_ptr<Engine> engine = loaded.engine(2);
   ASSERT_TRUE(engine);
-  const std::string int8Kernel = codegen::linearInt8KernelName(codegen::chooseLinearInt8Kernel());
+  const std::string int8Kernel =
+      int4 ? codegen::linearInt4KernelName(codegen::chooseLinearInt4Kernel())
+           : codegen::linearInt8KernelName(codegen::chooseLinearInt8Kernel());
+  const std::string quantizeKernel =
+      int4 ? codegen::quantizeRowsInt8SignedName(codegen::chooseQuantizeRowsInt8Signed())
+           : codegen::quantizeRowsInt8Name(codegen::chooseQuantizeRowsInt8());
   const codegen::LinearKernelInfo bf16Kernel =
       codegen::chooseLinearBf16Kernel(codegen::linearKernelFeatures());
   size_t linears = 0, quantizations = 0, lmHeads = 0;
@@ -71,7 +90,7 @@ TEST(EngineInt8Test, RunsTheInt8KernelWithOneQuantizationPerInput) {
       lmHeads += use.count;
     }
     if (use.opKind == "QuantizeRowsInt8") {
-      EXPECT_EQ(use.kernel, codegen::quantizeRowsInt8Name(codegen::chooseQuantizeRowsInt8()));
+      EXPECT_EQ(use.kernel, quantizeKernel);
       quantizations += use.count;
     }
   }
@@ -88,8 +107,8 @@ TEST(EngineInt8Test, RunsTheInt8KernelWithOneQuantizationPerInput) {
 // The int8 kernels' sums are exact integers and each row is quantized alone, so neither the
 // threads nor the rows beside a row change its bits (the lm_head is BF16, whose kernel on hosts
 // with AMX switches at kAmxMinRows rows, more than the 3 logits rows here).
-TEST(EngineInt8Test, ResultsDoNotDependOnThreadsOrBatching) {
-  LoadedTinyPlan loaded(int8Shape());
+TEST_P(EngineIntegerTest, ResultsDoNotDependOnThreadsOrBatching) {
+  LoadedTinyPlan loaded(shapeOf(GetParam()));
   ASSERT_TRUE(loaded.plan);
   std::vector<float> reference;
   for (unsigned threads : {1u, 2u, 3u}) {
@@ -114,8 +133,8 @@ TEST(EngineInt8Test, ResultsDoNotDependOnThreadsOrBatching) {
   }
 }
 
-TEST(EngineInt8Test, FusedEpiloguesGiveTheBitsOfTheSeparateOps) {
-  const TinyPlanShape shape = int8Shape();
+TEST_P(EngineIntegerTest, FusedEpiloguesGiveTheBitsOfTheSeparateOps) {
+  const TinyPlanShape shape = shapeOf(GetParam());
   LoadedTinyPlan separate(shape);
   ASSERT_TRUE(separate.plan);
   std::unique_ptr<Engine> plain = separate.engine(2);
@@ -139,11 +158,13 @@ TEST(EngineInt8Test, FusedEpiloguesGiveTheBitsOfTheSeparateOps) {
 }
 
 // The same seed draws the same weights: int8 with a scale per output column and int8 rows stay
-// within a few percent of BF16 (8 significant bits each) on these random layers.
-TEST(EngineInt8Test, CloseToTheBf16PlanOfTheSameWeights) {
-  TinyPlanShape shape = int8Shape();
+// within a few percent of BF16 (8 significant bits each) on these random layers; int4 (16 levels
+// per group) within about ten times that.
+TEST_P(EngineIntegerTest, CloseToTheBf16PlanOfTheSameWeights) {
+  TinyPlanShape shape = shapeOf(GetParam());
   LoadedTinyPlan int8Plan(shape);
   shape.packed_int8_linear = false;
+  shape.packed_int4_group = 0;
   LoadedTinyPlan bf16Plan(shape);
   ASSERT_TRUE(int8Plan.plan && bf16Plan.plan);
   std::unique_ptr<Engine> a = int8Plan.engine(2), b = bf16Plan.engine(2);
@@ -160,9 +181,16 @@ TEST(EngineInt8Test, CloseToTheBf16PlanOfTheSameWeights) {
     }
     worst = std::max(worst, maxDiff / maxRef);
   }
-  EXPECT_LT(worst, 5e-2);
-  EXPECT_GT(worst, 0.0) << "int8 weights should round differently from bf16";
+  EXPECT_LT(worst, GetParam().group == 0 ? 5e-2 : 0.4);
+  EXPECT_GT(worst, 0.0) << "integer weights should round differently from bf16";
 }
+
+INSTANTIATE_TEST_SUITE_P(Formats, EngineIntegerTest,
+                         ::testing::Values(Format{"int8", 0}, Format{"int4_g32", 32},
+                                           Format{"int4_g64", 64}),
+                         [](const ::testing::TestParamInfo<Format> &info) {
+                           return std::string(info.param.name);
+                         });
 
 // Mistakes in an int8 plan are refused by the loader with the tensor or op named.
 TEST(EngineInt8Test, LoaderChecksTheInt8Layout) {
@@ -206,6 +234,52 @@ TEST(EngineInt8Test, LoaderChecksTheInt8Layout) {
   };
   for (const Mistake &mistake : mistakes) {
     TinyPlan tiny = test::buildTinyPlan(int8Shape());
+    mistake.apply(tiny);
+    test::ScratchDir dir;
+    const std::string path = dir.file("bad.hplan");
+    ASSERT_TRUE(test::writeTinyPlan(path, tiny).ok()) << mistake.what;
+    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
+    ASSERT_FALSE(loaded.ok()) << mistake.what;
+    EXPECT_NE(loaded.message().find(mistake.expected), std::string::npos)
+        << mistake.what << ": " << loaded.message();
+  }
+}
+
+TEST(EngineInt4Test, LoaderChecksTheInt4Layout) {
+  struct Mistake {
+    const char *what;
+    void (*apply)(TinyPlan &);
+    const char *expected;
+  };
+  const Mistake mistakes[] = {
+      {"segment without its zero points",
+       [](TinyPlan &t) {
+         const int w = t.tensorIndex("model.layers.0.self_attn.k_proj.weight");
+         auto &bytes = t.segments.at(t.def.tensors.at(w)->segment);
+         bytes.resize(bytes.size() - 48 * 2);
+       },
+       "LinearInt4N16K8 needs"},
+      {"a group of 16",
+       [](TinyPlan &t) {
+         const int w = t.tensorIndex("model.layers.1.mlp.gate_proj.weight");
+         t.def.tensors.at(w)->group_size = 16;
+       },
+       "groups of 32, 64 or 128"},
+      {"int8 in the int4 layout",
+       [](TinyPlan &t) {
+         const int w = t.tensorIndex("model.layers.0.mlp.up_proj.weight");
+         t.def.tensors.at(w)->dtype = plan::DTypeDef::INT8;
+       },
+       "the layout holds INT4"},
+      {"int4 in the bf16 layout",
+       [](TinyPlan &t) {
+         const int w = t.tensorIndex("model.layers.0.mlp.down_proj.weight");
+         t.def.tensors.at(w)->layout = plan::WeightLayoutDef::LinearBf16N16K2;
+       },
+       "LinearBf16N16K2 but dtype INT4"},
+  };
+  for (const Mistake &mistake : mistakes) {
+    TinyPlan tiny = test::buildTinyPlan(shapeOf({"int4", 32}));
     mistake.apply(tiny);
     test::ScratchDir dir;
     const std::string path = dir.file("bad.hplan");

@@ -1,0 +1,206 @@
+#!/usr/bin/python3
+"""ONNX Runtime's MatMulNBits imported in 4 bits: the same numbers as the float model compiled with
+--weights int4, ONNX Runtime's own run of the file as a second referee, and the refusals.
+
+    /usr/bin/python3 tests/e2e/check_matmulnbits.py --hetc BUILD/bin/hetc --workdir DIR [--node NODE]
+
+1. models/exports/ort_genai_llama.py writes the GenAI form of one seeded module twice: with float
+   MatMuls, and with --int4-block-size 32 (every layer's linear a MatMulNBits: B uint8 [N, blocks,
+   16], float scales, packed uint8 zero points; q, k and v packed in one, as the builder writes
+   it). The exporter's quantizer is hetc's (docs/quantization.md), so the float file compiled with
+   --weights int4 --group-size 32 and the MatMulNBits file compiled as it is must give the same
+   plan numbers: hetc kl-divergence between them must be exactly 0 with every top-1 id the same,
+   and hetc inspect must show the imported linears as LinearInt4N16K8 with groups of 32 (not
+   widened, whatever --weights says).
+2. Other forms, each against the float file compiled with --weights int4 at the matching group
+   where the quantizers agree (block 64), and by KL bound where they cannot (symmetric blocks, no
+   zero_points input, and block 256, which the plan holds as two groups of 128 sharing a scale):
+   the mean KL divergence from the float32 plan of the float file must stay within the bound
+   int4 gets (tests/e2e/check_quantized_accuracy.py measures it).
+3. With --node: hetc run on the MatMulNBits file against ONNX Runtime's greedy run of the same
+   file (float activations there, int8 rows here): the same first ids and the logits close.
+4. Refusals, one line each: bits = 8, block_size 16, a g_idx input.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_common import (PROMPTS, CheckFailed, check_hetc_binary, main_wrapper,  # noqa: E402
+                        prompt_arg, run)
+
+EXPORTER = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "models", "exports", "ort_genai_llama.py")
+ORT_GREEDY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort", "greedy.mjs")
+# The module: GenAI's default CPU form (packed q/k/v, the rotation inside GroupQueryAttention).
+# hf_llama's default sizes: 2 layers, hidden 128, intermediate 344 (not a multiple of 32 or 64:
+# down_proj's last group is partial).
+FORM = ["--packed-qkv", "--rotary-in-attention"]
+# Mean KL divergence from float32 that int4 may reach on this module (measured in the check's
+# output; about 4x the largest measured).
+MAX_MEAN_KL = 0.05
+
+
+def export(a, name, flags):
+    out = os.path.join(a.workdir, name)
+    run([sys.executable, EXPORTER, "--out", out] + FORM + flags, f"ort_genai_llama.py {name}")
+    return os.path.join(out, "model.onnx")
+
+
+def compile_plan(a, onnx_path, name, flags):
+    plan = os.path.join(a.workdir, name + ".hplan")
+    run([a.hetc, "compile", onnx_path, "--max-batch", "4", "--max-seq", "128", "-o", plan] + flags,
+        f"hetc compile {name}")
+    return plan
+
+
+def kl(a, base, test):
+    proc = run([a.hetc, "kl-divergence", base, test, "--json"], "hetc kl-divergence")
+    return json.loads(proc.stdout)
+
+
+def linear_tensors(a, plan):
+    inspected = json.loads(run([a.hetc, "inspect", "--json", plan], "hetc inspect").stdout)
+    return [t for t in inspected["tensors"] if t["layout"].startswith("Linear")]
+
+
+def expect_refusal(a, what, onnx_path, words):
+    plan = os.path.join(a.workdir, "refused.hplan")
+    proc = run([a.hetc, "compile", onnx_path, "--max-seq", "64", "-o", plan], what,
+               expect_success=False)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    if proc.returncode != 1 or len(lines) != 1 or not all(w in lines[0] for w in words):
+        raise CheckFailed(f"{what}: expected exit 1 and one line naming {words}, got exit "
+                          f"{proc.returncode}:\n{proc.stderr}")
+    print(f"refused ({what}): {lines[0]}")
+
+
+def altered(a, onnx_path, name, change):
+    model = onnx.load(onnx_path)
+    node = next(n for n in model.graph.node if n.op_type == "MatMulNBits")
+    change(model, node)
+    out = os.path.join(a.workdir, name + ".onnx")
+    onnx.save(model, out)
+    return out
+
+
+def set_attribute(node, key, value):
+    for attr in node.attribute:
+        if attr.name == key:
+            attr.i = value
+
+
+def check(a):
+    check_hetc_binary(a.hetc)
+    os.makedirs(a.workdir, exist_ok=True)
+    float_onnx = export(a, "float", [])
+    nbits = export(a, "nbits32", ["--int4-block-size", "32"])
+    reference = compile_plan(a, float_onnx, "float_f32", ["--weights", "f32", "--kv", "f32"])
+
+    # 1. The same plan numbers as --weights int4 on the float file.
+    compiled = compile_plan(a, float_onnx, "float_int4_g32",
+                            ["--weights", "int4", "--group-size", "32", "--kv", "f32"])
+    imported = compile_plan(a, nbits, "nbits32", ["--kv", "f32"])
+    linears = linear_tensors(a, imported)
+    int4 = [t for t in linears if t["layout"] == "LinearInt4N16K8"]
+    if len(int4) != 2 * 7 or any("32 k" not in t["scheme"] for t in int4):
+        raise CheckFailed(f"the imported plan's linear weights are {linears}; expected 14 "
+                          "LinearInt4N16K8 (q, k and v as three slices of qkv_proj) in groups of 32")
+    print(f"imported: {len(int4)} linear weights kept in 4 bits ({int4[0]['scheme']})")
+    same = kl(a, compiled, imported)
+    if same["kl_max"] != 0.0 or same["top1_agreement"] != 1.0:
+        raise CheckFailed(f"MatMulNBits imported differs from --weights int4 on the float file: {same}")
+    print(f"MatMulNBits (block 32) gives --weights int4's numbers: KL 0 over {same['positions']} "
+          "positions, every top-1 id the same")
+
+    # 2. Other block sizes and forms.
+    for flags, group, exact in ((["--int4-block-size", "64"], 64, True),
+                                (["--int4-block-size", "32", "--int4-symmetric"], 32, False),
+                                (["--int4-block-size", "256"], 128, False)):
+        name = "nbits" + "_".join(f.strip("-") for f in flags[1:])
+        plan = compile_plan(a, export(a, name, flags), name, ["--kv", "f32"])
+        if any(t["layout"] != "LinearInt4N16K8" or f"{group} k" not in t["scheme"]
+               for t in linear_tensors(a, plan) if "lm_head" not in t["name"]):
+            raise CheckFailed(f"{name}: the linears are not LinearInt4N16K8 in groups of {group}")
+        if exact:
+            twin = compile_plan(a, float_onnx, f"float_int4_g{group}",
+                                ["--weights", "int4", "--group-size", str(group), "--kv", "f32"])
+            r = kl(a, twin, plan)
+            if r["kl_max"] != 0.0:
+                raise CheckFailed(f"{name} differs from --weights int4 --group-size {group}: {r}")
+            print(f"{name}: --weights int4 --group-size {group}'s numbers (KL 0)")
+        r = kl(a, reference, plan)
+        print(f"{name} against float32: KL mean {r['kl_mean']:.3e}, same top-1 "
+              f"{100 * r['top1_agreement']:.1f}%")
+        if not 0 < r["kl_mean"] <= MAX_MEAN_KL:
+            raise CheckFailed(f"{name}: mean KL divergence {r['kl_mean']:.3e} from float32 is "
+                              f"outside (0, {MAX_MEAN_KL}]")
+
+    # 3. ONNX Runtime on the MatMulNBits file.
+    if a.node:
+        ort_json = os.path.join(a.workdir, "ort.json")
+        cmd = [a.node, ORT_GREEDY, "--model", nbits, "--max-new", "8", "--out", ort_json]
+        for p in PROMPTS:
+            cmd += ["--prompt-ids", prompt_arg(p)]
+        run(cmd, "ONNX Runtime (greedy.mjs)")
+        with open(ort_json) as f:
+            ort = json.load(f)
+        logits_path = os.path.join(a.workdir, "hetc_logits.npy")
+        cmd = [a.hetc, "run", imported, "--max-new", "8", "--logits-out", logits_path]
+        for p in PROMPTS:
+            cmd += ["--prompt-ids", prompt_arg(p)]
+        proc = run(cmd, "hetc run")
+        tokens = [[int(t) for t in line.split()] for line in proc.stdout.splitlines() if line.strip()]
+        ours = np.load(logits_path)
+        theirs = np.array(ort["logits"], dtype=np.float64)
+        worst = 0.0
+        for s in range(len(PROMPTS)):
+            if tokens[s][0] != ort["tokens"][s][0]:
+                raise CheckFailed(f"sequence {s}: hetc's first id {tokens[s][0]}, ONNX Runtime's "
+                                  f"{ort['tokens'][s][0]}")
+            row = theirs[s, 0]
+            worst = max(worst, float(np.max(np.abs(ours[s, 0] - row)) / np.max(np.abs(row))))
+        print(f"ONNX Runtime on the MatMulNBits file: the same first ids, first-step logits within "
+              f"{worst:.2e} of max |logit| (int8 rows here, float there)")
+        if worst > 5e-2:
+            raise CheckFailed(f"first-step logits differ from ONNX Runtime's by {worst:.2e} of max "
+                              "|logit| (bound 5e-2)")
+
+    # 4. Refusals.
+    expect_refusal(a, "8-bit MatMulNBits",
+                   altered(a, nbits, "bits8", lambda m, n: set_attribute(n, "bits", 8)),
+                   ["MatMulNBits", "bits = 8"])
+    expect_refusal(a, "block_size 16",
+                   altered(a, nbits, "block16", lambda m, n: set_attribute(n, "block_size", 16)),
+                   ["block_size 16"])
+
+    def add_g_idx(model, node):
+        k = next(attr.i for attr in node.attribute if attr.name == "K")
+        model.graph.initializer.append(numpy_helper.from_array(
+            np.arange(k, dtype=np.int32) // 32, "g_idx"))
+        while len(node.input) < 4:
+            node.input.append("")
+        node.input.append("g_idx")
+    expect_refusal(a, "g_idx", altered(a, nbits, "g_idx", add_g_idx), ["g_idx"])
+    print("PASS: MatMulNBits imported in 4 bits with --weights int4's numbers, within the int4 "
+          "bound in every form, refusals in one line")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hetc", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--node", help="Node.js that runs tests/e2e/ort/greedy.mjs")
+    a = p.parse_args(argv)
+    return main_wrapper(lambda: check(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
