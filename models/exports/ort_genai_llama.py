@@ -113,6 +113,32 @@ def dequantize_int4(q, scales, zp, k):
     return w.reshape(n, padded)[:, :k]
 
 
+def quantize_int8(weight: np.ndarray):
+    """A [N, K] weight in int8 with a scale per output row n, as QDQ exports store weights for
+    MatMul (symmetric, zero point 0): scale = max |w| / 127, q = round(w * (127 / max |w|)) in
+    float32, half to even (hetc's --weights int8 quantizer; a zero row has scale 0, q 0)."""
+    largest = np.abs(weight).max(axis=1).astype(np.float32)
+    safe = np.where(largest > 0, largest, 1).astype(np.float32)
+    inverse = (np.float32(127) / safe).astype(np.float32)
+    q = np.where(largest[:, None] > 0, np.clip(np.round(weight * inverse[:, None]), -127, 127), 0)
+    return q.astype(np.int8), (largest / np.float32(127)).astype(np.float32)
+
+
+def dequantize_linear(g, x, name, quantized, unsigned: bool):
+    """MatMul(x, DequantizeLinear(Q, scale, zero point, axis=1)) with Q = q^T [K, N]: int8 with zero
+    point 0, or (unsigned) uint8 with zero point 128."""
+    q, scale = quantized
+    stored = q.T.astype(np.int16) + (128 if unsigned else 0)
+    dtype = np.uint8 if unsigned else np.int8
+    zero = np.full(q.shape[0], 128 if unsigned else 0, dtype=dtype)
+    w = g.node("DequantizeLinear",
+               [g.init(f"{name}.qweight", stored.astype(dtype), keep_dtype=True),
+                g.init(f"{name}.scale", scale, keep_dtype=True),
+                g.init(f"{name}.zero_point", zero, keep_dtype=True)],
+               [f"{name}/DequantizeLinear/output_0"], f"{name}/DequantizeLinear", axis=1)
+    return g.node("MatMul", [x, w], [f"{name}/MatMul/output_0"], f"{name}/MatMul")
+
+
 def matmul_nbits(g, x, name, quantized, symmetric: bool, k: int):
     """MatMulNBits(x, B, scales[, zero_points]) for a weight quantize_int4 gave: B [N, blocks,
     block / 2] with element k of a block in byte k / 2, the even one in the low nibble; zero
@@ -144,7 +170,8 @@ def rope_caches(config: hf_llama.Config):
 
 def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention, inputs, outputs,
                  producer: str, packed_qkv: bool = False, int4: dict = None,
-                 int4_symmetric: bool = False) -> onnx.ModelProto:
+                 int4_symmetric: bool = False, int8: dict = None,
+                 int8_unsigned: bool = False) -> onnx.ModelProto:
     """What the GenAI builder's form and the transformer optimizer's share, written into g: the
     embedding Gather; SimplifiedLayerNormalization before layer 0 and SkipSimplifiedLayerNormalization
     (residual + norm, the sum as its 4th output) before every later sublayer and at the end; q, k,
@@ -153,7 +180,8 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
     node, returning its output; o_proj; the SiLU MLP (Sigmoid, Mul); lm_head. With packed_qkv, q, k
     and v are one MatMul (qkv_proj: the three weights side by side, and biases) and attention gets
     (i, n, qkv, "", ""). With int4 (weight key -> quantize_int4's triple), the layers' linears are
-    MatMulNBits nodes on those. Returns the model."""
+    MatMulNBits nodes on those; with int8 (-> quantize_int8's pair), MatMuls of DequantizeLinear
+    (QDQ). Returns the model."""
     L, N, KV = c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads
     eps = float(c.rms_norm_eps)
 
@@ -161,6 +189,8 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
         if int4 is not None and weight_key in int4:
             out = matmul_nbits(g, x, name, int4[weight_key], int4_symmetric,
                                w[weight_key].shape[1])
+        elif int8 is not None and weight_key in int8:
+            out = dequantize_linear(g, x, name, int8[weight_key], int8_unsigned)
         else:
             out = g.node("MatMul", [x, g.init(f"{weight_key}.T", w[weight_key].T.copy())],
                          [f"{name}/MatMul/output_0"], f"{name}/MatMul")
@@ -184,9 +214,12 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
             packed = f"{pre}.self_attn.qkv_proj"
             w[f"{packed}.weight"] = np.concatenate(
                 [w[f"{pre}.self_attn.{p}.weight"] for p in ("q_proj", "k_proj", "v_proj")], axis=0)
-            if int4 is not None:
-                parts = [int4[f"{pre}.self_attn.{p}.weight"] for p in ("q_proj", "k_proj", "v_proj")]
-                int4[f"{packed}.weight"] = tuple(np.concatenate(x, axis=0) for x in zip(*parts))
+            for quantized in (int4, int8):
+                if quantized is not None:
+                    parts = [quantized[f"{pre}.self_attn.{p}.weight"]
+                             for p in ("q_proj", "k_proj", "v_proj")]
+                    quantized[f"{packed}.weight"] = tuple(np.concatenate(x, axis=0)
+                                                          for x in zip(*parts))
             if c.qkv_bias:
                 w[f"{packed}.bias"] = np.concatenate(
                     [w[f"{pre}.self_attn.{p}.bias"] for p in ("q_proj", "k_proj", "v_proj")])
@@ -230,8 +263,8 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
 
 
 def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool, packed_qkv: bool,
-                rotary_in_attention: bool, int4: dict = None,
-                int4_symmetric: bool = False) -> onnx.ModelProto:
+                rotary_in_attention: bool, int4: dict = None, int4_symmetric: bool = False,
+                int8: dict = None, int8_unsigned: bool = False) -> onnx.ModelProto:
     np_dtype = {"float16": np.float16, "bfloat16": "bfloat16"}.get(dtype, np.float32)
     elem = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}.get(dtype, TensorProto.FLOAT)
     g = GraphBuilder(np_dtype)
@@ -299,7 +332,7 @@ def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool,
 
     return finish_graph(g, c, w, None if rotary_in_attention else rotary, attention, inputs, outputs,
                         "ort_genai_llama.py", packed_qkv=packed_qkv, int4=int4,
-                        int4_symmetric=int4_symmetric)
+                        int4_symmetric=int4_symmetric, int8=int8, int8_unsigned=int8_unsigned)
 
 
 def main(argv=None) -> int:
@@ -319,6 +352,10 @@ def main(argv=None) -> int:
                         "(0: float MatMuls); weights.pt then holds the dequantized weights")
     p.add_argument("--int4-symmetric", action="store_true",
                    help="with --int4-block-size: zero point 8, no zero_points input")
+    p.add_argument("--int8-qdq", choices=("int8", "uint8"),
+                   help="the layers' linears as MatMul(x, DequantizeLinear(Q, scale, zero point)) "
+                        "with a scale per output column: int8 with zero point 0 or uint8 with 128; "
+                        "weights.pt then holds the dequantized weights")
     p.add_argument("--no-shuffle", action="store_true", help="keep the nodes in topological order")
     p.add_argument("--shuffle-seed", type=int, default=0)
     p.add_argument("--print-ops", action="store_true")
@@ -344,7 +381,15 @@ def main(argv=None) -> int:
     if a.packed_qkv and not a.rotary_in_attention:
         p.error("--packed-qkv needs --rotary-in-attention: RotaryEmbedding nodes rotate q and k "
                 "apart, so the builder packs them only when the attention rotates")
-    int4 = None
+    int4 = int8 = None
+    if a.int8_qdq:
+        if a.dtype != "float32" or a.int4_block_size:
+            p.error("--int8-qdq writes float32 scales and excludes --int4-block-size")
+        int8 = {}
+        for key in list(sd):
+            if key.startswith("model.layers.") and key.endswith("_proj.weight"):
+                q, scale = int8[key] = quantize_int8(sd[key].detach().float().numpy())
+                sd[key] = torch.from_numpy(q.astype(np.float32) * scale[:, None])
     if a.int4_block_size:
         if a.dtype != "float32":
             p.error("--int4-block-size writes float32 scales: use --dtype float32")
@@ -356,7 +401,7 @@ def main(argv=None) -> int:
                 int4[key] = quantize_int4(weight, a.int4_block_size, a.int4_symmetric)
                 sd[key] = torch.from_numpy(dequantize_int4(*int4[key], weight.shape[1]).copy())
     model = build_graph(config, sd, a.dtype, a.gqa_inputs, a.packed_qkv, a.rotary_in_attention,
-                        int4, a.int4_symmetric)
+                        int4, a.int4_symmetric, int8, a.int8_qdq == "uint8")
     # No onnx.checker here: it knows no SimplifiedLayerNormalization in the ai.onnx domain (an
     # ONNX Runtime contrib op registered there) and wants topological order; loading the file in
     # ONNX Runtime (tests/e2e/ort/greedy.mjs) is the check.
@@ -370,6 +415,7 @@ def main(argv=None) -> int:
     meta = asdict(config)
     meta.update(onnx_form="ort-genai", onnx_dtype=a.dtype, gqa_inputs=a.gqa_inputs,
                 int4_block_size=a.int4_block_size, int4_symmetric=a.int4_symmetric,
+                int8_qdq=a.int8_qdq,
                 packed_qkv=a.packed_qkv, rotary_in_attention=a.rotary_in_attention,
                 nodes_shuffled=not a.no_shuffle)
     common.save_config(os.path.join(a.out, "config.json"), meta)

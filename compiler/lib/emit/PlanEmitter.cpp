@@ -53,16 +53,16 @@ void transpose(const float *src, float *dst, int64_t rows, int64_t cols) {
 
 // How a segment holds its source's elements.
 enum class SegmentForm {
-  Stored,     // float32 in the stored order
-  Transposed, // float32, the stored 2-D matrix transposed
-  Bf16FromKN, // LinearBf16N16K2, the stored matrix being [K, N] (ONNX MatMul's B)
-  Bf16FromNK, // LinearBf16N16K2, the stored matrix being [N, K]
-  Int8FromKN, // LinearInt8N16K4 with its scales and column sums, from [K, N]
-  Int8FromNK, // the same from [N, K]
-  Int4FromKN, // LinearInt4N16K8 with its scales and zero points, from [K, N] (the plan's group)
-  Int4FromNK, // the same from [N, K]
-  Int4Blocks, // LinearInt4N16K8 repacked from an imported 4-bit weight's blocks (rows of its [N,
-              // K])
+  Stored,       // float32 in the stored order
+  Transposed,   // float32, the stored 2-D matrix transposed
+  Bf16FromKN,   // LinearBf16N16K2, the stored matrix being [K, N] (ONNX MatMul's B)
+  Bf16FromNK,   // LinearBf16N16K2, the stored matrix being [N, K]
+  Int8FromKN,   // LinearInt8N16K4 with its scales and column sums, from [K, N]
+  Int8FromNK,   // the same from [N, K]
+  Int4FromKN,   // LinearInt4N16K8 with its scales and zero points, from [K, N] (the plan's group)
+  Int4FromNK,   // the same from [N, K]
+  Int4Blocks,   // LinearInt4N16K8 repacked from an imported 4-bit weight's blocks (rows of [N, K])
+  Int8Channels, // LinearInt8N16K4 repacked from an imported int8 weight's values and scales
 };
 
 // A weight operand traced to its bytes: an entry of the weight store or a hetc.constant.
@@ -77,10 +77,17 @@ struct WeightSource {
   // A column slice of the view (hetc.weight's `columns`): its float32 elements in the stored
   // orientation, storedShape being the slice's. Owned by the PlanBuilder.
   const std::vector<float> *sliced = nullptr;
-  // An imported 4-bit weight (stored->int4) read transposed: rows [int4RowBegin, + storedShape[0])
-  // of its [N, K]; `sliced` stays null, so it is repacked, never widened.
-  uint64_t int4RowBegin = 0;
+  // An imported integer weight (stored->int4 or ->int8) sliced by output columns: the first one
+  // within the stored weight (a row of a transposed view's [N, K], else a column of [K, N]), the
+  // slice's size in storedShape; `sliced` stays null, so it is repacked, never widened.
+  uint64_t quantizedBegin = 0;
   bool int4() const { return stored && stored->elementType == WeightElementType::Int4Blocks; }
+  // An int8 weight whose scales run along the view's output columns (or are one for all): what
+  // LinearInt8N16K4 holds as it is.
+  bool int8PerColumn() const {
+    return stored && stored->elementType == WeightElementType::Int8Channels &&
+           (stored->int8->axis == -1 || stored->int8->axis == (transposedView ? 0 : 1));
+  }
 };
 
 std::optional<plan::DeviceDef> deviceOf(StringAttr name) {
@@ -129,6 +136,27 @@ void packInt4Blocks(const StoredWeight &weight, uint64_t rowBegin, const LinearI
       scales[layout.groupIndex(n, g)] = blocks.scales[block];
       zeroPoints[layout.groupIndex(n, g)] = blocks.zeroPoints[block];
     }
+  }
+}
+
+// Output columns [begin, begin + layout.n) of an imported int8 weight into `segment` as `layout`:
+// column n's k-th value is q[begin + n][k] of a transposed view's stored [N, K] (`rows`), else
+// q[k][begin + n]; its scale and the sum of its values beside.
+void packInt8Channels(const StoredWeight &weight, bool rows, uint64_t begin,
+                      const LinearInt8N16K4 &layout, uint8_t *segment) {
+  std::memset(segment, 0, layout.segmentBytes());
+  auto *q = reinterpret_cast<int8_t *>(segment);
+  auto *scales = reinterpret_cast<float *>(segment + layout.scaleOffset());
+  auto *sums = reinterpret_cast<int32_t *>(segment + layout.columnSumOffset());
+  for (uint64_t n = 0; n < layout.n; ++n) {
+    int32_t sum = 0;
+    for (uint64_t k = 0; k < layout.k; ++k) {
+      const int8_t value = rows ? weight.int8At(begin + n, k) : weight.int8At(k, begin + n);
+      q[layout.index(n, k)] = value;
+      sum += value;
+    }
+    sums[n] = sum;
+    scales[n] = rows ? weight.int8Scale(begin + n, 0) : weight.int8Scale(0, begin + n);
   }
 }
 
@@ -197,8 +225,10 @@ private:
            std::unique_ptr<std::vector<float>>>
       slices_;
   std::map<std::pair<const void *, SegmentForm>, uint32_t> segments_;
-  // Row slices of imported 4-bit weights: a token per (weight, begin, end) as their identity.
-  std::map<std::tuple<const StoredWeight *, int64_t, int64_t>, std::unique_ptr<char>> int4Slices_;
+  // Output-column slices of imported integer weights: a token per (weight, view, begin, end) as
+  // their identity.
+  std::map<std::tuple<const StoredWeight *, bool, int64_t, int64_t>, std::unique_ptr<char>>
+      quantizedSlices_;
   std::map<uint64_t, std::vector<uint32_t>> segmentsBySize_;
   std::map<std::tuple<const void *, SegmentForm, plan::WeightLayoutDef>, uint32_t> tensors_;
   // Ops of each kind seen so far in each layer, for readable names ("layers.3.linear.2").
@@ -369,14 +399,14 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
                 (source.transposedView ? " (transposed)" : "") +
                 " that does not match its stored shape [" + stored + "]");
   }
-  if (source.int4()) {
-    // The importer checked its blocks against its shape.
+  if (source.int4() || source.stored->elementType == WeightElementType::Int8Channels) {
+    // The importer checked its values against its shape.
     if (columns)
       sliceColumns(source, columns->first, columns->second);
-    if (columns && !source.transposedView)
+    if (columns && source.int4() && !source.transposedView)
       return fail("weight '" + source.name +
-                  "' is 4-bit and sliced along K; hetc slices 4-bit "
-                  "weights by output columns only");
+                  "' is 4-bit and sliced along K; hetc slices 4-bit weights by output columns "
+                  "only");
     return source;
   }
   uint64_t elementBytes = source.stored->elementType == WeightElementType::F32 ? 4 : 2;
@@ -396,13 +426,14 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
 // Narrows `source` to columns [begin, end) of its view: rows of a transposed view's stored
 // [N, K], the last dimension's elements otherwise.
 void PlanBuilder::sliceColumns(WeightSource &source, int64_t begin, int64_t end) {
-  if (source.int4() && source.transposedView) {
-    // Whole rows of the 4-bit [N, K]: repacked from their blocks, never widened.
-    std::unique_ptr<char> &token = int4Slices_[std::make_tuple(source.stored, begin, end)];
+  if ((source.int4() && source.transposedView) || source.int8PerColumn()) {
+    // Whole output columns of an integer weight: repacked from their values, never widened.
+    std::unique_ptr<char> &token =
+        quantizedSlices_[std::make_tuple(source.stored, source.transposedView, begin, end)];
     if (!token)
       token = std::make_unique<char>();
-    source.int4RowBegin = static_cast<uint64_t>(begin);
-    source.storedShape[0] = end - begin;
+    source.quantizedBegin = static_cast<uint64_t>(begin);
+    source.storedShape[source.transposedView ? 0 : 1] = end - begin;
     source.identity = token.get();
     source.name += "[" + std::to_string(begin) + ":" + std::to_string(end) + "]";
     return;
@@ -442,15 +473,24 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentF
   if (form == SegmentForm::Stored && source.stored && !source.sliced &&
       source.stored->elementType == WeightElementType::F32) {
     payloads_.push_back(WeightPayload{source.stored->data, source.stored->bytes});
+  } else if (form == SegmentForm::Int8Channels) {
+    const bool rows = source.transposedView;
+    const LinearInt8N16K4 layout{static_cast<uint64_t>(source.storedShape[rows ? 0 : 1]),
+                                 static_cast<uint64_t>(source.storedShape[rows ? 1 : 0])};
+    auto bytes = std::make_unique<std::vector<uint8_t>>(layout.segmentBytes());
+    packInt8Channels(*source.stored, rows, source.quantizedBegin, layout, bytes->data());
+    packed_.push_back(std::move(bytes));
+    payloads_.push_back(WeightPayload{packed_.back()->data(), packed_.back()->size()});
   } else if (form == SegmentForm::Int4Blocks) {
     const LinearInt4N16K8 layout = int4Layout(source);
     auto bytes = std::make_unique<std::vector<uint8_t>>(layout.segmentBytes());
-    packInt4Blocks(*source.stored, source.int4RowBegin, layout, bytes->data());
+    packInt4Blocks(*source.stored, source.quantizedBegin, layout, bytes->data());
     packed_.push_back(std::move(bytes));
     payloads_.push_back(WeightPayload{packed_.back()->data(), packed_.back()->size()});
   } else {
-    if (source.int4() && (source.int4RowBegin != 0 || ArrayRef<int64_t>(source.storedShape) !=
-                                                          ArrayRef<int64_t>(source.stored->shape)))
+    if ((source.int4() || source.int8PerColumn()) &&
+        (source.quantizedBegin != 0 ||
+         ArrayRef<int64_t>(source.storedShape) != ArrayRef<int64_t>(source.stored->shape)))
       return fail("weight '" + source.name + "' is a slice of a 4-bit weight read as float");
     // Float32 elements in the stored order: the store's own bytes when they already are.
     std::vector<float> converted;
@@ -580,9 +620,12 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
   FailureOr<WeightSource> source = traceWeight(op, weight, role);
   if (failed(source))
     return failure();
-  // A Linear's weight imported in 4 bits stays in 4 bits, whatever the plan's linear layout.
+  // A Linear's weight imported in 4 bits stays in 4 bits, and one in int8 with a scale per output
+  // column in int8, whatever the plan's linear layout.
   if (source->int4() && isa<LinearOp>(op))
     layout = plan::WeightLayoutDef::LinearInt4N16K8;
+  if (source->int8PerColumn() && isa<LinearOp>(op))
+    layout = plan::WeightLayoutDef::LinearInt8N16K4;
   const bool packedBf16 = layout == plan::WeightLayoutDef::LinearBf16N16K2;
   const bool packedInt8 = layout == plan::WeightLayoutDef::LinearInt8N16K4;
   const bool packedInt4 = layout == plan::WeightLayoutDef::LinearInt4N16K8;
@@ -598,7 +641,9 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
   if (packedBf16)
     form = source->transposedView ? SegmentForm::Bf16FromNK : SegmentForm::Bf16FromKN;
   if (packedInt8)
-    form = source->transposedView ? SegmentForm::Int8FromNK : SegmentForm::Int8FromKN;
+    form = source->int8PerColumn()  ? SegmentForm::Int8Channels
+           : source->transposedView ? SegmentForm::Int8FromNK
+                                    : SegmentForm::Int8FromKN;
   if (packedInt4)
     form = source->int4()           ? SegmentForm::Int4Blocks
            : source->transposedView ? SegmentForm::Int4FromNK

@@ -20,6 +20,7 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -67,6 +68,7 @@ const llvm::StringSet<> &knownOps() {
                                         "ConstantOfShape",
                                         "Cos",
                                         "CumSum",
+                                        "DequantizeLinear",
                                         "Div",
                                         "Dropout",
                                         "Einsum",
@@ -301,8 +303,10 @@ private:
   Value importTensor(const onnx::TensorProto &t, const std::string &name, bool isInitializer);
   bool importNode(const onnx::NodeProto &node, int index);
   bool importMatMulNBits(const onnx::NodeProto &node, const std::string &name);
-  // The initializers a MatMulNBits reads as its quantized weight (B, scales, zero points): kept
-  // out of the IR, read by importMatMulNBits into one Int4Blocks weight.
+  bool importDequantizeLinear(const onnx::NodeProto &node, const std::string &name);
+  // The initializers a MatMulNBits reads as its quantized weight (B, scales, zero points), or a
+  // DequantizeLinear of a 2-D 8-bit initializer (x, scale, zero point): kept out of the IR, read by
+  // importMatMulNBits into one Int4Blocks weight, by importDequantizeLinear into one weight.
   std::map<std::string, const onnx::TensorProto *> quantizedInitializers_;
   std::optional<NamedAttribute> convertAttribute(const onnx::AttributeProto &attr,
                                                  const std::string &nodeName);
@@ -1001,6 +1005,8 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
 
   if (node.op_type() == "MatMulNBits")
     return importMatMulNBits(node, name);
+  if (node.op_type() == "DequantizeLinear" && quantizedInitializers_.count(node.input(0)))
+    return importDequantizeLinear(node, name);
 
   if (node.op_type() == "Constant") {
     if (node.output_size() != 1 || node.attribute_size() != 1)
@@ -1240,6 +1246,147 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
   return true;
 }
 
+// ONNX's DequantizeLinear of a 2-D 8-bit weight initializer, W = (x - zero_point) * scale with a
+// scale per index of `axis` or one for all: a stored weight that keeps the int8 values when the
+// zero point is 0 (int8) or 128 (uint8), so that a linear reading it along its output columns is
+// stored in int8 (LinearInt8N16K4) as it is. Another zero point gives a float weight of the same
+// values, which the plan stores as --weights says.
+bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::string &name) {
+  const std::string what = "node '" + name + "' (DequantizeLinear)";
+  auto initializer = [&](int input) -> const onnx::TensorProto * {
+    if (input >= node.input_size() || node.input(input).empty())
+      return nullptr;
+    auto it = quantizedInitializers_.find(node.input(input));
+    return it == quantizedInitializers_.end() ? nullptr : it->second;
+  };
+  const onnx::TensorProto *x = initializer(0);
+  const onnx::TensorProto *scaleProto = initializer(1);
+  if (!x || !scaleProto)
+    return fail(what + ": its scale must be an initializer read by it alone");
+  const int64_t rows = x->dims(0), cols = x->dims(1);
+  if (rows <= 0 || cols <= 0)
+    return fail(what + ": its input has an empty dimension");
+  int64_t axis = 1;
+  for (const auto &attr : node.attribute()) {
+    if (attr.name() == "axis")
+      axis = attr.i();
+    else if (attr.name() == "block_size" && attr.i() != 0)
+      return fail(what + " is blocked (block_size " + std::to_string(attr.i()) +
+                  "); hetc reads 8-bit weights per tensor or per channel");
+  }
+  if (axis < 0)
+    axis += 2;
+  if (axis != 0 && axis != 1)
+    return fail(what + " has axis " + std::to_string(axis) + " for a 2-D input");
+
+  const bool isUnsigned = x->data_type() == onnx::TensorProto::UINT8;
+  const char *data = nullptr;
+  uint64_t bytes = 0;
+  std::shared_ptr<void> owner;
+  if (!tensorBytes(*x, what + " input", data, bytes, owner))
+    return false;
+  auto values = [&](const onnx::TensorProto &t, const std::string &role,
+                    std::vector<float> &out) -> bool {
+    const char *raw = nullptr;
+    uint64_t size = 0;
+    std::shared_ptr<void> keep;
+    if (!tensorBytes(t, what + " " + role, raw, size, keep))
+      return false;
+    out.clear();
+    if (t.data_type() == onnx::TensorProto::INT8 || t.data_type() == onnx::TensorProto::UINT8) {
+      for (uint64_t i = 0; i < size; ++i)
+        out.push_back(t.data_type() == onnx::TensorProto::INT8
+                          ? static_cast<float>(reinterpret_cast<const int8_t *>(raw)[i])
+                          : static_cast<float>(reinterpret_cast<const uint8_t *>(raw)[i]));
+      return true;
+    }
+    hetc::compiler::StoredWeight view;
+    view.elementType = t.data_type() == onnx::TensorProto::FLOAT      ? WeightElementType::F32
+                       : t.data_type() == onnx::TensorProto::FLOAT16  ? WeightElementType::F16
+                       : t.data_type() == onnx::TensorProto::BFLOAT16 ? WeightElementType::BF16
+                                                                      : WeightElementType::I64;
+    if (view.elementType == WeightElementType::I64)
+      return fail(what + ": " + role + " must be float, float16 or bfloat16");
+    view.data = raw;
+    view.bytes = size;
+    out = view.toFloats();
+    return true;
+  };
+  auto int8 = std::make_shared<hetc::compiler::Int8Channels>();
+  if (!values(*scaleProto, "scale", int8->scales))
+    return false;
+  const int64_t channels = axis == 0 ? rows : cols;
+  if (int8->scales.size() == 1)
+    int8->axis = -1;
+  else if (static_cast<int64_t>(int8->scales.size()) == channels)
+    int8->axis = axis;
+  else
+    return fail(what + " has " + std::to_string(int8->scales.size()) + " scales; its input has " +
+                std::to_string(channels) + " along axis " + std::to_string(axis));
+  std::vector<float> zeroPoints(int8->scales.size(), isUnsigned ? 128.0f : 0.0f);
+  bool stored8 = true; // the values stay int8 with a zero point of 0
+  if (const onnx::TensorProto *zp = initializer(2)) {
+    if (zp->data_type() != x->data_type())
+      return fail(what + ": its zero point's type differs from its input's");
+    std::vector<float> given;
+    if (!values(*zp, "zero point", given))
+      return false;
+    if (given.size() != int8->scales.size())
+      return fail(what + " has " + std::to_string(given.size()) + " zero points for " +
+                  std::to_string(int8->scales.size()) + " scales");
+    stored8 = std::all_of(given.begin(), given.end(),
+                          [&](float z) { return z == (isUnsigned ? 128.0f : 0.0f); });
+    zeroPoints = given;
+  } else if (isUnsigned) {
+    stored8 = false; // uint8 without a zero point: 0, not 128
+    std::fill(zeroPoints.begin(), zeroPoints.end(), 0.0f);
+  }
+
+  hetc::compiler::StoredWeight weight;
+  weight.name = node.input(0);
+  weight.shape = {rows, cols};
+  const auto count = static_cast<size_t>(rows * cols);
+  auto scaleOf = [&](int64_t i, int64_t j) {
+    return int8->axis == 0 ? size_t(i) : int8->axis == 1 ? size_t(j) : size_t(0);
+  };
+  if (stored8 && !isUnsigned) {
+    weight.elementType = WeightElementType::Int8Channels;
+    weight.data = data;
+    weight.bytes = bytes;
+    weights_.keepAlive(owner);
+  } else if (stored8) {
+    // uint8 around 128 is int8 around 0.
+    auto shifted = std::make_shared<std::vector<int8_t>>(count);
+    for (size_t i = 0; i < count; ++i)
+      (*shifted)[i] =
+          static_cast<int8_t>(static_cast<int>(reinterpret_cast<const uint8_t *>(data)[i]) - 128);
+    weight.elementType = WeightElementType::Int8Channels;
+    weight.data = shifted->data();
+    weight.bytes = count;
+    weights_.keepAlive(shifted);
+  } else {
+    auto floats = std::make_shared<std::vector<float>>(count);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const size_t at = static_cast<size_t>(i * cols + j);
+        const float q = isUnsigned ? static_cast<float>(reinterpret_cast<const uint8_t *>(data)[at])
+                                   : static_cast<float>(reinterpret_cast<const int8_t *>(data)[at]);
+        (*floats)[at] = (q - zeroPoints[scaleOf(i, j)]) * int8->scales[scaleOf(i, j)];
+      }
+    weight.elementType = WeightElementType::F32;
+    weight.data = floats->data();
+    weight.bytes = count * sizeof(float);
+    weights_.keepAlive(floats);
+  }
+  if (weight.elementType == WeightElementType::Int8Channels)
+    weight.int8 = std::move(int8);
+  weights_.add(std::move(weight));
+  Location loc = NameLoc::get(builder_.getStringAttr(name));
+  values_[node.output(0)] = builder_.create<hetc::WeightOp>(
+      loc, RankedTensorType::get({rows, cols}, builder_.getF32Type()), node.input(0));
+  return true;
+}
+
 OwningOpRef<ModuleOp> Importer::run() {
   if (!parse() || !checkOpsets() || !checkDecoderSignature() || !sortNodes() || !validateGraph())
     return nullptr;
@@ -1276,11 +1423,31 @@ OwningOpRef<ModuleOp> Importer::run() {
   }
   builder_.setInsertionPointToEnd(body);
 
+  std::map<std::string, const onnx::TensorProto *> initializers;
+  for (const auto &t : g.initializer())
+    initializers[t.name()] = &t;
+  std::map<std::string, int> readers;
   for (const auto &node : g.node())
+    for (const std::string &input : node.input())
+      ++readers[input];
+  for (const auto &node : g.node()) {
     if (node.domain() == "com.microsoft" && node.op_type() == "MatMulNBits")
       for (int i = 1; i <= 3 && i < node.input_size(); ++i)
         if (!node.input(i).empty())
           quantizedInitializers_[node.input(i)] = nullptr;
+    // A weight's DequantizeLinear: an 8-bit 2-D initializer that nothing else reads.
+    const bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (defaultDomain && node.op_type() == "DequantizeLinear" && node.input_size() >= 2) {
+      auto x = initializers.find(node.input(0));
+      if (x != initializers.end() && x->second->dims_size() == 2 && readers[node.input(0)] == 1 &&
+          (x->second->data_type() == onnx::TensorProto::INT8 ||
+           x->second->data_type() == onnx::TensorProto::UINT8))
+        for (int i = 0; i < 3 && i < node.input_size(); ++i)
+          if (!node.input(i).empty() && initializers.count(node.input(i)) &&
+              readers[node.input(i)] == 1)
+            quantizedInitializers_[node.input(i)] = nullptr;
+    }
+  }
   for (const auto &t : g.initializer()) {
     if (auto it = quantizedInitializers_.find(t.name()); it != quantizedInitializers_.end()) {
       it->second = &t;

@@ -63,6 +63,14 @@ std::vector<float> StoredWeight::toFloats() const {
       }
     return out;
   }
+  case WeightElementType::Int8Channels: {
+    const auto rows = static_cast<uint64_t>(shape[0]), cols = static_cast<uint64_t>(shape[1]);
+    std::vector<float> out(rows * cols);
+    for (uint64_t i = 0; i < rows; ++i)
+      for (uint64_t j = 0; j < cols; ++j)
+        out[i * cols + j] = static_cast<float>(int8At(i, j)) * int8Scale(i, j);
+    return out;
+  }
   case WeightElementType::I64:
     break;
   }

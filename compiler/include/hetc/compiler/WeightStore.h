@@ -10,8 +10,9 @@
 namespace hetc::compiler {
 
 // Element types a weight can arrive in from ONNX. Int4Blocks is a 4-bit weight as ONNX Runtime's
-// MatMulNBits stores it (StoredWeight::int4).
-enum class WeightElementType { F32, F16, BF16, I64, Int4Blocks };
+// MatMulNBits stores it (StoredWeight::int4); Int8Channels a symmetric int8 weight of a QDQ
+// DequantizeLinear (StoredWeight::int8).
+enum class WeightElementType { F32, F16, BF16, I64, Int4Blocks, Int8Channels };
 
 // A 4-bit weight [N, K] in blocks along K: W[n][k] = scales[n * blocks + b] * (q[n][k] -
 // zeroPoints[n * blocks + b]), b = k / blockSize. The StoredWeight's data holds q as MatMulNBits
@@ -24,19 +25,35 @@ struct Int4Blocks {
   std::vector<uint8_t> zeroPoints; // [N * blocks], each 0..15 (8 when the model gives none)
 };
 
+// A 2-D int8 weight with a scale per index of `axis` (0 or 1; -1: one scale for all), zero point
+// 0: W[i][j] = q[i][j] * scales[axis == 0 ? i : axis == 1 ? j : 0]. The StoredWeight's data holds
+// q row-major in its shape.
+struct Int8Channels {
+  int64_t axis = -1;
+  std::vector<float> scales;
+};
+
 struct StoredWeight {
   std::string name;
   WeightElementType elementType = WeightElementType::F32;
   std::vector<int64_t> shape; // for Int4Blocks the logical [N, K]
   const void *data = nullptr; // points into memory the store owns (or maps)
   uint64_t bytes = 0;
-  std::shared_ptr<const Int4Blocks> int4; // for Int4Blocks
+  std::shared_ptr<const Int4Blocks> int4;   // for Int4Blocks
+  std::shared_ptr<const Int8Channels> int8; // for Int8Channels
 
   // The elements as float32: F16 and BF16 widened exactly, Int4Blocks dequantized (in float32,
   // scale * (q - zero point)); empty for I64.
   std::vector<float> toFloats() const;
   // The element of 4-bit weight row n at k, 0..15.
   uint8_t int4At(uint64_t n, uint64_t k) const;
+  // An Int8Channels weight's q at (i, j) of its shape, and its scale there.
+  int8_t int8At(uint64_t i, uint64_t j) const {
+    return static_cast<const int8_t *>(data)[i * static_cast<uint64_t>(shape[1]) + j];
+  }
+  float int8Scale(uint64_t i, uint64_t j) const {
+    return int8->scales[int8->axis == 0 ? i : int8->axis == 1 ? j : 0];
+  }
 };
 
 // Owns the memory behind every weight: the parsed protobuf's raw data, mapped external-data

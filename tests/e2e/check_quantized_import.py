@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""ONNX Runtime's MatMulNBits imported in 4 bits: the same numbers as the float model compiled with
---weights int4, ONNX Runtime's own run of the file as a second referee, and the refusals.
+"""Pre-quantized ONNX imported without widening: ONNX Runtime's MatMulNBits in 4 bits and QDQ
+(MatMul of a DequantizeLinear) in int8, each giving the same numbers as the float model compiled
+with --weights int4 or int8, ONNX Runtime's own run of the files as a second referee, and the
+refusals.
 
-    /usr/bin/python3 tests/e2e/check_matmulnbits.py --hetc BUILD/bin/hetc --workdir DIR [--node NODE]
+    /usr/bin/python3 tests/e2e/check_quantized_import.py --hetc BUILD/bin/hetc --workdir DIR [--node NODE]
 
 1. models/exports/ort_genai_llama.py writes the GenAI form of one seeded module twice: with float
    MatMuls, and with --int4-block-size 32 (every layer's linear a MatMulNBits: B uint8 [N, blocks,
@@ -19,7 +21,11 @@
    int4 gets (tests/e2e/check_quantized_accuracy.py measures it).
 3. With --node: hetc run on the MatMulNBits file against ONNX Runtime's greedy run of the same
    file (float activations there, int8 rows here): the same first ids and the logits close.
-4. Refusals, one line each: bits = 8, block_size 16, a g_idx input.
+4. QDQ (--int8-qdq): every layer's linear a MatMul of DequantizeLinear(Q [K, N], a scale per
+   output column, axis 1), int8 with zero point 0 and uint8 with 128: the same numbers as the
+   float file compiled with --weights int8 (KL 0), the linears LinearInt8N16K4; with --node,
+   ONNX Runtime's greedy ids on the int8 file.
+5. Refusals, one line each: bits = 8, block_size 16, a g_idx input.
 """
 
 import argparse
@@ -172,7 +178,39 @@ def check(a):
             raise CheckFailed(f"first-step logits differ from ONNX Runtime's by {worst:.2e} of max "
                               "|logit| (bound 5e-2)")
 
-    # 4. Refusals.
+    # 4. QDQ int8.
+    int8_twin = compile_plan(a, float_onnx, "float_int8", ["--weights", "int8", "--kv", "f32"])
+    for kind in ("int8", "uint8"):
+        qdq = export(a, f"qdq_{kind}", ["--int8-qdq", kind])
+        plan = compile_plan(a, qdq, f"qdq_{kind}", ["--kv", "f32"])
+        layouts = {t["layout"] for t in linear_tensors(a, plan) if "lm_head" not in t["name"]}
+        if layouts != {"LinearInt8N16K4"}:
+            raise CheckFailed(f"QDQ {kind}: the linears are {sorted(layouts)}, not LinearInt8N16K4")
+        r = kl(a, int8_twin, plan)
+        if r["kl_max"] != 0.0 or r["top1_agreement"] != 1.0:
+            raise CheckFailed(f"QDQ {kind} differs from --weights int8 on the float file: {r}")
+        print(f"QDQ {kind}: kept in int8, --weights int8's numbers (KL 0 over {r['positions']} "
+              "positions)")
+        if a.node:
+            ort_json = os.path.join(a.workdir, f"ort_qdq_{kind}.json")
+            cmd = [a.node, ORT_GREEDY, "--model", qdq, "--max-new", "8", "--out", ort_json]
+            for p in PROMPTS:
+                cmd += ["--prompt-ids", prompt_arg(p)]
+            run(cmd, "ONNX Runtime (greedy.mjs)")
+            with open(ort_json) as f:
+                ort = json.load(f)
+            cmd = [a.hetc, "run", plan, "--max-new", "8"]
+            for p in PROMPTS:
+                cmd += ["--prompt-ids", prompt_arg(p)]
+            tokens = [[int(t) for t in line.split()]
+                      for line in run(cmd, "hetc run").stdout.splitlines() if line.strip()]
+            firsts = [t[0] for t in tokens]
+            if firsts != [t[0] for t in ort["tokens"]]:
+                raise CheckFailed(f"QDQ {kind}: hetc's first ids {firsts}, ONNX Runtime's "
+                                  f"{[t[0] for t in ort['tokens']]}")
+            print(f"QDQ {kind}: ONNX Runtime's first ids")
+
+    # 5. Refusals.
     expect_refusal(a, "8-bit MatMulNBits",
                    altered(a, nbits, "bits8", lambda m, n: set_attribute(n, "bits", 8)),
                    ["MatMulNBits", "bits = 8"])
@@ -188,8 +226,8 @@ def check(a):
             node.input.append("")
         node.input.append("g_idx")
     expect_refusal(a, "g_idx", altered(a, nbits, "g_idx", add_g_idx), ["g_idx"])
-    print("PASS: MatMulNBits imported in 4 bits with --weights int4's numbers, within the int4 "
-          "bound in every form, refusals in one line")
+    print("PASS: MatMulNBits imported in 4 bits and QDQ in int8 with --weights int4's and int8's "
+          "numbers, within the int4 bound in every form, refusals in one line")
 
 
 def main(argv=None):
