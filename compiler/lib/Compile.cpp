@@ -84,6 +84,10 @@ void printStage(ModuleOp module, const char *stage) {
 }
 
 Status validate(const CompileOptions &options) {
+  if (options.weights == WeightFormat::INT4 && options.groupSize != 32 && options.groupSize != 64 &&
+      options.groupSize != 128)
+    return Status::error("--group-size " + std::to_string(options.groupSize) +
+                         ": int4 weights take groups of 32, 64 or 128");
   // "host" is this machine's CPU; any other target is a file the cost model reads.
   if (options.target != "host") {
     Result<Target> target = findTarget(options.target);

@@ -120,7 +120,9 @@ Result<File> openSession(const std::string &path, SessionInfo &info, uint64_t &c
   info.kvHeads = get<uint32_t>(header, 52);
   info.headDim = get<uint32_t>(header, 56);
   checksum = get<uint64_t>(header, 64);
+  // INT4 is a weight format; no KV cache holds it.
   if (dtype > static_cast<uint8_t>(plan::DTypeDef::MAX) ||
+      dtype == static_cast<uint8_t>(plan::DTypeDef::INT4) ||
       dtypeBytes(static_cast<plan::DTypeDef>(dtype)) != info.elementBytes)
     return Status::error(name + " has a corrupt header (KV dtype " + str(dtype) + " with " +
                          str(info.elementBytes) + "-byte elements)");

@@ -119,7 +119,9 @@ int klDivergenceCommand(const KlDivergenceArguments &args) {
 
   // Both engines step the same slots with the same id; each sequence's logits after each of its
   // ids are compared.
-  const size_t slots = std::min(base->maxBatch(), test->maxBatch());
+  // One id per sequence a step: at most the slots, and the tokens a step takes, of both plans.
+  const size_t slots =
+      std::min({base->maxBatch(), test->maxBatch(), base->maxStepTokens(), test->maxStepTokens()});
   std::vector<double> divergences;
   size_t agreements = 0;
   std::vector<double> p, q;
@@ -146,7 +148,8 @@ int klDivergenceCommand(const KlDivergenceArguments &args) {
         logSoftmax(testLogits, vocab, q);
         double kl = 0.0;
         for (size_t v = 0; v < vocab; ++v)
-          kl += std::exp(p[v]) * (p[v] - q[v]);
+          if (p[v] != -std::numeric_limits<double>::infinity()) // a masked id adds nothing
+            kl += std::exp(p[v]) * (p[v] - q[v]);
         if (!std::isfinite(kl))
           fail("a non-finite divergence at position " + std::to_string(position) +
                ": the logits of one plan are not finite");

@@ -638,8 +638,8 @@ int runTool(int argc, char **argv) {
   compile
       ->add_option("--weights", compileArgs.weights,
                    "Linear and lm_head weights: bf16 (packed for the BF16 kernels), int8 (the "
-                   "layers' linears with a scale per output column), int4 (the layers' linears "
-                   "with a scale and zero point per output column and --group-size k) or f32 "
+                   "linears but the lm_head with a scale per output column), int4 (the same in 4 "
+                   "bits, a scale and zero point per output column and --group-size k) or f32 "
                    "(exact); with int8 and int4 the lm_head stays bf16")
       ->check(CLI::IsMember({"bf16", "int8", "int4", "f32"}))
       ->capture_default_str();
@@ -652,7 +652,7 @@ int runTool(int argc, char **argv) {
       ->add_option("--kv", compileArgs.kv,
                    "KV cache elements: bf16 (half the bytes per position), int8 (a scale per "
                    "head and position, about half of bf16's bytes) or f32 (exact); default: bf16 "
-                   "with --weights bf16 or int8, f32 with --weights f32")
+                   "with --weights bf16, int8 or int4, f32 with --weights f32")
       ->check(CLI::IsMember({"bf16", "int8", "f32"}));
   compile->add_flag("--verbose", compileArgs.verbose, "Print the IR after each stage to stderr");
   compile->add_option("--tokenizer", compileArgs.tokenizer,

@@ -401,12 +401,12 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
   }
   if (source.int4() || source.stored->elementType == WeightElementType::Int8Channels) {
     // The importer checked its values against its shape.
-    if (columns)
-      sliceColumns(source, columns->first, columns->second);
     if (columns && source.int4() && !source.transposedView)
       return fail("weight '" + source.name +
                   "' is 4-bit and sliced along K; hetc slices 4-bit weights by output columns "
                   "only");
+    if (columns)
+      sliceColumns(source, columns->first, columns->second);
     return source;
   }
   uint64_t elementBytes = source.stored->elementType == WeightElementType::F32 ? 4 : 2;
@@ -614,7 +614,9 @@ LogicalResult PlanBuilder::tieEmbeddingToLmHead(ArrayRef<Operation *> ops) {
 }
 
 // A tensor for `weight` in `layout`. The linear layouts store the IR's [K, N] as [N, K]:
-// LinearNK in float32, LinearBf16N16K2 packed in BF16 blocks.
+// LinearNK in float32, LinearBf16N16K2 packed in BF16 blocks, LinearInt8N16K4 and
+// LinearInt4N16K8 quantized (or repacked, for a weight imported in int8 or 4 bits, which a
+// Linear keeps in its precision whatever `layout` says).
 FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
                                            plan::WeightLayoutDef layout, StringRef role) {
   FailureOr<WeightSource> source = traceWeight(op, weight, role);

@@ -249,7 +249,8 @@ bool isIntegerType(int32_t t) {
 
 // ONNX Runtime contrib operators hetc raises (raise/RaiseContribOps.cpp; MultiHeadAttention, whose
 // mask needs the attention's probe, in raise/RaiseAttention.cpp; FastGelu and Gelu, activations,
-// in raise/RaiseActivation.cpp), with the input and
+// in raise/RaiseActivation.cpp; MatMulNBits, a linear, rewritten here by importMatMulNBits), with
+// the input and
 // output counts of ONNX Runtime's contrib operator documentation. ONNX Runtime registers
 // SimplifiedLayerNormalization in the default domain, the others in com.microsoft.
 struct ContribOpArity {
@@ -1203,8 +1204,21 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
     return fail(what + " reads '" + node.input(0) + "', which no graph input or node defines");
   Value a = it->second;
 
+  // A's features must be K; the weight is float32 to the IR, as A must be.
+  auto aType = dyn_cast<RankedTensorType>(a.getType());
+  if (aType && !aType.getElementType().isF32())
+    return fail(what + " reads float16 or bfloat16 activations; hetc imports MatMulNBits in "
+                       "float32 models");
+  if (aType && aType.getRank() >= 1 && !aType.isDynamicDim(aType.getRank() - 1) &&
+      static_cast<uint64_t>(aType.getDimSize(aType.getRank() - 1)) != k)
+    return fail(what + " has K = " + std::to_string(k) + " but its input A has " +
+                std::to_string(aType.getDimSize(aType.getRank() - 1)) + " features");
+
   hetc::compiler::StoredWeight weight;
-  weight.name = node.input(1);
+  // Named after B; B read again by another node with other scales gets its own entry.
+  const std::string storedName =
+      weights_.find(node.input(1)) ? node.input(1) + "@" + name : node.input(1);
+  weight.name = storedName;
   weight.elementType = WeightElementType::Int4Blocks;
   weight.shape = {static_cast<int64_t>(n), static_cast<int64_t>(k)};
   weight.data = bData;
@@ -1214,7 +1228,7 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
   Type f32 = builder_.getF32Type();
   const auto nk = RankedTensorType::get({static_cast<int64_t>(n), static_cast<int64_t>(k)}, f32);
   const auto kn = RankedTensorType::get({static_cast<int64_t>(k), static_cast<int64_t>(n)}, f32);
-  Value w = builder_.create<hetc::WeightOp>(loc, nk, node.input(1));
+  Value w = builder_.create<hetc::WeightOp>(loc, nk, storedName);
   NamedAttribute perm(
       builder_.getStringAttr("perm"),
       builder_.getArrayAttr({builder_.getI64IntegerAttr(1), builder_.getI64IntegerAttr(0)}));

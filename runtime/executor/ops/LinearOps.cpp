@@ -342,7 +342,8 @@ void columnTasks(const plan::OpDef &op, size_t n, bool packed, size_t &count, si
 
 // The weight of a Linear or LmHead: f32 LinearNK (or a RowMajor table read as [N, K] by a tied
 // LmHead), BF16 LinearBf16N16K2, or for a Linear INT8 LinearInt8N16K4 with its scales and column
-// sums (the loader checked the segment holds them).
+// sums or INT4 LinearInt4N16K8 with its scales and zero points (the loader checked the segment
+// holds them).
 struct LinearWeight {
   const float *f32 = nullptr;
   const uint16_t *bf16 = nullptr;

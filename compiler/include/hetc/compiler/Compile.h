@@ -13,10 +13,10 @@ namespace hetc::compiler {
 enum class WeightFormat {
   BF16, // packed for the BF16 kernels (WeightLayoutDef::LinearBf16N16K2); the default
   F32,  // float32 [N, K] (LinearNK): exact, for checks against a float32 reference
-  // The decoder layers' linears in int8 with a scale per output column (LinearInt8N16K4); the
+  // Every linear but the lm_head in int8 with a scale per output column (LinearInt8N16K4); the
   // lm_head (and a tied embedding) stays BF16.
   INT8,
-  // The decoder layers' linears in 4 bits with a scale and a zero point per output column and
+  // Every linear but the lm_head in 4 bits with a scale and a zero point per output column and
   // group of k (LinearInt4N16K8); the lm_head stays BF16.
   INT4,
 };
