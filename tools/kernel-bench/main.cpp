@@ -7,10 +7,11 @@
 // ratio between two measurements of one run (kernel and probe, kernel and oneDNN), which that
 // library's per-benchmark reports do not express.
 #include "../PrintfString.h"
+#include "Int8WidenBf16.h"
 #include "codegen/cpu/attention/Attention.h"
+#include "codegen/cpu/isa/CpuFeatures.h"
 #include "codegen/cpu/linear/ActivationRows.h"
 #include "codegen/cpu/linear/Linear.h"
-#include "codegen/cpu/isa/CpuFeatures.h"
 #include "codegen/cpu/linear/LinearAmxBf16.h"
 #include "codegen/cpu/linear/LinearInt4.h"
 #include "codegen/cpu/linear/LinearInt8.h"
@@ -18,6 +19,7 @@
 #include "codegen/cpu/vector/VectorKernels.h"
 #include "hplan_generated.h"
 #include "runtime/executor/ThreadPool.h"
+#include "runtime/format/Bf16.h"
 #include "runtime/format/Plan.h"
 #include "runtime/platform/CpuFeatures.h"
 #include "tools/report/MemoryBandwidth.h"
@@ -374,6 +376,51 @@ private:
   size_t stride_ = 0;
 };
 
+// The same int8 weights widened to bf16 in registers, against bf16 activations (Int8WidenBf16.h):
+// the alternative to quantizing the rows, measured beside LinearInt8Avx512Vnni.
+class Int8WidenLinear final : public LinearUnderTest {
+public:
+  explicit Int8WidenLinear(std::string why) : why_(std::move(why)) {}
+  std::string name() const override { return "Int8WidenBf16 (alternative)"; }
+  std::string weightDtype() const override { return "int8"; }
+  std::string unavailable() const override { return why_; }
+  bool measuresRows(size_t m) const override { return m <= 16; }
+  uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {
+    const hetc::LinearInt8N16K4 layout{n, k};
+    scale_.resize(layout.paddedColumns());
+    columnSum_.resize(layout.paddedColumns());
+    copies_.clear();
+    for (size_t c = 0; c < copies; ++c) {
+      copies_.emplace_back(static_cast<int8_t *>(std::aligned_alloc(64, layout.bytes())),
+                           &std::free);
+      hetc::quantizeLinearInt8(w, false, n, k, copies_.back().get(), scale_.data(),
+                               columnSum_.data());
+    }
+    return layout.bytes() + layout.paddedColumns() * sizeof(float);
+  }
+  void release() override { copies_.clear(); }
+  void setInput(const float *x, size_t xStride, size_t rows, size_t k) override {
+    stride_ = 4 * ((k + 3) / 4);
+    xb_.assign(rows * stride_, 0);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t i = 0; i < k; ++i)
+        xb_[r * stride_ + i] = hetc::floatToBf16(x[r * xStride + i]);
+  }
+  void run(const float *, size_t, size_t m, size_t k, float *y, size_t yStride, size_t colBegin,
+           size_t colEnd, size_t copy) const override {
+    hetc::bench::linearInt8WidenBf16(xb_.data(), stride_, m, copies_[copy].get(), scale_.data(), k,
+                                     y, yStride, colBegin, colEnd);
+  }
+
+private:
+  std::string why_;
+  std::vector<std::unique_ptr<int8_t, void (*)(void *)>> copies_;
+  std::vector<float> scale_;
+  std::vector<int32_t> columnSum_;
+  std::vector<uint16_t> xb_;
+  size_t stride_ = 0;
+};
+
 // 4-bit weights with a scale and a zero point per column and group of K (LinearInt4.h), and
 // activations quantized per row with their granule sums: decode row counts only.
 class Int4Linear final : public LinearUnderTest {
@@ -463,6 +510,10 @@ std::vector<std::unique_ptr<LinearUnderTest>> linearKernels() {
   kernels.push_back(std::make_unique<Int8Linear>(linearInt8Avx512Vnni, "LinearInt8Avx512Vnni",
                                                  vnni ? "" : "the host has no AVX-512 VNNI"));
   kernels.push_back(std::make_unique<Int8Linear>(linearInt8Portable, "LinearInt8Portable", ""));
+  kernels.push_back(std::make_unique<Int8WidenLinear>(
+      hetc::codegen::hostHas(kCpuAvx512F | kCpuAvx512BW | kCpuAvx512Bf16)
+          ? ""
+          : "the host has no AVX-512 BF16"));
   for (size_t group : {32, 128}) {
     kernels.push_back(std::make_unique<Int4Linear>(linearInt4Avx512Vnni, "LinearInt4Avx512Vnni",
                                                    group,
