@@ -7,7 +7,6 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
 namespace hetc::kernels {
 namespace {
@@ -132,18 +131,37 @@ void attentionChunkPortableBf16(const float *q, const uint16_t *keys, const uint
   }
 }
 
+// quantizeAttentionQuery's exponent e of a head's query, and its int16 of one element.
+int queryExponent(const float *q, size_t d) {
+  float largest = std::numeric_limits<float>::min();
+  for (size_t i = 0; i < d; ++i)
+    largest = std::max(largest, std::abs(q[i]));
+  return std::ilogb(largest);
+}
+int16_t queryWord(float x, int e) {
+  return static_cast<int16_t>(std::min(std::nearbyint(std::ldexp(x, 14 - e)), 32767.0f));
+}
+
+// Head dims up to this many have their query's int16 on the stack and their dots in 32 bits
+// (d * 2^15 * 2^7 < 2^31); larger heads take each element's int16 again for each block (so that
+// no step allocates) and sum in 64 bits. Either gives the integers of Attention.h.
+constexpr size_t kPortableQueryWords = 256;
+
 // Over the blocks of an int8 cache: the integer arithmetic of Attention.h, block by block of the
-// cache's 16 positions, the sums in 64 bits (equal to the 32-bit ones of the vector kernels, which
-// cannot overflow at their head sizes).
-void attentionChunkPortableInt8(const float *q, const int8_t *keys, const int8_t *values,
-                                const float *keyScales, const float *valueScales, size_t,
-                                size_t group, size_t headDim, float scale, size_t begin, size_t end,
-                                float *state) {
-  const size_t d = headDim;
-  std::vector<int16_t> query(d);
-  std::vector<int64_t> blockSums(d);
+// cache's 16 positions.
+template <typename Sum>
+void portableInt8Heads(const float *q, const int8_t *keys, const int8_t *values,
+                       const float *keyScales, const float *valueScales, size_t group, size_t d,
+                       float scale, size_t begin, size_t end, float *state) {
+  constexpr bool kStored = std::is_same_v<Sum, int32_t>;
+  int16_t stored[kStored ? kPortableQueryWords : 1];
   for (size_t h = 0; h < group; ++h) {
-    const float factor = quantizeAttentionQuery(q + h * d, d, scale, query.data());
+    const float *qh = q + h * d;
+    const int queryE = queryExponent(qh, d);
+    const float factor = std::ldexp(scale, queryE - 14);
+    if constexpr (kStored)
+      for (size_t i = 0; i < d; ++i)
+        stored[i] = queryWord(qh[i], queryE);
     float *acc = state + h * (d + 2);
     std::fill(acc, acc + d, 0.0f);
     float runningMax = -std::numeric_limits<float>::infinity();
@@ -153,13 +171,18 @@ void attentionChunkPortableInt8(const float *q, const int8_t *keys, const int8_t
       // The block's positions in [begin, end): j0 + [first, n).
       const size_t first = std::max(begin, j0) - j0;
       const size_t n = std::min(kKvBlockPositions, end - j0);
+      Sum dots[kKvBlockPositions] = {};
+      for (size_t i = 0; i < d; ++i) {
+        const Sum word = kStored ? stored[i] : queryWord(qh[i], queryE);
+        // Dim i of the block's positions: every second element of one line from its first.
+        const int8_t *line = keys + kvBlockKeyIndex(j0, i, d);
+        for (size_t l = first; l < n; ++l)
+          dots[l] += word * line[2 * l];
+      }
       float scores[kKvBlockPositions];
       float blockMax = -std::numeric_limits<float>::infinity();
       for (size_t l = first; l < n; ++l) {
-        int64_t dot = 0;
-        for (size_t i = 0; i < d; ++i)
-          dot += int64_t{query[i]} * keys[kvBlockKeyIndex(j0 + l, i, d)];
-        scores[l] = static_cast<float>(dot) * (keyScales[j0 + l] * factor);
+        scores[l] = static_cast<float>(dots[l]) * (keyScales[j0 + l] * factor);
         blockMax = std::max(blockMax, scores[l]);
       }
       if (blockMax > runningMax) {
@@ -179,20 +202,41 @@ void attentionChunkPortableInt8(const float *q, const int8_t *keys, const int8_t
         largest = std::max(largest, scaled[l]);
       }
       const int e = std::ilogb(largest);
-      std::fill(blockSums.begin(), blockSums.end(), int64_t{0});
+      // x * 2^(14 - e) and float(sum) * 2^(e - 14) by exact powers of two (normal floats for
+      // e >= -112), which round as ldexp would; x * 2^(14 - e) in [0, 2^15) rounded to nearest
+      // even by adding and taking away 2^23.
+      const float up = std::ldexp(1.0f, 14 - e), down = std::ldexp(1.0f, e - 14);
+      int32_t words[kKvBlockPositions];
+      const int8_t *rows[kKvBlockPositions];
       for (size_t l = first; l < n; ++l) {
-        const int64_t u = std::min<int64_t>(
-            static_cast<int64_t>(std::nearbyint(std::ldexp(scaled[l], 14 - e))), 32767);
-        const int8_t *v = values + kvBlockValueIndex(j0 + l, 0, d);
-        for (size_t i = 0; i < d; ++i)
-          blockSums[i] += u * v[2 * i];
+        const float rounded = (scaled[l] * up + 0x1.0p23f) - 0x1.0p23f;
+        words[l] = static_cast<int32_t>(std::min(rounded, 32767.0f));
+        rows[l] = values + kvBlockValueIndex(j0 + l, 0, d);
       }
-      for (size_t i = 0; i < d; ++i)
-        acc[i] += std::ldexp(static_cast<float>(blockSums[i]), e - 14);
+      // A position's V elements are every second one from its first (pairs of positions);
+      // |sum| < 2^26: 32 bits for any head size.
+      for (size_t i = 0; i < d; ++i) {
+        int32_t sum = 0;
+        for (size_t l = first; l < n; ++l)
+          sum += words[l] * rows[l][2 * i];
+        acc[i] += static_cast<float>(sum) * down;
+      }
     }
     acc[d] = runningMax;
     acc[d + 1] = runningSum;
   }
+}
+
+void attentionChunkPortableInt8(const float *q, const int8_t *keys, const int8_t *values,
+                                const float *keyScales, const float *valueScales, size_t,
+                                size_t group, size_t headDim, float scale, size_t begin, size_t end,
+                                float *state) {
+  if (headDim <= kPortableQueryWords)
+    portableInt8Heads<int32_t>(q, keys, values, keyScales, valueScales, group, headDim, scale,
+                               begin, end, state);
+  else
+    portableInt8Heads<int64_t>(q, keys, values, keyScales, valueScales, group, headDim, scale,
+                               begin, end, state);
 }
 
 void attentionMergePortable(float *into, const float *next, size_t group, size_t headDim) {
@@ -220,12 +264,9 @@ void attentionMergePortable(float *into, const float *next, size_t group, size_t
 } // namespace
 
 float quantizeAttentionQuery(const float *q, size_t d, float scale, int16_t *out) {
-  float largest = std::numeric_limits<float>::min();
+  const int e = queryExponent(q, d);
   for (size_t i = 0; i < d; ++i)
-    largest = std::max(largest, std::abs(q[i]));
-  const int e = std::ilogb(largest);
-  for (size_t i = 0; i < d; ++i)
-    out[i] = static_cast<int16_t>(std::min(std::nearbyint(std::ldexp(q[i], 14 - e)), 32767.0f));
+    out[i] = queryWord(q[i], e);
   return std::ldexp(scale, e - 14);
 }
 
