@@ -93,7 +93,8 @@ struct AttentionChunkKernel {
 // The portable chunk kernel: scores in blocks of positions, std::exp, the fixed-order dot(); over
 // bf16 blocks, with the query and each weight exp(score - max) rounded to bf16 as vdpbf16ps takes
 // them, the sum of weights adding the rounded ones; over int8 blocks, the integer arithmetic above
-// in 64-bit sums, the running max moved per block of 16 positions as the AVX-512 kernel moves it.
+// (64-bit dots past 256 dims), the running max moved per block of 16 positions as the AVX-512
+// kernel moves it.
 extern const AttentionChunkKernel kAttentionChunkPortable;
 
 // out[h * headDim + i] = acc_h[i] / sum_h for h < group.
