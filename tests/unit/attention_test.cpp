@@ -543,6 +543,56 @@ TEST(AttentionTest, Int8QueryFollowsItsDefinition) {
   EXPECT_EQ(got, -32768);
 }
 
+// A chunk of one position leaves its score as the state's max, and a score involves no exp: so
+// every set's score over an int8 cache must be the bits of Attention.h's formula, float(q' . k)
+// * (s_k * f), from quantizeAttentionQuery's q' and f and the integer dot. The position's weight
+// is exp(0) = 1 in every set, so its output is exact too: x = s_v, u = rint(s_v * 2^(14 - e)),
+// element i float(u * v[i]) * 2^(e - 14), and the sum 1.
+TEST(AttentionTest, Int8ScoresAndWeightsFollowTheirDefinitionInEverySet) {
+  for (const size_t d : {size_t{24}, size_t{64}, size_t{128}, size_t{200}}) {
+    const size_t group = 3, length = 40;
+    LongTailedRandom random(static_cast<uint32_t>(d));
+    TestKvCache cache(1, d, length, 2, KvElement::Int8);
+    cache.fill(random, 1, 1, 1, length);
+    std::vector<float> q(group * d);
+    for (float &e : q)
+      e = random.next(4.0f);
+    const float scale = 1.0f / std::sqrt(float(d));
+    const size_t base = cache.view.streamOffset(1, 1, 0);
+    const auto *keys = static_cast<const int8_t *>(cache.view.at(true, base));
+    const auto *values = static_cast<const int8_t *>(cache.view.at(false, base));
+    const float *keyScales = cache.view.keyScales + cache.view.scaleOffset(1, 1, 0, 0);
+    const float *valueScales = cache.view.valueScales + cache.view.scaleOffset(1, 1, 0, 0);
+    for (const KernelSetCase &set : kernelSets())
+      for (size_t j : {size_t{0}, size_t{5}, size_t{16}, size_t{31}, size_t{39}}) {
+        std::vector<float> state(attentionStateFloats(group, d), kNaN);
+        set.kernels->attentionChunk.int8(q.data(), keys, values, keyScales, valueScales, d, group,
+                                         d, scale, j, j + 1, state.data());
+        for (size_t h = 0; h < group; ++h) {
+          std::vector<int16_t> words(d);
+          const float f = quantizeAttentionQuery(q.data() + h * d, d, scale, words.data());
+          int64_t dot = 0;
+          for (size_t i = 0; i < d; ++i)
+            dot += int64_t{words[i]} * cache.quantized(true, 1, 1, 0, j, i);
+          const float want = static_cast<float>(dot) * (cache.scale(true, 1, 1, 0, j) * f);
+          EXPECT_EQ(state[h * (d + 2) + d], want)
+              << set.name << " head dim " << d << " head " << h << " position " << j;
+          const float valueScale = cache.scale(false, 1, 1, 0, j);
+          const int e = std::ilogb(std::max(valueScale, 0x1.0p-112f));
+          const double u =
+              std::min(std::nearbyint(std::ldexp(double(valueScale), 14 - e)), 32767.0);
+          for (size_t i = 0; i < d; ++i) {
+            const float product = static_cast<float>(u * cache.quantized(false, 1, 1, 0, j, i));
+            EXPECT_EQ(state[h * (d + 2) + i], std::ldexp(product, e - 14))
+                << set.name << " head dim " << d << " head " << h << " position " << j
+                << " element " << i;
+          }
+          EXPECT_EQ(state[h * (d + 2) + d + 1], 1.0f) << set.name;
+        }
+      }
+  }
+}
+
 // The two AVX-512 builds of the int8 kernel differ only in vpdpwssd against vpmaddwd and an add,
 // which give the same integers: the same bits, over head sizes with tails, chunk boundaries inside
 // blocks and a sliding window.

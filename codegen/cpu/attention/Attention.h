@@ -75,7 +75,7 @@ using AttentionMergeFn = void (*)(float *into, const float *next, size_t group, 
 // out[i] = rint(q[i] * 2^(14 - e)) (|q[i] * 2^(14 - e)| < 2^15; rint to nearest even, 2^15 kept
 // as 32767), so that q[i] ~ out[i] * 2^(e - 14) to 2^-15 of the head's largest. Returns
 // f = scale * 2^(e - 14), what turns an integer dot product times a key's scale into a score.
-// One function for every kernel: plain scalar code, d values per chunk and head.
+// The AVX-512 kernels compute the same bits in vectors, once per chunk and head.
 float quantizeAttentionQuery(const float *q, size_t d, float scale, int16_t *out);
 
 // One instruction set's chunk kernel for each KV element type, and its merge (split rows and
