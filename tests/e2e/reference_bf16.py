@@ -18,10 +18,9 @@ value row, the weights divided by the sum of the rounded ones. (The kernels subt
 max, so a weight may round from another exponent: the same size of error, not the same bits.)
 With --quantize-kv-int8 they are quantised instead as a plan with an INT8 KV cache stores them:
 each head's row of head_dim values x becomes round_half_even(x / s) * s with s = max|x| / 127
-in float32 (a zero row stays zero), the query is rounded as with --round-kv, and each weight
-is rounded as the plan's int8 kernels round it: after its row's V scale multiplies it for the
-product with V, before for the sum that divides (the plan widens int8 to bf16 exactly and runs
-the bf16 block kernels). --f32-weights leaves the weights in float32, for a plan
+in float32 (a zero row stays zero), and the query and the weights are quantized as the plan's
+int8 kernels quantize them for their integer products (int16_query, attention_of_int8_blocks).
+--f32-weights leaves the weights in float32, for a plan
 compiled with --weights f32: then only the KV cache's operands differ from models/reference.py.
 --int8-weights is a plan compiled with --weights int8: each linear of the layers takes its weight
 and its input rows quantized as hetc quantizes them (int8_as_hetc; the integer dot products are
@@ -162,21 +161,41 @@ def softmax_of_bf16_weights():
     torch.nn.functional.softmax = softmax
 
 
+def power_of_two(exponent):
+    """2^exponent in float64, exact for the exponents here."""
+    return torch.pow(torch.tensor(2.0, dtype=torch.float64), exponent.to(torch.float64))
+
+
+def int16_query(q):
+    """Each head's query row as a plan's int8 kernels take it (quantizeAttentionQuery): with
+    e = floor(log2(max(max|q|, FLT_MIN))), q' = round_half_even(q * 2^(14 - e)) (2^15 kept as
+    32767), and the row read back as q' * 2^(e - 14)."""
+    largest = q.abs().amax(dim=-1, keepdim=True).clamp(min=torch.finfo(torch.float32).tiny)
+    exponent = torch.frexp(largest).exponent - 1
+    words = torch.round(q.to(torch.float64) * power_of_two(14 - exponent)).clamp(max=32767)
+    return (words * power_of_two(exponent - 14)).to(torch.float32)
+
+
 def attention_of_int8_blocks():
-    """The attention's weights and values as a plan's int8 block kernels combine them: the sum
-    that divides adds the rounded weights bf16(w), while the weight that multiplies a value row is
-    bf16(w * s_v), s_v the row's scale, times the row's int8 elements. V reaches the product here
-    dequantised (q * s_v); s_v comes back as max|row| / 127, since a quantised row's largest
-    element is 127 * s_v. The softmax keeps its unrounded weights for the product that follows
-    it (the model's only one after the softmax; q @ k^T comes before)."""
+    """The attention's weights and values as a plan's int8 block kernels combine them (Attention.h):
+    the sum that divides adds the weights w = exp(score - max) as they are, while the weights that
+    multiply the value rows are quantized per block of 16 KV positions: x = w * s_v, s_v the row's
+    V scale, e = floor(log2(max(max of the block's x, 2^-112))), u = round_half_even(x *
+    2^(14 - e)) (2^15 kept as 32767), and the block adds u * 2^(e - 14) times each row's int8
+    elements. V reaches the product here dequantised (q * s_v), so the weight it takes is
+    u * 2^(e - 14) / s_v; s_v comes back as max|row| / 127, since a quantised row's largest
+    element is 127 * s_v. The softmax keeps its unrounded weights for the product that follows it
+    (the model's only one after the softmax; q @ k^T comes before). The plan's weights are taken
+    from a running max, which scales a block's x and its largest alike: the same size of error,
+    not the same bits."""
     unrounded = []
 
     def softmax(scores, dim=-1, dtype=None):
         scores = scores.to(dtype or scores.dtype)
         weights = torch.exp(scores - scores.amax(dim=dim, keepdim=True))
-        total = to_bf16_and_back(weights).sum(dim=dim, keepdim=True)
+        total = weights.sum(dim=dim, keepdim=True)
         unrounded.append((weights, total))
-        return to_bf16_and_back(weights) / total
+        return weights / total
     torch.nn.functional.softmax = softmax
 
     matmul = torch.matmul
@@ -187,9 +206,18 @@ def attention_of_int8_blocks():
         weights, total = unrounded.pop()
         scale = (b.abs().amax(dim=-1) / 127).unsqueeze(-2)  # [..., 1, kv positions]
         kept = scale > 0
-        divisor = torch.where(kept, scale, torch.ones_like(scale))
-        scaled = to_bf16_and_back(weights * scale) / divisor
-        return matmul(torch.where(kept, scaled, torch.zeros_like(scaled)) / total, b)
+        scaled = weights * scale  # [..., query positions, kv positions]
+        positions = scaled.shape[-1]
+        padding = -positions % 16
+        blocks = torch.nn.functional.pad(scaled, (0, padding)).unflatten(-1, (-1, 16))
+        largest = blocks.amax(dim=-1, keepdim=True).clamp(min=2.0 ** -112)
+        exponent = torch.frexp(largest).exponent - 1
+        words = torch.round(blocks.to(torch.float64) * power_of_two(14 - exponent)).clamp(
+            max=32767)
+        quantized = (words * power_of_two(exponent - 14)).flatten(-2)[..., :positions]
+        divisor = torch.where(kept, scale, torch.ones_like(scale)).to(torch.float64)
+        taken = torch.where(kept, quantized / divisor, torch.zeros_like(quantized))
+        return matmul(taken.to(torch.float32) / total, b)
     torch.matmul = weighted_values
 
 
@@ -218,8 +246,8 @@ def main(argv=None):
         # relative), which shows in the logits at about 1e-3 of their largest magnitude.
         reference.SELF_CHECK_TOLERANCE = 5e-3
     elif take_flag(argv, "--quantize-kv-int8"):
-        # The int8 blocks are attended like the bf16 ones: the query and the weights in bf16.
-        store_kv_as(int8_and_back, to_bf16_and_back)
+        # The int8 blocks are attended with integer products: the query in int16 per head row.
+        store_kv_as(int8_and_back, int16_query)
         attention_of_int8_blocks()
         # Likewise, but one int8 step is 2^-8 of the row's largest element, not of the element.
         reference.SELF_CHECK_TOLERANCE = 2e-2

@@ -48,11 +48,12 @@ bool hostRunsAvx512() {
 }
 bool hostRunsAvx512Bf16() {
   return hostRunsAvx512() && avx512Bf16VectorKernels() &&
-         hostHas(plan::CpuFeatureBits::AVX512_BF16);
+         hostHas(plan::CpuFeatureBits::AVX512_BF16 | plan::CpuFeatureBits::AVX512_VNNI);
 }
 
-// Every set the host runs, not only the one the engine picks: the AVX-512 set's bf16 kernel
-// (pair products as multiply-adds) is what hosts without AVX-512 BF16 run.
+// Every set the host runs, not only the one the engine picks: the AVX-512 set's bf16 and int8
+// kernels (pair products as multiply-adds, vpmaddwd) are what hosts without AVX-512 BF16 and
+// VNNI run.
 std::vector<KernelSetCase> kernelSets() {
   std::vector<KernelSetCase> sets = {{"portable", &portableVectorKernels()}};
   if (hostRunsAvx512())
@@ -96,25 +97,51 @@ std::string describe(const HeadShape &s) {
          std::to_string(s.headDim);
 }
 
+// The query of one head as Attention.h defines it for an int8 cache, from its formulas: q'[i] =
+// rint(q[i] * 2^(14 - e)) (2^15 kept as 32767), e = ilogb(max(max|q|, FLT_MIN)); returns q'[i] *
+// 2^(e - 14), the query the integer dots take, as doubles.
+std::vector<double> int16Query(const float *q, size_t d) {
+  double largest = std::numeric_limits<float>::min();
+  for (size_t i = 0; i < d; ++i)
+    largest = std::max(largest, std::abs(double(q[i])));
+  const int e = std::ilogb(largest);
+  std::vector<double> out(d);
+  for (size_t i = 0; i < d; ++i)
+    out[i] =
+        std::ldexp(std::min(std::nearbyint(std::ldexp(double(q[i]), 14 - e)), 32767.0), e - 14);
+  return out;
+}
+
 // The attention of one row in double over positions [first, length) of `slot` (layer 1) of the
-// cache, on the query as the kernels over a bf16 or int8 cache's blocks round it: the output and,
-// per element, the sum of |weight * value| its error scales with.
-void referenceAttention(const TestKvCache &cache, uint32_t slot, const float *q, const HeadShape &hs,
-                        float scale, KvElement element, size_t first, size_t length,
-                        std::vector<double> &want, std::vector<double> &magnitude) {
+// cache, on the query as the kernels over a bf16 or int8 cache's blocks take it (bf16; int16 as
+// int16Query): the output and, per element, the sum of |weight * value| its error scales with.
+// Over int8, `quantization` gets the bound of what quantizing the weights moves each element: a
+// weight u = rint(x * 2^(14-e)) is off by at most 1/2, i.e. by 2^(e-15) <= 2^-15 * M of x, M the
+// largest scaled weight x = w * s_v of its block of 16 positions; the element moves by that times
+// the int8 element of V, over the sum of the weights. (The kernels take their weights from a
+// running max, which scales a block's x and its M alike.)
+void referenceAttention(const TestKvCache &cache, uint32_t slot, const float *q,
+                        const HeadShape &hs, float scale, KvElement element, size_t first,
+                        size_t length, std::vector<double> &want, std::vector<double> &magnitude,
+                        std::vector<double> &quantization) {
   const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
-  const bool blocks = element != KvElement::F32;
   want.assign(hs.heads * d, 0.0);
   magnitude.assign(hs.heads * d, 0.0);
+  quantization.assign(hs.heads * d, 0.0);
   for (size_t h = 0; h < hs.heads; ++h) {
     const size_t g = h / group;
+    std::vector<double> query(q + h * d, q + h * d + d);
+    if (element == KvElement::Bf16)
+      for (size_t i = 0; i < d; ++i)
+        query[i] = bf16ToFloat(floatToBf16(q[h * d + i]));
+    if (element == KvElement::Int8)
+      query = int16Query(q + h * d, d);
     std::vector<double> scores(length - first);
     double maxScore = -1e300, sum = 0;
     for (size_t j = first; j < length; ++j) {
       double s = 0;
       for (size_t i = 0; i < d; ++i)
-        s += (blocks ? double(bf16ToFloat(floatToBf16(q[h * d + i]))) : double(q[h * d + i])) *
-             cache.key(1, slot, g, j, i);
+        s += query[i] * cache.key(1, slot, g, j, i);
       scores[j - first] = s * scale;
       maxScore = std::max(maxScore, scores[j - first]);
     }
@@ -126,6 +153,19 @@ void referenceAttention(const TestKvCache &cache, uint32_t slot, const float *q,
         want[h * d + i] += scores[j - first] / sum * vj;
         magnitude[h * d + i] += scores[j - first] / sum * std::abs(vj);
       }
+    if (element != KvElement::Int8)
+      continue;
+    for (size_t b0 = first / kKvBlockPositions * kKvBlockPositions; b0 < length;
+         b0 += kKvBlockPositions) {
+      const size_t b1 = std::min(length, b0 + kKvBlockPositions);
+      double largest = 0;
+      for (size_t j = std::max(first, b0); j < b1; ++j)
+        largest = std::max(largest, scores[j - first] * cache.scale(false, 1, slot, g, j));
+      for (size_t i = 0; i < d; ++i)
+        for (size_t j = std::max(first, b0); j < b1; ++j)
+          quantization[h * d + i] += 0x1.0p-15 * largest / sum *
+                                     std::abs(double(cache.quantized(false, 1, slot, g, j, i)));
+    }
   }
 }
 
@@ -168,9 +208,9 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
 
           // The reference in double, on the query as the kernels over a bf16 or int8 cache's
           // blocks round it.
-          std::vector<double> want, magnitude;
+          std::vector<double> want, magnitude, quantization;
           referenceAttention(cache, slot, q.data(), hs, op.shape.scale, element, 0, length, want,
-                             magnitude);
+                             magnitude, quantization);
 
           const uint32_t position = static_cast<uint32_t>(length - 1);
           for (size_t chunk : chunkSizes) {
@@ -189,13 +229,12 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
               // Softmax in float32: a score error of a few ulps of |score| (up to ~50 here) moves
               // weights by ~1e-5 relative. Over bf16 blocks each weight is also rounded to bf16
               // (2^-9 relative) in the sum and in the division alike, which moves the output by up
-              // to 2^-8 of the magnitude; over int8 the weight that multiplies a value row is
-              // rounded after its V scale multiplies it, apart from the one the sum adds, and the
-              // two roundings need not cancel: 2^-7.
-              const double tolerance = element == KvElement::Int8   ? 0x1.0p-7
-                                       : element == KvElement::Bf16 ? 0x1.0p-8
-                                                                    : 3e-5;
-              ASSERT_LE(std::abs(split[e] - want[e]), tolerance * magnitude[e] + 1e-30)
+              // to 2^-8 of the magnitude; over int8 the scores are the reference's to float32
+              // rounding and the weights' quantization moves the output by at most
+              // `quantization`.
+              const double tolerance = element == KvElement::Bf16 ? 0x1.0p-8 : 3e-5;
+              ASSERT_LE(std::abs(split[e] - want[e]),
+                        tolerance * magnitude[e] + quantization[e] + 1e-30)
                   << what << ": element " << e << " is " << split[e] << ", reference " << want[e];
             }
             ASSERT_TRUE(anyNonZero) << what << ": the output is all zeros";
@@ -246,9 +285,9 @@ TEST(AttentionTest, SlidingWindowAttendsToTheLastPositionsOnly) {
               for (size_t p = length; p < length + poisonAfter; ++p)
                 cache.poison(1, slot, g, p);
             }
-            std::vector<double> want, magnitude;
+            std::vector<double> want, magnitude, quantization;
             referenceAttention(cache, slot, q.data(), hs, op.shape.scale, element, first, length,
-                               want, magnitude);
+                               want, magnitude, quantization);
             const uint32_t position = static_cast<uint32_t>(length - 1);
             for (size_t chunk : chunkSizes) {
               const std::string what = std::string(set.name) + " " + elementName(element) +
@@ -260,11 +299,10 @@ TEST(AttentionTest, SlidingWindowAttendsToTheLastPositionsOnly) {
               runAttention(*set.kernels, op, &position, 1, chunk, true, SIZE_MAX, window);
               op.out = whole.data();
               runAttention(*set.kernels, op, &position, 1, chunk, false, SIZE_MAX, window);
-              const double tolerance = element == KvElement::Int8   ? 0x1.0p-7
-                                       : element == KvElement::Bf16 ? 0x1.0p-8
-                                                                    : 3e-5;
+              const double tolerance = element == KvElement::Bf16 ? 0x1.0p-8 : 3e-5;
               for (size_t e = 0; e < hs.heads * d; ++e)
-                ASSERT_LE(std::abs(split[e] - want[e]), tolerance * magnitude[e] + 1e-30)
+                ASSERT_LE(std::abs(split[e] - want[e]),
+                          tolerance * magnitude[e] + quantization[e] + 1e-30)
                     << what << ": element " << e << " is " << split[e] << ", reference "
                     << want[e];
               ASSERT_EQ(std::memcmp(split.data(), whole.data(), outStride * sizeof(float)), 0)
@@ -466,6 +504,128 @@ TEST(AttentionTest, ClaimedUnitsRunEveryChunkOnce) {
     pool.value()->run(1, &poolAttentionPhase, &context);
     EXPECT_EQ(claimed.load(), split.unitCount()) << threads << " threads";
     EXPECT_EQ(countedChunks.load(), chunkCalls) << threads << " threads";
+  }
+}
+
+// quantizeAttentionQuery against its formulas, bit for bit: the largest |q| sets the exponent
+// (a zero query uses FLT_MIN's), 2^15 after rounding is kept as 32767 (and -2^15 as itself), and
+// the factor is scale * 2^(e - 14).
+TEST(AttentionTest, Int8QueryFollowsItsDefinition) {
+  LongTailedRandom random(7);
+  std::vector<std::vector<float>> queries = {std::vector<float>(8, 0.0f),
+                                             {1.9999999f, -0.5f, 0.25f, 3e-5f},
+                                             {-1.9999999f, 1.0f},
+                                             {1.0f, -1.0f, 0.5f, 1e-30f},
+                                             {0.75f, 0.375f, -0.1875f, 0.09375f}};
+  std::vector<float> wide(128);
+  for (float &e : wide)
+    e = random.next(4.0f);
+  queries.push_back(wide);
+  for (const std::vector<float> &q : queries) {
+    const size_t d = q.size();
+    float largest = std::numeric_limits<float>::min();
+    for (float e : q)
+      largest = std::max(largest, std::abs(e));
+    const int e = std::ilogb(largest);
+    std::vector<int16_t> got(d, 0x5555);
+    EXPECT_EQ(quantizeAttentionQuery(q.data(), d, 0.125f, got.data()), std::ldexp(0.125f, e - 14));
+    for (size_t i = 0; i < d; ++i) {
+      const double want = std::min(std::nearbyint(std::ldexp(double(q[i]), 14 - e)), 32767.0);
+      EXPECT_EQ(got[i], static_cast<int16_t>(want)) << "element " << i << " of " << q[i];
+    }
+  }
+  const float top[] = {1.9999999f};
+  int16_t got = 0;
+  quantizeAttentionQuery(top, 1, 1.0f, &got);
+  EXPECT_EQ(got, 32767);
+  const float bottom[] = {-1.9999999f};
+  quantizeAttentionQuery(bottom, 1, 1.0f, &got);
+  EXPECT_EQ(got, -32768);
+}
+
+// A chunk of one position leaves its score as the state's max, and a score involves no exp: so
+// every set's score over an int8 cache must be the bits of Attention.h's formula, float(q' . k)
+// * (s_k * f), from quantizeAttentionQuery's q' and f and the integer dot. The position's weight
+// is exp(0) = 1 in every set, so its output is exact too: x = s_v, u = rint(s_v * 2^(14 - e)),
+// element i float(u * v[i]) * 2^(e - 14), and the sum 1.
+TEST(AttentionTest, Int8ScoresAndWeightsFollowTheirDefinitionInEverySet) {
+  for (const size_t d : {size_t{24}, size_t{64}, size_t{128}, size_t{200}}) {
+    const size_t group = 3, length = 40;
+    LongTailedRandom random(static_cast<uint32_t>(d));
+    TestKvCache cache(1, d, length, 2, KvElement::Int8);
+    cache.fill(random, 1, 1, 1, length);
+    std::vector<float> q(group * d);
+    for (float &e : q)
+      e = random.next(4.0f);
+    const float scale = 1.0f / std::sqrt(float(d));
+    const size_t base = cache.view.streamOffset(1, 1, 0);
+    const auto *keys = static_cast<const int8_t *>(cache.view.at(true, base));
+    const auto *values = static_cast<const int8_t *>(cache.view.at(false, base));
+    const float *keyScales = cache.view.keyScales + cache.view.scaleOffset(1, 1, 0, 0);
+    const float *valueScales = cache.view.valueScales + cache.view.scaleOffset(1, 1, 0, 0);
+    for (const KernelSetCase &set : kernelSets())
+      for (size_t j : {size_t{0}, size_t{5}, size_t{16}, size_t{31}, size_t{39}}) {
+        std::vector<float> state(attentionStateFloats(group, d), kNaN);
+        set.kernels->attentionChunk.int8(q.data(), keys, values, keyScales, valueScales, d, group,
+                                         d, scale, j, j + 1, state.data());
+        for (size_t h = 0; h < group; ++h) {
+          std::vector<int16_t> words(d);
+          const float f = quantizeAttentionQuery(q.data() + h * d, d, scale, words.data());
+          int64_t dot = 0;
+          for (size_t i = 0; i < d; ++i)
+            dot += int64_t{words[i]} * cache.quantized(true, 1, 1, 0, j, i);
+          const float want = static_cast<float>(dot) * (cache.scale(true, 1, 1, 0, j) * f);
+          EXPECT_EQ(state[h * (d + 2) + d], want)
+              << set.name << " head dim " << d << " head " << h << " position " << j;
+          const float valueScale = cache.scale(false, 1, 1, 0, j);
+          const int e = std::ilogb(std::max(valueScale, 0x1.0p-112f));
+          const double u =
+              std::min(std::nearbyint(std::ldexp(double(valueScale), 14 - e)), 32767.0);
+          for (size_t i = 0; i < d; ++i) {
+            const float product = static_cast<float>(u * cache.quantized(false, 1, 1, 0, j, i));
+            EXPECT_EQ(state[h * (d + 2) + i], std::ldexp(product, e - 14))
+                << set.name << " head dim " << d << " head " << h << " position " << j
+                << " element " << i;
+          }
+          EXPECT_EQ(state[h * (d + 2) + d + 1], 1.0f) << set.name;
+        }
+      }
+  }
+}
+
+// The two AVX-512 builds of the int8 kernel differ only in vpdpwssd against vpmaddwd and an add,
+// which give the same integers: the same bits, over head sizes with tails, chunk boundaries inside
+// blocks and a sliding window.
+TEST(AttentionTest, Int8KernelsOfBothAvx512SetsAgree) {
+  if (!hostRunsAvx512Bf16())
+    GTEST_SKIP() << "the host runs one AVX-512 set at most";
+  const std::vector<HeadShape> shapes = {{3, 1, 24}, {8, 2, 64}, {16, 2, 128}, {20, 1, 40}};
+  for (const HeadShape &hs : shapes) {
+    const size_t d = hs.headDim, length = 1029;
+    LongTailedRandom random(static_cast<uint32_t>(hs.heads * 29 + d));
+    TestKvCache cache(hs.kvHeads, d, length + 40, 2, KvElement::Int8);
+    cache.fill(random, 1, 1, hs.kvHeads, length);
+    std::vector<float> q(hs.heads * d);
+    for (float &e : q)
+      e = random.next(4.0f);
+    const uint32_t slot = 1, position = length - 1;
+    AttentionOperands op;
+    op.q = q.data();
+    op.qStride = hs.heads * d;
+    op.outStride = hs.heads * d;
+    op.cache = cache.view;
+    op.shape = AttentionShape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
+    op.rowSlots = &slot;
+    for (size_t chunk : {kAttentionChunkPositions, size_t{37}})
+      for (size_t window : {size_t{0}, size_t{600}}) {
+        std::vector<float> vnni(hs.heads * d, kNaN), bw(hs.heads * d, kNaN);
+        op.out = vnni.data();
+        runAttention(*avx512Bf16VectorKernels(), op, &position, 1, chunk, true, SIZE_MAX, window);
+        op.out = bw.data();
+        runAttention(*avx512VectorKernels(), op, &position, 1, chunk, true, SIZE_MAX, window);
+        EXPECT_EQ(std::memcmp(vnni.data(), bw.data(), vnni.size() * sizeof(float)), 0)
+            << describe(hs) << " chunk " << chunk << " window " << window;
+      }
   }
 }
 

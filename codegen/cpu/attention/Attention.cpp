@@ -36,15 +36,6 @@ template <typename T> size_t lastRowAtOrBefore(const T *before, size_t rows, T v
 namespace {
 
 inline float widen(uint16_t x) { return bf16ToFloat(x); }
-inline float widen(int8_t x) { return static_cast<float>(x); }
-
-// An int8 row's scale (1 for the other element types, which carry none).
-template <typename Element> inline float rowScale(const float *scales, size_t j) {
-  if constexpr (std::is_same_v<Element, int8_t>)
-    return scales[j];
-  else
-    return 1.0f;
-}
 
 // The online softmax of one head over positions [begin, end), as every portable kernel runs it:
 // blocks of kScoreBlock scores, the output rescaled when the max grows (exp(-inf) = 0 on the first
@@ -102,18 +93,13 @@ void attentionChunkPortableRows(const float *q, const float *keys, const float *
   }
 }
 
-// Over the blocks of a bf16 or int8 cache, the arithmetic every block kernel shares, as
-// vdpbf16ps does it: the query rounded to bf16 (to nearest even), int8 elements widened to bf16
-// exactly, scores as float32 sums of exact products, and each weight exp(score - max) rounded to
-// bf16 before it multiplies its value row; the sum that divides the output adds those rounded
-// weights. Over int8 a score is scale * (k scale * dot), and a weight is multiplied by its row's V
-// scale before it is rounded (the sum adds the unscaled rounded weights). Sums run in this
-// kernel's own order.
-template <typename Element>
-void attentionChunkPortableBlocks(const float *q, const Element *keys, const Element *values,
-                                  const float *keyScales, const float *valueScales, size_t,
-                                  size_t group, size_t headDim, float scale, size_t begin,
-                                  size_t end, float *state) {
+// Over the blocks of a bf16 cache, the arithmetic every bf16 block kernel shares, as vdpbf16ps
+// does it: the query rounded to bf16 (to nearest even), scores as float32 sums of exact products,
+// and each weight exp(score - max) rounded to bf16 before it multiplies its value row; the sum
+// that divides the output adds those rounded weights. Sums run in this kernel's own order.
+void attentionChunkPortableBf16(const float *q, const uint16_t *keys, const uint16_t *values,
+                                const float *, const float *, size_t, size_t group, size_t headDim,
+                                float scale, size_t begin, size_t end, float *state) {
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
     const float *qh = q + h * d;
@@ -123,7 +109,7 @@ void attentionChunkPortableBlocks(const float *q, const Element *keys, const Ele
         const float qi = widen(floatToBf16(qh[i]));
         // Dim i of a block's positions: every second element of one line from its first.
         for (size_t j = 0; j < n;) {
-          const Element *k = keys + kvBlockKeyIndex(j0 + j, i, d);
+          const uint16_t *k = keys + kvBlockKeyIndex(j0 + j, i, d);
           const size_t inBlock = std::min(n - j, kKvBlockPositions - (j0 + j) % kKvBlockPositions);
           for (size_t l = 0; l < inBlock; ++l)
             scores[j + l] += qi * widen(k[2 * l]);
@@ -131,20 +117,126 @@ void attentionChunkPortableBlocks(const float *q, const Element *keys, const Ele
         }
       }
       for (size_t j = 0; j < n; ++j)
-        scores[j] = scale * (rowScale<Element>(keyScales, j0 + j) * scores[j]);
+        scores[j] = scale * scores[j];
     };
     auto addRow = [&](size_t j, float weight, float *acc) {
-      const float scaled =
-          std::is_same_v<Element, int8_t> ? weight * rowScale<Element>(valueScales, j) : weight;
-      const float rounded = widen(floatToBf16(scaled));
+      const float rounded = widen(floatToBf16(weight));
       // A position's V elements are every second one from its first (pairs of positions).
-      const Element *v = values + kvBlockValueIndex(j, 0, d);
+      const uint16_t *v = values + kvBlockValueIndex(j, 0, d);
       for (size_t i = 0; i < d; ++i)
         acc[i] += rounded * widen(v[2 * i]);
-      return widen(floatToBf16(weight));
+      return rounded;
     };
     portableOnlineSoftmax(d, begin, end, state + h * (d + 2), blockScores, addRow);
   }
+}
+
+// quantizeAttentionQuery's exponent e of a head's query, and its int16 of one element.
+int queryExponent(const float *q, size_t d) {
+  float largest = std::numeric_limits<float>::min();
+  for (size_t i = 0; i < d; ++i)
+    largest = std::max(largest, std::abs(q[i]));
+  return std::ilogb(largest);
+}
+int16_t queryWord(float x, int e) {
+  return static_cast<int16_t>(std::min(std::nearbyint(std::ldexp(x, 14 - e)), 32767.0f));
+}
+
+// Head dims up to this many have their query's int16 on the stack and their dots in 32 bits
+// (d * 2^15 * 2^7 < 2^31); larger heads take each element's int16 again for each block (so that
+// no step allocates) and sum in 64 bits. Either gives the integers of Attention.h.
+constexpr size_t kPortableQueryWords = 256;
+
+// Over the blocks of an int8 cache: the integer arithmetic of Attention.h, block by block of the
+// cache's 16 positions.
+template <typename Sum>
+void portableInt8Heads(const float *q, const int8_t *keys, const int8_t *values,
+                       const float *keyScales, const float *valueScales, size_t group, size_t d,
+                       float scale, size_t begin, size_t end, float *state) {
+  constexpr bool kStored = std::is_same_v<Sum, int32_t>;
+  int16_t stored[kStored ? kPortableQueryWords : 1];
+  for (size_t h = 0; h < group; ++h) {
+    const float *qh = q + h * d;
+    const int queryE = queryExponent(qh, d);
+    const float factor = std::ldexp(scale, queryE - 14);
+    if constexpr (kStored)
+      for (size_t i = 0; i < d; ++i)
+        stored[i] = queryWord(qh[i], queryE);
+    float *acc = state + h * (d + 2);
+    std::fill(acc, acc + d, 0.0f);
+    float runningMax = -std::numeric_limits<float>::infinity();
+    float runningSum = 0.0f;
+    for (size_t j0 = begin / kKvBlockPositions * kKvBlockPositions; j0 < end;
+         j0 += kKvBlockPositions) {
+      // The block's positions in [begin, end): j0 + [first, n).
+      const size_t first = std::max(begin, j0) - j0;
+      const size_t n = std::min(kKvBlockPositions, end - j0);
+      Sum dots[kKvBlockPositions] = {};
+      for (size_t i = 0; i < d; ++i) {
+        const Sum word = kStored ? stored[i] : queryWord(qh[i], queryE);
+        // Dim i of the block's positions: every second element of one line from its first.
+        const int8_t *line = keys + kvBlockKeyIndex(j0, i, d);
+        for (size_t l = first; l < n; ++l)
+          dots[l] += word * line[2 * l];
+      }
+      float scores[kKvBlockPositions];
+      float blockMax = -std::numeric_limits<float>::infinity();
+      for (size_t l = first; l < n; ++l) {
+        scores[l] = static_cast<float>(dots[l]) * (keyScales[j0 + l] * factor);
+        blockMax = std::max(blockMax, scores[l]);
+      }
+      if (blockMax > runningMax) {
+        // exp(-inf) = 0 on the first block, when the output and sum are still zero.
+        const float correction = std::exp(runningMax - blockMax);
+        for (size_t i = 0; i < d; ++i)
+          acc[i] *= correction;
+        runningSum *= correction;
+        runningMax = blockMax;
+      }
+      float scaled[kKvBlockPositions];
+      float largest = 0x1.0p-112f;
+      for (size_t l = first; l < n; ++l) {
+        const float w = std::exp(scores[l] - runningMax);
+        runningSum += w;
+        scaled[l] = w * valueScales[j0 + l];
+        largest = std::max(largest, scaled[l]);
+      }
+      const int e = std::ilogb(largest);
+      // x * 2^(14 - e) and float(sum) * 2^(e - 14) by exact powers of two (normal floats for
+      // e >= -112), which round as ldexp would; x * 2^(14 - e) in [0, 2^15) rounded to nearest
+      // even by adding and taking away 2^23.
+      const float up = std::ldexp(1.0f, 14 - e), down = std::ldexp(1.0f, e - 14);
+      int32_t words[kKvBlockPositions];
+      const int8_t *rows[kKvBlockPositions];
+      for (size_t l = first; l < n; ++l) {
+        const float rounded = (scaled[l] * up + 0x1.0p23f) - 0x1.0p23f;
+        words[l] = static_cast<int32_t>(std::min(rounded, 32767.0f));
+        rows[l] = values + kvBlockValueIndex(j0 + l, 0, d);
+      }
+      // A position's V elements are every second one from its first (pairs of positions);
+      // |sum| < 2^26: 32 bits for any head size.
+      for (size_t i = 0; i < d; ++i) {
+        int32_t sum = 0;
+        for (size_t l = first; l < n; ++l)
+          sum += words[l] * rows[l][2 * i];
+        acc[i] += static_cast<float>(sum) * down;
+      }
+    }
+    acc[d] = runningMax;
+    acc[d + 1] = runningSum;
+  }
+}
+
+void attentionChunkPortableInt8(const float *q, const int8_t *keys, const int8_t *values,
+                                const float *keyScales, const float *valueScales, size_t,
+                                size_t group, size_t headDim, float scale, size_t begin, size_t end,
+                                float *state) {
+  if (headDim <= kPortableQueryWords)
+    portableInt8Heads<int32_t>(q, keys, values, keyScales, valueScales, group, headDim, scale,
+                               begin, end, state);
+  else
+    portableInt8Heads<int64_t>(q, keys, values, keyScales, valueScales, group, headDim, scale,
+                               begin, end, state);
 }
 
 void attentionMergePortable(float *into, const float *next, size_t group, size_t headDim) {
@@ -171,9 +263,16 @@ void attentionMergePortable(float *into, const float *next, size_t group, size_t
 
 } // namespace
 
+float quantizeAttentionQuery(const float *q, size_t d, float scale, int16_t *out) {
+  const int e = queryExponent(q, d);
+  for (size_t i = 0; i < d; ++i)
+    out[i] = queryWord(q[i], e);
+  return std::ldexp(scale, e - 14);
+}
+
 const AttentionChunkKernel kAttentionChunkPortable = {
-    &attentionChunkPortableRows, &attentionChunkPortableBlocks<uint16_t>,
-    &attentionChunkPortableBlocks<int8_t>, &attentionMergePortable};
+    &attentionChunkPortableRows, &attentionChunkPortableBf16, &attentionChunkPortableInt8,
+    &attentionMergePortable};
 
 void attentionFinish(const float *state, size_t group, size_t headDim, float *out) {
   const size_t d = headDim;

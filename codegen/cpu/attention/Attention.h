@@ -39,10 +39,26 @@ constexpr size_t attentionStateFloats(size_t group, size_t headDim) {
 // stream, which holds
 // - float32 rows posStride elements apart;
 // - or blocks of 16 positions (KvCacheView) of bf16, or of int8 with keyScales[j] and
-//   valueScales[j] the scales of position j (null for the other element types). The query and
-//   the weights are rounded to bf16 (see kAttentionChunkPortable); over int8 the score of
-//   position j is scale * (keyScales[j] * (q . k_j)), and the weight w_j multiplies v_j as
-//   bf16(w_j * valueScales[j]) while the sum that divides adds bf16(w_j).
+//   valueScales[j] the scales of position j (null for the other element types).
+// Over bf16 the query and the weights are rounded to bf16 (see kAttentionChunkPortable).
+// Over int8 the products are integer ones, exact (vpdpwssd, or vpmaddwd without AVX-512 VNNI),
+// and every rounding is named here, so that each kernel computes this and only its exp and the
+// order of its float32 sums differ:
+// - the query of each head is quantizeAttentionQuery's q'[i] (int16) with its factor f;
+// - the score of position j is float(sum_i q'[i] * k_j[i]) * (keyScales[j] * f), k_j the int8
+//   row, the integer sum exact, float() and each product rounded to nearest;
+// - the online softmax moves its running max m once per block of the cache's 16 positions (the
+//   part of the block in [begin, end)), from that block's scores, before their weights
+//   w_j = exp(s_j - m) are taken; the output and the sum are rescaled by exp(m_old - m) then;
+// - per block and head, x_j = w_j * valueScales[j], e = ilogb(max(max_j x_j, 2^-112)) and
+//   u_j = min(rint(x_j * 2^(14 - e)), 32767), an int16 (x_j * 2^(14-e) < 2^15; rint to nearest
+//   even); the block adds float(sum_j u_j * v_j[i]) * 2^(e - 14) to output element i (the integer
+//   sum exact, |sum| < 2^26, float() rounded to nearest, the product exact: 2^(e - 14) is a normal
+//   float, so a multiply-add gives the same bits), v_j the int8 row;
+// - the sum that divides adds the unquantized w_j.
+// A weight is thus kept to 2^-15 of its block's largest scaled weight, not to 2^-9 of itself as
+// bf16 would keep it: finer for the weights that matter, and the blocks of small weights each
+// have their own scale.
 // Writes the chunk state. Reads no row or scale outside [begin, end) but for the rest of the
 // first and last blocks, whose values it ignores whatever they are.
 template <typename Element>
@@ -54,6 +70,13 @@ using AttentionChunkFn = void (*)(const float *q, const Element *keys, const Ele
 // Folds the state of the next chunk into `into` (the merge of every earlier chunk): the side
 // holding the larger max keeps its values, the other is rescaled by exp(smaller - larger).
 using AttentionMergeFn = void (*)(float *into, const float *next, size_t group, size_t headDim);
+
+// The query of one head as the int8 kernels take it: with e = ilogb(max(max_i |q[i]|, FLT_MIN)),
+// out[i] = rint(q[i] * 2^(14 - e)) (|q[i] * 2^(14 - e)| < 2^15; rint to nearest even, 2^15 kept
+// as 32767), so that q[i] ~ out[i] * 2^(e - 14) to 2^-15 of the head's largest. Returns
+// f = scale * 2^(e - 14), what turns an integer dot product times a key's scale into a score.
+// The AVX-512 kernels compute the same bits in vectors, once per chunk and head.
+float quantizeAttentionQuery(const float *q, size_t d, float scale, int16_t *out);
 
 // One instruction set's chunk kernel for each KV element type, and its merge (split rows and
 // whole rows merge with the same one, so their bits agree).
@@ -68,8 +91,10 @@ struct AttentionChunkKernel {
 };
 
 // The portable chunk kernel: scores in blocks of positions, std::exp, the fixed-order dot(); over
-// bf16 or int8 blocks, with the query and each weight exp(score - max) rounded to bf16 as
-// vdpbf16ps takes them, the sum of weights adding the rounded ones.
+// bf16 blocks, with the query and each weight exp(score - max) rounded to bf16 as vdpbf16ps takes
+// them, the sum of weights adding the rounded ones; over int8 blocks, the integer arithmetic above
+// (64-bit dots past 256 dims), the running max moved per block of 16 positions as the AVX-512
+// kernel moves it.
 extern const AttentionChunkKernel kAttentionChunkPortable;
 
 // out[h * headDim + i] = acc_h[i] / sum_h for h < group.

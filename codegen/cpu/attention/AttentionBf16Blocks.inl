@@ -1,9 +1,13 @@
-// The chunk kernel over bf16 and int8 blocks, included by the translation units that build it for
-// one instruction set. The includer defines HETC_BLOCKS_TARGET (the target attribute of every
+// The chunk kernels over bf16 and int8 blocks, included by the translation units that build them
+// for one instruction set. The includer defines HETC_BLOCKS_TARGET (the target attribute of every
 // function here) and, before the include, a struct Pairs with
 //   static __m512 dot(__m512 acc, __m512i pairs, const uint32_t *broadcast): acc[i] +=
 //       pairs.bf16[2i] * b.bf16[0] + pairs.bf16[2i+1] * b.bf16[1], b the bf16 pair at broadcast;
-//   static __m256i round(__m512 x): the 16 floats rounded to bf16, to nearest even.
+//   static __m256i round(__m512 x): the 16 floats rounded to bf16, to nearest even;
+// and a struct Words with
+//   static __m512i dot(__m512i acc, __m512i words, const uint32_t *broadcast): acc[i] +=
+//       words.i16[2i] * b.i16[0] + words.i16[2i+1] * b.i16[1] in int32, b the int16 pair at
+//       broadcast (exact: no operand here is -32768 on both sides of a product).
 // Everything is in an anonymous namespace: no code for one target reaches another translation
 // unit through a shared inline function. The functions with vector code carry the target.
 
@@ -17,6 +21,11 @@ constexpr size_t kMaxPairs = 64;
 // Blocks between the one being computed and the one whose lines are prefetched, every line of
 // them: measured on Zen 5, prefetching every second or fourth line is slower than none.
 constexpr size_t kPrefetchBlocks = 2;
+// Over int8 blocks (half the bytes of a bf16 block, about its time to compute): measured on Zen 5
+// with one thread over 32K positions, 4 blocks ahead took 1.50 ms a layer, 8 blocks 1.41-1.46.
+constexpr size_t kInt8PrefetchBlocks = 8;
+// Likewise for the line of each of an int8 block's two scale streams.
+constexpr size_t kPrefetchScaleBlocks = 8;
 
 HETC_BLOCKS_TARGET inline __mmask16 firstLanes(size_t count) {
   return count >= kLanes ? kAllLanes : static_cast<__mmask16>((1u << count) - 1);
@@ -44,23 +53,18 @@ HETC_BLOCKS_TARGET inline __m512 widenBf16(__m256i x) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
 }
 
-// A line of 32 block elements (16 pairs) as bf16 pairs, its lanes outside `lanes` zero: bf16 as
-// stored; int8 widened exactly (|x| <= 127 has at most 7 significant bits, so the float32 of an
-// int8 is its bf16 followed by 16 zero bits), each 32-bit lane the pair (even, odd).
+// A line of 32 bf16 block elements (16 pairs), its lanes outside `lanes` zero.
 HETC_BLOCKS_TARGET inline __m512i loadPairs(const uint16_t *at, __mmask32 lanes) {
   return lanes == 0xffffffffu ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi16(lanes, at);
 }
-HETC_BLOCKS_TARGET inline __m512i loadPairs(const int8_t *at, __mmask32 lanes) {
-  const __m256i bytes = lanes == 0xffffffffu
-                            ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(at))
-                            : _mm512_castsi512_si256(_mm512_maskz_loadu_epi8(lanes, at));
-  const __m512i words = _mm512_cvtepi8_epi16(bytes); // [even, odd] int16 in each 32-bit lane
-  const __m512 even = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(words, 16), 16));
-  const __m512 odd = _mm512_cvtepi32_ps(_mm512_srai_epi32(words, 16));
-  // (odd's upper half) | (even's upper half >> 16): vpternlogd with A ? B : C on the mask.
-  return _mm512_ternarylogic_epi32(_mm512_set1_epi32(static_cast<int>(0xffff0000u)),
-                                   _mm512_castps_si512(odd),
-                                   _mm512_srli_epi32(_mm512_castps_si512(even), 16), 0xca);
+
+// A line of 32 int8 block elements sign-extended to int16, each 32-bit lane the pair (even, odd);
+// with `bytes`, the bytes outside it zero (and not read).
+HETC_BLOCKS_TARGET inline __m512i loadWords(const int8_t *at) {
+  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(at)));
+}
+HETC_BLOCKS_TARGET inline __m512i loadWords(const int8_t *at, __mmask64 bytes) {
+  return _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_maskz_loadu_epi8(bytes, at)));
 }
 
 HETC_BLOCKS_TARGET inline void prefetchLines(const void *at, size_t bytes) {
@@ -73,13 +77,12 @@ HETC_BLOCKS_TARGET inline void prefetchLines(const void *at, size_t bytes) {
 // (the last one partial when d % 16 != 0). Per block of 16 positions: 16 scores per head from
 // d/2 K lines, each against a broadcast pair of query dims; the running max moves once per block
 // (the output is rescaled only when it grows); the weights, rounded to bf16, go to the V pairs of
-// positions in registers. Over int8 the 16 K scales of a block multiply its 16 scores, and each
-// weight is multiplied by its V scale before it is rounded (the sum adds the unscaled weights).
-template <int H, int NV, typename Element>
-HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const Element *keys, const Element *values,
-                                        const float *keyScales, const float *valueScales, size_t d,
-                                        float scale, size_t begin, size_t end, float *state) {
-  constexpr bool kScaled = std::is_same_v<Element, int8_t>;
+// positions in registers.
+template <int H, int NV>
+HETC_BLOCKS_TARGET void
+headsOverBlocks(const float *q, const uint16_t *keys, const uint16_t *values, const float *,
+                const float *, size_t d, float scale, size_t begin, size_t end, float *state) {
+  using Element = uint16_t;
   const size_t pairs = d / 2;
   const size_t blockElements = kLanes * d;
   const float negativeInfinity = -std::numeric_limits<float>::infinity();
@@ -143,15 +146,11 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const Element *keys, con
         s[h][0] = Pairs::dot(s[h][0], k0, qp + h * kMaxPairs + p);
     }
     const __mmask16 valid = validLanes(j0);
-    // scale * (k scale * dot), as the portable kernel groups it; lanes outside load no scale.
-    const __m512 keyScale =
-        kScaled ? _mm512_maskz_loadu_ps(valid, keyScales + j0) : _mm512_setzero_ps();
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const __m512 dots = _mm512_add_ps(s[h][0], s[h][1]);
-      scores[h] = _mm512_mask_mov_ps(
-          _mm512_set1_ps(negativeInfinity), valid,
-          _mm512_mul_ps(kScaled ? _mm512_mul_ps(keyScale, dots) : dots, scaleVector));
+      scores[h] = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid,
+                                     _mm512_mul_ps(dots, scaleVector));
     }
   };
 
@@ -169,8 +168,6 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const Element *keys, con
     // and a prefetch outside what is mapped is dropped, never a fault.
     prefetchLines(keys + j0 * d + kPrefetchBlocks * blockElements, blockElements * sizeof(Element));
     prefetchLines(valueBlock + kPrefetchBlocks * blockElements, blockElements * sizeof(Element));
-    const __m512 valueScale =
-        kScaled ? _mm512_maskz_loadu_ps(valid, valueScales + j0) : _mm512_setzero_ps();
 
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
@@ -190,8 +187,7 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const Element *keys, con
       const __m512 w = _mm512_maskz_mov_ps(
           valid, exp512(_mm512_sub_ps(scores[h], _mm512_set1_ps(runningMax[h]))));
       const __m256i rounded = Pairs::round(w);
-      _mm256_store_si256(reinterpret_cast<__m256i *>(weights[h]),
-                         kScaled ? Pairs::round(_mm512_mul_ps(w, valueScale)) : rounded);
+      _mm256_store_si256(reinterpret_cast<__m256i *>(weights[h]), rounded);
       sums[h] = _mm512_add_ps(sums[h], widenBf16(rounded));
     }
     if (j0 + kLanes < end)
@@ -229,6 +225,229 @@ HETC_BLOCKS_TARGET void headsOverBlocks(const float *q, const Element *keys, con
   }
 }
 
+// The smallest "largest scaled weight" of a block (Attention.h): 2^(e - 14) stays a normal float.
+constexpr float kInt8WeightFloor = 0x1.0p-112f;
+
+// The max of each of up to 4 vectors in every lane of one quarter: x[h]'s in quarter h (for
+// H < 4 the last vector fills the rest).
+template <int H> HETC_BLOCKS_TARGET inline __m512 quarterMaxima(const __m512 *x) {
+  const __m512 a = x[0], b = x[H > 1 ? 1 : 0], c = x[H > 2 ? 2 : H - 1], e = x[H - 1];
+  // Quarters [a02, a13, b02, b13] and [c02, c13, e02, e13], then [a, b, c, e] of 4 lanes each.
+  const __m512 ab =
+      _mm512_max_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+  const __m512 ce =
+      _mm512_max_ps(_mm512_shuffle_f32x4(c, e, 0x44), _mm512_shuffle_f32x4(c, e, 0xee));
+  __m512 m = _mm512_max_ps(_mm512_shuffle_f32x4(ab, ce, 0x88), _mm512_shuffle_f32x4(ab, ce, 0xdd));
+  m = _mm512_max_ps(m, _mm512_permute_ps(m, 0x4e));
+  return _mm512_max_ps(m, _mm512_permute_ps(m, 0xb1));
+}
+
+// H query heads over positions [begin, end) of one KV head of an int8 cache, d <= 128 dims in NV
+// vectors of 16, with the integer arithmetic of Attention.h. Per block of 16 positions: 16 int32
+// dots per head from d/2 K lines sign-extended to int16, each against a broadcast pair of the
+// head's int16 query; the running max moves as the bf16 kernel moves it; each head's weights,
+// scaled by their V scales, are quantized to int16 against the block's largest and go to the V
+// pairs of positions (int32 sums in registers, one per head and vector of dims), which the block
+// adds to the output in float32. The output accumulates in `state` itself: the int8 loads may
+// alias it, so it stays in memory and leaves the registers to the integer sums.
+template <int H, int NV>
+HETC_BLOCKS_TARGET void headsOverInt8Blocks(const float *q, const int8_t *keys,
+                                            const int8_t *values, const float *keyScales,
+                                            const float *valueScales, size_t d, float scale,
+                                            size_t begin, size_t end, float *state) {
+  const size_t pairs = d / 2;
+  const size_t blockElements = kLanes * d;
+  const float negativeInfinity = -std::numeric_limits<float>::infinity();
+  // The last vector of dims: its bytes in a V line (two per dim) and its float lanes.
+  const size_t lastDims = d - (NV - 1) * kLanes;
+  const bool lastFull = lastDims == kLanes;
+  const __mmask64 lastLineBytes = (uint64_t{1} << (2 * lastDims)) - 1;
+  const __mmask16 lastLanes = firstLanes(lastDims);
+
+  // quantizeAttentionQuery in vectors, the same bits: the largest |q| (at least FLT_MIN, a normal
+  // float, whose exponent bits less the bias are its ilogb), q * 2^(14 - e) exact by vscalefps,
+  // rounded to nearest even, 2^15 saturated to 32767.
+  alignas(64) int16_t queryWords[H][2 * kMaxPairs];
+  float factors[H];
+  for (int h = 0; h < H; ++h) {
+    __m512 largest = _mm512_set1_ps(std::numeric_limits<float>::min());
+    for (size_t i = 0; i < d; i += kLanes)
+      largest = _mm512_max_ps(
+          largest, _mm512_abs_ps(_mm512_maskz_loadu_ps(firstLanes(d - i), q + h * d + i)));
+    const float top = _mm512_reduce_max_ps(largest);
+    uint32_t bits;
+    std::memcpy(&bits, &top, sizeof bits);
+    const int e = static_cast<int>(bits >> 23) - 127;
+    const __m512 shift = _mm512_set1_ps(static_cast<float>(14 - e));
+    for (size_t i = 0; i < d; i += kLanes) {
+      const __mmask16 mask = firstLanes(d - i);
+      const __m512i words =
+          _mm512_cvtps_epi32(_mm512_scalef_ps(_mm512_maskz_loadu_ps(mask, q + h * d + i), shift));
+      _mm512_mask_storeu_epi16(queryWords[h] + i, mask,
+                               _mm512_castsi256_si512(_mm512_cvtsepi32_epi16(words)));
+    }
+    factors[h] = std::ldexp(scale, e - 14);
+  }
+  float runningMax[H];
+  __m512 sums[H];
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+    std::fill(state + h * (d + 2), state + h * (d + 2) + d, 0.0f);
+    runningMax[h] = negativeInfinity;
+    sums[h] = _mm512_setzero_ps();
+  }
+  alignas(64) int16_t weights[H][kLanes];
+  __m512 scaled[H], units[H];
+
+  auto validLanes = [&](size_t j0) {
+    return static_cast<__mmask16>(firstLanes(end - j0) & ~firstLanes(std::max(begin, j0) - j0));
+  };
+  // Output vector v of head h, in the state: load, and store back.
+  auto outputAt = [&](int h, int v) { return state + h * (d + 2) + v * kLanes; };
+  auto loadOutput = [&](int h, int v) HETC_BLOCKS_TARGET {
+    return v + 1 < NV || lastFull ? _mm512_loadu_ps(outputAt(h, v))
+                                  : _mm512_maskz_loadu_ps(lastLanes, outputAt(h, v));
+  };
+  auto storeOutput = [&](int h, int v, __m512 x) HETC_BLOCKS_TARGET {
+    if (v + 1 < NV || lastFull)
+      _mm512_storeu_ps(outputAt(h, v), x);
+    else
+      _mm512_mask_storeu_ps(outputAt(h, v), lastLanes, x);
+  };
+  // The scores of the block at j0, -inf in lanes outside [begin, end) (whose dots are of whatever
+  // the block holds there, finite: integers).
+  auto blockScores = [&](size_t j0, __m512 *scores) HETC_BLOCKS_TARGET {
+    const int8_t *keyBlock = keys + j0 * d;
+    const uint32_t *qp = reinterpret_cast<const uint32_t *>(&queryWords[0][0]);
+    __asm__("" : "+r"(qp));
+    __m512i s[H][2];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h)
+      s[h][0] = s[h][1] = _mm512_setzero_si512();
+    size_t p = 0;
+    for (; p + 2 <= pairs; p += 2) {
+      const __m512i k0 = loadWords(keyBlock + p * 2 * kLanes);
+      const __m512i k1 = loadWords(keyBlock + (p + 1) * 2 * kLanes);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        s[h][0] = Words::dot(s[h][0], k0, qp + h * kMaxPairs + p);
+        s[h][1] = Words::dot(s[h][1], k1, qp + h * kMaxPairs + p + 1);
+      }
+    }
+    if (p < pairs) {
+      const __m512i k0 = loadWords(keyBlock + p * 2 * kLanes);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h)
+        s[h][0] = Words::dot(s[h][0], k0, qp + h * kMaxPairs + p);
+    }
+    const __mmask16 valid = validLanes(j0);
+    // Lanes outside load no scale.
+    const __m512 keyScale = _mm512_maskz_loadu_ps(valid, keyScales + j0);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      const __m512 dots = _mm512_cvtepi32_ps(_mm512_add_epi32(s[h][0], s[h][1]));
+      scores[h] = _mm512_mask_mov_ps(
+          _mm512_set1_ps(negativeInfinity), valid,
+          _mm512_mul_ps(dots, _mm512_mul_ps(keyScale, _mm512_set1_ps(factors[h]))));
+    }
+  };
+
+  // Software-pipelined as the bf16 kernel.
+  __m512 scores[H];
+  blockScores(begin / kLanes * kLanes, scores);
+  for (size_t j0 = begin / kLanes * kLanes; j0 < end; j0 += kLanes) {
+    const size_t first = std::max(begin, j0) - j0, n = std::min(kLanes, end - j0);
+    const __mmask16 valid = validLanes(j0);
+    const int8_t *valueBlock = values + j0 * d;
+    prefetchLines(keys + j0 * d + kInt8PrefetchBlocks * blockElements, blockElements);
+    prefetchLines(valueBlock + kInt8PrefetchBlocks * blockElements, blockElements);
+    // A block's scales are one line of each stream, which the loads below would otherwise wait
+    // for from memory.
+    _mm_prefetch(reinterpret_cast<const char *>(keyScales + j0 + kPrefetchScaleBlocks * kLanes),
+                 _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char *>(valueScales + j0 + kPrefetchScaleBlocks * kLanes),
+                 _MM_HINT_T0);
+    const __m512 valueScale = _mm512_maskz_loadu_ps(valid, valueScales + j0);
+
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      if (_mm512_cmp_ps_mask(scores[h], _mm512_set1_ps(runningMax[h]), _CMP_GT_OQ) != 0) {
+        const float blockMax = _mm512_reduce_max_ps(scores[h]);
+        if (runningMax[h] != negativeInfinity) {
+          const __m512 correction = exp512(_mm512_set1_ps(runningMax[h] - blockMax));
+#pragma GCC unroll 8
+          for (int v = 0; v < NV; ++v)
+            storeOutput(h, v, _mm512_mul_ps(loadOutput(h, v), correction));
+          sums[h] = _mm512_mul_ps(sums[h], correction);
+        }
+        runningMax[h] = blockMax;
+      }
+      const __m512 w = _mm512_maskz_mov_ps(
+          valid, exp512(_mm512_sub_ps(scores[h], _mm512_set1_ps(runningMax[h]))));
+      sums[h] = _mm512_add_ps(sums[h], w);
+      scaled[h] = _mm512_mul_ps(w, valueScale);
+    }
+    // Each head's largest x (at least 2^-112) in every lane of its quarter, then per head
+    // 2^(14 - e) and 2^(e - 14) from its exponent bits (both normal floats, exact powers of two):
+    // x * 2^(14 - e) < 2^15 rounded to nearest even, 2^15 saturated to 32767.
+    const __m512i biased =
+        _mm512_srli_epi32(_mm512_castps_si512(_mm512_max_ps(quarterMaxima<H>(scaled),
+                                                            _mm512_set1_ps(kInt8WeightFloor))),
+                          23);
+    const __m512 up = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127 + 14 + 127), biased), 23));
+    const __m512 down =
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(biased, _mm512_set1_epi32(14)), 23));
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      units[h] = _mm512_shuffle_f32x4(down, down, h * 0x55);
+      const __m512i u =
+          _mm512_cvtps_epi32(_mm512_mul_ps(scaled[h], _mm512_shuffle_f32x4(up, up, h * 0x55)));
+      _mm256_store_si256(reinterpret_cast<__m256i *>(weights[h]), _mm512_cvtsepi32_epi16(u));
+    }
+    if (j0 + kLanes < end)
+      blockScores(j0 + kLanes, scores);
+
+    const uint32_t *wp = reinterpret_cast<const uint32_t *>(&weights[0][0]);
+    __asm__("" : "+r"(wp));
+    __m512i blockSums[H][NV];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h)
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v)
+        blockSums[h][v] = _mm512_setzero_si512();
+    // Pairs of positions; a position outside [begin, end) has the weight 0, and its elements are
+    // integers, so the product is 0 whatever the block holds there.
+    for (size_t i = first / 2; i < (n + 1) / 2; ++i) {
+      const int8_t *pair = valueBlock + i * 2 * d;
+      __m512i x[NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v)
+        x[v] = v + 1 < NV || lastFull ? loadWords(pair + v * 2 * kLanes)
+                                      : loadWords(pair + v * 2 * kLanes, lastLineBytes);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h)
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v)
+          blockSums[h][v] = Words::dot(blockSums[h][v], x[v], wp + h * (kLanes / 2) + i);
+    }
+    // output + float(sum) * 2^(e - 14): the product is exact, so the multiply-add rounds once,
+    // as the add of the product would.
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h)
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v)
+        storeOutput(
+            h, v, _mm512_fmadd_ps(_mm512_cvtepi32_ps(blockSums[h][v]), units[h], loadOutput(h, v)));
+  }
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+    float *out = state + h * (d + 2);
+    out[d] = runningMax[h];
+    out[d + 1] = _mm512_reduce_add_ps(sums[h]);
+  }
+}
+
 template <typename Element>
 using HeadsFn = void (*)(const float *, const Element *, const Element *, const float *,
                          const float *, size_t, float, size_t, size_t, float *);
@@ -236,14 +455,21 @@ using HeadsFn = void (*)(const float *, const Element *, const Element *, const 
 // Up to 4 heads at a time with up to 4 vectors of dims (16 accumulators), 2 past that.
 constexpr size_t maxHeadsPerPass(size_t vectors) { return vectors <= 4 ? 4 : 2; }
 
+template <int H, int NV, typename Element> constexpr HeadsFn<Element> headsOf() {
+  if constexpr (std::is_same_v<Element, int8_t>)
+    return headsOverInt8Blocks<H, NV>;
+  else
+    return headsOverBlocks<H, NV>;
+}
+
 template <int NV, typename Element> HeadsFn<Element> headsFor(size_t heads) {
   if constexpr (maxHeadsPerPass(NV) == 4) {
     if (heads == 4)
-      return headsOverBlocks<4, NV, Element>;
+      return headsOf<4, NV, Element>();
     if (heads == 3)
-      return headsOverBlocks<3, NV, Element>;
+      return headsOf<3, NV, Element>();
   }
-  return heads == 2 ? headsOverBlocks<2, NV, Element> : headsOverBlocks<1, NV, Element>;
+  return heads == 2 ? headsOf<2, NV, Element>() : headsOf<1, NV, Element>();
 }
 
 template <typename Element> HeadsFn<Element> headsFor(size_t vectors, size_t heads) {

@@ -1,6 +1,7 @@
-// The bf16 block attention kernel for AVX-512 F and BW: each pair product of vdpbf16ps done as
-// two float32 multiply-adds on the pair's halves, widened exactly (odd element first, as the
-// instruction adds them).
+// The block attention kernels for AVX-512 F and BW: over bf16, each pair product of vdpbf16ps
+// done as two float32 multiply-adds on the pair's halves, widened exactly (odd element first, as
+// the instruction adds them); over int8, each int16 pair product of vpdpwssd as vpmaddwd and an
+// int32 add (the same integers).
 #include "AttentionBf16Blocks.h"
 
 #if defined(__x86_64__)
@@ -11,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -42,6 +44,13 @@ struct Pairs {
     const __m512i sign = _mm512_and_si512(bits, _mm512_set1_epi32(static_cast<int>(0x80000000u)));
     return _mm512_cvtepi32_epi16(
         _mm512_srli_epi32(_mm512_mask_mov_epi32(sign, normal, rounded), 16));
+  }
+};
+
+struct Words {
+  HETC_BLOCKS_TARGET static __m512i dot(__m512i acc, __m512i words, const uint32_t *broadcast) {
+    return _mm512_add_epi32(
+        acc, _mm512_madd_epi16(words, _mm512_set1_epi32(static_cast<int>(*broadcast))));
   }
 };
 

@@ -36,7 +36,7 @@ using ::hetc::kKvBlockPositions;
 // Where element (pos, d) of a bf16 or int8 cache's stream lies, in elements from the stream's
 // start, for an even headDim. The positions are kept in blocks of 16, headDim * 16 elements each,
 // laid out for vdpbf16ps, which multiplies pairs of bf16 and adds both products to one float32 lane
-// (int8 elements are widened to bf16 exactly, a pair line at a time):
+// (int8 elements are sign-extended to int16 a line at a time, for vpdpwssd's pairs likewise):
 // - K: pairs of dims, one line (64 bytes of bf16) per pair of dims for the block's 16 positions
 //   ([d/2][p%16][d%2]); against a broadcast pair of query dims it adds to the 16 scores at once.
 // - V: pairs of positions ([p%16/2][d][p%2]); against a broadcast pair of weights it adds to 16

@@ -599,7 +599,7 @@ const VectorKernels *avx512VectorKernels() {
   static const VectorKernels kernels = {
       "avx512-f32",
       "avx512-f32, bf16 kv blocks (pair products as float32 multiply-adds)",
-      "avx512-f32, int8 kv blocks (pair products as float32 multiply-adds)",
+      "avx512-f32, int8 kv blocks (int16 pair products, vpmaddwd)",
       &embeddingAvx512,
       &rmsNormAvx512,
       &layerNormAvx512,
@@ -617,7 +617,7 @@ const VectorKernels *avx512Bf16VectorKernels() {
   static const VectorKernels kernels = {
       "avx512-bf16",
       "avx512-bf16, bf16 kv blocks (vdpbf16ps)",
-      "avx512-bf16, int8 kv blocks (vdpbf16ps)",
+      "avx512-bf16, int8 kv blocks (vpdpwssd)",
       &embeddingAvx512,
       &rmsNormAvx512,
       &layerNormAvx512,

@@ -24,7 +24,8 @@ const VectorKernels &portableVectorKernels() {
 const VectorKernels &vectorKernelsFor(uint64_t cpuFeatures) {
   const uint64_t avx512 = static_cast<uint64_t>(plan::CpuFeatureBits::AVX512F) |
                           static_cast<uint64_t>(plan::CpuFeatureBits::AVX512BW);
-  const uint64_t avx512Bf16 = avx512 | static_cast<uint64_t>(plan::CpuFeatureBits::AVX512_BF16);
+  const uint64_t avx512Bf16 = avx512 | static_cast<uint64_t>(plan::CpuFeatureBits::AVX512_BF16) |
+                              static_cast<uint64_t>(plan::CpuFeatureBits::AVX512_VNNI);
   if ((cpuFeatures & avx512Bf16) == avx512Bf16 && avx512Bf16VectorKernels())
     return *avx512Bf16VectorKernels();
   if ((cpuFeatures & avx512) == avx512 && avx512VectorKernels())

@@ -47,13 +47,14 @@ const VectorKernels &portableVectorKernels();
 // host that has both (see vectorKernelsFor).
 const VectorKernels *avx512VectorKernels();
 
-// The same, with the attention over a bf16 KV cache on vdpbf16ps: for hosts that also have
-// AVX-512 BF16.
+// The same, with the attention over a bf16 KV cache on vdpbf16ps and over an int8 one on
+// vpdpwssd: for hosts that also have AVX-512 BF16 and VNNI (every CPU with the first has the
+// second).
 const VectorKernels *avx512Bf16VectorKernels();
 
 // The fastest set the host runs: AVX-512 BF16 when `cpuFeatures` (plan::CpuFeatureBits, as
-// hostCpuFeatures() returns) has avx512f, avx512bw and avx512_bf16, AVX-512 with the first two,
-// else the portable set.
+// hostCpuFeatures() returns) has avx512f, avx512bw, avx512_bf16 and avx512_vnni, AVX-512 with the
+// first two, else the portable set.
 const VectorKernels &vectorKernelsFor(uint64_t cpuFeatures);
 
 } // namespace hetc::kernels
