@@ -96,6 +96,29 @@ inline void expectSameBits(const std::vector<float> &a, const std::vector<float>
     ASSERT_EQ(bitsOf(a[i]), bitsOf(b[i])) << what << ": element " << i;
 }
 
+// A mistake made in a tiny plan before it is written, and words the loader's refusal must hold.
+struct PlanMistake {
+  const char *what;
+  void (*apply)(TinyPlan &);
+  const char *expected;
+};
+
+// Each mistake, made alone in the plan of `shape`, is refused by the loader naming `expected`.
+inline void expectLoaderRefuses(const TinyPlanShape &shape,
+                                const std::vector<PlanMistake> &mistakes) {
+  for (const PlanMistake &mistake : mistakes) {
+    TinyPlan tiny = buildTinyPlan(shape);
+    mistake.apply(tiny);
+    ScratchDir dir;
+    const std::string path = dir.file("bad.hplan");
+    ASSERT_TRUE(writeTinyPlan(path, tiny).ok()) << mistake.what;
+    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
+    ASSERT_FALSE(loaded.ok()) << mistake.what;
+    EXPECT_NE(loaded.message().find(mistake.expected), std::string::npos)
+        << mistake.what << ": " << loaded.message();
+  }
+}
+
 // A tiny plan written to disk and loaded the way `hetc run` loads it. `plan` stays null (after a
 // recorded failure) if writing or loading fails.
 struct LoadedTinyPlan {

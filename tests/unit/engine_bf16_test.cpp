@@ -261,51 +261,36 @@ TEST(EngineBf16Test, TiedTableIsThePackedLmHeadWeight) {
 
 // Mistakes in a packed plan are refused by the loader with the tensor or op named.
 TEST(EngineBf16Test, LoaderChecksThePackedLayout) {
-  struct Mistake {
-    const char *what;
-    void (*apply)(TinyPlan &);
-    const char *expected;
-  };
-  const Mistake mistakes[] = {
-      {"segment one block short",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("model.layers.0.self_attn.q_proj.weight");
-         auto &bytes = t.segments.at(t.def.tensors.at(w)->segment);
-         bytes.resize(bytes.size() - 64);
-       },
-       "LinearBf16N16K2 needs"},
-      {"shape of the unpadded size",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("lm_head.weight");
-         t.def.tensors.at(w)->shape = {96, 40};
-       },
-       "lm_head.weight"},
-      {"float32 in the BF16 layout",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("model.layers.0.mlp.up_proj.weight");
-         t.def.tensors.at(w)->dtype = plan::DTypeDef::F32;
-       },
-       "the layout holds BF16"},
-      {"residual without its input",
-       [](TinyPlan &t) {
-         const int op = t.opIndex("model.layers.0.self_attn.o_proj");
-         plan::LinearParamsDefT params;
-         params.residual = true;
-         t.def.ops.at(op)->params.Set(std::move(params));
-       },
-       "with a residual takes 2"},
-  };
-  for (const Mistake &mistake : mistakes) {
-    TinyPlan tiny = test::buildTinyPlan(bf16Shape());
-    mistake.apply(tiny);
-    test::ScratchDir dir;
-    const std::string path = dir.file("bad.hplan");
-    ASSERT_TRUE(test::writeTinyPlan(path, tiny).ok()) << mistake.what;
-    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
-    ASSERT_FALSE(loaded.ok()) << mistake.what;
-    EXPECT_NE(loaded.message().find(mistake.expected), std::string::npos)
-        << mistake.what << ": " << loaded.message();
-  }
+  test::expectLoaderRefuses(
+      bf16Shape(), {
+                       {"segment one block short",
+                        [](TinyPlan &t) {
+                          const int w = t.tensorIndex("model.layers.0.self_attn.q_proj.weight");
+                          auto &bytes = t.segments.at(t.def.tensors.at(w)->segment);
+                          bytes.resize(bytes.size() - 64);
+                        },
+                        "LinearBf16N16K2 needs"},
+                       {"shape of the unpadded size",
+                        [](TinyPlan &t) {
+                          const int w = t.tensorIndex("lm_head.weight");
+                          t.def.tensors.at(w)->shape = {96, 40};
+                        },
+                        "lm_head.weight"},
+                       {"float32 in the BF16 layout",
+                        [](TinyPlan &t) {
+                          const int w = t.tensorIndex("model.layers.0.mlp.up_proj.weight");
+                          t.def.tensors.at(w)->dtype = plan::DTypeDef::F32;
+                        },
+                        "the layout holds BF16"},
+                       {"residual without its input",
+                        [](TinyPlan &t) {
+                          const int op = t.opIndex("model.layers.0.self_attn.o_proj");
+                          plan::LinearParamsDefT params;
+                          params.residual = true;
+                          t.def.ops.at(op)->params.Set(std::move(params));
+                        },
+                        "with a residual takes 2"},
+                   });
 }
 
 } // namespace

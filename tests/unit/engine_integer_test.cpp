@@ -194,101 +194,74 @@ INSTANTIATE_TEST_SUITE_P(Formats, EngineIntegerTest,
 
 // Mistakes in an int8 plan are refused by the loader with the tensor or op named.
 TEST(EngineInt8Test, LoaderChecksTheInt8Layout) {
-  struct Mistake {
-    const char *what;
-    void (*apply)(TinyPlan &);
-    const char *expected;
-  };
-  const Mistake mistakes[] = {
-      {"segment without its column sums",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("model.layers.0.self_attn.q_proj.weight");
-         auto &bytes = t.segments.at(t.def.tensors.at(w)->segment);
-         bytes.resize(bytes.size() - 4 * 144);
-       },
-       "LinearInt8N16K4 needs"},
-      {"bf16 in the int8 layout",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("model.layers.1.mlp.down_proj.weight");
-         t.def.tensors.at(w)->dtype = plan::DTypeDef::BF16;
-       },
-       "the layout holds INT8"},
-      {"int8 in the float32 layout",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("model.layers.0.mlp.up_proj.weight");
-         t.def.tensors.at(w)->layout = plan::WeightLayoutDef::LinearNK;
-       },
-       "an INT8 weight is LinearInt8N16K4"},
-      {"an int8 lm_head",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("lm_head.weight");
-         const auto &tensor = t.def.tensors.at(w);
-         tensor->dtype = plan::DTypeDef::INT8;
-         tensor->layout = plan::WeightLayoutDef::LinearInt8N16K4;
-         t.segments.at(tensor->segment)
-             .resize(LinearInt8N16K4{tensor->shape[0], tensor->shape[1]}.segmentBytes());
-       },
-       "an lm_head weight is LinearNK or LinearBf16N16K2"},
-      {"a plan of schema 1.12",
-       [](TinyPlan &t) { t.def.schema_version = kPlanSchemaMajor << 16 | 12; }, "added in 1.13"},
-  };
-  for (const Mistake &mistake : mistakes) {
-    TinyPlan tiny = test::buildTinyPlan(int8Shape());
-    mistake.apply(tiny);
-    test::ScratchDir dir;
-    const std::string path = dir.file("bad.hplan");
-    ASSERT_TRUE(test::writeTinyPlan(path, tiny).ok()) << mistake.what;
-    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
-    ASSERT_FALSE(loaded.ok()) << mistake.what;
-    EXPECT_NE(loaded.message().find(mistake.expected), std::string::npos)
-        << mistake.what << ": " << loaded.message();
-  }
+  test::expectLoaderRefuses(
+      int8Shape(),
+      {
+          {"segment without its column sums",
+           [](TinyPlan &t) {
+             const int w = t.tensorIndex("model.layers.0.self_attn.q_proj.weight");
+             auto &bytes = t.segments.at(t.def.tensors.at(w)->segment);
+             bytes.resize(bytes.size() - 4 * 144);
+           },
+           "LinearInt8N16K4 needs"},
+          {"bf16 in the int8 layout",
+           [](TinyPlan &t) {
+             const int w = t.tensorIndex("model.layers.1.mlp.down_proj.weight");
+             t.def.tensors.at(w)->dtype = plan::DTypeDef::BF16;
+           },
+           "the layout holds INT8"},
+          {"int8 in the float32 layout",
+           [](TinyPlan &t) {
+             const int w = t.tensorIndex("model.layers.0.mlp.up_proj.weight");
+             t.def.tensors.at(w)->layout = plan::WeightLayoutDef::LinearNK;
+           },
+           "an INT8 weight is LinearInt8N16K4"},
+          {"an int8 lm_head",
+           [](TinyPlan &t) {
+             const int w = t.tensorIndex("lm_head.weight");
+             const auto &tensor = t.def.tensors.at(w);
+             tensor->dtype = plan::DTypeDef::INT8;
+             tensor->layout = plan::WeightLayoutDef::LinearInt8N16K4;
+             t.segments.at(tensor->segment)
+                 .resize(LinearInt8N16K4{tensor->shape[0], tensor->shape[1]}.segmentBytes());
+           },
+           "an lm_head weight is LinearNK or LinearBf16N16K2"},
+          {"a plan of schema 1.12",
+           [](TinyPlan &t) { t.def.schema_version = kPlanSchemaMajor << 16 | 12; },
+           "added in 1.13"},
+      });
 }
 
 TEST(EngineInt4Test, LoaderChecksTheInt4Layout) {
-  struct Mistake {
-    const char *what;
-    void (*apply)(TinyPlan &);
-    const char *expected;
-  };
-  const Mistake mistakes[] = {
-      {"segment without its zero points",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("model.layers.0.self_attn.k_proj.weight");
-         auto &bytes = t.segments.at(t.def.tensors.at(w)->segment);
-         bytes.resize(bytes.size() - 48 * 2);
-       },
-       "LinearInt4N16K8 needs"},
-      {"a group of 16",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("model.layers.1.mlp.gate_proj.weight");
-         t.def.tensors.at(w)->group_size = 16;
-       },
-       "groups of 32, 64 or 128"},
-      {"int8 in the int4 layout",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("model.layers.0.mlp.up_proj.weight");
-         t.def.tensors.at(w)->dtype = plan::DTypeDef::INT8;
-       },
-       "the layout holds INT4"},
-      {"int4 in the bf16 layout",
-       [](TinyPlan &t) {
-         const int w = t.tensorIndex("model.layers.0.mlp.down_proj.weight");
-         t.def.tensors.at(w)->layout = plan::WeightLayoutDef::LinearBf16N16K2;
-       },
-       "LinearBf16N16K2 but dtype INT4"},
-  };
-  for (const Mistake &mistake : mistakes) {
-    TinyPlan tiny = test::buildTinyPlan(shapeOf({"int4", 32}));
-    mistake.apply(tiny);
-    test::ScratchDir dir;
-    const std::string path = dir.file("bad.hplan");
-    ASSERT_TRUE(test::writeTinyPlan(path, tiny).ok()) << mistake.what;
-    Result<std::unique_ptr<Plan>> loaded = Plan::load(path);
-    ASSERT_FALSE(loaded.ok()) << mistake.what;
-    EXPECT_NE(loaded.message().find(mistake.expected), std::string::npos)
-        << mistake.what << ": " << loaded.message();
-  }
+  test::expectLoaderRefuses(
+      shapeOf({"int4", 32}),
+      {
+          {"segment without its zero points",
+           [](TinyPlan &t) {
+             const int w = t.tensorIndex("model.layers.0.self_attn.k_proj.weight");
+             auto &bytes = t.segments.at(t.def.tensors.at(w)->segment);
+             bytes.resize(bytes.size() - 48 * 2);
+           },
+           "LinearInt4N16K8 needs"},
+          {"a group of 16",
+           [](TinyPlan &t) {
+             const int w = t.tensorIndex("model.layers.1.mlp.gate_proj.weight");
+             t.def.tensors.at(w)->group_size = 16;
+           },
+           "groups of 32, 64 or 128"},
+          {"int8 in the int4 layout",
+           [](TinyPlan &t) {
+             const int w = t.tensorIndex("model.layers.0.mlp.up_proj.weight");
+             t.def.tensors.at(w)->dtype = plan::DTypeDef::INT8;
+           },
+           "the layout holds INT4"},
+          {"int4 in the bf16 layout",
+           [](TinyPlan &t) {
+             const int w = t.tensorIndex("model.layers.0.mlp.down_proj.weight");
+             t.def.tensors.at(w)->layout = plan::WeightLayoutDef::LinearBf16N16K2;
+           },
+           "LinearBf16N16K2 but dtype INT4"},
+      });
 }
 
 } // namespace

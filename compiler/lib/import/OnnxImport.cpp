@@ -302,6 +302,10 @@ private:
   bool tensorBytes(const onnx::TensorProto &t, const std::string &what, const char *&data,
                    uint64_t &bytes, std::shared_ptr<void> &owner);
   Value importTensor(const onnx::TensorProto &t, const std::string &name, bool isInitializer);
+  // The elements of a small tensor (scales, zero points) as floats: float32, float16 or bfloat16,
+  // and with `integers` int8 and uint8 too.
+  bool tensorValues(const onnx::TensorProto &t, const std::string &what, bool integers,
+                    std::vector<float> &out);
   bool importNode(const onnx::NodeProto &node, int index);
   bool importMatMulNBits(const onnx::NodeProto &node, const std::string &name);
   bool importDequantizeLinear(const onnx::NodeProto &node, const std::string &name);
@@ -1081,6 +1085,35 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
   return true;
 }
 
+bool Importer::tensorValues(const onnx::TensorProto &t, const std::string &what, bool integers,
+                            std::vector<float> &out) {
+  const char *data = nullptr;
+  uint64_t bytes = 0;
+  std::shared_ptr<void> owner;
+  if (!tensorBytes(t, what, data, bytes, owner))
+    return false;
+  out.clear();
+  if (integers &&
+      (t.data_type() == onnx::TensorProto::INT8 || t.data_type() == onnx::TensorProto::UINT8)) {
+    for (uint64_t i = 0; i < bytes; ++i)
+      out.push_back(t.data_type() == onnx::TensorProto::INT8
+                        ? static_cast<float>(reinterpret_cast<const int8_t *>(data)[i])
+                        : static_cast<float>(reinterpret_cast<const uint8_t *>(data)[i]));
+    return true;
+  }
+  hetc::compiler::StoredWeight view;
+  view.elementType = t.data_type() == onnx::TensorProto::FLOAT      ? WeightElementType::F32
+                     : t.data_type() == onnx::TensorProto::FLOAT16  ? WeightElementType::F16
+                     : t.data_type() == onnx::TensorProto::BFLOAT16 ? WeightElementType::BF16
+                                                                    : WeightElementType::I64;
+  if (view.elementType == WeightElementType::I64)
+    return fail(what + " must be float, float16 or bfloat16");
+  view.data = data;
+  view.bytes = bytes;
+  out = view.toFloats();
+  return true;
+}
+
 // ONNX Runtime's MatMulNBits (com.microsoft): Y = A x dequantize(B)^T (+ bias), B [N, K] in 4-bit
 // blocks along K with a scale per block and an optional zero point (8 without). It becomes the
 // float graph the raising recognises, MatMul(A, Transpose(W)) (+ Add(bias)), over one stored
@@ -1141,22 +1174,7 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
     if (elements(t) != n * blocks)
       return fail(what + ": " + role + " has " + std::to_string(elements(t)) +
                   " elements; N x blocks is " + std::to_string(n * blocks));
-    const char *data = nullptr;
-    uint64_t bytes = 0;
-    std::shared_ptr<void> owner;
-    if (!tensorBytes(t, what + " " + role, data, bytes, owner))
-      return false;
-    hetc::compiler::StoredWeight view;
-    view.elementType = t.data_type() == onnx::TensorProto::FLOAT      ? WeightElementType::F32
-                       : t.data_type() == onnx::TensorProto::FLOAT16  ? WeightElementType::F16
-                       : t.data_type() == onnx::TensorProto::BFLOAT16 ? WeightElementType::BF16
-                                                                      : WeightElementType::I64;
-    if (view.elementType == WeightElementType::I64)
-      return fail(what + ": " + role + " must be float, float16 or bfloat16");
-    view.data = data;
-    view.bytes = bytes;
-    out = view.toFloats();
-    return true;
+    return tensorValues(t, what + " " + role, false, out);
   };
   auto int4 = std::make_shared<hetc::compiler::Int4Blocks>();
   int4->blockSize = blockSize;
@@ -1299,32 +1317,8 @@ bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::st
   std::shared_ptr<void> owner;
   if (!tensorBytes(*x, what + " input", data, bytes, owner))
     return false;
-  auto values = [&](const onnx::TensorProto &t, const std::string &role,
-                    std::vector<float> &out) -> bool {
-    const char *raw = nullptr;
-    uint64_t size = 0;
-    std::shared_ptr<void> keep;
-    if (!tensorBytes(t, what + " " + role, raw, size, keep))
-      return false;
-    out.clear();
-    if (t.data_type() == onnx::TensorProto::INT8 || t.data_type() == onnx::TensorProto::UINT8) {
-      for (uint64_t i = 0; i < size; ++i)
-        out.push_back(t.data_type() == onnx::TensorProto::INT8
-                          ? static_cast<float>(reinterpret_cast<const int8_t *>(raw)[i])
-                          : static_cast<float>(reinterpret_cast<const uint8_t *>(raw)[i]));
-      return true;
-    }
-    hetc::compiler::StoredWeight view;
-    view.elementType = t.data_type() == onnx::TensorProto::FLOAT      ? WeightElementType::F32
-                       : t.data_type() == onnx::TensorProto::FLOAT16  ? WeightElementType::F16
-                       : t.data_type() == onnx::TensorProto::BFLOAT16 ? WeightElementType::BF16
-                                                                      : WeightElementType::I64;
-    if (view.elementType == WeightElementType::I64)
-      return fail(what + ": " + role + " must be float, float16 or bfloat16");
-    view.data = raw;
-    view.bytes = size;
-    out = view.toFloats();
-    return true;
+  auto values = [&](const onnx::TensorProto &t, const std::string &role, std::vector<float> &out) {
+    return tensorValues(t, what + " " + role, true, out);
   };
   auto int8 = std::make_shared<hetc::compiler::Int8Channels>();
   if (!values(*scaleProto, "scale", int8->scales))
