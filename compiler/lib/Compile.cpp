@@ -219,8 +219,9 @@ Status compileOnnxToPlan(const CompileOptions &options) {
       return Status::error(diagnostics.message().empty() ? "planning failed"
                                                          : diagnostics.message());
     PlanMemory memory;
-    if (failed(measurePlan(*probe, weights, options.target, {options.weights, options.groupSize},
-                           memory, error)))
+    if (failed(measurePlan(*probe, weights, options.target,
+                           {options.weights, options.groupSize, options.int4Symmetric}, memory,
+                           error)))
       return Status::error(error);
     // 10% of the available memory is left as headroom.
     maxSeq = std::min(largestFittingSeq(memory, *available / 10 * 9), kMaxAutoSeq);
@@ -262,7 +263,8 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   PlanMemoryCheck check;
   if (available)
     check = [&](const PlanMemory &memory) { return checkFits(memory, *available); };
-  if (failed(emitPlan(*module, weights, options.target, {options.weights, options.groupSize},
+  if (failed(emitPlan(*module, weights, options.target,
+                      {options.weights, options.groupSize, options.int4Symmetric},
                       options.outputPath, error, check, tokenizer->def.get())))
     return Status::error(error);
   return Status();

@@ -258,6 +258,7 @@ def check(a):
         os.remove(plan)
     run([a.hetc, "compile", onnx_path, "--target", "host", "--max-batch", "4", "--max-seq", "128",
          "--weights", a.weights, "--group-size", str(a.group_size)]
+        + (["--int4-symmetric"] if a.int4_symmetric else [])
         + (["--kv", a.kv] if a.kv else []) + ["-o", plan],
         "hetc compile", timeout=a.timeout)
     if not os.path.isfile(plan):
@@ -282,7 +283,8 @@ def check(a):
             + (["--quantize-kv-int8"] if kv_dtype == "INT8" else [])
             + (["--f32-weights"] if a.weights == "f32" else [])
             + (["--int8-weights"] if a.weights == "int8" else [])
-            + (["--int4-weights", str(a.group_size)] if a.weights == "int4" else []),
+            + (["--int4-weights", str(a.group_size)] if a.weights == "int4" else [])
+            + (["--int4-symmetric"] if a.int4_symmetric else []),
             "torch_operands")
     else:
         torch_tokens, torch_logits = f32_tokens, f32_logits
@@ -369,6 +371,7 @@ def main(argv=None):
     p.add_argument("--weights", choices=["f32", "bf16", "int8", "int4"], default="f32",
                    help="hetc compile --weights: f32 (exact, the default here), bf16, int8 or int4")
     p.add_argument("--group-size", type=int, default=32, help="hetc compile --group-size (int4)")
+    p.add_argument("--int4-symmetric", action="store_true", help="hetc compile --int4-symmetric")
     p.add_argument("--kv", choices=["f32", "bf16", "int8"],
                    help="hetc compile --kv (default: the compiler's, which follows --weights)")
     p.add_argument("--allow-near-ties", action="store_true",

@@ -3,7 +3,8 @@
 computes, so its check can be as strict as the float32 one.
 
     /usr/bin/python3 tests/e2e/reference_bf16.py [--round-inputs] [--round-kv | --quantize-kv-int8] \
-        [--f32-weights | --int8-weights | --int4-weights GROUP] <models/reference.py arguments>
+        [--f32-weights | --int8-weights | --int4-weights GROUP [--int4-symmetric]] \
+        <models/reference.py arguments>
 
 Every nn.Linear weight of the model is rounded to bf16 (round to nearest even), and with it a tied
 embedding table, which is what hetc compile --weights bf16 stores; the model then runs in float32
@@ -68,11 +69,12 @@ def int8_as_hetc(rows):
     return torch.where(largest > 0, q * (largest / 127.0), torch.zeros_like(rows))
 
 
-def int4_as_hetc(weight, group):
+def int4_as_hetc(weight, group, symmetric=False):
     """A [N, K] weight in 4 bits as hetc compile --weights int4 stores it, and back: per output row
     and group of `group` k, lo = min(0, min w), hi = max(0, max w), scale = (hi - lo) / 15,
     zp = clamp(round(-lo / scale), 0, 15), u = clamp(round(w / scale) + zp, 0, 15), each step in
-    float32, rounding half to even; w ~ scale * (u - zp). A group with scale 0 stays zero."""
+    float32, rounding half to even; w ~ scale * (u - zp). With `symmetric` (--int4-symmetric),
+    scale = max |w| / 7 and zp = 8. A group with scale 0 stays zero."""
     n, k = weight.shape
     padded = (k + group - 1) // group * group
     w = torch.zeros(n, padded, dtype=torch.float32)
@@ -84,16 +86,21 @@ def int4_as_hetc(weight, group):
     big = torch.finfo(torch.float32).max
     lo = torch.minimum(torch.where(valid, w, torch.full_like(w, big)).amin(dim=-1), torch.zeros(1))
     hi = torch.maximum(torch.where(valid, w, torch.full_like(w, -big)).amax(dim=-1), torch.zeros(1))
-    scale = (hi - lo) / 15.0
-    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
-    zp = torch.round(-lo / safe).clamp(0, 15)
+    if symmetric:
+        scale = torch.maximum(hi, -lo) / 7.0
+        safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+        zp = torch.full_like(scale, 8.0)
+    else:
+        scale = (hi - lo) / 15.0
+        safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+        zp = torch.round(-lo / safe).clamp(0, 15)
     u = (torch.round(w / safe.unsqueeze(-1)) + zp.unsqueeze(-1)).clamp(0, 15)
     back = torch.where(scale.unsqueeze(-1) > 0, (u - zp.unsqueeze(-1)) * scale.unsqueeze(-1),
                        torch.zeros_like(w))
     return back.reshape(n, padded)[:, :k]
 
 
-def int8_operands(load_model, round_head_inputs, int4_group=None):
+def int8_operands(load_model, round_head_inputs, int4_group=None, int4_symmetric=False):
     """A plan compiled with --weights int8: every linear but the lm_head takes int8 weights (a
     scale per output column) and int8 activation rows (a scale per row); the lm_head takes bf16
     weights (and with them a tied embedding table) and, with round_head_inputs, bf16 rows. With
@@ -111,7 +118,7 @@ def int8_operands(load_model, round_head_inputs, int4_group=None):
                             lambda _, inputs: (to_bf16_and_back(inputs[0]),) + tuple(inputs[1:]))
                     continue
                 module.weight.copy_(int8_as_hetc(module.weight) if int4_group is None
-                                    else int4_as_hetc(module.weight, int4_group))
+                                    else int4_as_hetc(module.weight, int4_group, int4_symmetric))
                 module.register_forward_pre_hook(
                     lambda _, inputs: (int8_as_hetc(inputs[0]),) + tuple(inputs[1:]))
         return model
@@ -233,6 +240,7 @@ def main(argv=None):
     round_inputs = take_flag(argv, "--round-inputs")
     f32_weights = take_flag(argv, "--f32-weights")
     int8_weights = take_flag(argv, "--int8-weights")
+    int4_symmetric = take_flag(argv, "--int4-symmetric")
     int4_group = None
     if "--int4-weights" in argv:
         at = argv.index("--int4-weights")
@@ -252,7 +260,8 @@ def main(argv=None):
         # Likewise, but one int8 step is 2^-8 of the row's largest element, not of the element.
         reference.SELF_CHECK_TOLERANCE = 2e-2
     if int8_weights or int4_group:
-        reference.load_model = int8_operands(reference.load_model, round_inputs, int4_group)
+        reference.load_model = int8_operands(reference.load_model, round_inputs, int4_group,
+                                             int4_symmetric)
     elif not f32_weights:
         reference.load_model = bf16_operands(reference.load_model, round_inputs)
     return reference.main(argv)

@@ -559,6 +559,7 @@ struct CompileArguments {
   std::string weights = "bf16";
   std::string kv; // empty: as the weights
   uint32_t groupSize = 32;
+  bool int4Symmetric = false;
   bool noResident = false;
   bool verbose = false;
   bool explain = false;
@@ -591,6 +592,7 @@ int compileCommand(const CompileArguments &args) {
                     : args.weights == "int4" ? hetc::compiler::WeightFormat::INT4
                                              : hetc::compiler::WeightFormat::BF16;
   options.groupSize = args.groupSize;
+  options.int4Symmetric = args.int4Symmetric;
   if (!args.kv.empty())
     options.kv = args.kv == "f32"    ? hetc::compiler::KvFormat::F32
                  : args.kv == "int8" ? hetc::compiler::KvFormat::INT8
@@ -648,6 +650,9 @@ int runTool(int argc, char **argv) {
                    "With --weights int4: k per scale and zero point")
       ->check(CLI::IsMember({32u, 64u, 128u}))
       ->capture_default_str();
+  compile->add_flag("--int4-symmetric", compileArgs.int4Symmetric,
+                    "With --weights int4: symmetric groups (scale max|w|/7, zero point 8) instead "
+                    "of fitting each group's range");
   compile
       ->add_option("--kv", compileArgs.kv,
                    "KV cache elements: bf16 (half the bytes per position), int8 (a scale per "

@@ -534,7 +534,7 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentF
       } else if (form == SegmentForm::Int4FromKN || form == SegmentForm::Int4FromNK) {
         const uint64_t group = linearWeights_.groupSize;
         bytes->resize(LinearInt4N16K8{n, k, group}.segmentBytes());
-        quantizeLinearInt4Segment(elementsF32, fromKN, n, k, group, /*symmetric=*/false,
+        quantizeLinearInt4Segment(elementsF32, fromKN, n, k, group, linearWeights_.symmetric,
                                   bytes->data());
       } else {
         bytes->resize(LinearBf16N16K2{n, k}.bytes());

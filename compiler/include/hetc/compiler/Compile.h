@@ -21,12 +21,15 @@ enum class WeightFormat {
   INT4,
 };
 
-// How the plan stores linear weights: the format, and for INT4 the k per scale.
+// How the plan stores linear weights: the format, and for INT4 the k per scale and whether the
+// zero points are all 8 (symmetric: scale = max |w| / 7) or fitted to each group's range.
 struct WeightScheme {
-  WeightScheme(WeightFormat format = WeightFormat::BF16, uint32_t groupSize = 32)
-      : format(format), groupSize(groupSize) {}
+  WeightScheme(WeightFormat format = WeightFormat::BF16, uint32_t groupSize = 32,
+               bool symmetric = false)
+      : format(format), groupSize(groupSize), symmetric(symmetric) {}
   WeightFormat format;
   uint32_t groupSize; // 32, 64 or 128
+  bool symmetric;
 };
 
 // What the KV cache holds.
@@ -49,6 +52,7 @@ struct CompileOptions {
   uint32_t maxStepTokens = 512;              // tokens one step processes (prefill chunk)
   WeightFormat weights = WeightFormat::BF16; // linear and lm_head weights
   uint32_t groupSize = 32;                   // with INT4 weights: k per scale and zero point
+  bool int4Symmetric = false;                // with INT4 weights: zero points 8, no offset fit
   std::optional<KvFormat> kv;                // KV cache elements; unset: as the weights
   bool verbose = false;                      // print the IR after each stage to stderr
   bool explain = false;                      // print which nodes became which LLM op to stdout
