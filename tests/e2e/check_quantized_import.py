@@ -25,7 +25,7 @@ refusals.
    output column, axis 1), int8 with zero point 0 and uint8 with 128: the same numbers as the
    float file compiled with --weights int8 (KL 0), the linears LinearInt8N16K4; with --node,
    ONNX Runtime's greedy ids on the int8 file.
-5. Refusals, one line each: bits = 8, block_size 16, a g_idx input.
+5. Refusals, one line each: bits = 8, block_size 16, a g_idx input, a blocked DequantizeLinear.
 """
 
 import argparse
@@ -35,7 +35,7 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import (PROMPTS, CheckFailed, check_hetc_binary, main_wrapper,  # noqa: E402
@@ -222,6 +222,14 @@ def check(a):
             node.input.append("")
         node.input.append("g_idx")
     expect_refusal(a, "g_idx", altered(a, nbits, "g_idx", add_g_idx), ["g_idx"])
+
+    qdq = os.path.join(a.workdir, "qdq_int8", "model.onnx")
+    blocked = onnx.load(qdq)
+    next(n for n in blocked.graph.node if n.op_type == "DequantizeLinear").attribute.append(
+        helper.make_attribute("block_size", 32))
+    blocked_path = os.path.join(a.workdir, "qdq_blocked.onnx")
+    onnx.save(blocked, blocked_path)
+    expect_refusal(a, "blocked DequantizeLinear", blocked_path, ["block_size 32", "not support"])
     print("PASS: MatMulNBits imported in 4 bits and QDQ in int8 with --weights int4's and int8's "
           "numbers, within the int4 bound in every form, refusals in one line")
 

@@ -567,6 +567,14 @@ bool Importer::validateGraph() {
           defined.insert(output);
       continue;
     }
+    // Blocked quantization (opset 21) is newer than the schemas hetc checks against.
+    if (node.op_type() == "DequantizeLinear")
+      for (const auto &attr : node.attribute())
+        if (attr.name() == "block_size" && attr.i() != 0)
+          return fail("node '" + name + "' (DequantizeLinear) is blocked (block_size " +
+                      std::to_string(attr.i()) +
+                      "), which hetc does not support: it reads 8-bit weights per tensor or per "
+                      "channel, and 4-bit ones as MatMulNBits");
     // Arity, attribute names and types against the operator's schema at the model's opset.
     const onnx::OpSchema *schema =
         onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
@@ -1301,10 +1309,7 @@ bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::st
   int64_t axis = 1;
   for (const auto &attr : node.attribute()) {
     if (attr.name() == "axis")
-      axis = attr.i();
-    else if (attr.name() == "block_size" && attr.i() != 0)
-      return fail(what + " is blocked (block_size " + std::to_string(attr.i()) +
-                  "); hetc reads 8-bit weights per tensor or per channel");
+      axis = attr.i(); // block_size was refused by validateGraph
   }
   if (axis < 0)
     axis += 2;
