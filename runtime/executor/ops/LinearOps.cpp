@@ -160,6 +160,24 @@ void runLinearBf16(const OpArgs &base, const StepRows &step, unsigned thread, un
   applySwiGlu(a, step.count, begin, end);
 }
 
+// An integer kernel's call (LinearInt8Call or LinearInt4Call, its operands set) on columns
+// [begin, end) of the output, with the fused residual in the kernel and the bias and swiglu after.
+template <typename Call, typename Kernel>
+void runIntegerCall(const LinearArgs &a, Kernel kernel, Call &call, size_t rows, size_t begin,
+                    size_t end) {
+  call.y = a.out.data;
+  call.yStride = a.out.stride;
+  call.colBegin = begin;
+  call.colEnd = end;
+  if (a.residual) {
+    call.residual = a.other.data;
+    call.residualStride = a.other.stride;
+  }
+  kernel(call);
+  applyBias(a, rows, begin, end); // never with a residual (the loader checks)
+  applySwiGlu(a, rows, begin, end);
+}
+
 void runLinearInt8(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
   const auto &a = static_cast<const LinearArgs &>(base);
   size_t begin, end;
@@ -175,17 +193,7 @@ void runLinearInt8(const OpArgs &base, const StepRows &step, unsigned thread, un
   call.scale = a.int8Scale;
   call.columnSum = a.int8ColumnSum;
   call.k = a.in.cols;
-  call.y = a.out.data;
-  call.yStride = a.out.stride;
-  call.colBegin = begin;
-  call.colEnd = end;
-  if (a.residual) {
-    call.residual = a.other.data;
-    call.residualStride = a.other.stride;
-  }
-  a.int8Kernel(call);
-  applyBias(a, step.count, begin, end); // never with a residual (the loader checks)
-  applySwiGlu(a, step.count, begin, end);
+  runIntegerCall(a, a.int8Kernel, call, step.count, begin, end);
 }
 
 void runQuantizeRowsInt8(const OpArgs &base, const StepRows &step, unsigned thread,
@@ -223,17 +231,7 @@ void runLinearInt4(const OpArgs &base, const StepRows &step, unsigned thread, un
   call.n = a.n;
   call.k = a.in.cols;
   call.group = a.int4Group;
-  call.y = a.out.data;
-  call.yStride = a.out.stride;
-  call.colBegin = begin;
-  call.colEnd = end;
-  if (a.residual) {
-    call.residual = a.other.data;
-    call.residualStride = a.other.stride;
-  }
-  a.int4Kernel(call);
-  applyBias(a, step.count, begin, end); // never with a residual (the loader checks)
-  applySwiGlu(a, step.count, begin, end);
+  runIntegerCall(a, a.int4Kernel, call, step.count, begin, end);
 }
 
 void runLinearF32(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
