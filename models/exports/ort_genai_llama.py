@@ -139,6 +139,54 @@ def dequantize_linear(g, x, name, quantized, unsigned: bool):
     return g.node("MatMul", [x, w], [f"{name}/MatMul/output_0"], f"{name}/MatMul")
 
 
+def pack_4bit(values: np.ndarray) -> bytes:
+    """ONNX's INT4/UINT4 raw_data: the elements in row-major order two to a byte, the first in the
+    low nibble (an odd count leaves the last high nibble 0)."""
+    flat = (values.reshape(-1).astype(np.int16) & 0x0F).astype(np.uint8)
+    if flat.size % 2:
+        flat = np.append(flat, np.uint8(0))
+    return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8).tobytes()
+
+
+def four_bit_tensor(name: str, values: np.ndarray, signed: bool) -> onnx.TensorProto:
+    """An INT4 (22) or UINT4 (21) initializer. The ONNX library here predates the 4-bit types
+    (1.16), so the proto is filled by hand: its data_type is an int32 field either way."""
+    t = onnx.TensorProto()
+    t.name = name
+    t.data_type = 22 if signed else 21
+    t.dims.extend(values.shape)
+    t.raw_data = pack_4bit(values)
+    return t
+
+
+def dequantize_linear_4bit(g, x, name, quantized, symmetric: bool, k: int, signed: bool):
+    """MatMul(x, DequantizeLinear(Q [K, N], scale, zero point)) of opset 21 for a weight
+    quantize_int4 gave: with blocks (block < K), axis 0 and block_size, the scale and zero point
+    [ceil(K / block), N]; with one block over all of K, a scale per output column (axis 1, no
+    block_size), scale [N]. Signed int4 holds q - 8 and its zero point zp - 8 (absent when
+    symmetric: 0); uint4 holds q and zp (8 when symmetric)."""
+    q, scales, zp = quantized
+    n, padded = q.shape
+    blocks = scales.shape[1]
+    block = padded // blocks
+    shift = 8 if signed else 0
+    stored = q[:, :k].T.astype(np.int16) - shift
+    g.inits.append(four_bit_tensor(f"{name}.qweight", stored, signed))
+    inputs = [f"{name}.qweight"]
+    per_column = blocks == 1 and block >= k
+    scale = scales.reshape(n) if per_column else scales.T.copy()
+    inputs.append(g.init(f"{name}.scale", scale, keep_dtype=True))
+    if not (symmetric and signed):
+        zero = zp.astype(np.int16) - shift
+        g.inits.append(four_bit_tensor(f"{name}.zero_point",
+                                       zero.reshape(n) if per_column else zero.T, signed))
+        inputs.append(f"{name}.zero_point")
+    attrs = {"axis": 1} if per_column else {"axis": 0, "block_size": block}
+    w = g.node("DequantizeLinear", inputs, [f"{name}/DequantizeLinear/output_0"],
+               f"{name}/DequantizeLinear", **attrs)
+    return g.node("MatMul", [x, w], [f"{name}/MatMul/output_0"], f"{name}/MatMul")
+
+
 def matmul_nbits(g, x, name, quantized, symmetric: bool, k: int):
     """MatMulNBits(x, B, scales[, zero_points]) for a weight quantize_int4 gave: B [N, blocks,
     block / 2] with element k of a block in byte k / 2, the even one in the low nibble; zero
@@ -171,7 +219,7 @@ def rope_caches(config: hf_llama.Config):
 def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention, inputs, outputs,
                  producer: str, packed_qkv: bool = False, int4: dict = None,
                  int4_symmetric: bool = False, int8: dict = None,
-                 int8_unsigned: bool = False) -> onnx.ModelProto:
+                 int8_unsigned: bool = False, int4_qdq: str = None) -> onnx.ModelProto:
     """What the GenAI builder's form and the transformer optimizer's share, written into g: the
     embedding Gather; SimplifiedLayerNormalization before layer 0 and SkipSimplifiedLayerNormalization
     (residual + norm, the sum as its 4th output) before every later sublayer and at the end; q, k,
@@ -186,7 +234,10 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
     eps = float(c.rms_norm_eps)
 
     def linear(x, name, weight_key, bias_key=None):
-        if int4 is not None and weight_key in int4:
+        if int4 is not None and weight_key in int4 and int4_qdq:
+            out = dequantize_linear_4bit(g, x, name, int4[weight_key], int4_symmetric,
+                                         w[weight_key].shape[1], int4_qdq == "int4")
+        elif int4 is not None and weight_key in int4:
             out = matmul_nbits(g, x, name, int4[weight_key], int4_symmetric,
                                w[weight_key].shape[1])
         elif int8 is not None and weight_key in int8:
@@ -256,7 +307,9 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
     g.node("MatMul", [normed, g.init("lm_head.MatMul.weight", w[head].T.copy())], ["logits"], "/lm_head/MatMul")
 
     graph = helper.make_graph(g.nodes, "main_graph", inputs, outputs, initializer=g.inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)],
+    # DequantizeLinear's 4-bit types and block_size are opset 21's.
+    opset = 21 if int4_qdq else 17
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)],
                               producer_name=producer)
     model.ir_version = 8
     return model
@@ -264,7 +317,8 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
 
 def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool, packed_qkv: bool,
                 rotary_in_attention: bool, int4: dict = None, int4_symmetric: bool = False,
-                int8: dict = None, int8_unsigned: bool = False) -> onnx.ModelProto:
+                int8: dict = None, int8_unsigned: bool = False,
+                int4_qdq: str = None) -> onnx.ModelProto:
     np_dtype = {"float16": np.float16, "bfloat16": "bfloat16"}.get(dtype, np.float32)
     elem = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}.get(dtype, TensorProto.FLOAT)
     g = GraphBuilder(np_dtype)
@@ -332,7 +386,8 @@ def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool,
 
     return finish_graph(g, c, w, None if rotary_in_attention else rotary, attention, inputs, outputs,
                         "ort_genai_llama.py", packed_qkv=packed_qkv, int4=int4,
-                        int4_symmetric=int4_symmetric, int8=int8, int8_unsigned=int8_unsigned)
+                        int4_symmetric=int4_symmetric, int8=int8, int8_unsigned=int8_unsigned,
+                        int4_qdq=int4_qdq)
 
 
 def main(argv=None) -> int:
@@ -356,6 +411,11 @@ def main(argv=None) -> int:
                    help="the layers' linears as MatMul(x, DequantizeLinear(Q, scale, zero point)) "
                         "with a scale per output column: int8 with zero point 0 or uint8 with 128; "
                         "weights.pt then holds the dequantized weights")
+    p.add_argument("--int4-qdq", choices=("int4", "uint4"),
+                   help="the layers' linears as MatMul(x, DequantizeLinear(Q, scale, zero point)) of "
+                        "opset 21 with 4-bit Q [K, N]: blocked along K (axis 0, block_size) by "
+                        "--int4-block-size, or with --int4-block-size 0 a scale per output column; "
+                        "the same quantizer as MatMulNBits'")
     p.add_argument("--no-shuffle", action="store_true", help="keep the nodes in topological order")
     p.add_argument("--shuffle-seed", type=int, default=0)
     p.add_argument("--print-ops", action="store_true")
@@ -390,7 +450,9 @@ def main(argv=None) -> int:
             if key.startswith("model.layers.") and key.endswith("_proj.weight"):
                 q, scale = int8[key] = quantize_int8(sd[key].detach().float().numpy())
                 sd[key] = torch.from_numpy(q.astype(np.float32) * scale[:, None])
-    if a.int4_block_size:
+    if a.int4_qdq and (a.dtype != "float32" or a.int8_qdq):
+        p.error("--int4-qdq writes float32 scales and excludes --int8-qdq")
+    if a.int4_block_size or a.int4_qdq:
         if a.dtype != "float32":
             p.error("--int4-block-size writes float32 scales: use --dtype float32")
         # The layers' linears, quantized once; the reference computes with what the file holds.
@@ -398,10 +460,12 @@ def main(argv=None) -> int:
         for key in list(sd):
             if key.startswith("model.layers.") and key.endswith("_proj.weight"):
                 weight = sd[key].detach().float().numpy()
-                int4[key] = quantize_int4(weight, a.int4_block_size, a.int4_symmetric)
+                # Block size 0 (QDQ only): one block over all of K, a scale per output column.
+                int4[key] = quantize_int4(weight, a.int4_block_size or weight.shape[1],
+                                          a.int4_symmetric)
                 sd[key] = torch.from_numpy(dequantize_int4(*int4[key], weight.shape[1]).copy())
     model = build_graph(config, sd, a.dtype, a.gqa_inputs, a.packed_qkv, a.rotary_in_attention,
-                        int4, a.int4_symmetric, int8, a.int8_qdq == "uint8")
+                        int4, a.int4_symmetric, int8, a.int8_qdq == "uint8", a.int4_qdq)
     # No onnx.checker here: it knows no SimplifiedLayerNormalization in the ai.onnx domain (an
     # ONNX Runtime contrib op registered there) and wants topological order; loading the file in
     # ONNX Runtime (tests/e2e/ort/greedy.mjs) is the check.
@@ -415,7 +479,7 @@ def main(argv=None) -> int:
     meta = asdict(config)
     meta.update(onnx_form="ort-genai", onnx_dtype=a.dtype, gqa_inputs=a.gqa_inputs,
                 int4_block_size=a.int4_block_size, int4_symmetric=a.int4_symmetric,
-                int8_qdq=a.int8_qdq,
+                int8_qdq=a.int8_qdq, int4_qdq=a.int4_qdq,
                 packed_qkv=a.packed_qkv, rotary_in_attention=a.rotary_in_attention,
                 nodes_shuffled=not a.no_shuffle)
     common.save_config(os.path.join(a.out, "config.json"), meta)

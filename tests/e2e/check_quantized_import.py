@@ -155,11 +155,12 @@ def check(a):
           "positions, every top-1 id the same")
 
     # 2. Other block sizes and forms.
+    nbits_plans = {}
     for flags, group, exact in ((["--int4-block-size", "64"], 64, True),
                                 (["--int4-block-size", "32", "--int4-symmetric"], 32, False),
                                 (["--int4-block-size", "256"], 128, False)):
         name = "nbits" + "_".join(f.strip("-") for f in flags[1:])
-        plan = compile_plan(a, export(a, name, flags), name, ["--kv", "f32"])
+        plan = nbits_plans[name] = compile_plan(a, export(a, name, flags), name, ["--kv", "f32"])
         if any(t["layout"] != "LinearInt4N16K8" or f"{group} k" not in t["scheme"]
                for t in linear_tensors(a, plan) if "lm_head" not in t["name"]):
             raise CheckFailed(f"{name}: the linears are not LinearInt4N16K8 in groups of {group}")
@@ -206,7 +207,72 @@ def check(a):
                                   f"{worst:.2e} of max |logit| (bound 5e-2)")
             print(f"QDQ {kind}: ONNX Runtime's first ids, first-step logits within {worst:.2e}")
 
-    # 5. Refusals.
+    # 5. QDQ in 4 bits (opset 21): blocked along K, int4 and uint4, the same numbers as the
+    # MatMulNBits file of the same blocks; a scale per output column within the int4 bound.
+    qdq4_plans = {}
+    for kind, flags, twin in (("int4", ["--int4-block-size", "32"], compiled),
+                              ("uint4", ["--int4-block-size", "32"], compiled),
+                              ("int4", ["--int4-block-size", "32", "--int4-symmetric"],
+                               nbits_plans["nbits32_int4-symmetric"])):
+        name = f"qdq_{kind}_" + "_".join(f.strip("-") for f in flags[1:])
+        path = export(a, name, ["--int4-qdq", kind] + flags)
+        plan = qdq4_plans[name] = compile_plan(a, path, name, ["--kv", "f32"])
+        if any(t["layout"] != "LinearInt4N16K8" or "32 k" not in t["scheme"]
+               for t in linear_tensors(a, plan) if "lm_head" not in t["name"]):
+            raise CheckFailed(f"{name}: the linears are not LinearInt4N16K8 in groups of 32")
+        r = kl(a, twin, plan)
+        if r["kl_max"] != 0.0 or r["top1_agreement"] != 1.0:
+            raise CheckFailed(f"{name} differs from the MatMulNBits plan of the same blocks: {r}")
+        print(f"{name}: kept in 4 bits, the MatMulNBits plan's numbers (KL 0)")
+        if a.node and kind == "int4" and len(flags) == 2:
+            worst = against_ort(a, path, plan, name)
+            if worst > 5e-2:
+                raise CheckFailed(f"{name}: first-step logits differ from ONNX Runtime's by "
+                                  f"{worst:.2e} of max |logit| (bound 5e-2)")
+            print(f"{name}: ONNX Runtime's first ids, first-step logits within {worst:.2e}")
+    per_column = compile_plan(a, export(a, "qdq_int4_per_column",
+                                        ["--int4-qdq", "int4", "--int4-block-size", "0"]),
+                              "qdq_int4_per_column", ["--kv", "f32"])
+    if any(t["layout"] != "LinearInt4N16K8" for t in linear_tensors(a, per_column)
+           if "lm_head" not in t["name"]):
+        raise CheckFailed("QDQ int4 with a scale per output column: the linears are not "
+                          "LinearInt4N16K8")
+    r = kl(a, reference, per_column)
+    print(f"QDQ int4, a scale per output column, against float32: KL mean {r['kl_mean']:.3e}, "
+          f"same top-1 {100 * r['top1_agreement']:.1f}%")
+    if not 0 < r["kl_mean"] <= MAX_MEAN_KL:
+        raise CheckFailed(f"QDQ int4 per column: mean KL divergence {r['kl_mean']:.3e} from "
+                          f"float32 is outside (0, {MAX_MEAN_KL}]")
+
+    # 6. int8 blocked along K (opset 21), the same values as the per-column file: dequantized
+    # (the int8 layout has a scale per column), then quantized by --weights int8 again.
+    qdq = os.path.join(a.workdir, "qdq_int8", "model.onnx")
+    model = onnx.load(qdq)
+    init = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type != "DequantizeLinear":
+            continue
+        k = init[node.input[0]].dims[0]
+        for i in (1, 2):
+            per_col = numpy_helper.to_array(init[node.input[i]])
+            init[node.input[i]].CopyFrom(numpy_helper.from_array(
+                np.tile(per_col, ((k + 31) // 32, 1)), node.input[i]))
+        for attr in node.attribute:
+            if attr.name == "axis":
+                attr.i = 0
+        node.attribute.append(helper.make_attribute("block_size", 32))
+    model.opset_import[0].version = 21
+    blocked_path = os.path.join(a.workdir, "qdq_int8_blocked.onnx")
+    onnx.save(model, blocked_path)
+    blocked = compile_plan(a, blocked_path, "qdq_int8_blocked", ["--weights", "int8", "--kv", "f32"])
+    r = kl(a, int8_twin, blocked)
+    print(f"QDQ int8 blocked along K, dequantized and quantized again: KL mean {r['kl_mean']:.3e} "
+          "from the per-column file's plan")
+    if r["kl_mean"] > 1e-3:
+        raise CheckFailed(f"QDQ int8 blocked along K: mean KL divergence {r['kl_mean']:.3e} from "
+                          "the per-column file's plan (bound 1e-3)")
+
+    # 7. Refusals.
     expect_refusal(a, "8-bit MatMulNBits",
                    altered(a, nbits, "bits8", lambda m, n: set_attribute(n, "bits", 8)),
                    ["MatMulNBits", "bits = 8"])
@@ -223,15 +289,23 @@ def check(a):
         node.input.append("g_idx")
     expect_refusal(a, "g_idx", altered(a, nbits, "g_idx", add_g_idx), ["g_idx"])
 
-    qdq = os.path.join(a.workdir, "qdq_int8", "model.onnx")
-    blocked = onnx.load(qdq)
-    next(n for n in blocked.graph.node if n.op_type == "DequantizeLinear").attribute.append(
+    # A block_size whose scale keeps the per-column shape, and a 4-bit weight dequantized to
+    # float16.
+    wrong = onnx.load(qdq)
+    next(n for n in wrong.graph.node if n.op_type == "DequantizeLinear").attribute.append(
         helper.make_attribute("block_size", 32))
-    blocked_path = os.path.join(a.workdir, "qdq_blocked.onnx")
-    onnx.save(blocked, blocked_path)
-    expect_refusal(a, "blocked DequantizeLinear", blocked_path, ["block_size 32", "not support"])
-    print("PASS: MatMulNBits imported in 4 bits and QDQ in int8 with --weights int4's and int8's "
-          "numbers, within the int4 bound in every form, refusals in one line")
+    wrong_path = os.path.join(a.workdir, "qdq_blocked_wrong_scale.onnx")
+    onnx.save(wrong, wrong_path)
+    expect_refusal(a, "blocked DequantizeLinear with a per-column scale", wrong_path,
+                   ["block_size 32", "scale must be"])
+    half = onnx.load(os.path.join(a.workdir, "qdq_int4_32", "model.onnx"))
+    next(n for n in half.graph.node if n.op_type == "DequantizeLinear").attribute.append(
+        helper.make_attribute("output_dtype", onnx.TensorProto.FLOAT16))
+    half_path = os.path.join(a.workdir, "qdq_int4_float16.onnx")
+    onnx.save(half, half_path)
+    expect_refusal(a, "DequantizeLinear to float16", half_path, ["FLOAT16", "float32 weights"])
+    print("PASS: MatMulNBits and 4-bit QDQ imported in 4 bits, int8 QDQ in int8, with --weights "
+          "int4's and int8's numbers, within the int4 bound in every form, refusals in one line")
 
 
 def main(argv=None):

@@ -6,6 +6,8 @@
 
 #include "hetc/Dialect/HetcDialect.h"
 
+#include "runtime/format/WeightLayout.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -30,6 +32,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <poll.h>
 #include <queue>
@@ -51,6 +54,26 @@ constexpr int64_t kMaxOpset = 21;
 // ones are model parameters and become hetc.weight, so even a 1-D norm weight of a toy model is
 // a weight for the planner.
 constexpr int64_t kMaxConstantFloatElements = 8;
+// TensorProto data types newer than the ONNX library hetc builds with (1.12), by their numbers in
+// onnx.proto: 4-bit integers (ONNX 1.16), packed two to a byte, the first in the low nibble.
+constexpr int32_t kDataTypeUint4 = 21;
+constexpr int32_t kDataTypeInt4 = 22;
+bool isFourBit(int32_t dataType) { return dataType == kDataTypeUint4 || dataType == kDataTypeInt4; }
+
+// The blocks along K an Int4Blocks weight may have: a group of the 4-bit layout, or a multiple of
+// its largest group (several groups sharing a scale and zero point, which is exact).
+bool int4BlockStorable(uint64_t block) {
+  return LinearInt4N16K8::validGroup(block) || (block != 0 && block % 128 == 0);
+}
+constexpr const char *kInt4BlocksStorable =
+    "hetc's 4-bit layout takes groups of 16, 32, 64 or 128 k, or multiples of 128";
+// The block of a 4-bit weight with one scale per output column over all `k`.
+uint64_t int4BlockCovering(uint64_t k) {
+  for (uint64_t group = 16; group <= 128; group *= 2)
+    if (group >= k && LinearInt4N16K8::validGroup(group))
+      return group;
+  return (k + 127) / 128 * 128;
+}
 
 // The ONNX operators (default domain) the importer accepts. Whether a node is understood is the
 // raising passes' business; this list only rejects operators no Llama-family export contains.
@@ -212,6 +235,11 @@ std::optional<ElementInfo> elementInfo(MLIRContext &ctx, int32_t dataType) {
 std::string dataTypeName(int32_t dataType) {
   if (onnx::TensorProto_DataType_IsValid(dataType))
     return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(dataType));
+  static const char *const newer[] = {"FLOAT8E4M3FN",   "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+                                      "FLOAT8E5M2FNUZ", "UINT4",          "INT4",
+                                      "FLOAT4E2M1"};
+  if (dataType >= 17 && dataType < 17 + static_cast<int32_t>(std::size(newer)))
+    return newer[dataType - 17];
   return "data type " + std::to_string(dataType);
 }
 
@@ -309,9 +337,11 @@ private:
   bool importNode(const onnx::NodeProto &node, int index);
   bool importMatMulNBits(const onnx::NodeProto &node, const std::string &name);
   bool importDequantizeLinear(const onnx::NodeProto &node, const std::string &name);
+  Value transposedInt4Weight(Location loc, const std::string &name,
+                             hetc::compiler::StoredWeight weight);
   // The initializers a MatMulNBits reads as its quantized weight (B, scales, zero points), or a
-  // DequantizeLinear of a 2-D 8-bit initializer (x, scale, zero point): kept out of the IR, read by
-  // importMatMulNBits into one Int4Blocks weight, by importDequantizeLinear into one weight.
+  // DequantizeLinear of a 2-D 8- or 4-bit initializer (x, scale, zero point): kept out of the IR,
+  // read by importMatMulNBits into one Int4Blocks weight, by importDequantizeLinear into one.
   std::map<std::string, const onnx::TensorProto *> quantizedInitializers_;
   std::optional<NamedAttribute> convertAttribute(const onnx::AttributeProto &attr,
                                                  const std::string &nodeName);
@@ -567,14 +597,27 @@ bool Importer::validateGraph() {
           defined.insert(output);
       continue;
     }
-    // Blocked quantization (opset 21) is newer than the schemas hetc checks against.
-    if (node.op_type() == "DequantizeLinear")
+    // DequantizeLinear's opset-21 and later attributes (block_size, output_dtype) are newer than
+    // the schemas hetc checks against: its arity and attributes are checked here instead, its
+    // operands by importDequantizeLinear.
+    if (node.op_type() == "DequantizeLinear" &&
+        std::any_of(node.attribute().begin(), node.attribute().end(), [](const auto &attr) {
+          return attr.name() == "block_size" || attr.name() == "output_dtype";
+        })) {
+      if (node.input_size() < 2 || node.input_size() > 3 || node.output_size() != 1)
+        return fail("node '" + name + "' (DequantizeLinear) has " +
+                    std::to_string(node.input_size()) + " inputs and " +
+                    std::to_string(node.output_size()) +
+                    " outputs; it takes 2 or 3 inputs and 1 output");
       for (const auto &attr : node.attribute())
-        if (attr.name() == "block_size" && attr.i() != 0)
-          return fail("node '" + name + "' (DequantizeLinear) is blocked (block_size " +
-                      std::to_string(attr.i()) +
-                      "), which hetc does not support: it reads 8-bit weights per tensor or per "
-                      "channel, and 4-bit ones as MatMulNBits");
+        if ((attr.name() != "axis" && attr.name() != "block_size" &&
+             attr.name() != "output_dtype") ||
+            attr.type() != onnx::AttributeProto::INT)
+          return fail("node '" + name + "' (DequantizeLinear) is malformed: attribute '" +
+                      attr.name() + "' is not an integer axis, block_size or output_dtype");
+      defined.insert(node.output(0));
+      continue;
+    }
     // Arity, attribute names and types against the operator's schema at the model's opset.
     const onnx::OpSchema *schema =
         onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
@@ -795,8 +838,9 @@ std::shared_ptr<MappedFile> Importer::externalFile(const std::string &location,
 // Finds the bytes of a tensor without copying them when they are raw (inline or external).
 bool Importer::tensorBytes(const onnx::TensorProto &t, const std::string &what, const char *&data,
                            uint64_t &bytes, std::shared_ptr<void> &owner) {
+  const bool fourBit = isFourBit(t.data_type());
   std::optional<ElementInfo> elem = elementInfo(ctx_, t.data_type());
-  if (!elem)
+  if (!elem && !fourBit)
     return fail(what + " has element type " + dataTypeName(t.data_type()) +
                 ", which hetc does not support");
   uint64_t count = 1;
@@ -807,7 +851,7 @@ bool Importer::tensorBytes(const onnx::TensorProto &t, const std::string &what, 
       return fail(what + " has more elements than fit in memory");
     count *= static_cast<uint64_t>(d);
   }
-  uint64_t expected = count * elem->bytes;
+  const uint64_t expected = fourBit ? (count + 1) / 2 : count * elem->bytes;
 
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
@@ -853,6 +897,18 @@ bool Importer::tensorBytes(const onnx::TensorProto &t, const std::string &what, 
 
   // Typed fields: materialise little-endian bytes once.
   auto buffer = std::make_shared<std::vector<char>>(expected);
+  if (fourBit) {
+    // int32_data holds the packed bytes, one to an entry.
+    if (static_cast<uint64_t>(t.int32_data_size()) != expected)
+      return fail(what + " has " + std::to_string(t.int32_data_size()) +
+                  " packed values, but its shape needs " + std::to_string(expected));
+    for (uint64_t i = 0; i < expected; ++i)
+      (*buffer)[i] = static_cast<char>(static_cast<uint8_t>(t.int32_data(static_cast<int>(i))));
+    data = buffer->data();
+    bytes = expected;
+    owner = buffer;
+    return true;
+  }
   auto fill = [&](auto values, auto convert) -> bool {
     if (static_cast<uint64_t>(values.size()) != count)
       return fail(what + " has " + std::to_string(values.size()) + " values, but its shape needs " +
@@ -1140,9 +1196,8 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
   if (bits != 4)
     return fail(what + " has bits = " + std::to_string(bits) + "; hetc imports 4-bit weights");
   const uint64_t k = ints["K"], n = ints["N"], blockSize = ints["block_size"];
-  if (blockSize < 32 || (blockSize & (blockSize - 1)) != 0)
-    return fail(what + " has block_size " + std::to_string(blockSize) +
-                "; hetc's 4-bit layout takes powers of 2 from 32");
+  if (!int4BlockStorable(blockSize))
+    return fail(what + " has block_size " + std::to_string(blockSize) + "; " + kInt4BlocksStorable);
   if (node.input_size() > 4 && !node.input(4).empty())
     return fail(what + " has g_idx (act-order); hetc imports blocks in K's order only");
   const uint64_t blocks = (k + blockSize - 1) / blockSize;
@@ -1242,26 +1297,14 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
 
   hetc::compiler::StoredWeight weight;
   // Named after B; B read again by another node with other scales gets its own entry.
-  const std::string storedName =
-      weights_.find(node.input(1)) ? node.input(1) + "@" + name : node.input(1);
-  weight.name = storedName;
+  weight.name = weights_.find(node.input(1)) ? node.input(1) + "@" + name : node.input(1);
   weight.elementType = WeightElementType::Int4Blocks;
   weight.shape = {static_cast<int64_t>(n), static_cast<int64_t>(k)};
   weight.data = bData;
   weight.bytes = bBytes;
   weight.int4 = std::move(int4);
-  weights_.add(std::move(weight));
+  Value wt = transposedInt4Weight(loc, name, std::move(weight));
   Type f32 = builder_.getF32Type();
-  const auto nk = RankedTensorType::get({static_cast<int64_t>(n), static_cast<int64_t>(k)}, f32);
-  const auto kn = RankedTensorType::get({static_cast<int64_t>(k), static_cast<int64_t>(n)}, f32);
-  Value w = builder_.create<hetc::WeightOp>(loc, nk, storedName);
-  NamedAttribute perm(
-      builder_.getStringAttr("perm"),
-      builder_.getArrayAttr({builder_.getI64IntegerAttr(1), builder_.getI64IntegerAttr(0)}));
-  Value wt = builder_
-                 .create<hetc::OnnxNodeOp>(loc, TypeRange{kn}, "Transpose", name + "/Transpose",
-                                           builder_.getDictionaryAttr({perm}), ValueRange{w})
-                 ->getResult(0);
   // Y's type: A's with its last dimension N.
   Type yType = valueType(node.output(0));
   if (auto ranked = dyn_cast<RankedTensorType>(a.getType()); ranked && ranked.getRank() >= 1) {
@@ -1286,11 +1329,19 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
   return true;
 }
 
-// ONNX's DequantizeLinear of a 2-D 8-bit weight initializer, W = (x - zero_point) * scale with a
-// scale per index of `axis` or one for all: a stored weight that keeps the int8 values when the
-// zero point is 0 (int8) or 128 (uint8), so that a linear reading it along its output columns is
-// stored in int8 (LinearInt8N16K4) as it is. Another zero point gives a float weight of the same
-// values, which the plan stores as --weights says.
+// ONNX's DequantizeLinear of a 2-D weight initializer x [rows, cols] (int8 or uint8, and from
+// opset 21 int4 or uint4): W = (x - zero_point) * scale, with one scale for all, a scale per index
+// of `axis`, or (block_size B) a scale per B consecutive indices of `axis` and each index of the
+// other. W is a MatMul's B [K, N] in every export hetc knows, so what the plan can keep in its
+// precision is:
+//  - 8 bits, per tensor or per axis, zero point 0 (int8) or 128 (uint8): an Int8Channels weight,
+//    stored in int8 (LinearInt8N16K4) when a linear reads it along its output columns;
+//  - 4 bits whose scale and zero point hold over runs of k (blocked along axis 0 by a block the
+//    4-bit layout takes, per axis 1, or per tensor): an Int4Blocks weight [cols, rows] as
+//    MatMulNBits' B, seen transposed, stored in 4 bits (LinearInt4N16K8) when a linear reads it.
+// Anything else (other zero points, scales along K, blocks along N, a block the layout does not
+// take) becomes a float weight of exactly the same values, which the plan stores as --weights
+// says; `hetc inspect` shows which.
 bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::string &name) {
   const std::string what = "node '" + name + "' (DequantizeLinear)";
   auto initializer = [&](int input) -> const onnx::TensorProto * {
@@ -1306,98 +1357,192 @@ bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::st
   const int64_t rows = x->dims(0), cols = x->dims(1);
   if (rows <= 0 || cols <= 0)
     return fail(what + ": its input has an empty dimension");
-  int64_t axis = 1;
+  int64_t axis = 1, blockSize = 0;
   for (const auto &attr : node.attribute()) {
     if (attr.name() == "axis")
-      axis = attr.i(); // block_size was refused by validateGraph
+      axis = attr.i();
+    else if (attr.name() == "block_size")
+      blockSize = attr.i();
+    else if (attr.name() == "output_dtype" && attr.i() != 0 && attr.i() != onnx::TensorProto::FLOAT)
+      return fail(what + " dequantizes to " + dataTypeName(static_cast<int32_t>(attr.i())) +
+                  "; hetc imports float32 weights");
   }
   if (axis < 0)
     axis += 2;
   if (axis != 0 && axis != 1)
     return fail(what + " has axis " + std::to_string(axis) + " for a 2-D input");
+  if (blockSize < 0)
+    return fail(what + " has a negative block_size " + std::to_string(blockSize));
 
-  const bool isUnsigned = x->data_type() == onnx::TensorProto::UINT8;
-  const char *data = nullptr;
-  uint64_t bytes = 0;
-  std::shared_ptr<void> owner;
-  if (!tensorBytes(*x, what + " input", data, bytes, owner))
-    return false;
-  auto values = [&](const onnx::TensorProto &t, const std::string &role, std::vector<float> &out) {
-    return tensorValues(t, what + " " + role, true, out);
-  };
-  auto int8 = std::make_shared<hetc::compiler::Int8Channels>();
-  if (!values(*scaleProto, "scale", int8->scales))
-    return false;
-  const int64_t channels = axis == 0 ? rows : cols;
-  if (int8->scales.size() == 1)
-    int8->axis = -1;
-  else if (static_cast<int64_t>(int8->scales.size()) == channels)
-    int8->axis = axis;
-  else
-    return fail(what + " has " + std::to_string(int8->scales.size()) + " scales; its input has " +
-                std::to_string(channels) + " along axis " + std::to_string(axis));
-  std::vector<float> zeroPoints(int8->scales.size(), isUnsigned ? 128.0f : 0.0f);
-  bool stored8 = true; // the values stay int8 with a zero point of 0
-  if (const onnx::TensorProto *zp = initializer(2)) {
-    if (zp->data_type() != x->data_type())
-      return fail(what + ": its zero point's type differs from its input's");
-    std::vector<float> given;
-    if (!values(*zp, "zero point", given))
+  const int32_t type = x->data_type();
+  const bool fourBit = isFourBit(type);
+  const bool isUnsigned = type == onnx::TensorProto::UINT8 || type == kDataTypeUint4;
+  // The integers of an x-typed tensor (x itself, or its zero point), by element index.
+  auto integers = [&](const onnx::TensorProto &t, const std::string &role, const char *&data,
+                      uint64_t &count, std::shared_ptr<void> &owner) {
+    if (t.data_type() != type)
+      return fail(what + ": its " + role + " is " + dataTypeName(t.data_type()) + ", its input " +
+                  dataTypeName(type));
+    uint64_t bytes = 0;
+    if (!tensorBytes(t, what + " " + role, data, bytes, owner))
       return false;
-    if (given.size() != int8->scales.size())
-      return fail(what + " has " + std::to_string(given.size()) + " zero points for " +
-                  std::to_string(int8->scales.size()) + " scales");
-    stored8 = std::all_of(given.begin(), given.end(),
-                          [&](float z) { return z == (isUnsigned ? 128.0f : 0.0f); });
-    zeroPoints = given;
-  } else if (isUnsigned) {
-    stored8 = false; // uint8 without a zero point: 0, not 128
-    std::fill(zeroPoints.begin(), zeroPoints.end(), 0.0f);
+    count = 1;
+    for (int64_t d : t.dims())
+      count *= static_cast<uint64_t>(d);
+    return true;
+  };
+  auto integerAt = [&](const char *data, uint64_t at) -> int32_t {
+    const auto *bytes = reinterpret_cast<const uint8_t *>(data);
+    if (!fourBit)
+      return isUnsigned ? bytes[at] : static_cast<int8_t>(bytes[at]);
+    const int32_t nibble = (bytes[at / 2] >> (at % 2 ? 4 : 0)) & 0x0F;
+    return isUnsigned ? nibble : (nibble ^ 8) - 8; // sign-extended
+  };
+  const char *data = nullptr;
+  uint64_t count = 0;
+  std::shared_ptr<void> owner;
+  if (!integers(*x, "input", data, count, owner))
+    return false;
+
+  // The scales, and the index of element (i, j)'s.
+  std::vector<float> scales;
+  if (!tensorValues(*scaleProto, what + " scale", false, scales))
+    return false;
+  const int64_t along = axis == 0 ? rows : cols;
+  const int64_t blocksAlong = blockSize ? (along + blockSize - 1) / blockSize : 0;
+  const bool perTensor = !blockSize && scales.size() == 1;
+  if (blockSize) {
+    const std::vector<int64_t> expected = axis == 0 ? std::vector<int64_t>{blocksAlong, cols}
+                                                    : std::vector<int64_t>{rows, blocksAlong};
+    if (std::vector<int64_t>(scaleProto->dims().begin(), scaleProto->dims().end()) != expected)
+      return fail(what + " has block_size " + std::to_string(blockSize) + " along axis " +
+                  std::to_string(axis) + ", so its scale must be [" + std::to_string(expected[0]) +
+                  ", " + std::to_string(expected[1]) + "]");
+  } else if (!perTensor && static_cast<int64_t>(scales.size()) != along) {
+    return fail(what + " has " + std::to_string(scales.size()) + " scales; its input has " +
+                std::to_string(along) + " along axis " + std::to_string(axis));
+  }
+  auto scaleIndex = [&](int64_t i, int64_t j) -> size_t {
+    if (blockSize)
+      return static_cast<size_t>(axis == 0 ? (i / blockSize) * cols + j
+                                           : i * blocksAlong + j / blockSize);
+    return perTensor ? 0 : static_cast<size_t>(axis == 0 ? i : j);
+  };
+
+  // The zero points, one per scale: 0 when absent (uint8's and uint4's too).
+  std::vector<int32_t> zeroPoints(scales.size(), 0);
+  if (const onnx::TensorProto *zp = initializer(2)) {
+    const char *zpData = nullptr;
+    uint64_t zpCount = 0;
+    std::shared_ptr<void> zpOwner;
+    if (!integers(*zp, "zero point", zpData, zpCount, zpOwner))
+      return false;
+    if (zpCount != scales.size())
+      return fail(what + " has " + std::to_string(zpCount) + " zero points for " +
+                  std::to_string(scales.size()) + " scales");
+    for (uint64_t i = 0; i < zpCount; ++i)
+      zeroPoints[i] = integerAt(zpData, i);
   }
 
   hetc::compiler::StoredWeight weight;
   weight.name = node.input(0);
   weight.shape = {rows, cols};
-  const auto count = static_cast<size_t>(rows * cols);
-  auto scaleOf = [&](int64_t i, int64_t j) {
-    return int8->axis == 0 ? size_t(i) : int8->axis == 1 ? size_t(j) : size_t(0);
-  };
-  if (stored8 && !isUnsigned) {
+  Location loc = NameLoc::get(builder_.getStringAttr(name));
+  const auto f32Type = RankedTensorType::get({rows, cols}, builder_.getF32Type());
+
+  if (fourBit && (blockSize ? axis == 0 && int4BlockStorable(static_cast<uint64_t>(blockSize))
+                            : perTensor || axis == 1)) {
+    // MatMulNBits' form of W^T: row j of [cols, rows] holds column j's k in blocks, u = x + 8
+    // for int4 (with its zero points moved by 8 too), so that every u and zero point is 0..15.
+    auto int4 = std::make_shared<hetc::compiler::Int4Blocks>();
+    int4->blockSize = blockSize ? static_cast<uint64_t>(blockSize)
+                                : int4BlockCovering(static_cast<uint64_t>(rows));
+    int4->blocks = (static_cast<uint64_t>(rows) + int4->blockSize - 1) / int4->blockSize;
+    const int32_t shift = isUnsigned ? 0 : 8;
+    const uint64_t blockBytes = int4->blockSize / 2;
+    auto packed = std::make_shared<std::vector<uint8_t>>(static_cast<uint64_t>(cols) *
+                                                         int4->blocks * blockBytes);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const uint64_t k = static_cast<uint64_t>(i) % int4->blockSize;
+        const uint64_t at =
+            (static_cast<uint64_t>(j) * int4->blocks + i / int4->blockSize) * blockBytes + k / 2;
+        (*packed)[at] |= static_cast<uint8_t>(
+            (integerAt(data, static_cast<uint64_t>(i * cols + j)) + shift) << (k % 2 ? 4 : 0));
+      }
+    for (int64_t j = 0; j < cols; ++j)
+      for (uint64_t b = 0; b < int4->blocks; ++b) {
+        const size_t at = scaleIndex(static_cast<int64_t>(b * int4->blockSize), j);
+        int4->scales.push_back(scales[at]);
+        int4->zeroPoints.push_back(static_cast<uint8_t>(zeroPoints[at] + shift));
+      }
+    weight.shape = {cols, rows};
+    weight.elementType = WeightElementType::Int4Blocks;
+    weight.data = packed->data();
+    weight.bytes = packed->size();
+    weight.int4 = std::move(int4);
+    weights_.keepAlive(packed);
+    values_[node.output(0)] = transposedInt4Weight(loc, name, std::move(weight));
+    return true;
+  }
+
+  const bool int8ZeroPoints = std::all_of(zeroPoints.begin(), zeroPoints.end(),
+                                          [&](int32_t z) { return z == (isUnsigned ? 128 : 0); });
+  // uint8 without a zero point is around 0, not 128.
+  if (!fourBit && !blockSize && int8ZeroPoints && (!isUnsigned || initializer(2))) {
+    auto int8 = std::make_shared<hetc::compiler::Int8Channels>();
+    int8->axis = perTensor ? -1 : axis;
+    int8->scales = std::move(scales);
     weight.elementType = WeightElementType::Int8Channels;
-    weight.data = data;
-    weight.bytes = bytes;
-    weights_.keepAlive(owner);
-  } else if (stored8) {
-    // uint8 around 128 is int8 around 0.
-    auto shifted = std::make_shared<std::vector<int8_t>>(count);
-    for (size_t i = 0; i < count; ++i)
-      (*shifted)[i] =
-          static_cast<int8_t>(static_cast<int>(reinterpret_cast<const uint8_t *>(data)[i]) - 128);
-    weight.elementType = WeightElementType::Int8Channels;
-    weight.data = shifted->data();
-    weight.bytes = count;
-    weights_.keepAlive(shifted);
+    weight.int8 = std::move(int8);
+    if (!isUnsigned) {
+      weight.data = data;
+      weight.bytes = count;
+      weights_.keepAlive(owner);
+    } else {
+      // uint8 around 128 is int8 around 0.
+      auto shifted = std::make_shared<std::vector<int8_t>>(count);
+      for (uint64_t i = 0; i < count; ++i)
+        (*shifted)[i] = static_cast<int8_t>(integerAt(data, i) - 128);
+      weight.data = shifted->data();
+      weight.bytes = count;
+      weights_.keepAlive(shifted);
+    }
   } else {
     auto floats = std::make_shared<std::vector<float>>(count);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j) {
-        const size_t at = static_cast<size_t>(i * cols + j);
-        const float q = isUnsigned ? static_cast<float>(reinterpret_cast<const uint8_t *>(data)[at])
-                                   : static_cast<float>(reinterpret_cast<const int8_t *>(data)[at]);
-        (*floats)[at] = (q - zeroPoints[scaleOf(i, j)]) * int8->scales[scaleOf(i, j)];
+        const uint64_t at = static_cast<uint64_t>(i * cols + j);
+        const size_t s = scaleIndex(i, j);
+        (*floats)[at] = static_cast<float>(integerAt(data, at) - zeroPoints[s]) * scales[s];
       }
     weight.elementType = WeightElementType::F32;
     weight.data = floats->data();
     weight.bytes = count * sizeof(float);
     weights_.keepAlive(floats);
   }
-  if (weight.elementType == WeightElementType::Int8Channels)
-    weight.int8 = std::move(int8);
   weights_.add(std::move(weight));
-  Location loc = NameLoc::get(builder_.getStringAttr(name));
-  values_[node.output(0)] = builder_.create<hetc::WeightOp>(
-      loc, RankedTensorType::get({rows, cols}, builder_.getF32Type()), node.input(0));
+  values_[node.output(0)] = builder_.create<hetc::WeightOp>(loc, f32Type, node.input(0));
   return true;
+}
+
+// Stores a 4-bit weight (Int4Blocks, [N, K]) and gives the IR's [K, N] float32 view of it:
+// hetc.weight, then an ONNX Transpose, the form the raising reads as a linear's weight.
+Value Importer::transposedInt4Weight(Location loc, const std::string &name,
+                                     hetc::compiler::StoredWeight weight) {
+  const int64_t n = weight.shape[0], k = weight.shape[1];
+  const std::string storedName = weight.name;
+  weights_.add(std::move(weight));
+  Type f32 = builder_.getF32Type();
+  Value w = builder_.create<hetc::WeightOp>(loc, RankedTensorType::get({n, k}, f32), storedName);
+  NamedAttribute perm(
+      builder_.getStringAttr("perm"),
+      builder_.getArrayAttr({builder_.getI64IntegerAttr(1), builder_.getI64IntegerAttr(0)}));
+  return builder_
+      .create<hetc::OnnxNodeOp>(loc, TypeRange{RankedTensorType::get({k, n}, f32)}, "Transpose",
+                                name + "/Transpose", builder_.getDictionaryAttr({perm}),
+                                ValueRange{w})
+      ->getResult(0);
 }
 
 OwningOpRef<ModuleOp> Importer::run() {
@@ -1448,13 +1593,13 @@ OwningOpRef<ModuleOp> Importer::run() {
       for (int i = 1; i <= 3 && i < node.input_size(); ++i)
         if (!node.input(i).empty())
           quantizedInitializers_[node.input(i)] = nullptr;
-    // A weight's DequantizeLinear: an 8-bit 2-D initializer that nothing else reads.
+    // A weight's DequantizeLinear: an 8- or 4-bit 2-D initializer that nothing else reads.
     const bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     if (defaultDomain && node.op_type() == "DequantizeLinear" && node.input_size() >= 2) {
       auto x = initializers.find(node.input(0));
       if (x != initializers.end() && x->second->dims_size() == 2 && readers[node.input(0)] == 1 &&
           (x->second->data_type() == onnx::TensorProto::INT8 ||
-           x->second->data_type() == onnx::TensorProto::UINT8))
+           x->second->data_type() == onnx::TensorProto::UINT8 || isFourBit(x->second->data_type())))
         for (int i = 0; i < 3 && i < node.input_size(); ++i)
           if (!node.input(i).empty() && initializers.count(node.input(i)) &&
               readers[node.input(i)] == 1)
