@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Pre-quantized ONNX imported without widening: ONNX Runtime's MatMulNBits in 4 bits and QDQ
-(MatMul of a DequantizeLinear) in int8, each giving the same numbers as the float model compiled
+(MatMul of a DequantizeLinear) in int8 and int4, each giving the same numbers as the float model compiled
 with --weights int4 or int8, ONNX Runtime's own run of the files as a second referee, and the
 refusals.
 
@@ -25,7 +25,16 @@ refusals.
    output column, axis 1), int8 with zero point 0 and uint8 with 128: the same numbers as the
    float file compiled with --weights int8 (KL 0), the linears LinearInt8N16K4; with --node,
    ONNX Runtime's greedy ids on the int8 file.
-5. Refusals, one line each: bits = 8, block_size 16, a g_idx input, a blocked DequantizeLinear.
+5. 4-bit QDQ of opset 21 (--int4-qdq): Q int4 or uint4 [K, N] blocked along K (axis 0,
+   block_size 32) gives exactly the MatMulNBits file's numbers of the same blocks (asymmetric,
+   and symmetric int4 without a zero point), the linears LinearInt4N16K8; with --node, ONNX
+   Runtime's greedy ids on the int4 file. A scale per output column (axis 1, no block) stays in
+   4 bits within the int4 KL bound.
+6. int8 QDQ blocked along K (the per-column file's scales repeated per block of 32): dequantized
+   at import, then --weights int8 quantizes it again to the per-column file's plan (KL within
+   1e-3; a wrong block index would be far off).
+7. Refusals, one line each: bits = 8, block_size 16, a g_idx input, a blocked DequantizeLinear
+   whose scale does not fit its block_size, a DequantizeLinear to float16.
 """
 
 import argparse
