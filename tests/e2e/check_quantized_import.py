@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Pre-quantized ONNX imported without widening: ONNX Runtime's MatMulNBits in 4 bits and QDQ
-(MatMul of a DequantizeLinear) in int8 and int4, each giving the same numbers as the float model compiled
-with --weights int4 or int8, ONNX Runtime's own run of the files as a second referee, and the
-refusals.
+(MatMul of a DequantizeLinear) in int8 and int4, each giving the same numbers as the float model
+compiled with --weights int4 or int8, ONNX Runtime's own run of the files as a second referee,
+and the refusals.
 
     /usr/bin/python3 tests/e2e/check_quantized_import.py --hetc BUILD/bin/hetc --workdir DIR [--node NODE]
 
