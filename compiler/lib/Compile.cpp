@@ -83,9 +83,13 @@ void printStage(ModuleOp module, const char *stage) {
   llvm::errs() << "\n";
 }
 
+WeightScheme weightScheme(const CompileOptions &options) {
+  return WeightScheme(options.weights, options.groupSize, options.int4Symmetric, options.lmHead);
+}
+
 Status validate(const CompileOptions &options) {
-  if (options.weights == WeightFormat::INT4 && options.groupSize != 32 && options.groupSize != 64 &&
-      options.groupSize != 128)
+  if ((options.weights == WeightFormat::INT4 || options.lmHead == WeightFormat::INT4) &&
+      options.groupSize != 32 && options.groupSize != 64 && options.groupSize != 128)
     return Status::error("--group-size " + std::to_string(options.groupSize) +
                          ": int4 weights take groups of 32, 64 or 128");
   // "host" is this machine's CPU; any other target is a file the cost model reads.
@@ -219,9 +223,7 @@ Status compileOnnxToPlan(const CompileOptions &options) {
       return Status::error(diagnostics.message().empty() ? "planning failed"
                                                          : diagnostics.message());
     PlanMemory memory;
-    if (failed(measurePlan(*probe, weights, options.target,
-                           {options.weights, options.groupSize, options.int4Symmetric}, memory,
-                           error)))
+    if (failed(measurePlan(*probe, weights, options.target, weightScheme(options), memory, error)))
       return Status::error(error);
     // 10% of the available memory is left as headroom.
     maxSeq = std::min(largestFittingSeq(memory, *available / 10 * 9), kMaxAutoSeq);
@@ -263,9 +265,8 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   PlanMemoryCheck check;
   if (available)
     check = [&](const PlanMemory &memory) { return checkFits(memory, *available); };
-  if (failed(emitPlan(*module, weights, options.target,
-                      {options.weights, options.groupSize, options.int4Symmetric},
-                      options.outputPath, error, check, tokenizer->def.get())))
+  if (failed(emitPlan(*module, weights, options.target, weightScheme(options), options.outputPath,
+                      error, check, tokenizer->def.get())))
     return Status::error(error);
   return Status();
 }

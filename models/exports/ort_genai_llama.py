@@ -159,7 +159,8 @@ def four_bit_tensor(name: str, values: np.ndarray, signed: bool) -> onnx.TensorP
     return t
 
 
-def dequantize_linear_4bit(g, x, name, quantized, symmetric: bool, k: int, signed: bool):
+def dequantize_linear_4bit(g, x, name, quantized, symmetric: bool, k: int, signed: bool,
+                           out: str = None):
     """MatMul(x, DequantizeLinear(Q [K, N], scale, zero point)) of opset 21 for a weight
     quantize_int4 gave: with blocks (block < K), axis 0 and block_size, the scale and zero point
     [ceil(K / block), N]; with one block over all of K, a scale per output column (axis 1, no
@@ -184,10 +185,10 @@ def dequantize_linear_4bit(g, x, name, quantized, symmetric: bool, k: int, signe
     attrs = {"axis": 1} if per_column else {"axis": 0, "block_size": block}
     w = g.node("DequantizeLinear", inputs, [f"{name}/DequantizeLinear/output_0"],
                f"{name}/DequantizeLinear", **attrs)
-    return g.node("MatMul", [x, w], [f"{name}/MatMul/output_0"], f"{name}/MatMul")
+    return g.node("MatMul", [x, w], [out or f"{name}/MatMul/output_0"], f"{name}/MatMul")
 
 
-def matmul_nbits(g, x, name, quantized, symmetric: bool, k: int):
+def matmul_nbits(g, x, name, quantized, symmetric: bool, k: int, out: str = None):
     """MatMulNBits(x, B, scales[, zero_points]) for a weight quantize_int4 gave: B [N, blocks,
     block / 2] with element k of a block in byte k / 2, the even one in the low nibble; zero
     points [N * ceil(blocks / 2)] packed the same way, a row's first block in a new byte."""
@@ -204,7 +205,7 @@ def matmul_nbits(g, x, name, quantized, symmetric: bool, k: int):
         inputs.append(g.init(f"{name}.qzeros",
                              (zp_padded[:, 0::2] | (zp_padded[:, 1::2] << 4)).reshape(-1),
                              keep_dtype=True))
-    return g.node("MatMulNBits", inputs, [f"{name}/MatMul/output_0"], f"{name}/MatMul", domain=MS,
+    return g.node("MatMulNBits", inputs, [out or f"{name}/MatMul/output_0"], f"{name}/MatMul", domain=MS,
                   K=k, N=n, bits=4, block_size=block, accuracy_level=0)
 
 
@@ -304,7 +305,15 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
             [f"{where}/output_0", "", "", f"{where}/output_3"], f"{where}/SkipLayerNorm", domain=MS,
             epsilon=eps)
     head = "lm_head.weight" if "lm_head.weight" in w else "model.embed_tokens.weight"
-    g.node("MatMul", [normed, g.init("lm_head.MatMul.weight", w[head].T.copy())], ["logits"], "/lm_head/MatMul")
+    if int4 is not None and "lm_head.weight" in int4 and int4_qdq:
+        dequantize_linear_4bit(g, normed, "/lm_head", int4["lm_head.weight"], int4_symmetric,
+                               w[head].shape[1], int4_qdq == "int4", out="logits")
+    elif int4 is not None and "lm_head.weight" in int4:
+        matmul_nbits(g, normed, "/lm_head", int4["lm_head.weight"], int4_symmetric,
+                     w[head].shape[1], out="logits")
+    else:
+        g.node("MatMul", [normed, g.init("lm_head.MatMul.weight", w[head].T.copy())], ["logits"],
+               "/lm_head/MatMul")
 
     graph = helper.make_graph(g.nodes, "main_graph", inputs, outputs, initializer=g.inits)
     # DequantizeLinear's 4-bit types and block_size are opset 21's.
@@ -416,6 +425,9 @@ def main(argv=None) -> int:
                         "opset 21 with 4-bit Q [K, N]: blocked along K (axis 0, block_size) by "
                         "--int4-block-size, or with --int4-block-size 0 a scale per output column; "
                         "the same quantizer as MatMulNBits'")
+    p.add_argument("--int4-lm-head", action="store_true",
+                   help="with --int4-block-size: the lm_head in 4 bits too (as GenAI's int4 "
+                        "export writes it unless told to exclude it); an untied model's only")
     p.add_argument("--no-shuffle", action="store_true", help="keep the nodes in topological order")
     p.add_argument("--shuffle-seed", type=int, default=0)
     p.add_argument("--print-ops", action="store_true")
@@ -452,13 +464,16 @@ def main(argv=None) -> int:
                 sd[key] = torch.from_numpy(q.astype(np.float32) * scale[:, None])
     if a.int4_qdq and (a.dtype != "float32" or a.int8_qdq):
         p.error("--int4-qdq writes float32 scales and excludes --int8-qdq")
+    if a.int4_lm_head and (not (a.int4_block_size or a.int4_qdq) or config.tie_word_embeddings):
+        p.error("--int4-lm-head needs --int4-block-size (or --int4-qdq) and an untied lm_head")
     if a.int4_block_size or a.int4_qdq:
         if a.dtype != "float32":
             p.error("--int4-block-size writes float32 scales: use --dtype float32")
         # The layers' linears, quantized once; the reference computes with what the file holds.
         int4 = {}
         for key in list(sd):
-            if key.startswith("model.layers.") and key.endswith("_proj.weight"):
+            if (key.startswith("model.layers.") and key.endswith("_proj.weight")) or \
+                    (key == "lm_head.weight" and a.int4_lm_head):
                 weight = sd[key].detach().float().numpy()
                 # Block size 0 (QDQ only): one block over all of K, a scale per output column.
                 int4[key] = quantize_int4(weight, a.int4_block_size or weight.shape[1],

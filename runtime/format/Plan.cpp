@@ -680,16 +680,16 @@ private:
   const TensorDef &tensor(uint32_t index) const { return *def_.tensors()->Get(index); }
 
   // A linear weight [N, K] for an op reading `in` columns and writing `out` columns; the integer
-  // layouts only for a Linear (`integerAllowed`).
+  // layouts for an LmHead only from schema 1.14 (`lmHead`).
   Status checkLinearWeight(uint32_t opIndex, uint32_t weight, uint64_t in, uint64_t out,
-                           bool integerAllowed) const {
+                           bool lmHead) const {
     const TensorDef &w = tensor(weight);
     const bool integer = w.layout() == WeightLayoutDef::LinearInt8N16K4 ||
                          w.layout() == WeightLayoutDef::LinearInt4N16K8;
-    if (integer && !integerAllowed)
+    if (const uint32_t minor = def_.schema_version() & 0xffff; integer && lmHead && minor < 14)
       return fail(opText(opIndex), " weight ", tensorText(weight), " is ",
-                  EnumNameWeightLayoutDef(w.layout()),
-                  "; an lm_head weight is LinearNK or LinearBf16N16K2");
+                  EnumNameWeightLayoutDef(w.layout()), ", which schema 1.", minor,
+                  " does not allow for an lm_head (added in 1.14)");
     if (w.layout() != WeightLayoutDef::LinearNK && w.layout() != WeightLayoutDef::LinearBf16N16K2 &&
         !integer)
       return fail(opText(opIndex), " weight ", tensorText(weight), " is in the ",
@@ -779,10 +779,19 @@ private:
     case OpKindDef::Embedding: {
       const TensorDef &table = tensor(weight(0));
       if (table.layout() != WeightLayoutDef::RowMajor &&
-          table.layout() != WeightLayoutDef::LinearBf16N16K2)
+          table.layout() != WeightLayoutDef::LinearBf16N16K2 &&
+          table.layout() != WeightLayoutDef::LinearInt8N16K4 &&
+          table.layout() != WeightLayoutDef::LinearInt4N16K8)
         return fail(opText(i), " table ", tensorText(weight(0)), " is in the ",
                     EnumNameWeightLayoutDef(table.layout()),
-                    " layout; a table is RowMajor or a tied LinearBf16N16K2 weight");
+                    " layout; a table is RowMajor or a tied lm_head's LinearBf16N16K2, "
+                    "LinearInt8N16K4 or LinearInt4N16K8 weight");
+      if (const uint32_t minor = def_.schema_version() & 0xffff;
+          table.layout() != WeightLayoutDef::RowMajor &&
+          table.layout() != WeightLayoutDef::LinearBf16N16K2 && minor < 14)
+        return fail(opText(i), " table ", tensorText(weight(0)), " is ",
+                    EnumNameWeightLayoutDef(table.layout()), ", which schema 1.", minor,
+                    " does not allow for a table (added in 1.14)");
       if (table.shape()->size() != 2 || table.shape()->Get(0) != def_.model()->vocab() ||
           table.shape()->Get(1) != buffer(out).cols())
         return fail(opText(i), " table ", tensorText(weight(0)), " has shape ",
@@ -818,7 +827,7 @@ private:
             !status)
           return status;
       if (Status status =
-              checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols(), true);
+              checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols(), false);
           !status || !p.bias())
         return status;
       return checkF32Vector(i, weight(1), buffer(out).cols(), "bias");
@@ -902,7 +911,7 @@ private:
       if (buffer(out).cols() != def_.model()->vocab())
         return fail(opText(i), " writes ", buffer(out).cols(), " columns but the model vocab is ",
                     def_.model()->vocab());
-      return checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols(), false);
+      return checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols(), true);
     }
     return Status();
   }

@@ -96,6 +96,25 @@ void quantizeLinearInt8(const float *src, bool srcIsKN, uint64_t n, uint64_t k, 
   }
 }
 
+void unpackLinearInt8Row(const uint8_t *segment, uint64_t n, uint64_t k, uint64_t row, float *out) {
+  const LinearInt8N16K4 layout{n, k};
+  const float scale = reinterpret_cast<const float *>(segment + layout.scaleOffset())[row];
+  for (uint64_t col = 0; col < k; ++col)
+    out[col] = static_cast<float>(static_cast<int8_t>(segment[layout.index(row, col)])) * scale;
+}
+
+void unpackLinearInt4Row(const uint8_t *segment, uint64_t n, uint64_t k, uint64_t group,
+                         uint64_t row, float *out) {
+  const LinearInt4N16K8 layout{n, k, group};
+  const float *scales = reinterpret_cast<const float *>(segment + layout.scaleOffset());
+  const uint8_t *zeroPoints = segment + layout.zeroPointOffset();
+  for (uint64_t col = 0; col < k; ++col) {
+    const uint64_t g = layout.groupIndex(row, col / group);
+    const int u = (segment[layout.byteIndex(row, col)] >> LinearInt4N16K8::nibbleShift(col)) & 0x0F;
+    out[col] = static_cast<float>(u - zeroPoints[g]) * scales[g];
+  }
+}
+
 bool LinearInt4N16K8::segmentSizeChecked(uint64_t n, uint64_t k, uint64_t group, uint64_t &bytes) {
   // Below 2^58, n + 15 and k + group - 1 cannot overflow; the products are checked.
   constexpr uint64_t kLimit = uint64_t{1} << 58;

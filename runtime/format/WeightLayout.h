@@ -88,6 +88,10 @@ struct LinearInt8N16K4 {
   static bool segmentSizeChecked(uint64_t n, uint64_t k, uint64_t &bytes);
 };
 
+// Row `row` of W ([K] floats, q * scale in float32) from a LinearInt8N16K4 segment: a tied
+// embedding's table lookup.
+void unpackLinearInt8Row(const uint8_t *segment, uint64_t n, uint64_t k, uint64_t row, float *out);
+
 // Quantizes the f32 matrix `src` (as packLinearBf16 takes it) symmetrically per output column:
 // scale[n] = max |W[n][.]| / 127 (0 for a zero column), q = round-half-even(W / scale). Writes the
 // packed q to `dst` (LinearInt8N16K4{n, k}.bytes(), padding zeroed), and, for paddedColumns()
@@ -155,6 +159,11 @@ struct LinearInt4N16K8 {
   // 64 or 128.
   static bool segmentSizeChecked(uint64_t n, uint64_t k, uint64_t group, uint64_t &bytes);
 };
+
+// Row `row` of W ([K] floats, float(u - zp) * scale in float32) from a LinearInt4N16K8 segment:
+// a tied embedding's table lookup.
+void unpackLinearInt4Row(const uint8_t *segment, uint64_t n, uint64_t k, uint64_t group,
+                         uint64_t row, float *out);
 
 // Quantizes the f32 matrix `src` (as packLinearBf16 takes it) per output column and group into
 // one plan segment of LinearInt4N16K8{n, k, group}.segmentBytes() bytes. Over the valid k of

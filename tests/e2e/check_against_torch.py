@@ -259,6 +259,7 @@ def check(a):
     run([a.hetc, "compile", onnx_path, "--target", "host", "--max-batch", "4", "--max-seq", "128",
          "--weights", a.weights, "--group-size", str(a.group_size)]
         + (["--int4-symmetric"] if a.int4_symmetric else [])
+        + (["--lm-head", a.lm_head] if a.lm_head else [])
         + (["--kv", a.kv] if a.kv else []) + ["-o", plan],
         "hetc compile", timeout=a.timeout)
     if not os.path.isfile(plan):
@@ -267,12 +268,14 @@ def check(a):
     f32_tokens, f32_logits = load_reference(a, "torch")
     round_inputs, kv_dtype = plan_roundings(a.hetc, plan, a.timeout)
     if a.weights != "f32" or kv_dtype == "INT8":
+        head = f"{a.lm_head} (rows in int8)" if a.lm_head else "bf16"
         operands = {"bf16": ["bf16 weights"], "f32": ["float32 weights"],
-                    "int8": ["int8 weights and rows in the layers' linears, a bf16 lm_head"],
+                    "int8": [f"int8 weights and rows in the layers' linears, a {head} lm_head"],
                     "int4": [f"int4 weights (groups of {a.group_size}) and int8 rows in the "
-                             "layers' linears, a bf16 lm_head"]}[a.weights] + (
+                             f"layers' linears, a {head} lm_head"]}[a.weights] + (
             ["bf16 linear inputs"] if round_inputs and a.weights == "bf16" else []) + (
-            ["bf16 lm_head inputs"] if round_inputs and a.weights in ("int8", "int4") else []) + (
+            ["bf16 lm_head inputs"]
+            if round_inputs and a.weights in ("int8", "int4") and not a.lm_head else []) + (
             ["bf16 K and V"] if kv_dtype == "BF16" else []) + (
             ["int8 K and V (a scale per head and position)"] if kv_dtype == "INT8" else [])
         print(f"reference: PyTorch in float32 on {', '.join(operands)}, as the plan on this host")
@@ -284,7 +287,8 @@ def check(a):
             + (["--f32-weights"] if a.weights == "f32" else [])
             + (["--int8-weights"] if a.weights == "int8" else [])
             + (["--int4-weights", str(a.group_size)] if a.weights == "int4" else [])
-            + (["--int4-symmetric"] if a.int4_symmetric else []),
+            + (["--int4-symmetric"] if a.int4_symmetric else [])
+            + (["--lm-head", a.lm_head] if a.lm_head else []),
             "torch_operands")
     else:
         torch_tokens, torch_logits = f32_tokens, f32_logits
@@ -372,6 +376,8 @@ def main(argv=None):
                    help="hetc compile --weights: f32 (exact, the default here), bf16, int8 or int4")
     p.add_argument("--group-size", type=int, default=32, help="hetc compile --group-size (int4)")
     p.add_argument("--int4-symmetric", action="store_true", help="hetc compile --int4-symmetric")
+    p.add_argument("--lm-head", choices=["int8", "int4"],
+                   help="hetc compile --lm-head, with --weights int8 or int4 (default: bf16)")
     p.add_argument("--kv", choices=["f32", "bf16", "int8"],
                    help="hetc compile --kv (default: the compiler's, which follows --weights)")
     p.add_argument("--allow-near-ties", action="store_true",

@@ -25,6 +25,9 @@ and the refusals.
    output column, axis 1), int8 with zero point 0 and uint8 with 128: the same numbers as the
    float file compiled with --weights int8 (KL 0), the linears LinearInt8N16K4; with --node,
    ONNX Runtime's greedy ids on the int8 file.
+   With --int4-lm-head the lm_head is a MatMulNBits too (GenAI's default int4 export): kept in 4
+   bits, the numbers of the float file compiled with --weights int4 --lm-head int4; with --node,
+   ONNX Runtime's first ids.
 5. 4-bit QDQ of opset 21 (--int4-qdq): Q int4 or uint4 [K, N] blocked along K (axis 0,
    block_size 32) gives exactly the MatMulNBits file's numbers of the same blocks (asymmetric,
    and symmetric int4 without a zero point), the linears LinearInt4N16K8; with --node, ONNX
@@ -186,6 +189,27 @@ def check(a):
         if not 0 < r["kl_mean"] <= MAX_MEAN_KL:
             raise CheckFailed(f"{name}: mean KL divergence {r['kl_mean']:.3e} from float32 is "
                               f"outside (0, {MAX_MEAN_KL}]")
+
+    # 2b. The lm_head in MatMulNBits too (GenAI's int4 export unless told to exclude it): kept in
+    # 4 bits, --weights int4 --lm-head int4's numbers.
+    head_onnx = export(a, "nbits32_lm_head", ["--int4-block-size", "32", "--int4-lm-head"])
+    head_plan = compile_plan(a, head_onnx, "nbits32_lm_head", ["--kv", "f32"])
+    heads = [t for t in linear_tensors(a, head_plan) if "lm_head" in t["name"]]
+    if len(heads) != 1 or heads[0]["layout"] != "LinearInt4N16K8":
+        raise CheckFailed(f"the MatMulNBits lm_head is stored as {heads}, not LinearInt4N16K8")
+    head_twin = compile_plan(a, float_onnx, "float_int4_g32_lm_head",
+                             ["--weights", "int4", "--group-size", "32", "--lm-head", "int4",
+                              "--kv", "f32"])
+    r = kl(a, head_twin, head_plan)
+    if r["kl_max"] != 0.0 or r["top1_agreement"] != 1.0:
+        raise CheckFailed(f"the MatMulNBits lm_head differs from --lm-head int4: {r}")
+    print("MatMulNBits lm_head: kept in 4 bits, --weights int4 --lm-head int4's numbers (KL 0)")
+    if a.node:
+        worst = against_ort(a, head_onnx, head_plan, "nbits32_lm_head")
+        if worst > 5e-2:
+            raise CheckFailed(f"MatMulNBits lm_head: first-step logits differ from ONNX Runtime's "
+                              f"by {worst:.2e} of max |logit| (bound 5e-2)")
+        print(f"MatMulNBits lm_head: ONNX Runtime's first ids, first-step logits within {worst:.2e}")
 
     # 3. ONNX Runtime on the MatMulNBits file.
     if a.node:

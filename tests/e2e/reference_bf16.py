@@ -4,6 +4,7 @@ computes, so its check can be as strict as the float32 one.
 
     /usr/bin/python3 tests/e2e/reference_bf16.py [--round-inputs] [--round-kv | --quantize-kv-int8] \
         [--f32-weights | --int8-weights | --int4-weights GROUP [--int4-symmetric]] \
+        [--lm-head int8|int4] \
         <models/reference.py arguments>
 
 Every nn.Linear weight of the model is rounded to bf16 (round to nearest even), and with it a tied
@@ -27,6 +28,8 @@ compiled with --weights f32: then only the KV cache's operands differ from model
 and its input rows quantized as hetc quantizes them (int8_as_hetc; the integer dot products are
 exact in the plan), the lm_head bf16 weights (and inputs with --round-inputs). --int4-weights
 GROUP is --weights int4 --group-size GROUP: the same with the weights in 4 bits (int4_as_hetc).
+With either, --lm-head int8|int4 is hetc compile --lm-head: the lm_head's weight (and a tied
+embedding table, the same tensor) and rows quantized as the layers' are (int4 in GROUP's groups).
 The model definition, the generation loop and the outputs are models/reference.py's own.
 """
 
@@ -100,16 +103,26 @@ def int4_as_hetc(weight, group, symmetric=False):
     return back.reshape(n, padded)[:, :k]
 
 
-def int8_operands(load_model, round_head_inputs, int4_group=None, int4_symmetric=False):
+def int8_operands(load_model, round_head_inputs, int4_group=None, int4_symmetric=False,
+                  lm_head=None):
     """A plan compiled with --weights int8: every linear but the lm_head takes int8 weights (a
     scale per output column) and int8 activation rows (a scale per row); the lm_head takes bf16
     weights (and with them a tied embedding table) and, with round_head_inputs, bf16 rows. With
-    int4_group, --weights int4: the weights in 4 bits (int4_as_hetc), the rows in int8 alike."""
+    int4_group, --weights int4: the weights in 4 bits (int4_as_hetc), the rows in int8 alike. With
+    lm_head "int8" or "int4" (--lm-head), the lm_head's weight (and a tied table) and rows are
+    quantized as the layers' are."""
     def load(model_dir):
         model = load_model(model_dir)
         with torch.no_grad():
             for module in model.modules():
                 if not isinstance(module, torch.nn.Linear):
+                    continue
+                if module is model.lm_head and lm_head is not None:
+                    module.weight.copy_(int8_as_hetc(module.weight) if lm_head == "int8"
+                                        else int4_as_hetc(module.weight, int4_group or 32,
+                                                          int4_symmetric))
+                    module.register_forward_pre_hook(
+                        lambda _, inputs: (int8_as_hetc(inputs[0]),) + tuple(inputs[1:]))
                     continue
                 if module is model.lm_head:
                     module.weight.copy_(to_bf16_and_back(module.weight))
@@ -242,6 +255,11 @@ def main(argv=None):
     int8_weights = take_flag(argv, "--int8-weights")
     int4_symmetric = take_flag(argv, "--int4-symmetric")
     int4_group = None
+    lm_head = None
+    if "--lm-head" in argv:
+        at = argv.index("--lm-head")
+        lm_head = argv[at + 1]
+        del argv[at:at + 2]
     if "--int4-weights" in argv:
         at = argv.index("--int4-weights")
         int4_group = int(argv[at + 1])
@@ -261,7 +279,7 @@ def main(argv=None):
         reference.SELF_CHECK_TOLERANCE = 2e-2
     if int8_weights or int4_group:
         reference.load_model = int8_operands(reference.load_model, round_inputs, int4_group,
-                                             int4_symmetric)
+                                             int4_symmetric, lm_head)
     elif not f32_weights:
         reference.load_model = bf16_operands(reference.load_model, round_inputs)
     return reference.main(argv)

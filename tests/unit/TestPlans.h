@@ -59,6 +59,9 @@ struct TinyPlanShape {
   bool packed_int8_linear = false;
   // The same in INT4 LinearInt4N16K8 with groups of this many k (0: not), asymmetric.
   uint32_t packed_int4_group = 0;
+  // With packed_int8_linear or packed_int4_group: the lm_head in that format too (hetc compile
+  // --lm-head), and a tied embedding then reads it as its table.
+  bool integer_lm_head = false;
   // o_proj and down_proj with the residual Add fused in (LinearParamsDef.residual), writing the
   // Add's output; needs packed_bf16_linear.
   bool fused_residual = false;
@@ -268,14 +271,23 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     def.tensors.push_back(std::move(tensor));
     return static_cast<uint32_t>(def.tensors.size() - 1);
   };
+  const bool integerHead =
+      shape.integer_lm_head && (shape.packed_int8_linear || shape.packed_int4_group != 0);
+  // A packed weight: in the layers' integer format, or (the lm_head, unless integerHead) BF16.
+  auto packedAs = [&](const std::string &name, uint32_t n, uint32_t k,
+                      const std::vector<float> &values, bool lmHead) {
+    if (shape.packed_int4_group != 0 && (!lmHead || integerHead))
+      return packedInt4(name, n, k, values);
+    if (shape.packed_int8_linear && (!lmHead || integerHead))
+      return packedInt8(name, n, k, values);
+    return packed(name, n, k, values);
+  };
   auto linear = [&](const std::string &name, uint32_t n, uint32_t k) {
     std::vector<float> values = randomValues(uint64_t{n} * k, 0.0f, 1.0f / std::sqrt(float(k)));
-    if (shape.packed_int4_group != 0 && name != "lm_head.weight")
-      return packedInt4(name, n, k, values);
-    if (shape.packed_int8_linear && name != "lm_head.weight")
-      return packedInt8(name, n, k, values);
-    if (shape.packed_bf16_linear)
-      return packed(name, n, k, values);
+    const bool lmHead = name == "lm_head.weight";
+    if (shape.packed_bf16_linear || shape.packed_int8_linear || shape.packed_int4_group != 0)
+      if (!lmHead || shape.packed_bf16_linear || integerHead)
+        return packedAs(name, n, k, values, lmHead);
     return addTensor(name, WeightLayoutDef::LinearNK, {n, k}, shape.weight_dtype, values);
   };
   auto bias = [&](const std::string &name, uint32_t n) {
@@ -292,11 +304,12 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
   const std::vector<float> tableValues =
       randomValues(uint64_t{shape.vocab} * shape.hidden, 0.0f, 1.0f);
   // A packed tied table is the lm_head weight itself: one tensor, written once.
-  const bool packedTable = shape.packed_bf16_linear && shape.tied_embeddings;
+  const bool packedTable = (shape.packed_bf16_linear || integerHead) && shape.tied_embeddings;
   const uint32_t embedTensor =
-      packedTable ? packed("model.embed_tokens.weight", shape.vocab, shape.hidden, tableValues)
-                  : addTensor("model.embed_tokens.weight", WeightLayoutDef::RowMajor,
-                              {shape.vocab, shape.hidden}, shape.weight_dtype, tableValues);
+      packedTable
+          ? packedAs("model.embed_tokens.weight", shape.vocab, shape.hidden, tableValues, true)
+          : addTensor("model.embed_tokens.weight", WeightLayoutDef::RowMajor,
+                      {shape.vocab, shape.hidden}, shape.weight_dtype, tableValues);
   std::vector<float> invFreq(shape.head_dim / 2);
   for (uint32_t i = 0; i < invFreq.size(); ++i)
     invFreq[i] = static_cast<float>(

@@ -33,10 +33,12 @@ using test::TinyPlanShape;
 
 constexpr uint32_t kVocab = 97;
 
-// A weight format under test: int8, or int4 with groups of `group` k.
+// A weight format under test: int8, or int4 with groups of `group` k; with `lmHead`, the lm_head
+// in that format too, tied to the embedding (which then gathers its rows from it).
 struct Format {
   const char *name;
   uint32_t group; // 0: int8
+  bool lmHead = false;
 };
 
 TinyPlanShape shapeOf(const Format &format) {
@@ -55,6 +57,8 @@ TinyPlanShape shapeOf(const Format &format) {
   shape.packed_bf16_linear = true; // the lm_head
   shape.packed_int8_linear = format.group == 0;
   shape.packed_int4_group = format.group;
+  shape.integer_lm_head = format.lmHead;
+  shape.tied_embeddings = format.lmHead;
   return shape;
 }
 
@@ -86,9 +90,13 @@ TEST_P(EngineIntegerTest, RunsTheIntegerKernelWithOneQuantizationPerInput) {
       linears += use.count;
     }
     if (use.opKind == "LmHead") {
-      EXPECT_EQ(use.kernel, bf16Kernel.label);
+      EXPECT_EQ(use.kernel, GetParam().lmHead ? int8Kernel : bf16Kernel.label);
       lmHeads += use.count;
     }
+    if (use.opKind == "Embedding")
+      EXPECT_EQ(use.kernel, !GetParam().lmHead ? std::string(use.kernel)
+                            : int4             ? "EmbeddingInt4Packed"
+                                               : "EmbeddingInt8Packed");
     if (use.opKind == "QuantizeRowsInt8") {
       EXPECT_EQ(use.kernel, quantizeKernel);
       quantizations += use.count;
@@ -187,7 +195,8 @@ TEST_P(EngineIntegerTest, CloseToTheBf16PlanOfTheSameWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, EngineIntegerTest,
                          ::testing::Values(Format{"int8", 0}, Format{"int4_g32", 32},
-                                           Format{"int4_g64", 64}),
+                                           Format{"int4_g64", 64}, Format{"int8_lm_head", 0, true},
+                                           Format{"int4_g32_lm_head", 32, true}),
                          [](const ::testing::TestParamInfo<Format> &info) {
                            return std::string(info.param.name);
                          });
@@ -216,7 +225,7 @@ TEST(EngineInt8Test, LoaderChecksTheInt8Layout) {
              t.def.tensors.at(w)->layout = plan::WeightLayoutDef::LinearNK;
            },
            "an INT8 weight is LinearInt8N16K4"},
-          {"an int8 lm_head",
+          {"an int8 lm_head in a plan of schema 1.13",
            [](TinyPlan &t) {
              const int w = t.tensorIndex("lm_head.weight");
              const auto &tensor = t.def.tensors.at(w);
@@ -224,12 +233,22 @@ TEST(EngineInt8Test, LoaderChecksTheInt8Layout) {
              tensor->layout = plan::WeightLayoutDef::LinearInt8N16K4;
              t.segments.at(tensor->segment)
                  .resize(LinearInt8N16K4{tensor->shape[0], tensor->shape[1]}.segmentBytes());
+             t.def.schema_version = kPlanSchemaMajor << 16 | 13;
            },
-           "an lm_head weight is LinearNK or LinearBf16N16K2"},
+           "does not allow for an lm_head (added in 1.14)"},
           {"a plan of schema 1.12",
            [](TinyPlan &t) { t.def.schema_version = kPlanSchemaMajor << 16 | 12; },
            "added in 1.13"},
       });
+}
+
+// An integer lm_head and a table gathered from it are schema 1.14's.
+TEST(EngineIntegerLmHeadTest, LoaderChecksTheSchema) {
+  test::expectLoaderRefuses(
+      shapeOf({"int4", 32, true}),
+      {{"a tied int4 table in a plan of schema 1.13",
+        [](TinyPlan &t) { t.def.schema_version = kPlanSchemaMajor << 16 | 13; },
+        "does not allow for a table (added in 1.14)"}});
 }
 
 TEST(EngineInt4Test, LoaderChecksTheInt4Layout) {

@@ -560,6 +560,7 @@ struct CompileArguments {
   std::string kv; // empty: as the weights
   uint32_t groupSize = 32;
   bool int4Symmetric = false;
+  std::string lmHead; // empty: bf16, f32 with --weights f32
   bool noResident = false;
   bool verbose = false;
   bool explain = false;
@@ -593,6 +594,11 @@ int compileCommand(const CompileArguments &args) {
                                              : hetc::compiler::WeightFormat::BF16;
   options.groupSize = args.groupSize;
   options.int4Symmetric = args.int4Symmetric;
+  if (!args.lmHead.empty())
+    options.lmHead = args.lmHead == "f32"    ? hetc::compiler::WeightFormat::F32
+                     : args.lmHead == "int8" ? hetc::compiler::WeightFormat::INT8
+                     : args.lmHead == "int4" ? hetc::compiler::WeightFormat::INT4
+                                             : hetc::compiler::WeightFormat::BF16;
   if (!args.kv.empty())
     options.kv = args.kv == "f32"    ? hetc::compiler::KvFormat::F32
                  : args.kv == "int8" ? hetc::compiler::KvFormat::INT8
@@ -642,7 +648,7 @@ int runTool(int argc, char **argv) {
                    "Linear and lm_head weights: bf16 (packed for the BF16 kernels), int8 (the "
                    "linears but the lm_head with a scale per output column), int4 (the same in 4 "
                    "bits, a scale and zero point per output column and --group-size k) or f32 "
-                   "(exact); with int8 and int4 the lm_head stays bf16")
+                   "(exact); with int8 and int4 the lm_head stays bf16 unless --lm-head says")
       ->check(CLI::IsMember({"bf16", "int8", "int4", "f32"}))
       ->capture_default_str();
   compile
@@ -650,6 +656,12 @@ int runTool(int argc, char **argv) {
                    "With --weights int4: k per scale and zero point")
       ->check(CLI::IsMember({32u, 64u, 128u}))
       ->capture_default_str();
+  compile
+      ->add_option("--lm-head", compileArgs.lmHead,
+                   "lm_head weights, and a tied embedding table's: bf16, int8 (a scale per vocab "
+                   "row), int4 (--group-size, --int4-symmetric) or f32; default: bf16, f32 with "
+                   "--weights f32. An lm_head imported in 4 or 8 bits keeps them")
+      ->check(CLI::IsMember({"bf16", "int8", "int4", "f32"}));
   compile->add_flag("--int4-symmetric", compileArgs.int4Symmetric,
                     "With --weights int4: symmetric groups (scale max|w|/7, zero point 8) instead "
                     "of fitting each group's range");

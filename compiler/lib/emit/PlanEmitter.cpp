@@ -187,10 +187,13 @@ private:
                                 StringRef role);
   FailureOr<uint32_t> addSegment(const WeightSource &source, SegmentForm form);
   LogicalResult tieEmbeddingToLmHead(ArrayRef<Operation *> ops);
-  // A Linear's weight layout. The lm_head's is BF16 with int8 linears too: it is the tied
-  // embedding's table, and its logits decide every sampled token (docs/quantization.md).
-  plan::WeightLayoutDef linearLayout() const {
-    switch (linearWeights_.format) {
+  // A Linear's weight layout, and the lm_head's: BF16 with integer linears unless asked, since it
+  // is often the tied embedding's table and its logits decide every sampled token
+  // (docs/quantization.md).
+  plan::WeightLayoutDef linearLayout() const { return layoutOf(linearWeights_.format); }
+  plan::WeightLayoutDef lmHeadLayout() const { return layoutOf(linearWeights_.lmHead); }
+  static plan::WeightLayoutDef layoutOf(WeightFormat format) {
+    switch (format) {
     case WeightFormat::F32:
       return plan::WeightLayoutDef::LinearNK;
     case WeightFormat::INT8:
@@ -202,10 +205,6 @@ private:
     }
     return plan::WeightLayoutDef::LinearBf16N16K2;
   }
-  plan::WeightLayoutDef lmHeadLayout() const {
-    return linearWeights_.format == WeightFormat::F32 ? plan::WeightLayoutDef::LinearNK
-                                                      : plan::WeightLayoutDef::LinearBf16N16K2;
-  }
   std::string describe(Operation *op);
   void nameOps(ArrayRef<Operation *> ops);
   std::string nameOf(Operation *op);
@@ -215,7 +214,7 @@ private:
   WeightScheme linearWeights_;
   // The first attention op's sliding window (0: none) and name: every layer must share it.
   std::optional<std::pair<uint32_t, std::string>> window_;
-  // The BF16 lm_head tensor when it is also the embedding table (tied), so it is stored once.
+  // The packed lm_head tensor when it is also the embedding table (tied), so it is stored once.
   std::optional<uint32_t> tiedTable_;
   plan::PlanDefT plan_;
   std::vector<WeightPayload> payloads_;
@@ -565,9 +564,10 @@ FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentF
   return index;
 }
 
-// With BF16 linear weights, a tied lm_head's packed weight is also the embedding's table: the
-// embedding gathers its rows from it, and the table is not stored a second time in float32.
-// Tied means the same stored matrix read transposed, or a copy that packs to the same bytes.
+// With a packed lm_head (BF16, INT8 or INT4), a tied lm_head's weight is also the embedding's
+// table: the embedding gathers its rows from it (dequantized), and the table is not stored a
+// second time in float32. Tied means the same stored matrix read transposed, or a copy that packs
+// to the same bytes.
 LogicalResult PlanBuilder::tieEmbeddingToLmHead(ArrayRef<Operation *> ops) {
   EmbeddingOp embedding;
   LmHeadOp lmHead;
@@ -586,16 +586,24 @@ LogicalResult PlanBuilder::tieEmbeddingToLmHead(ArrayRef<Operation *> ops) {
   if (table->transposedView || table->storedShape.size() != 2)
     return success();
   FailureOr<uint32_t> headTensor =
-      addTensor(lmHead, lmHead.getW(), plan::WeightLayoutDef::LinearBf16N16K2, "lm_head.weight");
+      addTensor(lmHead, lmHead.getW(), lmHeadLayout(), "lm_head.weight");
   if (failed(headTensor))
     return failure();
   if (table->identity == head->identity && head->transposedView) {
     tiedTable_ = *headTensor;
     return success();
   }
-  // A separate copy: pack the table [vocab, hidden] as [N, K] and see whether it is lm_head's.
+  // A separate copy: pack the table [vocab, hidden] as [N, K] the lm_head's way and see whether
+  // it is lm_head's. (An imported integer lm_head is its own: a float table never repacks to it.)
+  if (head->int4() || head->int8PerColumn())
+    return success();
+  const plan::WeightLayoutDef headLayout = plan_.tensors[*headTensor]->layout;
+  const SegmentForm form =
+      headLayout == plan::WeightLayoutDef::LinearInt8N16K4   ? SegmentForm::Int8FromNK
+      : headLayout == plan::WeightLayoutDef::LinearInt4N16K8 ? SegmentForm::Int4FromNK
+                                                             : SegmentForm::Bf16FromNK;
   const size_t payloadsBefore = payloads_.size();
-  FailureOr<uint32_t> segment = addSegment(*table, SegmentForm::Bf16FromNK);
+  FailureOr<uint32_t> segment = addSegment(*table, form);
   if (failed(segment))
     return failure();
   if (*segment == plan_.tensors[*headTensor]->segment) {
@@ -603,7 +611,7 @@ LogicalResult PlanBuilder::tieEmbeddingToLmHead(ArrayRef<Operation *> ops) {
     return success();
   }
   // Not tied: forget the trial packing.
-  segments_.erase(std::make_pair(table->identity, SegmentForm::Bf16FromNK));
+  segments_.erase(std::make_pair(table->identity, form));
   if (payloads_.size() > payloadsBefore) {
     std::vector<uint32_t> &sameSize = segmentsBySize_[payloads_.back().size];
     llvm::erase(sameSize, *segment);
@@ -622,11 +630,11 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
   FailureOr<WeightSource> source = traceWeight(op, weight, role);
   if (failed(source))
     return failure();
-  // A Linear's weight imported in 4 bits stays in 4 bits, and one in int8 with a scale per output
-  // column in int8, whatever the plan's linear layout.
-  if (source->int4() && isa<LinearOp>(op))
+  // A Linear's or lm_head's weight imported in 4 bits stays in 4 bits, and one in int8 with a
+  // scale per output column in int8, whatever the plan's layout for it.
+  if (source->int4() && isa<LinearOp, LmHeadOp>(op))
     layout = plan::WeightLayoutDef::LinearInt4N16K8;
-  if (source->int8PerColumn() && isa<LinearOp>(op))
+  if (source->int8PerColumn() && isa<LinearOp, LmHeadOp>(op))
     layout = plan::WeightLayoutDef::LinearInt8N16K4;
   const bool packedBf16 = layout == plan::WeightLayoutDef::LinearBf16N16K2;
   const bool packedInt8 = layout == plan::WeightLayoutDef::LinearInt8N16K4;
@@ -1021,7 +1029,7 @@ LogicalResult PlanBuilder::build(const std::string &target) {
   if (ops.empty())
     return fail("@main has no LLM ops to emit");
   nameOps(ops);
-  if (lmHeadLayout() == plan::WeightLayoutDef::LinearBf16N16K2 && failed(tieEmbeddingToLmHead(ops)))
+  if (lmHeadLayout() != plan::WeightLayoutDef::LinearNK && failed(tieEmbeddingToLmHead(ops)))
     return failure();
   for (Operation *op : ops)
     if (failed(buildOp(op)))

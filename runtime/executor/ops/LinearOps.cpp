@@ -27,26 +27,6 @@ namespace {
 using plan::DTypeDef;
 using plan::WeightLayoutDef;
 
-// Activation rows quantized for integer weights, in the converted rows: the row scales [max rows]
-// first, then the rows of `stride` bytes (K rounded up to 64, so each row starts on a line), and
-// for int4 weights (signed rows) each row's sums of 32 k at a time, [max rows][sumsStride].
-struct Int8RowsLayout {
-  size_t maxRows = 0;
-  size_t stride = 0;
-  size_t scaleBytes = 0;
-  size_t sumsStride = 0; // int32 per row; 0 without sums
-  Int8RowsLayout(size_t rows, size_t k, bool granuleSums)
-      : maxRows(rows), stride(ops::ceilDiv(k, 64) * 64),
-        scaleBytes(ops::ceilDiv(rows * sizeof(float), 64) * 64),
-        sumsStride(granuleSums ? ops::ceilDiv(k, 32 * 16) * 16 : 0) {}
-  size_t bytes() const { return scaleBytes + maxRows * (stride + sumsStride * sizeof(int32_t)); }
-  float *scales(uint8_t *rows) const { return reinterpret_cast<float *>(rows); }
-  uint8_t *quantized(uint8_t *rows) const { return rows + scaleBytes; }
-  int32_t *sums(uint8_t *rows) const {
-    return reinterpret_cast<int32_t *>(rows + scaleBytes + maxRows * stride);
-  }
-};
-
 struct LinearArgs : OpArgs {
   Rows in, out;
   Rows other; // the residual, or the other operand of a fused swiglu
@@ -251,12 +231,71 @@ void runLinearF32(const OpArgs &base, const StepRows &step, unsigned thread, uns
   applySwiGlu(a, T, begin, end);
 }
 
+// An integer lm_head: the step's logits rows quantized into this thread's rows, as its weight
+// reads them (every thread quantizes the same few rows: no phase, no wait for one).
+uint8_t *quantizeLogitsRows(const LmHeadArgs &a, const StepRows &step, unsigned thread) {
+  const Int8RowsLayout &layout = a.integerLayout;
+  uint8_t *rows = a.integerRows + thread * layout.bytes();
+  for (size_t i = 0; i < step.logitsCount; ++i) {
+    const float *x = a.in.data + step.logitsSourceRows[i] * a.in.stride;
+    uint8_t *xq = layout.quantized(rows) + i * layout.stride;
+    if (a.weightInt4)
+      a.quantizeSigned(x, a.in.stride, 1, a.in.cols, reinterpret_cast<int8_t *>(xq), layout.stride,
+                       layout.scales(rows) + i, layout.sums(rows) + i * layout.sumsStride,
+                       layout.sumsStride);
+    else
+      a.quantize(x, a.in.stride, 1, a.in.cols, xq, layout.stride, layout.scales(rows) + i);
+  }
+  return rows;
+}
+
+// Quantized logits rows [first, first + count) of `rows` on vocab columns [begin, end), row i at
+// y + (i - first) * yStride.
+void integerLogits(const LmHeadArgs &a, uint8_t *rows, size_t first, size_t count, float *y,
+                   size_t yStride, size_t begin, size_t end) {
+  const Int8RowsLayout &layout = a.integerLayout;
+  if (a.weightInt4) {
+    codegen::LinearInt4Call call;
+    call.xq = reinterpret_cast<const int8_t *>(layout.quantized(rows)) + first * layout.stride;
+    call.stride = layout.stride;
+    call.rowScale = layout.scales(rows) + first;
+    call.granuleSums = layout.sums(rows) + first * layout.sumsStride;
+    call.sumsStride = layout.sumsStride;
+    call.rows = count;
+    call.w = a.weightInt4;
+    call.n = a.vocab;
+    call.k = a.in.cols;
+    call.group = a.int4Group;
+    call.y = y;
+    call.yStride = yStride;
+    call.colBegin = begin;
+    call.colEnd = end;
+    a.int4Kernel(call);
+    return;
+  }
+  codegen::LinearInt8Call call;
+  call.x.xq = layout.quantized(rows) + first * layout.stride;
+  call.x.stride = layout.stride;
+  call.x.rowScale = layout.scales(rows) + first;
+  call.x.rows = count;
+  call.w = a.weightInt8;
+  call.scale = a.int8Scale;
+  call.columnSum = a.int8ColumnSum;
+  call.k = a.in.cols;
+  call.y = y;
+  call.yStride = yStride;
+  call.colBegin = begin;
+  call.colEnd = end;
+  a.int8Kernel(call);
+}
+
 // The LmHead tasks [firstTask, lastTask) of this thread in an argmax step: each task's logits go
 // to the thread's window, which stays in cache, and leave their first maximum per row.
 void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread, size_t firstTask,
                      size_t lastTask) {
   float *window = a.windows + thread * a.windowFloats;
   const size_t grain = a.taskGrain;
+  uint8_t *rows = a.integer() ? quantizeLogitsRows(a, step, thread) : nullptr;
   for (size_t task = firstTask; task < lastTask; ++task) {
     const size_t begin = task * grain;
     const size_t end = std::min(a.vocab, begin + grain);
@@ -266,7 +305,9 @@ void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread,
     // task's first column puts the task's columns at the start of each window row.
     float *y =
         reinterpret_cast<float *>(reinterpret_cast<uintptr_t>(window) - begin * sizeof(float));
-    if (a.linear) {
+    if (rows) {
+      integerLogits(a, rows, 0, step.logitsCount, y, grain, begin, end);
+    } else if (a.linear) {
       const codegen::LinearCall call =
           linearCall(a.in, a.bf16Rows, a.weightBf16, step.logitsCount, step.logitsSourceRows, y,
                      grain, a.identityRows.get(), begin, end);
@@ -298,6 +339,23 @@ void runLmHead(const OpArgs &base, const StepRows &step, unsigned thread, unsign
   const size_t end = std::min(a.vocab, lastTask * a.taskGrain);
   if (begin >= end)
     return;
+  if (a.integer()) {
+    uint8_t *rows = quantizeLogitsRows(a, step, thread);
+    // The kernels write rows y + r * yStride: one call when the output rows are in order (a
+    // decode step's), else one per row.
+    bool inOrder = true;
+    for (size_t i = 0; i < step.logitsCount; ++i)
+      inOrder &= step.logitsOutputRows[i] == step.logitsOutputRows[0] + i;
+    if (inOrder) {
+      integerLogits(a, rows, 0, step.logitsCount,
+                    a.out.data + step.logitsOutputRows[0] * a.out.stride, a.out.stride, begin, end);
+      return;
+    }
+    for (size_t i = 0; i < step.logitsCount; ++i)
+      integerLogits(a, rows, i, 1, a.out.data + step.logitsOutputRows[i] * a.out.stride,
+                    a.out.stride, begin, end);
+    return;
+  }
   if (!a.linear) {
     kernels::lmHead(a.in.data, a.in.stride, step.logitsSourceRows, step.logitsOutputRows,
                     step.logitsCount, a.weight, a.in.cols, a.out.data, a.out.stride, begin, end);
@@ -366,8 +424,8 @@ Status linearWeight(OpResolver &resolver, LinearWeight &weight) {
     return Status();
   }
   if (tensor->layout() == WeightLayoutDef::LinearInt8N16K4) {
-    if (op.kind() != plan::OpKindDef::Linear || tensor->dtype() != DTypeDef::INT8)
-      return resolver.fail("an INT8 LinearInt8N16K4 weight serves a Linear only");
+    if (tensor->dtype() != DTypeDef::INT8)
+      return resolver.fail("weight in layout LinearInt8N16K4 must be INT8");
     const LinearInt8N16K4 layout{tensor->shape()->Get(0), tensor->shape()->Get(1)};
     const auto *bytes = static_cast<const uint8_t *>(data);
     weight.int8 = reinterpret_cast<const int8_t *>(bytes);
@@ -377,8 +435,8 @@ Status linearWeight(OpResolver &resolver, LinearWeight &weight) {
     return Status();
   }
   if (tensor->layout() == WeightLayoutDef::LinearInt4N16K8) {
-    if (op.kind() != plan::OpKindDef::Linear || tensor->dtype() != DTypeDef::INT4)
-      return resolver.fail("an INT4 LinearInt4N16K8 weight serves a Linear only");
+    if (tensor->dtype() != DTypeDef::INT4)
+      return resolver.fail("weight in layout LinearInt4N16K8 must be INT4");
     weight.int4 = static_cast<const uint8_t *>(data);
     weight.int4Group = tensor->group_size();
     weight.n = tensor->shape()->Get(0);
@@ -477,7 +535,10 @@ Status chooseLinearKernel(OpResolver &resolver, size_t k, bool residual, bool lm
 
 } // namespace
 
-LmHeadArgs::~LmHeadArgs() { std::free(windows); }
+LmHeadArgs::~LmHeadArgs() {
+  std::free(windows);
+  std::free(integerRows);
+}
 
 Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   const OpResolver::Setup &setup = resolver.setup();
@@ -568,12 +629,35 @@ Status resolveLmHead(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   a.weight = weight.f32;
   a.weightBf16 = weight.bf16;
+  a.weightInt8 = weight.int8;
+  a.int8Scale = weight.int8Scale;
+  a.int8ColumnSum = weight.int8ColumnSum;
+  a.weightInt4 = weight.int4;
+  a.int4Group = weight.int4Group;
   a.vocab = weight.n;
   if (resolver.overlaps(op.inputs()->Get(0), op.outputs()->Get(0)))
     return resolver.fail("output overlaps the input");
-  columnTasks(op, a.vocab, a.weightBf16 != nullptr, a.taskCount, a.taskGrain);
+  columnTasks(op, a.vocab, a.weightBf16 || a.integer(), a.taskCount, a.taskGrain);
   const char *label = "LinearF32Portable";
-  if (a.weightBf16) {
+  if (a.integer()) {
+    // Each thread's quantized logits rows (at most max_batch: one per sequence).
+    a.integerLayout = Int8RowsLayout(setup.maxBatch, a.in.cols, a.weightInt4 != nullptr);
+    if (a.weightInt4) {
+      a.int4Kernel = codegen::chooseLinearInt4Kernel();
+      a.quantizeSigned = codegen::chooseQuantizeRowsInt8Signed();
+      label = codegen::linearInt4KernelName(a.int4Kernel);
+    } else {
+      a.int8Kernel = codegen::chooseLinearInt8Kernel();
+      a.quantize = codegen::chooseQuantizeRowsInt8();
+      label = codegen::linearInt8KernelName(a.int8Kernel);
+    }
+    const size_t bytes = setup.threads * a.integerLayout.bytes();
+    a.integerRows = static_cast<uint8_t *>(std::aligned_alloc(
+        kBufferAlignment, ops::ceilDiv(bytes, kBufferAlignment) * kBufferAlignment));
+    if (!a.integerRows)
+      return resolver.fail("cannot allocate " + std::to_string(bytes) +
+                           " bytes of quantized lm_head rows");
+  } else if (a.weightBf16) {
     if (Status s =
             chooseLinearKernel(resolver, a.in.cols, false, true, a.in, a.linear, &a.bf16Rows, ops);
         !s)

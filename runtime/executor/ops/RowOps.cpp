@@ -22,7 +22,10 @@ struct EmbeddingArgs : OpArgs {
   size_t grain = 1;
   const float *table = nullptr; // f32 [vocab, hidden]
   kernels::EmbeddingKernel kernel = nullptr;
-  const uint16_t *packed = nullptr; // or a tied BF16 lm_head's packed weight
+  // Or the packed weight of the lm_head it is tied to: BF16, INT8 or INT4 (with its group).
+  const void *packed = nullptr;
+  WeightLayoutDef packedLayout = WeightLayoutDef::RowMajor;
+  size_t group = 0;
   size_t vocab = 0;
   // Learned positions: row positions[t] + positionOffset of f32 [max_positions, hidden] is added
   // to row t; null without them.
@@ -59,9 +62,22 @@ void runEmbeddingPacked(const OpArgs &base, const StepRows &step, unsigned threa
   const auto &a = static_cast<const EmbeddingArgs &>(base);
   size_t begin, end;
   ops::rowShare(step, a.grain, thread, threads, begin, end);
-  for (size_t t = begin; t < end; ++t)
-    unpackLinearBf16Row(a.packed, a.vocab, a.out.cols, step.tokens[t],
-                        a.out.data + t * a.out.stride);
+  for (size_t t = begin; t < end; ++t) {
+    float *row = a.out.data + t * a.out.stride;
+    const auto *bytes = static_cast<const uint8_t *>(a.packed);
+    switch (a.packedLayout) {
+    case WeightLayoutDef::LinearInt8N16K4:
+      unpackLinearInt8Row(bytes, a.vocab, a.out.cols, step.tokens[t], row);
+      break;
+    case WeightLayoutDef::LinearInt4N16K8:
+      unpackLinearInt4Row(bytes, a.vocab, a.out.cols, a.group, step.tokens[t], row);
+      break;
+    default:
+      unpackLinearBf16Row(static_cast<const uint16_t *>(a.packed), a.vocab, a.out.cols,
+                          step.tokens[t], row);
+      break;
+    }
+  }
   addPositionRows(a, step, begin, end);
 }
 
@@ -184,12 +200,17 @@ Status resolveEmbedding(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   }
   const plan::TensorDef *table =
       op.weights() && op.weights()->size() > 0 ? def.tensors()->Get(op.weights()->Get(0)) : nullptr;
-  if (table && table->layout() == WeightLayoutDef::LinearBf16N16K2) {
-    // The loader checked its shape [vocab, hidden] and its payload's size.
-    a.packed =
-        static_cast<const uint16_t *>(resolver.setup().plan->tensorData(op.weights()->Get(0)));
-    ops.push_back(
-        resolver.resolved(OpKind::Embedding, runEmbeddingPacked, a, "EmbeddingBf16Packed"));
+  if (table && table->layout() != WeightLayoutDef::RowMajor) {
+    // A tied lm_head's packed weight: the loader checked its shape [vocab, hidden] and its
+    // payload's size.
+    a.packed = resolver.setup().plan->tensorData(op.weights()->Get(0));
+    a.packedLayout = table->layout();
+    a.group = table->group_size();
+    const char *label = a.packedLayout == WeightLayoutDef::LinearInt8N16K4 ? "EmbeddingInt8Packed"
+                        : a.packedLayout == WeightLayoutDef::LinearInt4N16K8
+                            ? "EmbeddingInt4Packed"
+                            : "EmbeddingBf16Packed";
+    ops.push_back(resolver.resolved(OpKind::Embedding, runEmbeddingPacked, a, label));
     return Status();
   }
   const flatbuffers::Vector<uint64_t> *shape = nullptr;

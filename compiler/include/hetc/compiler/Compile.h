@@ -22,14 +22,18 @@ enum class WeightFormat {
 };
 
 // How the plan stores linear weights: the format, and for INT4 the k per scale and whether the
-// zero points are all 8 (symmetric: scale = max |w| / 7) or fitted to each group's range.
+// zero points are all 8 (symmetric: scale = max |w| / 7) or fitted to each group's range; and the
+// lm_head's format (INT4 with the same groups).
 struct WeightScheme {
   WeightScheme(WeightFormat format = WeightFormat::BF16, uint32_t groupSize = 32,
-               bool symmetric = false)
-      : format(format), groupSize(groupSize), symmetric(symmetric) {}
+               bool symmetric = false, std::optional<WeightFormat> lmHead = std::nullopt)
+      : format(format), groupSize(groupSize), symmetric(symmetric),
+        lmHead(lmHead.value_or(format == WeightFormat::F32 ? WeightFormat::F32
+                                                           : WeightFormat::BF16)) {}
   WeightFormat format;
   uint32_t groupSize; // 32, 64 or 128
   bool symmetric;
+  WeightFormat lmHead; // unset: BF16 (F32 with F32 linears)
 };
 
 // What the KV cache holds.
@@ -53,6 +57,8 @@ struct CompileOptions {
   WeightFormat weights = WeightFormat::BF16; // linear and lm_head weights
   uint32_t groupSize = 32;                   // with INT4 weights: k per scale and zero point
   bool int4Symmetric = false;                // with INT4 weights: zero points 8, no offset fit
+  // The lm_head's weights (and a tied embedding table's); unset: BF16, F32 with F32 weights.
+  std::optional<WeightFormat> lmHead;
   std::optional<KvFormat> kv;                // KV cache elements; unset: as the weights
   bool verbose = false;                      // print the IR after each stage to stderr
   bool explain = false;                      // print which nodes became which LLM op to stdout
