@@ -28,7 +28,7 @@ struct WeightScheme {
                bool symmetric = false)
       : format(format), groupSize(groupSize), symmetric(symmetric) {}
   WeightFormat format;
-  uint32_t groupSize; // 32, 64 or 128
+  uint32_t groupSize; // 16, 32, 64 or 128
   bool symmetric;
 };
 
