@@ -11,6 +11,7 @@
 #include "hetc/compiler/Target.h"
 #include "hetc/compiler/TokenizerFiles.h"
 #include "hetc/compiler/WeightStore.h"
+#include "runtime/format/WeightLayout.h"
 #include "runtime/platform/HostMemory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -89,9 +90,9 @@ WeightScheme weightScheme(const CompileOptions &options) {
 
 Status validate(const CompileOptions &options) {
   if ((options.weights == WeightFormat::INT4 || options.lmHead == WeightFormat::INT4) &&
-      options.groupSize != 32 && options.groupSize != 64 && options.groupSize != 128)
+      !LinearInt4N16K8::validGroup(options.groupSize))
     return Status::error("--group-size " + std::to_string(options.groupSize) +
-                         ": int4 weights take groups of 32, 64 or 128");
+                         ": int4 weights take groups of 16, 32, 64 or 128");
   // "host" is this machine's CPU; any other target is a file the cost model reads.
   if (options.target != "host") {
     Result<Target> target = findTarget(options.target);

@@ -277,7 +277,7 @@ private:
                     "; an INT4 weight is LinearInt4N16K8");
       if (packedInt4 && !LinearInt4N16K8::validGroup(t->group_size()))
         return fail(tensorText(i), " has group_size ", t->group_size(),
-                    "; LinearInt4N16K8 takes groups of 32, 64 or 128");
+                    "; LinearInt4N16K8 takes groups of 16, 32, 64 or 128");
       uint64_t bytes = dtypeBytes(t->dtype());
       for (uint64_t dim : *shape) {
         if (dim == 0)

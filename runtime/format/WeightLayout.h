@@ -24,7 +24,7 @@
 // multiple of 64.
 //
 // LinearInt4N16K8: 4-bit weights with a scale and a zero point per output column and group of
-// `group` consecutive k (32, 64 or 128), W[n][k] ~ scale[n][g] * (u[n][k] - zp[n][g]), u in
+// `group` consecutive k (16, 32, 64 or 128), W[n][k] ~ scale[n][g] * (u[n][k] - zp[n][g]), u in
 // [0, 15]; a 64-byte line packs two vpdpbusd K quads of 16 columns, one per nibble, followed in
 // the segment by the scales and zero points of each block's groups, 16 columns contiguous.
 #pragma once
@@ -129,9 +129,11 @@ struct LinearInt4N16K8 {
 
   uint64_t n = 0;
   uint64_t k = 0;
-  uint64_t group = 32; // 32, 64 or 128
+  uint64_t group = 32; // 16, 32, 64 or 128
 
-  static bool validGroup(uint64_t group) { return group == 32 || group == 64 || group == 128; }
+  static bool validGroup(uint64_t group) {
+    return group == 16 || group == 32 || group == 64 || group == 128;
+  }
   uint64_t kPadded() const { return (k + group - 1) / group * group; }
   uint64_t groups() const { return kPadded() / group; }
   uint64_t kOcts() const { return kPadded() / 8; }
@@ -155,8 +157,8 @@ struct LinearInt4N16K8 {
   uint64_t groupIndex(uint64_t row, uint64_t g) const {
     return ((row / kBlockColumns) * groups() + g) * kBlockColumns + row % kBlockColumns;
   }
-  // segmentBytes() without overflow: false when it does not fit 64 bits or the group is not 32,
-  // 64 or 128.
+  // segmentBytes() without overflow: false when it does not fit 64 bits or the group is not 16,
+  // 32, 64 or 128.
   static bool segmentSizeChecked(uint64_t n, uint64_t k, uint64_t group, uint64_t &bytes);
 };
 

@@ -15,8 +15,9 @@ and the refusals.
    and hetc inspect must show the imported linears as LinearInt4N16K8 with groups of 32 (not
    widened, whatever --weights says).
 2. Other forms, each against the float file compiled with --weights int4 at the matching group
-   where the quantizers agree (block 64), and by KL bound where they cannot (symmetric blocks, no
-   zero_points input, and block 256, which the plan holds as two groups of 128 sharing a scale):
+   where the quantizers agree (blocks of 16 and 64), and by KL bound where they cannot (symmetric
+   blocks, no zero_points input, and block 256, which the plan holds as two groups of 128 sharing
+   a scale):
    the mean KL divergence from the float32 plan of the float file must stay within the bound
    int4 gets (tests/e2e/check_quantized_accuracy.py measures it).
 3. With --node: hetc run on the MatMulNBits file against ONNX Runtime's greedy run of the same
@@ -36,7 +37,7 @@ and the refusals.
 6. int8 QDQ blocked along K (the per-column file's scales repeated per block of 32): dequantized
    at import, then --weights int8 quantizes it again to the per-column file's plan (KL within
    1e-3; a wrong block index would be far off).
-7. Refusals, one line each: bits = 8, block_size 16, a g_idx input, a blocked DequantizeLinear
+7. Refusals, one line each: bits = 8, block_size 8, a g_idx input, a blocked DequantizeLinear
    whose scale does not fit its block_size, a DequantizeLinear to float16.
 """
 
@@ -168,7 +169,8 @@ def check(a):
 
     # 2. Other block sizes and forms.
     nbits_plans = {}
-    for flags, group, exact in ((["--int4-block-size", "64"], 64, True),
+    for flags, group, exact in ((["--int4-block-size", "16"], 16, True),
+                                (["--int4-block-size", "64"], 64, True),
                                 (["--int4-block-size", "32", "--int4-symmetric"], 32, False),
                                 (["--int4-block-size", "256"], 128, False)):
         name = "nbits" + "_".join(f.strip("-") for f in flags[1:])
@@ -309,9 +311,9 @@ def check(a):
     expect_refusal(a, "8-bit MatMulNBits",
                    altered(a, nbits, "bits8", lambda m, n: set_attribute(n, "bits", 8)),
                    ["MatMulNBits", "bits = 8"])
-    expect_refusal(a, "block_size 16",
-                   altered(a, nbits, "block16", lambda m, n: set_attribute(n, "block_size", 16)),
-                   ["block_size 16"])
+    expect_refusal(a, "block_size 8",
+                   altered(a, nbits, "block8", lambda m, n: set_attribute(n, "block_size", 8)),
+                   ["block_size 8", "groups of 16, 32, 64 or 128"])
 
     def add_g_idx(model, node):
         k = next(attr.i for attr in node.attribute if attr.name == "K")

@@ -1,6 +1,6 @@
 // Plans with integer linear weights, INT8 (LinearInt8N16K4, hetc compile --weights int8) and INT4
-// (LinearInt4N16K8, --weights int4, groups of 32 and 64): the engine's kernel choice and one row
-// quantization per input, results independent of threads and batching, the fused residual and
+// (LinearInt4N16K8, --weights int4, groups of 16, 32 and 64): the engine's kernel choice and one
+// row quantization per input, results independent of threads and batching, the fused residual and
 // swiglu epilogues, closeness to the BF16 plan of the same weights, and the loader's checks of
 // the layouts.
 #include "EngineTestSupport.h"
@@ -194,8 +194,9 @@ TEST_P(EngineIntegerTest, CloseToTheBf16PlanOfTheSameWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, EngineIntegerTest,
-                         ::testing::Values(Format{"int8", 0}, Format{"int4_g32", 32},
-                                           Format{"int4_g64", 64}, Format{"int8_lm_head", 0, true},
+                         ::testing::Values(Format{"int8", 0}, Format{"int4_g16", 16},
+                                           Format{"int4_g32", 32}, Format{"int4_g64", 64},
+                                           Format{"int8_lm_head", 0, true},
                                            Format{"int4_g32_lm_head", 32, true}),
                          [](const ::testing::TestParamInfo<Format> &info) {
                            return std::string(info.param.name);
@@ -262,12 +263,18 @@ TEST(EngineInt4Test, LoaderChecksTheInt4Layout) {
              bytes.resize(bytes.size() - 48 * 2);
            },
            "LinearInt4N16K8 needs"},
-          {"a group of 16",
+          {"a group of 8",
+           [](TinyPlan &t) {
+             const int w = t.tensorIndex("model.layers.1.mlp.gate_proj.weight");
+             t.def.tensors.at(w)->group_size = 8;
+           },
+           "groups of 16, 32, 64 or 128"},
+          {"a group of 16 over a segment packed in groups of 32",
            [](TinyPlan &t) {
              const int w = t.tensorIndex("model.layers.1.mlp.gate_proj.weight");
              t.def.tensors.at(w)->group_size = 16;
            },
-           "groups of 32, 64 or 128"},
+           "LinearInt4N16K8 needs"},
           {"int8 in the int4 layout",
            [](TinyPlan &t) {
              const int w = t.tensorIndex("model.layers.0.mlp.up_proj.weight");

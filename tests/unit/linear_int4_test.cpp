@@ -1,9 +1,9 @@
 // 4-bit group-wise linear weights and kernels: the quantizer against its definition in both
 // modes, the signed row quantizers against theirs, the portable kernel against a scalar reference
 // written from the formulas, the AVX-512 VNNI kernel bit for bit against the portable one, over
-// tails (N not a multiple of 16, K not a multiple of the group or of 32, groups 32/64/128, 1 to
-// 9 rows, column windows), with every output the call must not write poisoned, and the scheme's
-// error against the float product.
+// tails (N not a multiple of 16, K not a multiple of the group or of 16 or 8, groups
+// 16/32/64/128, 1 to 9 rows, column windows), with every output the call must not write poisoned,
+// and the scheme's error against the float product.
 #include "LongTailedRandom.h"
 
 #include "codegen/cpu/isa/CpuFeatures.h"
@@ -107,7 +107,7 @@ TEST(LinearInt4Test, QuantizerFollowsItsDefinition) {
   std::fill(w.begin() + 5 * k, w.begin() + 6 * k, 0.0f); // a zero output column: zero groups
   for (size_t col = 0; col < k; ++col)                   // one column of positive values only
     w[6 * k + col] = std::fabs(w[6 * k + col]) + 0.5f;
-  for (size_t group : {32, 64, 128})
+  for (size_t group : {16, 32, 64, 128})
     for (bool symmetric : {false, true}) {
       SCOPED_TRACE("group " + std::to_string(group) + (symmetric ? " symmetric" : " asymmetric"));
       const std::vector<uint8_t> segment = quantize(w, n, k, group, symmetric);
@@ -161,7 +161,7 @@ TEST(LinearInt4Test, QuantizerFollowsItsDefinition) {
 
 TEST(LinearInt4Test, SegmentSizeIsChecked) {
   uint64_t bytes = 0;
-  for (size_t group : {32, 64, 128})
+  for (size_t group : {16, 32, 64, 128})
     for (uint64_t n : {1, 16, 17, 2048})
       for (uint64_t k : {1, 31, 32, 129, 2048}) {
         ASSERT_TRUE(LinearInt4N16K8::segmentSizeChecked(n, k, group, bytes));
@@ -172,6 +172,8 @@ TEST(LinearInt4Test, SegmentSizeIsChecked) {
                   layout.bytes() + layout.paddedColumns() * layout.groups() * 4);
       }
   EXPECT_FALSE(LinearInt4N16K8::segmentSizeChecked(16, 64, 48, bytes));
+  EXPECT_FALSE(LinearInt4N16K8::segmentSizeChecked(16, 64, 8, bytes));
+  EXPECT_FALSE(LinearInt4N16K8::segmentSizeChecked(16, 64, 256, bytes));
   EXPECT_FALSE(LinearInt4N16K8::segmentSizeChecked(16, 64, 0, bytes));
   EXPECT_FALSE(
       LinearInt4N16K8::segmentSizeChecked(uint64_t{1} << 40, uint64_t{1} << 40, 32, bytes));
@@ -180,14 +182,16 @@ TEST(LinearInt4Test, SegmentSizeIsChecked) {
 }
 
 // Signed activation rows: the portable quantizer against its definition (a zero row, the padding
-// 0, the granule sums, nothing written past them), the AVX-512 one bit for bit against it.
+// 0, the granule sums of 16 k, nothing written past them), the AVX-512 one bit for bit against it.
 TEST(LinearInt4Test, RowQuantizersFollowTheDefinition) {
+  // The smallest group: every group is a whole number of granules.
+  EXPECT_EQ(codegen::kInt4GranuleK, 16u);
   const bool avx512 = codegen::hostHas(codegen::kCpuAvx512F | codegen::kCpuAvx512BW);
   uint32_t seed = 500;
-  for (size_t k : {1, 3, 15, 16, 17, 31, 32, 33, 64, 100, 2051}) {
+  for (size_t k : {1, 3, 8, 12, 15, 16, 17, 24, 31, 32, 33, 40, 64, 100, 2051}) {
     SCOPED_TRACE("k " + std::to_string(k));
     const size_t rows = 3, xStride = k + 7, stride = (k + 3) / 4 * 4 + 12;
-    const size_t granules = (k + 31) / 32, sumsStride = granules + 2;
+    const size_t granules = (k + 15) / 16, sumsStride = granules + 2;
     std::vector<float> x = randomMatrix(rows, xStride, seed++);
     std::fill(x.begin() + static_cast<std::ptrdiff_t>(xStride),
               x.begin() + static_cast<std::ptrdiff_t>(xStride + k), 0.0f); // row 1 is zero
@@ -209,7 +213,7 @@ TEST(LinearInt4Test, RowQuantizersFollowTheDefinition) {
                 : static_cast<int>(std::nearbyint(x[r * xStride + i] * (127.0f / largest)));
         EXPECT_EQ(portable[r * stride + i], expected) << "row " << r << " element " << i;
         if (i < k)
-          sums[i / 32] += expected;
+          sums[i / 16] += expected;
       }
       for (size_t j = 0; j < sumsStride; ++j)
         EXPECT_EQ(sumsPortable[r * sumsStride + j], j < granules ? sums[j] : -7)
@@ -272,7 +276,7 @@ std::vector<float> runKernel(codegen::LinearInt4Fn kernel, const std::vector<uin
                              const std::vector<float> &x, const Case &c, size_t yStride,
                              bool inPlaceResidual = false) {
   const size_t used = 4 * ((c.k + 3) / 4), stride = used + 8;
-  const size_t granules = (c.k + 31) / 32, sumsStride = granules + 3;
+  const size_t granules = (c.k + 15) / 16, sumsStride = granules + 3;
   std::vector<int8_t> xq(c.rows * stride);
   std::vector<float> rowScale(c.rows);
   std::vector<int32_t> sums(c.rows * sumsStride, 1 << 20);
@@ -307,6 +311,8 @@ std::vector<float> runKernel(codegen::LinearInt4Fn kernel, const std::vector<uin
   return y;
 }
 
+// Tails of N, K and the column window over every group; the last 11 in groups of 16, with K a
+// multiple of 16, of 8 but not 16, of 4 but not 8, or of none.
 const std::vector<Case> kCases = {
     {1, 1, 32, 1, 0, 1, false},         {16, 4, 32, 1, 0, 16, true},
     {17, 5, 64, 3, 0, 17, false},       {45, 63, 32, 9, 16, 45, false},
@@ -315,6 +321,12 @@ const std::vector<Case> kCases = {
     {100, 200, 64, 7, 16, 100, true},   {160, 97, 32, 1, 0, 150, false},
     {96, 384, 128, 6, 0, 96, false},    {80, 300, 128, 4, 32, 80, true},
     {130, 1000, 32, 2, 64, 130, false}, {70, 44, 64, 9, 0, 70, false},
+    {1, 1, 16, 1, 0, 1, false},         {16, 12, 16, 2, 0, 16, true},
+    {17, 16, 16, 3, 0, 17, false},      {45, 24, 16, 9, 16, 45, false},
+    {64, 7, 16, 4, 0, 64, false},       {33, 40, 16, 5, 32, 33, true},
+    {48, 256, 16, 8, 16, 32, false},    {100, 203, 16, 7, 16, 100, true},
+    {160, 97, 16, 1, 0, 150, false},    {130, 1000, 16, 2, 64, 130, false},
+    {70, 44, 16, 6, 0, 70, false},
 };
 
 TEST(LinearInt4Test, PortableKernelMatchesTheFormulas) {
@@ -366,6 +378,9 @@ TEST(LinearInt4Test, Avx512VnniKernelGivesThePortableBits) {
   // Every row count from 1 to 9 over both column paths (two blocks at a time and the last one).
   for (size_t rows = 1; rows <= 9; ++rows)
     cases.push_back({75, 170, rows % 2 ? 64u : 32u, rows, 0, 75, rows % 3 == 0});
+  // The same with groups of 16, the last group's k from 1 to 9 (1 to 3 quads, odd and even).
+  for (size_t rows = 1; rows <= 9; ++rows)
+    cases.push_back({75, 160 + rows, 16, rows, 0, 75, rows % 3 == 1});
   for (const Case &c : cases) {
     SCOPED_TRACE(describe(c));
     const std::vector<float> w = randomMatrix(c.n, c.k, seed++, 3.0f);
@@ -409,7 +424,7 @@ TEST(LinearInt4Test, InPlaceResidualIsAddedLast) {
 // against the float product, for uniform weights and long-tailed activations.
 TEST(LinearInt4Test, ErrorOfTheSchemeIsBounded) {
   uint32_t seed = 700;
-  for (size_t group : {32, 64, 128})
+  for (size_t group : {16, 32, 64, 128})
     for (bool symmetric : {false, true}) {
       const Case c{64, 512, group, 4, 0, 64, symmetric};
       SCOPED_TRACE(describe(c));

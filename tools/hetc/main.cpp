@@ -653,8 +653,9 @@ int runTool(int argc, char **argv) {
       ->capture_default_str();
   compile
       ->add_option("--group-size", compileArgs.groupSize,
-                   "With --weights int4: k per scale and zero point")
-      ->check(CLI::IsMember({32u, 64u, 128u}))
+                   "With --weights int4: k per scale and zero point (16, 32, 64 or 128: 6.5, "
+                   "5.25, 4.625 or 4.3125 bits a weight with the scales and zero points)")
+      ->check(CLI::IsMember({16u, 32u, 64u, 128u}))
       ->capture_default_str();
   compile
       ->add_option("--lm-head", compileArgs.lmHead,

@@ -450,7 +450,7 @@ public:
   void release() override { copies_.clear(); }
   void setInput(const float *x, size_t xStride, size_t rows, size_t k) override {
     stride_ = 4 * ((k + 3) / 4);
-    sumsStride_ = (k + 31) / 32;
+    sumsStride_ = (k + hetc::codegen::kInt4GranuleK - 1) / hetc::codegen::kInt4GranuleK;
     xq_.resize(rows * stride_);
     rowScale_.resize(rows);
     sums_.resize(rows * sumsStride_);
@@ -514,7 +514,7 @@ std::vector<std::unique_ptr<LinearUnderTest>> linearKernels() {
       hetc::codegen::hostHas(kCpuAvx512F | kCpuAvx512BW | kCpuAvx512Bf16)
           ? ""
           : "the host has no AVX-512 BF16"));
-  for (size_t group : {32, 128}) {
+  for (size_t group : {16, 32, 128}) {
     kernels.push_back(std::make_unique<Int4Linear>(linearInt4Avx512Vnni, "LinearInt4Avx512Vnni",
                                                    group,
                                                    vnni ? "" : "the host has no AVX-512 VNNI"));

@@ -17,13 +17,11 @@ namespace hetc::codegen {
 
 namespace {
 
-constexpr size_t kGranule = 32; // k per granule sum; every group is a whole number of them
-
-size_t granulesOf(size_t k) { return (k + kGranule - 1) / kGranule; }
+size_t granulesOf(size_t k) { return (k + kInt4GranuleK - 1) / kInt4GranuleK; }
 
 // S[r][g]: the row's granule sums that group g covers (the last group may cover fewer).
 inline int32_t groupSum(const int32_t *sums, size_t granules, size_t group, size_t g) {
-  const size_t perGroup = group / kGranule;
+  const size_t perGroup = group / kInt4GranuleK;
   const size_t end = std::min(granules, (g + 1) * perGroup);
   int32_t s = 0;
   for (size_t j = g * perGroup; j < end; ++j)
@@ -53,7 +51,7 @@ void quantizeRowsInt8Signed(const float *x, size_t xStride, size_t rows, size_t 
     for (size_t i = 0; i < k; ++i) {
       const float q = std::clamp(std::nearbyint(row[i] * inverse), -127.0f, 127.0f);
       out[i] = static_cast<int8_t>(q);
-      sums[i / kGranule] += out[i];
+      sums[i / kInt4GranuleK] += out[i];
     }
   }
 }
@@ -100,14 +98,14 @@ quantizeRowsInt8SignedAvx512(const float *x, size_t xStride, size_t rows, size_t
       continue;
     }
     const __m512 inverse = _mm512_set1_ps(127.0f / maxAbs);
+    // A granule is one zmm of 16 floats (kInt4GranuleK): its sum is that vector's.
+    static_assert(kInt4GranuleK == 16);
     for (size_t j = 0; j < granules; ++j) {
-      const size_t i = j * kGranule;
-      const __mmask16 m0 = tailMask(k, i), m1 = tailMask(k, i + 16);
-      const __m512i q0 = quantize16(row + i, m0, inverse);
-      const __m512i q1 = quantize16(row + i + 16, m1, inverse);
-      _mm512_mask_cvtepi32_storeu_epi8(out + i, m0, q0);
-      _mm512_mask_cvtepi32_storeu_epi8(out + i + 16, m1, q1);
-      sums[j] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+      const size_t i = j * kInt4GranuleK;
+      const __mmask16 m = tailMask(k, i);
+      const __m512i q = quantize16(row + i, m, inverse);
+      _mm512_mask_cvtepi32_storeu_epi8(out + i, m, q);
+      sums[j] = _mm512_reduce_add_epi32(q);
     }
   }
 }
@@ -162,6 +160,9 @@ constexpr size_t kPrefetchBytes = 2048;
 constexpr size_t kPrefetchScales = 8 * 16;      // floats: 8 groups ahead
 constexpr size_t kPrefetchZeroPoints = 32 * 16; // bytes: 32 groups ahead
 
+// K quads per granule sum.
+constexpr size_t kGranuleQuads = kInt4GranuleK / 4;
+
 // What every pass over the weights needs, derived once per call.
 struct Int4Geometry {
   const uint8_t *packed;
@@ -171,7 +172,7 @@ struct Int4Geometry {
   size_t groups;
   size_t quads;         // valid K quads: ceil(k / 4)
   size_t quadsPerGroup; // group / 4
-  size_t granules;      // ceil(k / 32)
+  size_t granules;      // ceil(k / kInt4GranuleK)
 };
 
 // One group of rows [r0, r0 + R) over B consecutive 16-column blocks (the first block's index
@@ -188,7 +189,7 @@ groupStep(const Int4Geometry &geo, const int8_t *const *xq, const int32_t *const
           size_t block, size_t ahead, size_t g, size_t quads, size_t granules,
           __m512 (&sum)[B][R]) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const size_t q0 = g * geo.quadsPerGroup, j0 = g * (geo.quadsPerGroup / 8);
+  const size_t q0 = g * geo.quadsPerGroup, j0 = g * (geo.quadsPerGroup / kGranuleQuads);
   const size_t table = (block * geo.groups + g) * 16; // block b's is groups * 16 further
   for (int b = 0; b < B; ++b) {
     _mm_prefetch(
@@ -274,10 +275,10 @@ blocksRows(const LinearInt4Call &call, const Int4Geometry &geo, size_t column, s
   // A group is full when all its quads are valid; only the last one may not be.
   const size_t fullGroups = geo.quads / Q;
   for (size_t g = 0; g < fullGroups; ++g)
-    groupStep<R, B>(geo, xq, granuleSums, block, ahead, g, Q, Q / 8, sum);
+    groupStep<R, B>(geo, xq, granuleSums, block, ahead, g, Q, Q / kGranuleQuads, sum);
   if (fullGroups < geo.groups)
     groupStep<R, B>(geo, xq, granuleSums, block, ahead, fullGroups, geo.quads - fullGroups * Q,
-                    geo.granules - fullGroups * (Q / 8), sum);
+                    geo.granules - fullGroups * (Q / kGranuleQuads), sum);
   for (int b = 0; b < B; ++b) {
     const size_t first = column + 16 * b;
     const size_t width = std::min<size_t>(16, call.colEnd - first);
@@ -349,14 +350,20 @@ linearInt4Avx512Vnni(const LinearInt4Call &call) {
                          call.group / 4,
                          granulesOf(call.k)};
   switch (call.group) {
+  case 16:
+    allColumns<4>(call, geo);
+    break;
   case 32:
     allColumns<8>(call, geo);
     break;
   case 64:
     allColumns<16>(call, geo);
     break;
-  default:
+  case 128:
     allColumns<32>(call, geo);
+    break;
+  default: // no plan holds another group (LinearInt4N16K8::validGroup); still write the window
+    linearInt4Portable(call);
     break;
   }
 }

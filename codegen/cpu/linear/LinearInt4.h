@@ -9,9 +9,9 @@
 //   acc = 0; for g in order: acc = fma(float(dot[r][n][g]), scale[n][g], acc)
 //   y[r][n] = acc * rowScale[r]  (+ residual[r][n], added last)
 //
-// S[r][g] = sum_{k in g} x8[r][k], the sum of the row's granule sums (32 k each) that group g
-// covers. Every kernel rounds in that order (one fused multiply-add per group), so they give the
-// portable kernel's bits.
+// S[r][g] = sum_{k in g} x8[r][k], the sum of the row's granule sums (16 k each, kInt4GranuleK)
+// that group g covers. Every kernel rounds in that order (one fused multiply-add per group), so
+// they give the portable kernel's bits.
 #pragma once
 
 #include <cstddef>
@@ -19,12 +19,17 @@
 
 namespace hetc::codegen {
 
+// k per granule sum of the signed activation rows. Every valid group (16, 32, 64 or 128) is a
+// whole number of granules, so a group's S is a sum of whole granules; 16, the smallest group,
+// makes that hold for all of them. A row of k holds ceil(k / kInt4GranuleK) sums.
+constexpr size_t kInt4GranuleK = 16;
+
 // Quantizes `rows` rows of `k` floats (row r at x + r * xStride) symmetrically per row, signed:
 // rowScale[r] = max |x[r][.]| / 127 (0 for a zero row), xq = clamp(nearbyint(x * (127 / max)),
 // -127, 127) (the arithmetic of quantizeRowsInt8, without its +128), the padding up to `stride`
-// 0. granuleSums[r * sumsStride + j] = the sum of xq[r][32j .. 32j + 31] for j < ceil(k / 32).
-// `xq` holds rows * stride bytes, stride a multiple of 4 and >= k rounded up to 4; sumsStride >=
-// ceil(k / 32).
+// 0. granuleSums[r * sumsStride + j] = the sum of xq[r][16j .. 16j + 15] for j < ceil(k / 16)
+// (kInt4GranuleK). `xq` holds rows * stride bytes, stride a multiple of 4 and >= k rounded up to
+// 4; sumsStride >= ceil(k / 16).
 void quantizeRowsInt8Signed(const float *x, size_t xStride, size_t rows, size_t k, int8_t *xq,
                             size_t stride, float *rowScale, int32_t *granuleSums,
                             size_t sumsStride);
@@ -42,7 +47,7 @@ const char *quantizeRowsInt8SignedName(QuantizeRowsInt8SignedFn fn);
 
 struct LinearInt4Call {
   // Rows from quantizeRowsInt8Signed. A kernel reads row r's bytes [0, k rounded up to 4) and
-  // granule sums [0, ceil(k / 32)).
+  // granule sums [0, ceil(k / kInt4GranuleK)).
   const int8_t *xq = nullptr;
   size_t stride = 0;
   const float *rowScale = nullptr;

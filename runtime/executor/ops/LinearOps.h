@@ -20,7 +20,8 @@ class LinearKernel;
 
 // Activation rows quantized for integer weights, in the converted rows: the row scales [max rows]
 // first, then the rows of `stride` bytes (K rounded up to 64, so each row starts on a line), and
-// for int4 weights (signed rows) each row's sums of 32 k at a time, [max rows][sumsStride].
+// for int4 weights (signed rows) each row's granule sums (codegen::kInt4GranuleK k each),
+// [max rows][sumsStride], sumsStride a multiple of 16 sums so that each row's sums start on a line.
 struct Int8RowsLayout {
   size_t maxRows = 0;
   size_t stride = 0;
@@ -29,7 +30,7 @@ struct Int8RowsLayout {
   Int8RowsLayout(size_t rows, size_t k, bool granuleSums)
       : maxRows(rows), stride(ops::ceilDiv(k, 64) * 64),
         scaleBytes(ops::ceilDiv(rows * sizeof(float), 64) * 64),
-        sumsStride(granuleSums ? ops::ceilDiv(k, 32 * 16) * 16 : 0) {}
+        sumsStride(granuleSums ? ops::ceilDiv(k, codegen::kInt4GranuleK * 16) * 16 : 0) {}
   size_t bytes() const { return scaleBytes + maxRows * (stride + sumsStride * sizeof(int32_t)); }
   float *scales(uint8_t *rows) const { return reinterpret_cast<float *>(rows); }
   uint8_t *quantized(uint8_t *rows) const { return rows + scaleBytes; }

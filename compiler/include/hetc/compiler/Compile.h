@@ -31,7 +31,7 @@ struct WeightScheme {
         lmHead(lmHead.value_or(format == WeightFormat::F32 ? WeightFormat::F32
                                                            : WeightFormat::BF16)) {}
   WeightFormat format;
-  uint32_t groupSize; // 32, 64 or 128
+  uint32_t groupSize; // 16, 32, 64 or 128
   bool symmetric;
   WeightFormat lmHead; // unset: BF16 (F32 with F32 linears)
 };
