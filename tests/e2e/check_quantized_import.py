@@ -118,6 +118,17 @@ def against_ort(a, onnx_path, plan, name):
     return worst
 
 
+def within_int4_bound(a, reference, plan, name):
+    """The plan's mean KL divergence from the float32 plan: above 0 (rounded) and within the bound
+    int4 gets."""
+    r = kl(a, reference, plan)
+    print(f"{name} against float32: KL mean {r['kl_mean']:.3e}, same top-1 "
+          f"{100 * r['top1_agreement']:.1f}%")
+    if not 0 < r["kl_mean"] <= MAX_MEAN_KL:
+        raise CheckFailed(f"{name}: mean KL divergence {r['kl_mean']:.3e} from float32 is outside "
+                          f"(0, {MAX_MEAN_KL}]")
+
+
 def expect_refusal(a, what, onnx_path, words):
     plan = os.path.join(a.workdir, "refused.hplan")
     proc = run([a.hetc, "compile", onnx_path, "--max-seq", "64", "-o", plan], what,
@@ -185,12 +196,7 @@ def check(a):
             if r["kl_max"] != 0.0:
                 raise CheckFailed(f"{name} differs from --weights int4 --group-size {group}: {r}")
             print(f"{name}: --weights int4 --group-size {group}'s numbers (KL 0)")
-        r = kl(a, reference, plan)
-        print(f"{name} against float32: KL mean {r['kl_mean']:.3e}, same top-1 "
-              f"{100 * r['top1_agreement']:.1f}%")
-        if not 0 < r["kl_mean"] <= MAX_MEAN_KL:
-            raise CheckFailed(f"{name}: mean KL divergence {r['kl_mean']:.3e} from float32 is "
-                              f"outside (0, {MAX_MEAN_KL}]")
+        within_int4_bound(a, reference, plan, name)
 
     # 2b. The lm_head in MatMulNBits too (GenAI's int4 export unless told to exclude it): kept in
     # 4 bits, --weights int4 --lm-head int4's numbers.
@@ -272,12 +278,7 @@ def check(a):
            if "lm_head" not in t["name"]):
         raise CheckFailed("QDQ int4 with a scale per output column: the linears are not "
                           "LinearInt4N16K8")
-    r = kl(a, reference, per_column)
-    print(f"QDQ int4, a scale per output column, against float32: KL mean {r['kl_mean']:.3e}, "
-          f"same top-1 {100 * r['top1_agreement']:.1f}%")
-    if not 0 < r["kl_mean"] <= MAX_MEAN_KL:
-        raise CheckFailed(f"QDQ int4 per column: mean KL divergence {r['kl_mean']:.3e} from "
-                          f"float32 is outside (0, {MAX_MEAN_KL}]")
+    within_int4_bound(a, reference, per_column, "QDQ int4, a scale per output column,")
 
     # 6. int8 blocked along K (opset 21), the same values as the per-column file: dequantized
     # (the int8 layout has a scale per column), then quantized by --weights int8 again.
