@@ -278,6 +278,10 @@ private:
       if (packedInt4 && !LinearInt4N16K8::validGroup(t->group_size()))
         return fail(tensorText(i), " has group_size ", t->group_size(),
                     "; LinearInt4N16K8 takes groups of 16, 32, 64 or 128");
+      if (const uint32_t minor = def_.schema_version() & 0xffff;
+          packedInt4 && t->group_size() == 16 && minor < 14)
+        return fail(tensorText(i), " has group_size 16, which schema 1.", minor,
+                    " does not have (added in 1.14)");
       uint64_t bytes = dtypeBytes(t->dtype());
       for (uint64_t dim : *shape) {
         if (dim == 0)

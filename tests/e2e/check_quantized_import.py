@@ -37,8 +37,11 @@ and the refusals.
 6. int8 QDQ blocked along K (the per-column file's scales repeated per block of 32): dequantized
    at import, then --weights int8 quantizes it again to the per-column file's plan (KL within
    1e-3; a wrong block index would be far off).
+   A zero point shared by two weights' DequantizeLinears (constant sharing) is read for both:
+   the same numbers.
 7. Refusals, one line each: bits = 8, block_size 8, a g_idx input, a blocked DequantizeLinear
-   whose scale does not fit its block_size, a DequantizeLinear to float16.
+   whose scale does not fit its block_size, a DequantizeLinear to float16, an int4 weight read
+   by two DequantizeLinears.
 """
 
 import argparse
@@ -308,6 +311,27 @@ def check(a):
         raise CheckFailed(f"QDQ int8 blocked along K: mean KL divergence {r['kl_mean']:.3e} from "
                           "the per-column file's plan (bound 1e-3)")
 
+    # 6b. One zero point shared by the DequantizeLinears of equal shape (as constant-sharing
+    # optimizers leave them): uint8's 128 per column of gate_proj serves up_proj too, the same
+    # numbers.
+    shared = onnx.load(os.path.join(a.workdir, "qdq_uint8", "model.onnx"))
+    dq = {n.input[0]: n for n in shared.graph.node if n.op_type == "DequantizeLinear"}
+    for gate in [x for x in dq if "gate_proj" in x]:
+        up = dq[gate.replace("gate_proj", "up_proj")]
+        dropped = up.input[2]
+        up.input[2] = dq[gate].input[2]
+        kept = [t for t in shared.graph.initializer if t.name != dropped]
+        del shared.graph.initializer[:]
+        shared.graph.initializer.extend(kept)
+    shared_path = os.path.join(a.workdir, "qdq_uint8_shared_zero_point.onnx")
+    onnx.save(shared, shared_path)
+    plan = compile_plan(a, shared_path, "qdq_uint8_shared_zero_point", ["--kv", "f32"])
+    r = kl(a, int8_twin, plan)
+    if r["kl_max"] != 0.0 or {t["layout"] for t in linear_tensors(a, plan)
+                              if "lm_head" not in t["name"]} != {"LinearInt8N16K4"}:
+        raise CheckFailed(f"QDQ uint8 with shared zero points: not --weights int8's plan ({r})")
+    print("QDQ uint8 with a zero point shared by two weights: kept in int8, the same numbers")
+
     # 7. Refusals.
     expect_refusal(a, "8-bit MatMulNBits",
                    altered(a, nbits, "bits8", lambda m, n: set_attribute(n, "bits", 8)),
@@ -340,6 +364,18 @@ def check(a):
     half_path = os.path.join(a.workdir, "qdq_int4_float16.onnx")
     onnx.save(half, half_path)
     expect_refusal(a, "DequantizeLinear to float16", half_path, ["FLOAT16", "float32 weights"])
+    # One int4 weight read by two DequantizeLinears is not a weight of one linear.
+    twice = onnx.load(os.path.join(a.workdir, "qdq_int4_32", "model.onnx"))
+    gate = next(n for n in twice.graph.node
+                if n.op_type == "DequantizeLinear" and "gate_proj" in n.input[0])
+    up = next(n for n in twice.graph.node
+              if n.op_type == "DequantizeLinear" and n.input[0] ==
+              gate.input[0].replace("gate_proj", "up_proj"))
+    up.input[0] = gate.input[0]
+    twice_path = os.path.join(a.workdir, "qdq_int4_read_twice.onnx")
+    onnx.save(twice, twice_path)
+    expect_refusal(a, "int4 weight read by two DequantizeLinears", twice_path,
+                   ["INT4", "dequantized by one DequantizeLinear"])
     print("PASS: MatMulNBits and 4-bit QDQ imported in 4 bits, int8 QDQ in int8, with --weights "
           "int4's and int8's numbers, within the int4 bound in every form, refusals in one line")
 

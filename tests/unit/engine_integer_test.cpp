@@ -275,6 +275,13 @@ TEST(EngineInt4Test, LoaderChecksTheInt4Layout) {
              t.def.tensors.at(w)->group_size = 16;
            },
            "LinearInt4N16K8 needs"},
+          {"groups of 16 in a plan of schema 1.13",
+           [](TinyPlan &t) {
+             const int w = t.tensorIndex("model.layers.1.mlp.gate_proj.weight");
+             t.def.tensors.at(w)->group_size = 16;
+             t.def.schema_version = kPlanSchemaMajor << 16 | 13;
+           },
+           "has group_size 16, which schema 1.13 does not have (added in 1.14)"},
           {"int8 in the int4 layout",
            [](TinyPlan &t) {
              const int w = t.tensorIndex("model.layers.0.mlp.up_proj.weight");

@@ -653,7 +653,8 @@ int runTool(int argc, char **argv) {
       ->capture_default_str();
   compile
       ->add_option("--group-size", compileArgs.groupSize,
-                   "With --weights int4: k per scale and zero point (16, 32, 64 or 128: 6.5, "
+                   "With --weights int4 or --lm-head int4: k per scale and zero point (16, 32, "
+                   "64 or 128: 6.5, "
                    "5.25, 4.625 or 4.3125 bits a weight with the scales and zero points)")
       ->check(CLI::IsMember({16u, 32u, 64u, 128u}))
       ->capture_default_str();
@@ -664,8 +665,8 @@ int runTool(int argc, char **argv) {
                    "--weights f32. An lm_head imported in 4 or 8 bits keeps them")
       ->check(CLI::IsMember({"bf16", "int8", "int4", "f32"}));
   compile->add_flag("--int4-symmetric", compileArgs.int4Symmetric,
-                    "With --weights int4: symmetric groups (scale max|w|/7, zero point 8) instead "
-                    "of fitting each group's range");
+                    "With --weights int4 or --lm-head int4: symmetric groups (scale max|w|/7, "
+                    "zero point 8) instead of fitting each group's range");
   compile
       ->add_option("--kv", compileArgs.kv,
                    "KV cache elements: bf16 (half the bytes per position), int8 (a scale per "

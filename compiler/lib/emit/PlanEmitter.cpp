@@ -624,7 +624,7 @@ LogicalResult PlanBuilder::tieEmbeddingToLmHead(ArrayRef<Operation *> ops) {
 // A tensor for `weight` in `layout`. The linear layouts store the IR's [K, N] as [N, K]:
 // LinearNK in float32, LinearBf16N16K2 packed in BF16 blocks, LinearInt8N16K4 and
 // LinearInt4N16K8 quantized (or repacked, for a weight imported in int8 or 4 bits, which a
-// Linear keeps in its precision whatever `layout` says).
+// Linear or LmHead keeps in its precision whatever `layout` says).
 FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
                                            plan::WeightLayoutDef layout, StringRef role) {
   FailureOr<WeightSource> source = traceWeight(op, weight, role);

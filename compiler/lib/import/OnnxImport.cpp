@@ -967,7 +967,14 @@ Value Importer::importTensor(const onnx::TensorProto &t, const std::string &name
   std::shared_ptr<void> owner;
   if (!tensorBytes(t, what, data, bytes, owner))
     return {};
-  ElementInfo elem = *elementInfo(ctx_, t.data_type());
+  // 4-bit tensors are read only as the weights of a DequantizeLinear (importDequantizeLinear).
+  std::optional<ElementInfo> info = elementInfo(ctx_, t.data_type());
+  if (!info) {
+    fail(what + " has element type " + dataTypeName(t.data_type()) +
+         ", which hetc reads only as a 2-D weight dequantized by one DequantizeLinear");
+    return {};
+  }
+  const ElementInfo elem = *info;
   SmallVector<int64_t> dims(t.dims().begin(), t.dims().end());
   auto type = RankedTensorType::get(dims, elem.type);
   int64_t count = type.getNumElements();
@@ -1353,7 +1360,17 @@ bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::st
   const onnx::TensorProto *x = initializer(0);
   const onnx::TensorProto *scaleProto = initializer(1);
   if (!x || !scaleProto)
-    return fail(what + ": its scale must be an initializer read by it alone");
+    return fail(what + ": its scale must be an initializer read by DequantizeLinears of weights "
+                       "only");
+  // A zero point named but not claimed (a Constant's, a graph input, read by other nodes too)
+  // would otherwise be taken as absent.
+  if (node.input_size() > 2 && !node.input(2).empty() && !initializer(2))
+    return fail(what + ": its zero point must be an initializer read by DequantizeLinears of "
+                       "weights only");
+  if (x->dims_size() != 2 ||
+      (x->data_type() != onnx::TensorProto::INT8 && x->data_type() != onnx::TensorProto::UINT8 &&
+       !isFourBit(x->data_type())))
+    return fail(what + ": its input must be a 2-D int8, uint8, int4 or uint4 initializer");
   const int64_t rows = x->dims(0), cols = x->dims(1);
   if (rows <= 0 || cols <= 0)
     return fail(what + ": its input has an empty dimension");
@@ -1409,7 +1426,7 @@ bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::st
   if (!tensorValues(*scaleProto, what + " scale", false, scales))
     return false;
   const int64_t along = axis == 0 ? rows : cols;
-  const int64_t blocksAlong = blockSize ? (along + blockSize - 1) / blockSize : 0;
+  const int64_t blocksAlong = blockSize ? (along - 1) / blockSize + 1 : 0;
   const bool perTensor = !blockSize && scales.size() == 1;
   if (blockSize) {
     const std::vector<int64_t> expected = axis == 0 ? std::vector<int64_t>{blocksAlong, cols}
@@ -1450,13 +1467,16 @@ bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::st
   Location loc = NameLoc::get(builder_.getStringAttr(name));
   const auto f32Type = RankedTensorType::get({rows, cols}, builder_.getF32Type());
 
-  if (fourBit && (blockSize ? axis == 0 && int4BlockStorable(static_cast<uint64_t>(blockSize))
+  if (fourBit && (blockSize ? axis == 0 && (blockSize >= rows ||
+                                            int4BlockStorable(static_cast<uint64_t>(blockSize)))
                             : perTensor || axis == 1)) {
     // MatMulNBits' form of W^T: row j of [cols, rows] holds column j's k in blocks, u = x + 8
     // for int4 (with its zero points moved by 8 too), so that every u and zero point is 0..15.
     auto int4 = std::make_shared<hetc::compiler::Int4Blocks>();
-    int4->blockSize = blockSize ? static_cast<uint64_t>(blockSize)
-                                : int4BlockCovering(static_cast<uint64_t>(rows));
+    // One block over all of K (also a block_size past K) is a block just covering it.
+    int4->blockSize = blockSize && blockSize < rows
+                          ? static_cast<uint64_t>(blockSize)
+                          : int4BlockCovering(static_cast<uint64_t>(rows));
     int4->blocks = (static_cast<uint64_t>(rows) + int4->blockSize - 1) / int4->blockSize;
     const int32_t shift = isUnsigned ? 0 : 8;
     const uint64_t blockBytes = int4->blockSize / 2;
@@ -1588,24 +1608,31 @@ OwningOpRef<ModuleOp> Importer::run() {
   for (const auto &node : g.node())
     for (const std::string &input : node.input())
       ++readers[input];
+  // A weight's DequantizeLinear: an 8- or 4-bit 2-D initializer x that nothing else reads. Its
+  // scale and zero point are claimed with it when only such DequantizeLinears read them (tools that
+  // share equal constants make one zero point serve many weights).
+  std::map<std::string, int> weightDequantizeReads;
   for (const auto &node : g.node()) {
     if (node.domain() == "com.microsoft" && node.op_type() == "MatMulNBits")
       for (int i = 1; i <= 3 && i < node.input_size(); ++i)
         if (!node.input(i).empty())
           quantizedInitializers_[node.input(i)] = nullptr;
-    // A weight's DequantizeLinear: an 8- or 4-bit 2-D initializer that nothing else reads.
     const bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-    if (defaultDomain && node.op_type() == "DequantizeLinear" && node.input_size() >= 2) {
-      auto x = initializers.find(node.input(0));
-      if (x != initializers.end() && x->second->dims_size() == 2 && readers[node.input(0)] == 1 &&
-          (x->second->data_type() == onnx::TensorProto::INT8 ||
-           x->second->data_type() == onnx::TensorProto::UINT8 || isFourBit(x->second->data_type())))
-        for (int i = 0; i < 3 && i < node.input_size(); ++i)
-          if (!node.input(i).empty() && initializers.count(node.input(i)) &&
-              readers[node.input(i)] == 1)
-            quantizedInitializers_[node.input(i)] = nullptr;
+    if (!defaultDomain || node.op_type() != "DequantizeLinear" || node.input_size() < 2)
+      continue;
+    auto x = initializers.find(node.input(0));
+    if (x != initializers.end() && x->second->dims_size() == 2 && readers[node.input(0)] == 1 &&
+        (x->second->data_type() == onnx::TensorProto::INT8 ||
+         x->second->data_type() == onnx::TensorProto::UINT8 || isFourBit(x->second->data_type()))) {
+      quantizedInitializers_[node.input(0)] = nullptr;
+      for (int i = 1; i < 3 && i < node.input_size(); ++i)
+        if (!node.input(i).empty())
+          ++weightDequantizeReads[node.input(i)];
     }
   }
+  for (const auto &[name, reads] : weightDequantizeReads)
+    if (initializers.count(name) && readers[name] == reads)
+      quantizedInitializers_[name] = nullptr;
   for (const auto &t : g.initializer()) {
     if (auto it = quantizedInitializers_.find(t.name()); it != quantizedInitializers_.end()) {
       it->second = &t;

@@ -3,9 +3,9 @@
 // LinearBf16N16K2, run by the best kernel of codegen/cpu/linear the host has (AMX, AVX-512 BF16
 // JIT, portable), generated once per (K, epilogue) and shared by every op with that shape, or INT8
 // LinearInt8N16K4 or INT4 LinearInt4N16K8 (AVX-512 VNNI or portable); its label is that kernel's.
-// Kernels that read bf16 rows get a ConvertRowsBf16 op before them, and integer weights a
-// QuantizeRowsInt8 op, unless the rows they read are already converted so (q, k and v share their
-// input).
+// Kernels that read bf16 rows get a ConvertRowsBf16 op before them, and a Linear's integer weights
+// a QuantizeRowsInt8 op, unless the rows they read are already converted so (q, k and v share their
+// input); an integer LmHead quantizes its few logits rows itself.
 #include "runtime/executor/ops/LinearOps.h"
 
 #include "runtime/executor/OpResolver.h"
@@ -295,6 +295,8 @@ void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread,
                      size_t lastTask) {
   float *window = a.windows + thread * a.windowFloats;
   const size_t grain = a.taskGrain;
+  if (firstTask >= lastTask)
+    return;
   uint8_t *rows = a.integer() ? quantizeLogitsRows(a, step, thread) : nullptr;
   for (size_t task = firstTask; task < lastTask; ++task) {
     const size_t begin = task * grain;
@@ -397,9 +399,8 @@ void columnTasks(const plan::OpDef &op, size_t n, bool packed, size_t &count, si
 }
 
 // The weight of a Linear or LmHead: f32 LinearNK (or a RowMajor table read as [N, K] by a tied
-// LmHead), BF16 LinearBf16N16K2, or for a Linear INT8 LinearInt8N16K4 with its scales and column
-// sums or INT4 LinearInt4N16K8 with its scales and zero points (the loader checked the segment
-// holds them).
+// LmHead), BF16 LinearBf16N16K2, INT8 LinearInt8N16K4 with its scales and column sums, or INT4
+// LinearInt4N16K8 with its scales and zero points (the loader checked the segment holds them).
 struct LinearWeight {
   const float *f32 = nullptr;
   const uint16_t *bf16 = nullptr;

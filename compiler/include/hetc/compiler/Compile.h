@@ -54,9 +54,9 @@ struct CompileOptions {
   uint64_t maxSeq = 4096;                    // positions per sequence
   bool maxSeqAuto = false;                   // largest max-seq that fits the host (maxSeq unused)
   uint32_t maxStepTokens = 512;              // tokens one step processes (prefill chunk)
-  WeightFormat weights = WeightFormat::BF16; // linear and lm_head weights
-  uint32_t groupSize = 32;                   // with INT4 weights: k per scale and zero point
-  bool int4Symmetric = false;                // with INT4 weights: zero points 8, no offset fit
+  WeightFormat weights = WeightFormat::BF16; // the layers' linear weights
+  uint32_t groupSize = 32;                   // INT4 weights' k per scale and zero point
+  bool int4Symmetric = false;                // INT4 weights: zero points 8, no offset fit
   // The lm_head's weights (and a tied embedding table's); unset: BF16, F32 with F32 weights.
   std::optional<WeightFormat> lmHead;
   std::optional<KvFormat> kv;                // KV cache elements; unset: as the weights
