@@ -141,6 +141,31 @@ TEST_P(EngineIntegerTest, ResultsDoNotDependOnThreadsOrBatching) {
   }
 }
 
+// A step whose middle sequence wants no logits (a prompt chunk mid-prefill): the logits rows are
+// then not the step's consecutive sequences, and each must still reach its own sequence's row.
+TEST_P(EngineIntegerTest, LogitsReachTheirSequencesWhenOneWantsNone) {
+  LoadedTinyPlan loaded(shapeOf(GetParam()));
+  ASSERT_TRUE(loaded.plan);
+  std::vector<float> alone[3];
+  for (size_t i = 0; i < 3; i += 2) {
+    std::unique_ptr<Engine> engine = loaded.engine(2);
+    ASSERT_TRUE(engine);
+    const StepSequence seq{0, 0, kPrompts[i].data(), static_cast<uint32_t>(kPrompts[i].size()),
+                           true};
+    ASSERT_TRUE(engine->step(&seq, 1).ok());
+    alone[i].assign(engine->logits(0), engine->logits(0) + kVocab);
+  }
+  std::unique_ptr<Engine> engine = loaded.engine(2);
+  ASSERT_TRUE(engine);
+  std::vector<StepSequence> step;
+  for (uint32_t i = 0; i < 3; ++i)
+    step.push_back({i, 0, kPrompts[i].data(), static_cast<uint32_t>(kPrompts[i].size()), i != 1});
+  ASSERT_TRUE(engine->step(step.data(), step.size()).ok());
+  for (size_t i = 0; i < 3; i += 2)
+    expectSameBits(std::vector<float>(engine->logits(i), engine->logits(i) + kVocab), alone[i],
+                   "sequence " + std::to_string(i));
+}
+
 TEST_P(EngineIntegerTest, FusedEpiloguesGiveTheBitsOfTheSeparateOps) {
   const TinyPlanShape shape = shapeOf(GetParam());
   LoadedTinyPlan separate(shape);

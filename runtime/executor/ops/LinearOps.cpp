@@ -20,6 +20,7 @@
 #include "codegen/cpu/vector/Kernels.h"
 
 #include <cstdlib>
+#include <cstring>
 
 namespace hetc {
 namespace {
@@ -249,17 +250,17 @@ uint8_t *quantizeLogitsRows(const LmHeadArgs &a, const StepRows &step, unsigned 
   return rows;
 }
 
-// Quantized logits rows [first, first + count) of `rows` on vocab columns [begin, end), row i at
-// y + (i - first) * yStride.
-void integerLogits(const LmHeadArgs &a, uint8_t *rows, size_t first, size_t count, float *y,
-                   size_t yStride, size_t begin, size_t end) {
+// The first `count` quantized logits rows of `rows` on vocab columns [begin, end), row i at
+// y + i * yStride.
+void integerLogits(const LmHeadArgs &a, uint8_t *rows, size_t count, float *y, size_t yStride,
+                   size_t begin, size_t end) {
   const Int8RowsLayout &layout = a.integerLayout;
   if (a.weightInt4) {
     codegen::LinearInt4Call call;
-    call.xq = reinterpret_cast<const int8_t *>(layout.quantized(rows)) + first * layout.stride;
+    call.xq = reinterpret_cast<const int8_t *>(layout.quantized(rows));
     call.stride = layout.stride;
-    call.rowScale = layout.scales(rows) + first;
-    call.granuleSums = layout.sums(rows) + first * layout.sumsStride;
+    call.rowScale = layout.scales(rows);
+    call.granuleSums = layout.sums(rows);
     call.sumsStride = layout.sumsStride;
     call.rows = count;
     call.w = a.weightInt4;
@@ -274,9 +275,9 @@ void integerLogits(const LmHeadArgs &a, uint8_t *rows, size_t first, size_t coun
     return;
   }
   codegen::LinearInt8Call call;
-  call.x.xq = layout.quantized(rows) + first * layout.stride;
+  call.x.xq = layout.quantized(rows);
   call.x.stride = layout.stride;
-  call.x.rowScale = layout.scales(rows) + first;
+  call.x.rowScale = layout.scales(rows);
   call.x.rows = count;
   call.w = a.weightInt8;
   call.scale = a.int8Scale;
@@ -287,6 +288,12 @@ void integerLogits(const LmHeadArgs &a, uint8_t *rows, size_t first, size_t coun
   call.colBegin = begin;
   call.colEnd = end;
   a.int8Kernel(call);
+}
+
+// The kernels write column n of output row r at y + r * yStride + n: y shifted back by a task's
+// first column puts the task's columns at the start of each row of the thread's window.
+float *windowColumns(float *window, size_t begin) {
+  return reinterpret_cast<float *>(reinterpret_cast<uintptr_t>(window) - begin * sizeof(float));
 }
 
 // The LmHead tasks [firstTask, lastTask) of this thread in an argmax step: each task's logits go
@@ -303,12 +310,9 @@ void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread,
     const size_t end = std::min(a.vocab, begin + grain);
     if (begin >= end)
       break;
-    // The kernels write column n of output row r at y + r * yStride + n: y shifted back by the
-    // task's first column puts the task's columns at the start of each window row.
-    float *y =
-        reinterpret_cast<float *>(reinterpret_cast<uintptr_t>(window) - begin * sizeof(float));
+    float *y = windowColumns(window, begin);
     if (rows) {
-      integerLogits(a, rows, 0, step.logitsCount, y, grain, begin, end);
+      integerLogits(a, rows, step.logitsCount, y, grain, begin, end);
     } else if (a.linear) {
       const codegen::LinearCall call =
           linearCall(a.in, a.bf16Rows, a.weightBf16, step.logitsCount, step.logitsSourceRows, y,
@@ -342,20 +346,22 @@ void runLmHead(const OpArgs &base, const StepRows &step, unsigned thread, unsign
   if (begin >= end)
     return;
   if (a.integer()) {
+    // The integer kernels write consecutive rows; the logits rows go to their sequences' rows of
+    // the output, which need not be consecutive: each task's rows pass through the thread's
+    // window (in cache), then to their places.
     uint8_t *rows = quantizeLogitsRows(a, step, thread);
-    // The kernels write rows y + r * yStride: one call when the output rows are in order (a
-    // decode step's), else one per row.
-    bool inOrder = true;
-    for (size_t i = 0; i < step.logitsCount; ++i)
-      inOrder &= step.logitsOutputRows[i] == step.logitsOutputRows[0] + i;
-    if (inOrder) {
-      integerLogits(a, rows, 0, step.logitsCount,
-                    a.out.data + step.logitsOutputRows[0] * a.out.stride, a.out.stride, begin, end);
-      return;
+    float *window = a.windows + thread * a.windowFloats;
+    for (size_t task = firstTask; task < lastTask; ++task) {
+      const size_t taskBegin = task * a.taskGrain;
+      const size_t taskEnd = std::min(a.vocab, taskBegin + a.taskGrain);
+      if (taskBegin >= taskEnd)
+        break;
+      integerLogits(a, rows, step.logitsCount, windowColumns(window, taskBegin), a.taskGrain,
+                    taskBegin, taskEnd);
+      for (size_t i = 0; i < step.logitsCount; ++i)
+        std::memcpy(a.out.data + step.logitsOutputRows[i] * a.out.stride + taskBegin,
+                    window + i * a.taskGrain, (taskEnd - taskBegin) * sizeof(float));
     }
-    for (size_t i = 0; i < step.logitsCount; ++i)
-      integerLogits(a, rows, i, 1, a.out.data + step.logitsOutputRows[i] * a.out.stride,
-                    a.out.stride, begin, end);
     return;
   }
   if (!a.linear) {
