@@ -38,17 +38,9 @@ struct LinearArgs : OpArgs {
   const float *bias = nullptr; // [n], or none
   const codegen::LinearKernel *linear = nullptr;
   uint32_t *bf16Rows = nullptr;
-  // An INT8 LinearInt8N16K4 weight, with its scales and column sums, and the rows quantized by the
-  // QuantizeRowsInt8 op before it (int8Rows: the converted rows, as Int8RowsLayout says).
-  const int8_t *weightInt8 = nullptr;
-  const float *int8Scale = nullptr;
-  const int32_t *int8ColumnSum = nullptr;
-  codegen::LinearInt8Fn int8Kernel = nullptr;
-  // An INT4 LinearInt4N16K8 weight (its whole segment) and its group, run on signed rows with
-  // their sums.
-  const uint8_t *weightInt4 = nullptr;
-  size_t int4Group = 0;
-  codegen::LinearInt4Fn int4Kernel = nullptr;
+  // Or an integer weight, run on the rows the QuantizeRowsInt8 op before it quantized (int8Rows:
+  // the converted rows, laid out as int8Layout).
+  IntegerWeight integer;
   Int8RowsLayout int8Layout{0, 0, false};
   uint8_t *int8Rows = nullptr;
   bool residual = false;
@@ -69,11 +61,85 @@ struct ConvertArgs : OpArgs {
 // (`quantizeSigned`).
 struct QuantizeArgs : OpArgs {
   Rows in;
-  Int8RowsLayout layout{0, 0, false};
+  RowQuantizer quantizer;
   uint8_t *int8Rows = nullptr;
-  codegen::QuantizeRowsInt8Fn quantize = nullptr;
-  codegen::QuantizeRowsInt8SignedFn quantizeSigned = nullptr;
 };
+
+} // namespace
+
+RowQuantizer::RowQuantizer(size_t maxRows, size_t k, bool signedRows)
+    : layout(maxRows, k, signedRows) {
+  if (signedRows)
+    withSums = codegen::chooseQuantizeRowsInt8Signed();
+  else
+    offset = codegen::chooseQuantizeRowsInt8();
+}
+
+const char *RowQuantizer::label() const {
+  return withSums ? codegen::quantizeRowsInt8SignedName(withSums)
+                  : codegen::quantizeRowsInt8Name(offset);
+}
+
+void RowQuantizer::run(const float *x, size_t xStride, size_t k, size_t first, size_t count,
+                       uint8_t *rows) const {
+  uint8_t *xq = layout.quantized(rows) + first * layout.stride;
+  float *scales = layout.scales(rows) + first;
+  if (withSums)
+    withSums(x, xStride, count, k, reinterpret_cast<int8_t *>(xq), layout.stride, scales,
+             layout.sums(rows) + first * layout.sumsStride, layout.sumsStride);
+  else
+    offset(x, xStride, count, k, xq, layout.stride, scales);
+}
+
+const char *IntegerWeight::chooseKernel() {
+  if (int4) {
+    int4Kernel = codegen::chooseLinearInt4Kernel();
+    return codegen::linearInt4KernelName(int4Kernel);
+  }
+  int8Kernel = codegen::chooseLinearInt8Kernel();
+  return codegen::linearInt8KernelName(int8Kernel);
+}
+
+void IntegerWeight::run(const Int8RowsLayout &layout, uint8_t *rows, size_t count, float *y,
+                        size_t yStride, size_t begin, size_t end, const float *residual,
+                        size_t residualStride) const {
+  if (int4) {
+    codegen::LinearInt4Call call;
+    call.xq = reinterpret_cast<const int8_t *>(layout.quantized(rows));
+    call.stride = layout.stride;
+    call.rowScale = layout.scales(rows);
+    call.granuleSums = layout.sums(rows);
+    call.sumsStride = layout.sumsStride;
+    call.rows = count;
+    call.w = int4;
+    call.n = n;
+    call.k = k;
+    call.group = int4Group;
+    call.y = y;
+    call.yStride = yStride;
+    call.residual = residual;
+    call.residualStride = residualStride;
+    call.colBegin = begin;
+    call.colEnd = end;
+    int4Kernel(call);
+    return;
+  }
+  codegen::LinearInt8Call call;
+  call.x = {layout.quantized(rows), layout.stride, layout.scales(rows), count};
+  call.w = int8;
+  call.scale = int8Scale;
+  call.columnSum = int8ColumnSum;
+  call.k = k;
+  call.y = y;
+  call.yStride = yStride;
+  call.residual = residual;
+  call.residualStride = residualStride;
+  call.colBegin = begin;
+  call.colEnd = end;
+  int8Kernel(call);
+}
+
+namespace {
 
 void columnShare(size_t taskCount, size_t taskGrain, size_t n, unsigned thread, unsigned threads,
                  size_t &begin, size_t &end) {
@@ -141,40 +207,18 @@ void runLinearBf16(const OpArgs &base, const StepRows &step, unsigned thread, un
   applySwiGlu(a, step.count, begin, end);
 }
 
-// An integer kernel's call (LinearInt8Call or LinearInt4Call, its operands set) on columns
-// [begin, end) of the output, with the fused residual in the kernel and the bias and swiglu after.
-template <typename Call, typename Kernel>
-void runIntegerCall(const LinearArgs &a, Kernel kernel, Call &call, size_t rows, size_t begin,
-                    size_t end) {
-  call.y = a.out.data;
-  call.yStride = a.out.stride;
-  call.colBegin = begin;
-  call.colEnd = end;
-  if (a.residual) {
-    call.residual = a.other.data;
-    call.residualStride = a.other.stride;
-  }
-  kernel(call);
-  applyBias(a, rows, begin, end); // never with a residual (the loader checks)
-  applySwiGlu(a, rows, begin, end);
-}
-
-void runLinearInt8(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+// An integer weight on columns [begin, end) of the output, with the fused residual in the kernel
+// and the bias and swiglu after.
+void runLinearInteger(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
   const auto &a = static_cast<const LinearArgs &>(base);
   size_t begin, end;
   columnShare(a.taskCount, a.taskGrain, a.n, thread, threads, begin, end);
   if (begin >= end)
     return;
-  codegen::LinearInt8Call call;
-  call.x.rowScale = a.int8Layout.scales(a.int8Rows);
-  call.x.xq = a.int8Layout.quantized(a.int8Rows);
-  call.x.stride = a.int8Layout.stride;
-  call.x.rows = step.count;
-  call.w = a.weightInt8;
-  call.scale = a.int8Scale;
-  call.columnSum = a.int8ColumnSum;
-  call.k = a.in.cols;
-  runIntegerCall(a, a.int8Kernel, call, step.count, begin, end);
+  a.integer.run(a.int8Layout, a.int8Rows, step.count, a.out.data, a.out.stride, begin, end,
+                a.residual ? a.other.data : nullptr, a.other.stride);
+  applyBias(a, step.count, begin, end); // never with a residual (the loader checks)
+  applySwiGlu(a, step.count, begin, end);
 }
 
 void runQuantizeRowsInt8(const OpArgs &base, const StepRows &step, unsigned thread,
@@ -182,37 +226,9 @@ void runQuantizeRowsInt8(const OpArgs &base, const StepRows &step, unsigned thre
   const auto &a = static_cast<const QuantizeArgs &>(base);
   size_t begin, end;
   ops::shareOf(step.count, thread, threads, begin, end);
-  if (begin >= end)
-    return;
-  const float *x = a.in.data + begin * a.in.stride;
-  uint8_t *xq = a.layout.quantized(a.int8Rows) + begin * a.layout.stride;
-  float *scales = a.layout.scales(a.int8Rows) + begin;
-  if (a.quantizeSigned)
-    a.quantizeSigned(x, a.in.stride, end - begin, a.in.cols, reinterpret_cast<int8_t *>(xq),
-                     a.layout.stride, scales,
-                     a.layout.sums(a.int8Rows) + begin * a.layout.sumsStride, a.layout.sumsStride);
-  else
-    a.quantize(x, a.in.stride, end - begin, a.in.cols, xq, a.layout.stride, scales);
-}
-
-void runLinearInt4(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
-  const auto &a = static_cast<const LinearArgs &>(base);
-  size_t begin, end;
-  columnShare(a.taskCount, a.taskGrain, a.n, thread, threads, begin, end);
-  if (begin >= end)
-    return;
-  codegen::LinearInt4Call call;
-  call.xq = reinterpret_cast<const int8_t *>(a.int8Layout.quantized(a.int8Rows));
-  call.stride = a.int8Layout.stride;
-  call.rowScale = a.int8Layout.scales(a.int8Rows);
-  call.granuleSums = a.int8Layout.sums(a.int8Rows);
-  call.sumsStride = a.int8Layout.sumsStride;
-  call.rows = step.count;
-  call.w = a.weightInt4;
-  call.n = a.n;
-  call.k = a.in.cols;
-  call.group = a.int4Group;
-  runIntegerCall(a, a.int4Kernel, call, step.count, begin, end);
+  if (begin < end)
+    a.quantizer.run(a.in.data + begin * a.in.stride, a.in.stride, a.in.cols, begin, end - begin,
+                    a.int8Rows);
 }
 
 void runLinearF32(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
@@ -235,59 +251,11 @@ void runLinearF32(const OpArgs &base, const StepRows &step, unsigned thread, uns
 // An integer lm_head: the step's logits rows quantized into this thread's rows, as its weight
 // reads them (every thread quantizes the same few rows: no phase, no wait for one).
 uint8_t *quantizeLogitsRows(const LmHeadArgs &a, const StepRows &step, unsigned thread) {
-  const Int8RowsLayout &layout = a.integerLayout;
-  uint8_t *rows = a.integerRows + thread * layout.bytes();
-  for (size_t i = 0; i < step.logitsCount; ++i) {
-    const float *x = a.in.data + step.logitsSourceRows[i] * a.in.stride;
-    uint8_t *xq = layout.quantized(rows) + i * layout.stride;
-    if (a.weightInt4)
-      a.quantizeSigned(x, a.in.stride, 1, a.in.cols, reinterpret_cast<int8_t *>(xq), layout.stride,
-                       layout.scales(rows) + i, layout.sums(rows) + i * layout.sumsStride,
-                       layout.sumsStride);
-    else
-      a.quantize(x, a.in.stride, 1, a.in.cols, xq, layout.stride, layout.scales(rows) + i);
-  }
+  uint8_t *rows = a.integerRows + thread * a.quantizer.layout.bytes();
+  for (size_t i = 0; i < step.logitsCount; ++i)
+    a.quantizer.run(a.in.data + step.logitsSourceRows[i] * a.in.stride, a.in.stride, a.in.cols, i,
+                    1, rows);
   return rows;
-}
-
-// The first `count` quantized logits rows of `rows` on vocab columns [begin, end), row i at
-// y + i * yStride.
-void integerLogits(const LmHeadArgs &a, uint8_t *rows, size_t count, float *y, size_t yStride,
-                   size_t begin, size_t end) {
-  const Int8RowsLayout &layout = a.integerLayout;
-  if (a.weightInt4) {
-    codegen::LinearInt4Call call;
-    call.xq = reinterpret_cast<const int8_t *>(layout.quantized(rows));
-    call.stride = layout.stride;
-    call.rowScale = layout.scales(rows);
-    call.granuleSums = layout.sums(rows);
-    call.sumsStride = layout.sumsStride;
-    call.rows = count;
-    call.w = a.weightInt4;
-    call.n = a.vocab;
-    call.k = a.in.cols;
-    call.group = a.int4Group;
-    call.y = y;
-    call.yStride = yStride;
-    call.colBegin = begin;
-    call.colEnd = end;
-    a.int4Kernel(call);
-    return;
-  }
-  codegen::LinearInt8Call call;
-  call.x.xq = layout.quantized(rows);
-  call.x.stride = layout.stride;
-  call.x.rowScale = layout.scales(rows);
-  call.x.rows = count;
-  call.w = a.weightInt8;
-  call.scale = a.int8Scale;
-  call.columnSum = a.int8ColumnSum;
-  call.k = a.in.cols;
-  call.y = y;
-  call.yStride = yStride;
-  call.colBegin = begin;
-  call.colEnd = end;
-  a.int8Kernel(call);
 }
 
 // The kernels write column n of output row r at y + r * yStride + n: y shifted back by a task's
@@ -304,7 +272,7 @@ void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread,
   const size_t grain = a.taskGrain;
   if (firstTask >= lastTask)
     return;
-  uint8_t *rows = a.integer() ? quantizeLogitsRows(a, step, thread) : nullptr;
+  uint8_t *rows = a.integer.present() ? quantizeLogitsRows(a, step, thread) : nullptr;
   for (size_t task = firstTask; task < lastTask; ++task) {
     const size_t begin = task * grain;
     const size_t end = std::min(a.vocab, begin + grain);
@@ -312,7 +280,7 @@ void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread,
       break;
     float *y = windowColumns(window, begin);
     if (rows) {
-      integerLogits(a, rows, step.logitsCount, y, grain, begin, end);
+      a.integer.run(a.quantizer.layout, rows, step.logitsCount, y, grain, begin, end);
     } else if (a.linear) {
       const codegen::LinearCall call =
           linearCall(a.in, a.bf16Rows, a.weightBf16, step.logitsCount, step.logitsSourceRows, y,
@@ -345,7 +313,7 @@ void runLmHead(const OpArgs &base, const StepRows &step, unsigned thread, unsign
   const size_t end = std::min(a.vocab, lastTask * a.taskGrain);
   if (begin >= end)
     return;
-  if (a.integer()) {
+  if (a.integer.present()) {
     // The integer kernels write consecutive rows; the logits rows go to their sequences' rows of
     // the output, which need not be consecutive: each task's rows pass through the thread's
     // window (in cache), then to their places.
@@ -356,8 +324,8 @@ void runLmHead(const OpArgs &base, const StepRows &step, unsigned thread, unsign
       const size_t taskEnd = std::min(a.vocab, taskBegin + a.taskGrain);
       if (taskBegin >= taskEnd)
         break;
-      integerLogits(a, rows, step.logitsCount, windowColumns(window, taskBegin), a.taskGrain,
-                    taskBegin, taskEnd);
+      a.integer.run(a.quantizer.layout, rows, step.logitsCount, windowColumns(window, taskBegin),
+                    a.taskGrain, taskBegin, taskEnd);
       for (size_t i = 0; i < step.logitsCount; ++i)
         std::memcpy(a.out.data + step.logitsOutputRows[i] * a.out.stride + taskBegin,
                     window + i * a.taskGrain, (taskEnd - taskBegin) * sizeof(float));
@@ -410,11 +378,7 @@ void columnTasks(const plan::OpDef &op, size_t n, bool packed, size_t &count, si
 struct LinearWeight {
   const float *f32 = nullptr;
   const uint16_t *bf16 = nullptr;
-  const int8_t *int8 = nullptr;
-  const float *int8Scale = nullptr;
-  const int32_t *int8ColumnSum = nullptr;
-  const uint8_t *int4 = nullptr; // the whole LinearInt4N16K8 segment
-  size_t int4Group = 0;
+  IntegerWeight integer; // its kernel not chosen yet
   size_t n = 0;
 };
 
@@ -435,18 +399,21 @@ Status linearWeight(OpResolver &resolver, LinearWeight &weight) {
       return resolver.fail("weight in layout LinearInt8N16K4 must be INT8");
     const LinearInt8N16K4 layout{tensor->shape()->Get(0), tensor->shape()->Get(1)};
     const auto *bytes = static_cast<const uint8_t *>(data);
-    weight.int8 = reinterpret_cast<const int8_t *>(bytes);
-    weight.int8Scale = reinterpret_cast<const float *>(bytes + layout.scaleOffset());
-    weight.int8ColumnSum = reinterpret_cast<const int32_t *>(bytes + layout.columnSumOffset());
-    weight.n = layout.n;
+    weight.integer.int8 = reinterpret_cast<const int8_t *>(bytes);
+    weight.integer.int8Scale = reinterpret_cast<const float *>(bytes + layout.scaleOffset());
+    weight.integer.int8ColumnSum =
+        reinterpret_cast<const int32_t *>(bytes + layout.columnSumOffset());
+    weight.integer.n = weight.n = layout.n;
+    weight.integer.k = layout.k;
     return Status();
   }
   if (tensor->layout() == WeightLayoutDef::LinearInt4N16K8) {
     if (tensor->dtype() != DTypeDef::INT4)
       return resolver.fail("weight in layout LinearInt4N16K8 must be INT4");
-    weight.int4 = static_cast<const uint8_t *>(data);
-    weight.int4Group = tensor->group_size();
-    weight.n = tensor->shape()->Get(0);
+    weight.integer.int4 = static_cast<const uint8_t *>(data);
+    weight.integer.int4Group = tensor->group_size();
+    weight.integer.n = weight.n = tensor->shape()->Get(0);
+    weight.integer.k = tensor->shape()->Get(1);
     return Status();
   }
   const flatbuffers::Vector<uint64_t> *shape = nullptr;
@@ -456,42 +423,34 @@ Status linearWeight(OpResolver &resolver, LinearWeight &weight) {
   return Status();
 }
 
-// An INT8 or INT4 weight's kernel, and, unless its input's rows are already quantized in the form
-// it reads, the QuantizeRowsInt8 op before it: rows offset by 128 for int8 weights, signed rows
-// with their sums for int4 ones.
-void chooseLinearIntegerKernel(OpResolver &resolver, LinearArgs &a, std::vector<ResolvedOp> &ops) {
-  const OpResolver::Setup &setup = resolver.setup();
-  const bool int4 = a.weightInt4 != nullptr;
-  if (int4)
-    a.int4Kernel = codegen::chooseLinearInt4Kernel();
-  else
-    a.int8Kernel = codegen::chooseLinearInt8Kernel();
-  a.int8Layout = Int8RowsLayout(setup.maxStepTokens, a.in.cols, int4);
+// An INT8 or INT4 weight's kernel (its label returned), and, unless its input's rows are already
+// quantized in the form it reads, the QuantizeRowsInt8 op before it: rows offset by 128 for int8
+// weights, signed rows with their sums for int4 ones.
+const char *chooseLinearIntegerKernel(OpResolver &resolver, LinearArgs &a,
+                                      std::vector<ResolvedOp> &ops) {
+  const bool int4 = a.integer.int4 != nullptr;
+  const char *kernel = a.integer.chooseKernel();
+  const RowQuantizer quantizer(resolver.setup().maxStepTokens, a.in.cols, int4);
+  a.int8Layout = quantizer.layout;
   const size_t bytes = a.int8Layout.bytes();
   resolver.needConvertedRows(bytes, &a.int8Rows);
   const int64_t input = resolver.op().inputs()->Get(0);
   const auto form =
       int4 ? OpResolver::ConvertedForm::Int8Signed : OpResolver::ConvertedForm::Int8Offset;
   if (resolver.convertedBuffer == input && resolver.convertedForm == form)
-    return;
+    return kernel;
   QuantizeArgs &quantize = resolver.make<QuantizeArgs>();
   quantize.in = a.in;
-  quantize.layout = a.int8Layout;
-  const char *label;
-  if (int4) {
-    quantize.quantizeSigned = codegen::chooseQuantizeRowsInt8Signed();
-    label = codegen::quantizeRowsInt8SignedName(quantize.quantizeSigned);
-  } else {
-    quantize.quantize = codegen::chooseQuantizeRowsInt8();
-    label = codegen::quantizeRowsInt8Name(quantize.quantize);
-  }
+  quantize.quantizer = quantizer;
   resolver.needConvertedRows(bytes, &quantize.int8Rows);
-  ResolvedOp op = resolver.resolved(OpKind::QuantizeRowsInt8, runQuantizeRowsInt8, quantize, label);
+  ResolvedOp op =
+      resolver.resolved(OpKind::QuantizeRowsInt8, runQuantizeRowsInt8, quantize, quantizer.label());
   op.reads[1] = op.reads[2] = -1;
   op.writes = -1; // writes the converted rows, not a plan buffer
   ops.push_back(op);
   resolver.convertedBuffer = input;
   resolver.convertedForm = form;
+  return kernel;
 }
 
 // A BF16 weight's kernel: the best the host has, one per (K, epilogue) shared by every op with
@@ -561,11 +520,7 @@ Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   a.weight = weight.f32;
   a.weightBf16 = weight.bf16;
-  a.weightInt8 = weight.int8;
-  a.int8Scale = weight.int8Scale;
-  a.int8ColumnSum = weight.int8ColumnSum;
-  a.weightInt4 = weight.int4;
-  a.int4Group = weight.int4Group;
+  a.integer = weight.integer;
   a.n = weight.n;
   if (resolver.overlaps(op.inputs()->Get(0), op.outputs()->Get(0)))
     return resolver.fail("output overlaps the input");
@@ -602,11 +557,9 @@ Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   columnTasks(op, a.n, a.weight == nullptr, a.taskCount, a.taskGrain);
   const char *label = "LinearF32Portable";
   OpRunFn run = runLinearF32;
-  if (a.weightInt8 || a.weightInt4) {
-    chooseLinearIntegerKernel(resolver, a, ops);
-    label = a.weightInt4 ? codegen::linearInt4KernelName(a.int4Kernel)
-                         : codegen::linearInt8KernelName(a.int8Kernel);
-    run = a.weightInt4 ? runLinearInt4 : runLinearInt8;
+  if (a.integer.present()) {
+    label = chooseLinearIntegerKernel(resolver, a, ops);
+    run = runLinearInteger;
   } else if (a.weightBf16) {
     if (Status s = chooseLinearKernel(resolver, a.in.cols, a.residual, false, a.in, a.linear,
                                       &a.bf16Rows, ops);
@@ -636,29 +589,17 @@ Status resolveLmHead(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   a.weight = weight.f32;
   a.weightBf16 = weight.bf16;
-  a.weightInt8 = weight.int8;
-  a.int8Scale = weight.int8Scale;
-  a.int8ColumnSum = weight.int8ColumnSum;
-  a.weightInt4 = weight.int4;
-  a.int4Group = weight.int4Group;
+  a.integer = weight.integer;
   a.vocab = weight.n;
   if (resolver.overlaps(op.inputs()->Get(0), op.outputs()->Get(0)))
     return resolver.fail("output overlaps the input");
-  columnTasks(op, a.vocab, a.weightBf16 || a.integer(), a.taskCount, a.taskGrain);
+  columnTasks(op, a.vocab, a.weightBf16 || a.integer.present(), a.taskCount, a.taskGrain);
   const char *label = "LinearF32Portable";
-  if (a.integer()) {
+  if (a.integer.present()) {
     // Each thread's quantized logits rows (at most max_batch: one per sequence).
-    a.integerLayout = Int8RowsLayout(setup.maxBatch, a.in.cols, a.weightInt4 != nullptr);
-    if (a.weightInt4) {
-      a.int4Kernel = codegen::chooseLinearInt4Kernel();
-      a.quantizeSigned = codegen::chooseQuantizeRowsInt8Signed();
-      label = codegen::linearInt4KernelName(a.int4Kernel);
-    } else {
-      a.int8Kernel = codegen::chooseLinearInt8Kernel();
-      a.quantize = codegen::chooseQuantizeRowsInt8();
-      label = codegen::linearInt8KernelName(a.int8Kernel);
-    }
-    const size_t bytes = setup.threads * a.integerLayout.bytes();
+    label = a.integer.chooseKernel();
+    a.quantizer = RowQuantizer(setup.maxBatch, a.in.cols, a.integer.int4 != nullptr);
+    const size_t bytes = setup.threads * a.quantizer.layout.bytes();
     a.integerRows = static_cast<uint8_t *>(std::aligned_alloc(
         kBufferAlignment, ops::ceilDiv(bytes, kBufferAlignment) * kBufferAlignment));
     if (!a.integerRows)

@@ -39,9 +39,45 @@ struct Int8RowsLayout {
   }
 };
 
+// How rows are quantized for an integer weight, into rows laid out as `layout`: offset by 128 for
+// int8 weights, signed with their granule sums for int4 ones (`signedRows`).
+struct RowQuantizer {
+  Int8RowsLayout layout{0, 0, false};
+  codegen::QuantizeRowsInt8Fn offset = nullptr;
+  codegen::QuantizeRowsInt8SignedFn withSums = nullptr;
+  RowQuantizer() = default;
+  // The host's quantizer for up to maxRows rows of k.
+  RowQuantizer(size_t maxRows, size_t k, bool signedRows);
+  const char *label() const;
+  // `count` rows of k floats (row i at x + i * xStride) into rows [first, first + count).
+  void run(const float *x, size_t xStride, size_t k, size_t first, size_t count,
+           uint8_t *rows) const;
+};
+
+// An INT8 weight (LinearInt8N16K4, with its scales and column sums) or an INT4 one (the whole
+// LinearInt4N16K8 segment, with its group) and the host's kernel for it: what a Linear and an
+// integer LmHead run.
+struct IntegerWeight {
+  const int8_t *int8 = nullptr;
+  const float *int8Scale = nullptr;
+  const int32_t *int8ColumnSum = nullptr;
+  const uint8_t *int4 = nullptr;
+  size_t int4Group = 0;
+  size_t n = 0, k = 0;
+  codegen::LinearInt8Fn int8Kernel = nullptr;
+  codegen::LinearInt4Fn int4Kernel = nullptr;
+  bool present() const { return int8 || int4; }
+  // Chooses the host's kernel; returns its label.
+  const char *chooseKernel();
+  // The first `count` rows of `rows` (laid out as `layout`) times the weight, on columns
+  // [begin, end): row r at y + r * yStride, + residual[r * residualStride + n] added last.
+  void run(const Int8RowsLayout &layout, uint8_t *rows, size_t count, float *y, size_t yStride,
+           size_t begin, size_t end, const float *residual = nullptr,
+           size_t residualStride = 0) const;
+};
+
 struct LmHeadArgs : OpArgs {
   ~LmHeadArgs() override;
-  bool integer() const { return weightInt8 || weightInt4; }
   Rows in, out; // out: the plan's logits buffer [max_batch, vocab]
   size_t vocab = 0;
   size_t taskCount = 1, taskGrain = 1;  // column tasks
@@ -49,19 +85,10 @@ struct LmHeadArgs : OpArgs {
   const uint16_t *weightBf16 = nullptr; // packed BF16, run by `linear`
   const codegen::LinearKernel *linear = nullptr;
   uint32_t *bf16Rows = nullptr;
-  // Or an INT8 LinearInt8N16K4 weight (its scales, column sums) or an INT4 LinearInt4N16K8 one
-  // (its whole segment, its group), run on the step's logits rows, which each thread quantizes
-  // into its own integerRows[thread * integerLayout.bytes()] (a few rows: cheaper than a phase).
-  const int8_t *weightInt8 = nullptr;
-  const float *int8Scale = nullptr;
-  const int32_t *int8ColumnSum = nullptr;
-  const uint8_t *weightInt4 = nullptr;
-  size_t int4Group = 0;
-  codegen::LinearInt8Fn int8Kernel = nullptr;
-  codegen::LinearInt4Fn int4Kernel = nullptr;
-  codegen::QuantizeRowsInt8Fn quantize = nullptr;
-  codegen::QuantizeRowsInt8SignedFn quantizeSigned = nullptr;
-  Int8RowsLayout integerLayout{0, 0, false};
+  // Or an integer weight, run on the step's logits rows, which each thread quantizes into its own
+  // integerRows[thread * quantizer.layout.bytes()] (a few rows: cheaper than a phase).
+  IntegerWeight integer;
+  RowQuantizer quantizer;
   uint8_t *integerRows = nullptr;
   // Argmax steps: each thread's tasks write their logits into the thread's window
   // ([max_batch, task grain] floats, in cache) and leave (max, index) per row in
