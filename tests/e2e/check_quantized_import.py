@@ -44,7 +44,6 @@ and the refusals.
    by two DequantizeLinears.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -54,7 +53,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import (PROMPTS, CheckFailed, check_hetc_binary, main_wrapper,  # noqa: E402
+from e2e_common import (PROMPTS, CheckFailed, check_hetc_binary, check_main,  # noqa: E402
                         prompt_arg, run)
 
 EXPORTER = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -160,7 +159,6 @@ def set_attribute(node, key, value):
 
 def check(a):
     check_hetc_binary(a.hetc)
-    os.makedirs(a.workdir, exist_ok=True)
     float_onnx = export(a, "float", [])
     nbits = export(a, "nbits32", ["--int4-block-size", "32"])
     reference = compile_plan(a, float_onnx, "float_f32", ["--weights", "f32", "--kv", "f32"])
@@ -380,15 +378,5 @@ def check(a):
           "int4's and int8's numbers, within the int4 bound in every form, refusals in one line")
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hetc", required=True)
-    p.add_argument("--workdir", required=True)
-    p.add_argument("--node", help="Node.js that runs tests/e2e/ort/greedy.mjs")
-    a = p.parse_args(argv)
-    return main_wrapper(lambda: check(a))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(check_main(check, __doc__, node=True))

@@ -104,13 +104,16 @@ def main_wrapper(fn):
     return 0
 
 
-def check_main(check, doc=None):
-    """The main of a check script that takes --hetc and --workdir: runs check(args) with the work
+def check_main(check, doc=None, node=False):
+    """The main of a check script that takes --hetc and --workdir (and with `node`, --node, the
+    Node.js that runs ONNX Runtime's tests/e2e/ort/greedy.mjs): runs check(args) with the work
     directory made; returns the exit code."""
     p = argparse.ArgumentParser(description=doc,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hetc", required=True)
     p.add_argument("--workdir", required=True)
+    if node:
+        p.add_argument("--node", help="Node.js that runs tests/e2e/ort/greedy.mjs")
     a = p.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     return main_wrapper(lambda: check(a))

@@ -317,6 +317,25 @@ private:
   std::unique_ptr<uint32_t, Free> rows_, rowMajor_;
 };
 
+// `copies` copies of a weight quantized to int8 (LinearInt8N16K4's packed values), with its scales
+// and column sums: what the int8 kernel and the widening alternative read.
+struct Int8Weights {
+  std::vector<std::unique_ptr<int8_t, void (*)(void *)>> copies;
+  std::vector<float> scale;
+  std::vector<int32_t> columnSum;
+  void prepare(const float *w, size_t n, size_t k, size_t count) {
+    const hetc::LinearInt8N16K4 layout{n, k};
+    scale.resize(layout.paddedColumns());
+    columnSum.resize(layout.paddedColumns());
+    copies.clear();
+    for (size_t c = 0; c < count; ++c) {
+      copies.emplace_back(static_cast<int8_t *>(std::aligned_alloc(64, layout.bytes())),
+                          &std::free);
+      hetc::quantizeLinearInt8(w, false, n, k, copies.back().get(), scale.data(), columnSum.data());
+    }
+  }
+};
+
 // Int8 weights with a scale per output column and activations quantized per row (LinearInt8.h):
 // decode row counts only.
 class Int8Linear final : public LinearUnderTest {
@@ -332,19 +351,11 @@ public:
   bool measuresRows(size_t m) const override { return m <= 16; }
   uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {
     const hetc::LinearInt8N16K4 layout{n, k};
-    scale_.resize(layout.paddedColumns());
-    columnSum_.resize(layout.paddedColumns());
-    copies_.clear();
-    for (size_t c = 0; c < copies; ++c) {
-      copies_.emplace_back(static_cast<int8_t *>(std::aligned_alloc(64, layout.bytes())),
-                           &std::free);
-      hetc::quantizeLinearInt8(w, false, n, k, copies_.back().get(), scale_.data(),
-                               columnSum_.data());
-    }
+    weights_.prepare(w, n, k, copies);
     // The scales and column sums are read too.
     return layout.bytes() + layout.paddedColumns() * (sizeof(float) + sizeof(int32_t));
   }
-  void release() override { copies_.clear(); }
+  void release() override { weights_.copies.clear(); }
   void setInput(const float *x, size_t xStride, size_t rows, size_t k) override {
     stride_ = 4 * ((k + 3) / 4);
     xq_.resize(rows * stride_);
@@ -355,9 +366,9 @@ public:
            size_t colEnd, size_t copy) const override {
     hetc::codegen::LinearInt8Call call;
     call.x = {xq_.data(), stride_, rowScale_.data(), m};
-    call.w = copies_[copy].get();
-    call.scale = scale_.data();
-    call.columnSum = columnSum_.data();
+    call.w = weights_.copies[copy].get();
+    call.scale = weights_.scale.data();
+    call.columnSum = weights_.columnSum.data();
     call.k = k;
     call.y = y;
     call.yStride = yStride;
@@ -369,9 +380,8 @@ public:
 private:
   hetc::codegen::LinearInt8Fn kernel_;
   std::string name_, why_;
-  std::vector<std::unique_ptr<int8_t, void (*)(void *)>> copies_;
-  std::vector<float> scale_, rowScale_;
-  std::vector<int32_t> columnSum_;
+  Int8Weights weights_;
+  std::vector<float> rowScale_;
   std::vector<uint8_t> xq_;
   size_t stride_ = 0;
 };
@@ -387,18 +397,10 @@ public:
   bool measuresRows(size_t m) const override { return m <= 16; }
   uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {
     const hetc::LinearInt8N16K4 layout{n, k};
-    scale_.resize(layout.paddedColumns());
-    columnSum_.resize(layout.paddedColumns());
-    copies_.clear();
-    for (size_t c = 0; c < copies; ++c) {
-      copies_.emplace_back(static_cast<int8_t *>(std::aligned_alloc(64, layout.bytes())),
-                           &std::free);
-      hetc::quantizeLinearInt8(w, false, n, k, copies_.back().get(), scale_.data(),
-                               columnSum_.data());
-    }
+    weights_.prepare(w, n, k, copies);
     return layout.bytes() + layout.paddedColumns() * sizeof(float);
   }
-  void release() override { copies_.clear(); }
+  void release() override { weights_.copies.clear(); }
   void setInput(const float *x, size_t xStride, size_t rows, size_t k) override {
     stride_ = 4 * ((k + 3) / 4);
     xb_.assign(rows * stride_, 0);
@@ -408,15 +410,13 @@ public:
   }
   void run(const float *, size_t, size_t m, size_t k, float *y, size_t yStride, size_t colBegin,
            size_t colEnd, size_t copy) const override {
-    hetc::bench::linearInt8WidenBf16(xb_.data(), stride_, m, copies_[copy].get(), scale_.data(), k,
-                                     y, yStride, colBegin, colEnd);
+    hetc::bench::linearInt8WidenBf16(xb_.data(), stride_, m, weights_.copies[copy].get(),
+                                     weights_.scale.data(), k, y, yStride, colBegin, colEnd);
   }
 
 private:
   std::string why_;
-  std::vector<std::unique_ptr<int8_t, void (*)(void *)>> copies_;
-  std::vector<float> scale_;
-  std::vector<int32_t> columnSum_;
+  Int8Weights weights_;
   std::vector<uint16_t> xb_;
   size_t stride_ = 0;
 };

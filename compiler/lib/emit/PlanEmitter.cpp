@@ -110,6 +110,18 @@ plan::TierDef tierDef(compiler::Tier tier) {
   return plan::TierDef::DDR;
 }
 
+// The form that packs a float matrix, [N, K] (`fromNK`) or [K, N], into a packed linear layout.
+SegmentForm packedForm(plan::WeightLayoutDef layout, bool fromNK) {
+  switch (layout) {
+  case plan::WeightLayoutDef::LinearInt8N16K4:
+    return fromNK ? SegmentForm::Int8FromNK : SegmentForm::Int8FromKN;
+  case plan::WeightLayoutDef::LinearInt4N16K8:
+    return fromNK ? SegmentForm::Int4FromNK : SegmentForm::Int4FromKN;
+  default:
+    return fromNK ? SegmentForm::Bf16FromNK : SegmentForm::Bf16FromKN;
+  }
+}
+
 // The LinearInt4N16K8 of an imported 4-bit weight's rows: its blocks as groups, a block past 128
 // k as several groups of 128 sharing its scale and zero point (exact: the same values).
 LinearInt4N16K8 int4Layout(const WeightSource &source) {
@@ -597,11 +609,7 @@ LogicalResult PlanBuilder::tieEmbeddingToLmHead(ArrayRef<Operation *> ops) {
   // it is lm_head's. (An imported integer lm_head is its own: a float table never repacks to it.)
   if (head->int4() || head->int8PerColumn())
     return success();
-  const plan::WeightLayoutDef headLayout = plan_.tensors[*headTensor]->layout;
-  const SegmentForm form =
-      headLayout == plan::WeightLayoutDef::LinearInt8N16K4   ? SegmentForm::Int8FromNK
-      : headLayout == plan::WeightLayoutDef::LinearInt4N16K8 ? SegmentForm::Int4FromNK
-                                                             : SegmentForm::Bf16FromNK;
+  const SegmentForm form = packedForm(plan_.tensors[*headTensor]->layout, /*fromNK=*/true);
   const size_t payloadsBefore = payloads_.size();
   FailureOr<uint32_t> segment = addSegment(*table, form);
   if (failed(segment))
@@ -648,16 +656,10 @@ FailureOr<uint32_t> PlanBuilder::addTensor(Operation *op, Value weight,
   // layout disagree about which dimension is contiguous; packing reads either orientation.
   SegmentForm form =
       source->transposedView != linear ? SegmentForm::Transposed : SegmentForm::Stored;
-  if (packedBf16)
-    form = source->transposedView ? SegmentForm::Bf16FromNK : SegmentForm::Bf16FromKN;
-  if (packedInt8)
-    form = source->int8PerColumn()  ? SegmentForm::Int8Channels
-           : source->transposedView ? SegmentForm::Int8FromNK
-                                    : SegmentForm::Int8FromKN;
-  if (packedInt4)
-    form = source->int4()           ? SegmentForm::Int4Blocks
-           : source->transposedView ? SegmentForm::Int4FromNK
-                                    : SegmentForm::Int4FromKN;
+  if (packedBf16 || packedInt8 || packedInt4)
+    form = packedInt8 && source->int8PerColumn() ? SegmentForm::Int8Channels
+           : packedInt4 && source->int4()        ? SegmentForm::Int4Blocks
+                                                 : packedForm(layout, source->transposedView);
   if (form == SegmentForm::Int4Blocks && !source->transposedView)
     return fail(nameOf(op) + ": its 4-bit weight is read as [N, K]; a linear reads [K, N]");
   auto key = std::make_tuple(source->identity, form, layout);

@@ -339,6 +339,9 @@ private:
   bool importDequantizeLinear(const onnx::NodeProto &node, const std::string &name);
   Value transposedInt4Weight(Location loc, const std::string &name,
                              hetc::compiler::StoredWeight weight);
+  // The initializer `node` reads as its input `input` when the pre-scan claimed it for a quantized
+  // weight (quantizedInitializers_); null otherwise.
+  const onnx::TensorProto *claimedInitializer(const onnx::NodeProto &node, int input) const;
   // The initializers a MatMulNBits reads as its quantized weight (B, scales, zero points), or a
   // DequantizeLinear of a 2-D 8- or 4-bit initializer (x, scale, zero point): kept out of the IR,
   // read by importMatMulNBits into one Int4Blocks weight, by importDequantizeLinear into one.
@@ -1209,20 +1212,14 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
     return fail(what + " has g_idx (act-order); hetc imports blocks in K's order only");
   const uint64_t blocks = (k + blockSize - 1) / blockSize;
 
-  auto initializer = [&](int input) -> const onnx::TensorProto * {
-    if (input >= node.input_size() || node.input(input).empty())
-      return nullptr;
-    auto it = quantizedInitializers_.find(node.input(input));
-    return it == quantizedInitializers_.end() ? nullptr : it->second;
-  };
   auto elements = [](const onnx::TensorProto &t) {
     uint64_t count = 1;
     for (int64_t d : t.dims())
       count *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
     return count;
   };
-  const onnx::TensorProto *b = initializer(1);
-  const onnx::TensorProto *scalesProto = initializer(2);
+  const onnx::TensorProto *b = claimedInitializer(node, 1);
+  const onnx::TensorProto *scalesProto = claimedInitializer(node, 2);
   if (!b || !scalesProto)
     return fail(what + ": B and scales must be initializers");
   if (b->data_type() != onnx::TensorProto::UINT8 || b->dims_size() != 3 ||
@@ -1253,7 +1250,7 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
     return false;
   int4->zeroPoints.assign(n * blocks, 8);
   if (node.input_size() > 3 && !node.input(3).empty()) {
-    const onnx::TensorProto *zp = initializer(3);
+    const onnx::TensorProto *zp = claimedInitializer(node, 3);
     if (!zp)
       return fail(what + ": zero_points must be an initializer");
     if (zp->data_type() == onnx::TensorProto::UINT8) {
@@ -1351,20 +1348,14 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
 // says; `hetc inspect` shows which.
 bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::string &name) {
   const std::string what = "node '" + name + "' (DequantizeLinear)";
-  auto initializer = [&](int input) -> const onnx::TensorProto * {
-    if (input >= node.input_size() || node.input(input).empty())
-      return nullptr;
-    auto it = quantizedInitializers_.find(node.input(input));
-    return it == quantizedInitializers_.end() ? nullptr : it->second;
-  };
-  const onnx::TensorProto *x = initializer(0);
-  const onnx::TensorProto *scaleProto = initializer(1);
+  const onnx::TensorProto *x = claimedInitializer(node, 0);
+  const onnx::TensorProto *scaleProto = claimedInitializer(node, 1);
   if (!x || !scaleProto)
     return fail(what + ": its scale must be an initializer read by DequantizeLinears of weights "
                        "only");
   // A zero point named but not claimed (a Constant's, a graph input, read by other nodes too)
   // would otherwise be taken as absent.
-  if (node.input_size() > 2 && !node.input(2).empty() && !initializer(2))
+  if (node.input_size() > 2 && !node.input(2).empty() && !claimedInitializer(node, 2))
     return fail(what + ": its zero point must be an initializer read by DequantizeLinears of "
                        "weights only");
   if (x->dims_size() != 2 ||
@@ -1448,7 +1439,7 @@ bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::st
 
   // The zero points, one per scale: 0 when absent (uint8's and uint4's too).
   std::vector<int32_t> zeroPoints(scales.size(), 0);
-  if (const onnx::TensorProto *zp = initializer(2)) {
+  if (const onnx::TensorProto *zp = claimedInitializer(node, 2)) {
     const char *zpData = nullptr;
     uint64_t zpCount = 0;
     std::shared_ptr<void> zpOwner;
@@ -1509,7 +1500,7 @@ bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::st
   const bool int8ZeroPoints = std::all_of(zeroPoints.begin(), zeroPoints.end(),
                                           [&](int32_t z) { return z == (isUnsigned ? 128 : 0); });
   // uint8 without a zero point is around 0, not 128.
-  if (!fourBit && !blockSize && int8ZeroPoints && (!isUnsigned || initializer(2))) {
+  if (!fourBit && !blockSize && int8ZeroPoints && (!isUnsigned || claimedInitializer(node, 2))) {
     auto int8 = std::make_shared<hetc::compiler::Int8Channels>();
     int8->axis = perTensor ? -1 : axis;
     int8->scales = std::move(scales);
@@ -1544,6 +1535,14 @@ bool Importer::importDequantizeLinear(const onnx::NodeProto &node, const std::st
   weights_.add(std::move(weight));
   values_[node.output(0)] = builder_.create<hetc::WeightOp>(loc, f32Type, node.input(0));
   return true;
+}
+
+const onnx::TensorProto *Importer::claimedInitializer(const onnx::NodeProto &node,
+                                                      int input) const {
+  if (input >= node.input_size() || node.input(input).empty())
+    return nullptr;
+  auto it = quantizedInitializers_.find(node.input(input));
+  return it == quantizedInitializers_.end() ? nullptr : it->second;
 }
 
 // Stores a 4-bit weight (Int4Blocks, [N, K]) and gives the IR's [K, N] float32 view of it:
