@@ -406,7 +406,7 @@ func.func @rope_tables_interleaved(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>,
   %z1 = hetc.constant dense<0> : tensor<1xi64>
   %len = hetc.constant dense<5> : tensor<1xi64>
   %cos_s = hetc.onnx.node "Slice"(%cos_t, %z1, %len) {node_name = "rotary/Slice"} : (tensor<6x4xf32>, tensor<1xi64>, tensor<1xi64>) -> tensor<?x4xf32>
-  // expected-error @+1 {{node 'rotary/Gather' (Gather) reads RoPE cos/sin tables that differ between their two halves at position 1, column 0: not Concat(f, f) of rotate-half RoPE}}
+  // expected-error @+1 {{node 'rotary/Gather' (Gather) reads RoPE cos/sin tables that differ between their two halves at position 1, column 0 by more than 4 ulps: not Concat(f, f) of rotate-half RoPE}}
   %cos = hetc.onnx.node "Gather"(%cos_s, %pos) {node_name = "rotary/Gather", onnx_attrs = {axis = 0 : i64}} : (tensor<?x4xf32>, tensor<?x?xi64>) -> tensor<?x?x4xf32>
   %sin = hetc.onnx.node "Gather"(%sin_t, %pos) {node_name = "rotary/Gather_1", onnx_attrs = {axis = 0 : i64}} : (tensor<6x4xf32>, tensor<?x?xi64>) -> tensor<?x?x4xf32>
   %cos4 = hetc.onnx.node "Unsqueeze"(%cos, %ax1) {node_name = "attn/Unsqueeze_cos4"} : (tensor<?x?x4xf32>, tensor<1xi64>) -> tensor<?x1x?x4xf32>

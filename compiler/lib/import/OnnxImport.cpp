@@ -1579,6 +1579,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
+  SmallVector<SmallVector<std::string>> argDims; // each input's dim_params ("" where none)
   for (const auto &input : g.input()) {
     if (initializerNames.contains(input.name()))
       continue; // an IR < 4 model lists initializers as inputs too
@@ -1589,6 +1590,11 @@ OwningOpRef<ModuleOp> Importer::run() {
     }
     argTypes.push_back(t);
     argNames.push_back(input.name());
+    SmallVector<std::string> dims;
+    if (input.type().tensor_type().has_shape())
+      for (const auto &d : input.type().tensor_type().shape().dim())
+        dims.push_back(d.has_dim_param() && !d.has_dim_value() ? d.dim_param() : std::string());
+    argDims.push_back(std::move(dims));
   }
   builder_.setInsertionPointToEnd(module->getBody());
   auto func =
@@ -1596,6 +1602,13 @@ OwningOpRef<ModuleOp> Importer::run() {
   Block *body = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {
     func.setArgAttr(i, "hetc.name", builder_.getStringAttr(name));
+    // The symbolic dimensions by name: inputs sharing a dim_param share the dimension.
+    if (llvm::any_of(argDims[i], [](const std::string &d) { return !d.empty(); })) {
+      SmallVector<Attribute> dims;
+      for (const std::string &d : argDims[i])
+        dims.push_back(builder_.getStringAttr(d));
+      func.setArgAttr(i, "hetc.dims", builder_.getArrayAttr(dims));
+    }
     values_[name] = body->getArgument(i);
   }
   builder_.setInsertionPointToEnd(body);

@@ -8,6 +8,10 @@ void hetc::addRaisingPasses(mlir::OpPassManager &pm, const compiler::WeightStore
   mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
   // Folding first: constant shape arithmetic and no-op casts would hide every pattern.
   fn.addPass(hetc::createFoldConstants());
+  // Shapes evaluated over the symbolic dimensions: a computed head split, broadcast or slice
+  // bound becomes the constant it equals, then whatever that makes constant folds.
+  fn.addPass(hetc::createFoldShapes());
+  fn.addPass(hetc::createFoldConstants());
   fn.addPass(mlir::createCSEPass());
   // ONNX Runtime's fused ops are LLM ops already, or an Add and one: raised before the patterns
   // that read their results.

@@ -2,11 +2,31 @@
 
 #include "import/OnnxGraph.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
 
 namespace hetc {
+
+namespace {
+
+// Whether a and b are within `ulps` units in the last place of the table's element type (23, 10
+// or 7 fraction bits) at the larger magnitude. Tables written by someone else's library need not
+// repeat a value bit for bit: PyTorch's vectorised cos gives the two halves of one
+// cat((freqs, freqs)) table values one ulp apart.
+bool withinUlps(float a, float b, int ulps, int fractionBits) {
+  if (a == b)
+    return true;
+  const double magnitude = std::max(std::fabs(a), std::fabs(b));
+  // The spacing of numbers near `magnitude`, with a floor at float32's smallest normal.
+  const double ulp = std::ldexp(1.0, std::max(std::ilogb(magnitude), -126) - fractionBits);
+  return std::fabs(static_cast<double>(a) - b) <= ulps * ulp;
+}
+
+constexpr int kRepeatedValueUlps = 4;
+
+} // namespace
 
 std::optional<SmallVector<double>> RopeTables::recover(Value cos, Value sin, int64_t rotaryDim,
                                                        Width width, std::string &why) {
@@ -69,6 +89,8 @@ std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, 
   // Column i of frequency i: in the first half (Duplicated), at 2i (Pairs), or i (Half).
   const Type element = type.getElementType();
   const double valueTolerance = element.isBF16() ? 8e-3 : element.isF16() ? 1e-3 : 1e-4;
+  const int fractionBits = element.isBF16() ? 7 : element.isF16() ? 10 : 23;
+  auto same = [&](float a, float b) { return withinUlps(a, b, kRepeatedValueUlps, fractionBits); };
   auto at = [&](const std::vector<float> &t, int64_t p, int64_t i) {
     return t[p * cols + (width == Width::Pairs ? 2 * i : i)];
   };
@@ -76,16 +98,20 @@ std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, 
   if (width == Width::Pairs)
     for (int64_t p = 0; p < rows; ++p)
       for (int64_t i = 0; i < half; ++i)
-        if (raw(*c, p, 2 * i) != raw(*c, p, 2 * i + 1) || raw(*s, p, 2 * i) != raw(*s, p, 2 * i + 1))
+        if (!same(raw(*c, p, 2 * i), raw(*c, p, 2 * i + 1)) ||
+            !same(raw(*s, p, 2 * i), raw(*s, p, 2 * i + 1)))
           return fail("differ within the pair of columns " + std::to_string(2 * i) + " and " +
                       std::to_string(2 * i + 1) + " at position " + std::to_string(p) +
-                      ": not each frequency twice, as interleaved RoPE repeats them");
+                      ": not each frequency twice (within " + std::to_string(kRepeatedValueUlps) +
+                      " ulps), as interleaved RoPE repeats them");
   if (width == Width::Duplicated)
     for (int64_t p = 0; p < rows; ++p)
       for (int64_t i = 0; i < half; ++i)
-        if (raw(*c, p, i) != raw(*c, p, i + half) || raw(*s, p, i) != raw(*s, p, i + half))
+        if (!same(raw(*c, p, i), raw(*c, p, i + half)) || !same(raw(*s, p, i), raw(*s, p, i + half)))
           return fail("differ between their two halves at position " + std::to_string(p) +
-                      ", column " + std::to_string(i) + ": not Concat(f, f) of rotate-half RoPE");
+                      ", column " + std::to_string(i) + " by more than " +
+                      std::to_string(kRepeatedValueUlps) +
+                      " ulps: not Concat(f, f) of rotate-half RoPE");
   SmallVector<double> freqs(half);
   const int64_t last = rows - 1;
   for (int64_t i = 0; i < half; ++i) {

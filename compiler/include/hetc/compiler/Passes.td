@@ -16,6 +16,20 @@ def FoldConstants : Pass<"hetc-fold-constants", "mlir::func::FuncOp"> {
   }];
 }
 
+def FoldShapes : Pass<"hetc-fold-shapes", "mlir::func::FuncOp"> {
+  let summary = "Evaluate shape computations symbolically and replace computed shape operands by constants";
+  let description = [{
+    Evaluates every dimension, and every small integer tensor computed from dimensions, as an
+    integer polynomial over the graph inputs' symbolic dimensions (named by their ONNX dim_param).
+    A computed Reshape target, Expand shape or Slice bound that equals a constant for every value
+    of the symbols is replaced by it (0 and -1 in a Reshape, 1 in an Expand, INT64_MAX and
+    negative bounds in a Slice where an entry is the operand's own dimension), integer values
+    that evaluate to constants become `hetc.constant`s, and results get the static dimensions
+    their evaluated shapes have. Whatever spelling an exporter chose for a head split or a
+    broadcast, the raising patterns then see the same constants.
+  }];
+}
+
 def RaiseContribOps : Pass<"hetc-raise-contrib-ops", "mlir::func::FuncOp"> {
   let summary = "Raise ONNX Runtime's contrib ops (SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, RotaryEmbedding, GroupQueryAttention) to the LLM ops they compute";
 }

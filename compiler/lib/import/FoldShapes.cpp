@@ -1,0 +1,268 @@
+// Replaces every computed shape operand by the constant it is equal to for every value of the
+// graph's symbolic dimensions (SymbolicShapes.h), so that a Reshape, Expand or Slice whose
+// operands an export computes from `size()` is as plain as one with constants:
+//
+// - an integer tensor whose elements evaluate to constants becomes that constant;
+// - a Reshape target becomes constants, 0 where an entry is the input's own dimension at that
+//   index, and -1 for the one entry left symbolic (the element count fixes it);
+// - an Expand shape becomes constants, 1 where an entry is the input's own dimension;
+// - a Slice start or end that is the sliced dimension itself (or past it) becomes INT64_MAX, one
+//   that is the dimension minus a constant c becomes -c;
+// - every result gets the static dimensions its evaluated shape has.
+//
+// What cannot be made constant is left as it is, for the patterns or the evaluator to meet.
+#include "OnnxGraph.h"
+#include "SymbolicShapes.h"
+#include "hetc/compiler/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <limits>
+
+namespace hetc {
+#define GEN_PASS_DEF_FOLDSHAPES
+#include "hetc/compiler/Passes.h.inc"
+} // namespace hetc
+
+using namespace mlir;
+using namespace hetc;
+
+namespace {
+
+Value makeConstant(OpBuilder &builder, Location loc, ArrayRef<int64_t> values,
+                   ArrayRef<int64_t> shape, Type elem) {
+  auto type = RankedTensorType::get(shape, elem);
+  SmallVector<APInt> ints;
+  unsigned width = elem.getIntOrFloatBitWidth();
+  for (int64_t v : values)
+    ints.push_back(APInt(width, static_cast<uint64_t>(v), /*isSigned=*/width > 1));
+  auto attr = DenseElementsAttr::get(type, ints);
+  return builder.create<ConstantOp>(loc, type, attr).getResult();
+}
+
+Type elementOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
+
+std::optional<SmallVector<int64_t>> allConstant(const std::optional<SymDims> &dims) {
+  if (!dims)
+    return std::nullopt;
+  SmallVector<int64_t> out;
+  for (const SymDim &d : *dims) {
+    std::optional<int64_t> c = d ? d->asConstant() : std::nullopt;
+    if (!c)
+      return std::nullopt;
+    out.push_back(*c);
+  }
+  return out;
+}
+
+class ShapeFolder {
+public:
+  explicit ShapeFolder(func::FuncOp func) : func_(func), shapes_(func), builder_(func) {}
+
+  void run() {
+    SmallVector<OnnxNodeOp> nodes;
+    func_.walk([&](OnnxNodeOp node) { nodes.push_back(node); });
+    for (OnnxNodeOp node : nodes) {
+      refineTypes(node);
+      StringRef type = node.getOpType();
+      if (type == "Reshape" && node->getNumOperands() == 2)
+        foldReshapeTarget(node);
+      else if (type == "Expand" && node->getNumOperands() == 2)
+        foldExpandShape(node);
+      else if (type == "Slice" && node->getNumOperands() >= 3)
+        foldSliceBounds(node);
+    }
+    // Computed integer values that are constants, last: the rewrites above read the analysis.
+    for (OnnxNodeOp node : nodes)
+      foldConstantResult(node);
+    syncResultTypes(func_);
+  }
+
+private:
+  bool isComputed(Value v) { return !constantValue(v) && !isa<NoneType>(v.getType()); }
+
+  // A node result whose elements are all known constants becomes a hetc.constant.
+  void foldConstantResult(OnnxNodeOp node) {
+    if (node->getNumResults() != 1)
+      return;
+    Value result = node->getResult(0);
+    auto type = dyn_cast<ShapedType>(result.getType());
+    if (!type || !type.getElementType().isIntOrIndex() || result.use_empty())
+      return;
+    std::optional<SmallVector<int64_t>> values = allConstant(shapes_.elements(result));
+    std::optional<SmallVector<int64_t>> shape = allConstant(shapes_.shape(result));
+    if (!values || !shape)
+      return;
+    builder_.setInsertionPoint(node);
+    Value constant = makeConstant(builder_, node->getLoc(), *values, *shape, type.getElementType());
+    result.replaceAllUsesWith(constant);
+  }
+
+  // Static dimensions the evaluated shape has and the type lacks.
+  void refineTypes(OnnxNodeOp node) {
+    for (Value result : node->getResults()) {
+      auto type = dyn_cast<TensorType>(result.getType());
+      std::optional<SymDims> dims = shapes_.shape(result);
+      if (!type || !dims)
+        continue;
+      auto ranked = dyn_cast<RankedTensorType>(type);
+      if (ranked && ranked.getRank() != static_cast<int64_t>(dims->size()))
+        continue;
+      SmallVector<int64_t> shape;
+      for (auto [d, dim] : llvm::enumerate(*dims)) {
+        std::optional<int64_t> c = dim ? dim->asConstant() : std::nullopt;
+        int64_t old = ranked ? ranked.getDimSize(d) : ShapedType::kDynamic;
+        shape.push_back(!ShapedType::isDynamic(old) ? old : c && *c >= 0 ? *c : old);
+      }
+      auto refined = RankedTensorType::get(shape, type.getElementType());
+      if (refined != type)
+        result.setType(refined);
+    }
+  }
+
+  void foldReshapeTarget(OnnxNodeOp node) {
+    Value target = node->getOperand(1);
+    if (!isComputed(target))
+      return;
+    std::optional<SymDims> entries = shapes_.elements(target);
+    std::optional<SymDims> input = shapes_.shape(node->getOperand(0));
+    if (!entries)
+      return;
+    const bool allowZero = intAttr(node, "allowzero").value_or(0) != 0;
+    SmallVector<int64_t> folded;
+    int symbolic = 0;
+    for (auto [i, entry] : llvm::enumerate(*entries)) {
+      if (!entry)
+        return;
+      if (std::optional<int64_t> c = entry->asConstant()) {
+        if (*c == 0 && allowZero)
+          return; // a literal 0 would change meaning if it were ours; leave it
+        folded.push_back(*c);
+        continue;
+      }
+      if (!allowZero && input && i < input->size() &&
+          provablyEqual((*input)[i], entry) == std::optional<bool>(true)) {
+        folded.push_back(0);
+        continue;
+      }
+      folded.push_back(-1);
+      ++symbolic;
+    }
+    // One entry ONNX infers; two could not both be -1.
+    if (symbolic > 1 || (symbolic == 1 && llvm::count(folded, -1) > 1))
+      return;
+    replaceOperand(node, 1, folded);
+  }
+
+  void foldExpandShape(OnnxNodeOp node) {
+    Value target = node->getOperand(1);
+    if (!isComputed(target))
+      return;
+    std::optional<SymDims> entries = shapes_.elements(target);
+    std::optional<SymDims> input = shapes_.shape(node->getOperand(0));
+    if (!entries || !input)
+      return;
+    const size_t offset = entries->size() >= input->size() ? entries->size() - input->size() : 0;
+    SmallVector<int64_t> folded;
+    for (auto [i, entry] : llvm::enumerate(*entries)) {
+      if (!entry)
+        return;
+      if (std::optional<int64_t> c = entry->asConstant()) {
+        folded.push_back(*c);
+        continue;
+      }
+      // Broadcasting by 1 keeps the input's dimension: right-aligned, as numpy.
+      if (i >= offset && provablyEqual((*input)[i - offset], entry) == std::optional<bool>(true)) {
+        folded.push_back(1);
+        continue;
+      }
+      return;
+    }
+    replaceOperand(node, 1, folded);
+  }
+
+  void foldSliceBounds(OnnxNodeOp node) {
+    std::optional<SymDims> data = shapes_.shape(node->getOperand(0));
+    if (!data)
+      return;
+    const unsigned n = node->getNumOperands();
+    SmallVector<int64_t> axes;
+    std::optional<SymDims> starts = shapes_.elements(node->getOperand(1));
+    if (!starts)
+      return;
+    if (n >= 4 && !isa<NoneType>(node->getOperand(3).getType())) {
+      std::optional<SmallVector<int64_t>> a = allConstant(shapes_.elements(node->getOperand(3)));
+      if (!a)
+        return;
+      axes = *a;
+    } else {
+      for (size_t i = 0; i < starts->size(); ++i)
+        axes.push_back(i);
+    }
+    if (n >= 5 && !isa<NoneType>(node->getOperand(4).getType())) {
+      std::optional<SmallVector<int64_t>> steps =
+          allConstant(shapes_.elements(node->getOperand(4)));
+      if (!steps || llvm::any_of(*steps, [](int64_t s) { return s != 1; }))
+        return;
+    }
+    for (unsigned operand : {1u, 2u}) {
+      Value bound = node->getOperand(operand);
+      if (!isComputed(bound))
+        continue;
+      std::optional<SymDims> values = shapes_.elements(bound);
+      if (!values || values->size() != axes.size())
+        continue;
+      SmallVector<int64_t> folded;
+      for (auto [i, value] : llvm::enumerate(*values)) {
+        if (!value)
+          break;
+        if (std::optional<int64_t> c = value->asConstant()) {
+          folded.push_back(*c);
+          continue;
+        }
+        int64_t axis = axes[i] < 0 ? axes[i] + static_cast<int64_t>(data->size()) : axes[i];
+        if (axis < 0 || axis >= static_cast<int64_t>(data->size()))
+          break;
+        const SymDim &dim = (*data)[axis];
+        // An end at or past the dimension is "to the end"; the dimension minus c counts back.
+        if (operand == 2 && (provablyEqual(dim, value) == std::optional<bool>(true) ||
+                             provablyLess(dim, value) == std::optional<bool>(true))) {
+          folded.push_back(std::numeric_limits<int64_t>::max());
+          continue;
+        }
+        std::optional<DimExpr> back = dim ? DimExpr::sub(*dim, *value) : std::nullopt;
+        std::optional<int64_t> fromEnd = back ? back->asConstant() : std::nullopt;
+        if (!fromEnd || *fromEnd <= 0)
+          break;
+        folded.push_back(-*fromEnd);
+      }
+      if (folded.size() == values->size())
+        replaceOperand(node, operand, folded);
+    }
+  }
+
+  void replaceOperand(OnnxNodeOp node, unsigned index, ArrayRef<int64_t> values) {
+    Value old = node->getOperand(index);
+    builder_.setInsertionPoint(node);
+    SmallVector<int64_t> shape;
+    if (auto ranked = dyn_cast<RankedTensorType>(old.getType()); ranked && ranked.getRank() == 0)
+      shape = {};
+    else
+      shape = {static_cast<int64_t>(values.size())};
+    if (shape.empty() && values.size() != 1)
+      return;
+    node->setOperand(index,
+                     makeConstant(builder_, node->getLoc(), values, shape, elementOf(old)));
+  }
+
+  func::FuncOp func_;
+  SymbolicShapes shapes_;
+  OpBuilder builder_;
+};
+
+struct FoldShapesPass : public hetc::impl::FoldShapesBase<FoldShapesPass> {
+  void runOnOperation() override { ShapeFolder(getOperation()).run(); }
+};
+
+} // namespace

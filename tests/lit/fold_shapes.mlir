@@ -1,0 +1,125 @@
+// RUN: hetc-opt %s --hetc-fold-shapes --hetc-fold-constants -split-input-file | FileCheck %s
+
+// q.view(b, s, heads, head_dim) with b and s read back by size(): Shape -> Gather -> Unsqueeze ->
+// Concat. Both symbolic entries are the input's own dimensions at their index: 0.
+// CHECK-LABEL: func.func @view_from_size
+// CHECK: %[[T:.*]] = hetc.constant dense<[0, 0, 4, 32]> : tensor<4xi64>
+// CHECK: hetc.onnx.node "Reshape"(%{{.*}}, %[[T]]) {{.*}} -> tensor<?x?x4x32xf32>
+func.func @view_from_size(%x: tensor<?x?x128xf32> {hetc.dims = ["batch", "seq", ""]}) -> tensor<*xf32> {
+  %shape = hetc.onnx.node "Shape"(%x) {node_name = "Shape"} : (tensor<?x?x128xf32>) -> tensor<3xi64>
+  %i0 = hetc.constant dense<0> : tensor<i64>
+  %i1 = hetc.constant dense<1> : tensor<i64>
+  %b = hetc.onnx.node "Gather"(%shape, %i0) {node_name = "Gather_b", onnx_attrs = {axis = 0 : i64}} : (tensor<3xi64>, tensor<i64>) -> tensor<i64>
+  %s = hetc.onnx.node "Gather"(%shape, %i1) {node_name = "Gather_s", onnx_attrs = {axis = 0 : i64}} : (tensor<3xi64>, tensor<i64>) -> tensor<i64>
+  %a0 = hetc.constant dense<[0]> : tensor<1xi64>
+  %bu = hetc.onnx.node "Unsqueeze"(%b, %a0) {node_name = "Unsqueeze_b"} : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %su = hetc.onnx.node "Unsqueeze"(%s, %a0) {node_name = "Unsqueeze_s"} : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %hd = hetc.constant dense<[4, 32]> : tensor<2xi64>
+  %target = hetc.onnx.node "Concat"(%bu, %su, %hd) {node_name = "Concat", onnx_attrs = {axis = 0 : i64}} : (tensor<1xi64>, tensor<1xi64>, tensor<2xi64>) -> tensor<4xi64>
+  %r = hetc.onnx.node "Reshape"(%x, %target) {node_name = "Reshape"} : (tensor<?x?x128xf32>, tensor<4xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
+
+// -----
+
+// transformers 4.48+: hidden_shape = (*x.shape[:-1], -1, head_dim), a Slice of the Shape.
+// CHECK-LABEL: func.func @view_hidden_shape
+// CHECK: %[[T:.*]] = hetc.constant dense<[0, 0, -1, 32]> : tensor<4xi64>
+// CHECK: hetc.onnx.node "Reshape"(%{{.*}}, %[[T]])
+func.func @view_hidden_shape(%x: tensor<?x?x128xf32> {hetc.dims = ["batch", "seq", ""]}) -> tensor<*xf32> {
+  %shape = hetc.onnx.node "Shape"(%x) {node_name = "Shape"} : (tensor<?x?x128xf32>) -> tensor<3xi64>
+  %st = hetc.constant dense<[0]> : tensor<1xi64>
+  %en = hetc.constant dense<[-1]> : tensor<1xi64>
+  %lead = hetc.onnx.node "Slice"(%shape, %st, %en) {node_name = "Slice"} : (tensor<3xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %tail = hetc.constant dense<[-1, 32]> : tensor<2xi64>
+  %target = hetc.onnx.node "Concat"(%lead, %tail) {node_name = "Concat", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<2xi64>) -> tensor<4xi64>
+  %r = hetc.onnx.node "Reshape"(%x, %target) {node_name = "Reshape"} : (tensor<?x?x128xf32>, tensor<4xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
+
+// -----
+
+// The merge back, reshape(b, s, heads * head_dim), of the transposed attention output, with b
+// and s read from the value before the transpose: the transpose moved the sequence to index 1,
+// where the target has it, so both entries are the input's own dimensions.
+// CHECK-LABEL: func.func @merge_heads
+// CHECK: %[[T:.*]] = hetc.constant dense<[0, 0, 128]> : tensor<3xi64>
+// CHECK: hetc.onnx.node "Reshape"(%{{.*}}, %[[T]]) {{.*}} -> tensor<?x?x128xf32>
+func.func @merge_heads(%x: tensor<?x4x?x32xf32> {hetc.dims = ["batch", "", "seq", ""]}) -> tensor<*xf32> {
+  %t = hetc.onnx.node "Transpose"(%x) {node_name = "Transpose", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<?x4x?x32xf32>) -> tensor<*xf32>
+  %shape = hetc.onnx.node "Shape"(%x) {node_name = "Shape"} : (tensor<?x4x?x32xf32>) -> tensor<4xi64>
+  %i0 = hetc.constant dense<0> : tensor<i64>
+  %i2 = hetc.constant dense<2> : tensor<i64>
+  %b = hetc.onnx.node "Gather"(%shape, %i0) {node_name = "Gather_b", onnx_attrs = {axis = 0 : i64}} : (tensor<4xi64>, tensor<i64>) -> tensor<i64>
+  %s = hetc.onnx.node "Gather"(%shape, %i2) {node_name = "Gather_s", onnx_attrs = {axis = 0 : i64}} : (tensor<4xi64>, tensor<i64>) -> tensor<i64>
+  %a0 = hetc.constant dense<[0]> : tensor<1xi64>
+  %bu = hetc.onnx.node "Unsqueeze"(%b, %a0) {node_name = "Unsqueeze_b"} : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %su = hetc.onnx.node "Unsqueeze"(%s, %a0) {node_name = "Unsqueeze_s"} : (tensor<i64>, tensor<1xi64>) -> tensor<1xi64>
+  %f = hetc.constant dense<[128]> : tensor<1xi64>
+  %target = hetc.onnx.node "Concat"(%bu, %su, %f) {node_name = "Concat", onnx_attrs = {axis = 0 : i64}} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<3xi64>
+  %r = hetc.onnx.node "Reshape"(%t, %target) {node_name = "Reshape"} : (tensor<*xf32>, tensor<3xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
+
+// -----
+
+// torch's expand(b, n_rep, s, d) exports the target through Where(Equal(shape, -1), 1, shape):
+// a dimension is never -1, so the Where picks the shape, and the entries equal to the input's
+// symbolic dimensions become 1 (the static ones stay what they are).
+// CHECK-LABEL: func.func @expand_where_equal
+// CHECK: %[[T:.*]] = hetc.constant dense<[1, 2, 3, 1, 16]> : tensor<5xi64>
+// CHECK: hetc.onnx.node "Expand"(%{{.*}}, %[[T]])
+func.func @expand_where_equal(%x: tensor<?x2x1x?x16xf32> {hetc.dims = ["batch", "", "", "past", ""]}) -> tensor<*xf32> {
+  %shape = hetc.onnx.node "Shape"(%x) {node_name = "Shape"} : (tensor<?x2x1x?x16xf32>) -> tensor<5xi64>
+  %i0 = hetc.constant dense<[0, 1]> : tensor<2xi64>
+  %i3 = hetc.constant dense<[3, 4]> : tensor<2xi64>
+  %head = hetc.onnx.node "Gather"(%shape, %i0) {node_name = "Gather_h", onnx_attrs = {axis = 0 : i64}} : (tensor<5xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %tail = hetc.onnx.node "Gather"(%shape, %i3) {node_name = "Gather_t", onnx_attrs = {axis = 0 : i64}} : (tensor<5xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %rep = hetc.constant dense<[3]> : tensor<1xi64>
+  %target = hetc.onnx.node "Concat"(%head, %rep, %tail) {node_name = "Concat", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<1xi64>, tensor<2xi64>) -> tensor<5xi64>
+  %m1 = hetc.constant dense<-1> : tensor<5xi64>
+  %eq = hetc.onnx.node "Equal"(%target, %m1) {node_name = "Equal"} : (tensor<5xi64>, tensor<5xi64>) -> tensor<5xi1>
+  %ones = hetc.constant dense<1> : tensor<5xi64>
+  %w = hetc.onnx.node "Where"(%eq, %ones, %target) {node_name = "Where"} : (tensor<5xi1>, tensor<5xi64>, tensor<5xi64>) -> tensor<5xi64>
+  %e = hetc.onnx.node "Expand"(%x, %w) {node_name = "Expand"} : (tensor<?x2x1x?x16xf32>, tensor<5xi64>) -> tensor<*xf32>
+  return %e : tensor<*xf32>
+}
+
+// -----
+
+// Slices of the concatenated cache by its own length: k[:, :, 0:total] is "to the end";
+// k[:, :, total - 1:] (the last position) starts at -1.
+// CHECK-LABEL: func.func @slice_by_own_length
+// CHECK-DAG: %[[END:.*]] = hetc.constant dense<9223372036854775807> : tensor<1xi64>
+// CHECK-DAG: %[[ZERO:.*]] = hetc.constant dense<0> : tensor<1xi64>
+// CHECK: hetc.onnx.node "Slice"(%[[K:.*]], %[[ZERO]], %[[END]], %{{.*}}) {{.*}} -> tensor<?x2x?x16xf32>
+// CHECK: %[[LAST:.*]] = hetc.constant dense<-1> : tensor<1xi64>
+// CHECK: hetc.onnx.node "Slice"(%[[K]], %[[LAST]], %{{.*}}, %{{.*}}) {{.*}} -> tensor<?x2x1x16xf32>
+func.func @slice_by_own_length(%past: tensor<?x2x?x16xf32> {hetc.dims = ["batch", "", "past", ""]},
+                               %new: tensor<?x2x?x16xf32> {hetc.dims = ["batch", "", "seq", ""]}) -> (tensor<*xf32>, tensor<*xf32>) {
+  %k = hetc.onnx.node "Concat"(%past, %new) {node_name = "Concat_kv", onnx_attrs = {axis = 2 : i64}} : (tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>) -> tensor<*xf32>
+  %ks = hetc.onnx.node "Shape"(%k) {node_name = "Shape"} : (tensor<*xf32>) -> tensor<4xi64>
+  %i2 = hetc.constant dense<[2]> : tensor<1xi64>
+  %total = hetc.onnx.node "Gather"(%ks, %i2) {node_name = "Gather", onnx_attrs = {axis = 0 : i64}} : (tensor<4xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %zero = hetc.constant dense<0> : tensor<1xi64>
+  %all = hetc.onnx.node "Slice"(%k, %zero, %total, %i2) {node_name = "Slice_all"} : (tensor<*xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
+  %one = hetc.constant dense<[1]> : tensor<1xi64>
+  %start = hetc.onnx.node "Sub"(%total, %one) {node_name = "Sub"} : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %big = hetc.constant dense<[9223372036854775807]> : tensor<1xi64>
+  %last = hetc.onnx.node "Slice"(%k, %start, %big, %i2) {node_name = "Slice_last"} : (tensor<*xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
+  return %all, %last : tensor<*xf32>, tensor<*xf32>
+}
+
+// -----
+
+// Entries that are not the input's dimensions and more than one symbolic: left as computed.
+// CHECK-LABEL: func.func @two_unknown_entries
+// CHECK: %[[T:.*]] = hetc.onnx.node "Concat"
+// CHECK: hetc.onnx.node "Reshape"(%{{.*}}, %[[T]])
+func.func @two_unknown_entries(%x: tensor<?x?xf32> {hetc.dims = ["a", "b"]}, %y: tensor<?x?xf32> {hetc.dims = ["c", "d"]}) -> tensor<*xf32> {
+  %shape = hetc.onnx.node "Shape"(%y) {node_name = "Shape"} : (tensor<?x?xf32>) -> tensor<2xi64>
+  %one = hetc.constant dense<[1]> : tensor<1xi64>
+  %target = hetc.onnx.node "Concat"(%shape, %one) {node_name = "Concat", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<1xi64>) -> tensor<3xi64>
+  %r = hetc.onnx.node "Reshape"(%x, %target) {node_name = "Reshape"} : (tensor<?x?xf32>, tensor<3xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
