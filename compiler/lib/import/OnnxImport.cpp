@@ -406,7 +406,7 @@ bool Importer::checkDecoderSignature() {
     std::string name = llvm::StringRef(v.name()).lower();
     return llvm::any_of(parts, [&](const char *p) { return name.find(p) != std::string::npos; });
   };
-  std::vector<const onnx::ValueInfoProto *> inputs;
+  std::vector<const onnx::ValueInfoProto *> inputs, stateInputs;
   bool tokenIds = false, tokenTypes = false, states = false;
   int pastInputs = 0;
   for (const auto &input : g.input()) {
@@ -417,7 +417,10 @@ bool Importer::checkDecoderSignature() {
                 !named(input, {"position", "type"});
     tokenTypes |= named(input, {"token_type"});
     pastInputs += isFloatType(elem(input)) && rankOf(input) == 4;
-    states |= isFloatType(elem(input)) && rankOf(input) == 3 && named(input, {"state", "conv", "ssm"});
+    if (isFloatType(elem(input)) && rankOf(input) == 3 && named(input, {"state", "conv", "ssm"})) {
+      states = true;
+      stateInputs.push_back(&input);
+    }
   }
   if (!tokenIds)
     return true;
@@ -425,6 +428,18 @@ bool Importer::checkDecoderSignature() {
   for (const auto &output : g.output()) {
     logits |= isFloatType(elem(output)) && rankOf(output) == 3 && named(output, {"logits"});
     hidden |= named(output, {"hidden_state", "pooler"});
+  }
+  // A KV cache beside convolution or recurrent state (LFM2, Jamba, Zamba): some layers are not
+  // attention, and hetc runs decoders whose every layer is.
+  if (pastInputs >= 2 && logits && states) {
+    std::string text = "'" + path_ + "' is not a decoder hetc runs: it looks like a hybrid of "
+                       "attention and convolution or state-space layers (state inputs beside its "
+                       "KV cache: ";
+    for (size_t i = 0; i < stateInputs.size() && i < 3; ++i)
+      text += (i ? ", " : "") + signatureText(*stateInputs[i]);
+    if (stateInputs.size() > 3)
+      text += ", ... (" + std::to_string(stateInputs.size()) + " in all)";
+    return fail(text + "); hetc runs decoders whose every layer is attention");
   }
   if (pastInputs >= 2 && logits)
     return true;

@@ -181,6 +181,8 @@ private:
       return constantOfShape();
     if (type == "Expand")
       return expand();
+    if (type == "Tile")
+      return tile();
     if (type == "Where")
       return where();
     if (type == "Transpose")
@@ -582,6 +584,33 @@ private:
     out.resize(out.size());
     for (int64_t k = 0; k < out.size(); ++k)
       out.copy(k, x, broadcastIndex(k, out.shape, x.shape));
+    return out;
+  }
+
+  // Tile(x, repeats): each dimension repeated, element k of the result reading x at k mod dim.
+  std::optional<Tensor> tile() {
+    if (inputs_.size() != 2)
+      return std::nullopt;
+    const Tensor &x = inputs_[0], &repeats = inputs_[1];
+    if (repeats.shape.size() != 1 || repeats.size() != static_cast<int64_t>(x.shape.size()))
+      return std::nullopt;
+    Tensor out;
+    out.elem = x.elem;
+    for (size_t d = 0; d < x.shape.size(); ++d) {
+      if (repeats.i(d) < 0)
+        return std::nullopt;
+      out.shape.push_back(x.shape[d] * repeats.i(d));
+    }
+    if (out.size() > evaluationBudget())
+      return std::nullopt;
+    out.resize(out.size());
+    SmallVector<int64_t> outStrides = stridesOf(out.shape), inStrides = stridesOf(x.shape);
+    for (int64_t k = 0; k < out.size(); ++k) {
+      int64_t from = 0;
+      for (size_t d = 0; d < out.shape.size(); ++d)
+        from += ((k / outStrides[d]) % out.shape[d] % x.shape[d]) * inStrides[d];
+      out.copy(k, x, from);
+    }
     return out;
   }
 

@@ -696,6 +696,7 @@ struct AttentionMatch {
 struct MaskVerdict {
   std::optional<std::string> error; // completes "adds an attention mask that ..."
   std::optional<int64_t> window;
+  bool unevaluable = false; // the error is that the graph could not be evaluated for the sample
 };
 
 class MaskProbe {
@@ -708,9 +709,21 @@ public:
     // two whose first sequence is left-padded by one position (its padded key may be hidden or
     // not: hetc never pads; every other key must be as in the causal mask), or that sequence alone
     // where the graph takes a batch of one only.
-    const Sample padded =
-        evaluator_.fixedBatchOfOne() ? Sample{3, 2, 1, 1} : Sample{3, 2, 2, 1};
+    //
+    // Some exports define their mask for a first prefill and for one new token only: ONNX Runtime
+    // GenAI's attn_mask_reformat expands a [seq, seq] causal block to [seq, past + seq], which
+    // ONNX Runtime itself refuses for several new tokens after cached ones. Where the graph
+    // cannot be evaluated for that sample but every other sample is the causal mask, hetc
+    // applies the causal mask to such chunks too (its chunked prefill and sessions need them).
+    const int64_t batch = evaluator_.fixedBatchOfOne() ? 1 : 2;
+    const MaskVerdict chunk = probe(mask, Sample{3, 2, 1, 0});
+    if (chunk.error && !chunk.unevaluable)
+      return chunk;
+    const bool chunksUndefined = chunk.error.has_value();
+    const Sample padded = chunksUndefined ? Sample{3, 0, batch, 1} : Sample{3, 2, batch, 1};
     for (const Sample &s : {Sample{3, 2, 1, 0}, Sample{1, 3, 1, 0}, Sample{2, 0, 1, 0}, padded}) {
+      if (chunksUndefined && s.past > 0 && s.seq > 1)
+        continue;
       MaskVerdict sample = probe(mask, s);
       if (sample.error)
         return sample;
@@ -809,7 +822,7 @@ private:
     std::string error;
     std::optional<Tensor> evaluated = evaluator_.evaluate(mask, s, error);
     if (!evaluated)
-      return {error, std::nullopt};
+      return {error, std::nullopt, /*unevaluable=*/true};
     const Tensor &m = *evaluated;
     int64_t rank = static_cast<int64_t>(m.shape.size());
     int64_t total = past + seq;

@@ -45,17 +45,29 @@ def prompt_flags():
     return flags
 
 
-def hetc_result(a, plan, out):
-    logits_path = os.path.join(a.workdir, "hetc_logits.npy")
-    proc = run([a.hetc, "run", plan, *prompt_flags(), "--max-new", str(a.max_new),
+def compile_command(hetc, onnx_path, plan):
+    """hetc compile of a float32 plan for the checks (4 sequences of up to 128 positions)."""
+    return [hetc, "compile", onnx_path, "--target", "host", "--weights", "f32",
+            "--max-batch", "4", "--max-seq", "128", "-o", plan]
+
+
+def run_plan(hetc, plan, max_new, workdir, out):
+    """hetc run of PROMPTS (one ragged batch) with --logits-out; writes its tokens and logits as a
+    result JSON (common.py's layout) to `out`, for compare.py."""
+    logits_path = os.path.join(workdir, "hetc_logits.npy")
+    proc = run([hetc, "run", plan, *prompt_flags(), "--max-new", str(max_new),
                 "--logits-out", logits_path], "hetc run")
     tokens = [[int(t) for t in line.split()] for line in proc.stdout.splitlines() if line.strip()]
     logits = np.load(logits_path)
-    if len(tokens) != len(PROMPTS) or logits.shape[:2] != (len(PROMPTS), a.max_new):
+    if len(tokens) != len(PROMPTS) or logits.shape[:2] != (len(PROMPTS), max_new):
         raise CheckFailed(f"hetc run printed {len(tokens)} sequences, logits {list(logits.shape)}")
     with open(out, "w") as f:
-        json.dump({"source": "hetc", "prompts": PROMPTS, "max_new": a.max_new, "tokens": tokens,
+        json.dump({"source": "hetc", "prompts": PROMPTS, "max_new": max_new, "tokens": tokens,
                    "logits": logits.tolist()}, f)
+
+
+def hetc_result(a, plan, out):
+    run_plan(a.hetc, plan, a.max_new, a.workdir, out)
 
 
 def compare(a, reference, candidate, what):
@@ -75,8 +87,7 @@ def check(a):
     run(export_cmd + ["--out", model_dir, *a.flags], f"{a.exporter}.py")
     onnx_path = os.path.join(model_dir, "model.onnx")
     plan = os.path.join(a.workdir, "model.hplan")
-    compile_cmd = [a.hetc, "compile", onnx_path, "--target", "host", "--weights", "f32",
-                   "--max-batch", "4", "--max-seq", "128", "-o", plan]
+    compile_cmd = compile_command(a.hetc, onnx_path, plan)
     if os.path.exists(plan):
         os.remove(plan)
     if a.expect_refusal:

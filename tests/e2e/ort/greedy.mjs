@@ -13,7 +13,9 @@
 //   past key/values                 float32/float16 rank-4 inputs whose name has "past"
 //                                   (past_key_values.N.key, past.N.value, past_key.N, ...): the one
 //                                   symbolic axis besides the batch is the sequence; they start
-//                                   empty and are then fed the matching "present" output
+//                                   empty and are then fed the matching "present" output; or
+//                                   rank 5 [2, batch, heads, past, head_dim], key and value
+//                                   stacked (GPT-2's past_N from ONNX Runtime's exporter)
 //   seqlens_k (if present)          int32 [batch]: attended length - 1 (GroupQueryAttention)
 //   total_sequence_length (if any)  int32 scalar: the longest attended length of the batch
 // Any other input is refused with its name, type and shape.
@@ -157,9 +159,14 @@ function describeModel(session, modelPath) {
     }
     if (/past/i.test(name)) {
       if (m.type !== 'float32' && m.type !== 'float16') refuse(m, 'past key/values must be float32 or float16');
-      if (m.shape.length !== 4) refuse(m, 'past key/values must be rank 4');
+      // GPT-2's past_N stacks key and value: [2, batch, heads, past, head_dim].
+      const stacked = m.shape.length === 5 && m.shape[0] === 2;
+      if (m.shape.length !== 4 && !stacked) {
+        refuse(m, 'past key/values must be rank 4 (or rank 5 [2, batch, heads, past, head_dim])');
+      }
+      const batchAxis = stacked ? 1 : 0;
       const seqAxes = [];
-      for (let ax = 1; ax < 4; ax++) if (isDynamic(m.shape[ax])) seqAxes.push(ax);
+      for (let ax = batchAxis + 1; ax < m.shape.length; ax++) if (isDynamic(m.shape[ax])) seqAxes.push(ax);
       if (seqAxes.length !== 1) {
         refuse(m, seqAxes.length === 0
           ? 'no symbolic sequence axis (a past/present buffer of fixed length is not supported)'
@@ -167,7 +174,7 @@ function describeModel(session, modelPath) {
       }
       const present = presentNameFor(name, outputNames);
       if (!present) refuse(m, `no matching present output among [${outputNames.join(', ')}]`);
-      spec.past.push({ name, type: m.type, shape: m.shape, seqAxis: seqAxes[0], present });
+      spec.past.push({ name, type: m.type, shape: m.shape, batchAxis, seqAxis: seqAxes[0], present });
       continue;
     }
     refuse(m, 'this script fills input_ids, attention_mask, position_ids, seqlens_k, ' +
@@ -198,7 +205,7 @@ async function decode(ort, session, spec, prompts, maxNew, padId) {
   let pastLen = 0;
   const past = {};
   for (const p of spec.past) {
-    const dims = p.shape.map((d, ax) => (ax === 0 ? B : ax === p.seqAxis ? 0 : d));
+    const dims = p.shape.map((d, ax) => (ax === p.batchAxis ? B : ax === p.seqAxis ? 0 : d));
     past[p.name] = emptyTensor(ort, p.type, dims);
   }
   const tokens = prompts.map(() => []);
