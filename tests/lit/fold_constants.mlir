@@ -137,3 +137,22 @@ func.func @mask_and_rotary_ops() -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<2x
   %vec = hetc.onnx.node "MatMul"(%v, %m) {node_name = "MatMul_1"} : (tensor<3xf32>, tensor<3x2xf32>) -> tensor<2xf32>
   return %triu, %tril, %sum, %excl, %mm, %vec : tensor<3x4xf32>, tensor<3x4xf32>, tensor<2x3xi64>, tensor<2x3xi64>, tensor<2x2x2xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Slice assignment (transformers 4.38-4.47 write the padding into the causal mask so) exports as
+// ScatterND; Tile repeats a block. Both evaluate.
+// CHECK-LABEL: func.func @scatter_nd_and_tile
+// CHECK-DAG: %[[S:.*]] = hetc.constant dense<{{\[\[}}1, 2], [9, 9], [5, 6]]> : tensor<3x2xi64>
+// CHECK-DAG: %[[T:.*]] = hetc.constant dense<{{\[\[}}1, 2, 1, 2], [3, 4, 3, 4]]> : tensor<2x4xi64>
+// CHECK: return %[[S]], %[[T]]
+func.func @scatter_nd_and_tile() -> (tensor<3x2xi64>, tensor<2x4xi64>) {
+  %data = hetc.constant dense<[[1, 2], [3, 4], [5, 6]]> : tensor<3x2xi64>
+  %idx = hetc.constant dense<[[1]]> : tensor<1x1xi64>
+  %upd = hetc.constant dense<[[9, 9]]> : tensor<1x2xi64>
+  %s = hetc.onnx.node "ScatterND"(%data, %idx, %upd) {node_name = "ScatterND"} : (tensor<3x2xi64>, tensor<1x1xi64>, tensor<1x2xi64>) -> tensor<3x2xi64>
+  %block = hetc.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi64>
+  %rep = hetc.constant dense<[1, 2]> : tensor<2xi64>
+  %t = hetc.onnx.node "Tile"(%block, %rep) {node_name = "Tile"} : (tensor<2x2xi64>, tensor<2xi64>) -> tensor<2x4xi64>
+  return %s, %t : tensor<3x2xi64>, tensor<2x4xi64>
+}

@@ -123,3 +123,42 @@ func.func @two_unknown_entries(%x: tensor<?x?xf32> {hetc.dims = ["a", "b"]}, %y:
   %r = hetc.onnx.node "Reshape"(%x, %target) {node_name = "Reshape"} : (tensor<?x?xf32>, tensor<3xi64>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
+
+// -----
+
+// torch.split(x, 16, dim=-1) (rotate-half, a fused gate/up): one Slice per piece.
+// CHECK-LABEL: func.func @split_into_slices
+// CHECK-DAG: %[[AX:.*]] = hetc.constant dense<3> : tensor<1xi64>
+// CHECK-DAG: %[[ZERO:.*]] = hetc.constant dense<0> : tensor<1xi64>
+// CHECK-DAG: %[[MID:.*]] = hetc.constant dense<16> : tensor<1xi64>
+// CHECK-DAG: %[[END:.*]] = hetc.constant dense<32> : tensor<1xi64>
+// CHECK-DAG: %[[A:.*]] = hetc.onnx.node "Slice"(%arg0, %[[ZERO]], %[[MID]], %[[AX]]) {node_name = "Split/piece0"}
+// CHECK-DAG: %[[B:.*]] = hetc.onnx.node "Slice"(%arg0, %{{.*}}, %[[END]], %[[AX]]) {node_name = "Split/piece1"}
+// CHECK: return %[[B]], %[[A]]
+func.func @split_into_slices(%x: tensor<?x4x?x32xf32> {hetc.dims = ["batch", "", "seq", ""]}) -> (tensor<?x4x?x16xf32>, tensor<?x4x?x16xf32>) {
+  %sizes = hetc.constant dense<[16, 16]> : tensor<2xi64>
+  %a, %b = hetc.onnx.node "Split"(%x, %sizes) {node_name = "Split", onnx_attrs = {axis = -1 : i64}} : (tensor<?x4x?x32xf32>, tensor<2xi64>) -> (tensor<?x4x?x16xf32>, tensor<?x4x?x16xf32>)
+  return %b, %a : tensor<?x4x?x16xf32>, tensor<?x4x?x16xf32>
+}
+
+// -----
+
+// The scores plus a mask whose shape nothing tells: the sum has the scores' dimensions, so
+// flatten(2) of the attention output ([B, S, H, D] -> Concat(Shape[:2], [-1])) folds.
+// CHECK-LABEL: func.func @broadcast_with_unknown
+// CHECK: hetc.onnx.node "Add"{{.*}} -> tensor<?x4x?x8xf32>
+// CHECK: %[[T:.*]] = hetc.constant dense<[0, 0, -1]> : tensor<3xi64>
+// CHECK: hetc.onnx.node "Reshape"(%{{.*}}, %[[T]])
+func.func @broadcast_with_unknown(%s: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", "seq", ""]}, %raw: tensor<?xf32>, %dims: tensor<4xi64>) -> tensor<*xf32> {
+  %m = hetc.onnx.node "Reshape"(%raw, %dims) {node_name = "Reshape_mask"} : (tensor<?xf32>, tensor<4xi64>) -> tensor<?x?x?x?xf32>
+  %sum = hetc.onnx.node "Add"(%s, %m) {node_name = "Add"} : (tensor<?x4x?x8xf32>, tensor<?x?x?x?xf32>) -> tensor<*xf32>
+  %t = hetc.onnx.node "Transpose"(%sum) {node_name = "Transpose", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<*xf32>) -> tensor<*xf32>
+  %shape = hetc.onnx.node "Shape"(%t) {node_name = "Shape"} : (tensor<*xf32>) -> tensor<4xi64>
+  %st = hetc.constant dense<[0]> : tensor<1xi64>
+  %en = hetc.constant dense<[2]> : tensor<1xi64>
+  %lead = hetc.onnx.node "Slice"(%shape, %st, %en) {node_name = "Slice"} : (tensor<4xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %m1 = hetc.constant dense<[-1]> : tensor<1xi64>
+  %target = hetc.onnx.node "Concat"(%lead, %m1) {node_name = "Concat", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<1xi64>) -> tensor<3xi64>
+  %r = hetc.onnx.node "Reshape"(%t, %target) {node_name = "Reshape"} : (tensor<*xf32>, tensor<3xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}

@@ -8,6 +8,7 @@
 // - an Expand shape becomes constants, 1 where an entry is the input's own dimension;
 // - a Slice start or end that is the sliced dimension itself (or past it) becomes INT64_MAX, one
 //   that is the dimension minus a constant c becomes -c;
+// - a Split into pieces of known sizes becomes one Slice per piece;
 // - every result gets the static dimensions its evaluated shape has.
 //
 // What cannot be made constant is left as it is, for the patterns or the evaluator to meet.
@@ -72,6 +73,8 @@ public:
         foldExpandShape(node);
       else if (type == "Slice" && node->getNumOperands() >= 3)
         foldSliceBounds(node);
+      else if (type == "Split")
+        splitIntoSlices(node);
     }
     // Computed integer values that are constants, last: the rewrites above read the analysis.
     for (OnnxNodeOp node : nodes)
@@ -239,6 +242,48 @@ private:
       }
       if (folded.size() == values->size())
         replaceOperand(node, operand, folded);
+    }
+  }
+
+  // A Split into pieces of known sizes is one Slice per piece: x[..., a:b] and torch.split,
+  // chunk or unbind spell the same cut, and the patterns read Slices.
+  void splitIntoSlices(OnnxNodeOp node) {
+    std::optional<SymDims> data = shapes_.shape(node->getOperand(0));
+    if (!data || data->empty())
+      return;
+    int64_t axis = intAttr(node, "axis").value_or(0);
+    axis = axis < 0 ? axis + static_cast<int64_t>(data->size()) : axis;
+    if (axis < 0 || axis >= static_cast<int64_t>(data->size()))
+      return;
+    const unsigned pieces = node->getNumResults();
+    std::optional<SmallVector<int64_t>> sizes = intsAttr(node, "split");
+    if (!sizes && node->getNumOperands() >= 2 && !isa<NoneType>(node->getOperand(1).getType()))
+      sizes = allConstant(shapes_.elements(node->getOperand(1)));
+    if (!sizes) {
+      // Equal pieces (the last one smaller, opset 18's num_outputs) of a static dimension.
+      std::optional<int64_t> dim = (*data)[axis] ? (*data)[axis]->asConstant() : std::nullopt;
+      if (!dim || pieces == 0)
+        return;
+      const int64_t each = (*dim + pieces - 1) / pieces;
+      sizes = SmallVector<int64_t>();
+      for (unsigned r = 0; r < pieces; ++r)
+        sizes->push_back(std::max<int64_t>(0, std::min(each, *dim - r * each)));
+    }
+    if (sizes->size() != pieces || llvm::any_of(*sizes, [](int64_t v) { return v < 0; }))
+      return;
+    builder_.setInsertionPoint(node);
+    Type i64 = builder_.getI64Type();
+    Value axes = makeConstant(builder_, node->getLoc(), {axis}, {1}, i64);
+    int64_t start = 0;
+    for (unsigned r = 0; r < pieces; ++r) {
+      Value starts = makeConstant(builder_, node->getLoc(), {start}, {1}, i64);
+      Value ends = makeConstant(builder_, node->getLoc(), {start + (*sizes)[r]}, {1}, i64);
+      auto slice = builder_.create<OnnxNodeOp>(
+          node->getLoc(), TypeRange{node->getResult(r).getType()}, "Slice",
+          (node.getNodeName() + "/piece" + std::to_string(r)).str(), DictionaryAttr(),
+          ValueRange{node->getOperand(0), starts, ends, axes});
+      node->getResult(r).replaceAllUsesWith(slice->getResult(0));
+      start += (*sizes)[r];
     }
   }
 

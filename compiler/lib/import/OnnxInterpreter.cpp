@@ -183,6 +183,8 @@ private:
       return expand();
     if (type == "Tile")
       return tile();
+    if (type == "ScatterND")
+      return scatterNd();
     if (type == "Where")
       return where();
     if (type == "Transpose")
@@ -610,6 +612,52 @@ private:
       for (size_t d = 0; d < out.shape.size(); ++d)
         from += ((k / outStrides[d]) % out.shape[d] % x.shape[d]) * inStrides[d];
       out.copy(k, x, from);
+    }
+    return out;
+  }
+
+  // ScatterND(data, indices [.., k], updates) with reduction none: a copy of data where each
+  // index tuple's slice is replaced (slice assignment, as transformers 4.38-4.47 write the
+  // padding into the causal mask).
+  std::optional<Tensor> scatterNd() {
+    if (inputs_.size() != 3 || !inputs_[1].elem || inputs_[1].isFloat())
+      return std::nullopt;
+    if (op_.getOnnxAttrs())
+      if (auto reduction = op_.getOnnxAttrs()->getAs<StringAttr>("reduction");
+          reduction && reduction.getValue() != "none")
+        return std::nullopt;
+    const Tensor &data = inputs_[0], &indices = inputs_[1], &updates = inputs_[2];
+    if (indices.shape.empty() || data.elem != updates.elem)
+      return std::nullopt;
+    const int64_t k = indices.shape.back();
+    const int64_t rank = static_cast<int64_t>(data.shape.size());
+    if (k < 1 || k > rank)
+      return std::nullopt;
+    // updates: indices.shape[:-1] + data.shape[k:]
+    SmallVector<int64_t> expected(indices.shape.begin(), indices.shape.end() - 1);
+    expected.append(data.shape.begin() + k, data.shape.end());
+    if (SmallVector<int64_t>(updates.shape.begin(), updates.shape.end()) != expected)
+      return std::nullopt;
+    Tensor out = data;
+    if (out.size() > evaluationBudget())
+      return std::nullopt;
+    SmallVector<int64_t> strides = stridesOf(data.shape);
+    int64_t slice = 1;
+    for (int64_t d = k; d < rank; ++d)
+      slice *= data.shape[d];
+    const int64_t tuples = k ? indices.size() / k : 0;
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t offset = 0;
+      for (int64_t d = 0; d < k; ++d) {
+        int64_t i = indices.i(t * k + d);
+        if (i < 0)
+          i += data.shape[d];
+        if (i < 0 || i >= data.shape[d])
+          return std::nullopt;
+        offset += i * strides[d];
+      }
+      for (int64_t e = 0; e < slice; ++e)
+        out.copy(offset + e, updates, t * slice + e);
     }
     return out;
   }

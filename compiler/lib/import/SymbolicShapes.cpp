@@ -209,6 +209,14 @@ SymDim broadcastDim(const SymDim &a, const SymDim &b) {
     return a;
   if (constantOf(b))
     return b;
+  // One symbolic, one unknown: the symbolic one. The unknown one is 1 or the same dimension,
+  // unless the symbolic one is 1 at run time and is broadcast up, which an LLM export never
+  // does to the tensor that carries its batch, tokens or cache (scores plus a mask of unknown
+  // shape have the scores' dimensions).
+  if (a && !b)
+    return a;
+  if (b && !a)
+    return b;
   return std::nullopt;
 }
 
