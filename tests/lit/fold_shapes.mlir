@@ -22,9 +22,10 @@ func.func @view_from_size(%x: tensor<?x?x128xf32> {hetc.dims = ["batch", "seq", 
 
 // -----
 
-// transformers 4.48+: hidden_shape = (*x.shape[:-1], -1, head_dim), a Slice of the Shape.
+// transformers 4.48+: hidden_shape = (*x.shape[:-1], -1, head_dim), a Slice of the Shape. The
+// literal -1 is what the element count leaves: 128 / 32 heads.
 // CHECK-LABEL: func.func @view_hidden_shape
-// CHECK: %[[T:.*]] = hetc.constant dense<[0, 0, -1, 32]> : tensor<4xi64>
+// CHECK: %[[T:.*]] = hetc.constant dense<[0, 0, 4, 32]> : tensor<4xi64>
 // CHECK: hetc.onnx.node "Reshape"(%{{.*}}, %[[T]])
 func.func @view_hidden_shape(%x: tensor<?x?x128xf32> {hetc.dims = ["batch", "seq", ""]}) -> tensor<*xf32> {
   %shape = hetc.onnx.node "Shape"(%x) {node_name = "Shape"} : (tensor<?x?x128xf32>) -> tensor<3xi64>
@@ -144,10 +145,11 @@ func.func @split_into_slices(%x: tensor<?x4x?x32xf32> {hetc.dims = ["batch", "",
 // -----
 
 // The scores plus a mask whose shape nothing tells: the sum has the scores' dimensions, so
-// flatten(2) of the attention output ([B, S, H, D] -> Concat(Shape[:2], [-1])) folds.
+// flatten(2) of the attention output ([B, S, H, D] -> Concat(Shape[:2], [-1])) folds, its -1
+// being 4 x 8.
 // CHECK-LABEL: func.func @broadcast_with_unknown
 // CHECK: hetc.onnx.node "Add"{{.*}} -> tensor<?x4x?x8xf32>
-// CHECK: %[[T:.*]] = hetc.constant dense<[0, 0, -1]> : tensor<3xi64>
+// CHECK: %[[T:.*]] = hetc.constant dense<[0, 0, 32]> : tensor<3xi64>
 // CHECK: hetc.onnx.node "Reshape"(%{{.*}}, %[[T]])
 func.func @broadcast_with_unknown(%s: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", "seq", ""]}, %raw: tensor<?xf32>, %dims: tensor<4xi64>) -> tensor<*xf32> {
   %m = hetc.onnx.node "Reshape"(%raw, %dims) {node_name = "Reshape_mask"} : (tensor<?xf32>, tensor<4xi64>) -> tensor<?x?x?x?xf32>
@@ -160,5 +162,55 @@ func.func @broadcast_with_unknown(%s: tensor<?x4x?x8xf32> {hetc.dims = ["batch",
   %m1 = hetc.constant dense<[-1]> : tensor<1xi64>
   %target = hetc.onnx.node "Concat"(%lead, %m1) {node_name = "Concat", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<1xi64>) -> tensor<3xi64>
   %r = hetc.onnx.node "Reshape"(%t, %target) {node_name = "Reshape"} : (tensor<*xf32>, tensor<3xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
+
+// -----
+
+// repeat_kv as torch.stack([x] * 2, dim=2).flatten(1, 2): two Unsqueeze copies concatenated
+// along their dimension of 1 are an Expand to 2 there; the flatten's [B, -1, T, D] has its -1
+// resolved to 2 x 2 = 4 from the element count, so the cache length T takes the -1.
+// CHECK-LABEL: func.func @stack_as_expand
+// CHECK: %[[REP:.*]] = hetc.constant dense<[1, 1, 2, 1, 1]> : tensor<5xi64>
+// CHECK: %[[E:.*]] = hetc.onnx.node "Expand"(%{{.*}}, %[[REP]]) {node_name = "Concat/as_expand"}
+// CHECK: %[[T:.*]] = hetc.constant dense<[0, 4, -1, 16]> : tensor<4xi64>
+// CHECK: hetc.onnx.node "Reshape"(%[[E]], %[[T]])
+func.func @stack_as_expand(%kv: tensor<?x2x?x16xf32> {hetc.dims = ["batch", "", "total", ""]}) -> tensor<*xf32> {
+  %a2 = hetc.constant dense<[2]> : tensor<1xi64>
+  %a2b = hetc.constant dense<[2]> : tensor<1xi64>
+  %u1 = hetc.onnx.node "Unsqueeze"(%kv, %a2) {node_name = "Unsqueeze_1"} : (tensor<?x2x?x16xf32>, tensor<1xi64>) -> tensor<?x2x1x?x16xf32>
+  %u2 = hetc.onnx.node "Unsqueeze"(%kv, %a2b) {node_name = "Unsqueeze_2"} : (tensor<?x2x?x16xf32>, tensor<1xi64>) -> tensor<?x2x1x?x16xf32>
+  %cat = hetc.onnx.node "Concat"(%u1, %u2) {node_name = "Concat", onnx_attrs = {axis = 2 : i64}} : (tensor<?x2x1x?x16xf32>, tensor<?x2x1x?x16xf32>) -> tensor<?x2x2x?x16xf32>
+  %shape = hetc.onnx.node "Shape"(%cat) {node_name = "Shape"} : (tensor<?x2x2x?x16xf32>) -> tensor<5xi64>
+  %s0 = hetc.constant dense<[0]> : tensor<1xi64>
+  %e1 = hetc.constant dense<[1]> : tensor<1xi64>
+  %s3 = hetc.constant dense<[3]> : tensor<1xi64>
+  %e5 = hetc.constant dense<[5]> : tensor<1xi64>
+  %lead = hetc.onnx.node "Slice"(%shape, %s0, %e1) {node_name = "Slice_a"} : (tensor<5xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %tail = hetc.onnx.node "Slice"(%shape, %s3, %e5) {node_name = "Slice_b"} : (tensor<5xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2xi64>
+  %m1 = hetc.constant dense<[-1]> : tensor<1xi64>
+  %target = hetc.onnx.node "Concat"(%lead, %m1, %tail) {node_name = "Concat_t", onnx_attrs = {axis = 0 : i64}} : (tensor<1xi64>, tensor<1xi64>, tensor<2xi64>) -> tensor<4xi64>
+  %r = hetc.onnx.node "Reshape"(%cat, %target) {node_name = "Reshape"} : (tensor<?x2x2x?x16xf32>, tensor<4xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
+
+// -----
+
+// torch's squeeze(1) of a dimension the trace could not see, as the importer flattens it:
+// If(Shape(x)[1] == 1; then Squeeze(x, 1); else x). The dimension is 1, so the If is its then
+// branch.
+// CHECK-LABEL: func.func @if_of_known_condition
+// CHECK: %[[SQ:.*]] = hetc.onnx.node "Squeeze"
+// CHECK: return %[[SQ]]
+func.func @if_of_known_condition(%x: tensor<?x1x?x16xf32> {hetc.dims = ["batch", "", "seq", ""]}) -> tensor<*xf32> {
+  %shape = hetc.onnx.node "Shape"(%x) {node_name = "Shape"} : (tensor<?x1x?x16xf32>) -> tensor<4xi64>
+  %i1 = hetc.constant dense<1> : tensor<i64>
+  %d = hetc.onnx.node "Gather"(%shape, %i1) {node_name = "Gather", onnx_attrs = {axis = 0 : i64}} : (tensor<4xi64>, tensor<i64>) -> tensor<i64>
+  %one = hetc.constant dense<1> : tensor<i64>
+  %cond = hetc.onnx.node "Equal"(%d, %one) {node_name = "Equal"} : (tensor<i64>, tensor<i64>) -> tensor<i1>
+  %axes = hetc.constant dense<[1]> : tensor<1xi64>
+  %sq = hetc.onnx.node "Squeeze"(%x, %axes) {node_name = "Squeeze"} : (tensor<?x1x?x16xf32>, tensor<1xi64>) -> tensor<?x?x16xf32>
+  %id = hetc.onnx.node "Identity"(%x) {node_name = "Identity"} : (tensor<?x1x?x16xf32>) -> tensor<?x1x?x16xf32>
+  %r = hetc.onnx.node "If"(%cond, %sq, %id) {node_name = "If"} : (tensor<i1>, tensor<?x?x16xf32>, tensor<?x1x?x16xf32>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }

@@ -9,6 +9,10 @@
 // - a Slice start or end that is the sliced dimension itself (or past it) becomes INT64_MAX, one
 //   that is the dimension minus a constant c becomes -c;
 // - a Split into pieces of known sizes becomes one Slice per piece;
+// - an If (flattened by the importer) whose condition evaluates to a constant becomes the branch
+//   it picks;
+// - a Tile that repeats only dimensions of size 1, and a Concat of copies of one value along a
+//   dimension of size 1, become the Expand they equal;
 // - every result gets the static dimensions its evaluated shape has.
 //
 // What cannot be made constant is left as it is, for the patterns or the evaluator to meet.
@@ -44,6 +48,28 @@ Value makeConstant(OpBuilder &builder, Location loc, ArrayRef<int64_t> values,
 
 Type elementOf(Value v) { return cast<ShapedType>(v.getType()).getElementType(); }
 
+// Whether a and b are one value, or computed alike: equal constants, or nodes of one op type with
+// the same attributes over operands computed alike (an exporter writes `[x.unsqueeze(2)] * n` as n
+// Unsqueeze nodes, each with its own axes constant).
+bool sameComputation(Value a, Value b, int depth = 0) {
+  if (a == b)
+    return true;
+  if (depth > 4)
+    return false;
+  DenseElementsAttr ca = constantValue(a), cb = constantValue(b);
+  if (ca || cb)
+    return ca && cb && ca == cb;
+  auto na = a.getDefiningOp<OnnxNodeOp>(), nb = b.getDefiningOp<OnnxNodeOp>();
+  if (!na || !nb || na.getOpType() != nb.getOpType() || na.getOnnxAttrs() != nb.getOnnxAttrs() ||
+      na->getNumOperands() != nb->getNumOperands() ||
+      cast<OpResult>(a).getResultNumber() != cast<OpResult>(b).getResultNumber())
+    return false;
+  for (unsigned i = 0; i < na->getNumOperands(); ++i)
+    if (!sameComputation(na->getOperand(i), nb->getOperand(i), depth + 1))
+      return false;
+  return true;
+}
+
 std::optional<SmallVector<int64_t>> allConstant(const std::optional<SymDims> &dims) {
   if (!dims)
     return std::nullopt;
@@ -75,6 +101,12 @@ public:
         foldSliceBounds(node);
       else if (type == "Split")
         splitIntoSlices(node);
+      else if (type == "If")
+        pickBranch(node);
+      else if (type == "Tile" && node->getNumOperands() == 2)
+        tileAsExpand(node);
+      else if (type == "Concat")
+        copiesAsExpand(node);
     }
     // Computed integer values that are constants, last: the rewrites above read the analysis.
     for (OnnxNodeOp node : nodes)
@@ -133,6 +165,34 @@ private:
     if (!entries)
       return;
     const bool allowZero = intAttr(node, "allowzero").value_or(0) != 0;
+    // A literal -1 beside symbolic entries: what it stands for, from the element count
+    // (flatten(1, 2) of [B, G, n, T, D] is [B, -1, T, D], whose -1 is G * n), so that the
+    // symbolic entry can take the -1 instead.
+    if (auto minusOne = llvm::find_if(*entries, [](const SymDim &e) {
+          return e && e->asConstant() == std::optional<int64_t>(-1);
+        });
+        minusOne != entries->end() && input && !allowZero) {
+      SymDim known = DimExpr::constant(1);
+      bool all = true;
+      const size_t skip = minusOne - entries->begin();
+      for (size_t i = 0; i < entries->size(); ++i) {
+        if (i == skip)
+          continue;
+        const SymDim &entry = (*entries)[i];
+        SymDim e = entry && entry->asConstant() == std::optional<int64_t>(0) && i < input->size()
+                       ? (*input)[i]
+                       : entry;
+        std::optional<DimExpr> product = e && known ? DimExpr::mul(*known, *e) : std::nullopt;
+        all = all && product.has_value();
+        known = product;
+      }
+      SymDim total = DimExpr::constant(1);
+      for (const SymDim &d : *input)
+        total = total && d ? DimExpr::mul(*total, *d) : std::nullopt;
+      if (all && total && known)
+        if (std::optional<DimExpr> inferred = DimExpr::div(*total, *known))
+          *minusOne = *inferred;
+    }
     SmallVector<int64_t> folded;
     int symbolic = 0;
     for (auto [i, entry] : llvm::enumerate(*entries)) {
@@ -282,9 +342,78 @@ private:
           node->getLoc(), TypeRange{node->getResult(r).getType()}, "Slice",
           (node.getNodeName() + "/piece" + std::to_string(r)).str(), DictionaryAttr(),
           ValueRange{node->getOperand(0), starts, ends, axes});
+      shapes_.copyFacts(node->getResult(r), slice->getResult(0));
       node->getResult(r).replaceAllUsesWith(slice->getResult(0));
       start += (*sizes)[r];
     }
+  }
+
+  // Tile(x, r) repeating only dimensions of size 1 is Expand(x, r): repeat_interleave and
+  // .repeat() spell repeat_kv so.
+  void tileAsExpand(OnnxNodeOp node) {
+    if (!isa<FloatType>(elementOf(node->getOperand(0))))
+      return; // activations; a shape vector's own Tile stays for the evaluator
+    std::optional<SymDims> x = shapes_.shape(node->getOperand(0));
+    std::optional<SmallVector<int64_t>> repeats = allConstant(shapes_.elements(node->getOperand(1)));
+    if (!x || !repeats || repeats->size() != x->size())
+      return;
+    for (auto [d, r] : llvm::enumerate(*repeats))
+      if (r != 1 && !((*x)[d] && (*x)[d]->asConstant() == 1))
+        return;
+    builder_.setInsertionPoint(node);
+    Value shape = makeConstant(builder_, node->getLoc(), *repeats,
+                               {static_cast<int64_t>(repeats->size())}, builder_.getI64Type());
+    replaceWithExpand(node, node->getOperand(0), shape);
+  }
+
+  // Concat of n copies of one value along a dimension of size 1 is Expand to n there:
+  // torch.stack([x] * n, dim) and cat([x] * n) spell repeat_kv so.
+  void copiesAsExpand(OnnxNodeOp node) {
+    const unsigned n = node->getNumOperands();
+    if (n < 2 || node->getNumResults() != 1)
+      return;
+    Value x = node->getOperand(0);
+    if (!isa<FloatType>(elementOf(x)))
+      return; // activations; a shape vector's own Concat stays for the evaluator
+    if (llvm::any_of(node->getOperands(), [&](Value v) { return !sameComputation(v, x); }))
+      return;
+    std::optional<SymDims> shape = shapes_.shape(x);
+    if (!shape || shape->empty())
+      return;
+    int64_t axis = intAttr(node, "axis").value_or(0);
+    axis = axis < 0 ? axis + static_cast<int64_t>(shape->size()) : axis;
+    if (axis < 0 || axis >= static_cast<int64_t>(shape->size()) || !(*shape)[axis] ||
+        (*shape)[axis]->asConstant() != 1)
+      return;
+    SmallVector<int64_t> target(shape->size(), 1);
+    target[axis] = n;
+    builder_.setInsertionPoint(node);
+    Value shapeValue = makeConstant(builder_, node->getLoc(), target,
+                                    {static_cast<int64_t>(target.size())}, builder_.getI64Type());
+    replaceWithExpand(node, x, shapeValue);
+  }
+
+  void replaceWithExpand(OnnxNodeOp node, Value x, Value shape) {
+    auto expand = builder_.create<OnnxNodeOp>(node->getLoc(),
+                                              TypeRange{node->getResult(0).getType()}, "Expand",
+                                              (node.getNodeName() + "/as_expand").str(),
+                                              DictionaryAttr(), ValueRange{x, shape});
+    shapes_.copyFacts(node->getResult(0), expand->getResult(0));
+    node->getResult(0).replaceAllUsesWith(expand->getResult(0));
+  }
+
+  // A flattened If whose condition evaluates to a constant is the branch it picks (torch's
+  // squeeze of a dimension the trace could not see: If(Shape(x)[d] == 1, Squeeze, Identity)).
+  void pickBranch(OnnxNodeOp node) {
+    const unsigned results = node->getNumResults();
+    if (node->getNumOperands() != 1 + 2 * results)
+      return;
+    std::optional<SmallVector<int64_t>> cond = allConstant(shapes_.elements(node->getOperand(0)));
+    if (!cond || cond->size() != 1)
+      return;
+    for (unsigned r = 0; r < results; ++r)
+      node->getResult(r).replaceAllUsesWith(
+          node->getOperand(1 + r + ((*cond)[0] ? 0 : results)));
   }
 
   void replaceOperand(OnnxNodeOp node, unsigned index, ArrayRef<int64_t> values) {

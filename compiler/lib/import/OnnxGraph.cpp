@@ -31,6 +31,19 @@ bool isNoOpNode(OnnxNodeOp op) {
     Type out = elementTypeOf(op->getResult(0).getType());
     return in && in == out;
   }
+  // x * 1 and x / 1 (transformers 4.45+ scale cos and sin by an attention_scaling of 1.0), where
+  // the one broadcasts to nothing larger than x: a constant of ones of x's rank or less, all of
+  // its dimensions 1.
+  if ((op.getOpType() == "Mul" || op.getOpType() == "Div") && op->getNumOperands() == 2) {
+    DenseElementsAttr one = constantValue(op->getOperand(1));
+    auto x = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+    if (!one || !x || !isa<FloatType>(one.getElementType()) ||
+        elementTypeOf(op->getResult(0).getType()) != x.getElementType() ||
+        one.getType().getRank() > x.getRank() ||
+        llvm::any_of(one.getType().getShape(), [](int64_t d) { return d != 1; }))
+      return false;
+    return scalarValue(op->getOperand(1)) == 1.0;
+  }
   return false;
 }
 

@@ -79,6 +79,7 @@ uint64_t int4BlockCovering(uint64_t k) {
 // raising passes' business; this list only rejects operators no Llama-family export contains.
 const llvm::StringSet<> &knownOps() {
   static const llvm::StringSet<> ops = {"Abs",
+                                        "If",
                                         "Add",
                                         "And",
                                         "ArgMax",
@@ -322,6 +323,7 @@ private:
   bool parse();
   bool checkOpsets();
   bool checkDecoderSignature();
+  bool flattenIfs();
   bool sortNodes();
   bool validateGraph();
   void inferShapes();
@@ -488,6 +490,61 @@ std::string nodeLabel(const onnx::NodeProto &node, int index) {
   return node.name().empty() ? node.op_type() + "#" + std::to_string(index) : node.name();
 }
 
+// torch.onnx writes `squeeze(d)` of a dimension it cannot see as If(Shape(x)[d] == 1, Squeeze,
+// Identity). Each If of the graph becomes a choice between values: its branches' nodes join the
+// graph (a branch reads the values around it, so its nodes fit in the sorted order like any
+// other), and the If node keeps (cond, then outputs, else outputs) as its inputs. The fold-shapes
+// pass picks the branch where the condition is known; otherwise raising refuses the If, naming it.
+bool Importer::flattenIfs() {
+  onnx::GraphProto &g = *model_->mutable_graph();
+  const int n = g.node_size();
+  for (int i = 0; i < n; ++i) {
+    onnx::NodeProto &node = *g.mutable_node(i);
+    if (node.op_type() != "If" || !(node.domain().empty() || node.domain() == "ai.onnx"))
+      continue;
+    const std::string name = nodeLabel(node, i);
+    const onnx::GraphProto *branches[2] = {nullptr, nullptr};
+    for (const auto &attr : node.attribute()) {
+      if (attr.name() == "then_branch" && attr.has_g())
+        branches[0] = &attr.g();
+      else if (attr.name() == "else_branch" && attr.has_g())
+        branches[1] = &attr.g();
+    }
+    if (!branches[0] || !branches[1] || node.input_size() != 1)
+      return fail("node '" + name + "' (If) is malformed: it needs a condition and both branches");
+    std::vector<std::string> inputs{node.input(0)};
+    for (const onnx::GraphProto *branch : branches) {
+      if (branch->input_size() != 0 || branch->output_size() != node.output_size())
+        return fail("node '" + name + "' (If) is malformed: a branch takes inputs or has " +
+                    std::to_string(branch->output_size()) + " outputs for the If's " +
+                    std::to_string(node.output_size()));
+      for (const auto &inner : branch->node())
+        for (const auto &attr : inner.attribute())
+          if (attr.has_g() || attr.graphs_size() > 0)
+            return fail("node '" + name + "' (If) has a branch holding a subgraph of its own ('" +
+                        inner.name() + "'), which is not supported");
+      for (const auto &output : branch->output())
+        inputs.push_back(output.name());
+    }
+    // Copies first: adding nodes may move the repeated field's elements.
+    onnx::GraphProto thenBranch = *branches[0], elseBranch = *branches[1];
+    for (const onnx::GraphProto *branch : {&thenBranch, &elseBranch}) {
+      for (const auto &inner : branch->node())
+        *g.add_node() = inner;
+      for (const auto &t : branch->initializer())
+        *g.add_initializer() = t;
+      for (const auto &vi : branch->value_info())
+        *g.add_value_info() = vi;
+    }
+    onnx::NodeProto &flattened = *g.mutable_node(i);
+    flattened.clear_attribute();
+    flattened.clear_input();
+    for (const std::string &input : inputs)
+      flattened.add_input(input);
+  }
+  return true;
+}
+
 // ONNX asks for nodes in topological order, and exporters that rewrite graphs (ONNX Runtime
 // GenAI's builder among them) do not always keep it: the nodes are sorted, each keeping its place
 // among the nodes whose inputs are ready, so a sorted graph is left as it is. A value written
@@ -637,6 +694,16 @@ bool Importer::validateGraph() {
       continue;
     }
     // Arity, attribute names and types against the operator's schema at the model's opset.
+    if (node.op_type() == "If" && defaultDomain) {
+      // flattenIfs made it a choice between values: (cond, then outputs, else outputs).
+      if (node.input_size() != 1 + 2 * node.output_size())
+        return fail("node '" + name + "' (If) is malformed: its branches do not have one output "
+                    "for each of its outputs");
+      for (const std::string &output : node.output())
+        if (!output.empty())
+          defined.insert(output);
+      continue;
+    }
     const onnx::OpSchema *schema =
         onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
     if (!schema)
@@ -699,7 +766,10 @@ std::optional<onnx::GraphProto> inferValueInfoIsolated(const onnx::ModelProto &m
     std::string bytes;
     try {
       onnx::ModelProto copy;
-      copy.mutable_graph()->mutable_node()->CopyFrom(model.graph().node());
+      // A flattened If (flattenIfs) has no branches left for ONNX's If inference to read.
+      for (const auto &node : model.graph().node())
+        if (node.op_type() != "If")
+          *copy.mutable_graph()->add_node() = node;
       copy.mutable_graph()->mutable_input()->CopyFrom(model.graph().input());
       copy.mutable_graph()->mutable_output()->CopyFrom(model.graph().output());
       copy.mutable_opset_import()->CopyFrom(model.opset_import());
@@ -1580,7 +1650,8 @@ Value Importer::transposedInt4Weight(Location loc, const std::string &name,
 }
 
 OwningOpRef<ModuleOp> Importer::run() {
-  if (!parse() || !checkOpsets() || !checkDecoderSignature() || !sortNodes() || !validateGraph())
+  if (!parse() || !checkOpsets() || !checkDecoderSignature() || !flattenIfs() || !sortNodes() ||
+      !validateGraph())
     return nullptr;
   inferShapes();
   weights_.keepAlive(model_);

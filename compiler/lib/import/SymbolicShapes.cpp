@@ -6,6 +6,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 using namespace mlir;
@@ -81,7 +82,38 @@ std::optional<DimExpr> DimExpr::div(const DimExpr &a, const DimExpr &b) {
   if (!cb) {
     if (a == b)
       return constant(1);
-    return std::nullopt;
+    // A quotient of one term q: a == q * b ([B, G, n, P + S, D] reshaped to [B, -1, P + S, D]:
+    // (128*B*P + 128*B*S) / (32*B*P + 32*B*S) = 4). q is a's first term over b's (the terms are
+    // ordered by their symbols), then checked.
+    if (b.terms_.size() != 1) {
+      if (a.terms_.empty())
+        return DimExpr();
+      const auto &[monoA, coefA] = *a.terms_.begin();
+      const auto &[monoB, coefB] = *b.terms_.begin();
+      if (coefA % coefB != 0 || !std::includes(monoA.begin(), monoA.end(), monoB.begin(), monoB.end()))
+        return std::nullopt;
+      DimExpr q;
+      std::vector<int> rest;
+      std::set_difference(monoA.begin(), monoA.end(), monoB.begin(), monoB.end(),
+                          std::back_inserter(rest));
+      q.terms_[rest] = coefA / coefB;
+      std::optional<DimExpr> back = mul(q, b);
+      return back && *back == a ? std::optional<DimExpr>(q) : std::nullopt;
+    }
+    // By one term c * m (m a product of symbols): every term of a must hold m and a multiple of c.
+    const auto &[divisorMono, divisorCoef] = *b.terms_.begin();
+    DimExpr r;
+    for (const auto &[mono, coef] : a.terms_) {
+      if (coef % divisorCoef != 0)
+        return std::nullopt;
+      std::vector<int> rest;
+      if (!std::includes(mono.begin(), mono.end(), divisorMono.begin(), divisorMono.end()))
+        return std::nullopt;
+      std::set_difference(mono.begin(), mono.end(), divisorMono.begin(), divisorMono.end(),
+                          std::back_inserter(rest));
+      r.terms_[rest] = coef / divisorCoef;
+    }
+    return r;
   }
   if (*cb == 0)
     return std::nullopt;
@@ -375,6 +407,20 @@ void SymbolicShapes::visitNode(OnnxNodeOp node) {
   };
   std::optional<SymDims> outShape, outValues;
   auto in0 = shapeOf(0);
+
+  // A flattened If (cond, then outputs, else outputs): the branch its known condition picks.
+  if (type == "If") {
+    const unsigned results = node->getNumResults();
+    std::optional<SymDims> cond = valuesOf(0);
+    std::optional<int64_t> c = cond && cond->size() == 1 ? constantOf((*cond)[0]) : std::nullopt;
+    if (c && n == 1 + 2 * results)
+      for (unsigned r = 0; r < results; ++r) {
+        Value picked = node->getOperand(1 + r + (*c ? 0 : results));
+        facts(node->getResult(r)).shape = shapeOrType(picked);
+        facts(node->getResult(r)).elements = elements(picked);
+      }
+    return;
+  }
 
   // Shapes.
   if (type == "Identity" || type == "Cast" || type == "CastLike" || type == "Neg" ||

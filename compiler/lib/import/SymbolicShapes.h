@@ -38,7 +38,8 @@ public:
   static std::optional<DimExpr> sub(const DimExpr &a, const DimExpr &b);
   static std::optional<DimExpr> mul(const DimExpr &a, const DimExpr &b);
   // a / b when it is exact for every value of the symbols: b a non-zero constant dividing every
-  // coefficient, or b equal to a (1), or both constants (truncated, as ONNX's integer Div).
+  // coefficient, b one term dividing every term of a, or b equal to a (1), or both constants
+  // (truncated, as ONNX's integer Div).
   static std::optional<DimExpr> div(const DimExpr &a, const DimExpr &b);
 
   // Whether the value is >= 0, or > 0, for every value of the symbols (all >= 0).
@@ -72,6 +73,13 @@ public:
   std::optional<SymDims> shape(mlir::Value v) const;
   // The elements of a small integer tensor in row-major order, when its element count is known.
   std::optional<SymDims> elements(mlir::Value v) const;
+  // Gives `replacement` what is known of `original` (a rewrite replaced one by the other).
+  void copyFacts(mlir::Value original, mlir::Value replacement) {
+    if (auto it = facts_.find(original); it != facts_.end()) {
+      Facts copy = it->second;
+      facts_[replacement] = copy;
+    }
+  }
   std::string str(const DimExpr &e) const { return e.str(names_); }
   std::string str(const SymDims &dims) const;
 
