@@ -11,6 +11,10 @@
 // - a Split into pieces of known sizes becomes one Slice per piece;
 // - an If (flattened by the importer) whose condition evaluates to a constant becomes the branch
 //   it picks;
+// - a Reshape whose result has the shape of its input (or of what an Unsqueeze before it read)
+//   becomes that value;
+// - torch.where(allowed, scores, fill) with a hiding fill becomes scores + where(allowed, 0,
+//   fill), and masks added one after the other are added together first;
 // - a Tile that repeats only dimensions of size 1, and a Concat of copies of one value along a
 //   dimension of size 1, become the Expand they equal;
 // - every result gets the static dimensions its evaluated shape has.
@@ -22,6 +26,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/Sequence.h"
 
 #include <limits>
 
@@ -93,8 +98,10 @@ public:
     for (OnnxNodeOp node : nodes) {
       refineTypes(node);
       StringRef type = node.getOpType();
-      if (type == "Reshape" && node->getNumOperands() == 2)
-        foldReshapeTarget(node);
+      if (type == "Reshape" && node->getNumOperands() == 2) {
+        if (!reshapeAsSource(node))
+          foldReshapeTarget(node);
+      }
       else if (type == "Expand" && node->getNumOperands() == 2)
         foldExpandShape(node);
       else if (type == "Slice" && node->getNumOperands() >= 3)
@@ -107,7 +114,18 @@ public:
         tileAsExpand(node);
       else if (type == "Concat")
         copiesAsExpand(node);
+      else if (type == "Where" && node->getNumOperands() == 3)
+        whereAsMaskAdd(node);
     }
+    // Masks added one after the other to the scores, added together first (after the Wheres
+    // above became Adds).
+    SmallVector<OnnxNodeOp> adds;
+    func_.walk([&](OnnxNodeOp node) {
+      if (node.getOpType() == "Add" && node->getNumOperands() == 2)
+        adds.push_back(node);
+    });
+    for (OnnxNodeOp add : adds)
+      reassociateMasks(add);
     // Computed integer values that are constants, last: the rewrites above read the analysis.
     for (OnnxNodeOp node : nodes)
       foldConstantResult(node);
@@ -348,6 +366,31 @@ private:
     }
   }
 
+  // A Reshape whose result has the shape of its input, or of the value an Unsqueeze/Squeeze
+  // chain before it started from, is that value: stack([x]).flatten(1, 2) with one copy.
+  bool reshapeAsSource(OnnxNodeOp node) {
+    std::optional<SymDims> out = shapes_.shape(node->getResult(0));
+    if (!out || llvm::any_of(*out, [](const SymDim &d) { return !d; }))
+      return false;
+    Value source = node->getOperand(0);
+    for (int hops = 0; hops < 4; ++hops) {
+      std::optional<SymDims> in = shapes_.shape(source);
+      if (in && in->size() == out->size() &&
+          llvm::all_of(llvm::seq<size_t>(0, in->size()), [&](size_t d) {
+            return provablyEqual((*in)[d], (*out)[d]) == std::optional<bool>(true);
+          })) {
+        node->getResult(0).replaceAllUsesWith(source);
+        return true;
+      }
+      auto def = source.getDefiningOp<OnnxNodeOp>();
+      if (!def || (def.getOpType() != "Unsqueeze" && def.getOpType() != "Squeeze" &&
+                   !isNoOpNode(def)))
+        return false;
+      source = def->getOperand(0);
+    }
+    return false;
+  }
+
   // Tile(x, r) repeating only dimensions of size 1 is Expand(x, r): repeat_interleave and
   // .repeat() spell repeat_kv so.
   void tileAsExpand(OnnxNodeOp node) {
@@ -400,6 +443,62 @@ private:
                                               DictionaryAttr(), ValueRange{x, shape});
     shapes_.copyFacts(node->getResult(0), expand->getResult(0));
     node->getResult(0).replaceAllUsesWith(expand->getResult(0));
+  }
+
+  // torch.where(allowed, scores, fill) with a fill that hides (a constant of -1e4 or below:
+  // finfo.min, -inf) is scores + where(allowed, 0, fill): the fill is an additive mask like any
+  // other, and the attention pattern reads masks as an Add. (GPT-2 applies its stored causal
+  // buffer so.) The two differ only where a score is hidden, by less than exp underflows.
+  void whereAsMaskAdd(OnnxNodeOp node) {
+    for (unsigned kept : {1u, 2u}) {
+      const unsigned fillAt = kept == 1 ? 2 : 1;
+      Value x = node->getOperand(kept), fillValue = node->getOperand(fillAt);
+      std::optional<double> fill = scalarValue(fillValue);
+      auto xType = dyn_cast<TensorType>(x.getType());
+      if (!fill || !(*fill <= -1.0e4) || !xType || !isa<FloatType>(xType.getElementType()) ||
+          constantValue(x) || computedFromInputs(x))
+        continue;
+      builder_.setInsertionPoint(node);
+      auto scalar = RankedTensorType::get({}, xType.getElementType());
+      Value zero = builder_.create<ConstantOp>(
+          node->getLoc(), scalar, DenseElementsAttr::get(scalar, builder_.getZeroAttr(xType.getElementType())));
+      SmallVector<Value> operands{node->getOperand(0), zero, zero};
+      operands[fillAt] = fillValue;
+      auto maskType = UnrankedTensorType::get(xType.getElementType());
+      auto mask = builder_.create<OnnxNodeOp>(node->getLoc(), TypeRange{maskType}, "Where",
+                                              (node.getNodeName() + "/mask").str(),
+                                              DictionaryAttr(), ValueRange(operands));
+      auto add = builder_.create<OnnxNodeOp>(
+          node->getLoc(), TypeRange{node->getResult(0).getType()}, "Add",
+          (node.getNodeName() + "/masked").str(), DictionaryAttr(),
+          ValueRange{x, mask->getResult(0)});
+      shapes_.copyFacts(node->getResult(0), add->getResult(0));
+      node->getResult(0).replaceAllUsesWith(add->getResult(0));
+      return;
+    }
+  }
+
+  // (scores + m1) + m2, m1 and m2 computed from the inputs alone, is scores + (m1 + m2).
+  void reassociateMasks(OnnxNodeOp add) {
+    for (unsigned inner : {0u, 1u}) {
+      Value m2 = add->getOperand(1 - inner);
+      auto first = add->getOperand(inner).getDefiningOp<OnnxNodeOp>();
+      if (!first || first.getOpType() != "Add" || first->getNumOperands() != 2 ||
+          !first->getResult(0).hasOneUse() || !computedFromInputs(m2) || constantValue(m2))
+        continue;
+      for (unsigned s : {0u, 1u}) {
+        Value scores = first->getOperand(s), m1 = first->getOperand(1 - s);
+        if (computedFromInputs(scores) || !computedFromInputs(m1) || constantValue(m1))
+          continue;
+        builder_.setInsertionPoint(add);
+        auto masks = builder_.create<OnnxNodeOp>(
+            add->getLoc(), TypeRange{UnrankedTensorType::get(elementOf(m1))}, "Add",
+            (add.getNodeName() + "/masks").str(), DictionaryAttr(), ValueRange{m1, m2});
+        add->setOperand(inner, scores);
+        add->setOperand(1 - inner, masks->getResult(0));
+        return;
+      }
+    }
   }
 
   // A flattened If whose condition evaluates to a constant is the branch it picks (torch's

@@ -24,7 +24,8 @@ static Type elementTypeOf(Type t) {
 bool isNoOpNode(OnnxNodeOp op) {
   if (op->getNumOperands() < 1 || op->getNumResults() != 1)
     return false;
-  if (op.getOpType() == "Identity")
+  // Identity, and a Concat of one value (torch.stack or cat of a one-element list).
+  if (op.getOpType() == "Identity" || (op.getOpType() == "Concat" && op->getNumOperands() == 1))
     return true;
   if (op.getOpType() == "Cast" || op.getOpType() == "CastLike") {
     Type in = elementTypeOf(op->getOperand(0).getType());
