@@ -214,3 +214,39 @@ func.func @if_of_known_condition(%x: tensor<?x1x?x16xf32> {hetc.dims = ["batch",
   %r = hetc.onnx.node "If"(%cond, %sq, %id) {node_name = "If"} : (tensor<i1>, tensor<?x?x16xf32>, tensor<?x1x?x16xf32>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
+
+// -----
+
+// GPT-2's stored causal buffer: where(bias, scores, finfo.min) is scores + where(bias, 0, min),
+// and the padding mask added after it joins it: scores + (causal + padding).
+// CHECK-LABEL: func.func @where_as_mask_add
+// CHECK: %[[CAUSAL:.*]] = hetc.onnx.node "Where"(%arg2, %{{.*}}, %{{.*}}) {node_name = "Where/mask"}
+// CHECK: %[[MASKS:.*]] = hetc.onnx.node "Add"(%[[CAUSAL]], %arg3) {node_name = "Add/masks"}
+// CHECK: hetc.onnx.node "Add"(%[[S:.*]], %[[MASKS]]) {node_name = "Add"}
+func.func @where_as_mask_add(%q: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", "seq", ""]}, %w: tensor<8x8xf32>,
+                             %bias: tensor<?x?xi1>, %pad: tensor<?x1x1x?xf32>) -> tensor<*xf32> {
+  %wk = hetc.weight "k" : tensor<8x8xf32>
+  %s = hetc.onnx.node "MatMul"(%q, %wk) {node_name = "MatMul"} : (tensor<?x4x?x8xf32>, tensor<8x8xf32>) -> tensor<?x4x?x8xf32>
+  %min = hetc.constant dense<-3.40282347e+38> : tensor<f32>
+  %masked = hetc.onnx.node "Where"(%bias, %s, %min) {node_name = "Where"} : (tensor<?x?xi1>, tensor<?x4x?x8xf32>, tensor<f32>) -> tensor<*xf32>
+  %sum = hetc.onnx.node "Add"(%masked, %pad) {node_name = "Add"} : (tensor<*xf32>, tensor<?x1x1x?xf32>) -> tensor<*xf32>
+  return %sum : tensor<*xf32>
+}
+
+// -----
+
+// baddbmm(zeros, q, k^T, beta=1, alpha=a) (GPT-NeoX): the product plus 1 * zeros of its own
+// shape is the product.
+// CHECK-LABEL: func.func @add_of_zeros
+// CHECK: %[[P:.*]] = hetc.onnx.node "MatMul"
+// CHECK: return %[[P]]
+func.func @add_of_zeros(%q: tensor<?x?x8xf32> {hetc.dims = ["bh", "seq", ""]}) -> tensor<*xf32> {
+  %wk = hetc.weight "k" : tensor<8x8xf32>
+  %p = hetc.onnx.node "MatMul"(%q, %wk) {node_name = "MatMul"} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %shape = hetc.onnx.node "Shape"(%q) {node_name = "Shape"} : (tensor<?x?x8xf32>) -> tensor<3xi64>
+  %z = hetc.onnx.node "ConstantOfShape"(%shape) {node_name = "ConstantOfShape", onnx_attrs = {value = dense<0.0> : tensor<1xf32>}} : (tensor<3xi64>) -> tensor<?x?x8xf32>
+  %one = hetc.constant dense<1.0> : tensor<f32>
+  %bz = hetc.onnx.node "Mul"(%z, %one) {node_name = "Mul_beta"} : (tensor<?x?x8xf32>, tensor<f32>) -> tensor<?x?x8xf32>
+  %sum = hetc.onnx.node "Add"(%p, %bz) {node_name = "Add"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<*xf32>
+  return %sum : tensor<*xf32>
+}

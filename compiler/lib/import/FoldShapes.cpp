@@ -15,6 +15,7 @@
 //   becomes that value;
 // - torch.where(allowed, scores, fill) with a hiding fill becomes scores + where(allowed, 0,
 //   fill), and masks added one after the other are added together first;
+// - x + zeros of x's own shape is x (baddbmm's beta * zeros);
 // - a Tile that repeats only dimensions of size 1, and a Concat of copies of one value along a
 //   dimension of size 1, become the Expand they equal;
 // - every result gets the static dimensions its evaluated shape has.
@@ -116,6 +117,8 @@ public:
         copiesAsExpand(node);
       else if (type == "Where" && node->getNumOperands() == 3)
         whereAsMaskAdd(node);
+      else if (type == "Add" && node->getNumOperands() == 2)
+        addOfZeros(node);
     }
     // Masks added one after the other to the scores, added together first (after the Wheres
     // above became Adds).
@@ -474,6 +477,31 @@ private:
           ValueRange{x, mask->getResult(0)});
       shapes_.copyFacts(node->getResult(0), add->getResult(0));
       node->getResult(0).replaceAllUsesWith(add->getResult(0));
+      return;
+    }
+  }
+
+  // x + zeros of x's own shape is x: baddbmm(zeros, q, k^T) (GPT-NeoX) adds beta * zeros.
+  void addOfZeros(OnnxNodeOp node) {
+    for (unsigned z : {0u, 1u}) {
+      Value x = node->getOperand(1 - z), zeros = skipNoOps(node->getOperand(z));
+      OnnxNodeOp fill = producer(zeros, "ConstantOfShape");
+      if (!fill)
+        continue;
+      // Its value attribute is a float zero, or absent (0.0).
+      DenseElementsAttr value = fill.getOnnxAttrs()
+                                    ? fill.getOnnxAttrs()->getAs<DenseElementsAttr>("value")
+                                    : DenseElementsAttr();
+      if (value && !(value.isSplat() && isa<FloatType>(value.getElementType()) &&
+                     value.getSplatValue<APFloat>().isZero()))
+        continue;
+      std::optional<SymDims> xs = shapes_.shape(x), zs = shapes_.shape(zeros);
+      if (!xs || !zs || xs->size() != zs->size() ||
+          !llvm::all_of(llvm::seq<size_t>(0, xs->size()), [&](size_t d) {
+            return provablyEqual((*xs)[d], (*zs)[d]) == std::optional<bool>(true);
+          }))
+        continue;
+      node->getResult(0).replaceAllUsesWith(x);
       return;
     }
   }
