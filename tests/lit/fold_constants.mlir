@@ -156,3 +156,21 @@ func.func @scatter_nd_and_tile() -> (tensor<3x2xi64>, tensor<2x4xi64>) {
   %t = hetc.onnx.node "Tile"(%block, %rep) {node_name = "Tile"} : (tensor<2x2xi64>, tensor<2xi64>) -> tensor<2x4xi64>
   return %s, %t : tensor<3x2xi64>, tensor<2x4xi64>
 }
+
+// -----
+
+// Einsum: the outer product RoPE tables are built from (`einsum("i,j->ij", t, inv_freq)`), and a
+// contraction with the output implicit.
+// CHECK-LABEL: func.func @einsum
+// CHECK-DAG: %[[O:.*]] = hetc.constant dense<{{\[\[}}0.000000e+00, 0.000000e+00], [1.000000e+00, 5.000000e-01], [2.000000e+00, 1.000000e+00]]> : tensor<3x2xf32>
+// CHECK-DAG: %[[C:.*]] = hetc.constant dense<{{\[\[}}1.900000e+01, 2.200000e+01], [4.300000e+01, 5.000000e+01]]> : tensor<2x2xf32>
+// CHECK: return %[[O]], %[[C]]
+func.func @einsum() -> (tensor<3x2xf32>, tensor<2x2xf32>) {
+  %t = hetc.constant dense<[0.0, 1.0, 2.0]> : tensor<3xf32>
+  %f = hetc.constant dense<[1.0, 0.5]> : tensor<2xf32>
+  %o = hetc.onnx.node "Einsum"(%t, %f) {node_name = "Einsum", onnx_attrs = {equation = "i,j->ij"}} : (tensor<3xf32>, tensor<2xf32>) -> tensor<3x2xf32>
+  %a = hetc.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  %b = hetc.constant dense<[[5.0, 6.0], [7.0, 8.0]]> : tensor<2x2xf32>
+  %c = hetc.onnx.node "Einsum"(%a, %b) {node_name = "Einsum_mm", onnx_attrs = {equation = "ij,jk"}} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %o, %c : tensor<3x2xf32>, tensor<2x2xf32>
+}

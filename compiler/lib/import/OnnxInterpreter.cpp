@@ -5,7 +5,9 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <climits>
+#include <cctype>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 using namespace mlir;
@@ -185,6 +187,8 @@ private:
       return tile();
     if (type == "ScatterND")
       return scatterNd();
+    if (type == "Einsum")
+      return einsum();
     if (type == "Where")
       return where();
     if (type == "Transpose")
@@ -658,6 +662,97 @@ private:
       }
       for (int64_t e = 0; e < slice; ++e)
         out.copy(offset + e, updates, t * slice + e);
+    }
+    return out;
+  }
+
+  // Einsum with an explicit or implicit output, letters only (no ellipsis): every combination of
+  // the letters' values, products summed over the letters the output lacks.
+  std::optional<Tensor> einsum() {
+    if (!op_.getOnnxAttrs() || inputs_.empty())
+      return std::nullopt;
+    auto equation = op_.getOnnxAttrs()->getAs<StringAttr>("equation");
+    if (!equation)
+      return std::nullopt;
+    std::string eq;
+    for (char ch : equation.getValue())
+      if (ch != ' ')
+        eq += ch;
+    if (eq.find('.') != std::string::npos)
+      return std::nullopt;
+    const size_t arrow = eq.find("->");
+    std::string lhs = eq.substr(0, arrow), rhs;
+    SmallVector<std::string> terms;
+    for (size_t start = 0;;) {
+      size_t comma = lhs.find(',', start);
+      terms.push_back(lhs.substr(start, comma == std::string::npos ? comma : comma - start));
+      if (comma == std::string::npos)
+        break;
+      start = comma + 1;
+    }
+    if (terms.size() != inputs_.size())
+      return std::nullopt;
+    std::map<char, int64_t> size, count;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      const Tensor &x = inputs_[t];
+      if (!x.isFloat() || terms[t].size() != x.shape.size())
+        return std::nullopt;
+      for (size_t d = 0; d < terms[t].size(); ++d) {
+        char letter = terms[t][d];
+        if (!std::isalpha(static_cast<unsigned char>(letter)))
+          return std::nullopt;
+        auto [it, inserted] = size.try_emplace(letter, x.shape[d]);
+        if (!inserted && it->second != x.shape[d])
+          return std::nullopt;
+        ++count[letter];
+      }
+    }
+    if (arrow != std::string::npos) {
+      rhs = eq.substr(arrow + 2);
+    } else {
+      for (auto [letter, n] : count) // implicit: the letters seen once, in alphabetical order
+        if (n == 1)
+          rhs += letter;
+    }
+    Tensor out;
+    out.elem = inputs_[0].elem;
+    for (char letter : rhs) {
+      auto it = size.find(letter);
+      if (it == size.end())
+        return std::nullopt;
+      out.shape.push_back(it->second);
+    }
+    if (out.size() > evaluationBudget())
+      return std::nullopt;
+    std::string letters; // output letters first, then the summed ones
+    letters = rhs;
+    for (auto [letter, n] : size)
+      if (rhs.find(letter) == std::string::npos)
+        letters += letter;
+    int64_t combinations = 1;
+    for (char letter : letters)
+      combinations *= size[letter];
+    if (combinations > evaluationBudget() * 64)
+      return std::nullopt;
+    out.resize(out.size());
+    std::map<char, int64_t> at;
+    for (int64_t k = 0; k < combinations; ++k) {
+      int64_t rest = k;
+      for (size_t l = letters.size(); l-- > 0;) {
+        at[letters[l]] = rest % size[letters[l]];
+        rest /= size[letters[l]];
+      }
+      double product = 1.0;
+      for (size_t t = 0; t < terms.size(); ++t) {
+        int64_t index = 0;
+        for (char letter : terms[t])
+          index = index * size[letter] + at[letter];
+        product *= inputs_[t].floats[index];
+      }
+      int64_t o = 0;
+      for (char letter : rhs)
+        o = o * size[letter] + at[letter];
+      out.floats[o] += product;
     }
     return out;
   }

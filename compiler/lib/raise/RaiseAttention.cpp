@@ -472,11 +472,14 @@ std::optional<Angles> matchTrig(Value v, StringRef function, int64_t rotaryDim,
             llvm::any_of(*steps, [](int64_t s) { return s != 1; }))
           return std::nullopt;
       } else if (type != "Cast" && type != "Squeeze") {
-        return std::nullopt;
+        break; // what computes the table
       }
       table = skipNoOps(node->getOperand(0));
     }
-    if (!positions || !(table.getDefiningOp<WeightOp>() || table.getDefiningOp<ConstantOp>()))
+    // A stored table, or one the graph computes from its inputs alone (cos of arange(total) x
+    // inv_freq at run time), which RopeTables evaluates.
+    if (!positions || !(table.getDefiningOp<WeightOp>() || table.getDefiningOp<ConstantOp>() ||
+                        (isa<OnnxNodeOp>(table.getDefiningOp()) && computedFromInputs(table))))
       return std::nullopt;
     return Angles{positions, InvFreq{{}, {}, table, gather}};
   }

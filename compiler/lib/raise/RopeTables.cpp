@@ -1,6 +1,10 @@
 #include "raise/RopeTables.h"
 
 #include "import/OnnxGraph.h"
+#include "import/OnnxInterpreter.h"
+#include "raise/SampleInputs.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -42,37 +46,106 @@ std::optional<SmallVector<double>> RopeTables::recover(Value cos, Value sin, int
 }
 
 // A weight's or constant's elements as floats; nothing without a weight store (hetc-opt).
-std::optional<std::vector<float>> RopeTables::values(Value v) const {
+std::optional<RopeTables::Table> RopeTables::stored(Value v) const {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape())
+    return std::nullopt;
+  Table t;
+  for (int64_t d : type.getShape())
+    if (d != 1 || !t.shape.empty()) // leading ones are squeezed away before the rows are read
+      t.shape.push_back(d);
   if (auto constant = v.getDefiningOp<ConstantOp>()) {
     auto attr = dyn_cast<DenseElementsAttr>(constant.getValue());
     std::optional<SmallVector<double>> doubles = attr ? floatValues(attr) : std::nullopt;
     if (!doubles)
       return std::nullopt;
-    return std::vector<float>(doubles->begin(), doubles->end());
+    t.values.assign(doubles->begin(), doubles->end());
+    return t;
   }
   auto weight = v.getDefiningOp<WeightOp>();
-  const compiler::StoredWeight *stored =
+  const compiler::StoredWeight *weightData =
       weight && weights_ ? weights_->find(weight.getName().str()) : nullptr;
-  if (!stored || weight.getTransposed() || weight.getColumns())
+  if (!weightData || weight.getTransposed() || weight.getColumns())
     return std::nullopt;
-  std::vector<float> out = stored->toFloats();
-  if (out.empty())
+  t.values = weightData->toFloats();
+  if (t.values.empty())
     return std::nullopt;
-  return out;
+  return t;
+}
+
+std::optional<RopeTables::Table> RopeTables::evaluated(Value v, int64_t rows,
+                                                       std::string &why) const {
+  auto func = v.getParentRegion()->getParentOfType<func::FuncOp>();
+  if (!func)
+    return std::nullopt;
+  // The table spans the cache and the new tokens: `rows` positions in all.
+  SampleEvaluator evaluator(func);
+  std::string error;
+  std::optional<Tensor> t = evaluator.evaluate(v, Sample{2, rows - 2, 1, 0}, error);
+  if (!t || !t->isFloat()) {
+    why = t ? "are not floats" : "are computed by the graph, but " + error;
+    return std::nullopt;
+  }
+  Table table;
+  for (int64_t d : t->shape)
+    if (d != 1 || !table.shape.empty())
+      table.shape.push_back(d);
+  table.values.assign(t->floats.begin(), t->floats.end());
+  return table;
 }
 
 std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, Value sinTable,
                                                                int64_t rotaryDim,
                                                                Width width) const {
   auto fail = [](std::string why) { return std::make_pair(SmallVector<double>{}, why); };
-  auto type = dyn_cast<RankedTensorType>(cosTable.getType());
-  auto sinType = dyn_cast<RankedTensorType>(sinTable.getType());
-  if (!type || !sinType || !type.hasStaticShape() || sinType.getShape() != type.getShape())
-    return fail("differ in shape or have no static shape");
-  SmallVector<int64_t> shape;
-  for (int64_t d : type.getShape())
-    if (d != 1 || !shape.empty()) // leading ones are squeezed away before the rows are read
-      shape.push_back(d);
+  auto type = dyn_cast<TensorType>(cosTable.getType());
+  auto sinType = dyn_cast<TensorType>(sinTable.getType());
+  if (!type || !sinType)
+    return fail("have no tensor type");
+  const Type element = type.getElementType();
+  std::optional<Table> c = stored(cosTable), s = stored(sinTable);
+  if (c && s)
+    return fromTables(*c, *s, element, rotaryDim, width);
+  const bool computed = !cosTable.getDefiningOp<WeightOp>() && !cosTable.getDefiningOp<ConstantOp>() &&
+                        computedFromInputs(cosTable) && computedFromInputs(sinTable);
+  if (!computed) {
+    auto ranked = dyn_cast<RankedTensorType>(type);
+    if (!ranked || !ranked.hasStaticShape() || sinType != type)
+      return fail("differ in shape or have no static shape");
+    return fail("have no values to read (without a weight store, as in hetc-opt, tables must be "
+                "hetc.constant)");
+  }
+  // Evaluated for 64 and 40 positions: the same frequencies, or they depend on the length.
+  SmallVector<double> first;
+  for (int64_t rows : {64, 40}) {
+    std::string why;
+    std::optional<Table> ct = evaluated(cosTable, rows, why), st = evaluated(sinTable, rows, why);
+    if (!ct || !st)
+      return fail(why);
+    auto [freqs, error] = fromTables(*ct, *st, element, rotaryDim, width);
+    if (!error.empty())
+      return fail("are computed by the graph and, evaluated for " + std::to_string(rows) +
+                  " positions, " + error);
+    if (first.empty()) {
+      first = freqs;
+      continue;
+    }
+    for (size_t i = 0; i < freqs.size(); ++i)
+      if (std::fabs(freqs[i] - first[i]) > 1e-6 * std::max(1.0, std::fabs(first[i])))
+        return fail("are computed by the graph with frequencies that depend on the length (column " +
+                    std::to_string(i) + ": " + printed(first[i]) + " over 64 positions, " +
+                    printed(freqs[i]) + " over 40): dynamic RoPE scaling, which hetc does not run");
+  }
+  return {first, std::string()};
+}
+
+std::pair<SmallVector<double>, std::string>
+RopeTables::fromTables(const Table &cTable, const Table &sTable, Type element, int64_t rotaryDim,
+                       Width width) const {
+  auto fail = [](std::string why) { return std::make_pair(SmallVector<double>{}, why); };
+  if (cTable.shape != sTable.shape)
+    return fail("differ in shape");
+  const SmallVector<int64_t> &shape = cTable.shape;
   if (shape.size() != 2)
     return fail("are not [positions, columns] tables");
   const int64_t rows = shape[0], cols = shape[1], half = rotaryDim / 2;
@@ -82,12 +155,8 @@ std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, 
                 std::to_string(rotaryDim) + " columns has " + std::to_string(expected));
   if (rows < 2)
     return fail("have fewer than 2 positions");
-  std::optional<std::vector<float>> c = values(cosTable), s = values(sinTable);
-  if (!c || !s)
-    return fail("have no values to read (without a weight store, as in hetc-opt, tables must be "
-                "hetc.constant)");
+  const std::vector<float> *c = &cTable.values, *s = &sTable.values;
   // Column i of frequency i: in the first half (Duplicated), at 2i (Pairs), or i (Half).
-  const Type element = type.getElementType();
   const double valueTolerance = element.isBF16() ? 8e-3 : element.isF16() ? 1e-3 : 1e-4;
   const int fractionBits = element.isBF16() ? 7 : element.isF16() ? 10 : 23;
   auto same = [&](float a, float b) { return withinUlps(a, b, kRepeatedValueUlps, fractionBits); };

@@ -19,7 +19,9 @@ namespace hetc {
 // Row p of the tables holds cos(p * f) and sin(p * f); the frequencies f are read from rows 1 and
 // the last, then every entry is checked against them, so a table of any other form (interleaved
 // pairs, a scaled amplitude, positions not from 0) is refused with what differs. Results are kept
-// per table pair: every layer reads the same tables.
+// per table pair: every layer reads the same tables. A table the graph computes from its inputs
+// (over the total length, at run time) is evaluated for two lengths, whose frequencies must agree:
+// frequencies that change with the length (dynamic scaling) are refused.
 class RopeTables {
 public:
   enum class Width {
@@ -38,9 +40,21 @@ public:
                                                    std::string &why);
 
 private:
-  std::optional<std::vector<float>> values(mlir::Value v) const;
+  // A table's elements and its [positions, columns] shape (leading ones dropped).
+  struct Table {
+    std::vector<float> values;
+    llvm::SmallVector<int64_t> shape;
+  };
+  std::optional<Table> stored(mlir::Value v) const;
+  // A table computed from the inputs (cos(arange(total) x inv_freq), indexed by position_ids),
+  // evaluated for `rows` positions.
+  std::optional<Table> evaluated(mlir::Value v, int64_t rows, std::string &why) const;
   std::pair<llvm::SmallVector<double>, std::string> compute(mlir::Value cos, mlir::Value sin,
                                                             int64_t rotaryDim, Width width) const;
+  std::pair<llvm::SmallVector<double>, std::string> fromTables(const Table &c, const Table &s,
+                                                               mlir::Type element,
+                                                               int64_t rotaryDim,
+                                                               Width width) const;
 
   const compiler::WeightStore *weights_;
   // By (cos, sin, rotary_dim, width): the frequencies, or why there are none.
