@@ -250,3 +250,38 @@ func.func @add_of_zeros(%q: tensor<?x?x8xf32> {hetc.dims = ["bh", "seq", ""]}) -
   %sum = hetc.onnx.node "Add"(%p, %bz) {node_name = "Add"} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<*xf32>
   return %sum : tensor<*xf32>
 }
+
+// -----
+
+// GPT-NeoX's scores: q and k flattened to [B * H, ., D], bmm with k transposed, scaled, and
+// unflattened to [B, H, S, T], are the product over [B, H, ., .] scaled.
+// CHECK-LABEL: func.func @unflatten_batched_product
+// CHECK: %[[KT:.*]] = hetc.onnx.node "Transpose"(%arg1) {node_name = "Transpose/heads", onnx_attrs = {perm = [0, 1, 3, 2]}}
+// CHECK: %[[P:.*]] = hetc.onnx.node "MatMul"(%arg0, %[[KT]]) {node_name = "MatMul/heads"}
+// CHECK: %[[S:.*]] = hetc.onnx.node "Mul"(%[[P]], %{{.*}}) {node_name = "Mul/heads"}
+// CHECK: return %[[S]]
+func.func @unflatten_batched_product(%q: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", "seq", ""]},
+                                     %k: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", "total", ""]}) -> tensor<*xf32> {
+  %qs = hetc.onnx.node "Shape"(%q) {node_name = "Shape_q"} : (tensor<?x4x?x8xf32>) -> tensor<4xi64>
+  %ks = hetc.onnx.node "Shape"(%k) {node_name = "Shape_k"} : (tensor<?x4x?x8xf32>) -> tensor<4xi64>
+  %i0 = hetc.constant dense<[0]> : tensor<1xi64>
+  %i2 = hetc.constant dense<[2]> : tensor<1xi64>
+  %b = hetc.onnx.node "Gather"(%qs, %i0) {node_name = "Gather_b", onnx_attrs = {axis = 0 : i64}} : (tensor<4xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %s = hetc.onnx.node "Gather"(%qs, %i2) {node_name = "Gather_s", onnx_attrs = {axis = 0 : i64}} : (tensor<4xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %t = hetc.onnx.node "Gather"(%ks, %i2) {node_name = "Gather_t", onnx_attrs = {axis = 0 : i64}} : (tensor<4xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %four = hetc.constant dense<[4]> : tensor<1xi64>
+  %bh = hetc.onnx.node "Mul"(%b, %four) {node_name = "Mul_bh"} : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %d = hetc.constant dense<[8]> : tensor<1xi64>
+  %q3t = hetc.onnx.node "Concat"(%bh, %s, %d) {node_name = "Concat_q", onnx_attrs = {axis = 0 : i64}} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<3xi64>
+  %k3t = hetc.onnx.node "Concat"(%bh, %t, %d) {node_name = "Concat_k", onnx_attrs = {axis = 0 : i64}} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<3xi64>
+  %q3 = hetc.onnx.node "Reshape"(%q, %q3t) {node_name = "Reshape_q"} : (tensor<?x4x?x8xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  %k3 = hetc.onnx.node "Reshape"(%k, %k3t) {node_name = "Reshape_k"} : (tensor<?x4x?x8xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  %kT = hetc.onnx.node "Transpose"(%k3) {node_name = "Transpose", onnx_attrs = {perm = [0, 2, 1]}} : (tensor<?x?x8xf32>) -> tensor<?x8x?xf32>
+  %p = hetc.onnx.node "MatMul"(%q3, %kT) {node_name = "MatMul"} : (tensor<?x?x8xf32>, tensor<?x8x?xf32>) -> tensor<?x?x?xf32>
+  %alpha = hetc.constant dense<0.353553385> : tensor<f32>
+  %sc = hetc.onnx.node "Mul"(%p, %alpha) {node_name = "Mul"} : (tensor<?x?x?xf32>, tensor<f32>) -> tensor<?x?x?xf32>
+  %h = hetc.constant dense<[4]> : tensor<1xi64>
+  %outt = hetc.onnx.node "Concat"(%b, %h, %s, %t) {node_name = "Concat_o", onnx_attrs = {axis = 0 : i64}} : (tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4xi64>
+  %r = hetc.onnx.node "Reshape"(%sc, %outt) {node_name = "Reshape_o"} : (tensor<?x?x?xf32>, tensor<4xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}

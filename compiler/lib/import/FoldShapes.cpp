@@ -15,7 +15,8 @@
 //   becomes that value;
 // - torch.where(allowed, scores, fill) with a hiding fill becomes scores + where(allowed, 0,
 //   fill), and masks added one after the other are added together first;
-// - x + zeros of x's own shape is x (baddbmm's beta * zeros);
+// - x + zeros of x's own shape is x (baddbmm's beta * zeros), and a product over batch x heads
+//   flattened then unflattened back is the product over [B, H, ., .] (GPT-NeoX's baddbmm);
 // - a Tile that repeats only dimensions of size 1, and a Concat of copies of one value along a
 //   dimension of size 1, become the Expand they equal;
 // - every result gets the static dimensions its evaluated shape has.
@@ -129,6 +130,14 @@ public:
     });
     for (OnnxNodeOp add : adds)
       reassociateMasks(add);
+    // Products over batch x heads flattened and unflattened back (after the Adds of zeros went).
+    SmallVector<OnnxNodeOp> reshapes;
+    func_.walk([&](OnnxNodeOp node) {
+      if (node.getOpType() == "Reshape" && node->getNumOperands() == 2)
+        reshapes.push_back(node);
+    });
+    for (OnnxNodeOp reshape : reshapes)
+      unflattenBatchedProduct(reshape);
     // Computed integer values that are constants, last: the rewrites above read the analysis.
     for (OnnxNodeOp node : nodes)
       foldConstantResult(node);
@@ -504,6 +513,77 @@ private:
       node->getResult(0).replaceAllUsesWith(x);
       return;
     }
+  }
+
+  // Whether dims a and b are provably equal, each known.
+  static bool same(const SymDim &a, const SymDim &b) {
+    return provablyEqual(a, b) == std::optional<bool>(true);
+  }
+
+  // The rank-4 [B, H, N, D] value a [B * H, N, D] value is the flattening of, by a Reshape.
+  Value flattenedFrom(Value v3) {
+    OnnxNodeOp reshape = producer(v3, "Reshape");
+    if (!reshape)
+      return {};
+    Value v4 = reshape->getOperand(0);
+    std::optional<SymDims> s3 = shapes_.shape(v3), s4 = shapes_.shape(v4);
+    if (!s3 || !s4 || s3->size() != 3 || s4->size() != 4)
+      return {};
+    SymDim bh = (*s4)[0] && (*s4)[1] ? DimExpr::mul(*(*s4)[0], *(*s4)[1]) : std::nullopt;
+    if (!same((*s3)[0], bh) || !same((*s3)[1], (*s4)[2]) || !same((*s3)[2], (*s4)[3]))
+      return {};
+    return v4;
+  }
+
+  // Reshape(MatMul(a3, Transpose(b3, [0, 2, 1])) [* c], [B, H, S, T]) with a3 and b3 the
+  // [B * H, ., D] flattenings of a [B, H, S, D] and b [B, H, T, D] is MatMul(a, Transpose(b,
+  // [0, 1, 3, 2])) [* c]: baddbmm and bmm over flattened heads (GPT-NeoX) compute the scores the
+  // unflattened product does.
+  void unflattenBatchedProduct(OnnxNodeOp reshape) {
+    Value product = reshape->getOperand(0);
+    OnnxNodeOp scale = producer(product, "Mul");
+    std::optional<double> factor;
+    if (scale && scale->getNumOperands() == 2 && (factor = scalarValue(scale->getOperand(1))) &&
+        rankOf(scale->getOperand(1)) <= 0)
+      product = scale->getOperand(0);
+    else
+      scale = OnnxNodeOp();
+    OnnxNodeOp matmul = producer(product, "MatMul");
+    if (!matmul)
+      return;
+    OnnxNodeOp transpose = producer(matmul->getOperand(1), "Transpose");
+    auto perm = transpose ? intsAttr(transpose, "perm") : std::nullopt;
+    if (!perm || *perm != SmallVector<int64_t>{0, 2, 1})
+      return;
+    Value a = flattenedFrom(matmul->getOperand(0)), b = flattenedFrom(transpose->getOperand(0));
+    std::optional<SymDims> out = shapes_.shape(reshape->getResult(0));
+    std::optional<SymDims> as = a ? shapes_.shape(a) : std::nullopt;
+    std::optional<SymDims> bs = b ? shapes_.shape(b) : std::nullopt;
+    if (!as || !bs || !out || out->size() != 4 || !same((*as)[0], (*bs)[0]) ||
+        !same((*as)[1], (*bs)[1]) || !same((*out)[0], (*as)[0]) || !same((*out)[1], (*as)[1]) ||
+        !same((*out)[2], (*as)[2]) || !same((*out)[3], (*bs)[2]))
+      return;
+    builder_.setInsertionPoint(reshape);
+    Type type = reshape->getResult(0).getType();
+    auto permAttr = builder_.getNamedAttr(
+        "perm", builder_.getArrayAttr({builder_.getI64IntegerAttr(0), builder_.getI64IntegerAttr(1),
+                                       builder_.getI64IntegerAttr(3), builder_.getI64IntegerAttr(2)}));
+    auto bT = builder_.create<OnnxNodeOp>(
+        reshape->getLoc(), TypeRange{UnrankedTensorType::get(elementOf(b))}, "Transpose",
+        (transpose.getNodeName() + "/heads").str(), builder_.getDictionaryAttr({permAttr}),
+        ValueRange{b});
+    Value result = builder_
+                       .create<OnnxNodeOp>(reshape->getLoc(), TypeRange{type}, "MatMul",
+                                           (matmul.getNodeName() + "/heads").str(),
+                                           DictionaryAttr(), ValueRange{a, bT->getResult(0)})
+                       ->getResult(0);
+    if (scale)
+      result = builder_
+                   .create<OnnxNodeOp>(reshape->getLoc(), TypeRange{type}, "Mul",
+                                       (scale.getNodeName() + "/heads").str(), DictionaryAttr(),
+                                       ValueRange{result, scale->getOperand(1)})
+                   ->getResult(0);
+    reshape->getResult(0).replaceAllUsesWith(result);
   }
 
   // (scores + m1) + m2, m1 and m2 computed from the inputs alone, is scores + (m1 + m2).
