@@ -285,3 +285,31 @@ func.func @unflatten_batched_product(%q: tensor<?x4x?x8xf32> {hetc.dims = ["batc
   %r = hetc.onnx.node "Reshape"(%sc, %outt) {node_name = "Reshape_o"} : (tensor<?x?x?xf32>, tensor<4xi64>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
+
+// -----
+
+// transformers 4.28: torch.gather(cos_cached.repeat(b, 1, 1, 1), 2, pos[:, None, :, None]
+// .repeat(1, 1, 1, dim)) picks whole rows of the table: Gather of the rows by the positions,
+// the unit axis restored.
+// CHECK-LABEL: func.func @gather_elements_rows
+// CHECK: %[[T:.*]] = hetc.constant dense<5.000000e-01> : tensor<64x16xf32>
+// CHECK: %[[G:.*]] = hetc.onnx.node "Gather"(%[[T]], %arg0) {node_name = "GatherElements/rows"
+// CHECK: %[[U:.*]] = hetc.onnx.node "Unsqueeze"(%[[G]], %{{.*}}) {node_name = "GatherElements/unit_axes"}
+// CHECK: return %[[U]]
+func.func @gather_elements_rows(%pos: tensor<?x?xi64> {hetc.dims = ["batch", "seq"]}) -> tensor<*xf32> {
+  %table = hetc.constant dense<0.5> : tensor<1x1x64x16xf32>
+  %ps = hetc.onnx.node "Shape"(%pos) {node_name = "Shape"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %i0 = hetc.constant dense<[0]> : tensor<1xi64>
+  %b = hetc.onnx.node "Gather"(%ps, %i0) {node_name = "Gather_b", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %ones = hetc.constant dense<[1, 1, 1]> : tensor<3xi64>
+  %reps = hetc.onnx.node "Concat"(%b, %ones) {node_name = "Concat", onnx_attrs = {axis = 0 : i64}} : (tensor<1xi64>, tensor<3xi64>) -> tensor<4xi64>
+  %data = hetc.onnx.node "Tile"(%table, %reps) {node_name = "Tile_table"} : (tensor<1x1x64x16xf32>, tensor<4xi64>) -> tensor<?x1x64x16xf32>
+  %a1 = hetc.constant dense<[1]> : tensor<1xi64>
+  %a3 = hetc.constant dense<[3]> : tensor<1xi64>
+  %p1 = hetc.onnx.node "Unsqueeze"(%pos, %a1) {node_name = "Unsqueeze_1"} : (tensor<?x?xi64>, tensor<1xi64>) -> tensor<?x1x?xi64>
+  %p3 = hetc.onnx.node "Unsqueeze"(%p1, %a3) {node_name = "Unsqueeze_3"} : (tensor<?x1x?xi64>, tensor<1xi64>) -> tensor<?x1x?x1xi64>
+  %wide = hetc.constant dense<[1, 1, 1, 16]> : tensor<4xi64>
+  %idx = hetc.onnx.node "Tile"(%p3, %wide) {node_name = "Tile_idx"} : (tensor<?x1x?x1xi64>, tensor<4xi64>) -> tensor<?x1x?x16xi64>
+  %g = hetc.onnx.node "GatherElements"(%data, %idx) {node_name = "GatherElements", onnx_attrs = {axis = 2 : i64}} : (tensor<?x1x64x16xf32>, tensor<?x1x?x16xi64>) -> tensor<*xf32>
+  return %g : tensor<*xf32>
+}

@@ -17,6 +17,8 @@
 //   fill), and masks added one after the other are added together first;
 // - x + zeros of x's own shape is x (baddbmm's beta * zeros), and a product over batch x heads
 //   flattened then unflattened back is the product over [B, H, ., .] (GPT-NeoX's baddbmm);
+// - GatherElements of whole rows of a broadcast table is Gather of the rows (transformers 4.28's
+//   torch.gather of cos/sin), and Squeeze(Unsqueeze(x, axes), axes) is x;
 // - a Tile that repeats only dimensions of size 1, and a Concat of copies of one value along a
 //   dimension of size 1, become the Expand they equal;
 // - every result gets the static dimensions its evaluated shape has.
@@ -120,6 +122,10 @@ public:
         whereAsMaskAdd(node);
       else if (type == "Add" && node->getNumOperands() == 2)
         addOfZeros(node);
+      else if (type == "GatherElements" && node->getNumOperands() == 2)
+        gatherElementsAsGather(node);
+      else if (type == "Squeeze")
+        squeezeOfUnsqueeze(node);
     }
     // Masks added one after the other to the scores, added together first (after the Wheres
     // above became Adds).
@@ -513,6 +519,163 @@ private:
       node->getResult(0).replaceAllUsesWith(x);
       return;
     }
+  }
+
+  // The value x is a broadcast of (Expand, or Tile of dimensions of 1, through no-op nodes).
+  Value broadcastSource(Value x) {
+    for (int hops = 0; hops < 6; ++hops) {
+      x = skipNoOps(x);
+      auto def = x.getDefiningOp<OnnxNodeOp>();
+      if (!def || def->getNumOperands() != 2)
+        return x;
+      StringRef type = def.getOpType();
+      if (type == "Expand") {
+        x = def->getOperand(0);
+        continue;
+      }
+      if (type == "Tile") {
+        // Repeats of any size (computed: the batch) of dimensions of 1, and 1 elsewhere.
+        std::optional<SymDims> in = shapes_.shape(def->getOperand(0));
+        std::optional<SymDims> r = shapes_.elements(def->getOperand(1));
+        if (!in || !r || r->size() != in->size())
+          return x;
+        for (size_t d = 0; d < r->size(); ++d)
+          if (!((*in)[d] && (*in)[d]->asConstant() == 1) &&
+              !((*r)[d] && (*r)[d]->asConstant() == 1))
+            return x;
+        x = def->getOperand(0);
+        continue;
+      }
+      return x;
+    }
+    return x;
+  }
+
+  // GatherElements(D, I, axis a) with D a broadcast of a table D0 that is 1 in every dimension
+  // but a and the last, and I a broadcast of indices I0 that are 1 in the last dimension, picks
+  // whole rows of the table: Gather(Squeeze(D0), Squeeze(I0, last), axis 0), as wide as I.
+  // (transformers 4.28 picks cos/sin by torch.gather of a table repeated over the batch.)
+  void gatherElementsAsGather(OnnxNodeOp node) {
+    const int64_t rank = rankOf(node->getOperand(0));
+    int64_t axis = intAttr(node, "axis").value_or(0);
+    axis = axis < 0 ? axis + rank : axis;
+    if (rank < 2 || axis < 0 || axis >= rank - 1)
+      return;
+    Value table = broadcastSource(node->getOperand(0));
+    Value indices = broadcastSource(node->getOperand(1));
+    std::optional<SymDims> d0 = shapes_.shape(table), i0 = shapes_.shape(indices);
+    std::optional<SymDims> out = shapes_.shape(node->getResult(0));
+    if (!d0 || !i0 || !out || static_cast<int64_t>(d0->size()) != rank ||
+        static_cast<int64_t>(i0->size()) != rank || out->size() != i0->size())
+      return;
+    auto isOne = [](const SymDim &d) { return d && d->asConstant() == 1; };
+    SmallVector<int64_t> unitAxes;
+    for (int64_t d = 0; d < rank - 1; ++d) {
+      if (d == axis)
+        continue;
+      if (!isOne((*d0)[d]))
+        return;
+      unitAxes.push_back(d);
+    }
+    // The gathered rows are as wide as the result: the table's columns are not broadcast.
+    if (!isOne(i0->back()) || !same(d0->back(), out->back()))
+      return;
+    // Every other dimension of the result is the indices' own (nothing else broadcasts them).
+    for (int64_t d = 0; d < rank - 1; ++d)
+      if (!same((*i0)[d], (*out)[d]))
+        return;
+    // The indices' dimensions of 1 (but the gathered axis) are squeezed with the last and
+    // restored around the rows: Gather(table, pos) for pos[:, None, :, None].
+    SmallVector<int64_t> unitIndexAxes;
+    for (int64_t d = 0; d < rank - 1; ++d)
+      if (d != axis && isOne((*i0)[d]))
+        unitIndexAxes.push_back(d);
+    SmallVector<int64_t> squeezed = unitIndexAxes;
+    squeezed.push_back(rank - 1);
+    builder_.setInsertionPoint(node);
+    Type i64 = builder_.getI64Type();
+    Location loc = node->getLoc();
+    const std::string name = node.getNodeName().str();
+    Value picks = undoUnsqueezes(indices, squeezed);
+    if (!picks)
+      picks = builder_
+                  .create<OnnxNodeOp>(loc, TypeRange{UnrankedTensorType::get(elementOf(indices))},
+                                      "Squeeze", name + "/indices", DictionaryAttr(),
+                                      ValueRange{indices, makeConstant(builder_, loc, squeezed,
+                                                                       {static_cast<int64_t>(squeezed.size())}, i64)})
+                  ->getResult(0);
+    // The table's rows: [T, R], with the static dimensions it has.
+    SmallVector<int64_t> rowShape;
+    for (int64_t d : {axis, rank - 1}) {
+      std::optional<int64_t> c = (*d0)[d] ? (*d0)[d]->asConstant() : std::nullopt;
+      rowShape.push_back(c ? *c : ShapedType::kDynamic);
+    }
+    Value rows = builder_
+                     .create<OnnxNodeOp>(loc, TypeRange{RankedTensorType::get(rowShape, elementOf(table))},
+                                         "Squeeze", name + "/table", DictionaryAttr(),
+                                         ValueRange{table, makeConstant(builder_, loc, unitAxes,
+                                                                        {static_cast<int64_t>(unitAxes.size())}, i64)})
+                     ->getResult(0);
+    auto axisAttr = builder_.getNamedAttr("axis", builder_.getI64IntegerAttr(0));
+    Type outType = node->getResult(0).getType();
+    Value result = builder_
+                       .create<OnnxNodeOp>(loc,
+                                           TypeRange{unitIndexAxes.empty()
+                                                         ? outType
+                                                         : UnrankedTensorType::get(elementOf(table))},
+                                           "Gather", name + "/rows",
+                                           builder_.getDictionaryAttr({axisAttr}),
+                                           ValueRange{rows, picks})
+                       ->getResult(0);
+    if (!unitIndexAxes.empty())
+      result = builder_
+                   .create<OnnxNodeOp>(loc, TypeRange{outType}, "Unsqueeze", name + "/unit_axes",
+                                       DictionaryAttr(),
+                                       ValueRange{result, makeConstant(builder_, loc, unitIndexAxes,
+                                                                       {static_cast<int64_t>(unitIndexAxes.size())}, i64)})
+                   ->getResult(0);
+    shapes_.copyFacts(node->getResult(0), result);
+    node->getResult(0).replaceAllUsesWith(result);
+  }
+
+  // The value Squeeze(x, axes) equals without computing anything: x's Unsqueezes undone
+  // (Squeeze(Unsqueeze(Unsqueeze(p, 1), 3), [1, 3]) is p); null when some axis was not inserted
+  // by an Unsqueeze.
+  Value undoUnsqueezes(Value x, SmallVector<int64_t> axes) {
+    for (int hops = 0; hops < 8; ++hops) {
+      if (axes.empty())
+        return x;
+      auto unsqueeze = x.getDefiningOp<OnnxNodeOp>();
+      const int64_t rank = rankOf(x);
+      std::optional<SmallVector<int64_t>> inserted =
+          unsqueeze && unsqueeze.getOpType() == "Unsqueeze" ? axesOf(unsqueeze) : std::nullopt;
+      if (!inserted || rank < 0)
+        return {};
+      for (int64_t &a : *inserted)
+        a = a < 0 ? a + rank : a;
+      for (int64_t &a : axes)
+        a = a < 0 ? a + rank : a;
+      // The axes this Unsqueeze inserted are undone; the rest move down past them.
+      SmallVector<int64_t> rest;
+      for (int64_t a : axes)
+        if (!llvm::is_contained(*inserted, a))
+          rest.push_back(a - llvm::count_if(*inserted, [&](int64_t i) { return i < a; }));
+      // An Unsqueeze of an axis the Squeeze keeps cannot be undone here.
+      if (llvm::any_of(*inserted, [&](int64_t i) { return !llvm::is_contained(axes, i); }))
+        return {};
+      x = unsqueeze->getOperand(0);
+      axes = rest;
+    }
+    return {};
+  }
+
+  // Squeeze(Unsqueeze(x, axes), axes) is x.
+  void squeezeOfUnsqueeze(OnnxNodeOp node) {
+    std::optional<SmallVector<int64_t>> axes = axesOf(node);
+    if (!axes)
+      return;
+    if (Value source = undoUnsqueezes(node->getOperand(0), *axes))
+      node->getResult(0).replaceAllUsesWith(source);
   }
 
   // Whether dims a and b are provably equal, each known.

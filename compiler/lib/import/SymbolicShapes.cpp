@@ -622,6 +622,8 @@ void SymbolicShapes::visitNode(OnnxNodeOp node) {
       if (values.size() == picks->size())
         outValues = values;
     }
+  } else if (type == "GatherElements") {
+    outShape = shapeOf(1); // the indices' shape
   } else if (type == "Slice" && in0) {
     // starts, ends, axes, steps as inputs (opset 10+) or attributes (opset 1).
     std::optional<SymDims> starts = n >= 2 ? valuesOf(1) : std::nullopt;
