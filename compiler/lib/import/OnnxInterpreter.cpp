@@ -4,6 +4,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 
+#include <algorithm>
 #include <climits>
 #include <cctype>
 #include <cmath>
@@ -232,9 +233,15 @@ private:
     out.shape = x.shape;
     out.elem = target;
     out.resize(x.size());
+    const bool toFloat32 = target.isF32();
     for (int64_t k = 0; k < x.size(); ++k) {
       if (out.isFloat())
-        out.floats[k] = x.f(k);
+        // An integer to float32 rounds once, as ONNX Runtime's cast does (not through double).
+        out.floats[k] = !x.isFloat() && toFloat32
+                            ? static_cast<double>(static_cast<float>(x.i(k)))
+                            : x.f(k);
+      else if (x.isFloat() && target.isInteger(1))
+        out.setInt(k, x.f(k) != 0.0); // any non-zero (or NaN) is true
       else if (x.isFloat())
         out.setInt(k, static_cast<int64_t>(std::trunc(x.f(k))));
       else
@@ -289,6 +296,8 @@ private:
       out.elem = a.elem;
     out.resize(out.size());
     bool floating = a.isFloat() || b.isFloat();
+    // Integer Mod: the sign of the divisor (Python's %), or with fmod = 1 of the dividend (C's).
+    const bool fmod = intAttr(op_, "fmod").value_or(0) != 0;
     for (int64_t k = 0; k < out.size(); ++k) {
       int64_t ia = broadcastIndex(k, out.shape, a.shape),
               ib = broadcastIndex(k, out.shape, b.shape);
@@ -299,8 +308,8 @@ private:
                    : type == "Mul"            ? x * y
                    : type == "Div"            ? x / y
                    : type == "Pow"            ? std::pow(x, y)
-                   : type == "Max"            ? std::max(x, y)
-                   : type == "Min"            ? std::min(x, y)
+                   : type == "Max"            ? (std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y))
+                   : type == "Min"            ? (std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y))
                    : type == "Equal"          ? double(x == y)
                    : type == "Less"           ? double(x < y)
                    : type == "Greater"        ? double(x > y)
@@ -319,7 +328,7 @@ private:
                     : type == "Sub"            ? x - y
                     : type == "Mul"            ? x * y
                     : type == "Div"            ? x / y
-                    : type == "Mod"            ? ((x % y) + y) % y
+                    : type == "Mod"            ? (fmod ? x % y : ((x % y) + y) % y)
                     : type == "Pow"            ? static_cast<int64_t>(std::pow(x, y))
                     : type == "Max"            ? std::max(x, y)
                     : type == "Min"            ? std::min(x, y)
@@ -354,6 +363,8 @@ private:
     for (int64_t a : *axes)
       sorted.push_back(normalizeAxis(a, rank));
     llvm::sort(sorted);
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return std::nullopt; // an axis named twice
     for (int64_t a : sorted) {
       if (a < 0 || a > static_cast<int64_t>(out.shape.size()))
         return std::nullopt;
@@ -365,6 +376,9 @@ private:
   std::optional<Tensor> squeeze() {
     Tensor out = inputs_[0];
     auto axes = axesInput(1);
+    // An empty axes tensor squeezes every dimension of 1, as no axes do (ONNX Runtime's reading).
+    if (axes && axes->empty())
+      axes.reset();
     int64_t rank = static_cast<int64_t>(out.shape.size());
     SmallVector<int64_t> keep;
     for (int64_t d = 0; d < rank; ++d) {
@@ -398,6 +412,8 @@ private:
           return std::nullopt;
         dim = inputs_[0].shape[d];
       }
+      if (dim < -1)
+        return std::nullopt;
       if (dim == -1) {
         if (inferred >= 0)
           return std::nullopt;
@@ -501,15 +517,19 @@ private:
     }
     SmallVector<int64_t> begin(rank, 0), step(rank, 1), count(data.shape);
     for (size_t j = 0; j < axes.size(); ++j) {
-      int64_t a = axes[j], n = data.shape[a], s = steps[j];
-      if (a < 0 || a >= rank || s == 0)
+      const int64_t a = axes[j], s = steps[j];
+      // An axis out of range or named twice is an invalid node, as ONNX Runtime says.
+      if (a < 0 || a >= rank || s == 0 || llvm::count(axes, a) > 1)
         return std::nullopt;
+      const int64_t n = data.shape[a];
       int64_t b = starts[j] < 0 ? starts[j] + n : starts[j];
       int64_t e = ends[j] < 0 ? ends[j] + n : ends[j];
       if (s > 0) {
         b = std::clamp<int64_t>(b, 0, n);
         e = std::clamp<int64_t>(e, 0, n);
         count[a] = e > b ? (e - b + s - 1) / s : 0;
+      } else if (n == 0) {
+        count[a] = 0;
       } else {
         b = std::clamp<int64_t>(b, 0, n - 1);
         e = std::clamp<int64_t>(e, -1, n - 1);
@@ -542,12 +562,21 @@ private:
     if (delta == 0)
       return std::nullopt;
     int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
+    if (!out.isFloat()) { // the count in integers: exact past 2^53
+      const int64_t diff = inputs_[1].i(0) - inputs_[0].i(0), step = inputs_[2].i(0);
+      n = step > 0 ? (diff > 0 ? (diff + step - 1) / step : 0)
+                   : (diff < 0 ? (diff + step + 1) / step : 0);
+    }
     if (n > evaluationBudget())
       return std::nullopt;
     out.shape = {n};
     out.resize(n);
-    for (int64_t k = 0; k < n; ++k)
-      out.set(k, start + k * delta);
+    for (int64_t k = 0; k < n; ++k) {
+      if (out.isFloat())
+        out.set(k, start + k * delta);
+      else // integers exactly: start + k * delta in int64
+        out.setInt(k, inputs_[0].i(0) + k * inputs_[2].i(0));
+    }
     return out;
   }
 
@@ -847,8 +876,18 @@ private:
       if ((e / stride) % std::max<int64_t>(n, 1) != 0)
         continue; // e starts a line along the axis
       double sum = 0;
+      uint64_t intSum = 0; // integers exactly, wrapping as int64 does
       for (int64_t step = 0; step < n; ++step) {
         const int64_t at = e + (reverse ? n - 1 - step : step) * stride;
+        if (!x.isFloat()) {
+          const uint64_t value = static_cast<uint64_t>(x.i(at));
+          if (!exclusive)
+            intSum += value;
+          out.setInt(at, static_cast<int64_t>(intSum));
+          if (exclusive)
+            intSum += value;
+          continue;
+        }
         const double value = x.f(at);
         if (!exclusive)
           sum += value;
@@ -897,6 +936,15 @@ private:
       const int64_t baseB = broadcastIndex(p, *batch, batchB) * k * n;
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {
+          // Integers exactly (wrapping as int64 does), floats in double.
+          if (!a.isFloat()) {
+            uint64_t sum = 0;
+            for (int64_t q = 0; q < k; ++q)
+              sum += static_cast<uint64_t>(a.i(baseA + i * k + q)) *
+                     static_cast<uint64_t>(b.i(baseB + q * n + j));
+            out.setInt((p * m + i) * n + j, static_cast<int64_t>(sum));
+            continue;
+          }
           double sum = 0;
           for (int64_t q = 0; q < k; ++q)
             sum += a.f(baseA + i * k + q) * b.f(baseB + q * n + j);

@@ -500,6 +500,8 @@ void SymbolicShapes::visitNode(OnnxNodeOp node) {
     std::optional<SmallVector<int64_t>> axes = intsAttr(node, "axes");
     if (!axes && n >= 2)
       axes = intsOf(1);
+    if (type == "Squeeze" && axes && axes->empty())
+      axes.reset(); // every dimension of 1, as ONNX Runtime reads an empty axes tensor
     if (in0 && type == "Unsqueeze" && axes) {
       int64_t rank = in0->size() + axes->size();
       SmallVector<bool> inserted(rank, false);

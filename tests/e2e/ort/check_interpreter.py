@@ -1,0 +1,1355 @@
+#!/usr/bin/python3
+"""Differential test of hetc's small-tensor ONNX interpreter against ONNX Runtime, op by op.
+
+    /usr/bin/python3 tests/e2e/ort/check_interpreter.py [--seed 0] [--random 10] [--ops Add,Slice]
+                                                        [--hetc-opt build/bin/hetc-opt]
+                                                        [--keep DIR] [--verbose]
+
+The interpreter (compiler/lib/import/OnnxInterpreter.cpp) evaluates ONNX nodes on small concrete
+tensors: constant folding (hetc-opt --hetc-fold-constants) and probing attention-mask subgraphs.
+For every op it evaluates, this script makes seeded random cases (random shapes, broadcasting,
+negative axes, int64/int32/float32/bool where the op allows them) and hand-written edge cases
+(a Slice past the end or with negative steps, negative Gather indices, Reshape with 0 and -1,
+empty tensors, NaN and infinities, int64 values past 2**53, ...), and for each case
+
+  1. builds a one-node ONNX model at opset 17 (onnx.helper) whose inputs are graph inputs, and
+     runs it in ONNX Runtime (CPU, graph optimizations disabled) through run_op.mjs and
+     onnxruntime-node (tests/e2e/ort/node_modules), one node process for all cases;
+  2. writes the same node as MLIR, its inputs `hetc.constant`s (float elements as exact hex bit
+     patterns; an absent optional input a `hetc.onnx.none`) and its result type unranked, and
+     runs all cases through one `hetc-opt --hetc-fold-constants -split-input-file`;
+
+then compares the folded `hetc.constant` with ONNX Runtime's output: element type and shape
+exactly, integers and bools exactly, floats as follows.
+
+  * Ops that are exact in float32 (Add Sub Mul Div Sqrt Reciprocal Neg Abs Floor Ceil Relu Max
+    Min Mod, Cast, and every op that only moves or selects elements): equal values. hetc computes
+    in double and rounds once to float32, which for + - * / sqrt is the float32 result; NaN
+    matches NaN, -0 matches +0.
+  * Transcendental ops (Cos Sin Exp Log Erf Tanh Sigmoid, float Pow): |hetc - ort| <= 4 ulp(ort)
+    + 1e-6. hetc rounds a double result (about 0.5 ulp from the true value); ONNX Runtime's float32
+    kernels (MLAS, Eigen) are allowed a few ulps more, and the absolute 1e-6 covers its Sigmoid,
+    which is about 11 ulps off at moderate inputs and far more on results below 1e-6. Infinities
+    and NaN must match. To say which side a difference comes from, the script also measures both
+    against the op computed in float64 and prints the largest error of each, in ulps.
+  * Sums (float MatMul, CumSum, Range): 4 ulp(ort) + 1e-6 + n * 2**-23 * S, n the number of terms
+    and S the sum of their magnitudes (|A| @ |B|, cumsum |x|, |start| + k |delta|): hetc
+    accumulates in double, ONNX Runtime in float32, in its own order.
+
+Outcomes: "agree" (equal within the tolerance, or both reject an invalid node: ONNX Runtime fails
+and hetc leaves the node unfolded); "not evaluated" (ONNX Runtime computes it, hetc declines to
+fold: not a wrong answer, listed by op); "differ" (different type, shape or values, hetc folds a
+node ONNX Runtime rejects, or hetc-opt fails on the case), printed with the inputs and both
+outputs. A case ONNX Runtime has no kernel for is dropped and listed. The last line is
+`N ops, M cases: P agree, Q not evaluated, R differ`; the exit status is 1 when R > 0.
+
+hetc-opt runs with --mlir-print-elementsattrs-with-hex-if-larger=-1 so results print as literals
+(the hex-string form is read too). Should the batch crash hetc-opt, each case runs alone, and a
+case that crashes it is a "differ". A hetc-opt that cannot be executed (being relinked) is
+retried every 30 s. With the defaults (seed 0, 10 random cases per op) it makes about 680 cases
+and takes about 2 s; --keep DIR leaves cases.mlir and the ONNX Runtime requests and answers
+there.
+"""
+
+import argparse
+import base64
+import collections
+import concurrent.futures
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+
+I64_MAX = np.iinfo(np.int64).max
+I64_MIN = np.iinfo(np.int64).min
+
+# numpy dtype -> (ONNX element type, MLIR element type, onnxruntime-node type name)
+TYPES = {
+    np.dtype(np.float32): (TensorProto.FLOAT, "f32", "float32"),
+    np.dtype(np.float16): (TensorProto.FLOAT16, "f16", "float16"),
+    np.dtype(np.float64): (TensorProto.DOUBLE, "f64", "float64"),
+    np.dtype(np.int32): (TensorProto.INT32, "i32", "int32"),
+    np.dtype(np.int64): (TensorProto.INT64, "i64", "int64"),
+    np.dtype(np.bool_): (TensorProto.BOOL, "i1", "bool"),
+}
+MLIR_TO_NP = {v[1]: k for k, v in TYPES.items()}
+ORT_TO_NP = {v[2]: k for k, v in TYPES.items()}
+ONNX_TO_NP = {v[0]: k for k, v in TYPES.items()}
+BITS = {np.dtype(np.float32): np.uint32, np.dtype(np.float16): np.uint16,
+        np.dtype(np.float64): np.uint64}
+
+EXACT, ULP, SUM = "exact", "ulp", "sum"
+
+
+class Case:
+    def __init__(self, op, label, inputs, attrs=None, out=None, tol=EXACT, bound=None):
+        self.op = op
+        self.label = label
+        # numpy arrays (numpy scalars become 0-d arrays), None for an absent optional input
+        self.inputs = [np.asarray(x) if isinstance(x, np.generic) else x for x in inputs]
+        self.attrs = attrs or {}
+        self.out = np.dtype(out) if out is not None else None  # result element type
+        self.tol = tol
+        self.bound = bound  # SUM: n * 2**-23 * S, broadcast to the output
+        self.id = None
+        for x in self.inputs:
+            assert x is None or (isinstance(x, np.ndarray) and x.dtype in TYPES), (op, label, x)
+
+    def out_dtype(self):
+        if self.out is not None:
+            return self.out
+        first = next(x for x in self.inputs if x is not None)
+        return first.dtype
+
+
+# ----------------------------------------------------------------------------- random inputs
+
+
+def shape(rng, rank, lo=1, hi=4):
+    return tuple(int(d) for d in rng.integers(lo, hi + 1, size=rank))
+
+
+def f32(rng, shp, scale=3.0):
+    return np.asarray(rng.standard_normal(shp) * scale, np.float64).astype(np.float32)
+
+
+def ints(rng, shp, lo=-20, hi=20, dtype=np.int64):
+    return np.asarray(rng.integers(lo, hi + 1, size=shp)).astype(dtype)
+
+
+def bools(rng, shp):
+    return np.asarray(rng.integers(0, 2, size=shp)).astype(np.bool_)
+
+
+def broadcast_pair(rng, max_rank=4):
+    """Two shapes that broadcast: the second drops leading dimensions, both set some to 1."""
+    out = shape(rng, int(rng.integers(0, max_rank + 1)))
+    a, b = list(out), list(out)
+    b = b[int(rng.integers(0, len(b) + 1)):]
+    for s in (a, b):
+        for d in range(len(s)):
+            if rng.random() < 0.3:
+                s[d] = 1
+    if rng.random() < 0.5:
+        a, b = b, a
+    return tuple(a), tuple(b)
+
+
+def random_values(rng, dtype, shp):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return bools(rng, shp)
+    if dtype.kind == "i":
+        return ints(rng, shp, dtype=dtype)
+    return f32(rng, shp).astype(dtype)
+
+
+# ----------------------------------------------------------------------------- cases per op
+
+UNARY_FLOAT = ["Abs", "Ceil", "Cos", "Erf", "Exp", "Floor", "Log", "Neg", "Reciprocal", "Relu",
+               "Sigmoid", "Sin", "Sqrt", "Tanh"]
+TRANSCENDENTAL = {"Cos", "Sin", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Pow"}
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 3.0e38, -3.0e38, 0.5, -0.5,
+                    1.5, -2.5, 88.0, -88.0, 100.0, -100.0, 1e-8], dtype=np.float32)
+
+
+def gen_unary(op, rng, n):
+    cases = []
+    tol = ULP if op in TRANSCENDENTAL else EXACT
+    for k in range(n):
+        shp = shape(rng, int(rng.integers(0, 4)))
+        if op in ("Log", "Sqrt"):
+            x = np.abs(f32(rng, shp, 10.0)) + np.float32(1e-3)
+        elif op == "Exp":
+            x = rng.uniform(-30, 30, size=shp).astype(np.float32)
+        elif op in ("Sin", "Cos"):
+            x = rng.uniform(-100, 100, size=shp).astype(np.float32)
+        else:
+            x = f32(rng, shp)
+        cases.append(Case(op, f"random f32 {shp}", [x], tol=tol))
+    cases.append(Case(op, "special values", [SPECIAL.copy()], tol=tol))
+    if op in ("Sin", "Cos"):
+        big = rng.uniform(-1e4, 1e4, size=8).astype(np.float32)
+        cases.append(Case(op, "large arguments", [big], tol=tol))
+    if op in ("Abs", "Neg"):
+        for dt in (np.int64, np.int32):
+            info = np.iinfo(dt)
+            x = np.concatenate([ints(rng, 6, dtype=dt), np.array([0, info.max, info.min + 1], dt)])
+            cases.append(Case(op, f"{np.dtype(dt).name}", [x]))
+        cases.append(Case(op, "int64 min (wraps)", [np.array([I64_MIN, -1], np.int64)]))
+    if op == "Relu":
+        cases.append(Case(op, "int32", [ints(rng, (2, 3), dtype=np.int32)]))
+    return cases
+
+
+def gen_not(rng, n):
+    cases = [Case("Not", f"random {s}", [bools(rng, s)])
+             for s in (shape(rng, int(rng.integers(0, 4))) for _ in range(n))]
+    cases.append(Case("Not", "empty", [np.zeros((2, 0), np.bool_)]))
+    return cases
+
+
+ARITH = ["Add", "Sub", "Mul", "Div"]
+
+
+def gen_arith(op, rng, n):
+    cases = []
+    for k in range(n):
+        sa, sb = broadcast_pair(rng)
+        dt = [np.float32, np.int64, np.int32][k % 3]
+        a, b = random_values(rng, dt, sa), random_values(rng, dt, sb)
+        if op == "Div" and np.dtype(dt).kind == "i":
+            b = np.where(b == 0, 7, b).astype(dt)
+        cases.append(Case(op, f"random {np.dtype(dt).name} {sa} {sb}", [a, b]))
+    x = SPECIAL.copy()
+    cases.append(Case(op, "special values", [x, np.roll(x, 3)]))
+    cases.append(Case(op, "with zeros", [np.array([1, -1, 0, -0.0, np.inf, 2.5], np.float32),
+                                         np.array([0, 0, 0, 0, 0, -0.0], np.float32)]))
+    if op == "Div":
+        cases.append(Case(op, "int64 truncation", [np.array([7, -7, 7, -7, 1, -1], np.int64),
+                                                   np.array([2, 2, -2, -2, 3, 3], np.int64)]))
+    if op == "Mul":
+        cases.append(Case(op, "by ones (a no-op)", [f32(rng, (2, 3)), np.ones((1, 1), np.float32)]))
+    cases.append(Case(op, "empty broadcast", [np.zeros((0, 3), np.float32), f32(rng, (1, 3))]))
+    big = np.array([2**53 + 1, 2**60 + 3, -(2**62) + 5], np.int64)
+    cases.append(Case(op, "int64 past 2**53", [big, np.array([1, 2, 3], np.int64)]))
+    if op in ("Add", "Sub", "Mul"):
+        m = np.iinfo(np.int32)
+        cases.append(Case(op, "int32 wrap-around", [np.array([m.max, m.min, 65536], np.int32),
+                                                    np.array([2, -3, 65536], np.int32)]))
+    return cases
+
+
+def gen_pow(rng, n):
+    cases = []
+    for k in range(n):
+        sa, sb = broadcast_pair(rng, 3)
+        a = (np.abs(f32(rng, sa, 2.0)) + 0.1).astype(np.float32)
+        b = f32(rng, sb, 2.0)
+        cases.append(Case("Pow", f"random f32 {sa} {sb}", [a, b], tol=ULP))
+    cases.append(Case("Pow", "negative base, integer exponents",
+                      [f32(rng, (6,)), np.array([0, 1, 2, 3, -1, -2], np.float32)], tol=ULP))
+    cases.append(Case("Pow", "special values",
+                      [np.array([0, 0, -8, 1, np.inf, np.nan, 2, -0.0], np.float32),
+                       np.array([0, -1, 1 / 3, np.nan, 0.5, 0, 130, -1], np.float32)], tol=ULP))
+    cases.append(Case("Pow", "int64 ^ int64", [ints(rng, (2, 4), -5, 5),
+                                               ints(rng, (4,), 0, 5)]))
+    cases.append(Case("Pow", "int64 ^ negative int64", [np.array([2, -2, 1, -1, 3], np.int64),
+                                                        np.array([-1, -1, -3, -3, -2], np.int64)]))
+    cases.append(Case("Pow", "f32 ^ int64", [f32(rng, (3, 2)), ints(rng, (2,), 0, 4)], tol=ULP))
+    cases.append(Case("Pow", "int64 ^ f32", [ints(rng, (4,), 1, 9),
+                                             np.array([0.5, 1.5, 2.0, 0.25], np.float32)]))
+    cases.append(Case("Pow", "int32 ^ int32", [ints(rng, (5,), -4, 4, np.int32),
+                                               ints(rng, (5,), 0, 6, np.int32)]))
+    cases.append(Case("Pow", "int64 large", [np.array([3, 2**31 + 1], np.int64),
+                                             np.array([39, 2], np.int64)]))
+    return cases
+
+
+def gen_minmax(op, rng, n):
+    cases = []
+    for k in range(n):
+        sa, sb = broadcast_pair(rng)
+        dt = [np.float32, np.int64, np.int32][k % 3]
+        cases.append(Case(op, f"random {np.dtype(dt).name} {sa} {sb}",
+                          [random_values(rng, dt, sa), random_values(rng, dt, sb)]))
+    cases.append(Case(op, "NaN in either operand",
+                      [np.array([np.nan, 1, np.nan, -0.0, 0], np.float32),
+                       np.array([1, np.nan, np.nan, 0, -0.0], np.float32)]))
+    cases.append(Case(op, "three inputs", [f32(rng, (2, 3)), f32(rng, (3,)), f32(rng, (2, 1))]))
+    cases.append(Case(op, "one input", [f32(rng, (2, 3))]))
+    return cases
+
+
+def gen_mod(rng, n):
+    cases = []
+    for k in range(n):
+        sa, sb = broadcast_pair(rng, 3)
+        a = ints(rng, sa, -30, 30)
+        b = ints(rng, sb, -9, 9)
+        b = np.where(b == 0, 5, b).astype(np.int64)
+        cases.append(Case("Mod", f"random int64 fmod=0 {sa} {sb}", [a, b], {"fmod": 0}))
+    signs = [np.array([7, -7, 7, -7, 6, -6], np.int64), np.array([3, 3, -3, -3, 3, -3], np.int64)]
+    cases.append(Case("Mod", "int64 signs fmod=0", signs, {"fmod": 0}))
+    cases.append(Case("Mod", "int64 signs fmod=1", signs, {"fmod": 1}))
+    cases.append(Case("Mod", "int32 signs fmod=0", [s.astype(np.int32) for s in signs],
+                      {"fmod": 0}))
+    cases.append(Case("Mod", "float fmod=1",
+                      [np.array([7.5, -7.5, 7.5, -7.5, 1e10, 3, np.inf, 1], np.float32),
+                       np.array([2, 2, -2, -2, 3.3, np.inf, 2, 0], np.float32)], {"fmod": 1}))
+    cases.append(Case("Mod", "random float fmod=1", [f32(rng, (3, 4), 10), f32(rng, (4,), 3)],
+                      {"fmod": 1}))
+    return cases
+
+
+COMPARE = ["Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"]
+
+
+def gen_compare(op, rng, n):
+    cases = []
+    for k in range(n):
+        sa, sb = broadcast_pair(rng)
+        dt = [np.float32, np.int64, np.int32][k % 3]
+        if dt == np.float32:  # few distinct values, so that some are equal
+            a = np.asarray(ints(rng, sa, -2, 2) / 2, np.float32)
+            b = np.asarray(ints(rng, sb, -2, 2) / 2, np.float32)
+        else:
+            a, b = ints(rng, sa, -2, 2, dt), ints(rng, sb, -2, 2, dt)
+        cases.append(Case(op, f"random {np.dtype(dt).name} {sa} {sb}", [a, b], out=np.bool_))
+    cases.append(Case(op, "NaN, infinities, signed zeros",
+                      [np.array([np.nan, np.nan, 1, np.inf, -0.0, -np.inf], np.float32),
+                       np.array([np.nan, 1, np.nan, np.inf, 0.0, np.inf], np.float32)],
+                      out=np.bool_))
+    cases.append(Case(op, "int64 past 2**53", [np.array([2**53, 2**53 + 1, -(2**60)], np.int64),
+                                                np.array([2**53 + 1, 2**53, -(2**60) - 1],
+                                                         np.int64)], out=np.bool_))
+    if op == "Equal":
+        cases.append(Case(op, "bool", [bools(rng, (3, 4)), bools(rng, (4,))], out=np.bool_))
+    return cases
+
+
+def gen_logic(op, rng, n):
+    cases = []
+    for k in range(n):
+        sa, sb = broadcast_pair(rng)
+        cases.append(Case(op, f"random {sa} {sb}", [bools(rng, sa), bools(rng, sb)]))
+    return cases
+
+
+CAST = {"f32": (1, np.float32), "i32": (6, np.int32), "i64": (7, np.int64), "bool": (9, np.bool_),
+        "f16": (10, np.float16), "f64": (11, np.float64)}
+
+
+def gen_cast(rng, n):
+    cases = []
+
+    def cast(label, x, to):
+        code, dt = CAST[to]
+        cases.append(Case("Cast", label, [x], {"to": code}, out=dt))
+
+    frac = np.array([0.0, 0.25, -0.25, 0.5, -0.75, 1.0, -1.5, 2.9, -2.9, 1e-30], np.float32)
+    cast("f32 -> i64 (truncation)", frac, "i64")
+    cast("f32 -> i32", frac, "i32")
+    cast("f32 -> bool (fractions)", frac, "bool")
+    cast("f32 -> bool (NaN, inf)", np.array([np.nan, np.inf, -np.inf, -0.0], np.float32), "bool")
+    cast("f32 -> f16", np.concatenate([f32(rng, 6), np.array(
+        [65504, 65520, 1e5, 6e-8, 1e-9, np.nan, -np.inf, 1 + 2**-11, 1 + 3 * 2**-11],
+        np.float32)]), "f16")
+    cast("f32 -> f64", np.concatenate([f32(rng, 4), SPECIAL]), "f64")
+    cast("f32 -> f32 (a no-op)", f32(rng, (2, 2)), "f32")
+    cast("f16 -> f32", f32(rng, 5).astype(np.float16), "f32")
+    cast("f64 -> f32", np.array([0.1, 1 + 2.0**-24, 1 + 3 * 2.0**-25, 1e39, -1e-46, np.nan],
+                                np.float64), "f32")
+    cast("i64 -> f32", ints(rng, (2, 3), -1000, 1000), "f32")
+    cast("i64 -> f32 (rounding past 2**24)",
+         np.array([2**24 + 1, 2**24 + 3, 2**60 + 2**36 + 1, -(2**60) - 2**36 - 1,
+                   2**53 + 1, 2**63 - 1, -(2**63)], np.int64), "f32")
+    cast("i64 -> f64 (past 2**53)", np.array([2**53 + 1, 2**63 - 1, -(2**62) - 1], np.int64),
+         "f64")
+    cast("i64 -> i32 (wraps)", np.array([2**31, -(2**31) - 1, 2**40 + 5, -1, 7], np.int64), "i32")
+    cast("i64 -> bool", np.array([0, 1, -1, 2**40, 2], np.int64), "bool")
+    cast("i32 -> i64", ints(rng, (3,), -100, 100, np.int32), "i64")
+    cast("bool -> f32", bools(rng, (2, 3)), "f32")
+    cast("bool -> i64", bools(rng, (4,)), "i64")
+    cast("i64 -> f16", np.array([1, 2049, 70000, -3], np.int64), "f16")
+    for k in range(n):
+        shp = shape(rng, int(rng.integers(0, 4)))
+        src, to = [("f32", "i64"), ("i64", "f32"), ("i32", "f32"), ("f32", "i32")][k % 4]
+        x = f32(rng, shp, 50) if src == "f32" else ints(rng, shp, -1000, 1000, CAST[src][1])
+        cast(f"random {src} -> {to} {shp}", x, to)
+    return cases
+
+
+def gen_concat(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 4))
+        base = shape(rng, rank)
+        axis = int(rng.integers(-rank, rank))
+        dt = [np.float32, np.int64][k % 2]
+        xs = []
+        for _ in range(int(rng.integers(2, 4))):
+            s = list(base)
+            s[axis] = int(rng.integers(1, 4))
+            xs.append(random_values(rng, dt, tuple(s)))
+        cases.append(Case("Concat", f"random {np.dtype(dt).name} axis={axis} "
+                          f"{[x.shape for x in xs]}", xs, {"axis": axis}))
+    cases.append(Case("Concat", "shape vectors", [np.array([1, 4], np.int64),
+                                                  np.array([16], np.int64),
+                                                  np.array([-1, 0], np.int64)], {"axis": 0}))
+    cases.append(Case("Concat", "an empty operand", [f32(rng, (2, 3)), np.zeros((2, 0), np.float32),
+                                                     f32(rng, (2, 1))], {"axis": -1}))
+    cases.append(Case("Concat", "one operand (a no-op)", [f32(rng, (2, 3))], {"axis": 1}))
+    cases.append(Case("Concat", "bool", [bools(rng, (2, 2)), bools(rng, (1, 2))], {"axis": 0}))
+    cases.append(Case("Concat", "axis out of range (invalid)", [f32(rng, (2,)), f32(rng, (2,))],
+                      {"axis": 1}))
+    cases.append(Case("Concat", "rank mismatch (invalid)", [f32(rng, (2, 3)), f32(rng, (3,))],
+                      {"axis": 0}))
+    return cases
+
+
+def gen_constant_of_shape(rng, n):
+    cases = []
+
+    def cos(label, shp, value=None):
+        attrs = {} if value is None else {"value": value}
+        out = np.float32 if value is None else value.dtype
+        cases.append(Case("ConstantOfShape", label, [np.array(shp, np.int64)], attrs, out=out))
+
+    for k in range(n):
+        shp = list(shape(rng, int(rng.integers(1, 4))))
+        kind = k % 4
+        if kind == 0:
+            cos(f"random {shp} default", shp)
+        elif kind == 1:
+            cos(f"random {shp} int64", shp, np.array([int(rng.integers(-9, 9))], np.int64))
+        elif kind == 2:
+            cos(f"random {shp} f32", shp, f32(rng, (1,)))
+        else:
+            cos(f"random {shp} bool", shp, np.array([True]))
+    cos("scalar (empty shape)", np.zeros(0, np.int64), np.array([7], np.int64))
+    cos("a zero dimension", [2, 0, 3], np.array([1.5], np.float32))
+    cos("int32 value", [3], np.array([-4], np.int32))
+    cos("NaN value", [2], np.array([np.nan], np.float32))
+    cos("negative dimension (invalid)", [2, -1])
+    return cases
+
+
+def gen_cumsum(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 1, 5)
+        axis = int(rng.integers(-rank, rank))
+        dt = [np.float32, np.int64, np.int32][k % 3]
+        x = random_values(rng, dt, shp)
+        attrs = {"exclusive": int(rng.integers(0, 2)), "reverse": int(rng.integers(0, 2))}
+        adt = np.int64 if rng.random() < 0.7 else np.int32
+        cases.append(cumsum_case(f"random {np.dtype(dt).name} {shp} axis={axis} {attrs} "
+                                 f"axis as {np.dtype(adt).name}", x, np.array(axis, adt), attrs))
+    cases.append(cumsum_case("int64 past 2**53", np.array([2**60, 3, 5, -(2**60), 1], np.int64),
+                             np.array(0, np.int64), {}))
+    cases.append(cumsum_case("float cancellation", np.array([1e8, 1, -1e8, 1], np.float32),
+                             np.array(0, np.int64), {}))
+    cases.append(cumsum_case("axis as a 1-element vector", ints(rng, (2, 3)),
+                             np.array([1], np.int64), {}))
+    cases.append(Case("CumSum", "axis out of range (invalid)", [f32(rng, (2, 3)),
+                                                               np.array(2, np.int64)]))
+    cases.append(cumsum_case("empty axis", np.zeros((2, 0), np.float32), np.array(1, np.int64), {}))
+    return cases
+
+
+def cumsum_case(label, x, axis, attrs):
+    bound = None
+    if x.dtype.kind == "f":
+        a = int(axis.reshape(-1)[0])
+        mag = np.abs(x.astype(np.float64))
+        if attrs.get("reverse"):
+            mag = np.flip(mag, a)
+        s = np.cumsum(mag, axis=a)
+        if attrs.get("reverse"):
+            s = np.flip(s, a)
+        bound = x.shape[a] * 2.0**-23 * s
+    return Case("CumSum", label, [x, axis], attrs, tol=SUM if bound is not None else EXACT,
+                bound=bound)
+
+
+def gen_expand(rng, n):
+    cases = []
+    for k in range(n):
+        sa, sb = broadcast_pair(rng, 4)
+        dt = [np.float32, np.int64, np.bool_][k % 3]
+        cases.append(Case("Expand", f"random {np.dtype(dt).name} {sa} to {sb}",
+                          [random_values(rng, dt, sa), np.array(sb, np.int64)]))
+    cases.append(Case("Expand", "to a smaller rank, with ones", [f32(rng, (2, 3)),
+                                                                 np.array([1, 1], np.int64)]))
+    cases.append(Case("Expand", "a zero dimension", [f32(rng, (3, 1)), np.array([3, 0], np.int64)]))
+    cases.append(Case("Expand", "scalar", [np.array(5, np.int64), np.array([2, 2], np.int64)]))
+    cases.append(Case("Expand", "incompatible (invalid)", [f32(rng, (3,)),
+                                                           np.array([2, 4], np.int64)]))
+    return cases
+
+
+def gen_gather(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 1, 5)
+        axis = int(rng.integers(-rank, rank))
+        dim = shp[axis]
+        ishape = shape(rng, int(rng.integers(0, 3)), 1, 3)
+        idt = [np.int64, np.int32][k % 2]
+        idx = rng.integers(-dim, dim, size=ishape).astype(idt)
+        dt = [np.float32, np.int64, np.float32, np.bool_][k % 4]
+        cases.append(Case("Gather", f"random {np.dtype(dt).name} {shp} axis={axis} "
+                          f"indices {np.dtype(idt).name} {ishape}",
+                          [random_values(rng, dt, shp), idx], {"axis": axis}))
+    cases.append(Case("Gather", "negative scalar index", [ints(rng, (4,)), np.array(-1, np.int64)],
+                      {"axis": 0}))
+    cases.append(Case("Gather", "no axis attribute", [f32(rng, (3, 2)),
+                                                      np.array([[2, -3]], np.int64)]))
+    cases.append(Case("Gather", "empty indices", [f32(rng, (3, 2)), np.zeros((0,), np.int64)],
+                      {"axis": 1}))
+    cases.append(Case("Gather", "axis out of range (invalid)", [f32(rng, (3, 2)),
+                                                                np.array([0], np.int64)],
+                      {"axis": 2}))
+    cases.append(Case("Gather", "index out of range (invalid)", [f32(rng, (3,)),
+                                                                 np.array([3], np.int64)]))
+    cases.append(Case("Gather", "index below -n (invalid)", [f32(rng, (3,)),
+                                                             np.array([-4], np.int64)]))
+    return cases
+
+
+def gen_identity(rng, n):
+    return [Case("Identity", f"random {np.dtype(dt).name}", [random_values(rng, dt, (2, 3))])
+            for dt in (np.float32, np.int64, np.bool_)]
+
+
+def matmul_case(label, a, b):
+    if a.dtype.kind != "f":
+        return Case("MatMul", label, [a, b])
+    k = a.shape[-1]
+    try:
+        s = np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    except ValueError:
+        return Case("MatMul", label, [a, b])
+    return Case("MatMul", label, [a, b], tol=SUM, bound=max(k, 1) * 2.0**-23 * s)
+
+
+def gen_matmul(rng, n):
+    cases = []
+    for j in range(n):
+        m, k, nn = shape(rng, 3, 1, 5)
+        batch_a, batch_b = broadcast_pair(rng, 2)
+        dt = [np.float32, np.float32, np.int64, np.int32][j % 4]
+        a = random_values(rng, dt, batch_a + (m, k))
+        b = random_values(rng, dt, batch_b + (k, nn))
+        cases.append(matmul_case(f"random {np.dtype(dt).name} {a.shape} @ {b.shape}", a, b))
+    cases.append(matmul_case("1-D @ 2-D", f32(rng, (3,)), f32(rng, (3, 2))))
+    cases.append(matmul_case("2-D @ 1-D", f32(rng, (2, 3)), f32(rng, (3,))))
+    cases.append(matmul_case("1-D @ 1-D", f32(rng, (4,)), f32(rng, (4,))))
+    cases.append(matmul_case("1-D @ 3-D", f32(rng, (3,)), f32(rng, (2, 3, 2))))
+    cases.append(matmul_case("3-D @ 1-D", f32(rng, (2, 2, 3)), f32(rng, (3,))))
+    cases.append(matmul_case("k = 0", np.zeros((2, 0), np.float32), np.zeros((0, 3), np.float32)))
+    cases.append(matmul_case("m = 0", np.zeros((0, 2), np.float32), f32(rng, (2, 3))))
+    cases.append(matmul_case("int64 past 2**53", np.array([[2**60, 1]], np.int64),
+                             np.array([[1], [1]], np.int64)))
+    cases.append(matmul_case("inner mismatch (invalid)", f32(rng, (2, 3)), f32(rng, (2, 3))))
+    return cases
+
+
+def range_case(label, start, limit, delta):
+    dt = np.dtype(type(start)) if not isinstance(start, np.ndarray) else start.dtype
+    s, l, d = (np.array(v, dt) for v in (start, limit, delta))
+    bound = None
+    if dt.kind == "f" and d != 0:
+        count = max(int(math.ceil((float(l) - float(s)) / float(d))), 0)
+        k = np.arange(count, dtype=np.float64)
+        bound = k * 2.0**-23 * (abs(float(s)) + k * abs(float(d)))
+    return Case("Range", label, [s, l, d], tol=SUM if bound is not None else EXACT, bound=bound)
+
+
+def gen_range(rng, n):
+    cases = []
+    for k in range(n):
+        kind = k % 3
+        if kind == 0:
+            s, l = (int(v) for v in rng.integers(-20, 20, size=2))
+            d = int(rng.choice([-3, -2, -1, 1, 2, 3]))
+            cases.append(range_case(f"random int64 {s} {l} {d}", np.int64(s), np.int64(l),
+                                    np.int64(d)))
+        elif kind == 1:
+            s, l = (int(v) for v in rng.integers(-20, 20, size=2))
+            d = int(rng.choice([-4, -1, 1, 5]))
+            cases.append(range_case(f"random int32 {s} {l} {d}", np.int32(s), np.int32(l),
+                                    np.int32(d)))
+        else:
+            s, l = (np.float32(v) for v in rng.uniform(-10, 10, size=2))
+            d = np.float32(rng.uniform(0.1, 2.0) * (1 if l >= s else -1))
+            cases.append(range_case(f"random f32 {s} {l} {d}", s, l, d))
+    cases.append(range_case("empty (limit below start)", np.int64(5), np.int64(2), np.int64(1)))
+    cases.append(range_case("f32 0.1 steps", np.float32(0), np.float32(1), np.float32(0.1)))
+    cases.append(range_case("f32 count: limit - start rounds in float32", np.float32(-1e-8),
+                            np.float32(1), np.float32(0.25)))
+    cases.append(range_case("int64 past 2**53", np.int64(2**60 + 1), np.int64(2**60 + 1025),
+                            np.int64(256)))
+    cases.append(Case("Range", "1-element vectors", [np.array([0], np.int64),
+                                                     np.array([3], np.int64),
+                                                     np.array([1], np.int64)]))
+    cases.append(range_case("delta 0 (invalid)", np.int64(0), np.int64(3), np.int64(0)))
+    return cases
+
+
+def gen_reshape(rng, n):
+    cases = []
+    for k in range(n):
+        shp = shape(rng, int(rng.integers(1, 4)))
+        total = int(np.prod(shp))
+        # a random factorization of total, then a -1 or a 0 (copy) somewhere
+        dims, rest = [], total
+        for p in (2, 3, 2, 5):
+            if rest % p == 0 and rng.random() < 0.5:
+                dims.append(p)
+                rest //= p
+        dims.append(rest)
+        rng.shuffle(dims)
+        if rng.random() < 0.5:
+            dims[int(rng.integers(0, len(dims)))] = -1
+        target = list(dims)
+        if rng.random() < 0.4 and len(shp) <= len(target) and target[0] != -1:
+            target = list(shp[:1]) + [-1]
+            target[0] = 0
+        dt = [np.float32, np.int64][k % 2]
+        cases.append(Case("Reshape", f"random {np.dtype(dt).name} {shp} -> {target}",
+                          [random_values(rng, dt, shp), np.array(target, np.int64)]))
+    cases.append(Case("Reshape", "0 copies, -1 infers", [f32(rng, (2, 3, 4)),
+                                                         np.array([0, -1, 2], np.int64)]))
+    cases.append(Case("Reshape", "to a scalar", [np.array([7], np.int64), np.zeros(0, np.int64)]))
+    cases.append(Case("Reshape", "allowzero=1 with a zero", [np.zeros((2, 0), np.float32),
+                                                             np.array([0, 5], np.int64)],
+                      {"allowzero": 1}))
+    cases.append(Case("Reshape", "empty tensor, -1", [np.zeros((2, 0, 3), np.float32),
+                                                      np.array([3, -1], np.int64)]))
+    cases.append(Case("Reshape", "0 past the input's rank (invalid)",
+                      [f32(rng, (6,)), np.array([2, 0], np.int64)]))
+    cases.append(Case("Reshape", "size mismatch (invalid)", [f32(rng, (2, 3)),
+                                                             np.array([4, 2], np.int64)]))
+    cases.append(Case("Reshape", "a dimension below -1 (invalid)",
+                      [f32(rng, (2, 3)), np.array([-2, -1], np.int64)]))
+    cases.append(Case("Reshape", "two -1 (invalid)", [f32(rng, (2, 3)),
+                                                      np.array([-1, -1], np.int64)]))
+    return cases
+
+
+def gen_scatter_nd(rng, n):
+    cases = []
+    for j in range(n):
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 2, 4)
+        k = int(rng.integers(1, rank + 1))
+        batch = shape(rng, int(rng.integers(1, 3)), 1, 2)
+        count = int(np.prod(batch))
+        # distinct index tuples, some of them written negative
+        flat = rng.choice(int(np.prod(shp[:k])), size=min(count, int(np.prod(shp[:k]))),
+                          replace=False)
+        if len(flat) < count:
+            batch, count = (len(flat),), len(flat)
+        idx = np.stack(np.unravel_index(flat, shp[:k]), axis=-1).reshape(batch + (k,))
+        neg = rng.random(idx.shape) < 0.3
+        idx = np.where(neg, idx - np.array(shp[:k]), idx).astype(np.int64)
+        dt = [np.float32, np.int64][j % 2]
+        data = random_values(rng, dt, shp)
+        upd = random_values(rng, dt, batch + shp[k:])
+        cases.append(Case("ScatterND", f"random {np.dtype(dt).name} data {shp} indices "
+                          f"{idx.shape}", [data, idx, upd]))
+    cases.append(Case("ScatterND", "rows of a mask", [np.zeros((3, 4), np.float32),
+                                                      np.array([[2], [0]], np.int64),
+                                                      np.full((2, 4), -np.inf, np.float32)]))
+    cases.append(Case("ScatterND", "reduction add", [f32(rng, (4,)), np.array([[1], [3]], np.int64),
+                                                     f32(rng, (2,))], {"reduction": "add"}))
+    cases.append(Case("ScatterND", "index out of range (invalid)",
+                      [f32(rng, (3,)), np.array([[3]], np.int64), f32(rng, (1,))]))
+    return cases
+
+
+def gen_shape(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(0, 5))
+        shp = shape(rng, rank)
+        attrs = {}
+        if k % 2:
+            attrs["start"] = int(rng.integers(-rank - 2, rank + 2))
+            if rng.random() < 0.6:
+                attrs["end"] = int(rng.integers(-rank - 2, rank + 2))
+        cases.append(Case("Shape", f"random {shp} {attrs}", [f32(rng, shp)], attrs,
+                          out=np.int64))
+    cases.append(Case("Shape", "a zero dimension", [np.zeros((2, 0, 3), np.int64)], out=np.int64))
+    cases.append(Case("Shape", "scalar", [np.array(1.0, np.float32)], out=np.int64))
+    return cases
+
+
+def gen_size(rng, n):
+    cases = [Case("Size", f"random {s}", [f32(rng, s)], out=np.int64)
+             for s in (shape(rng, int(rng.integers(0, 4))) for _ in range(n))]
+    cases.append(Case("Size", "empty", [np.zeros((3, 0), np.bool_)], out=np.int64))
+    cases.append(Case("Size", "scalar", [np.array(3, np.int64)], out=np.int64))
+    return cases
+
+
+def slice_case(label, x, starts, ends, axes=None, steps=None, idt=np.int64):
+    inputs = [x, np.array(starts, idt), np.array(ends, idt),
+              None if axes is None else np.array(axes, idt),
+              None if steps is None else np.array(steps, idt)]
+    while inputs[-1] is None:
+        inputs.pop()
+    return Case("Slice", label, inputs)
+
+
+def gen_slice(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 1, 6)
+        naxes = int(rng.integers(1, rank + 1))
+        axes = [int(a) for a in rng.permutation(rank)[:naxes]]
+        axes = [a - rank if rng.random() < 0.4 else a for a in axes]
+        starts, ends, steps = [], [], []
+        for a in axes:
+            dim = shp[a]
+            step = int(rng.choice([1, 1, 2, 3, -1, -2]))
+            s = int(rng.integers(-dim - 2, dim + 3))
+            e = int(rng.integers(-dim - 2, dim + 3))
+            if rng.random() < 0.2:
+                e = I64_MAX if step > 0 else I64_MIN
+            starts.append(s)
+            ends.append(e)
+            steps.append(step)
+        dt = [np.float32, np.int64, np.bool_][k % 3]
+        x = random_values(rng, dt, shp)
+        mode = k % 4
+        if mode == 0 and axes == list(range(naxes)) and all(s == 1 for s in steps):
+            cases.append(slice_case(f"random {shp} starts={starts} ends={ends}", x, starts, ends))
+        elif mode == 1 and all(s == 1 for s in steps):
+            cases.append(slice_case(f"random {shp} starts={starts} ends={ends} axes={axes}", x,
+                                    starts, ends, axes))
+        else:
+            idt = np.int32 if mode == 3 and all(abs(v) < 2**31 for v in starts + ends) \
+                else np.int64
+            cases.append(slice_case(f"random {shp} starts={starts} ends={ends} axes={axes} "
+                                    f"steps={steps} {np.dtype(idt).name}", x, starts, ends, axes,
+                                    steps, idt))
+    v = np.arange(10, dtype=np.int64)
+    cases.append(slice_case("past the end", v, [3], [100]))
+    cases.append(slice_case("start past the end (empty)", v, [12], [20]))
+    cases.append(slice_case("to INT64_MAX", v, [-3], [I64_MAX]))
+    cases.append(slice_case("reverse all", v, [-1], [I64_MIN], [0], [-1]))
+    cases.append(slice_case("reverse by 3 from past the end", v, [100], [-100], [0], [-3]))
+    cases.append(slice_case("negative step, start below -n (empty)", v, [-20], [0], [0], [-1]))
+    cases.append(slice_case("negative step, end -1 + n", v, [8], [-1], [0], [-2]))
+    cases.append(slice_case("steps without axes", f32(rng, (3, 4)), [0, 3], [3, 0],
+                            None, [2, -1]))
+    cases.append(slice_case("negative axes", f32(rng, (2, 3, 4)), [1, -2], [3, I64_MAX], [-1, -2]))
+    cases.append(slice_case("a zero dimension, step 1", np.zeros((3, 0), np.float32), [0], [5],
+                            [1]))
+    cases.append(slice_case("a zero dimension, negative step", np.zeros((3, 0), np.float32), [0],
+                            [-5], [1], [-1]))
+    cases.append(slice_case("a zero dimension, negative step from -1", np.zeros((3, 0), np.float32),
+                            [-1], [I64_MIN], [1], [-1]))
+    cases.append(slice_case("INT64_MIN start, negative step", v, [I64_MIN], [I64_MIN], [0], [-1]))
+    cases.append(slice_case("step 0 (invalid)", v, [0], [5], [0], [0]))
+    cases.append(slice_case("axis out of range (invalid)", f32(rng, (2, 3)), [0], [1], [5]))
+    cases.append(slice_case("repeated axis (invalid)", f32(rng, (4, 4)), [0, 1], [2, 3], [0, 0]))
+    return cases
+
+
+def gen_squeeze(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 5))
+        shp = [int(d) if rng.random() < 0.5 else 1 for d in shape(rng, rank, 2, 3)]
+        ones = [d for d in range(rank) if shp[d] == 1]
+        dt = [np.float32, np.int64][k % 2]
+        x = random_values(rng, dt, tuple(shp))
+        if k % 3 == 0 or not ones:
+            cases.append(Case("Squeeze", f"random {shp} no axes", [x]))
+        else:
+            axes = [d - rank if rng.random() < 0.5 else d
+                    for d in rng.permutation(ones)[:int(rng.integers(1, len(ones) + 1))]]
+            cases.append(Case("Squeeze", f"random {shp} axes={axes}",
+                              [x, np.array(axes, np.int64)]))
+    cases.append(Case("Squeeze", "empty axes tensor", [f32(rng, (1, 3, 1)),
+                                                       np.zeros((0,), np.int64)]))
+    cases.append(Case("Squeeze", "to a scalar", [f32(rng, (1, 1)), np.array([0, -1], np.int64)]))
+    cases.append(Case("Squeeze", "a dimension that is not 1 (invalid)",
+                      [f32(rng, (1, 3)), np.array([1], np.int64)]))
+    return cases
+
+
+def gen_tile(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 1, 3)
+        reps = [int(r) for r in rng.integers(0 if k % 4 == 3 else 1, 4, size=rank)]
+        dt = [np.float32, np.int64, np.bool_][k % 3]
+        cases.append(Case("Tile", f"random {np.dtype(dt).name} {shp} x {reps}",
+                          [random_values(rng, dt, shp), np.array(reps, np.int64)]))
+    cases.append(Case("Tile", "zero repeats", [f32(rng, (2, 2)), np.array([0, 3], np.int64)]))
+    cases.append(Case("Tile", "an empty input", [np.zeros((0, 2), np.int64),
+                                                 np.array([2, 2], np.int64)]))
+    cases.append(Case("Tile", "wrong number of repeats (invalid)",
+                      [f32(rng, (2, 2)), np.array([2], np.int64)]))
+    return cases
+
+
+def gen_transpose(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 5))
+        shp = shape(rng, rank)
+        dt = [np.float32, np.int64, np.bool_][k % 3]
+        x = random_values(rng, dt, shp)
+        if k % 4 == 0:
+            cases.append(Case("Transpose", f"random {np.dtype(dt).name} {shp} default perm", [x]))
+        else:
+            perm = [int(p) for p in rng.permutation(rank)]
+            cases.append(Case("Transpose", f"random {np.dtype(dt).name} {shp} perm={perm}", [x],
+                              {"perm": perm}))
+    cases.append(Case("Transpose", "scalar", [np.array(2.5, np.float32)]))
+    cases.append(Case("Transpose", "a zero dimension", [np.zeros((2, 0, 3), np.float32)],
+                      {"perm": [2, 0, 1]}))
+    return cases
+
+
+def gen_trilu(rng, n):
+    cases = []
+    for j in range(n):
+        rank = int(rng.integers(2, 5))
+        shp = shape(rng, rank, 1, 5)
+        dt = [np.float32, np.int64][j % 2]
+        x = random_values(rng, dt, shp)
+        upper = int(rng.integers(0, 2))
+        if j % 3 == 0:
+            cases.append(Case("Trilu", f"random {np.dtype(dt).name} {shp} upper={upper} no k",
+                              [x], {"upper": upper}))
+        else:
+            k = int(rng.integers(-6, 7))
+            cases.append(Case("Trilu", f"random {np.dtype(dt).name} {shp} upper={upper} k={k}",
+                              [x, np.array(k, np.int64)], {"upper": upper}))
+    mask = np.full((4, 4), np.finfo(np.float32).min, np.float32)
+    cases.append(Case("Trilu", "causal mask (triu from 1)", [mask, np.array(1, np.int64)]))
+    cases.append(Case("Trilu", "k far past the matrix", [f32(rng, (3, 4)),
+                                                         np.array(I64_MAX, np.int64)],
+                      {"upper": 0}))
+    cases.append(Case("Trilu", "k far below the matrix", [f32(rng, (3, 4)),
+                                                          np.array(I64_MIN + 1, np.int64)]))
+    cases.append(Case("Trilu", "a zero dimension", [np.zeros((2, 0, 3), np.float32)]))
+    cases.append(Case("Trilu", "bool", [bools(rng, (3, 3)), np.array(-1, np.int64)], {"upper": 0}))
+    cases.append(Case("Trilu", "NaN and inf outside the triangle",
+                      [np.array([[np.nan, np.inf], [np.nan, -np.inf]], np.float32)],
+                      {"upper": 1}))
+    return cases
+
+
+def gen_unsqueeze(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(0, 4))
+        shp = shape(rng, rank)
+        nax = int(rng.integers(1, 3))
+        out_rank = rank + nax
+        axes = [int(a) for a in rng.permutation(out_rank)[:nax]]
+        axes = [a - out_rank if rng.random() < 0.5 else a for a in axes]
+        dt = [np.float32, np.int64][k % 2]
+        cases.append(Case("Unsqueeze", f"random {shp} axes={axes}",
+                          [random_values(rng, dt, shp), np.array(axes, np.int64)]))
+    cases.append(Case("Unsqueeze", "scalar to [1]", [np.array(4, np.int64),
+                                                     np.array([0], np.int64)]))
+    cases.append(Case("Unsqueeze", "repeated axis (invalid)", [f32(rng, (3,)),
+                                                               np.array([0, 0], np.int64)]))
+    cases.append(Case("Unsqueeze", "axis out of range (invalid)", [f32(rng, (3,)),
+                                                                   np.array([3], np.int64)]))
+    return cases
+
+
+def gen_where(rng, n):
+    cases = []
+    for k in range(n):
+        sc, sa = broadcast_pair(rng, 3)
+        sb = sa[int(rng.integers(0, len(sa) + 1)):] if sa else sa
+        dt = [np.float32, np.int64, np.int32][k % 3]
+        cases.append(Case("Where", f"random {np.dtype(dt).name} {sc} {sa} {sb}",
+                          [bools(rng, sc), random_values(rng, dt, sa),
+                           random_values(rng, dt, sb)], out=dt))
+    cases.append(Case("Where", "mask fill", [bools(rng, (2, 1, 4)), np.array(0.0, np.float32),
+                                             np.array(-np.inf, np.float32)], out=np.float32))
+    cases.append(Case("Where", "mixed types (invalid)", [bools(rng, (3,)), f32(rng, (3,)),
+                                                         ints(rng, (3,))], out=np.float32))
+    return cases
+
+
+GENERATORS = {op: (lambda op: lambda rng, n: gen_unary(op, rng, n))(op) for op in UNARY_FLOAT}
+GENERATORS.update({op: (lambda op: lambda rng, n: gen_arith(op, rng, n))(op) for op in ARITH})
+GENERATORS.update({op: (lambda op: lambda rng, n: gen_compare(op, rng, n))(op) for op in COMPARE})
+GENERATORS.update({op: (lambda op: lambda rng, n: gen_minmax(op, rng, n))(op)
+                   for op in ("Max", "Min")})
+GENERATORS.update({op: (lambda op: lambda rng, n: gen_logic(op, rng, n))(op)
+                   for op in ("And", "Or")})
+GENERATORS.update({
+    "Not": gen_not, "Pow": gen_pow, "Mod": gen_mod, "Cast": gen_cast, "Concat": gen_concat,
+    "ConstantOfShape": gen_constant_of_shape, "CumSum": gen_cumsum, "Expand": gen_expand,
+    "Gather": gen_gather, "Identity": gen_identity, "MatMul": gen_matmul, "Range": gen_range,
+    "Reshape": gen_reshape, "ScatterND": gen_scatter_nd, "Shape": gen_shape, "Size": gen_size,
+    "Slice": gen_slice, "Squeeze": gen_squeeze, "Tile": gen_tile, "Transpose": gen_transpose,
+    "Trilu": gen_trilu, "Unsqueeze": gen_unsqueeze, "Where": gen_where,
+})
+
+# ----------------------------------------------------------------------------- ONNX side
+
+
+def onnx_model(case):
+    names, infos, feeds = [], [], []
+    for i, x in enumerate(case.inputs):
+        if x is None:
+            names.append("")
+            continue
+        name = f"in{i}"
+        names.append(name)
+        infos.append(helper.make_tensor_value_info(name, TYPES[x.dtype][0], list(x.shape)))
+        feeds.append({"name": name, "dtype": TYPES[x.dtype][2], "dims": list(x.shape),
+                      "data": base64.b64encode(np.ascontiguousarray(x).tobytes()).decode()})
+    attrs = {}
+    for k, v in case.attrs.items():
+        attrs[k] = numpy_helper.from_array(v, k) if isinstance(v, np.ndarray) else v
+    node = helper.make_node(case.op, names, ["out"], name=case.op, **attrs)
+    out = helper.make_tensor_value_info("out", TYPES[case.out_dtype()][0], None)
+    graph = helper.make_graph([node], case.id, infos, [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, feeds
+
+
+def run_ort(cases, work):
+    request = {"cases": []}
+    for c in cases:
+        model, feeds = onnx_model(c)
+        data = model.SerializeToString()
+        request["cases"].append({"id": c.id, "model": base64.b64encode(data).decode(),
+                                 "inputs": feeds})
+    req_path, res_path = os.path.join(work, "ort_in.json"), os.path.join(work, "ort_out.json")
+    with open(req_path, "w") as f:
+        json.dump(request, f)
+    node = shutil.which("node") or "node"
+    proc = subprocess.run([node, os.path.join(HERE, "run_op.mjs"), req_path, res_path],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"run_op.mjs failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    with open(res_path) as f:
+        raw = json.load(f)
+    results = {}
+    for cid, r in raw.items():
+        if not r["ok"]:
+            results[cid] = ("error", r["error"])
+            continue
+        o = r["outputs"][0]
+        dt = ORT_TO_NP[o["dtype"]]
+        arr = np.frombuffer(base64.b64decode(o["data"]), dtype=dt).reshape(o["dims"])
+        results[cid] = ("ok", arr)
+    return results
+
+
+# ----------------------------------------------------------------------------- MLIR side
+
+
+def mlir_type(shp, dtype):
+    return "tensor<" + "".join(f"{d}x" for d in shp) + TYPES[np.dtype(dtype)][1] + ">"
+
+
+def mlir_elem(v, dtype):
+    if dtype == np.bool_:
+        return "true" if v else "false"
+    if dtype.kind == "i":
+        return str(int(v))
+    bits = np.array(v, dtype).view(BITS[dtype]).item()
+    return f"0x{bits:0{dtype.itemsize * 2}X}"
+
+
+def mlir_dense(x):
+    if x.size == 0:
+        return "dense<>"
+
+    def rec(a):
+        if a.ndim == 0:
+            return mlir_elem(a[()], x.dtype)
+        return "[" + ", ".join(rec(s) for s in a) + "]"
+    return f"dense<{rec(x)}>"
+
+
+def mlir_attr(v):
+    if isinstance(v, np.ndarray):
+        return f"{mlir_dense(v)} : {mlir_type(v.shape, v.dtype)}"
+    if isinstance(v, bool):
+        return f"{int(v)} : i64"
+    if isinstance(v, int):
+        return f"{v} : i64"
+    if isinstance(v, float):
+        return f"{mlir_elem(np.float32(v), np.dtype(np.float32))} : f32"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(str(int(i)) for i in v) + "]"
+    raise TypeError(v)
+
+
+def mlir_case(case):
+    lines = [f"func.func @{case.id}() -> tensor<*x{TYPES[case.out_dtype()][1]}> {{"]
+    operands, types = [], []
+    inputs = list(case.inputs)
+    for i, x in enumerate(inputs):
+        if x is None:
+            lines.append(f"  %in{i} = hetc.onnx.none")
+            types.append("none")
+        else:
+            types.append(mlir_type(x.shape, x.dtype))
+            lines.append(f"  %in{i} = hetc.constant {mlir_dense(x)} : {types[-1]}")
+        operands.append(f"%in{i}")
+    attrs = f'node_name = "{case.op}"'
+    if case.attrs:
+        attrs += ", onnx_attrs = {" + ", ".join(f"{k} = {mlir_attr(v)}"
+                                                for k, v in case.attrs.items()) + "}"
+    out_type = f"tensor<*x{TYPES[case.out_dtype()][1]}>"
+    lines.append(f'  %r = hetc.onnx.node "{case.op}"({", ".join(operands)}) {{{attrs}}} : '
+                 f'({", ".join(types)}) -> {out_type}')
+    lines.append(f"  return %r : {out_type}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+TOKEN = re.compile(r"\s*(\[|\]|,|0x[0-9A-Fa-f]+|true|false|[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|"
+                   r"inf|nan))")
+
+
+def parse_type(text):
+    parts = text.split("x")
+    elem = parts[-1]
+    return [int(d) for d in parts[:-1]], MLIR_TO_NP[elem]
+
+
+def parse_dense(body, type_text):
+    shp, dtype = parse_type(type_text)
+    dtype = np.dtype(dtype)
+    if body.startswith('"0x'):  # raw little-endian bytes
+        raw = bytes.fromhex(body[3:-1])
+        if dtype == np.bool_:
+            arr = np.frombuffer(raw, np.uint8).astype(np.bool_)
+        else:
+            arr = np.frombuffer(raw, dtype)
+        return (np.broadcast_to(arr, shp) if arr.size == 1 else arr.reshape(shp)).copy()
+    if body == "":
+        return np.zeros(shp, dtype)
+    pos, stack, top = 0, [[]], None
+
+    def scalar(tok):
+        if tok in ("true", "false"):
+            return tok == "true"
+        if tok.startswith("0x"):
+            bits = int(tok, 16)
+            if dtype.kind == "f":
+                return np.array(bits, BITS[dtype]).view(dtype)[()]
+            return bits
+        if dtype.kind == "f":
+            return dtype.type(float(tok))
+        return int(tok)
+
+    while pos < len(body):
+        m = TOKEN.match(body, pos)
+        if not m:
+            raise ValueError(f"cannot parse dense literal at {body[pos:pos + 20]!r}")
+        tok, pos = m.group(1), m.end()
+        if tok == "[":
+            stack.append([])
+        elif tok == "]":
+            top = stack.pop()
+            stack[-1].append(top)
+        elif tok != ",":
+            stack[-1].append(scalar(tok))
+    value = stack[0][0]
+    if not isinstance(value, list):  # splat
+        return np.full(shp, value, dtype)
+    return np.array(value, dtype).reshape(shp)
+
+
+FUNC = re.compile(r"func\.func @(\w+)\(")
+RETURN = re.compile(r"^\s*return (%[\w.#]+) :")
+DEF = re.compile(r"^\s*(%[\w.#]+) = (.*)$")
+CONSTANT = re.compile(r"^hetc\.constant dense<(.*)> : tensor<([^>]*)>$")
+
+
+def parse_output(text):
+    """{function: ("folded", array) or ("unfolded", op line)} of a hetc-opt output."""
+    results, name, defs = {}, None, {}
+    for line in text.splitlines():
+        m = FUNC.search(line)
+        if m:
+            name, defs = m.group(1), {}
+            continue
+        m = DEF.match(line)
+        if m and name:
+            defs[m.group(1)] = m.group(2).strip()
+            continue
+        m = RETURN.match(line)
+        if m and name:
+            d = defs.get(m.group(1), "")
+            c = CONSTANT.match(d)
+            if c:
+                try:
+                    results[name] = ("folded", parse_dense(c.group(1), c.group(2)))
+                except (ValueError, KeyError) as e:
+                    results[name] = ("failed", f"hetc folds it to a constant that does not "
+                                               f"read back ({e}): {d[:300]}")
+            else:
+                results[name] = ("unfolded", d)
+            name = None
+    return results
+
+
+def hetc_opt_run(binary, path, retries=10):
+    cmd = [binary, path, "--hetc-fold-constants", "-split-input-file",
+           "--mlir-print-elementsattrs-with-hex-if-larger=-1"]
+    for attempt in range(retries):
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except (PermissionError, OSError) as e:  # the binary being relinked
+            if attempt + 1 == retries:
+                raise
+            print(f"hetc-opt not runnable ({e}); retrying in 30 s", file=sys.stderr)
+            time.sleep(30)
+            continue
+        if proc.returncode in (126, 127) or "Text file busy" in proc.stderr:
+            time.sleep(30)
+            continue
+        return proc
+    return proc
+
+
+def run_hetc(cases, binary, work):
+    path = os.path.join(work, "cases.mlir")
+    starts = []  # (first line of the case, case id)
+    with open(path, "w") as f:
+        line = 1
+        for i, c in enumerate(cases):
+            text = mlir_case(c) + ("// -----\n" if i + 1 < len(cases) else "")
+            starts.append((line, c.id))
+            f.write(text)
+            line += text.count("\n")
+    proc = hetc_opt_run(binary, path)
+    results = parse_output(proc.stdout)
+    crashed = proc.returncode < 0 or proc.returncode > 1
+    if crashed:
+        # Something killed the batch: run each case alone, so that one crash names its case.
+        print(f"hetc-opt ended with status {proc.returncode} on the batch; running cases one by "
+              "one", file=sys.stderr)
+        single = os.path.join(work, "single")
+        os.makedirs(single, exist_ok=True)
+
+        def one(c):
+            p = os.path.join(single, f"{c.id}.mlir")
+            with open(p, "w") as f:
+                f.write(mlir_case(c))
+            r = hetc_opt_run(binary, p)
+            got = parse_output(r.stdout).get(c.id)
+            if got is None:
+                got = ("failed", f"hetc-opt fails on it (status {r.returncode}): "
+                                 f"{r.stderr.strip()[-800:]}")
+            return c.id, got
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            results = dict(pool.map(one, cases))
+        return results
+    # Cases the batch printed nothing for: their diagnostics.
+    errors = collections.defaultdict(list)
+    for m in re.finditer(r"within split at [^:]*:(\d+) offset :(\d+):\d+: (error: .*)",
+                         proc.stderr):
+        first = int(m.group(1))
+        cid = next((cid for line, cid in reversed(starts) if line <= first + 1), None)
+        errors[cid].append(m.group(3))
+    for c in cases:
+        if c.id not in results:
+            msg = "; ".join(errors.get(c.id, [])) or f"no output (status {proc.returncode})"
+            results[c.id] = ("failed", f"hetc-opt fails on it: {msg}")
+    return results
+
+
+# ----------------------------------------------------------------------------- comparison
+
+
+ULPS = collections.defaultdict(float)  # op: the largest float difference seen, in ulps of ort
+SIGNED_ZEROS = []  # (case, count): equal zeros of different sign
+# Transcendental ops in float64, to say which side a difference comes from.
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+REF64 = {
+    "Cos": np.cos, "Sin": np.sin, "Exp": np.exp, "Log": np.log, "Tanh": np.tanh, "Erf": _erf,
+    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "Pow": np.power,
+}
+REF_ULPS = collections.defaultdict(lambda: [0.0, 0.0])  # op: [hetc, ort] max ulps from REF64
+
+
+def reference_ulps(case, got, ref):
+    """Records how far hetc and ONNX Runtime are from the float64 value (normal results)."""
+    if case.op not in REF64 or ref.dtype != np.float32:
+        return
+    args = [np.broadcast_to(x.astype(np.float64), ref.shape) if x.ndim else x.astype(np.float64)
+            for x in case.inputs]
+    with np.errstate(all="ignore"):
+        exact = REF64[case.op](*args)
+    normal = np.isfinite(exact) & (np.abs(exact) >= np.finfo(np.float32).tiny) & \
+        (np.abs(exact) <= np.finfo(np.float32).max)
+    if not normal.any():
+        return
+    ulp = np.spacing(np.abs(exact[normal]).astype(np.float32)).astype(np.float64)
+    for side, x in enumerate((got, ref)):
+        err = np.abs(x.astype(np.float64)[normal] - exact[normal]) / ulp
+        err = err[np.isfinite(err)]
+        if err.size:
+            REF_ULPS[case.op][side] = max(REF_ULPS[case.op][side], float(err.max()))
+
+
+def compare(case, ref, got):
+    """None when equal, else a description of the difference."""
+    if got.dtype != ref.dtype:
+        return f"element type: hetc {got.dtype}, ort {ref.dtype}"
+    if tuple(got.shape) != tuple(ref.shape):
+        return f"shape: hetc {list(got.shape)}, ort {list(ref.shape)}"
+    if ref.dtype.kind != "f":
+        bad = got != ref
+    else:
+        g, r = got.astype(np.float64), ref.astype(np.float64)
+        nan_g, nan_r = np.isnan(g), np.isnan(r)
+        with np.errstate(invalid="ignore"):
+            if case.tol == EXACT:
+                close = g == r
+            else:
+                ulp = np.spacing(np.abs(ref).astype(ref.dtype)).astype(np.float64)
+                tol = 4 * ulp + 1e-6
+                if case.tol == SUM and case.bound is not None:
+                    tol = tol + np.broadcast_to(case.bound, r.shape)
+                close = (g == r) | (np.abs(g - r) <= tol)
+        bad = ~((nan_g & nan_r) | (~nan_g & ~nan_r & close))
+        finite = np.isfinite(g) & np.isfinite(r) & ~bad
+        if case.tol == ULP and got.dtype == ref.dtype and got.shape == ref.shape:
+            reference_ulps(case, got, ref)
+        elif case.tol == SUM and finite.any():
+            with np.errstate(all="ignore"):
+                ulp = np.spacing(np.maximum(np.abs(ref), np.abs(got)).astype(ref.dtype)).astype(
+                    np.float64)
+                ULPS[case.op] = max(ULPS[case.op], float(np.max(np.abs(g - r)[finite] /
+                                                                   ulp[finite])))
+        zeros = (g == 0) & (r == 0) & (np.signbit(g) != np.signbit(r))
+        if zeros.any():
+            SIGNED_ZEROS.append((case, int(zeros.sum())))
+    if not bad.any():
+        return None
+    where = [tuple(int(i) for i in ix) for ix in zip(*np.nonzero(bad))][:8]
+    detail = ", ".join(f"{list(w)}: hetc {got[w]!r} ort {ref[w]!r}" for w in where)
+    return f"{int(bad.sum())} of {bad.size} elements differ ({detail})"
+
+
+def show(x):
+    if x is None:
+        return "(absent)"
+    with np.printoptions(threshold=200, linewidth=110, precision=9):
+        return f"{x.dtype} {list(x.shape)} " + np.array2string(x, separator=", ").replace(
+            "\n", "\n      ")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--random", type=int, default=10, help="random cases per op (plus edge cases)")
+    ap.add_argument("--ops", help="comma-separated ops to check (default: all)")
+    ap.add_argument("--hetc-opt", default=os.environ.get(
+        "HETC_OPT", os.path.join(REPO, "build", "bin", "hetc-opt")))
+    ap.add_argument("--keep", help="write the cases (MLIR, ONNX Runtime JSON) to this folder")
+    ap.add_argument("--verbose", action="store_true", help="list every case")
+    args = ap.parse_args()
+
+    ops = sorted(GENERATORS) if not args.ops else args.ops.split(",")
+    unknown = [op for op in ops if op not in GENERATORS]
+    if unknown:
+        sys.exit(f"no generator for {unknown}")
+    cases = []
+    for op in ops:
+        rng = np.random.default_rng([args.seed, sum(op.encode())])
+        for i, c in enumerate(GENERATORS[op](rng, args.random)):
+            c.id = f"{op}_{i}"
+            cases.append(c)
+
+    work = args.keep or tempfile.mkdtemp(prefix="hetc-interp-")
+    os.makedirs(work, exist_ok=True)
+    try:
+        ort = run_ort(cases, work)
+        hetc = run_hetc(cases, args.hetc_opt, work)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    agree, not_evaluated, differ, dropped = [], [], [], []
+    for c in cases:
+        status, ref = ort[c.id]
+        kind, got = hetc[c.id]
+        if status == "error" and ("NOT_IMPLEMENTED" in ref or "Could not find an implementation"
+                                  in ref):
+            dropped.append((c, ref))
+            continue
+        if kind == "failed":
+            differ.append((c, got, None, None))
+        elif status == "error" and kind == "unfolded":
+            agree.append((c, "both reject"))
+        elif status == "error":
+            differ.append((c, f"ONNX Runtime rejects the node ({ref.strip()[:300]}), "
+                              "hetc folds it", got, None))
+        elif kind == "unfolded":
+            not_evaluated.append(c)
+        else:
+            diff = compare(c, ref, got)
+            if diff:
+                differ.append((c, diff, got, ref))
+            else:
+                agree.append((c, ""))
+        if args.verbose:
+            print(f"{c.id:22} {c.label}")
+
+    for c, why, got, ref in differ:
+        print(f"DIFFER {c.op} [{c.id}] {c.label}: {why}")
+        for i, x in enumerate(c.inputs):
+            print(f"    in{i}: {show(x)}")
+        if c.attrs:
+            attrs = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+                     for k, v in c.attrs.items()}
+            print(f"    attrs: {attrs}")
+        if got is not None:
+            print(f"    hetc: {show(got)}")
+        if ref is not None:
+            print(f"    ort:  {show(ref)}")
+    if not_evaluated:
+        print("Not evaluated by hetc (ONNX Runtime computes them):")
+        by_op = collections.defaultdict(list)
+        for c in not_evaluated:
+            by_op[c.op].append(f"{c.label} [{c.id}]")
+        for op in sorted(by_op):
+            print(f"  {op}: " + "; ".join(by_op[op]))
+    both = [c for c, note in agree if note == "both reject"]
+    if both:
+        print("Rejected by both (invalid nodes): " + "; ".join(f"{c.op} {c.label}" for c in both))
+    for c, why in dropped:
+        print(f"Dropped (ONNX Runtime has no kernel): {c.op} {c.label}: {why.strip()[:200]}")
+    if SIGNED_ZEROS:
+        print("Agree up to the sign of zero (-0 == +0 here): " + "; ".join(
+            f"{c.op} {c.label} ({n})" for c, n in SIGNED_ZEROS))
+    if REF_ULPS:
+        print("Transcendental ops, largest error from the float64 value (normal float32 results) "
+              "in ulps, hetc / ONNX Runtime: " + ", ".join(
+                  f"{op} {h:.2g} / {o:.2g}" for op, (h, o) in sorted(REF_ULPS.items())))
+    inexact = {op: u for op, u in ULPS.items() if u > 0}
+    if inexact:
+        print("Sums, largest difference from ONNX Runtime (within the tolerance), in its ulps: " +
+              ", ".join(f"{op} {u:.3g}" for op, u in sorted(inexact.items())))
+    total = len(agree) + len(not_evaluated) + len(differ)
+    print(f"{len(ops)} ops, {total} cases: {len(agree)} agree, {len(not_evaluated)} not evaluated, "
+          f"{len(differ)} differ")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
