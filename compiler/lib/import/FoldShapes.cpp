@@ -618,11 +618,18 @@ private:
                      ->getResult(0);
     auto axisAttr = builder_.getNamedAttr("axis", builder_.getI64IntegerAttr(0));
     Type outType = node->getResult(0).getType();
+    // The rows' result: the indices' dimensions but the unit ones, then the columns.
+    SmallVector<int64_t> gathered;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != rank - 1 && llvm::is_contained(unitIndexAxes, d))
+        continue;
+      const SymDim &dim = d == rank - 1 ? d0->back() : (*i0)[d];
+      std::optional<int64_t> c = dim ? dim->asConstant() : std::nullopt;
+      gathered.push_back(c ? *c : ShapedType::kDynamic);
+    }
     Value result = builder_
                        .create<OnnxNodeOp>(loc,
-                                           TypeRange{unitIndexAxes.empty()
-                                                         ? outType
-                                                         : UnrankedTensorType::get(elementOf(table))},
+                                           TypeRange{RankedTensorType::get(gathered, elementOf(table))},
                                            "Gather", name + "/rows",
                                            builder_.getDictionaryAttr({axisAttr}),
                                            ValueRange{rows, picks})

@@ -37,10 +37,12 @@ bool isNoOpNode(OnnxNodeOp op) {
   // its dimensions 1.
   if ((op.getOpType() == "Mul" || op.getOpType() == "Div") && op->getNumOperands() == 2) {
     DenseElementsAttr one = constantValue(op->getOperand(1));
-    auto x = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+    auto x = dyn_cast<TensorType>(op->getOperand(0).getType());
+    // A scalar one broadcasts to x's shape whatever its rank; a ones tensor needs x's rank.
+    const int64_t xRank = x && x.hasRank() ? x.getRank() : (one && one.getType().getRank() == 0 ? 0 : -1);
     if (!one || !x || !isa<FloatType>(one.getElementType()) ||
         elementTypeOf(op->getResult(0).getType()) != x.getElementType() ||
-        one.getType().getRank() > x.getRank() ||
+        one.getType().getRank() > xRank ||
         llvm::any_of(one.getType().getShape(), [](int64_t d) { return d != 1; }))
       return false;
     return scalarValue(op->getOperand(1)) == 1.0;
