@@ -705,6 +705,30 @@ private:
     return v4;
   }
 
+  // Whether the unflattened scores are flattened again after their mask (OPT adds the mask over
+  // [B, H, S, T], then takes the softmax and the product with v over [B * H, S, T]): that form
+  // stays as it is, read whole by the attention pattern.
+  bool reflattened(Value scores) {
+    SmallVector<Value> worklist{scores};
+    for (int depth = 0; depth < 4 && !worklist.empty(); ++depth) {
+      SmallVector<Value> next;
+      for (Value v : worklist)
+        for (Operation *user : v.getUsers()) {
+          auto node = dyn_cast<OnnxNodeOp>(user);
+          if (!node || node->getNumResults() != 1)
+            continue;
+          StringRef type = node.getOpType();
+          if (type == "Reshape")
+            return true;
+          if (type == "Add" || type == "Sub" || type == "Mul" || type == "Div" || type == "Max" ||
+              type == "Where" || type == "Cast")
+            next.push_back(node->getResult(0));
+        }
+      worklist = std::move(next);
+    }
+    return false;
+  }
+
   // Reshape(MatMul(a3, Transpose(b3, [0, 2, 1])) [* c], [B, H, S, T]) with a3 and b3 the
   // [B * H, ., D] flattenings of a [B, H, S, D] and b [B, H, T, D] is MatMul(a, Transpose(b,
   // [0, 1, 3, 2])) [* c]: baddbmm and bmm over flattened heads (GPT-NeoX) compute the scores the
@@ -719,7 +743,7 @@ private:
     else
       scale = OnnxNodeOp();
     OnnxNodeOp matmul = producer(product, "MatMul");
-    if (!matmul)
+    if (!matmul || reflattened(reshape->getResult(0)))
       return;
     OnnxNodeOp transpose = producer(matmul->getOperand(1), "Transpose");
     auto perm = transpose ? intsAttr(transpose, "perm") : std::nullopt;

@@ -484,11 +484,9 @@ std::optional<Angles> matchTrig(Value v, StringRef function, int64_t rotaryDim,
     return Angles{positions, InvFreq{{}, {}, table, gather}};
   }
   if (interleaved) {
+    // stack((f, f), -1).flatten(-2): each frequency twice. The fold-shapes pass writes the two
+    // copies as Expand(Unsqueeze(f, -1), [1, 1, 1, 2]); an unfolded graph keeps the Concat.
     OnnxNodeOp reshape = producer(trig->getOperand(0), "Reshape");
-    OnnxNodeOp stack = reshape ? producer(reshape->getOperand(0), "Concat") : OnnxNodeOp();
-    if (!stack || stack->getNumOperands() != 2 ||
-        !isAxis(intAttr(stack, "axis").value_or(0), 3, 4))
-      return std::nullopt;
     auto last = [](Value u) -> Value {
       OnnxNodeOp unsqueeze = producer(u, "Unsqueeze");
       auto axes = unsqueeze ? axesOf(unsqueeze) : std::nullopt;
@@ -496,8 +494,20 @@ std::optional<Angles> matchTrig(Value v, StringRef function, int64_t rotaryDim,
                  ? skipNoOps(unsqueeze->getOperand(0))
                  : Value();
     };
-    Value f = last(stack->getOperand(0));
-    if (!f || f != last(stack->getOperand(1)))
+    Value f;
+    if (OnnxNodeOp stack = reshape ? producer(reshape->getOperand(0), "Concat") : OnnxNodeOp()) {
+      if (stack->getNumOperands() != 2 || !isAxis(intAttr(stack, "axis").value_or(0), 3, 4))
+        return std::nullopt;
+      f = last(stack->getOperand(0));
+      if (!f || f != last(stack->getOperand(1)))
+        return std::nullopt;
+    } else if (OnnxNodeOp twice =
+                   reshape ? producer(reshape->getOperand(0), "Expand") : OnnxNodeOp()) {
+      if (intValues(twice->getOperand(1)) != std::optional<SmallVector<int64_t>>({1, 1, 1, 2}))
+        return std::nullopt;
+      f = last(twice->getOperand(0));
+    }
+    if (!f)
       return std::nullopt;
     return matchFrequencies(f, rotaryDim / 2);
   }
