@@ -129,20 +129,10 @@ public:
     }
     // Masks added one after the other to the scores, added together first (after the Wheres
     // above became Adds).
-    SmallVector<OnnxNodeOp> adds;
-    func_.walk([&](OnnxNodeOp node) {
-      if (node.getOpType() == "Add" && node->getNumOperands() == 2)
-        adds.push_back(node);
-    });
-    for (OnnxNodeOp add : adds)
+    for (OnnxNodeOp add : binaryNodes("Add"))
       reassociateMasks(add);
     // Products over batch x heads flattened and unflattened back (after the Adds of zeros went).
-    SmallVector<OnnxNodeOp> reshapes;
-    func_.walk([&](OnnxNodeOp node) {
-      if (node.getOpType() == "Reshape" && node->getNumOperands() == 2)
-        reshapes.push_back(node);
-    });
-    for (OnnxNodeOp reshape : reshapes)
+    for (OnnxNodeOp reshape : binaryNodes("Reshape"))
       unflattenBatchedProduct(reshape);
     // Computed integer values that are constants, last: the rewrites above read the analysis.
     for (OnnxNodeOp node : nodes)
@@ -151,6 +141,23 @@ public:
   }
 
 private:
+  // The function's nodes of `type` with two operands, as they are now (after earlier rewrites).
+  SmallVector<OnnxNodeOp> binaryNodes(StringRef type) {
+    SmallVector<OnnxNodeOp> found;
+    func_.walk([&](OnnxNodeOp node) {
+      if (node.getOpType() == type && node->getNumOperands() == 2)
+        found.push_back(node);
+    });
+    return found;
+  }
+
+  // Whether two shapes are provably the same, dimension by dimension.
+  static bool sameShape(const std::optional<SymDims> &a, const std::optional<SymDims> &b) {
+    return a && b && a->size() == b->size() &&
+           llvm::all_of(llvm::seq<size_t>(0, a->size()),
+                        [&](size_t d) { return same((*a)[d], (*b)[d]); });
+  }
+
   bool isComputed(Value v) { return !constantValue(v) && !isa<NoneType>(v.getType()); }
 
   // A node result whose elements are all known constants becomes a hetc.constant.
@@ -392,11 +399,7 @@ private:
       return false;
     Value source = node->getOperand(0);
     for (int hops = 0; hops < 4; ++hops) {
-      std::optional<SymDims> in = shapes_.shape(source);
-      if (in && in->size() == out->size() &&
-          llvm::all_of(llvm::seq<size_t>(0, in->size()), [&](size_t d) {
-            return provablyEqual((*in)[d], (*out)[d]) == std::optional<bool>(true);
-          })) {
+      if (sameShape(shapes_.shape(source), out)) {
         node->getResult(0).replaceAllUsesWith(source);
         return true;
       }
@@ -510,11 +513,7 @@ private:
       if (value && !(value.isSplat() && isa<FloatType>(value.getElementType()) &&
                      value.getSplatValue<APFloat>().isZero()))
         continue;
-      std::optional<SymDims> xs = shapes_.shape(x), zs = shapes_.shape(zeros);
-      if (!xs || !zs || xs->size() != zs->size() ||
-          !llvm::all_of(llvm::seq<size_t>(0, xs->size()), [&](size_t d) {
-            return provablyEqual((*xs)[d], (*zs)[d]) == std::optional<bool>(true);
-          }))
+      if (!sameShape(shapes_.shape(x), shapes_.shape(zeros)))
         continue;
       node->getResult(0).replaceAllUsesWith(x);
       return;
