@@ -100,6 +100,23 @@ public:
     return Status();
   }
 
+  // Overwrites bytes already written (the FlatBuffer, once the checksums are known).
+  Status writeAt(uint64_t offset, const void *data, uint64_t size) {
+    const char *cursor = static_cast<const char *>(data);
+    while (size > 0) {
+      const ssize_t written = ::pwrite(fd_, cursor, size, static_cast<off_t>(offset));
+      if (written < 0) {
+        if (errno == EINTR)
+          continue;
+        return Status::error("cannot write plan file '" + tmpPath_ + "': " + errnoText(errno));
+      }
+      cursor += written;
+      offset += static_cast<uint64_t>(written);
+      size -= static_cast<uint64_t>(written);
+    }
+    return Status();
+  }
+
   Status writeZeros(uint64_t size) {
     static const char kZeros[4096] = {};
     while (size > 0) {
@@ -161,17 +178,17 @@ Status writePlanFile(const std::string &path, plan::PlanDefT &plan,
 
   plan.segments.clear();
   for (size_t i = 0; i < payloads.size(); ++i) {
-    if (payloads[i].size > 0 && !payloads[i].data)
+    if (payloads[i].size > 0 && !payloads[i].data && !payloads[i].produce)
       return Status::error("plan '" + path + "': weight payload " + std::to_string(i) + " has " +
                            std::to_string(payloads[i].size) + " bytes but no data");
     auto segment = std::make_unique<plan::SegmentDefT>();
     segment->size = payloads[i].size;
-    segment->xxh64 = XXH64(payloads[i].data, payloads[i].size, 0);
     plan.segments.push_back(std::move(segment));
   }
 
-  // Offsets depend on the FlatBuffer's size, which with forced defaults does not depend on the
-  // offsets; the loop only guards against that assumption ever failing.
+  // Offsets depend on the FlatBuffer's size, which with forced defaults depends on neither the
+  // offsets nor the checksums (filled in after the segments are written); the loop only guards
+  // against that assumption ever failing.
   flatbuffers::FlatBufferBuilder builder(64 * 1024);
   uint64_t flatbufferSize = 0;
   bool settled = false;
@@ -192,14 +209,46 @@ Status writePlanFile(const std::string &path, plan::PlanDefT &plan,
 
   PendingFile file(path);
   Status status = file.open();
+  // The FlatBuffer's place is held by its checksum-less version until the real one is known.
   if (status)
     status = file.write(builder.GetBufferPointer(), flatbufferSize);
   uint64_t written = flatbufferSize;
   for (size_t i = 0; status && i < payloads.size(); ++i) {
+    const WeightPayload &payload = payloads[i];
     status = file.writeZeros(plan.segments[i]->offset - written);
-    if (status)
-      status = file.write(payloads[i].data, payloads[i].size);
-    written = plan.segments[i]->offset + payloads[i].size;
+    if (!status)
+      break;
+    if (payload.data) {
+      plan.segments[i]->xxh64 = XXH64(payload.data, payload.size, 0);
+      status = file.write(payload.data, payload.size);
+    } else {
+      XXH64_state_t *hash = XXH64_createState();
+      XXH64_reset(hash, 0);
+      uint64_t made = 0;
+      status = payload.produce([&](const void *bytes, uint64_t size) {
+        if (size > payload.size - made)
+          return Status::error("weight payload " + std::to_string(i) + " made more than its " +
+                               std::to_string(payload.size) + " bytes");
+        made += size;
+        XXH64_update(hash, bytes, size);
+        return file.write(bytes, size);
+      });
+      plan.segments[i]->xxh64 = XXH64_digest(hash);
+      XXH64_freeState(hash);
+      if (status && made != payload.size)
+        status = Status::error("weight payload " + std::to_string(i) + " made " +
+                               std::to_string(made) + " of its " + std::to_string(payload.size) +
+                               " bytes");
+      if (!status)
+        return Status::error("plan '" + path + "': " + status.message());
+    }
+    written = plan.segments[i]->offset + payload.size;
+  }
+  if (status) {
+    packPlan(plan, builder);
+    if (builder.GetSize() != flatbufferSize)
+      return Status::error("plan '" + path + "': the FlatBuffer changed size with its checksums");
+    status = file.writeAt(0, builder.GetBufferPointer(), flatbufferSize);
   }
   // A plan without weights still fills the FlatBuffer's last page, as the layout promises.
   if (status && payloads.empty()) {

@@ -60,6 +60,12 @@ struct LinearBf16N16K2 {
 // `src` is W as [N, K] row-major when `srcIsKN` is false, or as ONNX MatMul's [K, N] row-major
 // (y = x @ src) when true.
 void packLinearBf16(const float *src, bool srcIsKN, uint64_t n, uint64_t k, uint16_t *dst);
+// The same for rows [row0, row0 + count) of W alone (row0 a multiple of 16; `rows` [count, K]
+// row-major) into their blocks' panels, which start at `panels` (index(row0, 0) of the whole):
+// ceil(count / 16) panels, rows past `count` zero. Packing a weight block by block this way
+// gives packLinearBf16's bytes while holding one block of it.
+void packLinearBf16Rows(const float *rows, uint64_t n, uint64_t k, uint64_t row0, uint64_t count,
+                        uint16_t *panels);
 
 // Row `row` of W ([K] floats) from a packed weight: a tied embedding's table lookup, and tests.
 void unpackLinearBf16Row(const uint16_t *packed, uint64_t n, uint64_t k, uint64_t row, float *out);
@@ -99,6 +105,11 @@ void unpackLinearInt8Row(const uint8_t *segment, uint64_t n, uint64_t k, uint64_
 // unsigned activations by 128 subtract).
 void quantizeLinearInt8(const float *src, bool srcIsKN, uint64_t n, uint64_t k, int8_t *dst,
                         float *scale, int32_t *columnSum);
+// The same for rows [row0, row0 + count) of W alone (row0 a multiple of 16, `rows` [count, K]):
+// their panels at `panels` (index(row0, 0) of the whole), and scale and columnSum of rows row0..
+// for ceil(count / 16) * 16 rows (padding 0).
+void quantizeLinearInt8Rows(const float *rows, uint64_t n, uint64_t k, uint64_t row0,
+                            uint64_t count, int8_t *panels, float *scale, int32_t *columnSum);
 // The same into one plan segment of LinearInt8N16K4{n, k}.segmentBytes() bytes.
 void quantizeLinearInt8Segment(const float *src, bool srcIsKN, uint64_t n, uint64_t k,
                                uint8_t *segment);
@@ -182,5 +193,12 @@ void unpackLinearInt4Row(const uint8_t *segment, uint64_t n, uint64_t k, uint64_
 // u = zp: it decodes to zeros.
 void quantizeLinearInt4Segment(const float *src, bool srcIsKN, uint64_t n, uint64_t k,
                                uint64_t group, bool symmetric, uint8_t *segment);
+// The same for rows [row0, row0 + count) of W alone (row0 a multiple of 16, `rows` [count, K]):
+// their panels at `panels` (byteIndex(row0, 0) of the whole) and their blocks' scales and zero
+// points at `scales` and `zeroPoints` (groupIndex(row0, 0) of the whole), ceil(count / 16)
+// blocks, the padding as quantizeLinearInt4Segment leaves it.
+void quantizeLinearInt4Rows(const float *rows, uint64_t n, uint64_t k, uint64_t group,
+                            bool symmetric, uint64_t row0, uint64_t count, uint8_t *panels,
+                            float *scales, uint8_t *zeroPoints);
 
 } // namespace hetc

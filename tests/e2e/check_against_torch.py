@@ -251,7 +251,8 @@ def plan_roundings(hetc, plan, timeout):
 def check(a):
     check_hetc_binary(a.hetc)
     os.makedirs(a.workdir, exist_ok=True)
-    onnx_path = export(a.preset, a.workdir, a.no_constant_folding, a.external_data, seed=0)
+    onnx_path = export(a.preset, a.workdir, a.no_constant_folding, a.external_data, seed=0,
+                       opset=a.opset)
 
     plan = os.path.join(a.workdir, "model.hplan")
     if os.path.exists(plan):
@@ -372,6 +373,8 @@ def main(argv=None):
     p.add_argument("--workdir", required=True)
     p.add_argument("--no-constant-folding", action="store_true")
     p.add_argument("--external-data", action="store_true")
+    p.add_argument("--opset", type=int, help="export at this ONNX opset (models/export.py's "
+                   "default, 17, without it)")
     p.add_argument("--weights", choices=["f32", "bf16", "int8", "int4"], default="f32",
                    help="hetc compile --weights: f32 (exact, the default here), bf16, int8 or int4")
     p.add_argument("--group-size", type=int, default=32, help="hetc compile --group-size (int4)")

@@ -220,9 +220,31 @@ def check(a):
     attempt("plan larger than the available memory, at run time",
             [hetc, "run", foreign, "--prompt-ids", "5,17,42", "--max-new", "4"], ["available"])
 
+    # Opsets before 11 are refused; at 11 and 12 a Softmax flattens its input at its axis, which
+    # hetc reads only over the last axis.
+    import onnx
+    old_dir = os.path.join(work, "opset11")
+    old_onnx = export("tiny", old_dir, opset=11)
+    model = onnx.load(old_onnx)
+    model.opset_import[0].version = 10
+    opset10 = os.path.join(old_dir, "opset10.onnx")
+    onnx.save(model, opset10)
+    attempt("opset 10", [hetc, "compile", opset10, "--target", "host", "-o",
+                         os.path.join(work, "opset10.hplan")], ["opset 10", "11 to 21"])
+    model = onnx.load(old_onnx)
+    softmax = next(n for n in model.graph.node if n.op_type == "Softmax")
+    for attr in softmax.attribute:
+        if attr.name == "axis":
+            attr.i = 1
+    flattened = os.path.join(old_dir, "softmax_axis1.onnx")
+    onnx.save(model, flattened)
+    attempt("opset-11 Softmax over axis 1 of [batch, heads, queries, keys]",
+            [hetc, "compile", flattened, "--target", "host", "-o",
+             os.path.join(work, "softmax_axis1.hplan")], ["Softmax", "axis 1", "last axis"])
+
     if failures:
-        raise CheckFailed(f"{len(failures)} of 9 bad inputs not refused properly: {', '.join(failures)}")
-    print("PASS: all 9 bad inputs refused with a clear message and a non-zero exit", flush=True)
+        raise CheckFailed(f"{len(failures)} of 11 bad inputs not refused properly: {', '.join(failures)}")
+    print("PASS: all 11 bad inputs refused with a clear message and a non-zero exit", flush=True)
 
     auto_plan = os.path.join(work, "auto.hplan")
     proc = run([hetc, "compile", onnx_path, "--target", "host", "--max-batch", MAX_BATCH,

@@ -65,9 +65,11 @@ def indent(text, prefix="    "):
     return "\n".join(prefix + line for line in text.splitlines())
 
 
-def export(preset, out_dir, no_constant_folding=False, external_data=False, seed=0):
+def export(preset, out_dir, no_constant_folding=False, external_data=False, seed=0, opset=None):
     cmd = [sys.executable, os.path.join(MODELS, "export.py"), "--preset", preset, "--out", out_dir,
            "--seed", str(seed)]
+    if opset is not None:
+        cmd += ["--opset", str(opset)]
     if no_constant_folding:
         cmd.append("--no-constant-folding")
     if external_data:

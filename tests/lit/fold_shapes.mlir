@@ -313,3 +313,15 @@ func.func @gather_elements_rows(%pos: tensor<?x?xi64> {hetc.dims = ["batch", "se
   %g = hetc.onnx.node "GatherElements"(%data, %idx) {node_name = "GatherElements", onnx_attrs = {axis = 2 : i64}} : (tensor<?x1x64x16xf32>, tensor<?x1x?x16xi64>) -> tensor<*xf32>
   return %g : tensor<*xf32>
 }
+
+// -----
+
+// A Softmax of opset 11 whose input's rank the importer did not know: over the last axis of the
+// [B, H, S, T] scores, it is opset 13's softmax over axis -1.
+// CHECK-LABEL: func.func @softmax_before_13_last_axis
+// CHECK: hetc.onnx.node "Softmax"(%{{.*}}) {node_name = "softmax", onnx_attrs = {axis = -1 : i64}}
+func.func @softmax_before_13_last_axis(%q: tensor<?x2x?x4xf32>, %k: tensor<?x2x4x?xf32>) -> tensor<*xf32> {
+  %s = hetc.onnx.node "MatMul"(%q, %k) {node_name = "scores"} : (tensor<?x2x?x4xf32>, tensor<?x2x4x?xf32>) -> tensor<*xf32>
+  %p = hetc.onnx.node "Softmax"(%s) {node_name = "softmax", onnx_attrs = {axis = 3 : i64, hetc.flattens_before_13 = 11 : i64}} : (tensor<*xf32>) -> tensor<*xf32>
+  return %p : tensor<*xf32>
+}

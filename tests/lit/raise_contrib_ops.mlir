@@ -84,3 +84,53 @@ func.func @layer_norms(%x: tensor<?x?x8xf32>, %y: tensor<?x?x8xf32>) -> (tensor<
   %s:4 = hetc.onnx.node "SkipLayerNormalization"(%n, %y, %g, %none) {node_name = "skip_ln"} : (tensor<*xf32>, tensor<?x?x8xf32>, tensor<8xf32>, none) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
   return %s#0, %s#3 : tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// ONNX Runtime's GPT-2 export (opset 11): EmbedLayerNormalization (token and position rows,
+// their sum, its LayerNorm), com.microsoft Attention over a KV cache stacked as past [2, B, 2,
+// P, 4] (the importer's halves: Concat of Unsqueezes in, Gathers out), and a SkipLayerNormalization
+// whose bias joins the projection before the skip sum.
+// CHECK-LABEL: func.func @gpt2_layer
+// CHECK-SAME: (%[[IDS:.*]]: tensor<?x?xi32>, %[[POS:.*]]: tensor<?x?xi32>, %[[PK:.*]]: tensor<?x2x?x4xf32>, %[[PV:.*]]: tensor<?x2x?x4xf32>)
+// CHECK: %[[T:.*]] = hetc.onnx.node "Gather"(%[[WTE:.*]], %[[IDS]]) {node_name = "embed/tokens", onnx_attrs = {axis = 0 : i64}}
+// CHECK: %[[P:.*]] = hetc.onnx.node "Gather"(%[[WPE:.*]], %[[POS]]) {node_name = "embed/positions", onnx_attrs = {axis = 0 : i64}}
+// CHECK: %[[SUM:.*]] = hetc.onnx.node "Add"(%[[T]], %[[P]]) {node_name = "embed/embedding_sum"}
+// CHECK: %[[LN:.*]] = hetc.layer_norm %[[SUM]], %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32}
+// CHECK: %[[QKV:.*]] = hetc.onnx.node "MatMul"(%[[LN]], %{{.*}}) {node_name = "attn/qkv"}
+// CHECK: %[[QKVB:.*]] = hetc.onnx.node "Add"(%[[QKV]], %{{.*}}) {node_name = "attn/qkv_bias"}
+// CHECK: %[[S:.*]]:3 = hetc.onnx.node "Split"(%[[QKVB]]
+// CHECK: %[[O:.*]], %[[NK:.*]], %[[NV:.*]] = hetc.attention %[[S]]#0, %[[S]]#1, %[[S]]#2, %[[PK]], %[[PV]] {head_dim = 4 : i64, heads = 2 : i64, kv_heads = 2 : i64, scale = 5.000000e-01 : f32}
+// CHECK: %[[PROJ:.*]] = hetc.onnx.node "MatMul"(%[[O]]
+// CHECK: %[[BIASED:.*]] = hetc.onnx.node "Add"(%[[PROJ]], %{{.*}}) {node_name = "ln_2/bias"}
+// CHECK: %[[RES:.*]] = hetc.onnx.node "Add"(%[[BIASED]], %[[SUM]]) {node_name = "ln_2/skip_sum"}
+// CHECK: %[[LN2:.*]] = hetc.layer_norm %[[RES]]
+// CHECK-NOT: "Attention"
+// CHECK-NOT: EmbedLayerNormalization
+// CHECK: return %[[LN2]], %[[RES]], %[[NK]], %[[NV]]
+func.func @gpt2_layer(%ids: tensor<?x?xi32>, %pos: tensor<?x?xi32>, %pk: tensor<?x2x?x4xf32>, %pv: tensor<?x2x?x4xf32>)
+    -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %wte = hetc.weight "wte" : tensor<16x8xf32>
+  %wpe = hetc.weight "wpe" : tensor<32x8xf32>
+  %g1 = hetc.weight "ln_1.weight" : tensor<8xf32>
+  %b1 = hetc.weight "ln_1.bias" : tensor<8xf32>
+  %w = hetc.weight "c_attn.weight" : tensor<8x24xf32>
+  %wb = hetc.weight "c_attn.bias" : tensor<24xf32>
+  %wo = hetc.weight "c_proj.weight" : tensor<8x8xf32>
+  %bo = hetc.weight "c_proj.bias" : tensor<8xf32>
+  %g2 = hetc.weight "ln_2.weight" : tensor<8xf32>
+  %b2 = hetc.weight "ln_2.bias" : tensor<8xf32>
+  %none = hetc.onnx.none
+  %e:3 = hetc.onnx.node "EmbedLayerNormalization"(%ids, %none, %wte, %wpe, %none, %g1, %b1, %none, %pos) {node_name = "embed", onnx_attrs = {epsilon = 1.0e-05 : f32}} : (tensor<?x?xi32>, none, tensor<16x8xf32>, tensor<32x8xf32>, none, tensor<8xf32>, tensor<8xf32>, none, tensor<?x?xi32>) -> (tensor<*xf32>, tensor<*xi32>, tensor<*xf32>)
+  %uk = hetc.onnx.node "Unsqueeze"(%pk) {node_name = "past/stack_key", onnx_attrs = {axes = [0]}} : (tensor<?x2x?x4xf32>) -> tensor<1x?x2x?x4xf32>
+  %uv = hetc.onnx.node "Unsqueeze"(%pv) {node_name = "past/stack_value", onnx_attrs = {axes = [0]}} : (tensor<?x2x?x4xf32>) -> tensor<1x?x2x?x4xf32>
+  %past = hetc.onnx.node "Concat"(%uk, %uv) {node_name = "past/stack", onnx_attrs = {axis = 0 : i64}} : (tensor<1x?x2x?x4xf32>, tensor<1x?x2x?x4xf32>) -> tensor<2x?x2x?x4xf32>
+  %a:2 = hetc.onnx.node "Attention"(%e#0, %w, %wb, %none, %past) {node_name = "attn", onnx_attrs = {num_heads = 2 : i64, unidirectional = 1 : i64}} : (tensor<*xf32>, tensor<8x24xf32>, tensor<24xf32>, none, tensor<2x?x2x?x4xf32>) -> (tensor<*xf32>, tensor<*xf32>)
+  %zero = hetc.constant dense<0> : tensor<i64>
+  %one = hetc.constant dense<1> : tensor<i64>
+  %nk = hetc.onnx.node "Gather"(%a#1, %zero) {node_name = "present/key", onnx_attrs = {axis = 0 : i64}} : (tensor<*xf32>, tensor<i64>) -> tensor<*xf32>
+  %nv = hetc.onnx.node "Gather"(%a#1, %one) {node_name = "present/value", onnx_attrs = {axis = 0 : i64}} : (tensor<*xf32>, tensor<i64>) -> tensor<*xf32>
+  %o = hetc.onnx.node "MatMul"(%a#0, %wo) {node_name = "c_proj"} : (tensor<*xf32>, tensor<8x8xf32>) -> tensor<*xf32>
+  %s:4 = hetc.onnx.node "SkipLayerNormalization"(%o, %e#2, %g2, %b2, %bo) {node_name = "ln_2", onnx_attrs = {epsilon = 1.0e-05 : f32}} : (tensor<*xf32>, tensor<*xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>)
+  return %s#0, %s#3, %nk, %nv : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}

@@ -74,13 +74,12 @@ struct WeightSource {
   bool transposedView = false;
   const StoredWeight *stored = nullptr;
   DenseElementsAttr constant;
-  // A column slice of the view (hetc.weight's `columns`): its float32 elements in the stored
-  // orientation, storedShape being the slice's. Owned by the PlanBuilder.
-  const std::vector<float> *sliced = nullptr;
-  // An imported integer weight (stored->int4 or ->int8) sliced by output columns: the first one
-  // within the stored weight (a row of a transposed view's [N, K], else a column of [K, N]), the
-  // slice's size in storedShape; `sliced` stays null, so it is repacked, never widened.
-  uint64_t quantizedBegin = 0;
+  // A column slice of the view (hetc.weight's `columns`), storedShape being the slice's: its
+  // first column within the stored weight (a row of a transposed view's stored matrix, else a
+  // column). A float weight's slice is read as float32 when its segment is made; an imported
+  // integer weight's (stored->int4, or ->int8 per column) is repacked, never widened.
+  bool sliced = false;
+  uint64_t sliceBegin = 0;
   bool int4() const { return stored && stored->elementType == WeightElementType::Int4Blocks; }
   // An int8 weight whose scales run along the view's output columns (or are one for all): what
   // LinearInt8N16K4 holds as it is.
@@ -172,6 +171,87 @@ void packInt8Channels(const StoredWeight &weight, bool rows, uint64_t begin,
   }
 }
 
+// Forms whose segment holds the stored matrix transposed: the float32 Transposed and the packings
+// of a stored [K, N].
+bool readsTransposed(SegmentForm form) {
+  return form == SegmentForm::Transposed || form == SegmentForm::Bf16FromKN ||
+         form == SegmentForm::Int8FromKN || form == SegmentForm::Int4FromKN;
+}
+
+// What a float form writes, whichever orientation it reads: forms of one family write the same
+// bytes for the same matrix. Imported integer weights (Int4Blocks, Int8Channels) have none.
+std::optional<int> formFamily(SegmentForm form) {
+  switch (form) {
+  case SegmentForm::Stored:
+  case SegmentForm::Transposed:
+    return 0;
+  case SegmentForm::Bf16FromKN:
+  case SegmentForm::Bf16FromNK:
+    return 1;
+  case SegmentForm::Int8FromKN:
+  case SegmentForm::Int8FromNK:
+    return 2;
+  case SegmentForm::Int4FromKN:
+  case SegmentForm::Int4FromNK:
+    return 3;
+  case SegmentForm::Int4Blocks:
+  case SegmentForm::Int8Channels:
+    break;
+  }
+  return std::nullopt;
+}
+
+// A segment as the plan will hold it: made from its source when the plan is written.
+struct SegmentRecipe {
+  WeightSource source;
+  SegmentForm form = SegmentForm::Stored;
+  uint64_t size = 0;
+  uint64_t int4Group = 0; // Int4FromKN / Int4FromNK: the plan's group size
+  bool int4Symmetric = false;
+};
+
+// Whether two segments hold the same bytes, decided on their sources: one family's packing of
+// equal matrices (a tied lm_head exported as its own, transposed copy of the embedding table packs
+// to exactly the table's bytes). Unsliced stored weights of one float type only; random weights
+// differ within their first bytes, so the comparison costs next to nothing.
+bool sameSegment(const SegmentRecipe &a, const SegmentRecipe &b) {
+  if (a.size != b.size || !formFamily(a.form) || formFamily(a.form) != formFamily(b.form))
+    return false;
+  const WeightSource &x = a.source, &y = b.source;
+  if (!x.stored || !y.stored || x.sliced || y.sliced ||
+      x.stored->elementType != y.stored->elementType)
+    return false;
+  const WeightElementType type = x.stored->elementType;
+  if (type != WeightElementType::F32 && type != WeightElementType::F16 &&
+      type != WeightElementType::BF16)
+    return false;
+  const bool xT = readsTransposed(a.form), yT = readsTransposed(b.form);
+  SmallVector<int64_t> xShape(x.storedShape), yShape(y.storedShape);
+  if (xT)
+    std::reverse(xShape.begin(), xShape.end());
+  if (yT)
+    std::reverse(yShape.begin(), yShape.end());
+  if (xShape != yShape)
+    return false;
+  const auto *xb = static_cast<const char *>(x.stored->data);
+  const auto *yb = static_cast<const char *>(y.stored->data);
+  if (xT == yT)
+    return std::memcmp(xb, yb, x.stored->bytes) == 0;
+  if (xShape.size() != 2)
+    return false;
+  // x stored as [r, c], y as [c, r] (or the other way round): element (i, j) of one is (j, i) of
+  // the other.
+  const size_t elementBytes = type == WeightElementType::F32 ? 4 : 2;
+  const auto rows = static_cast<uint64_t>(x.storedShape[0]);
+  const auto cols = static_cast<uint64_t>(x.storedShape[1]);
+  for (uint64_t i = 0; i < rows; ++i)
+    for (uint64_t j = 0; j < cols; ++j)
+      if (std::memcmp(xb + (i * cols + j) * elementBytes, yb + (j * rows + i) * elementBytes,
+                      elementBytes) != 0)
+        return false;
+  return true;
+}
+
 class PlanBuilder {
 public:
   PlanBuilder(ModuleOp module, const WeightStore &weights, const WeightScheme &linearWeights)
@@ -179,7 +259,14 @@ public:
 
   LogicalResult build(const std::string &target);
   plan::PlanDefT &plan() { return plan_; }
-  const std::vector<WeightPayload> &payloads() const { return payloads_; }
+  // The segments' payloads, each made when the plan is written.
+  std::vector<WeightPayload> payloads() const;
+  uint64_t weightBytes() const {
+    uint64_t bytes = 0;
+    for (const SegmentRecipe &recipe : segments_)
+      bytes += recipe.size;
+    return bytes;
+  }
   const std::string &error() const { return error_; }
 
 private:
@@ -198,6 +285,8 @@ private:
   FailureOr<uint32_t> addTensor(Operation *op, Value weight, plan::WeightLayoutDef layout,
                                 StringRef role);
   FailureOr<uint32_t> addSegment(const WeightSource &source, SegmentForm form);
+  FailureOr<uint64_t> segmentSize(const WeightSource &source, SegmentForm form);
+  Status produceSegment(const SegmentRecipe &recipe, const WeightPayload::Write &write) const;
   LogicalResult tieEmbeddingToLmHead(ArrayRef<Operation *> ops);
   // A Linear's weight layout, and the lm_head's: BF16 with integer linears unless asked, since it
   // is often the tied embedding's table and its logits decide every sampled token
@@ -229,17 +318,12 @@ private:
   // The packed lm_head tensor when it is also the embedding table (tied), so it is stored once.
   std::optional<uint32_t> tiedTable_;
   plan::PlanDefT plan_;
-  std::vector<WeightPayload> payloads_;
-  std::vector<std::unique_ptr<std::vector<uint8_t>>> packed_;
-  // Column slices of stored weights, by (weight, transposed view, begin, end).
-  std::map<std::tuple<const StoredWeight *, bool, int64_t, int64_t>,
-           std::unique_ptr<std::vector<float>>>
-      slices_;
-  std::map<std::pair<const void *, SegmentForm>, uint32_t> segments_;
-  // Output-column slices of imported integer weights: a token per (weight, view, begin, end) as
-  // their identity.
+  // Segment i of the plan, made from its source only when the plan is written.
+  std::vector<SegmentRecipe> segments_;
+  std::map<std::pair<const void *, SegmentForm>, uint32_t> segmentIndex_;
+  // Column slices of stored weights: a token per (weight, view, begin, end) as their identity.
   std::map<std::tuple<const StoredWeight *, bool, int64_t, int64_t>, std::unique_ptr<char>>
-      quantizedSlices_;
+      sliceTokens_;
   std::map<uint64_t, std::vector<uint32_t>> segmentsBySize_;
   std::map<std::tuple<const void *, SegmentForm, plan::WeightLayoutDef>, uint32_t> tensors_;
   // Ops of each kind seen so far in each layer, for readable names ("layers.3.linear.2").
@@ -435,145 +519,294 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
 }
 
 // Narrows `source` to columns [begin, end) of its view: rows of a transposed view's stored
-// [N, K], the last dimension's elements otherwise.
+// [N, K], the last dimension's elements otherwise. Nothing is read until the segment is made.
 void PlanBuilder::sliceColumns(WeightSource &source, int64_t begin, int64_t end) {
-  if ((source.int4() && source.transposedView) || source.int8PerColumn()) {
-    // Whole output columns of an integer weight: repacked from their values, never widened.
-    std::unique_ptr<char> &token =
-        quantizedSlices_[std::make_tuple(source.stored, source.transposedView, begin, end)];
-    if (!token)
-      token = std::make_unique<char>();
-    source.quantizedBegin = static_cast<uint64_t>(begin);
-    source.storedShape[source.transposedView ? 0 : 1] = end - begin;
-    source.identity = token.get();
-    source.name += "[" + std::to_string(begin) + ":" + std::to_string(end) + "]";
-    return;
-  }
-  std::unique_ptr<std::vector<float>> &slice =
-      slices_[std::make_tuple(source.stored, source.transposedView, begin, end)];
-  const bool rows = source.transposedView;
-  if (!slice) {
-    std::vector<float> all = source.stored->toFloats();
-    slice = std::make_unique<std::vector<float>>();
-    // Elements per stored row: a transposed view's column is a whole stored row.
-    const auto width = static_cast<size_t>(source.storedShape.back());
-    if (rows) {
-      slice->assign(all.begin() + begin * width, all.begin() + end * width);
-    } else {
-      for (size_t row = 0; row < all.size() / width; ++row)
-        slice->insert(slice->end(), all.begin() + row * width + begin,
-                      all.begin() + row * width + end);
-    }
-  }
-  source.storedShape[rows ? 0 : source.storedShape.size() - 1] = end - begin;
-  source.sliced = slice.get();
-  source.identity = slice.get();
+  std::unique_ptr<char> &token =
+      sliceTokens_[std::make_tuple(source.stored, source.transposedView, begin, end)];
+  if (!token)
+    token = std::make_unique<char>();
+  source.sliced = true;
+  source.sliceBegin = static_cast<uint64_t>(begin);
+  source.storedShape[source.transposedView ? 0 : source.storedShape.size() - 1] = end - begin;
+  source.identity = token.get();
   source.name += "[" + std::to_string(begin) + ":" + std::to_string(end) + "]";
 }
 
+// The bytes `form` makes of `source`, checking that it can make them.
+FailureOr<uint64_t> PlanBuilder::segmentSize(const WeightSource &source, SegmentForm form) {
+  uint64_t elements = 1;
+  for (int64_t dim : source.storedShape)
+    elements *= static_cast<uint64_t>(dim);
+  if (form == SegmentForm::Int8Channels) {
+    const bool rows = source.transposedView;
+    return LinearInt8N16K4{static_cast<uint64_t>(source.storedShape[rows ? 0 : 1]),
+                           static_cast<uint64_t>(source.storedShape[rows ? 1 : 0])}
+        .segmentBytes();
+  }
+  if (form == SegmentForm::Int4Blocks)
+    return int4Layout(source).segmentBytes();
+  if ((source.int4() || source.int8PerColumn()) && source.sliced)
+    return fail("weight '" + source.name + "' is a slice of a 4-bit weight read as float");
+  if (source.stored && source.stored->elementType == WeightElementType::I64)
+    return fail("weight '" + source.name + "' is int64; weights must be float");
+  if (form == SegmentForm::Stored || form == SegmentForm::Transposed)
+    return elements * sizeof(float);
+  if (source.storedShape.size() != 2)
+    return fail("weight '" + source.name + "' is packed as a linear weight but is not 2-D");
+  const bool fromKN = readsTransposed(form);
+  const auto n = static_cast<uint64_t>(source.storedShape[fromKN ? 1 : 0]);
+  const auto k = static_cast<uint64_t>(source.storedShape[fromKN ? 0 : 1]);
+  if (form == SegmentForm::Int8FromKN || form == SegmentForm::Int8FromNK)
+    return LinearInt8N16K4{n, k}.segmentBytes();
+  if (form == SegmentForm::Int4FromKN || form == SegmentForm::Int4FromNK)
+    return LinearInt4N16K8{n, k, linearWeights_.groupSize}.segmentBytes();
+  return LinearBf16N16K2{n, k}.bytes();
+}
+
 // One segment per (source, form): a weight packed the same way twice (the embedding table and a
-// tied lm_head) is stored once.
+// tied lm_head) is stored once, and so are two sources that would pack to the same bytes.
 FailureOr<uint32_t> PlanBuilder::addSegment(const WeightSource &source, SegmentForm form) {
   auto key = std::make_pair(source.identity, form);
-  if (auto it = segments_.find(key); it != segments_.end())
+  if (auto it = segmentIndex_.find(key); it != segmentIndex_.end())
     return it->second;
-
-  int64_t elements = 1;
-  for (int64_t dim : source.storedShape)
-    elements *= dim;
-  if (form == SegmentForm::Stored && source.stored && !source.sliced &&
-      source.stored->elementType == WeightElementType::F32) {
-    payloads_.push_back(WeightPayload{source.stored->data, source.stored->bytes});
-  } else if (form == SegmentForm::Int8Channels) {
-    const bool rows = source.transposedView;
-    const LinearInt8N16K4 layout{static_cast<uint64_t>(source.storedShape[rows ? 0 : 1]),
-                                 static_cast<uint64_t>(source.storedShape[rows ? 1 : 0])};
-    auto bytes = std::make_unique<std::vector<uint8_t>>(layout.segmentBytes());
-    packInt8Channels(*source.stored, rows, source.quantizedBegin, layout, bytes->data());
-    packed_.push_back(std::move(bytes));
-    payloads_.push_back(WeightPayload{packed_.back()->data(), packed_.back()->size()});
-  } else if (form == SegmentForm::Int4Blocks) {
-    const LinearInt4N16K8 layout = int4Layout(source);
-    auto bytes = std::make_unique<std::vector<uint8_t>>(layout.segmentBytes());
-    packInt4Blocks(*source.stored, source.quantizedBegin, layout, bytes->data());
-    packed_.push_back(std::move(bytes));
-    payloads_.push_back(WeightPayload{packed_.back()->data(), packed_.back()->size()});
+  FailureOr<uint64_t> size = segmentSize(source, form);
+  if (failed(size))
+    return failure();
+  SegmentRecipe recipe{source, form, *size, linearWeights_.groupSize, linearWeights_.symmetric};
+  std::vector<uint32_t> &sameSize = segmentsBySize_[recipe.size];
+  auto same = llvm::find_if(sameSize, [&](uint32_t other) {
+    return sameSegment(segments_[other], recipe);
+  });
+  uint32_t index;
+  if (same != sameSize.end()) {
+    index = *same;
+    // Finding them equal read both whole: give the pages back until the segment is written.
+    if (recipe.source.stored)
+      weights_.releasePages(*recipe.source.stored);
+    if (segments_[index].source.stored)
+      weights_.releasePages(*segments_[index].source.stored);
   } else {
-    if ((source.int4() || source.int8PerColumn()) &&
-        (source.quantizedBegin != 0 ||
-         ArrayRef<int64_t>(source.storedShape) != ArrayRef<int64_t>(source.stored->shape)))
-      return fail("weight '" + source.name + "' is a slice of a 4-bit weight read as float");
-    // Float32 elements in the stored order: the store's own bytes when they already are.
-    std::vector<float> converted;
-    const float *elementsF32 = nullptr;
-    if (source.sliced) {
-      elementsF32 = source.sliced->data();
-    } else if (source.stored && source.stored->elementType == WeightElementType::F32) {
-      elementsF32 = static_cast<const float *>(source.stored->data);
-    } else if (source.stored) {
-      if (source.stored->elementType == WeightElementType::I64)
-        return fail("weight '" + source.name + "' is int64; weights must be float");
-      converted = source.stored->toFloats();
-      elementsF32 = converted.data();
-    } else {
-      converted.reserve(static_cast<size_t>(elements));
+    index = static_cast<uint32_t>(segments_.size());
+    segments_.push_back(std::move(recipe));
+    sameSize.push_back(index);
+  }
+  segmentIndex_[key] = index;
+  return index;
+}
+
+// A weight source's stored matrix (its slice, for a sliced one) read as float32 a block of rows
+// or of columns at a time, so that a segment is made without widening the whole weight. A source
+// of rank other than 2 reads as [product of the leading dimensions, last dimension].
+class SourceReader {
+public:
+  SourceReader(const WeightSource &source, const WeightStore &weights)
+      : source_(source), weights_(weights) {
+    cols_ = source.storedShape.empty() ? 1 : static_cast<uint64_t>(source.storedShape.back());
+    uint64_t elements = 1;
+    for (int64_t dim : source.storedShape)
+      elements *= static_cast<uint64_t>(dim);
+    rows_ = cols_ == 0 ? 0 : elements / cols_;
+    if (!source.stored) {
+      // A hetc.constant: small, so widened whole.
+      constant_.reserve(elements);
       for (APFloat value : source.constant.getValues<APFloat>()) {
         bool lost = false;
         value.convert(APFloat::IEEEsingle(), APFloat::rmNearestTiesToEven, &lost);
-        converted.push_back(value.convertToFloat());
+        constant_.push_back(value.convertToFloat());
       }
-      elementsF32 = converted.data();
+      width_ = cols_;
+      return;
     }
-    auto bytes = std::make_unique<std::vector<uint8_t>>();
-    if (form == SegmentForm::Stored || form == SegmentForm::Transposed) {
-      bytes->resize(static_cast<size_t>(elements) * sizeof(float));
-      auto *values = reinterpret_cast<float *>(bytes->data());
-      if (form == SegmentForm::Transposed)
-        transpose(elementsF32, values, source.storedShape[0], source.storedShape[1]);
-      else
-        std::memcpy(values, elementsF32, bytes->size());
+    width_ = static_cast<uint64_t>(source.stored->shape.back());
+    if (source.sliced)
+      (source.transposedView ? rowOffset_ : colOffset_) = source.sliceBegin;
+  }
+  uint64_t rows() const { return rows_; }
+  uint64_t cols() const { return cols_; }
+
+  // Rows [r0, r0 + count) as [count, cols()].
+  void readRows(uint64_t r0, uint64_t count, float *out) const {
+    for (uint64_t r = 0; r < count; ++r)
+      read(r0 + r, 0, cols_, out + r * cols_);
+  }
+  // Columns [c0, c0 + count) as [count, rows()]: the transpose's rows.
+  void readColumns(uint64_t c0, uint64_t count, float *out) const {
+    std::vector<float> row(count);
+    for (uint64_t r = 0; r < rows_; ++r) {
+      read(r, c0, count, row.data());
+      for (uint64_t c = 0; c < count; ++c)
+        out[c * rows_ + r] = row[c];
+    }
+  }
+  // Gives back the mapped pages of the rows before `r` (all rows by default), once read.
+  void release(uint64_t r = UINT64_MAX) const {
+    if (!source_.stored)
+      return;
+    const uint64_t rowBytes = source_.stored->bytes / std::max<uint64_t>(
+                                                         1, source_.stored->elementCount() / width_);
+    const uint64_t end = r >= rows_ ? source_.stored->bytes : (r + rowOffset_) * rowBytes;
+    weights_.releasePages(*source_.stored, 0, end);
+  }
+
+private:
+  void read(uint64_t r, uint64_t c0, uint64_t count, float *out) const {
+    const uint64_t at = (r + rowOffset_) * width_ + c0 + colOffset_;
+    if (source_.stored)
+      source_.stored->floatsInto(at, count, out);
+    else
+      std::memcpy(out, constant_.data() + at, count * sizeof(float));
+  }
+
+  const WeightSource &source_;
+  const WeightStore &weights_;
+  std::vector<float> constant_;
+  uint64_t rows_ = 0, cols_ = 0, width_ = 0, rowOffset_ = 0, colOffset_ = 0;
+};
+
+// Rows of a block a segment is made in: about 4 MiB of float32, whole blocks of 16 rows.
+uint64_t blockRows(uint64_t rowElements) {
+  constexpr uint64_t kBytes = 4 << 20;
+  const uint64_t rows = kBytes / (std::max<uint64_t>(rowElements, 1) * sizeof(float));
+  return std::max<uint64_t>(16, rows / 16 * 16);
+}
+
+template <typename T>
+Status writeVector(const WeightPayload::Write &write, const std::vector<T> &values) {
+  return write(values.data(), values.size() * sizeof(T));
+}
+
+
+// Makes a segment's bytes in order, a block of rows at a time, giving back the mapped pages of
+// what it has read as it goes: a float32 weight stored as it is comes straight from the store (a
+// mapped external-data file, often); packed weights are made block by block with the layouts'
+// *Rows functions and their scale tables written after.
+Status PlanBuilder::produceSegment(const SegmentRecipe &recipe,
+                                   const WeightPayload::Write &write) const {
+  const WeightSource &source = recipe.source;
+  // Imported integer weights are repacked whole: they are a quarter of float32 or less.
+  if (recipe.form == SegmentForm::Int8Channels || recipe.form == SegmentForm::Int4Blocks) {
+    std::vector<uint8_t> bytes(recipe.size);
+    if (recipe.form == SegmentForm::Int8Channels) {
+      const bool rows = source.transposedView;
+      packInt8Channels(*source.stored, rows, source.sliceBegin,
+                       LinearInt8N16K4{static_cast<uint64_t>(source.storedShape[rows ? 0 : 1]),
+                                       static_cast<uint64_t>(source.storedShape[rows ? 1 : 0])},
+                       bytes.data());
     } else {
-      if (source.storedShape.size() != 2)
-        return fail("weight '" + source.name + "' is packed as a linear weight but is not 2-D");
-      const bool fromKN = form == SegmentForm::Bf16FromKN || form == SegmentForm::Int8FromKN ||
-                          form == SegmentForm::Int4FromKN;
-      const auto n = static_cast<uint64_t>(source.storedShape[fromKN ? 1 : 0]);
-      const auto k = static_cast<uint64_t>(source.storedShape[fromKN ? 0 : 1]);
-      if (form == SegmentForm::Int8FromKN || form == SegmentForm::Int8FromNK) {
-        bytes->resize(LinearInt8N16K4{n, k}.segmentBytes());
-        quantizeLinearInt8Segment(elementsF32, fromKN, n, k, bytes->data());
-      } else if (form == SegmentForm::Int4FromKN || form == SegmentForm::Int4FromNK) {
-        const uint64_t group = linearWeights_.groupSize;
-        bytes->resize(LinearInt4N16K8{n, k, group}.segmentBytes());
-        quantizeLinearInt4Segment(elementsF32, fromKN, n, k, group, linearWeights_.symmetric,
-                                  bytes->data());
-      } else {
-        bytes->resize(LinearBf16N16K2{n, k}.bytes());
-        packLinearBf16(elementsF32, fromKN, n, k, reinterpret_cast<uint16_t *>(bytes->data()));
-      }
+      packInt4Blocks(*source.stored, source.sliceBegin, int4Layout(source), bytes.data());
     }
-    packed_.push_back(std::move(bytes));
-    payloads_.push_back(WeightPayload{packed_.back()->data(), packed_.back()->size()});
+    weights_.releasePages(*source.stored);
+    return writeVector(write, bytes);
   }
-  uint32_t index = static_cast<uint32_t>(payloads_.size() - 1);
-  // Identical bytes are stored once: a tied lm_head exported as its own (transposed) copy of the
-  // embedding table packs to exactly the table's bytes. Random weights differ within the first
-  // bytes, so the comparisons cost next to nothing.
-  WeightPayload payload = payloads_.back();
-  std::vector<uint32_t> &sameSize = segmentsBySize_[payload.size];
-  auto same = llvm::find_if(sameSize, [&](uint32_t other) {
-    return std::memcmp(payloads_[other].data, payload.data, payload.size) == 0;
-  });
-  if (same != sameSize.end()) {
-    if (!packed_.empty() && packed_.back()->data() == payload.data)
-      packed_.pop_back();
-    payloads_.pop_back();
-    index = *same;
-  } else {
-    sameSize.push_back(index);
+
+  SourceReader reader(source, weights_);
+  if (recipe.form == SegmentForm::Stored && source.stored && !source.sliced &&
+      source.stored->elementType == WeightElementType::F32) {
+    constexpr uint64_t kChunk = 64 << 20;
+    const auto *bytes = static_cast<const uint8_t *>(source.stored->data);
+    for (uint64_t at = 0; at < recipe.size; at += kChunk) {
+      const uint64_t size = std::min(kChunk, recipe.size - at);
+      if (Status status = write(bytes + at, size); !status)
+        return status;
+      weights_.releasePages(*source.stored, 0, at + size);
+    }
+    return Status();
   }
-  segments_[key] = index;
-  return index;
+  if (recipe.form == SegmentForm::Stored || recipe.form == SegmentForm::Transposed) {
+    const bool transposed = recipe.form == SegmentForm::Transposed;
+    const uint64_t outRows = transposed ? reader.cols() : reader.rows();
+    const uint64_t outCols = transposed ? reader.rows() : reader.cols();
+    const uint64_t block = blockRows(outCols);
+    std::vector<float> buffer(std::min(block, outRows) * outCols);
+    for (uint64_t r0 = 0; r0 < outRows; r0 += block) {
+      const uint64_t count = std::min(block, outRows - r0);
+      if (transposed) {
+        reader.readColumns(r0, count, buffer.data());
+      } else {
+        reader.readRows(r0, count, buffer.data());
+        reader.release(r0 + count);
+      }
+      if (Status status = write(buffer.data(), count * outCols * sizeof(float)); !status)
+        return status;
+    }
+    reader.release();
+    return Status();
+  }
+
+  // Packed linear layouts: W as [N, K], the stored matrix's rows (from [N, K]) or columns (from
+  // [K, N]).
+  const bool fromKN = readsTransposed(recipe.form);
+  const uint64_t n = fromKN ? reader.cols() : reader.rows();
+  const uint64_t k = fromKN ? reader.rows() : reader.cols();
+  const uint64_t block = blockRows(k);
+  std::vector<float> rows(std::min(block, n) * k);
+  std::vector<uint8_t> panels;
+  std::vector<float> scales;
+  std::vector<int32_t> sums;
+  std::vector<uint8_t> zeroPoints;
+  const bool int8 = recipe.form == SegmentForm::Int8FromKN || recipe.form == SegmentForm::Int8FromNK;
+  const bool int4 = recipe.form == SegmentForm::Int4FromKN || recipe.form == SegmentForm::Int4FromNK;
+  const LinearBf16N16K2 bf16Layout{n, k};
+  const LinearInt8N16K4 int8Layout{n, k};
+  const LinearInt4N16K8 int4Layout{n, k, recipe.int4Group};
+  if (int8) {
+    scales.resize(int8Layout.paddedColumns());
+    sums.resize(int8Layout.paddedColumns());
+  } else if (int4) {
+    scales.resize(int4Layout.paddedColumns() * int4Layout.groups());
+    zeroPoints.resize(scales.size());
+  }
+  for (uint64_t row0 = 0; row0 < n; row0 += block) {
+    const uint64_t count = std::min(block, n - row0);
+    if (fromKN) {
+      reader.readColumns(row0, count, rows.data());
+    } else {
+      reader.readRows(row0, count, rows.data());
+      reader.release(row0 + count);
+    }
+    const uint64_t blocks = (count + 15) / 16;
+    if (int8) {
+      panels.resize(blocks * int8Layout.blockBytes());
+      quantizeLinearInt8Rows(rows.data(), n, k, row0, count,
+                             reinterpret_cast<int8_t *>(panels.data()), scales.data() + row0,
+                             sums.data() + row0);
+    } else if (int4) {
+      panels.resize(blocks * int4Layout.blockBytes());
+      const uint64_t table = int4Layout.groupIndex(row0, 0);
+      quantizeLinearInt4Rows(rows.data(), n, k, recipe.int4Group, recipe.int4Symmetric, row0,
+                             count, panels.data(), scales.data() + table,
+                             zeroPoints.data() + table);
+    } else {
+      panels.resize(blocks * bf16Layout.blockBytes());
+      packLinearBf16Rows(rows.data(), n, k, row0, count,
+                         reinterpret_cast<uint16_t *>(panels.data()));
+    }
+    if (Status status = writeVector(write, panels); !status)
+      return status;
+  }
+  reader.release();
+  Status status;
+  if (int8 || int4)
+    status = writeVector(write, scales);
+  if (status && int8)
+    status = writeVector(write, sums);
+  if (status && int4)
+    status = writeVector(write, zeroPoints);
+  return status;
+}
+
+std::vector<WeightPayload> PlanBuilder::payloads() const {
+  std::vector<WeightPayload> payloads;
+  payloads.reserve(segments_.size());
+  for (const SegmentRecipe &recipe : segments_) {
+    WeightPayload payload;
+    payload.size = recipe.size;
+    payload.produce = [this, &recipe](const WeightPayload::Write &write) {
+      return produceSegment(recipe, write);
+    };
+    payloads.push_back(std::move(payload));
+  }
+  return payloads;
 }
 
 // With a packed lm_head (BF16, INT8 or INT4), a tied lm_head's weight is also the embedding's
@@ -605,12 +838,13 @@ LogicalResult PlanBuilder::tieEmbeddingToLmHead(ArrayRef<Operation *> ops) {
     tiedTable_ = *headTensor;
     return success();
   }
-  // A separate copy: pack the table [vocab, hidden] as [N, K] the lm_head's way and see whether
-  // it is lm_head's. (An imported integer lm_head is its own: a float table never repacks to it.)
+  // A separate copy: the table [vocab, hidden] packed as [N, K] the lm_head's way, and whether
+  // that is lm_head's segment. (An imported integer lm_head is its own: a float table never
+  // repacks to it.)
   if (head->int4() || head->int8PerColumn())
     return success();
   const SegmentForm form = packedForm(plan_.tensors[*headTensor]->layout, /*fromNK=*/true);
-  const size_t payloadsBefore = payloads_.size();
+  const size_t segmentsBefore = segments_.size();
   FailureOr<uint32_t> segment = addSegment(*table, form);
   if (failed(segment))
     return failure();
@@ -618,13 +852,11 @@ LogicalResult PlanBuilder::tieEmbeddingToLmHead(ArrayRef<Operation *> ops) {
     tiedTable_ = *headTensor;
     return success();
   }
-  // Not tied: forget the trial packing.
-  segments_.erase(std::make_pair(table->identity, form));
-  if (payloads_.size() > payloadsBefore) {
-    std::vector<uint32_t> &sameSize = segmentsBySize_[payloads_.back().size];
-    llvm::erase(sameSize, *segment);
-    payloads_.pop_back();
-    packed_.pop_back();
+  // Not tied: forget the trial segment.
+  segmentIndex_.erase(std::make_pair(table->identity, form));
+  if (segments_.size() > segmentsBefore) {
+    llvm::erase(segmentsBySize_[segments_.back().size], *segment);
+    segments_.pop_back();
   }
   return success();
 }
@@ -1058,8 +1290,7 @@ namespace {
 
 PlanMemory memoryOf(PlanBuilder &builder) {
   PlanMemory memory;
-  for (const WeightPayload &payload : builder.payloads())
-    memory.weightBytes += payload.size;
+  memory.weightBytes = builder.weightBytes();
   const plan::PlanDefT &plan = builder.plan();
   memory.activationBytes = plan.activation_arena_size;
   if (const plan::KvCacheDefT *kv = plan.kv_cache.get()) {

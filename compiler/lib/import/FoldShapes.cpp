@@ -96,11 +96,15 @@ class ShapeFolder {
 public:
   explicit ShapeFolder(func::FuncOp func) : func_(func), shapes_(func), builder_(func) {}
 
-  void run() {
+  // False after an error was emitted.
+  bool run() {
     SmallVector<OnnxNodeOp> nodes;
     func_.walk([&](OnnxNodeOp node) { nodes.push_back(node); });
     for (OnnxNodeOp node : nodes) {
       refineTypes(node);
+      if (node.getOnnxAttrs() && node.getOnnxAttrs()->get(kFlattensBefore13) &&
+          !softmaxOverLastAxis(node))
+        return false;
       StringRef type = node.getOpType();
       if (type == "Reshape" && node->getNumOperands() == 2) {
         if (!reshapeAsSource(node))
@@ -138,9 +142,28 @@ public:
     for (OnnxNodeOp node : nodes)
       foldConstantResult(node);
     syncResultTypes(func_);
+    return true;
   }
 
 private:
+  // A Softmax of an opset before 13 whose input's rank the importer did not know: over the last
+  // axis, opset 13's softmax over it (axis -1); over any other, refused.
+  bool softmaxOverLastAxis(OnnxNodeOp node) {
+    const int64_t axis = intAttr(node, "axis").value_or(1);
+    const int64_t rank = rankOf(node->getOperand(0));
+    const int64_t opset = intAttr(node, kFlattensBefore13).value_or(0);
+    if (rank < 1 || (axis < 0 ? axis + rank : axis) != rank - 1) {
+      node.emitError() << softmaxBefore13Refusal(node.getNodeName(), node.getOpType(), opset,
+                                                 axis, rank);
+      return false;
+    }
+    NamedAttrList attrs(*node.getOnnxAttrs());
+    attrs.erase(kFlattensBefore13);
+    attrs.set("axis", builder_.getI64IntegerAttr(-1));
+    node.setOnnxAttrsAttr(attrs.getDictionary(node.getContext()));
+    return true;
+  }
+
   // The function's nodes of `type` with two operands, as they are now (after earlier rewrites).
   SmallVector<OnnxNodeOp> binaryNodes(StringRef type) {
     SmallVector<OnnxNodeOp> found;
@@ -836,7 +859,10 @@ private:
 };
 
 struct FoldShapesPass : public hetc::impl::FoldShapesBase<FoldShapesPass> {
-  void runOnOperation() override { ShapeFolder(getOperation()).run(); }
+  void runOnOperation() override {
+    if (!ShapeFolder(getOperation()).run())
+      signalPassFailure();
+  }
 };
 
 } // namespace

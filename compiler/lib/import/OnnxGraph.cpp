@@ -491,6 +491,15 @@ std::string printed(double v, int significant) {
   return text;
 }
 
+std::string softmaxBefore13Refusal(StringRef node, StringRef opType, int64_t opset, int64_t axis,
+                                   int64_t rank) {
+  return "node '" + node.str() + "' (" + opType.str() + ", opset " + std::to_string(opset) +
+         ") flattens its input at axis " + std::to_string(axis) +
+         (rank < 1 ? " of an input of unknown rank"
+                   : " of a rank-" + std::to_string(rank) + " input") +
+         "; hetc reads a softmax over the last axis only (export with opset 13 or later)";
+}
+
 std::string describe(Operation *op) {
   if (auto node = dyn_cast<OnnxNodeOp>(op))
     return "'" + node.getNodeName().str() + "' (" + node.getOpType().str() + ")";

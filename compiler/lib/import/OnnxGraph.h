@@ -100,4 +100,13 @@ std::optional<int64_t> knownFeatures(mlir::Value v);
 // A number as messages print it: `significant` digits, %g style.
 std::string printed(double v, int significant = 3);
 
+// Marks a Softmax, LogSoftmax or Hardmax of an opset before 13 (which flatten their input to 2-D
+// at `axis`) whose input's rank the importer did not know (its value: the model's opset);
+// hetc-fold-shapes makes it opset 13's
+// softmax over the last axis when `axis` is the last, and refuses it otherwise with
+// softmaxBefore13Refusal.
+inline constexpr llvm::StringLiteral kFlattensBefore13 = "hetc.flattens_before_13";
+std::string softmaxBefore13Refusal(llvm::StringRef node, llvm::StringRef opType, int64_t opset,
+                                   int64_t axis, int64_t rank);
+
 } // namespace hetc

@@ -5,6 +5,7 @@
 #include "hetc/compiler/OnnxImport.h"
 
 #include "hetc/Dialect/HetcDialect.h"
+#include "import/OnnxGraph.h"
 
 #include "runtime/format/WeightLayout.h"
 
@@ -47,8 +48,12 @@ using namespace mlir;
 namespace hetc::compiler {
 namespace {
 
-// Opsets whose operator semantics the raising passes are written against.
-constexpr int64_t kMinOpset = 13;
+// Opsets whose operator semantics the raising passes are written against. Before 13, Squeeze,
+// Unsqueeze, Split and the reductions take their axes as attributes (read where axes are read,
+// OnnxGraph.h's axesOf), and Softmax, LogSoftmax and Hardmax flatten their input to 2-D at
+// `axis` (default 1): the same as 13's semantics over the last axis, which is what the importer
+// makes of them (Importer::importNode), refusing any other axis.
+constexpr int64_t kMinOpset = 11;
 constexpr int64_t kMaxOpset = 21;
 // Float initializers up to this many elements become hetc.constant (epsilons, scales); larger
 // ones are model parameters and become hetc.weight, so even a 1-D norm weight of a toy model is
@@ -295,6 +300,8 @@ const ContribOpArity *contribOp(const onnx::NodeProto &node) {
       {"RotaryEmbedding", {4, 4, 1}},
       {"GroupQueryAttention", {7, 12, 4}},
       {"MultiHeadAttention", {1, 10, 4}},
+      {"Attention", {1, 7, 3}},
+      {"EmbedLayerNormalization", {7, 9, 3}},
       {"MatMulNBits", {3, 6, 1}},
   };
   auto it = ops.find(node.op_type());
@@ -322,6 +329,9 @@ private:
   }
   bool parse();
   bool checkOpsets();
+  Value stackHalves(Location loc, const std::string &name, Value key, Value value,
+                    RankedTensorType stacked);
+  Value takeHalf(Location loc, const std::string &name, Value stacked, int64_t half);
   bool checkDecoderSignature();
   bool flattenIfs();
   bool sortNodes();
@@ -390,6 +400,18 @@ bool Importer::parse() {
   return true;
 }
 
+// A KV cache stacked in one value per layer, [2, batch, heads, positions, head_dim], key then
+// value (ONNX Runtime's com.microsoft Attention: GPT-2's past_N and present_N).
+bool isStackedKv(const onnx::ValueInfoProto &v) {
+  if (!v.type().has_tensor_type() || !isFloatType(v.type().tensor_type().elem_type()) ||
+      rankOf(v) != 5)
+    return false;
+  const auto &first = v.type().tensor_type().shape().dim(0);
+  const std::string name = llvm::StringRef(v.name()).lower();
+  return first.has_dim_value() && first.dim_value() == 2 &&
+         (name.find("past") != std::string::npos || name.find("present") != std::string::npos);
+}
+
 // A model that takes token ids ([batch, sequence] integers) is a language model; hetc compiles
 // the decoders among them that keep a KV cache: past key/value inputs [batch, kv_heads, past,
 // head_dim] and a logits output [batch, sequence, vocab]. Any other such model (an encoder, a
@@ -419,6 +441,7 @@ bool Importer::checkDecoderSignature() {
                 !named(input, {"position", "type"});
     tokenTypes |= named(input, {"token_type"});
     pastInputs += isFloatType(elem(input)) && rankOf(input) == 4;
+    pastInputs += isStackedKv(input) ? 2 : 0;
     if (isFloatType(elem(input)) && rankOf(input) == 3 && named(input, {"state", "conv", "ssm"})) {
       states = true;
       stateInputs.push_back(&input);
@@ -919,6 +942,7 @@ std::shared_ptr<MappedFile> Importer::externalFile(const std::string &location,
     return nullptr;
   }
   weights_.keepAlive(mapped);
+  weights_.addFileMapping(mapped->data(), mapped->size());
   externalFiles_[location] = mapped;
   return mapped;
 }
@@ -1234,6 +1258,29 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
     if (!converted)
       return false;
     attrs.push_back(*converted);
+  }
+  if (opset_ < 13 && node.domain().empty() &&
+      (node.op_type() == "Softmax" || node.op_type() == "LogSoftmax" ||
+       node.op_type() == "Hardmax")) {
+    // Before opset 13 these flatten their input to [prod(dims before axis), prod(the rest)]
+    // (axis 1 by default); over the last axis that is opset 13's softmax over it, which the
+    // rest of hetc reads, so the node says axis -1. Any other axis is refused.
+    int64_t axis = 1;
+    for (const auto &attr : node.attribute())
+      if (attr.name() == "axis")
+        axis = attr.i();
+    auto type = dyn_cast<RankedTensorType>(operands[0].getType());
+    const int64_t rank = type ? type.getRank() : -1;
+    llvm::erase_if(attrs, [](NamedAttribute a) { return a.getName() == "axis"; });
+    if (rank < 1) {
+      // The rank is known once shapes are evaluated: hetc-fold-shapes decides then.
+      attrs.push_back(builder_.getNamedAttr("axis", builder_.getI64IntegerAttr(axis)));
+      attrs.push_back(builder_.getNamedAttr(hetc::kFlattensBefore13, builder_.getI64IntegerAttr(opset_)));
+    } else if ((axis < 0 ? axis + rank : axis) == rank - 1) {
+      attrs.push_back(builder_.getNamedAttr("axis", builder_.getI64IntegerAttr(-1)));
+    } else {
+      return fail(hetc::softmaxBefore13Refusal(name, node.op_type(), opset_, axis, rank));
+    }
   }
   DictionaryAttr onnxAttrs = attrs.empty() ? DictionaryAttr() : builder_.getDictionaryAttr(attrs);
   auto op = builder_.create<hetc::OnnxNodeOp>(loc, resultTypes, node.op_type(), name, onnxAttrs,
@@ -1649,6 +1696,49 @@ Value Importer::transposedInt4Weight(Location loc, const std::string &name,
       ->getResult(0);
 }
 
+// The stacked KV value `name` of its key and value halves: Concat(Unsqueeze(key, [0]),
+// Unsqueeze(value, [0]), axis 0), as ONNX nodes the raising reads back (RaiseContribOps).
+Value Importer::stackHalves(Location loc, const std::string &name, Value key, Value value,
+                            RankedTensorType stacked) {
+  SmallVector<int64_t> one(stacked.getShape());
+  one[0] = 1;
+  auto partType = RankedTensorType::get(one, stacked.getElementType());
+  auto axes = builder_.getDictionaryAttr(
+      builder_.getNamedAttr("axes", builder_.getArrayAttr({builder_.getI64IntegerAttr(0)})));
+  SmallVector<Value> parts;
+  for (auto [half, v] : llvm::enumerate(SmallVector<Value>{key, value}))
+    parts.push_back(builder_
+                        .create<hetc::OnnxNodeOp>(loc, TypeRange{partType}, "Unsqueeze",
+                                                  name + (half ? "/stack_value" : "/stack_key"),
+                                                  axes, ValueRange{v})
+                        ->getResult(0));
+  return builder_
+      .create<hetc::OnnxNodeOp>(
+          loc, TypeRange{stacked}, "Concat", name + "/stack",
+          builder_.getDictionaryAttr(
+              builder_.getNamedAttr("axis", builder_.getI64IntegerAttr(0))),
+          parts)
+      ->getResult(0);
+}
+
+// Half `half` (0: the key, 1: the value) of the stacked KV value `stacked`: Gather(stacked,
+// half) on axis 0.
+Value Importer::takeHalf(Location loc, const std::string &name, Value stacked, int64_t half) {
+  auto indexType = RankedTensorType::get({}, builder_.getI64Type());
+  Value index = builder_.create<hetc::ConstantOp>(
+      loc, indexType, DenseElementsAttr::get(indexType, ArrayRef<int64_t>{half}));
+  Type type = stacked.getType();
+  if (auto ranked = dyn_cast<RankedTensorType>(type))
+    type = RankedTensorType::get(ranked.getShape().drop_front(), ranked.getElementType());
+  return builder_
+      .create<hetc::OnnxNodeOp>(
+          loc, TypeRange{type}, "Gather", name + (half ? "/value" : "/key"),
+          builder_.getDictionaryAttr(
+              builder_.getNamedAttr("axis", builder_.getI64IntegerAttr(0))),
+          ValueRange{stacked, index})
+      ->getResult(0);
+}
+
 OwningOpRef<ModuleOp> Importer::run() {
   if (!parse() || !checkOpsets() || !checkDecoderSignature() || !flattenIfs() || !sortNodes() ||
       !validateGraph())
@@ -1666,6 +1756,7 @@ OwningOpRef<ModuleOp> Importer::run() {
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
   SmallVector<SmallVector<std::string>> argDims; // each input's dim_params ("" where none)
+  SmallVector<std::pair<std::string, RankedTensorType>> stackedInputs;
   for (const auto &input : g.input()) {
     if (initializerNames.contains(input.name()))
       continue; // an IR < 4 model lists initializers as inputs too
@@ -1674,12 +1765,24 @@ OwningOpRef<ModuleOp> Importer::run() {
       fail("graph input '" + input.name() + "' is not a tensor of a supported element type");
       return nullptr;
     }
-    argTypes.push_back(t);
-    argNames.push_back(input.name());
     SmallVector<std::string> dims;
     if (input.type().tensor_type().has_shape())
       for (const auto &d : input.type().tensor_type().shape().dim())
         dims.push_back(d.has_dim_param() && !d.has_dim_value() ? d.dim_param() : std::string());
+    if (isStackedKv(input)) {
+      // Two arguments, the key and the value; their stack stands for the input in the graph.
+      auto stacked = cast<RankedTensorType>(t);
+      auto half = RankedTensorType::get(stacked.getShape().drop_front(), stacked.getElementType());
+      for (const char *part : {".key", ".value"}) {
+        argTypes.push_back(half);
+        argNames.push_back(input.name() + part);
+        argDims.push_back(SmallVector<std::string>(dims.begin() + 1, dims.end()));
+      }
+      stackedInputs.emplace_back(input.name(), stacked);
+      continue;
+    }
+    argTypes.push_back(t);
+    argNames.push_back(input.name());
     argDims.push_back(std::move(dims));
   }
   builder_.setInsertionPointToEnd(module->getBody());
@@ -1698,6 +1801,9 @@ OwningOpRef<ModuleOp> Importer::run() {
     values_[name] = body->getArgument(i);
   }
   builder_.setInsertionPointToEnd(body);
+  for (const auto &[name, type] : stackedInputs)
+    values_[name] = stackHalves(fileLoc, name, values_[name + ".key"], values_[name + ".value"],
+                                type);
 
   std::map<std::string, const onnx::TensorProto *> initializers;
   for (const auto &t : g.initializer())
@@ -1746,18 +1852,28 @@ OwningOpRef<ModuleOp> Importer::run() {
       return nullptr;
 
   SmallVector<Value> results;
+  SmallVector<std::string> resultNames;
   for (const auto &output : g.output()) {
     auto it = values_.find(output.name());
     if (it == values_.end()) {
       fail("graph output '" + output.name() + "' is not defined by any node, input or initializer");
       return nullptr;
     }
+    if (isStackedKv(output)) {
+      // Its key and its value, as two results.
+      for (int64_t half = 0; half < 2; ++half) {
+        results.push_back(takeHalf(fileLoc, output.name(), it->second, half));
+        resultNames.push_back(output.name() + (half ? ".value" : ".key"));
+      }
+      continue;
+    }
     results.push_back(it->second);
+    resultNames.push_back(output.name());
   }
   builder_.create<func::ReturnOp>(fileLoc, results);
   func.setType(builder_.getFunctionType(argTypes, ValueRange(results).getTypes()));
-  for (auto [i, output] : llvm::enumerate(g.output()))
-    func.setResultAttr(i, "hetc.name", builder_.getStringAttr(output.name()));
+  for (auto [i, name] : llvm::enumerate(resultNames))
+    func.setResultAttr(i, "hetc.name", builder_.getStringAttr(name));
   return module;
 }
 

@@ -27,6 +27,14 @@
 //       seqlens_k implies (each token's index in its sequence): two hetc.rope, the second
 //       rotating kv_num_heads heads, with the frequencies read from the caches.
 //
+//   Attention(input, weights, bias, mask_index, past [2, B, heads, past, H]; num_heads,
+//             unidirectional = 1)                                    -> hetc.attention over
+//       q, k and v split from MatMul(input, weights) + bias (as packed QKV above), the stacked
+//       past and present being the importer's two halves (ONNX Runtime's GPT-2 export)
+//   EmbedLayerNormalization(input_ids, -, word_embedding, position_embedding, -, gamma, beta,
+//                           -, position_ids)                         -> the token and position
+//       Gathers (raised by RaiseEmbedding), their sum as output 2 and its hetc.layer_norm
+//
 // Whatever these ops do that the LLM ops do not (a bias on the skip sum, a softcap, an attention
 // bias, head sinks, a read of the inverse deviation) is refused with the node and the attribute
 // or input.
@@ -78,6 +86,10 @@ public:
       return rotary(node);
     if (type == "GroupQueryAttention")
       return attention(node);
+    if (type == "Attention")
+      return packedAttention(node);
+    if (type == "EmbedLayerNormalization")
+      return embedLayerNorm(node);
     return true;
   }
 
@@ -145,10 +157,19 @@ private:
   }
 
   // Skip(Simplified)LayerNormalization(input, skip, gamma[, beta], [bias]): the norm of
-  // input + skip (+ bias, refused), the sum as output 3.
+  // input + bias + skip, the sum as output 3. The bias is added to the input first: the bias of
+  // the linear the input comes from, as ONNX Runtime's fusion takes it (GPT-2's c_proj).
   bool skipNorm(OnnxNodeOp node, bool layerNorm) {
-    if (optionalOperand(node, layerNorm ? 4 : 3))
-      return refuse(node, "adds a bias to the skip sum, which hetc does not do");
+    Value input = node->getOperand(0);
+    if (Value bias = optionalOperand(node, layerNorm ? 4 : 3)) {
+      if (!vectorWeight(bias))
+        return refuse(node, "adds a bias to the skip sum that is not a [hidden] weight");
+      input = builder_
+                  .create<OnnxNodeOp>(node->getLoc(), TypeRange{input.getType()}, "Add",
+                                      (node.getNodeName() + "/bias").str(), DictionaryAttr(),
+                                      ValueRange{input, bias})
+                  ->getResult(0);
+    }
     std::optional<int64_t> hidden = knownFeatures(node->getOperand(0));
     if (!hidden)
       hidden = knownFeatures(node->getOperand(1));
@@ -160,7 +181,7 @@ private:
                              : withFeatureSize(node->getOperand(0).getType(), *hidden);
     auto sum = builder_.create<OnnxNodeOp>(
         node->getLoc(), TypeRange{sumType}, "Add", (node.getNodeName() + "/skip_sum").str(),
-        DictionaryAttr(), ValueRange{node->getOperand(0), node->getOperand(1)});
+        DictionaryAttr(), ValueRange{input, node->getOperand(1)});
     if (sumResult)
       sumResult.replaceAllUsesWith(sum->getResult(0));
     return norm(node, sum->getResult(0), node->getOperand(2),
@@ -362,6 +383,155 @@ private:
     return true;
   }
 
+  // EmbedLayerNormalization(input_ids, segment_ids, word_embedding, position_embedding,
+  // segment_embedding, gamma, beta, mask, position_ids; epsilon): the token rows plus the
+  // position rows (Gathers the embedding raising reads), output 2 that sum, output 0 its
+  // LayerNorm. Segments and the mask index (output 1) are refused; so are positions not given
+  // (ONNX Runtime then uses 0 .. S - 1, which is not a cached decoder's positions).
+  bool embedLayerNorm(OnnxNodeOp node) {
+    if (optionalOperand(node, 1) || optionalOperand(node, 4))
+      return refuse(node, "adds segment embeddings, which a decoder hetc runs does not have");
+    if (!unread(node, {1}, "the mask index"))
+      return false;
+    Value positions = optionalOperand(node, 8);
+    if (!positions)
+      return refuse(node, "has no position_ids: ONNX Runtime then embeds positions 0 .. S - 1 "
+                          "at every step, which a decoder with a KV cache cannot use");
+    Value table = node->getOperand(2), positionTable = node->getOperand(3);
+    std::optional<int64_t> hidden = knownFeatures(table);
+    if (!hidden || knownFeatures(positionTable) != hidden)
+      return refuse(node, "has word and position tables whose widths hetc cannot tell or differ");
+    Type rowType = withFeatureSize(node->getResult(0).getType(), *hidden);
+    auto gather = [&](Value rows, Value index, StringRef what) {
+      return builder_
+          .create<OnnxNodeOp>(node->getLoc(), TypeRange{rowType}, "Gather",
+                              (node.getNodeName() + "/" + what).str(),
+                              builder_.getDictionaryAttr(
+                                  builder_.getNamedAttr("axis", builder_.getI64IntegerAttr(0))),
+                              ValueRange{rows, index})
+          ->getResult(0);
+    };
+    Value tokens = gather(table, node->getOperand(0), "tokens");
+    Value placed = gather(positionTable, positions, "positions");
+    Value sum = builder_
+                    .create<OnnxNodeOp>(node->getLoc(), TypeRange{rowType}, "Add",
+                                        (node.getNodeName() + "/embedding_sum").str(),
+                                        DictionaryAttr(), ValueRange{tokens, placed})
+                    ->getResult(0);
+    if (node->getNumResults() > 2)
+      node->getResult(2).replaceAllUsesWith(sum);
+    return norm(node, sum, node->getOperand(5), optionalOperand(node, 6), /*skip=*/true,
+                /*layerNorm=*/true);
+  }
+
+  // The key and the value of a stacked KV input: the importer's Concat(Unsqueeze(key, [0]),
+  // Unsqueeze(value, [0]), axis 0) of two graph inputs.
+  static std::optional<std::pair<Value, Value>> stackedHalves(Value past) {
+    OnnxNodeOp concat = producer(skipNoOps(past), "Concat");
+    if (!concat || concat->getNumOperands() != 2 || intAttr(concat, "axis").value_or(-1) != 0)
+      return std::nullopt;
+    SmallVector<Value, 2> halves;
+    for (Value part : concat->getOperands()) {
+      OnnxNodeOp unsqueeze = producer(part, "Unsqueeze");
+      std::optional<SmallVector<int64_t>> axes = unsqueeze ? axesOf(unsqueeze) : std::nullopt;
+      if (!axes || *axes != SmallVector<int64_t>{0} ||
+          !isa<BlockArgument>(unsqueeze->getOperand(0)))
+        return std::nullopt;
+      halves.push_back(unsqueeze->getOperand(0));
+    }
+    if (halves[0] == halves[1])
+      return std::nullopt;
+    return std::make_pair(halves[0], halves[1]);
+  }
+
+  // com.microsoft Attention(input, weights [hidden, 3 hidden], bias [3 hidden], mask_index,
+  // past [2, batch, heads, past, head_dim], attention_bias, past_sequence_length; num_heads,
+  // unidirectional, qkv_hidden_sizes, scale, ...) with a present [2, batch, heads, total,
+  // head_dim] output: the projection as MatMul (+ Add of the bias) split into q, k and v (the
+  // packed-QKV path above), and hetc.attention over the stacked cache's halves, whose present key
+  // and value become the halves of the present output the importer took apart. A 2-D mask_index
+  // is the padding mask, which hetc does not need (it never pads); other masks, an attention
+  // bias, rotary, unequal q/k/v sizes and a non-causal attention are refused.
+  bool packedAttention(OnnxNodeOp node) {
+    const unsigned n = node->getNumOperands();
+    auto input = [&](unsigned i) { return i < n && !isNone(node->getOperand(i)); };
+    if (intAttr(node, "unidirectional").value_or(0) != 1)
+      return refuse(node, "is not causal (unidirectional = 0), which hetc.attention always is");
+    if (intAttr(node, "do_rotary").value_or(0) != 0)
+      return refuse(node, "rotates q and k itself (do_rotary = 1), which hetc reads only in "
+                          "GroupQueryAttention");
+    if (intAttr(node, "past_present_share_buffer").value_or(0) != 0)
+      return refuse(node, "shares its past and present buffers, which hetc does not read");
+    if (input(5) || input(6))
+      return refuse(node, "adds an attention bias or takes a past sequence length, which "
+                          "hetc.attention does not");
+    if (input(3) && rankOf(node->getOperand(3)) != 2)
+      return refuse(node, "takes a mask_index of rank " + Twine(rankOf(node->getOperand(3))) +
+                              "; hetc reads a [batch, total] padding mask (and needs none)");
+    if (!input(4))
+      return refuse(node, "has no past input: a decoder hetc runs keeps a KV cache");
+    std::optional<std::pair<Value, Value>> past = stackedHalves(node->getOperand(4));
+    if (!past)
+      return refuse(node, "does not read its past from one stacked [2, batch, heads, past, "
+                          "head_dim] graph input");
+    const int64_t heads = intAttr(node, "num_heads").value_or(0);
+    Value weights = skipNoOps(node->getOperand(1));
+    auto weightType = dyn_cast<RankedTensorType>(weights.getType());
+    if (heads <= 0 || !weightType || weightType.getRank() != 2 || !weightType.hasStaticShape() ||
+        weightType.getDimSize(1) % 3 != 0 || (weightType.getDimSize(1) / 3) % heads != 0)
+      return refuse(node, "has weights that do not split into q, k and v of " + Twine(heads) +
+                              " heads");
+    const int64_t features = weightType.getDimSize(1) / 3;
+    if (std::optional<SmallVector<int64_t>> sizes = intsAttr(node, "qkv_hidden_sizes");
+        sizes && *sizes != SmallVector<int64_t>{features, features, features})
+      return refuse(node, "has q, k and v of different sizes (qkv_hidden_sizes)");
+    const int64_t headDim = features / heads;
+    Value x = node->getOperand(0);
+    Value packed = builder_
+                       .create<OnnxNodeOp>(node->getLoc(),
+                                           TypeRange{withFeatureSize(x.getType(), 3 * features)},
+                                           "MatMul", (node.getNodeName() + "/qkv").str(),
+                                           DictionaryAttr(), ValueRange{x, node->getOperand(1)})
+                       ->getResult(0);
+    if (input(2))
+      packed = builder_
+                   .create<OnnxNodeOp>(node->getLoc(), TypeRange{packed.getType()}, "Add",
+                                       (node.getNodeName() + "/qkv_bias").str(), DictionaryAttr(),
+                                       ValueRange{packed, node->getOperand(2)})
+                   ->getResult(0);
+    auto [q, k, v] = splitPacked(node, packed, features, features);
+    double scale = floatAttr(node, "scale").value_or(0.0);
+    if (scale == 0.0)
+      scale = 1.0 / std::sqrt(static_cast<double>(headDim));
+    // The present halves: the past's type, their positions the total.
+    auto pastType = cast<RankedTensorType>(past->first.getType());
+    SmallVector<int64_t> presentShape(pastType.getShape());
+    presentShape[2] = ShapedType::kDynamic;
+    auto presentType = RankedTensorType::get(presentShape, pastType.getElementType());
+    Type out = llmType(node->getResult(0), x, features);
+    auto attention = builder_.create<AttentionOp>(
+        node->getLoc(), TypeRange{out, presentType, presentType}, q, k, v, past->first,
+        past->second, builder_.getI64IntegerAttr(heads), builder_.getI64IntegerAttr(heads),
+        builder_.getI64IntegerAttr(headDim), builder_.getF32FloatAttr(static_cast<float>(scale)),
+        IntegerAttr());
+    node->getResult(0).replaceAllUsesWith(attention->getResult(0));
+    // The present output is read only by the importer's halves: Gather(present, 0 or 1, axis 0).
+    if (node->getNumResults() > 1) {
+      for (OpOperand &use : llvm::make_early_inc_range(node->getResult(1).getUses())) {
+        auto gather = dyn_cast<OnnxNodeOp>(use.getOwner());
+        std::optional<double> half =
+            gather && gather.getOpType() == "Gather" && gather->getNumOperands() == 2 &&
+                    intAttr(gather, "axis").value_or(0) == 0
+                ? scalarValue(gather->getOperand(1))
+                : std::nullopt;
+        if (!half || (*half != 0.0 && *half != 1.0))
+          return refuse(node, "has its present output read other than as its key and value");
+        gather->getResult(0).replaceAllUsesWith(attention->getResult(*half == 0.0 ? 1 : 2));
+      }
+    }
+    return true;
+  }
+
   OpBuilder &builder_;
   RopeTables &tables_;
 };
@@ -388,7 +558,8 @@ struct RaiseContribOpsPass : public hetc::impl::RaiseContribOpsBase<RaiseContrib
           llvm::is_contained({StringRef("SimplifiedLayerNormalization"),
                               StringRef("SkipSimplifiedLayerNormalization"),
                               StringRef("LayerNormalization"), StringRef("SkipLayerNormalization"),
-                              StringRef("RotaryEmbedding"), StringRef("GroupQueryAttention")},
+                              StringRef("RotaryEmbedding"), StringRef("GroupQueryAttention"),
+                              StringRef("Attention"), StringRef("EmbedLayerNormalization")},
                              node.getOpType()))
         node->erase();
     syncResultTypes(func);

@@ -15,7 +15,8 @@ README), against ONNX Runtime on the same file.
 4. with --text, hetc run --prompt TEXT must print text (the packed tokenizer round trip).
 With --expect-refusal, hetc compile must instead exit 1 with one error line containing TEXT.
 With --make-weights, the model is copied into the work directory and SCRIPT --model COPY writes its
-external data there first (a file whose weights the public snapshot lacks; see the README).
+weights there first: its external data (a file whose weights the public snapshot lacks; see the
+README), or perturb_weights.py's distinct values in place of a file's trivial ones.
 """
 
 import argparse

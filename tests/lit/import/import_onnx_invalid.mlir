@@ -7,9 +7,9 @@
 // A graph field whose length runs past the end of the file.
 // RUN: printf '\x08\x08\x3a\x40\x0a' > %t.cut.onnx
 // RUN: not hetc compile %t.cut.onnx -o %t.hplan 2>&1 | FileCheck %s --check-prefix=CUT
-// ir_version 8, an empty graph, opset 11.
-// RUN: printf '\x08\x08\x3a\x00\x42\x02\x10\x0b' > %t.opset11.onnx
-// RUN: not hetc compile %t.opset11.onnx -o %t.hplan 2>&1 | FileCheck %s --check-prefix=OPSET
+// ir_version 8, an empty graph, opset 10.
+// RUN: printf '\x08\x08\x3a\x00\x42\x02\x10\x0a' > %t.opset10.onnx
+// RUN: not hetc compile %t.opset10.onnx -o %t.hplan 2>&1 | FileCheck %s --check-prefix=OPSET
 // ir_version 8, an empty graph, opset 17.
 // RUN: printf '\x08\x08\x3a\x00\x42\x02\x10\x11' > %t.nooutputs.onnx
 // RUN: not hetc compile %t.nooutputs.onnx -o %t.hplan 2>&1 | FileCheck %s --check-prefix=NO-OUTPUTS
@@ -44,7 +44,7 @@
 // MISSING: error: cannot open '{{.*}}missing.onnx': No such file or directory
 // EMPTY: error: '{{.*}}empty.onnx' is not a valid ONNX model (no IR version)
 // CUT: error: '{{.*}}cut.onnx' is not a valid ONNX model (the protobuf does not parse: the file is truncated or corrupted)
-// OPSET: error: '{{.*}}opset11.onnx' uses ONNX opset 11; hetc supports opsets 13 to 21
+// OPSET: error: '{{.*}}opset10.onnx' uses ONNX opset 10; hetc supports opsets 11 to 21
 // NO-OUTPUTS: error: '{{.*}}nooutputs.onnx': the graph has no outputs
 // UNKNOWN-OP: error: node 'my_lstm' has op type 'LSTM', which is not supported
 // UNDEFINED: error: node 'add0' (Add) reads 'nope', which no graph input, initializer or node defines

@@ -45,6 +45,10 @@ struct StoredWeight {
   // The elements as float32: F16 and BF16 widened exactly, Int4Blocks dequantized (in float32,
   // scale * (q - zero point)); empty for I64.
   std::vector<float> toFloats() const;
+  // Elements [begin, begin + count) of the row-major elements (of the logical [N, K] for
+  // Int4Blocks) into `out` as toFloats gives them; not for I64.
+  void floatsInto(uint64_t begin, uint64_t count, float *out) const;
+  uint64_t elementCount() const;
   // The element of 4-bit weight row n at k, 0..15.
   uint8_t int4At(uint64_t n, uint64_t k) const;
   // An Int8Channels weight's q at (i, j) of its shape, and its scale there.
@@ -70,11 +74,20 @@ public:
   void add(StoredWeight weight);
   // Keeps an owner of weight memory alive as long as the store (protobuf, mapping, buffer).
   void keepAlive(std::shared_ptr<void> owner);
+  // Records [data, data + size) as a read-only file mapping, whose pages releasePages may drop.
+  void addFileMapping(const void *data, uint64_t size);
+  // Gives the pages behind bytes [begin, end) of `weight` back to the kernel when they are a file
+  // mapping's: they are read again from the file if touched again. Memory the store owns
+  // otherwise is left alone. Called as a weight is written into the plan, so compiling a model
+  // larger than memory holds about one weight at a time, not all of them.
+  void releasePages(const StoredWeight &weight, uint64_t begin = 0,
+                    uint64_t end = UINT64_MAX) const;
   const std::map<std::string, StoredWeight> &all() const { return weights_; }
 
 private:
   std::map<std::string, StoredWeight> weights_;
   std::vector<std::shared_ptr<void>> owners_;
+  std::vector<std::pair<const char *, uint64_t>> fileMappings_;
 };
 
 } // namespace hetc::compiler
