@@ -67,6 +67,11 @@ class Config:
     attention: str = "eager"  # or "sdpa": torch.onnx's decomposition of scaled_dot_product_attention
     linear: str = "linear"  # or "addmm": GPT-2's Conv1D form of every projection in the layers
     fused_qkv: str = "none"  # or "split" (GPT-2's c_attn.split) or "slice" (Phi-3's qkv_proj[..., a:b])
+    # The attention and the MLP both read the layer's input: "two-norms" (GPT-NeoX's
+    # use_parallel_residual, each its own norm) or "shared-norm" (Phi-2, Falcon: one norm for both);
+    # "none": the MLP reads the attention's output added to the input (Llama).
+    parallel_residual: str = "none"
+    qk_norm: bool = False  # Qwen3: RMSNorm over each head of q and of k, before the rotation
     seed: int = 0
     # Informational, as in a checkpoint's config.json.
     model_type: str = "llama"
@@ -263,6 +268,9 @@ class Attention(nn.Module):
             self.k_proj = nn.Linear(h, kv_out, bias=config.qkv_bias)
             self.v_proj = nn.Linear(h, kv_out, bias=config.qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
+        if config.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
 
     def project_qkv(self, x):
         form = self.config.linear
@@ -279,8 +287,11 @@ class Attention(nn.Module):
     def forward(self, hidden_states, cos, sin, mask, past: Optional[Tuple]):
         bsz, q_len, _ = hidden_states.shape
         q, k, v = self.project_qkv(hidden_states)
-        q = q.reshape(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
-        k = k.reshape(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q = q.reshape(bsz, q_len, self.num_heads, self.head_dim)
+        k = k.reshape(bsz, q_len, self.num_kv_heads, self.head_dim)
+        if self.config.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = v.reshape(bsz, q_len, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q = apply_rotary(q, cos, sin, self.config.rotary_dim, self.config.rope_interleaved)
         k = apply_rotary(k, cos, sin, self.config.rotary_dim, self.config.rope_interleaved)
@@ -340,8 +351,17 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.parallel_residual = config.parallel_residual
 
     def forward(self, hidden_states, cos, sin, mask, past):
+        parallel = self.parallel_residual
+        if parallel != "none":
+            # x + attn(norm1(x)) + mlp(norm2(x)), summed as GPT-NeoX writes it:
+            # mlp_output + attn_output + residual.
+            normed = self.input_layernorm(hidden_states)
+            attn, present = self.self_attn(normed, cos, sin, mask, past)
+            mlp_in = normed if parallel == "shared-norm" else self.post_attention_layernorm(hidden_states)
+            return self.mlp(mlp_in) + attn + hidden_states, present
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         hidden_states, present = self.self_attn(hidden_states, cos, sin, mask, past)
@@ -399,7 +419,8 @@ def init_weights(model: LlamaForCausalLM, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     for name, p in model.named_parameters():
-        if name.endswith("layernorm.weight") or name == "model.norm.weight":
+        if (name.endswith("layernorm.weight") or name == "model.norm.weight"
+                or name.endswith("_norm.weight")):
             p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
         elif name == "model.embed_tokens.weight":
             std = model.config.hidden_size ** -0.5 if model.config.tie_word_embeddings else 1.0
@@ -474,6 +495,12 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fused-qkv", choices=("none", "split", "slice"), default="none",
                    help="q, k and v from one projection, cut by Split (GPT-2's c_attn.split) or "
                         "by Slices of the last axis (Phi-3's qkv_proj)")
+    p.add_argument("--qk-norm", action="store_true",
+                   help="RMSNorm over each head of q and of k before the rotation (Qwen3)")
+    p.add_argument("--parallel-residual", choices=("none", "two-norms", "shared-norm"),
+                   default="none",
+                   help="the attention and the MLP both read the layer's input, each through its "
+                        "own norm (GPT-NeoX) or one shared norm (Phi-2, Falcon)")
     p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
                    help="sdpa: scores as torch.onnx writes scaled_dot_product_attention, q and "
                         "k^T each scaled by sqrt(scale) before the product")
@@ -492,7 +519,7 @@ def config_from_args(a) -> Config:
         sliding_window=a.sliding_window, mask_style=a.mask_style, mask_value=a.mask_value,
         rope_form="cache" if a.rope_cache else "inline", rope_interleaved=a.interleaved_rope,
         attention=a.attention, linear=a.linear, fused_qkv=a.fused_qkv,
-        seed=a.seed)
+        parallel_residual=a.parallel_residual, qk_norm=a.qk_norm, seed=a.seed)
     if config.num_attention_heads % config.num_key_value_heads:
         raise ValueError("--heads must be a multiple of --kv-heads")
     config.rotary_dim  # validates partial_rotary_factor

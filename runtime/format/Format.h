@@ -38,7 +38,7 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 //       LinearInt4N16K8 with DTypeDef::INT4 and TensorDef.group_size (4-bit group-wise weights).
 // 1.14: an LmHead's weight in LinearInt8N16K4 or LinearInt4N16K8, and an Embedding's table that
 //       tensor (a tied integer lm_head); LinearInt4N16K8 groups of 16.
-constexpr uint32_t kPlanSchemaMinor = 14;
+constexpr uint32_t kPlanSchemaMinor = 15;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 

@@ -810,7 +810,17 @@ private:
       if (!std::isfinite(eps) || eps < 0)
         return fail(opText(i), " eps ", eps, " is not a finite non-negative number");
       Status status = checkSameColumns(i, "input and output differ", in(0), out);
-      return status ? checkVectorWeight(i, weight(0), buffer(in(0)).cols(), "the norm") : status;
+      if (!status)
+        return status;
+      // From 1.15 a gamma shorter than the row normalizes each group of its length on its own
+      // (Qwen3's q and k norms, a head at a time).
+      const uint64_t cols = buffer(in(0)).cols();
+      const TensorDef &gamma = tensor(weight(0));
+      const uint32_t minor = def_.schema_version() & 0xffff;
+      if (gamma.shape()->size() == 1 && gamma.shape()->Get(0) != cols && minor >= 15 &&
+          gamma.shape()->Get(0) > 0 && cols % gamma.shape()->Get(0) == 0)
+        return Status();
+      return checkVectorWeight(i, weight(0), cols, "the norm");
     }
     case OpKindDef::Linear: {
       const LinearParamsDef &p = *op.params_as_LinearParamsDef();

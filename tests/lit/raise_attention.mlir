@@ -713,3 +713,24 @@ func.func @rope_tables(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: te
   return %out, %pk, %pv : tensor<?x?x8xf32>, tensor<?x1x?x4xf32>, tensor<?x1x?x4xf32>
 }
 
+
+// -----
+
+// Qwen3's q_norm: an RMSNorm of each head, between the head split and the transpose, becomes the
+// grouped rms_norm of the flat projection (gamma of a head's 4 features over 8), split after it,
+// so the heads split reads it as it reads a projection.
+// CHECK-LABEL: func.func @per_head_norm
+// CHECK: %[[Q:.*]] = hetc.linear
+// CHECK: %[[N:.*]] = hetc.rms_norm %[[Q]], %{{.*}} {epsilon = 9.99999997E-7 : f32} : (tensor<?x?x8xf32>, tensor<4xf32>) -> tensor<?x?x8xf32>
+// CHECK: %[[R:.*]] = hetc.onnx.node "Reshape"(%[[N]], %{{.*}}) {node_name = "attn/Reshape_q3"}
+// CHECK: hetc.onnx.node "Transpose"(%[[R]])
+func.func @per_head_norm(%h: tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> {
+  %wq = hetc.weight "q_proj" : tensor<8x8xf32>
+  %g = hetc.weight "q_norm" : tensor<4xf32>
+  %q = hetc.linear %h, %wq : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %q_shape = hetc.constant dense<[0, 0, 2, 4]> : tensor<4xi64>
+  %q3 = hetc.onnx.node "Reshape"(%q, %q_shape) {node_name = "attn/Reshape_q3"} : (tensor<?x?x8xf32>, tensor<4xi64>) -> tensor<?x?x2x4xf32>
+  %n = hetc.rms_norm %q3, %g {epsilon = 1.0e-06 : f32} : (tensor<?x?x2x4xf32>, tensor<4xf32>) -> tensor<?x?x2x4xf32>
+  %q4 = hetc.onnx.node "Transpose"(%n) {node_name = "attn/Transpose_q4", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<?x?x2x4xf32>) -> tensor<?x2x?x4xf32>
+  return %q4 : tensor<?x2x?x4xf32>
+}

@@ -1024,6 +1024,23 @@ TEST_F(PlanLoaderTest, OptMistakesAreNamed) {
   }
 }
 
+// From 1.15 an RmsNorm's gamma may cover a group of its row's columns (a head, for Qwen3's q and
+// k norms): a divisor of the row's length loads; in an older plan it is refused naming the
+// shapes.
+TEST_F(PlanLoaderTest, GroupedRmsNormGamma) {
+  const std::string norm = "model.layers.0.input_layernorm";
+  auto gammaOf = [&](const std::string &tensor) {
+    return [&, tensor](TinyPlan &t) { opNamed(t, norm).weights[0] = t.tensorIndex(tensor); };
+  };
+  // inv_freq is F32 RowMajor [head_dim / 2] = [4], which divides the hidden 32.
+  EXPECT_EQ(loadErrorAfter(gammaOf("model.rotary_emb.inv_freq")), "");
+  const std::string older = loadErrorAfter([&](TinyPlan &t) {
+    gammaOf("model.rotary_emb.inv_freq")(t);
+    t.def.schema_version = kPlanSchemaMajor << 16 | 14;
+  });
+  EXPECT_THAT(older, HasSubstr("has shape [4] but the norm needs [32]"));
+}
+
 TEST_F(PlanLoaderTest, SemanticMistakesAreNamed) {
   for (const Mistake &mistake : mistakes()) {
     SCOPED_TRACE(mistake.name);

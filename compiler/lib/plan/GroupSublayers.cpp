@@ -163,14 +163,21 @@ FailureOr<Sublayer> traceSublayer(Value stream, Operation *norm, AddOp residual,
     if (activations)
       diag << " and " << activations << " hetc.activation";
     diag << " ops; a decoder sublayer has exactly one of them";
+    if (attentions == 1 && swiglus + activations == 1)
+      diag << " (the attention and the feed-forward both read this norm's output: a parallel "
+              "residual with one shared norm, as Phi-2's and Falcon's layers, which hetc does not "
+              "run yet)";
     return diag;
   }
   sublayer.kind = attentions ? SublayerKind::Attention : SublayerKind::FeedForward;
   for (Operation *op : sublayer.ops) {
     if (op == norm)
       continue;
+    // An rms_norm inside an attention sublayer normalizes each head of q or k (its gamma a
+    // head's, Qwen3's q_norm and k_norm); the sublayer's own norm is the one at its start.
     bool allowed = isa<LinearOp, AttentionOp, SwiGluOp>(op) ||
                    (isa<RopeOp>(op) && sublayer.kind == SublayerKind::Attention) ||
+                   (isa<RmsNormOp>(op) && sublayer.kind == SublayerKind::Attention) ||
                    (isa<ActivationOp>(op) && sublayer.kind == SublayerKind::FeedForward);
     if (!allowed)
       return op->emitOpError() << "cannot appear inside " << kindPhrase(sublayer.kind)
@@ -235,6 +242,12 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
            << ", which must feed either one norm (hetc.rms_norm or hetc.layer_norm) and one "
               "residual hetc.add (the next sublayer) or only the final norm; it feeds "
            << describeUsers(users);
+      // Two norms of the stream and one add: each sublayer reads the layer's input through its
+      // own norm and the sum adds both (GPT-NeoX's use_parallel_residual).
+      if (llvm::count_if(users, asNorm) == 2 && users.size() == 3 && residual)
+        diag << " (the attention and the feed-forward both read the layer's input, each through "
+                "its own norm: a parallel residual, as GPT-NeoX's and Pythia's layers, which hetc "
+                "does not run yet)";
       // A sublayer read without a norm whose residual add then feeds one: post-norm.
       if (!norm && residual && llvm::any_of(uniqueUsers(residual.getResult()), asNorm))
         diag << " (the norm comes after the residual add: a post-norm decoder, as OPT-350m's "

@@ -90,6 +90,12 @@ struct CheckRaisedPass : public hetc::impl::CheckRaisedBase<CheckRaisedPass> {
       InFlightDiagnostic error = op.emitError()
                                  << subject << " is not part of a computation hetc recognises: its "
                                  << "result feeds " << feeds << " but no raising pattern matched";
+      // A norm over the last dimension of a [batch, sequence, heads, head_dim] value normalizes
+      // each head on its own (Qwen3's q_norm and k_norm).
+      if (isa<RmsNormOp, LayerNormOp>(reader) && rankOf(reader->getOperand(0)) == 4)
+        error << " (" << reader->getName().getStringRef()
+              << " over each head of a [batch, sequence, heads, head_dim] value: a per-head norm "
+                 "of q or k, as Qwen3's q_norm and k_norm, which hetc does not run yet)";
       if (Operation *stop = recognitionStop(&op); stop && stop != &op) {
         Operation *read = nullptr;
         for (Value v : stop->getOperands())

@@ -155,13 +155,9 @@ int64_t knownRank(Value v, int depth = 0) {
   return -1;
 }
 
-// x4 = Transpose(Reshape(flat, [B, S, heads, D]), [0, 2, 1, 3]).
-std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
-  OnnxNodeOp transpose = producer(v4, "Transpose");
-  if (!transpose || !hasPerm(transpose, {0, 2, 1, 3}))
-    return std::nullopt;
-  OnnxNodeOp reshape = producer(transpose->getOperand(0), "Reshape");
-  if (!reshape)
+// Reshape(flat, [B, S, heads, D]): the features of a [B, S, heads * D] value split into heads.
+std::optional<HeadsSplit> matchReshapeSplit(OnnxNodeOp reshape) {
+  if (!reshape || reshape.getOpType() != "Reshape" || reshape->getNumOperands() != 2)
     return std::nullopt;
   Value flat = skipNoOps(reshape->getOperand(0));
   if (knownRank(flat) != 3)
@@ -193,6 +189,38 @@ std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
   if (!inferredSequence && !keepsLeadingDims(reshape, flat, 2))
     return std::nullopt;
   return HeadsSplit{flat, *heads, *headDim};
+}
+
+// x4 = Transpose(Reshape(flat, [B, S, heads, D]), [0, 2, 1, 3]).
+std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
+  OnnxNodeOp transpose = producer(v4, "Transpose");
+  if (!transpose || !hasPerm(transpose, {0, 2, 1, 3}))
+    return std::nullopt;
+  return matchReshapeSplit(producer(transpose->getOperand(0), "Reshape"));
+}
+
+// A norm of each head, rms_norm(Reshape(flat, [B, S, heads, D]), gamma [D]) (Qwen3's q_norm
+// and k_norm, applied between the head split and the transpose), is the grouped norm of the flat
+// value split the same way: Reshape(rms_norm(flat, gamma), [B, S, heads, D]). Rewritten so, the
+// heads split reads the norm's flat result as it reads a projection's.
+void perHeadNormsAsGroupedNorms(func::FuncOp func, OpBuilder &builder) {
+  SmallVector<RmsNormOp> norms;
+  func.walk([&](RmsNormOp norm) { norms.push_back(norm); });
+  for (RmsNormOp norm : norms) {
+    OnnxNodeOp reshape = producer(norm.getX(), "Reshape");
+    std::optional<HeadsSplit> split = matchReshapeSplit(reshape);
+    auto gamma = cast<RankedTensorType>(norm.getGamma().getType());
+    if (!split || gamma.getDimSize(0) != split->headDim)
+      continue;
+    builder.setInsertionPoint(norm);
+    auto grouped = builder.create<RmsNormOp>(norm.getLoc(), split->flat.getType(), split->flat,
+                                             norm.getGamma(), norm.getEpsilonAttr());
+    Operation *heads = builder.clone(*reshape);
+    heads->setOperand(0, grouped.getResult());
+    heads->getResult(0).setType(norm.getResult().getType());
+    norm.getResult().replaceAllUsesWith(heads->getResult(0));
+    norm->erase();
+  }
 }
 
 // Whether scalar `v` is dimension 0 of `flat` read back: Gather(Shape(s), 0) of a value s whose
@@ -1223,6 +1251,8 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    OpBuilder builder(&getContext());
+    perHeadNormsAsGroupedNorms(func, builder);
     SmallVector<OnnxNodeOp> reshapes, fused;
     func.walk([&](OnnxNodeOp op) {
       if (op.getOpType() == "Reshape" && op->getNumOperands() == 2 && op->getNumResults() == 1)
@@ -1231,7 +1261,6 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
         fused.push_back(op);
     });
     DenseMap<Value, bool> maskCache;
-    OpBuilder builder(&getContext());
     for (OnnxNodeOp node : fused)
       if (!raiseMultiHeadAttention(node, maskCache, builder))
         return signalPassFailure();

@@ -111,9 +111,14 @@ LogicalResult RmsNormOp::verify() {
     return emitOpError() << "gamma must be a static 1-D tensor, got " << gamma;
   if (!(getEpsilon().convertToFloat() > 0.0f))
     return emitOpError("epsilon must be positive");
-  if (failed(checkFeatureSize(*this, getX(), gamma.getDimSize(0), "input")))
-    return failure();
-  return checkFeatureSize(*this, getResult(), gamma.getDimSize(0), "result");
+  // A gamma shorter than the features normalizes each group of its length (see the op's
+  // description): the input's feature size must be a multiple of it, the result's the same.
+  const int64_t group = gamma.getDimSize(0);
+  std::optional<int64_t> features = featureSize(getX().getType());
+  if (group <= 0 || (features && *features % group != 0))
+    return emitOpError() << "input has " << (features ? *features : -1)
+                         << " features, which groups of gamma's " << group << " do not divide";
+  return features ? checkFeatureSize(*this, getResult(), *features, "result") : success();
 }
 
 LogicalResult LinearOp::verify() {

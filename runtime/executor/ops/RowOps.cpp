@@ -85,6 +85,7 @@ struct RmsNormArgs : OpArgs {
   Rows in, out;
   size_t grain = 1;
   const float *gamma = nullptr;
+  size_t group = 0; // gamma's length: each group of that many columns is normalized on its own
   float eps = 0.0f;
   kernels::RmsNormKernel kernel = nullptr;
 };
@@ -93,9 +94,11 @@ void runRmsNorm(const OpArgs &base, const StepRows &step, unsigned thread, unsig
   const auto &a = static_cast<const RmsNormArgs &>(base);
   size_t begin, end;
   ops::rowShare(step, a.grain, thread, threads, begin, end);
-  if (begin < end)
-    a.kernel(a.in.data, a.in.stride, a.gamma, a.out.cols, a.eps, a.out.data, a.out.stride, begin,
-             end);
+  if (begin >= end)
+    return;
+  for (size_t g = 0; g < a.out.cols; g += a.group)
+    a.kernel(a.in.data + g, a.in.stride, a.gamma, a.group, a.eps, a.out.data + g, a.out.stride,
+             begin, end);
 }
 
 struct LayerNormArgs : OpArgs {
@@ -232,6 +235,8 @@ Status resolveRmsNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   if (Status s = resolver.weight(0, WeightLayoutDef::RowMajor, 1, a.gamma, shape); !s)
     return s;
+  // The plan's check holds gamma to the row's length or, from 1.15, a divisor of it.
+  a.group = shape->Get(0);
   const auto *params = resolver.op().params_as_RmsNormParamsDef();
   a.eps = params ? params->eps() : resolver.def().model()->rms_eps();
   a.grain = grainOf(resolver);

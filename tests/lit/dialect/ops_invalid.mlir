@@ -73,10 +73,19 @@ func.func @rms_norm_epsilon_zero(%x: tensor<?x?x64xf32>, %g: tensor<64xf32>) -> 
 
 // -----
 
-func.func @rms_norm_input_width(%x: tensor<?x?x32xf32>, %g: tensor<64xf32>) -> tensor<?x?x64xf32> {
-  // expected-error @+1 {{'hetc.rms_norm' op input has 32 features, expected 64}}
-  %0 = hetc.rms_norm %x, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x32xf32>, tensor<64xf32>) -> tensor<?x?x64xf32>
-  return %0 : tensor<?x?x64xf32>
+func.func @rms_norm_input_width(%x: tensor<?x?x96xf32>, %g: tensor<64xf32>) -> tensor<?x?x96xf32> {
+  // expected-error @+1 {{'hetc.rms_norm' op input has 96 features, which groups of gamma's 64 do not divide}}
+  %0 = hetc.rms_norm %x, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x96xf32>, tensor<64xf32>) -> tensor<?x?x96xf32>
+  return %0 : tensor<?x?x96xf32>
+}
+
+// -----
+
+// A gamma of a head normalizes each head of the flat value: the result keeps all the features.
+func.func @rms_norm_grouped_result_width(%x: tensor<?x?x128xf32>, %g: tensor<32xf32>) -> tensor<?x?x32xf32> {
+  // expected-error @+1 {{'hetc.rms_norm' op result has 32 features, expected 128}}
+  %0 = hetc.rms_norm %x, %g {epsilon = 1.0e-05 : f32} : (tensor<?x?x128xf32>, tensor<32xf32>) -> tensor<?x?x32xf32>
+  return %0 : tensor<?x?x32xf32>
 }
 
 // -----

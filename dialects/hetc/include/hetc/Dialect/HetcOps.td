@@ -188,9 +188,12 @@ def Hetc_EmbeddingOp : Hetc_LlmOp<"embedding",
 }
 
 def Hetc_RmsNormOp : Hetc_LlmOp<"rms_norm"> {
-  let summary = "RMSNorm over the last dimension";
+  let summary = "RMSNorm over the last dimension, or over each group of it";
   let description = [{
-    `result = x / sqrt(mean(x^2, -1) + epsilon) * gamma`, computed in float32.
+    `result = x / sqrt(mean(x^2, -1) + epsilon) * gamma`, computed in float32. A gamma shorter
+    than the last dimension (which it must divide) normalizes each group of that many features on
+    its own, as Qwen3's q and k norms normalize each head of the flat [.., heads * head_dim]
+    projection.
 
     Example:
     ```mlir
