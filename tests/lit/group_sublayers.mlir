@@ -1,6 +1,7 @@
 // RUN: hetc-opt %S/Inputs/tiny_llama.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=TINY
 // RUN: hetc-opt %S/Inputs/small_tied.mlir -hetc-group-sublayers | FileCheck %s
 // RUN: hetc-opt %S/Inputs/small_opt.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=OPT
+// RUN: hetc-opt %S/Inputs/small_parallel.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=PARALLEL
 
 // The tiny model: two layers of an attention and a feed-forward sublayer each.
 // TINY: module attributes {hetc.model = {architecture = "llama", head_dim = 16 : i64, heads = 4 : i64, hidden = 64 : i64, intermediate = 176 : i64, kv_heads = 2 : i64, layers = 2 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 256 : i64}}
@@ -48,3 +49,18 @@
 // OPT: hetc.add {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
 // OPT: hetc.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32} :
 // OPT: hetc.lm_head %{{.*}}, %{{.*}} :
+
+// A parallel layer with one shared norm, written feed-forward first and summed (mlp + attn) + h:
+// run as the sequence h1 = h + attn, h2 = h1 + mlp, the feed-forward reading a copy of the norm of
+// the layer's input, its ops moved after h1.
+// PARALLEL: %[[H:.*]] = hetc.embedding
+// PARALLEL: %[[N:.*]] = hetc.rms_norm %[[H]], {{.*}}hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// PARALLEL: %[[O:.*]], %{{.*}}, %{{.*}} = hetc.attention {{.*}}hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// PARALLEL: %[[P:.*]] = hetc.linear %[[O]], {{.*}}hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// PARALLEL: %[[H1:.*]] = hetc.add %[[H]], %[[P]] {{.*}}hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// PARALLEL: %[[N2:.*]] = hetc.rms_norm %[[H]], {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// PARALLEL: hetc.linear %[[N2]], {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// PARALLEL: hetc.swiglu {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// PARALLEL: %[[D:.*]] = hetc.linear {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// PARALLEL: %[[H2:.*]] = hetc.add %[[H1]], %[[D]] {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// PARALLEL: hetc.rms_norm %[[H2]]

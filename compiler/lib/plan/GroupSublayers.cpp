@@ -2,8 +2,9 @@
 // residual stream; each sublayer reads the stream through one norm (rms_norm or layer_norm) and
 // writes it back through one residual add; attention and feed-forward sublayers alternate; the
 // final norm feeds lm_head. A feed-forward sublayer is gated (gate and up linears, swiglu, down)
-// or not (fc1, activation, fc2). Names play no part, so a renamed or reordered export groups the
-// same way. The norms and feed-forwards name the model's architecture: rms_norm and swiglu
+// or not (fc1, activation, fc2). A parallel layer, whose feed-forward reads the layer's input
+// rather than the attention's sum, is first rewritten to that sequence (sequenceParallelLayers).
+// Names play no part, so a renamed or reordered export groups the same way. The norms and feed-forwards name the model's architecture: rms_norm and swiglu
 // "llama", layer_norm and activation "opt"; a model mixing them is refused.
 #include "hetc/compiler/Passes.h"
 #include "hetc/compiler/PlanAttributes.h"
@@ -164,9 +165,8 @@ FailureOr<Sublayer> traceSublayer(Value stream, Operation *norm, AddOp residual,
       diag << " and " << activations << " hetc.activation";
     diag << " ops; a decoder sublayer has exactly one of them";
     if (attentions == 1 && swiglus + activations == 1)
-      diag << " (the attention and the feed-forward both read this norm's output: a parallel "
-              "residual with one shared norm, as Phi-2's and Falcon's layers, which hetc does not "
-              "run yet)";
+      diag << " (the attention and the feed-forward both read this norm's output, as a parallel "
+              "residual's do, but their outputs are not summed with the layer's input as one)";
     return diag;
   }
   sublayer.kind = attentions ? SublayerKind::Attention : SublayerKind::FeedForward;
@@ -188,12 +188,144 @@ FailureOr<Sublayer> traceSublayer(Value stream, Operation *norm, AddOp residual,
   return sublayer;
 }
 
+// The LLM ops `value` is computed from, back to the ops that read `stream` (included), without
+// passing through `stream` itself.
+llvm::SetVector<Operation *> branchOps(Value value, Value stream) {
+  llvm::SetVector<Operation *> ops;
+  SmallVector<Value> worklist{value};
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    Operation *op = v == stream ? nullptr : v.getDefiningOp();
+    if (!op || !isa<LlmOp>(op) || !ops.insert(op))
+      continue;
+    for (Value operand : op->getOperands())
+      worklist.push_back(operand);
+  }
+  return ops;
+}
+
+// The norm of `branch` that reads `stream`, when there is exactly one.
+Operation *branchNorm(const llvm::SetVector<Operation *> &branch, Value stream) {
+  Operation *found = nullptr;
+  for (Operation *op : branch)
+    if (asNorm(op) && op->getOperand(0) == stream) {
+      if (found)
+        return nullptr;
+      found = op;
+    }
+  return found;
+}
+
+// A parallel layer (GPT-NeoX's use_parallel_residual, Phi-2's and Falcon's layers): an attention
+// and a feed-forward that both read the layer's input, the residual stream, through a norm each
+// or one they share, their outputs and the stream summed by two adds in any order. The plan runs
+// sublayers one after the other, each adding its output to the stream, so the layer is rewritten
+// to that form, which computes the same sum: h1 = stream + attention, h2 = h1 + feed-forward, the
+// feed-forward's norm still reading the layer's input (a shared norm cloned, so that each
+// sublayer has its own), and the feed-forward's ops moved after h1 so that each sublayer's ops
+// are contiguous. `root` is the add that completes the sum and `inner` the other; `stream` is
+// the one of their three terms both branches read through their norms. Returns whether it
+// rewrote.
+bool sequenceParallelLayer(AddOp root, AddOp inner, Value stream, Value a, Value b,
+                           OpBuilder &builder) {
+  llvm::SetVector<Operation *> branches[2] = {branchOps(a, stream), branchOps(b, stream)};
+  auto hasAttention = [](const llvm::SetVector<Operation *> &ops) {
+    return llvm::any_of(ops, [](Operation *op) { return isa<AttentionOp>(op); });
+  };
+  auto hasFeedForward = [](const llvm::SetVector<Operation *> &ops) {
+    return llvm::any_of(ops, [](Operation *op) { return isa<SwiGluOp, ActivationOp>(op); });
+  };
+  const int attention = hasAttention(branches[0]) ? 0 : 1, feedForward = 1 - attention;
+  if (!hasAttention(branches[attention]) || hasFeedForward(branches[attention]) ||
+      !hasFeedForward(branches[feedForward]) || hasAttention(branches[feedForward]))
+    return false;
+  const Value terms[2] = {a, b};
+  Operation *attentionNorm = branchNorm(branches[attention], stream);
+  Operation *feedForwardNorm = branchNorm(branches[feedForward], stream);
+  if (!attentionNorm || !feedForwardNorm)
+    return false;
+  // Already the sequence the plan runs: nothing to do.
+  auto reads = [](AddOp add, Value x, Value y) {
+    return (add.getLhs() == x && add.getRhs() == y) || (add.getLhs() == y && add.getRhs() == x);
+  };
+  if (reads(inner, stream, terms[attention]) &&
+      reads(root, inner.getResult(), terms[feedForward]) && attentionNorm != feedForwardNorm &&
+      llvm::all_of(branches[feedForward],
+                   [&](Operation *op) { return inner->isBeforeInBlock(op); }))
+    return false;
+
+  // A shared norm: the feed-forward gets its own copy.
+  if (attentionNorm == feedForwardNorm) {
+    builder.setInsertionPointAfter(attentionNorm);
+    Operation *copy = builder.clone(*attentionNorm);
+    attentionNorm->getResult(0).replaceUsesWithIf(copy->getResult(0), [&](OpOperand &use) {
+      return branches[feedForward].contains(use.getOwner());
+    });
+    branches[feedForward].remove(attentionNorm);
+    branches[feedForward].insert(copy);
+  }
+  // h1 right after the attention's output; the feed-forward's ops after it, in their order.
+  builder.setInsertionPointAfter(terms[attention].getDefiningOp());
+  auto h1 = builder.create<AddOp>(root.getLoc(), root.getResult().getType(), stream,
+                                  terms[attention]);
+  SmallVector<Operation *> moved(branches[feedForward].begin(), branches[feedForward].end());
+  llvm::sort(moved, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); });
+  Operation *after = h1;
+  for (Operation *op : moved) {
+    op->moveAfter(after);
+    // Weights and constants defined later keep dominating their readers.
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && !isa<LlmOp>(def) && def->getBlock() == op->getBlock() && op->isBeforeInBlock(def))
+        def->moveBefore(op);
+    after = op;
+  }
+  builder.setInsertionPoint(root);
+  auto h2 = builder.create<AddOp>(root.getLoc(), root.getResult().getType(), h1.getResult(),
+                                  terms[feedForward]);
+  root.getResult().replaceAllUsesWith(h2.getResult());
+  root->erase();
+  inner->erase();
+  return true;
+}
+
+// Every parallel layer of `func` rewritten as sequenceParallelLayer says: each add of two terms
+// one of which is an add read by nothing else, tried with each of the three terms as the stream.
+void sequenceParallelLayers(func::FuncOp func) {
+  SmallVector<AddOp> adds;
+  func.walk([&](AddOp add) { adds.push_back(add); });
+  llvm::SmallPtrSet<Operation *, 16> erased;
+  OpBuilder builder(func.getContext());
+  for (AddOp root : adds) {
+    if (erased.contains(root))
+      continue;
+    for (int side = 0; side < 2; ++side) {
+      Value innerValue = side ? root.getRhs() : root.getLhs();
+      Value last = side ? root.getLhs() : root.getRhs();
+      auto inner = innerValue.getDefiningOp<AddOp>();
+      if (!inner || !innerValue.hasOneUse())
+        continue;
+      const Value terms[3] = {inner.getLhs(), inner.getRhs(), last};
+      bool rewrote = false;
+      for (int s = 0; s < 3 && !rewrote; ++s)
+        rewrote = sequenceParallelLayer(root, inner, terms[s], terms[(s + 1) % 3],
+                                        terms[(s + 2) % 3], builder);
+      if (rewrote) {
+        erased.insert(root);
+        erased.insert(inner);
+        break;
+      }
+    }
+  }
+}
+
 struct GroupSublayersPass : public hetc::impl::GroupSublayersBase<GroupSublayersPass> {
   void runOnOperation() override;
   LogicalResult group(func::FuncOp func);
 };
 
 LogicalResult GroupSublayersPass::group(func::FuncOp func) {
+  sequenceParallelLayers(func);
   SmallVector<Operation *> ops = collectLlmOps(func);
   if (ops.empty())
     return func.emitOpError("has no LLM ops; the raising passes produce them");
@@ -226,6 +358,43 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
       lmHead = cast<LmHeadOp>(normUsers[0]);
       break;
     }
+    // A parallel layer, as sequenceParallelLayers left it: the layer's input feeds the attention's
+    // norm, the feed-forward's norm and h1 = input + attention, whose one reader is h2 = h1 +
+    // feed-forward.
+    if (users.size() == 3 && llvm::count_if(users, asNorm) == 2) {
+      auto it = llvm::find_if(users, [](Operation *op) { return isa<AddOp>(op); });
+      AddOp h1 = it != users.end() ? cast<AddOp>(*it) : AddOp();
+      SmallVector<Operation *> h1Users = h1 ? uniqueUsers(h1.getResult()) : SmallVector<Operation *>();
+      if (h1 && h1Users.size() == 1 && isa<AddOp>(h1Users[0])) {
+        AddOp h2 = cast<AddOp>(h1Users[0]);
+        Value attentionTerm = h1.getLhs() == stream ? h1.getRhs() : h1.getLhs();
+        llvm::SetVector<Operation *> attentionOps = branchOps(attentionTerm, stream);
+        Operation *attentionNorm = nullptr, *feedForwardNorm = nullptr;
+        for (Operation *user : users)
+          if (asNorm(user))
+            (attentionOps.contains(user) ? attentionNorm : feedForwardNorm) = user;
+        if (attentionNorm && feedForwardNorm) {
+          FailureOr<Sublayer> first = traceSublayer(stream, attentionNorm, h1, assigned);
+          if (failed(first))
+            return failure();
+          assigned.insert(first->ops.begin(), first->ops.end());
+          FailureOr<Sublayer> second =
+              traceSublayer(h1.getResult(), feedForwardNorm, h2, assigned);
+          if (failed(second))
+            return failure();
+          if (first->kind != SublayerKind::Attention || second->kind != SublayerKind::FeedForward ||
+              sublayers.size() % 2 != 0)
+            return attentionNorm->emitOpError()
+                   << "starts a parallel layer whose sublayers are not an attention and a "
+                      "feed-forward";
+          assigned.insert(second->ops.begin(), second->ops.end());
+          sublayers.push_back(std::move(*first));
+          sublayers.push_back(std::move(*second));
+          stream = h2.getResult();
+          continue;
+        }
+      }
+    }
     Operation *norm = nullptr;
     AddOp residual;
     for (Operation *user : users) {
@@ -245,9 +414,8 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
       // Two norms of the stream and one add: each sublayer reads the layer's input through its
       // own norm and the sum adds both (GPT-NeoX's use_parallel_residual).
       if (llvm::count_if(users, asNorm) == 2 && users.size() == 3 && residual)
-        diag << " (the attention and the feed-forward both read the layer's input, each through "
-                "its own norm: a parallel residual, as GPT-NeoX's and Pythia's layers, which hetc "
-                "does not run yet)";
+        diag << " (two sublayers read the layer's input, each through its own norm, as a parallel "
+                "residual's do, but their outputs are not summed with it as one)";
       // A sublayer read without a norm whose residual add then feeds one: post-norm.
       if (!norm && residual && llvm::any_of(uniqueUsers(residual.getResult()), asNorm))
         diag << " (the norm comes after the residual add: a post-norm decoder, as OPT-350m's "
