@@ -1,5 +1,6 @@
 #!/usr/bin/python3
 """A Llama decoder written after Hugging Face transformers' modeling_llama.py (4.3x-4.4x),
+with the layer forms of modeling_gemma.py and modeling_gemma2.py (4.42-4.46) as options,
 exported with torch.onnx.export, plus its PyTorch greedy reference.
 
     /usr/bin/python3 models/exports/hf_llama.py export --out DIR [variant flags]
@@ -20,6 +21,23 @@ Semantics, as transformers has them:
   * grouped-query attention by repeat_kv (expand + reshape); the cache holds kv_heads heads;
   * an additive 4-D mask from a causal comparison and the attention_mask (padding), see --mask-style;
   * attention: matmul * scale + mask, softmax in float32, matmul; SwiGLU MLP; tied or untied lm_head.
+
+Gemma's and Gemma 2's forms (--gemma 1 or 2 sets them together; each has its own flag too):
+  * --embedding-scale: embed_tokens(ids) * torch.tensor(hidden_size ** 0.5, dtype=hidden.dtype);
+  * --norm-offset: every RMSNorm is GemmaRMSNorm, x.float() * rsqrt(mean(x.float()^2) + eps)
+    * (1 + weight.float()), cast back (the weight is stored zero-centred);
+  * --hidden-act gelu_pytorch_tanh (or gelu): down(act(gate(x)) * up(x)) with
+    gelu(x, approximate="tanh") ("none" for gelu) instead of silu;
+  * --attn-softcap C: scores = tanh(scores / C) * C after the scaling, before the mask;
+  * --final-softcap C: logits = tanh(lm_head(h) / C) * C;
+  * --query-pre-attn-scalar S: scale S ** -0.5 instead of head_dim ** -0.5;
+  * --sandwich-norms: Gemma 2's four norms per layer, h + post_attention_layernorm(attn(
+    input_layernorm(h))), then h + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h)));
+  * --sliding-window-layers even: only layers 0, 2, 4, ... use --sliding-window (Gemma 2's
+    alternating local/global layers), the others attend to every earlier key.
+--gemma 1: embedding scale, norm offset, gelu_pytorch_tanh, tied embeddings; --gemma 2: also
+sandwich norms, attention soft-cap 50, final soft-cap 30, query_pre_attn_scalar = head_dim and
+sliding_window_layers "even" (the window itself is --sliding-window's, none unless given).
 """
 
 import argparse
@@ -39,6 +57,13 @@ MASK_VALUES = {
     "finfo-min": float(torch.finfo(torch.float32).min),
     "neg-inf": float("-inf"),
     "-10000": -10000.0,
+}
+
+# The MLP's activation by hidden_act (transformers' ACT2FN names).
+ACTIVATIONS = {
+    "silu": nn.functional.silu,
+    "gelu_pytorch_tanh": lambda x: nn.functional.gelu(x, approximate="tanh"),
+    "gelu": lambda x: nn.functional.gelu(x, approximate="none"),
 }
 
 
@@ -72,11 +97,19 @@ class Config:
     # "none": the MLP reads the attention's output added to the input (Llama).
     parallel_residual: str = "none"
     qk_norm: bool = False  # Qwen3: RMSNorm over each head of q and of k, before the rotation
+    # Gemma (modeling_gemma.py) and Gemma 2 (modeling_gemma2.py).
+    embedding_scale: bool = False  # embeddings * sqrt(hidden_size)
+    norm_offset: bool = False      # GemmaRMSNorm: * (1 + weight), the weight stored zero-centred
+    attn_logit_softcapping: Optional[float] = None   # scores = tanh(scores / C) * C
+    final_logit_softcapping: Optional[float] = None  # logits = tanh(logits / C) * C
+    query_pre_attn_scalar: Optional[float] = None    # scale S ** -0.5 (default head_dim ** -0.5)
+    sandwich_norms: bool = False   # Gemma 2: post-attention and pre/post-feedforward norms
+    sliding_window_layers: str = "all"  # all | even (Gemma 2: layers 0, 2, ... are local)
     seed: int = 0
     # Informational, as in a checkpoint's config.json.
     model_type: str = "llama"
     architectures: list = field(default_factory=lambda: ["LlamaForCausalLM"])
-    hidden_act: str = "silu"
+    hidden_act: str = "silu"  # not only informational: silu | gelu_pytorch_tanh | gelu in the MLP
     torch_dtype: str = "float32"
 
     @property
@@ -86,6 +119,35 @@ class Config:
             raise ValueError(f"rotary dim {dim} (head_dim {self.head_dim} x partial_rotary_factor "
                              f"{self.partial_rotary_factor}) must be even and within head_dim")
         return dim
+
+    def check(self) -> None:
+        """Raises ValueError for forms that do not combine."""
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"unknown hidden_act {self.hidden_act!r} (one of {', '.join(ACTIVATIONS)})")
+        if self.sliding_window_layers not in ("all", "even"):
+            raise ValueError(f"sliding_window_layers is all or even, not {self.sliding_window_layers!r}")
+        if self.sandwich_norms and self.parallel_residual != "none":
+            raise ValueError("sandwich norms (Gemma 2) do not combine with a parallel residual")
+        if self.attn_logit_softcapping is not None and self.attention != "eager":
+            raise ValueError("attention soft-capping needs --attention eager (scaled_dot_product_"
+                             "attention has no soft-capping)")
+        for name in ("attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be positive, not {value}")
+
+    def forms_beyond_llama(self) -> list:
+        """The layer forms in use that a Llama's layer has not (for exporters that write the
+        Llama layer only)."""
+        forms = {"--parallel-residual": self.parallel_residual != "none", "--qk-norm": self.qk_norm,
+                 "--embedding-scale": self.embedding_scale, "--norm-offset": self.norm_offset,
+                 "--hidden-act": self.hidden_act != "silu",
+                 "--attn-softcap": self.attn_logit_softcapping is not None,
+                 "--final-softcap": self.final_logit_softcapping is not None,
+                 "--query-pre-attn-scalar": self.query_pre_attn_scalar is not None,
+                 "--sandwich-norms": self.sandwich_norms,
+                 "--sliding-window-layers": self.sliding_window_layers != "all"}
+        return [flag for flag, used in forms.items() if used]
 
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
@@ -109,6 +171,45 @@ class RMSNorm(nn.Module):
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
         hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
         return self.weight * hidden_states.to(input_dtype)
+
+
+class GemmaRMSNorm(nn.Module):
+    """modeling_gemma.py's RMSNorm: (1 + weight) in float32, the weight stored zero-centred."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
+def make_norm(config: "Config", dim: int) -> nn.Module:
+    if config.norm_offset:
+        return GemmaRMSNorm(dim, config.rms_norm_eps)
+    return RMSNorm(dim, config.rms_norm_eps)
+
+
+def softcap(x, cap: Optional[float]):
+    """Gemma 2's soft-capping, as transformers writes it: x / cap, tanh, * cap."""
+    if cap is None:
+        return x
+    x = x / cap
+    x = torch.tanh(x)
+    return x * cap
+
+
+def uses_window(config: "Config", layer_idx: int) -> bool:
+    """Whether the layer masks keys older than config.sliding_window (Gemma 2: even layers)."""
+    if not config.sliding_window:
+        return False
+    return config.sliding_window_layers == "all" or layer_idx % 2 == 0
 
 
 def default_inv_freq(config: Config) -> torch.Tensor:
@@ -203,15 +304,15 @@ def repeat_kv(hidden_states, n_rep: int):
     return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
 
 
-def build_mask(config: Config, attention_mask, seq: int, past: int, dtype):
+def build_mask(config: Config, attention_mask, seq: int, past: int, dtype,
+               window: Optional[int] = None):
     """Additive mask [batch, 1, seq, total]: 0 where attended, the mask value elsewhere.
 
     Query i (absolute position past + i) sees key j when j <= past + i, the attention_mask of key j
-    is 1, and (sliding window N) j > past + i - N.
+    is 1, and (sliding window N, the `window` argument: None for none) j > past + i - N.
     """
     value = MASK_VALUES[config.mask_value]
     batch, total = attention_mask.shape[0], attention_mask.shape[1]
-    window = config.sliding_window
     if config.mask_style == "where":
         q_pos = torch.arange(seq, dtype=torch.int64) + past
         k_pos = torch.arange(total, dtype=torch.int64)
@@ -257,7 +358,8 @@ class Attention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
-        self.scaling = self.head_dim ** -0.5
+        scalar = config.query_pre_attn_scalar
+        self.scaling = (scalar if scalar is not None else self.head_dim) ** -0.5
         h = config.hidden_size
         q_out, kv_out = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         if config.fused_qkv != "none":
@@ -269,8 +371,8 @@ class Attention(nn.Module):
             self.v_proj = nn.Linear(h, kv_out, bias=config.qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
         if config.qk_norm:
-            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
-            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+            self.q_norm = make_norm(config, self.head_dim)
+            self.k_norm = make_norm(config, self.head_dim)
 
     def project_qkv(self, x):
         form = self.config.linear
@@ -310,6 +412,7 @@ class Attention(nn.Module):
             attn_weights = torch.matmul(q * root, k.transpose(-2, -1) * root)
         else:
             attn_weights = torch.matmul(q, k.transpose(2, 3)) * self.scaling
+        attn_weights = softcap(attn_weights, self.config.attn_logit_softcapping)
         attn_weights = attn_weights + mask[:, :, :, : k.shape[-2]]
         attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(q.dtype)
         attn_output = torch.matmul(attn_weights, v)
@@ -337,11 +440,12 @@ class MLP(nn.Module):
         self.up_proj = nn.Linear(h, i, bias=False)
         self.down_proj = nn.Linear(i, h, bias=False)
         self.form = config.linear
+        self.act_fn = ACTIVATIONS[config.hidden_act]
 
     def forward(self, x):
         form = self.form
         gate = project(self.gate_proj, x, form)
-        return project(self.down_proj, nn.functional.silu(gate) * project(self.up_proj, x, form), form)
+        return project(self.down_proj, self.act_fn(gate) * project(self.up_proj, x, form), form)
 
 
 class DecoderLayer(nn.Module):
@@ -349,11 +453,27 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = Attention(config)
         self.mlp = MLP(config)
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.input_layernorm = make_norm(config, config.hidden_size)
+        self.post_attention_layernorm = make_norm(config, config.hidden_size)
         self.parallel_residual = config.parallel_residual
+        self.sandwich_norms = config.sandwich_norms
+        if self.sandwich_norms:
+            self.pre_feedforward_layernorm = make_norm(config, config.hidden_size)
+            self.post_feedforward_layernorm = make_norm(config, config.hidden_size)
 
     def forward(self, hidden_states, cos, sin, mask, past):
+        if self.sandwich_norms:
+            # Gemma2DecoderLayer: each sublayer's output normed before its residual add.
+            residual = hidden_states
+            hidden_states = self.input_layernorm(hidden_states)
+            hidden_states, present = self.self_attn(hidden_states, cos, sin, mask, past)
+            hidden_states = self.post_attention_layernorm(hidden_states)
+            hidden_states = residual + hidden_states
+            residual = hidden_states
+            hidden_states = self.pre_feedforward_layernorm(hidden_states)
+            hidden_states = self.mlp(hidden_states)
+            hidden_states = self.post_feedforward_layernorm(hidden_states)
+            return residual + hidden_states, present
         parallel = self.parallel_residual
         if parallel != "none":
             # x + attn(norm1(x)) + mlp(norm2(x)), summed as GPT-NeoX writes it:
@@ -377,13 +497,14 @@ class LlamaModel(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList([DecoderLayer(config) for _ in range(config.num_hidden_layers)])
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.norm = make_norm(config, config.hidden_size)
         self.rotary_emb = RotaryEmbedding(config)
 
 
 class LlamaForCausalLM(nn.Module):
     def __init__(self, config: Config):
         super().__init__()
+        config.check()
         self.config = config
         self.model = LlamaModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
@@ -392,18 +513,30 @@ class LlamaForCausalLM(nn.Module):
 
     def forward(self, input_ids, attention_mask, position_ids, past_key_values=None):
         m = self.model
+        c = self.config
         hidden_states = m.embed_tokens(input_ids)
+        if c.embedding_scale:
+            # GemmaModel: the normalizer in the hidden states' dtype.
+            normalizer = torch.tensor(c.hidden_size ** 0.5, dtype=hidden_states.dtype)
+            hidden_states = hidden_states * normalizer
         seq = input_ids.shape[1]
         past = 0 if past_key_values is None else past_key_values[0][0].shape[2]
-        mask = build_mask(self.config, attention_mask, seq, past, hidden_states.dtype)
+        # One mask per form the layers use: with the sliding window, without it (Gemma 2's
+        # global layers), each built only when some layer reads it.
+        windowed = [uses_window(c, i) for i in range(len(m.layers))]
+        masks = {w: build_mask(c, attention_mask, seq, past, hidden_states.dtype,
+                               window=c.sliding_window if w else None)
+                 for w in sorted(set(windowed))}
         cos, sin = m.rotary_emb(hidden_states, position_ids)
         presents = []
         for i, layer in enumerate(m.layers):
             layer_past = None if past_key_values is None else past_key_values[i]
-            hidden_states, present = layer(hidden_states, cos, sin, mask, layer_past)
+            hidden_states, present = layer(hidden_states, cos, sin, masks[windowed[i]], layer_past)
             presents.append(present)
         hidden_states = m.norm(hidden_states)
-        return self.lm_head(hidden_states).float(), tuple(presents)
+        logits = self.lm_head(hidden_states)
+        logits = softcap(logits, c.final_logit_softcapping)
+        return logits.float(), tuple(presents)
 
     def empty_past(self, batch: int):
         c = self.config
@@ -414,16 +547,24 @@ class LlamaForCausalLM(nn.Module):
 @torch.no_grad()
 def init_weights(model: LlamaForCausalLM, seed: int) -> None:
     """Seeded weights, large enough that greedy decoding gives varied tokens: linears N(0, 1/fan_in),
-    biases N(0, 0.1^2), norm weights 1 + 0.1 N(0, 1), embeddings N(0, 1) (N(0, 1/hidden) when tied
-    to lm_head)."""
+    biases N(0, 0.1^2), norm weights 1 + 0.1 N(0, 1) (0.1 N(0, 1) with norm_offset: GemmaRMSNorm
+    multiplies by 1 + weight), embeddings N(0, 1) (N(0, 1/hidden) when tied to lm_head or scaled
+    by sqrt(hidden), N(0, 0.04/hidden) when both, as Gemma's are)."""
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
+    c = model.config
     for name, p in model.named_parameters():
         if (name.endswith("layernorm.weight") or name == "model.norm.weight"
                 or name.endswith("_norm.weight")):
-            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+            offset = 0.0 if c.norm_offset else 1.0
+            p.copy_(offset + 0.1 * torch.randn(p.shape, generator=gen))
         elif name == "model.embed_tokens.weight":
-            std = model.config.hidden_size ** -0.5 if model.config.tie_word_embeddings else 1.0
+            std = c.hidden_size ** -0.5 if c.tie_word_embeddings or c.embedding_scale else 1.0
+            if c.tie_word_embeddings and c.embedding_scale:
+                # Scaled by sqrt(hidden) in the residual stream, N(0, 1/hidden) embeddings would
+                # outweigh the two layers' outputs and the tied lm_head would echo the current
+                # token every step: a fifth of that (scaled, N(0, 0.04)).
+                std *= 0.2
             p.copy_(std * torch.randn(p.shape, generator=gen))
         elif name.endswith(".bias"):
             p.copy_(0.1 * torch.randn(p.shape, generator=gen))
@@ -460,6 +601,19 @@ def rope_scaling_arg(text: str) -> Optional[dict]:
         except ValueError:
             pass
     raise argparse.ArgumentTypeError(f"--rope-scaling takes none, linear:F or llama3, not {text!r}")
+
+
+def softcap_arg(text: str) -> float:
+    """A soft-cap C > 0, or 0 / none for none (to drop --gemma 2's)."""
+    if text == "none":
+        return 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"a soft-cap is a positive number, 0 or none, not {text!r}")
+    return value
 
 
 def add_config_args(p: argparse.ArgumentParser) -> None:
@@ -504,6 +658,31 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attention", choices=("eager", "sdpa"), default="eager",
                    help="sdpa: scores as torch.onnx writes scaled_dot_product_attention, q and "
                         "k^T each scaled by sqrt(scale) before the product")
+    g = p.add_argument_group("Gemma forms", "each defaults to off unless --gemma sets it; a flag "
+                                            "given overrides the preset's value")
+    g.add_argument("--gemma", type=int, choices=(1, 2), default=None,
+                   help="1: --embedding-scale --norm-offset --hidden-act gelu_pytorch_tanh "
+                        "--tie-embeddings (model_type gemma); 2: also --sandwich-norms "
+                        "--attn-softcap 50 --final-softcap 30 --query-pre-attn-scalar HEAD_DIM "
+                        "--sliding-window-layers even (model_type gemma2; the window is "
+                        "--sliding-window's)")
+    g.add_argument("--embedding-scale", action="store_true",
+                   help="embeddings times sqrt(hidden), a tensor of the hidden dtype (Gemma)")
+    g.add_argument("--norm-offset", action="store_true",
+                   help="every RMSNorm is GemmaRMSNorm: float32, times (1 + weight)")
+    g.add_argument("--hidden-act", choices=tuple(ACTIVATIONS), default=None,
+                   help="the MLP's activation (default silu; gelu_pytorch_tanh with --gemma)")
+    g.add_argument("--attn-softcap", type=softcap_arg, default=None, metavar="C",
+                   help="attention scores tanh(s / C) * C before the mask (Gemma 2); 0 or none: off")
+    g.add_argument("--final-softcap", type=softcap_arg, default=None, metavar="C",
+                   help="logits tanh(l / C) * C (Gemma 2); 0 or none: off")
+    g.add_argument("--query-pre-attn-scalar", type=float, default=None, metavar="S",
+                   help="attention scale S ** -0.5 instead of head_dim ** -0.5 (Gemma 2)")
+    g.add_argument("--sandwich-norms", action="store_true",
+                   help="Gemma 2's four norms per layer: post-attention and pre/post-feedforward")
+    g.add_argument("--sliding-window-layers", choices=("all", "even"), default=None,
+                   help="with --sliding-window: every layer uses it (default) or only layers 0, 2, "
+                        "4, ... (Gemma 2; the others attend to everything)")
 
 
 def config_from_args(a) -> Config:
@@ -520,9 +699,35 @@ def config_from_args(a) -> Config:
         rope_form="cache" if a.rope_cache else "inline", rope_interleaved=a.interleaved_rope,
         attention=a.attention, linear=a.linear, fused_qkv=a.fused_qkv,
         parallel_residual=a.parallel_residual, qk_norm=a.qk_norm, seed=a.seed)
+    gemma = a.gemma
+    if gemma:
+        # The preset, then the flags given, which override it.
+        config.embedding_scale = config.norm_offset = config.tie_word_embeddings = True
+        config.hidden_act = "gelu_pytorch_tanh"
+        config.model_type, config.architectures = "gemma", ["GemmaForCausalLM"]
+        if gemma == 2:
+            config.sandwich_norms = True
+            config.attn_logit_softcapping, config.final_logit_softcapping = 50.0, 30.0
+            config.query_pre_attn_scalar = float(config.head_dim)
+            config.sliding_window_layers = "even"
+            config.model_type, config.architectures = "gemma2", ["Gemma2ForCausalLM"]
+    config.embedding_scale |= a.embedding_scale
+    config.norm_offset |= a.norm_offset
+    config.sandwich_norms |= a.sandwich_norms
+    if a.hidden_act is not None:
+        config.hidden_act = a.hidden_act
+    if a.attn_softcap is not None:
+        config.attn_logit_softcapping = a.attn_softcap or None
+    if a.final_softcap is not None:
+        config.final_logit_softcapping = a.final_softcap or None
+    if a.query_pre_attn_scalar is not None:
+        config.query_pre_attn_scalar = a.query_pre_attn_scalar
+    if a.sliding_window_layers is not None:
+        config.sliding_window_layers = a.sliding_window_layers
     if config.num_attention_heads % config.num_key_value_heads:
         raise ValueError("--heads must be a multiple of --kv-heads")
     config.rotary_dim  # validates partial_rotary_factor
+    config.check()
     return config
 
 

@@ -437,6 +437,8 @@ def main(argv=None) -> int:
         config = hf_llama.config_from_args(a)
     except ValueError as e:
         p.error(str(e))
+    if config.forms_beyond_llama():
+        p.error("this exporter writes the Llama layer only, not " + ", ".join(config.forms_beyond_llama()))
     if (config.rope_form != "inline" or config.mask_style != "where" or config.mask_value != "finfo-min"
             or config.fused_qkv != "none"):
         p.error("--rope-cache, --mask-style, --mask-value and --fused-qkv describe torch exports; this "

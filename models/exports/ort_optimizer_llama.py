@@ -103,6 +103,8 @@ def main(argv=None) -> int:
         config = hf_llama.config_from_args(a)
     except ValueError as e:
         p.error(str(e))
+    if config.forms_beyond_llama():
+        p.error("this exporter writes the Llama layer only, not " + ", ".join(config.forms_beyond_llama()))
     if config.num_key_value_heads != config.num_attention_heads:
         p.error("MultiHeadAttention has no grouped KV heads: give --kv-heads equal to --heads")
     if (config.rope_form != "inline" or config.mask_style != "where" or config.mask_value != "finfo-min"

@@ -208,7 +208,6 @@ Status Engine::allocateAttentionScratch() {
       attention_.stateFloats = std::max<size_t>(
           attention_.stateFloats,
           kernels::attentionStateFloats(p->heads() / p->kv_heads(), p->head_dim()));
-      attention_.window = p->sliding_window(); // the same for every op (the loader checks)
     }
   const size_t kvHeads = std::max<size_t>(kv->kv_heads(), 1);
   const size_t splitRows =
@@ -219,8 +218,11 @@ Status Engine::allocateAttentionScratch() {
   if (stateBytes > (static_cast<unsigned __int128>(1) << 40))
     return Status::error("the attention chunk states for --max-batch " + str(maxBatch_) +
                          " and --max-seq " + str(maxSeq_) + " would take more than 1 TiB");
-  attention_.split.reserve(maxStepTokens_, kvHeads, kernels::kAttentionChunkPositions,
-                           attention_.stateFloats > 0 ? static_cast<size_t>(capacity) : 0);
+  // The cuts the attention ops asked for when they resolved. Their split rows share one scratch
+  // of states: the attention ops run one at a time.
+  for (const std::unique_ptr<AttentionScratch::Cut> &cut : attention_.cuts)
+    cut->split.reserve(maxStepTokens_, kvHeads, kernels::kAttentionChunkPositions,
+                       attention_.stateFloats > 0 ? static_cast<size_t>(capacity) : 0);
   if (attention_.stateFloats == 0)
     return Status();
   auto allocate = [](size_t bytes) {
@@ -342,8 +344,8 @@ Status Engine::step(const StepSequence *sequences, size_t count, StepOutput outp
   step_.count = totalTokens;
   step_.logitsCount = logitsCount;
   step_.argmax = output == StepOutput::Argmax;
-  attention_.split.cut(rowPositions_.get(), totalTokens, pool_->threadCount() > 1,
-                       attention_.window);
+  for (const std::unique_ptr<AttentionScratch::Cut> &cut : attention_.cuts)
+    cut->split.cut(rowPositions_.get(), totalTokens, pool_->threadCount() > 1, cut->window);
   std::fill(stepArgmax_.get(), stepArgmax_.get() + maxBatch_, -1);
 
   pool_->run(phases_.size(), &Engine::runPhase, this);

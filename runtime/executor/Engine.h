@@ -114,7 +114,7 @@ public:
   // "portable-f32").
   const kernels::VectorKernels &vectorKernels() const { return *vector_; }
   // Positions per attention chunk: the fixed boundaries of the attention's reduction order.
-  size_t attentionChunkPositions() const { return attention_.split.chunkPositions(); }
+  size_t attentionChunkPositions() const { return kernels::kAttentionChunkPositions; }
 
   // Where the arenas' tiers were mapped on this host's NUMA nodes and what was bound (create()).
   const MemoryBinding &memoryBinding() const { return memoryBinding_; }

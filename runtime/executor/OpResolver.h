@@ -108,6 +108,21 @@ inline kernels::RopeForm ropeForm(uint32_t headDim, uint32_t rotaryDim, bool int
   return kernels::RopeForm{headDim, rotaryDim == 0 ? headDim : rotaryDim, interleaved};
 }
 
+// A plan's activation function as the kernels' (the loader checked it is one of the enum's).
+inline kernels::ActivationFunction activationFunction(plan::ActivationFunctionDef function) {
+  switch (function) {
+  case plan::ActivationFunctionDef::Relu:
+    return kernels::ActivationFunction::Relu;
+  case plan::ActivationFunctionDef::Gelu:
+    return kernels::ActivationFunction::Gelu;
+  case plan::ActivationFunctionDef::GeluTanh:
+    return kernels::ActivationFunction::GeluTanh;
+  case plan::ActivationFunctionDef::Silu:
+    return kernels::ActivationFunction::Silu;
+  }
+  return kernels::ActivationFunction::Silu;
+}
+
 Status resolveEmbedding(OpResolver &resolver, std::vector<ResolvedOp> &ops);
 Status resolveRmsNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops);
 Status resolveLayerNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops);

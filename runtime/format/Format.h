@@ -38,7 +38,12 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 //       LinearInt4N16K8 with DTypeDef::INT4 and TensorDef.group_size (4-bit group-wise weights).
 // 1.14: an LmHead's weight in LinearInt8N16K4 or LinearInt4N16K8, and an Embedding's table that
 //       tensor (a tied integer lm_head); LinearInt4N16K8 groups of 16.
-constexpr uint32_t kPlanSchemaMinor = 15;
+// 1.15: an RmsNorm's gamma may be a divisor of the row (each group normalized alone: Qwen3's q
+//       and k norms).
+// 1.16: Gemma's: EmbeddingParamsDef.scale, ActivationFunctionDef::Silu with SwiGluParamsDef.function
+//       and LinearParamsDef.swiglu_function (GeGLU), AttentionParamsDef.softcap and
+//       LmHeadParamsDef.softcap, and a sliding window per attention op.
+constexpr uint32_t kPlanSchemaMinor = 16;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 

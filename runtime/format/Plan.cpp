@@ -665,14 +665,17 @@ private:
       Status status = checkOpShapes(i, *op);
       if (!status)
         return status;
+      if (status = checkGemmaParams(i, *op); !status)
+        return status;
       hasLmHead |= op->kind() == OpKindDef::LmHead;
-      // The engine cuts each step's attention once for every layer.
-      if (const AttentionParamsDef *p = op->params_as_AttentionParamsDef()) {
+      // Before 1.16 the attention ops of a plan shared one window.
+      if (const AttentionParamsDef *p = op->params_as_AttentionParamsDef(); p && minor < 16) {
         if (!window)
           window = p->sliding_window();
         else if (*window != p->sliding_window())
           return fail(opText(i), " has sliding window ", p->sliding_window(), " but an earlier "
-                      "attention op has ", *window, "; the attention ops of a plan share one");
+                      "attention op has ", *window, "; the attention ops of a plan share one "
+                      "before schema 1.16");
       }
     }
     if (!hasLmHead)
@@ -772,6 +775,53 @@ private:
       return fail(opText(opIndex), " ", what, ": ", bufferText(a), " has ", buffer(a).cols(),
                   " columns but ", bufferText(b), " has ", buffer(b).cols());
     return Status();
+  }
+
+  // The parameters added in 1.16 (Gemma's): an embedding scale, a swiglu's gate function,
+  // soft-capped scores and logits. Each finite, and absent from older plans.
+  Status checkGemmaParams(uint32_t i, const OpDef &op) const {
+    const uint32_t minor = def_.schema_version() & 0xffff;
+    auto newer = [&](const char *what) {
+      return fail(opText(i), " has ", what, ", which schema 1.", minor,
+                  " does not have (added in 1.16)");
+    };
+    auto function = [&](ActivationFunctionDef f, bool gate) -> Status {
+      if (f > ActivationFunctionDef::MAX)
+        return fail(opText(i), " has unknown activation function ", static_cast<unsigned>(f),
+                    "; this runtime runs Relu, Gelu, GeluTanh and Silu");
+      if ((f == ActivationFunctionDef::Silu) != gate && minor < 16)
+        return newer(gate ? "a gate function other than silu" : "the Silu activation");
+      return Status();
+    };
+    auto softcap = [&](float cap) -> Status {
+      if (!std::isfinite(cap) || cap < 0)
+        return fail(opText(i), " softcap ", cap, " is not a finite number >= 0");
+      return cap > 0 && minor < 16 ? newer("a softcap") : Status();
+    };
+    switch (op.kind()) {
+    case OpKindDef::Embedding: {
+      const float scale = op.params_as_EmbeddingParamsDef()->scale();
+      if (!std::isfinite(scale) || scale == 0)
+        return fail(opText(i), " scale ", scale, " is not a finite non-zero number");
+      return scale != 1.0f && minor < 16 ? newer("an embedding scale") : Status();
+    }
+    case OpKindDef::Linear: {
+      const LinearParamsDef *p = op.params_as_LinearParamsDef();
+      return p ? function(p->swiglu_function(), true) : Status();
+    }
+    case OpKindDef::SwiGlu: {
+      const SwiGluParamsDef *p = op.params_as_SwiGluParamsDef();
+      return p ? function(p->function(), true) : Status();
+    }
+    case OpKindDef::Activation:
+      return function(op.params_as_ActivationParamsDef()->function(), false);
+    case OpKindDef::Attention:
+      return softcap(op.params_as_AttentionParamsDef()->softcap());
+    case OpKindDef::LmHead:
+      return softcap(op.params_as_LmHeadParamsDef()->softcap());
+    default:
+      return Status();
+    }
   }
 
   // Sizes of each kind's operands agree, so kernels may index by the buffer shapes alone.
@@ -911,13 +961,8 @@ private:
         return status;
       return p.bias() ? checkF32Vector(i, weight(1), buffer(out).cols(), "beta") : Status();
     }
-    case OpKindDef::Activation: {
-      const ActivationFunctionDef function = op.params_as_ActivationParamsDef()->function();
-      if (function > ActivationFunctionDef::MAX)
-        return fail(opText(i), " has unknown activation function ", static_cast<unsigned>(function),
-                    "; this runtime runs Relu, Gelu and GeluTanh");
+    case OpKindDef::Activation:
       return checkSameColumns(i, "input and output differ", in(0), out);
-    }
     case OpKindDef::LmHead:
       if (out != def_.logits_buffer())
         return fail(opText(i), " writes buffer ", out, " but logits_buffer is ",

@@ -134,3 +134,19 @@ func.func @arange_positions(%ids: tensor<?x?xi64> {hetc.name = "input_ids"}, %pa
   %h = hetc.onnx.node "Add"(%t, %p) {node_name = "Add"} : (tensor<?x?x8xf32>, tensor<1x?x8xf32>) -> tensor<*xf32>
   return %h : tensor<*xf32>
 }
+
+// -----
+
+// Gemma's embeddings times sqrt(hidden) (a constant however the export writes it: Mul here, Div
+// by its inverse alike) become the embedding's scale, when nothing else reads the rows.
+// CHECK-LABEL: func.func @scaled
+// CHECK: %[[H:.*]] = hetc.embedding %{{.*}}, %{{.*}} {scale = 2.82842708 : f32}
+// CHECK-NOT: "Mul"
+// CHECK: return %[[H]]
+func.func @scaled(%ids: tensor<?x?xi64>) -> tensor<?x?x8xf32> {
+  %table = hetc.weight "embed_tokens.weight" : tensor<32x8xf32>
+  %h = hetc.onnx.node "Gather"(%table, %ids) {node_name = "embed_tokens/Gather"} : (tensor<32x8xf32>, tensor<?x?xi64>) -> tensor<?x?x8xf32>
+  %s = hetc.constant dense<2.82842708> : tensor<f32>
+  %y = hetc.onnx.node "Mul"(%h, %s) {node_name = "Mul"} : (tensor<?x?x8xf32>, tensor<f32>) -> tensor<?x?x8xf32>
+  return %y : tensor<?x?x8xf32>
+}

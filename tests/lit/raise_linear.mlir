@@ -203,3 +203,36 @@ func.func @computed_pieces(%x: tensor<?x?x8xf32>, %sizes: tensor<2xi64>, %step: 
   %e = hetc.onnx.node "Slice"(%y, %zero, %eight, %last, %step) {node_name = "Slice"} : (tensor<?x?x16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
   return %s#0, %s#1, %e : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// GPT-NeoX's query_key_value, per head [heads, 3, head_dim]: the output reshaped to
+// [.., 2 heads, 3 * 4] and sliced on that axis; each piece is the linear over its columns of
+// every head (a strided view of the weight and of the bias), reshaped to [.., 2, 4].
+// CHECK-LABEL: func.func @per_head_packed
+// CHECK-SAME: (%[[X:.*]]: tensor<?x?x8xf32>)
+// CHECK-DAG: %[[WK:.*]] = hetc.weight "qkv.weight" {columns = array<i64: 4, 8, 12>, transposed} : tensor<8x8xf32>
+// CHECK-DAG: %[[BK:.*]] = hetc.weight "qkv.bias" {columns = array<i64: 4, 8, 12>} : tensor<8xf32>
+// CHECK-DAG: %[[K:.*]] = hetc.linear %[[X]], %[[WK]], %[[BK]] : (tensor<?x?x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+// CHECK-DAG: hetc.constant dense<[0, 0, 2, 4]> : tensor<4xi64>
+// CHECK-DAG: hetc.onnx.node "Reshape"(%[[K]], %{{.*}}) {node_name = "k/Slice/heads"}
+// CHECK-NOT: "Slice"
+// CHECK-NOT: tensor<8x24xf32>
+func.func @per_head_packed(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %w = hetc.weight "qkv.weight" : tensor<24x8xf32>
+  %b = hetc.weight "qkv.bias" : tensor<24xf32>
+  %shape = hetc.constant dense<[0, 0, 2, 12]> : tensor<4xi64>
+  %zero = hetc.constant dense<0> : tensor<1xi64>
+  %four = hetc.constant dense<4> : tensor<1xi64>
+  %eight = hetc.constant dense<8> : tensor<1xi64>
+  %end = hetc.constant dense<9223372036854775807> : tensor<1xi64>
+  %last = hetc.constant dense<-1> : tensor<1xi64>
+  %wt = hetc.onnx.node "Transpose"(%w) {node_name = "qkv/Transpose", onnx_attrs = {perm = [1, 0]}} : (tensor<24x8xf32>) -> tensor<8x24xf32>
+  %y = hetc.onnx.node "MatMul"(%x, %wt) {node_name = "qkv/MatMul"} : (tensor<?x?x8xf32>, tensor<8x24xf32>) -> tensor<?x?x24xf32>
+  %yb = hetc.onnx.node "Add"(%y, %b) {node_name = "qkv/Add"} : (tensor<?x?x24xf32>, tensor<24xf32>) -> tensor<?x?x24xf32>
+  %h = hetc.onnx.node "Reshape"(%yb, %shape) {node_name = "qkv/Reshape"} : (tensor<?x?x24xf32>, tensor<4xi64>) -> tensor<?x?x2x12xf32>
+  %q = hetc.onnx.node "Slice"(%h, %zero, %four, %last) {node_name = "q/Slice"} : (tensor<?x?x2x12xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
+  %k = hetc.onnx.node "Slice"(%h, %four, %eight, %last) {node_name = "k/Slice"} : (tensor<?x?x2x12xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
+  %v = hetc.onnx.node "Slice"(%h, %eight, %end, %last) {node_name = "v/Slice"} : (tensor<?x?x2x12xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
+  return %q, %k, %v : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}

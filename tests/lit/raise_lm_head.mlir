@@ -41,3 +41,21 @@ func.func @not_logits(%x: tensor<?x?x8xf32>) -> (tensor<?x?x8xf32> {hetc.name = 
   %n = hetc.onnx.node "Neg"(%p) {node_name = "neg"} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
   return %n, %p : tensor<?x?x8xf32>, tensor<?x?x8xf32>
 }
+
+// -----
+
+// Gemma 2's final_logit_softcapping, 30 * tanh(logits / 30), becomes the lm_head's soft-cap
+// (read by its values: Div by 30 or Mul by 1/30 alike); the cap's nodes are gone.
+// CHECK-LABEL: func.func @softcap
+// CHECK: %[[H:.*]] = hetc.lm_head %{{.*}}, %{{.*}} {softcap = 3.000000e+01 : f32}
+// CHECK-NOT: Tanh
+// CHECK: return %[[H]]
+func.func @softcap(%x: tensor<?x?x8xf32>) -> (tensor<?x?x32xf32> {hetc.name = "logits"}) {
+  %w = hetc.weight "lm_head" : tensor<8x32xf32>
+  %l = hetc.linear %x, %w : (tensor<?x?x8xf32>, tensor<8x32xf32>) -> tensor<?x?x32xf32>
+  %c = hetc.constant dense<30.0> : tensor<f32>
+  %d = hetc.onnx.node "Div"(%l, %c) {node_name = "cap/Div"} : (tensor<?x?x32xf32>, tensor<f32>) -> tensor<?x?x32xf32>
+  %t = hetc.onnx.node "Tanh"(%d) {node_name = "cap/Tanh"} : (tensor<?x?x32xf32>) -> tensor<?x?x32xf32>
+  %m = hetc.onnx.node "Mul"(%c, %t) {node_name = "cap/Mul"} : (tensor<f32>, tensor<?x?x32xf32>) -> tensor<?x?x32xf32>
+  return %m : tensor<?x?x32xf32>
+}

@@ -127,3 +127,26 @@ func.func @other_tensor(%x: tensor<?x?x8xf32>, %z: tensor<?x?x8xf32>) -> tensor<
   %y = hetc.onnx.node "Mul"(%g, %n) {node_name = "scale"} : (tensor<8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
   return %y : tensor<?x?x8xf32>
 }
+
+// -----
+
+// Gemma's RMSNorm, x * (1 + w) with w stored zero-centred: the gamma computed from a constant and
+// a scalar is evaluated, and the norm reads the result (1 + w).
+// CHECK-LABEL: func.func @gemma_offset
+// CHECK-SAME: (%[[X:.*]]: tensor<?x?x4xf32>)
+// CHECK: %[[G:.*]] = hetc.constant dense<[1.000000e+00, 1.500000e+00, 7.500000e-01, 2.000000e+00]> : tensor<4xf32>
+// CHECK: hetc.rms_norm %[[X]], %[[G]]
+func.func @gemma_offset(%x: tensor<?x?x4xf32>) -> tensor<?x?x4xf32> {
+  %w = hetc.constant dense<[0.0, 0.5, -0.25, 1.0]> : tensor<4xf32>
+  %one = hetc.constant dense<1.0> : tensor<f32>
+  %g = hetc.onnx.node "Add"(%one, %w) {node_name = "norm/Add_1"} : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  %two = hetc.constant dense<2.0> : tensor<f32>
+  %eps = hetc.constant dense<1.0e-06> : tensor<f32>
+  %sq = hetc.onnx.node "Pow"(%x, %two) {node_name = "norm/Pow"} : (tensor<?x?x4xf32>, tensor<f32>) -> tensor<?x?x4xf32>
+  %mean = hetc.onnx.node "ReduceMean"(%sq) {node_name = "norm/ReduceMean", onnx_attrs = {axes = [-1], keepdims = 1 : i64}} : (tensor<?x?x4xf32>) -> tensor<?x?x1xf32>
+  %var = hetc.onnx.node "Add"(%mean, %eps) {node_name = "norm/Add"} : (tensor<?x?x1xf32>, tensor<f32>) -> tensor<?x?x1xf32>
+  %rms = hetc.onnx.node "Sqrt"(%var) {node_name = "norm/Sqrt"} : (tensor<?x?x1xf32>) -> tensor<?x?x1xf32>
+  %n = hetc.onnx.node "Div"(%x, %rms) {node_name = "norm/Div"} : (tensor<?x?x4xf32>, tensor<?x?x1xf32>) -> tensor<?x?x4xf32>
+  %y = hetc.onnx.node "Mul"(%n, %g) {node_name = "norm/Mul"} : (tensor<?x?x4xf32>, tensor<4xf32>) -> tensor<?x?x4xf32>
+  return %y : tensor<?x?x4xf32>
+}

@@ -42,3 +42,21 @@ func.func @not_silu(%gate: tensor<?x?x16xf32>, %other: tensor<?x?x16xf32>, %up: 
   %z = hetc.onnx.node "Mul"(%silu, %half) {node_name = "scale"} : (tensor<?x?x16xf32>, tensor<f32>) -> tensor<?x?x16xf32>
   return %y, %z : tensor<?x?x16xf32>, tensor<?x?x16xf32>
 }
+
+// -----
+
+// Gemma's GeGLU: a gate whose activation was raised by its values (a GELU) times up, the
+// activation read by nothing else; a relu gate is not a swiglu.
+// CHECK-LABEL: func.func @gelu_gate
+// CHECK-SAME: (%[[G:.*]]: tensor<?x?x16xf32>, %[[U:.*]]: tensor<?x?x16xf32>)
+// CHECK: %[[Y:.*]] = hetc.swiglu %[[G]], %[[U]] {function = "gelu_tanh"}
+// CHECK-NOT: hetc.activation %[[G]] {function = "gelu_tanh"}
+// CHECK: %[[R:.*]] = hetc.activation %[[G]] {function = "relu"}
+// CHECK: hetc.onnx.node "Mul"(%[[R]], %[[U]])
+func.func @gelu_gate(%gate: tensor<?x?x16xf32>, %up: tensor<?x?x16xf32>) -> (tensor<?x?x16xf32>, tensor<?x?x16xf32>) {
+  %a = hetc.activation %gate {function = "gelu_tanh"} : (tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  %y = hetc.onnx.node "Mul"(%a, %up) {node_name = "mlp/Mul"} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  %r = hetc.activation %gate {function = "relu"} : (tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  %z = hetc.onnx.node "Mul"(%r, %up) {node_name = "mlp/Mul_2"} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
+  return %y, %z : tensor<?x?x16xf32>, tensor<?x?x16xf32>
+}

@@ -1,4 +1,4 @@
-// The activation functions of a non-gated feed-forward in double, the reference the kernel and
+// The activation functions of a feed-forward or its gate in double, the reference the kernel and
 // engine tests compare against.
 #pragma once
 
@@ -16,6 +16,8 @@ inline double activationReference(kernels::ActivationFunction function, double x
     return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
   case kernels::ActivationFunction::GeluTanh:
     return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  case kernels::ActivationFunction::Silu:
+    return x / (1 + std::exp(-x));
   }
   return NAN;
 }

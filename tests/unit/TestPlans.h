@@ -81,7 +81,29 @@ struct TinyPlanShape {
   bool opt = false;
   plan::ActivationFunctionDef activation = plan::ActivationFunctionDef::Relu;
   uint32_t position_offset = 2;
+  // Gemma's forms (schema 1.16): the embedding times `embedding_scale`, the swiglu's gate
+  // function, scores and logits soft-capped (0: not), and a sliding window on the even layers
+  // only (Gemma 2's alternation; 0: none).
+  float embedding_scale = 1.0f;
+  plan::ActivationFunctionDef gate = plan::ActivationFunctionDef::Silu;
+  float attention_softcap = 0.0f;
+  float logit_softcap = 0.0f;
+  uint32_t even_layer_window = 0;
 };
+
+// Gemma 2's forms on the default shape: scaled embeddings, a GELU gate, both soft-caps (small
+// enough to bend the tiny model's scores and logits) and a window of 5 on layers 0 and 2.
+inline TinyPlanShape gemmaShape() {
+  TinyPlanShape shape;
+  shape.layers = 3;
+  shape.max_seq = 40;
+  shape.embedding_scale = 5.656854249f; // sqrt(32), rounded to float as Gemma rounds it
+  shape.gate = plan::ActivationFunctionDef::GeluTanh;
+  shape.attention_softcap = 2.0f;
+  shape.logit_softcap = 1.5f;
+  shape.even_layer_window = 5;
+  return shape;
+}
 
 // The plan before writing, and the bytes of its weight segments.
 struct TinyPlan {
@@ -437,6 +459,7 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
                   DTypeDef::F32, randomValues(rows * shape.hidden, 0.0f, 0.5f)));
     embeddingParams.position_offset = shape.position_offset;
   }
+  embeddingParams.scale = shape.embedding_scale;
   embedding->params.Set(std::move(embeddingParams));
 
   for (uint32_t l = 0; l < shape.layers; ++l) {
@@ -493,6 +516,8 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     attentionParams.head_dim = shape.head_dim;
     attentionParams.scale = 1.0f / std::sqrt(float(shape.head_dim));
     attentionParams.rope = shape.fused_rope;
+    attentionParams.softcap = shape.attention_softcap;
+    attentionParams.sliding_window = l % 2 == 0 ? shape.even_layer_window : 0;
     attention->params.Set(std::move(attentionParams));
     // A fused residual reads `hidden` as its second input and writes the Add's output.
     auto fusedLinear = [&](const std::string &name, uint32_t input, uint32_t residualIn,
@@ -551,6 +576,7 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
       fused->inputs.push_back(gateLast ? up : gate);
       LinearParamsDefT params;
       params.swiglu = gateLast ? SwiGluRoleDef::Gate : SwiGluRoleDef::Up;
+      params.swiglu_function = shape.gate;
       fused->params.Set(std::move(params));
     } else {
       setEmptyParams(
@@ -559,8 +585,10 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
       setEmptyParams(
           linearOp(OpKindDef::Linear, upName, layer, normed, up, upProj, shape.intermediate),
           LinearParamsDefT());
+      SwiGluParamsDefT swiglu;
+      swiglu.function = shape.gate;
       setEmptyParams(rowOp(OpKindDef::SwiGlu, prefix + "mlp.act", layer, {gate, up}, act, {}),
-                     SwiGluParamsDefT());
+                     swiglu);
     }
     if (shape.fused_residual) {
       fusedLinear(prefix + "mlp.down_proj", act, residual, hidden, downProj);
@@ -593,9 +621,11 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
   } else {
     lmHeadTensor = linear("lm_head.weight", shape.vocab, shape.hidden);
   }
+  LmHeadParamsDefT lmHeadParams;
+  lmHeadParams.softcap = shape.logit_softcap;
   setEmptyParams(
       linearOp(OpKindDef::LmHead, "lm_head", -1, normed, logits, lmHeadTensor, shape.vocab),
-      LmHeadParamsDefT());
+      lmHeadParams);
   return tiny;
 }
 

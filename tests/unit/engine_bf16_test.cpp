@@ -172,13 +172,18 @@ TEST(EngineBf16Test, FusedResidualGivesTheBitsOfTheSeparateAdd) {
   expectSameBits(teacherForced(*a, kPrompts, 3), teacherForced(*b, kPrompts, 3), "fused residual");
 }
 
-// With BF16 and float32 weights, whichever linear of gate and up runs second.
+// With BF16 and float32 weights, whichever linear of gate and up runs second, with a SiLU gate
+// and a GELU one (GeGLU).
 TEST(EngineBf16Test, FusedSwiGluGivesTheBitsOfTheSeparateOp) {
+  for (const plan::ActivationFunctionDef gate :
+       {plan::ActivationFunctionDef::Silu, plan::ActivationFunctionDef::GeluTanh})
   for (const bool packed : {true, false})
     for (const bool gateLast : {false, true}) {
-      SCOPED_TRACE(std::string(packed ? "bf16" : "f32") + (gateLast ? ", gate last" : ", up last"));
+      SCOPED_TRACE(std::string(packed ? "bf16" : "f32") + (gateLast ? ", gate last" : ", up last") +
+                   ", gate " + plan::EnumNameActivationFunctionDef(gate));
       TinyPlanShape shape = bf16Shape();
       shape.packed_bf16_linear = packed;
+      shape.gate = gate;
       LoadedTinyPlan separate(shape);
       shape.fused_swiglu = true;
       shape.swiglu_gate_last = gateLast;

@@ -81,6 +81,8 @@ std::vector<double> referenceLogits(const TinyPlan &tiny, const std::vector<int3
           for (size_t i = 0; i < n; ++i)
             y[t * n + i] += positions[(t + offset) * n + i];
       }
+      for (size_t e = 0; e < rows * n; ++e) // Gemma's scale, after the positions
+        y[e] *= static_cast<double>(op->params.AsEmbeddingParamsDef()->scale);
       break;
     }
     case plan::OpKindDef::LayerNorm: {
@@ -131,13 +133,14 @@ std::vector<double> referenceLogits(const TinyPlan &tiny, const std::vector<int3
       const bool hasBias = !lmHead && op->params.AsLinearParamsDef()->bias;
       const std::vector<float> bias =
           hasBias ? tiny.tensorValues(op->weights.at(1)) : std::vector<float>(n, 0.0f);
+      const double logitCap = lmHead ? op->params.AsLmHeadParamsDef()->softcap : 0.0;
       for (size_t t = lmHead ? rows - 1 : 0; t < rows; ++t)
         for (size_t col = 0; col < n; ++col) {
           double sum = bias[col];
           for (size_t i = 0; i < k; ++i)
             sum += x[t * k + i] * w[col * k + i];
           if (lmHead)
-            logits.push_back(sum);
+            logits.push_back(logitCap > 0 ? logitCap * std::tanh(sum / logitCap) : sum);
           else
             y[t * n + col] = sum;
         }
@@ -166,23 +169,29 @@ std::vector<double> referenceLogits(const TinyPlan &tiny, const std::vector<int3
       const std::vector<double> &v = buffers[op->inputs[2]];
       const size_t d = params->head_dim, qCols = cols(op->inputs[0]), kvCols = cols(op->inputs[1]);
       const size_t group = params->heads / params->kv_heads;
+      const double cap = params->softcap;
+      const size_t window = params->sliding_window;
       for (size_t t = 0; t < rows; ++t)
         for (size_t h = 0; h < params->heads; ++h) {
           const size_t g = h / group;
-          std::vector<double> weights(t + 1);
+          // Keys first..t: the last `window` of them with a sliding window.
+          const size_t first = window != 0 && t + 1 > window ? t + 1 - window : 0;
+          std::vector<double> weights(t + 1, 0.0);
           double maxScore = -1e300, sum = 0;
-          for (size_t j = 0; j <= t; ++j) {
+          for (size_t j = first; j <= t; ++j) {
             double s = 0;
             for (size_t i = 0; i < d; ++i)
               s += q[t * qCols + h * d + i] * k[j * kvCols + g * d + i];
             weights[j] = s * params->scale;
+            if (cap > 0)
+              weights[j] = cap * std::tanh(weights[j] / cap);
             maxScore = std::max(maxScore, weights[j]);
           }
-          for (double &w : weights)
-            sum += (w = std::exp(w - maxScore));
+          for (size_t j = first; j <= t; ++j)
+            sum += (weights[j] = std::exp(weights[j] - maxScore));
           for (size_t i = 0; i < d; ++i) {
             double o = 0;
-            for (size_t j = 0; j <= t; ++j)
+            for (size_t j = first; j <= t; ++j)
               o += weights[j] / sum * v[j * kvCols + g * d + i];
             y[t * n + h * d + i] = o;
           }
@@ -191,8 +200,10 @@ std::vector<double> referenceLogits(const TinyPlan &tiny, const std::vector<int3
     }
     case plan::OpKindDef::SwiGlu: {
       const std::vector<double> &gate = buffers[op->inputs[0]], &up = buffers[op->inputs[1]];
+      const auto function =
+          static_cast<kernels::ActivationFunction>(op->params.AsSwiGluParamsDef()->function);
       for (size_t e = 0; e < rows * n; ++e)
-        y[e] = gate[e] / (1.0 + std::exp(-gate[e])) * up[e];
+        y[e] = test::activationReference(function, gate[e]) * up[e];
       break;
     }
     case plan::OpKindDef::Add: {
@@ -323,6 +334,9 @@ TEST(EngineTest, MatchesFullRecomputeReference) {
        {plan::ActivationFunctionDef::Relu, plan::ActivationFunctionDef::Gelu,
         plan::ActivationFunctionDef::GeluTanh})
     shapes.push_back(test::optShape(function));
+  // Gemma 2's forms (embedding scale, GeGLU, soft-capped scores and logits, a window on alternate
+  // layers) with an unfused swiglu; engine_bf16_test runs them fused.
+  shapes.push_back(test::gemmaShape());
   for (const TinyPlanShape &shape : shapes) {
     LoadedTinyPlan loaded(shape);
     ASSERT_TRUE(loaded.plan);

@@ -922,7 +922,9 @@ TEST_F(PlanLoaderTest, KvBlockMistakesAreNamed) {
 }
 
 // The engine cuts a step's attention once for all layers: one window per plan.
-TEST_F(PlanLoaderTest, AttentionOpsShareOneSlidingWindow) {
+// Before 1.16 the attention ops of a plan shared one window; from 1.16 each layer has its own
+// (Gemma 2 slides on alternate layers).
+TEST_F(PlanLoaderTest, SlidingWindowPerLayerFrom1_16) {
   TinyPlanShape shape;
   shape.layers = 2;
   auto window = [](TinyPlan &t, int layer) -> uint32_t & {
@@ -930,8 +932,57 @@ TEST_F(PlanLoaderTest, AttentionOpsShareOneSlidingWindow) {
     return t.def.ops[t.opIndex(name)]->params.AsAttentionParamsDef()->sliding_window;
   };
   EXPECT_EQ(loadErrorAfter([&](TinyPlan &t) { window(t, 0) = window(t, 1) = 8; }, shape), "");
-  const std::string error = loadErrorAfter([&](TinyPlan &t) { window(t, 0) = 8; }, shape);
+  EXPECT_EQ(loadErrorAfter([&](TinyPlan &t) { window(t, 0) = 8; }, shape), "");
+  const std::string error = loadErrorAfter(
+      [&](TinyPlan &t) {
+        window(t, 0) = 8;
+        t.def.schema_version = kPlanSchemaMajor << 16 | 15;
+      },
+      shape);
   EXPECT_THAT(error, HasSubstr("has sliding window 0 but an earlier attention op has 8"));
+}
+
+// Gemma's parameters (1.16): each checked, and refused in an older plan.
+TEST_F(PlanLoaderTest, GemmaParamsAreCheckedAndNewIn1_16) {
+  using namespace plan;
+  const std::string attention = "model.layers.0.self_attn", swiglu = "model.layers.0.mlp.act";
+  auto older = [](TinyPlan &t) { t.def.schema_version = kPlanSchemaMajor << 16 | 15; };
+  auto scale = [](float s) {
+    return [s](TinyPlan &t) { opNamed(t, "model.embed_tokens").params.AsEmbeddingParamsDef()->scale = s; };
+  };
+  auto attentionCap = [&](float c) {
+    return [&, c](TinyPlan &t) { opNamed(t, attention).params.AsAttentionParamsDef()->softcap = c; };
+  };
+  auto logitCap = [](float c) {
+    return [c](TinyPlan &t) { opNamed(t, "lm_head").params.AsLmHeadParamsDef()->softcap = c; };
+  };
+  auto gate = [&](ActivationFunctionDef f) {
+    return [&, f](TinyPlan &t) { opNamed(t, swiglu).params.AsSwiGluParamsDef()->function = f; };
+  };
+  auto both = [](std::function<void(TinyPlan &)> a, std::function<void(TinyPlan &)> b) {
+    return [a, b](TinyPlan &t) {
+      a(t);
+      b(t);
+    };
+  };
+  for (auto accepted : std::vector<std::function<void(TinyPlan &)>>{
+           scale(48.0f), attentionCap(50.0f), logitCap(30.0f),
+           gate(ActivationFunctionDef::GeluTanh), gate(ActivationFunctionDef::Gelu)})
+    EXPECT_EQ(loadErrorAfter(accepted), "");
+  const std::vector<std::pair<std::function<void(TinyPlan &)>, std::string>> refused = {
+      {scale(0.0f), "scale 0 is not a finite non-zero number"},
+      {scale(INFINITY), "scale inf is not a finite non-zero number"},
+      {attentionCap(-1.0f), "softcap -1 is not a finite number >= 0"},
+      {logitCap(NAN), "softcap nan is not a finite number >= 0"},
+      {gate(static_cast<ActivationFunctionDef>(9)), "unknown activation function 9"},
+      {both(scale(48.0f), older), "has an embedding scale, which schema 1.15 does not have"},
+      {both(attentionCap(50.0f), older), "has a softcap, which schema 1.15 does not have"},
+      {both(logitCap(30.0f), older), "has a softcap, which schema 1.15 does not have"},
+      {both(gate(ActivationFunctionDef::GeluTanh), older),
+       "has a gate function other than silu, which schema 1.15 does not have"},
+  };
+  for (const auto &[mutate, want] : refused)
+    EXPECT_THAT(loadErrorAfter(mutate), HasSubstr(want));
 }
 
 // The checks of the OPT-style ops (schema 1.10) on the tiny OPT plan (hidden 32, intermediate

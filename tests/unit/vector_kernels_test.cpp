@@ -204,7 +204,22 @@ TEST_F(VectorKernelsTest, RopeGivesPortableBits) {
         }
 }
 
-TEST_F(VectorKernelsTest, SwiGluMatchesReference) {
+// f(gate) * up for each gate function (SwiGLU's silu, GeGLU's GELUs), against double.
+TEST_F(VectorKernelsTest, GatedMatchesReference) {
+  auto reference = [](ActivationFunction f, double g) {
+    switch (f) {
+    case ActivationFunction::Silu:
+      return g / (1.0 + std::exp(-g));
+    case ActivationFunction::Gelu:
+      return 0.5 * g * (1.0 + std::erf(g / std::sqrt(2.0)));
+    case ActivationFunction::GeluTanh:
+      return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+    default:
+      return std::max(g, 0.0);
+    }
+  };
+  for (ActivationFunction function : {ActivationFunction::Silu, ActivationFunction::Gelu,
+                                      ActivationFunction::GeluTanh, ActivationFunction::Relu})
   for (size_t cols : kWidths) {
     const size_t rows = 3, stride = cols + 5;
     // Gates up to +-90 reach exp's overflow and underflow ends.
@@ -213,20 +228,26 @@ TEST_F(VectorKernelsTest, SwiGluMatchesReference) {
     gate[0] = 90.0f;
     gate[stride - 1] = -90.0f;
     std::vector<float> got(rows * stride, kNaN);
-    fast_->swiGlu(gate.data(), stride, up.data(), stride, cols, got.data(), stride, 0, rows);
+    fast_->gated(function, gate.data(), stride, up.data(), stride, cols, got.data(), stride, 0,
+                 rows);
     bool anyNonZero = false;
     for (size_t t = 0; t < rows; ++t) {
       for (size_t i = 0; i < cols; ++i) {
         const size_t e = t * stride + i;
         const double g = gate[e];
-        const double want = g / (1.0 + std::exp(-g)) * up[e];
-        ASSERT_FALSE(std::isnan(got[e])) << "swiGlu cols=" << cols << " element " << e;
+        const double want = reference(function, g) * up[e];
+        const int f = static_cast<int>(function);
+        ASSERT_FALSE(std::isnan(got[e])) << "gated " << f << " cols=" << cols << " element " << e;
         anyNonZero = anyNonZero || got[e] != 0.0f;
-        ASSERT_LE(std::abs(got[e] - want), 1e-6 * std::abs(want) + 1e-30)
-            << "swiGlu cols=" << cols << " gate " << g << ": " << got[e] << ", reference " << want;
+        // Relative 1e-6 of the product, or (the GELUs' vector erf and tanh, Kernels.h) 1e-6 of
+        // |gate * up|, where the GELU's value is far smaller than the gate.
+        ASSERT_LE(std::abs(got[e] - want), 1e-6 * std::max(std::abs(want), std::abs(g * up[e])) +
+                                               1e-30)
+            << "gated " << f << " cols=" << cols << " gate " << g << ": " << got[e]
+            << ", reference " << want;
       }
       for (size_t i = cols; i < stride; ++i)
-        ASSERT_TRUE(std::isnan(got[t * stride + i])) << "swiGlu wrote past the row";
+        ASSERT_TRUE(std::isnan(got[t * stride + i])) << "gated wrote past the row";
     }
     EXPECT_TRUE(anyNonZero);
   }

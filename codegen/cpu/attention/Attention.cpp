@@ -71,7 +71,7 @@ void portableOnlineSoftmax(size_t d, size_t begin, size_t end, float *acc, Block
 // Over float32 rows: dot() in its fixed lane order, std::exp.
 void attentionChunkPortableRows(const float *q, const float *keys, const float *values,
                                 const float *, const float *, size_t posStride, size_t group,
-                                size_t headDim, float scale, size_t begin, size_t end,
+                                size_t headDim, float scale, float softcap, size_t begin, size_t end,
                                 float *state) {
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
@@ -81,6 +81,8 @@ void attentionChunkPortableRows(const float *q, const float *keys, const float *
         __builtin_prefetch(keys + (j0 + j + 4) * posStride);
         scores[j] = scale * dot(qh, keys + (j0 + j) * posStride, d);
       }
+      if (softcap > 0)
+        softCap(softcap, scores, n);
     };
     auto addRow = [&](size_t j, float weight, float *acc) {
       const float *v = values + j * posStride;
@@ -99,7 +101,7 @@ void attentionChunkPortableRows(const float *q, const float *keys, const float *
 // that divides the output adds those rounded weights. Sums run in this kernel's own order.
 void attentionChunkPortableBf16(const float *q, const uint16_t *keys, const uint16_t *values,
                                 const float *, const float *, size_t, size_t group, size_t headDim,
-                                float scale, size_t begin, size_t end, float *state) {
+                                float scale, float softcap, size_t begin, size_t end, float *state) {
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
     const float *qh = q + h * d;
@@ -118,6 +120,8 @@ void attentionChunkPortableBf16(const float *q, const uint16_t *keys, const uint
       }
       for (size_t j = 0; j < n; ++j)
         scores[j] = scale * scores[j];
+      if (softcap > 0)
+        softCap(softcap, scores, n);
     };
     auto addRow = [&](size_t j, float weight, float *acc) {
       const float rounded = widen(floatToBf16(weight));
@@ -152,7 +156,7 @@ constexpr size_t kPortableQueryWords = 256;
 template <typename Sum>
 void portableInt8Heads(const float *q, const int8_t *keys, const int8_t *values,
                        const float *keyScales, const float *valueScales, size_t group, size_t d,
-                       float scale, size_t begin, size_t end, float *state) {
+                       float scale, float softcap, size_t begin, size_t end, float *state) {
   constexpr bool kStored = std::is_same_v<Sum, int32_t>;
   int16_t stored[kStored ? kPortableQueryWords : 1];
   for (size_t h = 0; h < group; ++h) {
@@ -183,6 +187,8 @@ void portableInt8Heads(const float *q, const int8_t *keys, const int8_t *values,
       float blockMax = -std::numeric_limits<float>::infinity();
       for (size_t l = first; l < n; ++l) {
         scores[l] = static_cast<float>(dots[l]) * (keyScales[j0 + l] * factor);
+        if (softcap > 0)
+          softCap(softcap, scores + l, 1);
         blockMax = std::max(blockMax, scores[l]);
       }
       if (blockMax > runningMax) {
@@ -229,14 +235,14 @@ void portableInt8Heads(const float *q, const int8_t *keys, const int8_t *values,
 
 void attentionChunkPortableInt8(const float *q, const int8_t *keys, const int8_t *values,
                                 const float *keyScales, const float *valueScales, size_t,
-                                size_t group, size_t headDim, float scale, size_t begin, size_t end,
+                                size_t group, size_t headDim, float scale, float softcap, size_t begin, size_t end,
                                 float *state) {
   if (headDim <= kPortableQueryWords)
     portableInt8Heads<int32_t>(q, keys, values, keyScales, valueScales, group, headDim, scale,
-                               begin, end, state);
+                               softcap, begin, end, state);
   else
     portableInt8Heads<int64_t>(q, keys, values, keyScales, valueScales, group, headDim, scale,
-                               begin, end, state);
+                               softcap, begin, end, state);
 }
 
 void attentionMergePortable(float *into, const float *next, size_t group, size_t headDim) {
@@ -364,17 +370,17 @@ void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &spl
       switch (op.cache.element) {
       case KvElement::F32:
         chunk.f32(q, static_cast<const float *>(keys), static_cast<const float *>(values), nullptr,
-                  nullptr, op.cache.posStride, group, d, shape.scale, begin, end, state);
+                  nullptr, op.cache.posStride, group, d, shape.scale, shape.softcap, begin, end, state);
         return;
       case KvElement::Bf16:
         chunk.bf16(q, static_cast<const uint16_t *>(keys), static_cast<const uint16_t *>(values),
-                   nullptr, nullptr, op.cache.posStride, group, d, shape.scale, begin, end, state);
+                   nullptr, nullptr, op.cache.posStride, group, d, shape.scale, shape.softcap, begin, end, state);
         return;
       case KvElement::Int8: {
         const size_t scaleBase = op.cache.scaleOffset(shape.layer, op.rowSlots[row], head, 0);
         chunk.int8(q, static_cast<const int8_t *>(keys), static_cast<const int8_t *>(values),
                    op.cache.keyScales + scaleBase, op.cache.valueScales + scaleBase,
-                   op.cache.posStride, group, d, shape.scale, begin, end, state);
+                   op.cache.posStride, group, d, shape.scale, shape.softcap, begin, end, state);
         return;
       }
       }

@@ -64,7 +64,7 @@ constexpr size_t attentionStateFloats(size_t group, size_t headDim) {
 template <typename Element>
 using AttentionChunkFn = void (*)(const float *q, const Element *keys, const Element *values,
                                   const float *keyScales, const float *valueScales,
-                                  size_t posStride, size_t group, size_t headDim, float scale,
+                                  size_t posStride, size_t group, size_t headDim, float scale, float softcap,
                                   size_t begin, size_t end, float *state);
 
 // Folds the state of the next chunk into `into` (the merge of every earlier chunk): the side

@@ -49,6 +49,18 @@ HETC_BLOCKS_TARGET inline __m512 exp512(__m512 x) {
   return _mm512_scalef_ps(y, n);
 }
 
+// cap * tanh(s / cap), as KernelsAvx512.cpp's softCap512 computes it (the same bits).
+HETC_BLOCKS_TARGET inline __m512 softCap512(__m512 s, float cap) {
+  const __m512 y = _mm512_div_ps(s, _mm512_set1_ps(cap));
+  const __m512 e = exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), _mm512_abs_ps(y)));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 magnitude = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(y),
+                                        _mm512_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m512 t = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(magnitude), sign));
+  return _mm512_mul_ps(t, _mm512_set1_ps(cap));
+}
+
 HETC_BLOCKS_TARGET inline __m512 widenBf16(__m256i x) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
 }
@@ -81,7 +93,7 @@ HETC_BLOCKS_TARGET inline void prefetchLines(const void *at, size_t bytes) {
 template <int H, int NV>
 HETC_BLOCKS_TARGET void
 headsOverBlocks(const float *q, const uint16_t *keys, const uint16_t *values, const float *,
-                const float *, size_t d, float scale, size_t begin, size_t end, float *state) {
+                const float *, size_t d, float scale, float softcap, size_t begin, size_t end, float *state) {
   using Element = uint16_t;
   const size_t pairs = d / 2;
   const size_t blockElements = kLanes * d;
@@ -149,8 +161,10 @@ headsOverBlocks(const float *q, const uint16_t *keys, const uint16_t *values, co
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const __m512 dots = _mm512_add_ps(s[h][0], s[h][1]);
-      scores[h] = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid,
-                                     _mm512_mul_ps(dots, scaleVector));
+      __m512 scaled = _mm512_mul_ps(dots, scaleVector);
+      if (softcap > 0)
+        scaled = softCap512(scaled, softcap);
+      scores[h] = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid, scaled);
     }
   };
 
@@ -253,7 +267,7 @@ template <int H> HETC_BLOCKS_TARGET inline __m512 quarterMaxima(const __m512 *x)
 template <int H, int NV>
 HETC_BLOCKS_TARGET void headsOverInt8Blocks(const float *q, const int8_t *keys,
                                             const int8_t *values, const float *keyScales,
-                                            const float *valueScales, size_t d, float scale,
+                                            const float *valueScales, size_t d, float scale, float softcap,
                                             size_t begin, size_t end, float *state) {
   const size_t pairs = d / 2;
   const size_t blockElements = kLanes * d;
@@ -346,9 +360,10 @@ HETC_BLOCKS_TARGET void headsOverInt8Blocks(const float *q, const int8_t *keys,
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const __m512 dots = _mm512_cvtepi32_ps(_mm512_add_epi32(s[h][0], s[h][1]));
-      scores[h] = _mm512_mask_mov_ps(
-          _mm512_set1_ps(negativeInfinity), valid,
-          _mm512_mul_ps(dots, _mm512_mul_ps(keyScale, _mm512_set1_ps(factors[h]))));
+      __m512 scaled = _mm512_mul_ps(dots, _mm512_mul_ps(keyScale, _mm512_set1_ps(factors[h])));
+      if (softcap > 0)
+        scaled = softCap512(scaled, softcap);
+      scores[h] = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid, scaled);
     }
   };
 
@@ -450,7 +465,7 @@ HETC_BLOCKS_TARGET void headsOverInt8Blocks(const float *q, const int8_t *keys,
 
 template <typename Element>
 using HeadsFn = void (*)(const float *, const Element *, const Element *, const float *,
-                         const float *, size_t, float, size_t, size_t, float *);
+                         const float *, size_t, float, float, size_t, size_t, float *);
 
 // Up to 4 heads at a time with up to 4 vectors of dims (16 accumulators), 2 past that.
 constexpr size_t maxHeadsPerPass(size_t vectors) { return vectors <= 4 ? 4 : 2; }
@@ -498,15 +513,15 @@ template <typename Element> HeadsFn<Element> headsFor(size_t vectors, size_t hea
 template <typename Element>
 void attentionChunkBlocks(const float *q, const Element *keys, const Element *values,
                           const float *keyScales, const float *valueScales, size_t posStride,
-                          size_t group, size_t headDim, float scale, size_t begin, size_t end,
+                          size_t group, size_t headDim, float scale, float softcap, size_t begin, size_t end,
                           float *state) {
   if (headDim > 2 * kMaxPairs) {
     if constexpr (std::is_same_v<Element, int8_t>)
       kAttentionChunkPortable.int8(q, keys, values, keyScales, valueScales, posStride, group,
-                                   headDim, scale, begin, end, state);
+                                   headDim, scale, softcap, begin, end, state);
     else
       kAttentionChunkPortable.bf16(q, keys, values, keyScales, valueScales, posStride, group,
-                                   headDim, scale, begin, end, state);
+                                   headDim, scale, softcap, begin, end, state);
     return;
   }
   const size_t vectors = (headDim + kLanes - 1) / kLanes;
@@ -514,7 +529,7 @@ void attentionChunkBlocks(const float *q, const Element *keys, const Element *va
   for (size_t h = 0; h < group; h += perPass) {
     const size_t heads = std::min(perPass, group - h);
     headsFor<Element>(vectors, heads)(q + h * headDim, keys, values, keyScales, valueScales,
-                                      headDim, scale, begin, end, state + h * (headDim + 2));
+                                      headDim, scale, softcap, begin, end, state + h * (headDim + 2));
   }
 }
 

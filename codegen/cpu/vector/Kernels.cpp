@@ -377,18 +377,6 @@ void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
     }
 }
 
-void swiGlu(const float *gate, size_t gateStride, const float *up, size_t upStride, size_t cols,
-            float *y, size_t yStride, size_t rowBegin, size_t rowEnd) {
-  for (size_t t = rowBegin; t < rowEnd; ++t) {
-    const float *g = gate + t * gateStride;
-    const float *u = up + t * upStride;
-    float *yr = y + t * yStride;
-    // silu(g) = g / (1 + exp(-g)), the form PyTorch's CPU kernel evaluates.
-    for (size_t i = 0; i < cols; ++i)
-      yr[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-  }
-}
-
 void add(const float *a, size_t aStride, const float *b, size_t bStride, size_t cols, float *y,
          size_t yStride, size_t rowBegin, size_t rowEnd) {
   for (size_t t = rowBegin; t < rowEnd; ++t) {
@@ -400,32 +388,60 @@ void add(const float *a, size_t aStride, const float *b, size_t bStride, size_t 
   }
 }
 
-void activation(ActivationFunction function, const float *x, size_t xStride, size_t cols, float *y,
-                size_t yStride, size_t rowBegin, size_t rowEnd) {
+namespace {
+
+// f(v) of one element, the same operations in the same order for every caller.
+inline float activate(ActivationFunction function, float v) {
   // sqrt(2 / pi) and 1 / sqrt(2), rounded to float as PyTorch's float kernels use them.
   constexpr float kTanhScale = 0.7978845608028654f;
   constexpr float kErfScale = 0.7071067811865476f;
+  switch (function) {
+  case ActivationFunction::Relu:
+    return v > 0.0f ? v : 0.0f;
+  case ActivationFunction::Gelu:
+    return 0.5f * v * (1.0f + std::erf(v * kErfScale));
+  case ActivationFunction::GeluTanh:
+    return 0.5f * v * (1.0f + std::tanh(kTanhScale * (v + 0.044715f * (v * v * v))));
+  case ActivationFunction::Silu:
+    return v / (1.0f + std::exp(-v));
+  }
+  return v;
+}
+
+} // namespace
+
+void activation(ActivationFunction function, const float *x, size_t xStride, size_t cols, float *y,
+                size_t yStride, size_t rowBegin, size_t rowEnd) {
   for (size_t t = rowBegin; t < rowEnd; ++t) {
     const float *xr = x + t * xStride;
     float *yr = y + t * yStride;
-    switch (function) {
-    case ActivationFunction::Relu:
-      for (size_t i = 0; i < cols; ++i)
-        yr[i] = xr[i] > 0.0f ? xr[i] : 0.0f;
-      break;
-    case ActivationFunction::Gelu:
-      for (size_t i = 0; i < cols; ++i)
-        yr[i] = 0.5f * xr[i] * (1.0f + std::erf(xr[i] * kErfScale));
-      break;
-    case ActivationFunction::GeluTanh:
-      for (size_t i = 0; i < cols; ++i) {
-        const float v = xr[i];
-        const float inner = kTanhScale * (v + 0.044715f * (v * v * v));
-        yr[i] = 0.5f * v * (1.0f + std::tanh(inner));
-      }
-      break;
-    }
+    for (size_t i = 0; i < cols; ++i)
+      yr[i] = activate(function, xr[i]);
   }
+}
+
+void gated(ActivationFunction function, const float *gate, size_t gateStride, const float *up,
+           size_t upStride, size_t cols, float *y, size_t yStride, size_t rowBegin, size_t rowEnd) {
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    const float *g = gate + t * gateStride;
+    const float *u = up + t * upStride;
+    float *yr = y + t * yStride;
+    for (size_t i = 0; i < cols; ++i)
+      yr[i] = activate(function, g[i]) * u[i];
+  }
+}
+
+void scaleRows(float scale, float *y, size_t yStride, size_t cols, size_t rowBegin, size_t rowEnd) {
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    float *yr = y + t * yStride;
+    for (size_t i = 0; i < cols; ++i)
+      yr[i] *= scale;
+  }
+}
+
+void softCap(float cap, float *y, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    y[i] = std::tanh(y[i] / cap) * cap;
 }
 
 size_t argmaxFirst(const float *values, size_t count) {

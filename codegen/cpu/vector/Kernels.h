@@ -125,6 +125,7 @@ struct AttentionShape {
   size_t kvHeads = 0;
   size_t headDim = 0;
   float scale = 1.0f;
+  float softcap = 0.0f; // scores soft-capped, cap * tanh(score / cap), after the scale; 0: none
 };
 
 // out[t] = table[tokens[t]] for rows [rowBegin, rowEnd); table is [vocab, hidden] row-major.
@@ -180,20 +181,28 @@ void kvAppend(const float *k, size_t kStride, const float *v, size_t vStride,
 // Causal attention over the cache lives in Attention.h: split by positions, merged in a fixed
 // order.
 
-// y = gate * sigmoid(gate) * up per element; y may be gate or up.
-void swiGlu(const float *gate, size_t gateStride, const float *up, size_t upStride, size_t cols,
-            float *y, size_t yStride, size_t rowBegin, size_t rowEnd);
-
-// The pointwise function of a non-gated feed-forward (plan::ActivationFunctionDef's values).
+// The pointwise function of a feed-forward, or of its gate (plan::ActivationFunctionDef's
+// values).
 enum class ActivationFunction : uint8_t {
   Relu,     // max(x, 0); NaN gives 0
   Gelu,     // 0.5 x (1 + erf(x / sqrt(2))), std::erf in float
   GeluTanh, // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), std::tanh in float
+  Silu,     // x / (1 + exp(-x)), the form PyTorch's CPU kernel evaluates
 };
+
+// y = f(gate) * up per element (f silu: SwiGLU; a GELU: GeGLU); y may be gate or up.
+void gated(ActivationFunction function, const float *gate, size_t gateStride, const float *up,
+           size_t upStride, size_t cols, float *y, size_t yStride, size_t rowBegin, size_t rowEnd);
 
 // y = f(x) per element; y may be x.
 void activation(ActivationFunction function, const float *x, size_t xStride, size_t cols, float *y,
                 size_t yStride, size_t rowBegin, size_t rowEnd);
+
+// y *= scale per element (one float multiply each: the same bits on every instruction set).
+void scaleRows(float scale, float *y, size_t yStride, size_t cols, size_t rowBegin, size_t rowEnd);
+
+// y = cap * tanh(y / cap) per element (soft-capping: Gemma 2's logits), std::tanh in float.
+void softCap(float cap, float *y, size_t count);
 
 // Index of the largest value; the first one on ties, as torch.argmax.
 size_t argmaxFirst(const float *values, size_t count);

@@ -198,6 +198,20 @@ HETC_AVX512 inline void keyDots(const float *qh, const float *rows, size_t posSt
   }
 }
 
+// cap * tanh(s / cap) with tanh|y| = (1 - e) / (1 + e), e = exp(-2|y|) (exp512), the sign of y
+// restored: within about 4e-7 * cap of std::tanh's (absolute; e's rounding, cancelling in 1 - e
+// near 0), which moves a softmax weight by a relative 4e-7 * cap.
+HETC_AVX512 inline __m512 softCap512(__m512 s, float cap) {
+  const __m512 y = _mm512_div_ps(s, _mm512_set1_ps(cap));
+  const __m512 e = exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), _mm512_abs_ps(y)));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 magnitude = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(y),
+                                        _mm512_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m512 t = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(magnitude), sign));
+  return _mm512_mul_ps(t, _mm512_set1_ps(cap));
+}
+
 // One pass of up to kHeadBatch heads over positions [begin, end). Per block of 16 positions:
 // the 16 scores of a head come out of one transposed reduction, the running max moves once per
 // block (the output is rescaled only when it grows), and the weights are applied to the value
@@ -205,7 +219,7 @@ HETC_AVX512 inline void keyDots(const float *qh, const float *rows, size_t posSt
 template <int NV>
 HETC_AVX512 void attentionHeads(const float *q, const float *keys, const float *values,
                                 const float *, const float *, size_t posStride, size_t heads,
-                                size_t d, float scale, size_t begin, size_t end, float *state) {
+                                size_t d, float scale, float softcap, size_t begin, size_t end, float *state) {
   const size_t vectors = (d + kLanes - 1) / kLanes;
   const __mmask16 lastMask = firstLanes(d - (vectors - 1) * kLanes);
   const size_t rowBytes = d * sizeof(float);
@@ -241,6 +255,8 @@ HETC_AVX512 void attentionHeads(const float *q, const float *keys, const float *
         keyDots<NV, true>(q + h * d, keyRows, posStride, n - 1, vectors, lastMask, partial);
       }
       __m512 scores = _mm512_mul_ps(sumEachOf16(partial), scaleVector);
+      if (softcap > 0)
+        scores = softCap512(scores, softcap);
       scores = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid, scores);
       const float blockMax = _mm512_reduce_max_ps(scores);
       if (blockMax > runningMax[h]) {
@@ -285,7 +301,7 @@ HETC_AVX512 void attentionHeads(const float *q, const float *keys, const float *
 }
 
 using AttentionHeadsFn = void (*)(const float *, const float *, const float *, const float *,
-                                  const float *, size_t, size_t, size_t, float, size_t, size_t,
+                                  const float *, size_t, size_t, size_t, float, float, size_t, size_t,
                                   float *);
 
 // Heads of up to 8 vectors (head_dim <= 128) keep the query in registers; longer ones read it.
@@ -314,12 +330,12 @@ AttentionHeadsFn attentionHeadsFor(size_t headDim) {
 
 HETC_AVX512 void attentionChunkAvx512(const float *q, const float *keys, const float *values,
                                       const float *keyScales, const float *valueScales,
-                                      size_t posStride, size_t group, size_t headDim, float scale,
+                                      size_t posStride, size_t group, size_t headDim, float scale, float softcap,
                                       size_t begin, size_t end, float *state) {
   const AttentionHeadsFn run = attentionHeadsFor(headDim);
   for (size_t h = 0; h < group; h += kHeadBatch)
     run(q + h * headDim, keys, values, keyScales, valueScales, posStride,
-        std::min(kHeadBatch, group - h), headDim, scale, begin, end, state + h * (headDim + 2));
+        std::min(kHeadBatch, group - h), headDim, scale, softcap, begin, end, state + h * (headDim + 2));
 }
 
 // The portable merge's arithmetic on 16-lane vectors, exp512 for the factor.
@@ -498,26 +514,6 @@ HETC_AVX512 void ropeAvx512(float *x, size_t xStride, size_t heads, const RopeFo
   }
 }
 
-HETC_AVX512 void swiGluAvx512(const float *gate, size_t gateStride, const float *up,
-                              size_t upStride, size_t cols, float *y, size_t yStride,
-                              size_t rowBegin, size_t rowEnd) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  for (size_t t = rowBegin; t < rowEnd; ++t) {
-    const float *g = gate + t * gateStride;
-    const float *u = up + t * upStride;
-    float *yr = y + t * yStride;
-    for (size_t i = 0; i < cols; i += kLanes) {
-      const __mmask16 mask = firstLanes(cols - i);
-      const __m512 gv = _mm512_maskz_loadu_ps(mask, g + i);
-      const __m512 uv = _mm512_maskz_loadu_ps(mask, u + i);
-      // silu(g) = g / (1 + exp(-g)), the form PyTorch's CPU kernel evaluates.
-      const __m512 silu =
-          _mm512_div_ps(gv, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv))));
-      _mm512_mask_storeu_ps(yr + i, mask, _mm512_mul_ps(silu, uv));
-    }
-  }
-}
-
 // erf(x) as Abramowitz and Stegun's 7.1.26: 1 - (a1 t + ... + a5 t^5) exp(-x^2), t = 1 / (1 +
 // p |x|), with the sign of x; absolute error at most 1.5e-7 (and float rounding), which in
 // 0.5 x (1 + erf(x / sqrt 2)) is at most 1e-7 |x|.
@@ -543,37 +539,55 @@ HETC_AVX512 inline __m512 erf512(__m512 x) {
 
 // ReLU as the max with 0 (NaN gives 0, as the portable kernel does: the same bits). The GELU
 // forms in vectors, within 1e-6 |x| of the portable kernel's std::erf and std::tanh: the erf form
-// by erf512, the tanh form as x / (1 + exp(-2 z)), which is 0.5 x (1 + tanh z) exactly.
+// by erf512, the tanh form as x / (1 + exp(-2 z)), which is 0.5 x (1 + tanh z) exactly. SiLU as
+// x / (1 + exp(-x)), the form PyTorch's CPU kernel evaluates.
+HETC_AVX512 inline __m512 activate512(ActivationFunction function, __m512 v) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  switch (function) {
+  case ActivationFunction::Relu:
+    return _mm512_max_ps(v, _mm512_setzero_ps());
+  case ActivationFunction::Gelu: {
+    const __m512 e = erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.7071067811865476f)));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v), _mm512_add_ps(one, e));
+  }
+  case ActivationFunction::GeluTanh: {
+    const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
+    const __m512 z = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
+                                   _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), cube, v));
+    const __m512 e = exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), z));
+    return _mm512_div_ps(v, _mm512_add_ps(one, e));
+  }
+  case ActivationFunction::Silu:
+    return _mm512_div_ps(v, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+  }
+  return v;
+}
+
 HETC_AVX512 void activationAvx512(ActivationFunction function, const float *x, size_t xStride,
                                   size_t cols, float *y, size_t yStride, size_t rowBegin,
                                   size_t rowEnd) {
-  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
   for (size_t t = rowBegin; t < rowEnd; ++t) {
     const float *xr = x + t * xStride;
     float *yr = y + t * yStride;
     for (size_t i = 0; i < cols; i += kLanes) {
       const __mmask16 mask = firstLanes(cols - i);
-      const __m512 v = _mm512_maskz_loadu_ps(mask, xr + i);
-      __m512 out;
-      switch (function) {
-      case ActivationFunction::Relu:
-        out = _mm512_max_ps(v, zero);
-        break;
-      case ActivationFunction::Gelu: {
-        const __m512 e = erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.7071067811865476f)));
-        out = _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e));
-        break;
-      }
-      case ActivationFunction::GeluTanh: {
-        const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
-        const __m512 z = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
-                                       _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), cube, v));
-        const __m512 e = exp512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), z));
-        out = _mm512_div_ps(v, _mm512_add_ps(one, e));
-        break;
-      }
-      }
-      _mm512_mask_storeu_ps(yr + i, mask, out);
+      _mm512_mask_storeu_ps(yr + i, mask,
+                            activate512(function, _mm512_maskz_loadu_ps(mask, xr + i)));
+    }
+  }
+}
+
+HETC_AVX512 void gatedAvx512(ActivationFunction function, const float *gate, size_t gateStride,
+                             const float *up, size_t upStride, size_t cols, float *y,
+                             size_t yStride, size_t rowBegin, size_t rowEnd) {
+  for (size_t t = rowBegin; t < rowEnd; ++t) {
+    const float *g = gate + t * gateStride;
+    const float *u = up + t * upStride;
+    float *yr = y + t * yStride;
+    for (size_t i = 0; i < cols; i += kLanes) {
+      const __mmask16 mask = firstLanes(cols - i);
+      const __m512 f = activate512(function, _mm512_maskz_loadu_ps(mask, g + i));
+      _mm512_mask_storeu_ps(yr + i, mask, _mm512_mul_ps(f, _mm512_maskz_loadu_ps(mask, u + i)));
     }
   }
 }
@@ -604,7 +618,7 @@ const VectorKernels *avx512VectorKernels() {
       &rmsNormAvx512,
       &layerNormAvx512,
       &ropeAvx512,
-      &swiGluAvx512,
+      &gatedAvx512,
       &activationAvx512,
       &addAvx512,
       {&attentionChunkAvx512, attentionBlocksAvx512().bf16, attentionBlocksAvx512().int8,
@@ -622,7 +636,7 @@ const VectorKernels *avx512Bf16VectorKernels() {
       &rmsNormAvx512,
       &layerNormAvx512,
       &ropeAvx512,
-      &swiGluAvx512,
+      &gatedAvx512,
       &activationAvx512,
       &addAvx512,
       {&attentionChunkAvx512, attentionBlocksAvx512Bf16().bf16, attentionBlocksAvx512Bf16().int8,

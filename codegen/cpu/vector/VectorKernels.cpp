@@ -13,7 +13,7 @@ const VectorKernels &portableVectorKernels() {
       &rmsNorm,
       &layerNorm,
       &rope,
-      &swiGlu,
+      &gated,
       &activation,
       &add,
       kAttentionChunkPortable,

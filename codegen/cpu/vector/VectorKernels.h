@@ -4,7 +4,7 @@
 //   - embedding, add, rmsNorm, layerNorm, rope and ReLU give the same bits on every set (same
 //     operations in the same order; the runtime is built with -ffp-contract=off so no
 //     multiply-add is fused);
-//   - swiGlu, the GELU activations and attentionChunk use a vector exp (within 2 ulp of
+//   - gated, the SiLU and GELU activations and attentionChunk use a vector exp (within 2 ulp of
 //     std::exp; GELU's erf form a polynomial within 1.5e-7), so their bits differ between sets
 //     but, within one set, never depend on threads or splits.
 #pragma once
@@ -19,7 +19,7 @@ namespace hetc::kernels {
 using EmbeddingKernel = decltype(&embedding);
 using RmsNormKernel = decltype(&rmsNorm);
 using RopeKernel = decltype(&rope);
-using SwiGluKernel = decltype(&swiGlu);
+using GatedKernel = decltype(&gated);
 using AddKernel = decltype(&add);
 using LayerNormKernel = decltype(&layerNorm);
 using ActivationKernel = decltype(&activation);
@@ -34,7 +34,7 @@ struct VectorKernels {
   RmsNormKernel rmsNorm;
   LayerNormKernel layerNorm;
   RopeKernel rope;
-  SwiGluKernel swiGlu;
+  GatedKernel gated;
   ActivationKernel activation;
   AddKernel add;
   AttentionChunkKernel attentionChunk;

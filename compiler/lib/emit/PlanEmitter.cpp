@@ -65,6 +65,19 @@ enum class SegmentForm {
   Int8Channels, // LinearInt8N16K4 repacked from an imported int8 weight's values and scales
 };
 
+// A hetc.activation or hetc.swiglu function name as the plan's enum (the verifiers checked it is
+// one of these; a swiglu without one is silu).
+plan::ActivationFunctionDef activationFunction(StringRef function) {
+  return llvm::StringSwitch<plan::ActivationFunctionDef>(function)
+      .Case("gelu", plan::ActivationFunctionDef::Gelu)
+      .Case("gelu_tanh", plan::ActivationFunctionDef::GeluTanh)
+      .Case("silu", plan::ActivationFunctionDef::Silu)
+      .Default(plan::ActivationFunctionDef::Relu);
+}
+plan::ActivationFunctionDef gateFunction(SwiGluOp swiglu) {
+  return activationFunction(swiglu.getFunction().value_or("silu"));
+}
+
 // A weight operand traced to its bytes: an entry of the weight store or a hetc.constant.
 struct WeightSource {
   const void *identity = nullptr; // the StoredWeight or the constant's attribute
@@ -78,8 +91,17 @@ struct WeightSource {
   // first column within the stored weight (a row of a transposed view's stored matrix, else a
   // column). A float weight's slice is read as float32 when its segment is made; an imported
   // integer weight's (stored->int4, or ->int8 per column) is repacked, never widened.
+  // With a period (hetc.weight's `columns = [begin, end, period]`), columns begin .. end of each
+  // group of `slicePeriod` (GPT-NeoX's q, k or v of [heads, 3, head_dim]); else one run.
   bool sliced = false;
-  uint64_t sliceBegin = 0;
+  uint64_t sliceBegin = 0, sliceWidth = 0, slicePeriod = 0;
+  // The stored index (a column, or a transposed view's stored row) of the slice's index `j`.
+  uint64_t slicedIndex(uint64_t j) const {
+    if (!sliced)
+      return j;
+    return slicePeriod ? sliceBegin + j / sliceWidth * slicePeriod + j % sliceWidth
+                       : sliceBegin + j;
+  }
   bool int4() const { return stored && stored->elementType == WeightElementType::Int4Blocks; }
   // An int8 weight whose scales run along the view's output columns (or are one for all): what
   // LinearInt8N16K4 holds as it is.
@@ -281,7 +303,7 @@ private:
   LogicalResult buildOp(Operation *op);
   LogicalResult buildSublayers(ArrayRef<Operation *> ops);
   FailureOr<WeightSource> traceWeight(Operation *op, Value weight, StringRef role);
-  void sliceColumns(WeightSource &source, int64_t begin, int64_t end);
+  void sliceColumns(WeightSource &source, int64_t begin, int64_t end, int64_t period);
   FailureOr<uint32_t> addTensor(Operation *op, Value weight, plan::WeightLayoutDef layout,
                                 StringRef role);
   FailureOr<uint32_t> addSegment(const WeightSource &source, SegmentForm form);
@@ -313,16 +335,16 @@ private:
   ModuleOp module_;
   const WeightStore &weights_;
   WeightScheme linearWeights_;
-  // The first attention op's sliding window (0: none) and name: every layer must share it.
-  std::optional<std::pair<uint32_t, std::string>> window_;
   // The packed lm_head tensor when it is also the embedding table (tied), so it is stored once.
   std::optional<uint32_t> tiedTable_;
   plan::PlanDefT plan_;
   // Segment i of the plan, made from its source only when the plan is written.
   std::vector<SegmentRecipe> segments_;
   std::map<std::pair<const void *, SegmentForm>, uint32_t> segmentIndex_;
-  // Column slices of stored weights: a token per (weight, view, begin, end) as their identity.
-  std::map<std::tuple<const StoredWeight *, bool, int64_t, int64_t>, std::unique_ptr<char>>
+  // Column slices of stored weights: a token per (weight, view, begin, end, period) as their
+  // identity.
+  std::map<std::tuple<const StoredWeight *, bool, int64_t, int64_t, int64_t>,
+           std::unique_ptr<char>>
       sliceTokens_;
   std::map<uint64_t, std::vector<uint32_t>> segmentsBySize_;
   std::map<std::tuple<const void *, SegmentForm, plan::WeightLayoutDef>, uint32_t> tensors_;
@@ -481,11 +503,15 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
   if (source.transposedView)
     std::reverse(expected.begin(), expected.end());
   std::optional<std::pair<int64_t, int64_t>> columns = weightOp.getColumnRange();
-  if (columns && !expected.empty() && columns->second <= expected.back())
-    expected.back() = columns->second - columns->first;
+  const int64_t period = weightOp.getColumnPeriod().value_or(0);
+  const int64_t span = period ? period : (expected.empty() ? 0 : expected.back());
+  if (columns && !expected.empty() && columns->second <= span && expected.back() % span == 0)
+    expected.back() = expected.back() / span * (columns->second - columns->first);
   else if (columns)
     return fail("weight '" + source.name + "' is sliced at columns " + Twine(columns->first) +
-                ".." + Twine(columns->second) + ", past its last dimension");
+                ".." + Twine(columns->second) +
+                (period ? " of every " + Twine(period) : Twine()) +
+                ", past its last dimension or not dividing it");
   if (ArrayRef<int64_t>(expected) != irShape) {
     std::string stored;
     llvm::raw_string_ostream os(stored);
@@ -500,8 +526,13 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
       return fail("weight '" + source.name +
                   "' is 4-bit and sliced along K; hetc slices 4-bit weights by output columns "
                   "only");
+    if (period)
+      return fail("weight '" + source.name + "' is " +
+                  (source.int4() ? "4-bit" : "int8") +
+                  " and read in groups of columns (a per-head fused projection); hetc slices "
+                  "integer weights in one run of columns only");
     if (columns)
-      sliceColumns(source, columns->first, columns->second);
+      sliceColumns(source, columns->first, columns->second, period);
     return source;
   }
   uint64_t elementBytes = source.stored->elementType == WeightElementType::F32 ? 4 : 2;
@@ -514,22 +545,27 @@ FailureOr<WeightSource> PlanBuilder::traceWeight(Operation *op, Value weight, St
     return fail("weight '" + source.name + "' holds " + Twine(source.stored->bytes) +
                 " bytes, expected " + Twine(elements * elementBytes));
   if (columns)
-    sliceColumns(source, columns->first, columns->second);
+    sliceColumns(source, columns->first, columns->second, period);
   return source;
 }
 
-// Narrows `source` to columns [begin, end) of its view: rows of a transposed view's stored
-// [N, K], the last dimension's elements otherwise. Nothing is read until the segment is made.
-void PlanBuilder::sliceColumns(WeightSource &source, int64_t begin, int64_t end) {
+// Narrows `source` to columns [begin, end) of its view, or of each group of `period` columns:
+// rows of a transposed view's stored [N, K], the last dimension's elements otherwise. Nothing is
+// read until the segment is made.
+void PlanBuilder::sliceColumns(WeightSource &source, int64_t begin, int64_t end, int64_t period) {
   std::unique_ptr<char> &token =
-      sliceTokens_[std::make_tuple(source.stored, source.transposedView, begin, end)];
+      sliceTokens_[std::make_tuple(source.stored, source.transposedView, begin, end, period)];
   if (!token)
     token = std::make_unique<char>();
   source.sliced = true;
   source.sliceBegin = static_cast<uint64_t>(begin);
-  source.storedShape[source.transposedView ? 0 : source.storedShape.size() - 1] = end - begin;
+  source.sliceWidth = static_cast<uint64_t>(end - begin);
+  source.slicePeriod = static_cast<uint64_t>(period);
+  int64_t &dim = source.storedShape[source.transposedView ? 0 : source.storedShape.size() - 1];
+  dim = period ? dim / period * (end - begin) : end - begin;
   source.identity = token.get();
-  source.name += "[" + std::to_string(begin) + ":" + std::to_string(end) + "]";
+  source.name += "[" + std::to_string(begin) + ":" + std::to_string(end) +
+                 (period ? " of " + std::to_string(period) : "") + "]";
 }
 
 // The bytes `form` makes of `source`, checking that it can make them.
@@ -618,8 +654,6 @@ public:
       return;
     }
     width_ = static_cast<uint64_t>(source.stored->shape.back());
-    if (source.sliced)
-      (source.transposedView ? rowOffset_ : colOffset_) = source.sliceBegin;
   }
   uint64_t rows() const { return rows_; }
   uint64_t cols() const { return cols_; }
@@ -644,23 +678,37 @@ public:
       return;
     const uint64_t rowBytes = source_.stored->bytes / std::max<uint64_t>(
                                                          1, source_.stored->elementCount() / width_);
-    const uint64_t end = r >= rows_ ? source_.stored->bytes : (r + rowOffset_) * rowBytes;
+    // A stored row read again later (another group's, of a strided slice) comes back from the
+    // file.
+    const uint64_t end = r >= rows_ ? source_.stored->bytes : storedRow(r) * rowBytes;
     weights_.releasePages(*source_.stored, 0, end);
   }
 
 private:
+  // The stored row of the slice's row r: a transposed view's slice runs along the stored rows.
+  uint64_t storedRow(uint64_t r) const {
+    return source_.transposedView ? source_.slicedIndex(r) : r;
+  }
   void read(uint64_t r, uint64_t c0, uint64_t count, float *out) const {
-    const uint64_t at = (r + rowOffset_) * width_ + c0 + colOffset_;
-    if (source_.stored)
-      source_.stored->floatsInto(at, count, out);
-    else
-      std::memcpy(out, constant_.data() + at, count * sizeof(float));
+    const uint64_t row = storedRow(r) * width_;
+    // Columns in runs that are contiguous in the stored row (one run unless strided).
+    for (uint64_t c = c0; c < c0 + count;) {
+      const uint64_t at = source_.transposedView ? c : source_.slicedIndex(c);
+      uint64_t run = c0 + count - c;
+      if (!source_.transposedView && source_.sliced && source_.slicePeriod)
+        run = std::min(run, source_.sliceWidth - c % source_.sliceWidth);
+      if (source_.stored)
+        source_.stored->floatsInto(row + at, run, out + (c - c0));
+      else
+        std::memcpy(out + (c - c0), constant_.data() + row + at, run * sizeof(float));
+      c += run;
+    }
   }
 
   const WeightSource &source_;
   const WeightStore &weights_;
   std::vector<float> constant_;
-  uint64_t rows_ = 0, cols_ = 0, width_ = 0, rowOffset_ = 0, colOffset_ = 0;
+  uint64_t rows_ = 0, cols_ = 0, width_ = 0;
 };
 
 // Rows of a block a segment is made in: about 4 MiB of float32, whole blocks of 16 rows.
@@ -1002,6 +1050,8 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             plan::EmbeddingParamsDefT params;
             params.position_offset =
                 static_cast<uint32_t>(embedding.getPositionOffset().value_or(0));
+            if (std::optional<APFloat> scale = embedding.getScale())
+              params.scale = scale->convertToFloat();
             def->params.Set(std::move(params));
             if (tiedTable_)
               def->weights.push_back(*tiedTable_);
@@ -1048,6 +1098,11 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
                             Twine(def->inputs.size()) + " buffers, not 2, or also a residual");
               params.swiglu = role.getValue() == kSwiGluGate ? plan::SwiGluRoleDef::Gate
                                                              : plan::SwiGluRoleDef::Up;
+              // The swiglu it carries out reads its result, and nothing else does.
+              auto swiglu = dyn_cast<SwiGluOp>(*linear->getUsers().begin());
+              if (!swiglu)
+                return fail(def->name + " is fused with a swiglu that does not read it");
+              params.swiglu_function = gateFunction(swiglu);
             }
             params.bias = static_cast<bool>(linear.getBias());
             def->params.Set(std::move(params));
@@ -1079,14 +1134,8 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             params.scale = attention.getScale().convertToFloat();
             params.sliding_window =
                 static_cast<uint32_t>(attention.getSlidingWindow().value_or(0));
-            // The runtime cuts a step's attention once for every layer.
-            if (!window_)
-              window_ = std::make_pair(params.sliding_window, def->name);
-            else if (window_->first != params.sliding_window)
-              return fail(def->name + " attends within a sliding window of " +
-                          Twine(params.sliding_window) + " keys but " + window_->second +
-                          " within " + Twine(window_->first) +
-                          " (0: none); hetc applies one window to every layer");
+            if (std::optional<APFloat> cap = attention.getSoftcap())
+              params.softcap = cap->convertToFloat();
             // Rotates q and k itself (hetc-fuse-rope-into-attention), with the q rope's
             // frequencies and form, which the pass checked the k rope shares.
             const bool rotates = params.rope = attention->hasAttr(kRope);
@@ -1102,20 +1151,18 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
               return success();
             return addWeight(rope.getInvFreq(), rowMajor, "inv_freq");
           })
-          .Case([&](SwiGluOp) {
+          .Case([&](SwiGluOp swiglu) {
             def->kind = plan::OpKindDef::SwiGlu;
-            def->params.Set(plan::SwiGluParamsDefT());
+            plan::SwiGluParamsDefT params;
+            params.function = gateFunction(swiglu);
+            def->params.Set(std::move(params));
             return success();
           })
           .Case([&](ActivationOp activation) {
             def->kind = plan::OpKindDef::Activation;
             plan::ActivationParamsDefT params;
             // The verifier checked the name is one of these.
-            params.function =
-                llvm::StringSwitch<plan::ActivationFunctionDef>(activation.getFunction())
-                    .Case("gelu", plan::ActivationFunctionDef::Gelu)
-                    .Case("gelu_tanh", plan::ActivationFunctionDef::GeluTanh)
-                    .Default(plan::ActivationFunctionDef::Relu);
+            params.function = activationFunction(activation.getFunction());
             def->params.Set(std::move(params));
             return success();
           })
@@ -1126,7 +1173,10 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
           })
           .Case([&](LmHeadOp lmHead) {
             def->kind = plan::OpKindDef::LmHead;
-            def->params.Set(plan::LmHeadParamsDefT());
+            plan::LmHeadParamsDefT params;
+            if (std::optional<APFloat> cap = lmHead.getSoftcap())
+              params.softcap = cap->convertToFloat();
+            def->params.Set(std::move(params));
             if (def->outputs.size() == 1)
               plan_.logits_buffer = def->outputs[0];
             return addWeight(lmHead.getW(), lmHeadLayout(), "lm_head.weight");

@@ -29,7 +29,8 @@ namespace {
 // sublayer's dataflow: the norm, projections and RoPE before attention are QKV; the projection
 // reading attention's output and the residual add after it are OUT; in the feed-forward
 // sublayer, the down projection (fc2) reading the swiglu (activation) and the add after it are
-// FC2, the rest FC1.
+// FC2, the rest FC1. A norm of the output projection's result (Gemma 2's norms after the
+// sublayers) goes with that projection.
 FailureOr<StringRef> costSublayerOf(Operation *op, plan::SublayerKindDef kind) {
   const bool attention = kind == plan::SublayerKindDef::Attention;
   auto wrongSublayer = [&]() -> FailureOr<StringRef> {
@@ -37,8 +38,13 @@ FailureOr<StringRef> costSublayerOf(Operation *op, plan::SublayerKindDef kind) {
                              << (attention ? "an attention" : "a feed-forward") << " sublayer";
   };
   auto named = [](StringRef name) { return FailureOr<StringRef>(name); };
-  if (isa<RmsNormOp, LayerNormOp>(op))
+  if (isa<RmsNormOp, LayerNormOp>(op)) {
+    auto linear = op->getOperand(0).getDefiningOp<LinearOp>();
+    Operation *input = linear ? linear.getX().getDefiningOp() : nullptr;
+    if (input && isa<AttentionOp, SwiGluOp, ActivationOp>(input))
+      return named(attention ? "out" : "fc2");
     return named(attention ? "qkv" : "fc1");
+  }
   if (isa<RopeOp>(op))
     return attention ? named("qkv") : wrongSublayer();
   if (isa<AttentionOp>(op))

@@ -173,11 +173,12 @@ FailureOr<Sublayer> traceSublayer(Value stream, Operation *norm, AddOp residual,
   for (Operation *op : sublayer.ops) {
     if (op == norm)
       continue;
-    // An rms_norm inside an attention sublayer normalizes each head of q or k (its gamma a
-    // head's, Qwen3's q_norm and k_norm); the sublayer's own norm is the one at its start.
-    bool allowed = isa<LinearOp, AttentionOp, SwiGluOp>(op) ||
+    // A norm inside a sublayer normalizes each head of q or k (its gamma a head's, Qwen3's
+    // q_norm and k_norm) or the sublayer's output before the residual add (Gemma 2's
+    // post_attention_layernorm and post_feedforward_layernorm); the sublayer's own norm is the
+    // one at its start.
+    bool allowed = isa<LinearOp, AttentionOp, SwiGluOp, RmsNormOp, LayerNormOp>(op) ||
                    (isa<RopeOp>(op) && sublayer.kind == SublayerKind::Attention) ||
-                   (isa<RmsNormOp>(op) && sublayer.kind == SublayerKind::Attention) ||
                    (isa<ActivationOp>(op) && sublayer.kind == SublayerKind::FeedForward);
     if (!allowed)
       return op->emitOpError() << "cannot appear inside " << kindPhrase(sublayer.kind)

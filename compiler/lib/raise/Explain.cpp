@@ -41,6 +41,8 @@ std::string summary(Operation *op) {
     if (Value positions = embedding.getPositions())
       os << " + learned positions (" << features(positions, 0) << " rows, offset "
          << embedding.getPositionOffset().value_or(0) << ")";
+    if (std::optional<APFloat> scale = embedding.getScale())
+      os << ", scaled by " << printed(scale->convertToFloat(), 7);
   } else if (auto norm = dyn_cast<RmsNormOp>(op)) {
     os << "rms_norm eps " << printed(norm.getEpsilon().convertToFloat(), 6);
   } else if (auto norm = dyn_cast<LayerNormOp>(op)) {
@@ -67,13 +69,19 @@ std::string summary(Operation *op) {
        << printed(attention.getScale().convertToFloat(), 6) << ", causal";
     if (std::optional<int64_t> window = attention.getSlidingWindow())
       os << " within a sliding window of " << *window << " keys";
+    if (std::optional<APFloat> cap = attention.getSoftcap())
+      os << ", scores soft-capped at " << printed(cap->convertToFloat(), 6);
     os << (op->hasAttr(kRope) ? ", rotating q and k itself" : "");
-  } else if (isa<SwiGluOp>(op)) {
+  } else if (auto swiglu = dyn_cast<SwiGluOp>(op)) {
     os << "swiglu";
+    if (std::optional<StringRef> function = swiglu.getFunction())
+      os << " gated by " << *function;
   } else if (isa<AddOp>(op)) {
     os << "add";
   } else if (auto head = dyn_cast<LmHeadOp>(op)) {
     os << "lm_head " << features(head.getW(), 0) << " -> " << features(head.getW(), 1);
+    if (std::optional<APFloat> cap = head.getSoftcap())
+      os << ", logits soft-capped at " << printed(cap->convertToFloat(), 6);
   } else {
     os << op->getName().getStringRef();
   }

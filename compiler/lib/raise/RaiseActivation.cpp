@@ -18,6 +18,7 @@
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 #include "import/OnnxInterpreter.h"
+#include "raise/ScalarFunctions.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
@@ -57,112 +58,29 @@ double reference(StringRef function, double x) {
     return std::max(x, 0.0);
   if (function == "gelu")
     return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  if (function == "silu")
+    return x / (1.0 + std::exp(-x));
   const double c = std::sqrt(2.0 / M_PI);
   return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
 }
 
-bool isElementwise(OnnxNodeOp node) {
-  return llvm::is_contained({StringRef("Add"), StringRef("Sub"), StringRef("Mul"),
-                             StringRef("Div"), StringRef("Pow"), StringRef("Erf"),
-                             StringRef("Tanh"), StringRef("Sigmoid"), StringRef("Relu"),
-                             StringRef("Neg"), StringRef("Sqrt"), StringRef("Exp"),
-                             StringRef("Max"), StringRef("Min")},
-                            node.getOpType()) &&
-         node->getNumResults() == 1;
-}
-
-// A constant of one element (a scalar as it broadcasts).
-bool isScalarConstant(Value v) {
-  DenseElementsAttr attr = constantValue(v);
-  return attr && attr.getNumElements() == 1 && isa<FloatType>(attr.getElementType());
-}
-
-// The elementwise computations of `x` and scalar constants alone, each ending in a value read
-// elsewhere: (the nodes it takes, in program order; that value), one per such value.
-SmallVector<std::pair<SmallVector<OnnxNodeOp>, Value>> elementwiseComputations(Value x) {
-  // Every elementwise node reached from x through such nodes, reading nothing else.
-  llvm::SetVector<Value> inside;
-  inside.insert(x);
-  llvm::SetVector<Operation *> closure;
-  for (Operation *op = x.getDefiningOp()->getNextNode(); op; op = op->getNextNode()) {
-    auto node = dyn_cast<OnnxNodeOp>(op);
-    if (!node || !isElementwise(node))
-      continue;
-    bool reads = false, closed = true;
-    for (Value operand : node->getOperands()) {
-      if (inside.contains(operand))
-        reads = true;
-      else if (!isScalarConstant(operand))
-        closed = false;
-    }
-    if (reads && closed) {
-      closure.insert(op);
-      inside.insert(node->getResult(0));
-    }
-  }
-  SmallVector<std::pair<SmallVector<OnnxNodeOp>, Value>> computations;
-  for (Operation *op : closure) {
-    Value result = op->getResult(0);
-    if (llvm::all_of(result.getUsers(), [&](Operation *u) { return closure.contains(u); }))
-      continue;
-    // Its cone: the nodes of the closure it is computed from.
-    DenseSet<Operation *> cone;
-    SmallVector<Operation *> worklist{op};
-    while (!worklist.empty()) {
-      Operation *at = worklist.pop_back_val();
-      if (!cone.insert(at).second)
-        continue;
-      for (Value operand : at->getOperands())
-        if (Operation *def = operand.getDefiningOp(); def && closure.contains(def))
-          worklist.push_back(def);
-    }
-    SmallVector<OnnxNodeOp> nodes;
-    for (Operation *member : closure)
-      if (cone.contains(member))
-        nodes.push_back(cast<OnnxNodeOp>(member));
-    computations.push_back({nodes, result});
-  }
-  return computations;
-}
-
-// The hetc.activation function `nodes` compute from `x` to `result`, by their values.
-StringRef functionByValues(ArrayRef<OnnxNodeOp> nodes, Value x, Value result) {
-  Tensor sample;
-  sample.elem = Float32Type::get(x.getContext());
+// The hetc.activation function a chain computes, by its values.
+StringRef functionByValues(const ElementwiseChain &chain) {
   // -30 to 30, densest near 0 where the functions differ most.
   constexpr int64_t kPoints = 241;
-  sample.shape = {1, 1, kPoints};
-  sample.resize(kPoints);
+  std::vector<double> points(kPoints);
   for (int64_t k = 0; k < kPoints; ++k) {
     const double u = -1.0 + 2.0 * static_cast<double>(k) / (kPoints - 1);
-    sample.floats[k] = 30.0 * u * u * u;
+    points[k] = static_cast<float>(30.0 * u * u * u);
   }
-  DenseMap<Value, Tensor> values;
-  values[x] = sample;
-  for (OnnxNodeOp node : nodes) {
-    SmallVector<Tensor> inputs;
-    for (Value operand : node->getOperands()) {
-      if (auto it = values.find(operand); it != values.end()) {
-        inputs.push_back(it->second);
-      } else if (std::optional<Tensor> c = tensorFromAttr(constantValue(operand))) {
-        inputs.push_back(*c);
-      } else {
-        return {};
-      }
-    }
-    std::optional<Tensor> out = evaluateNode(node, inputs);
-    if (!out || !out->isFloat())
-      return {};
-    values[node->getResult(0)] = *out;
-  }
-  const Tensor &y = values[result];
-  if (y.size() != kPoints)
+  std::optional<std::vector<double>> y = evaluateChain(chain, points);
+  if (!y)
     return {};
-  for (StringRef function : {"relu", "gelu", "gelu_tanh"}) {
+  for (StringRef function : {"relu", "gelu", "gelu_tanh", "silu"}) {
     bool equal = true;
     for (int64_t k = 0; k < kPoints && equal; ++k) {
-      const double want = reference(function, sample.floats[k]);
-      equal = std::fabs(y.floats[k] - want) <= 1e-6 * std::max(1.0, std::fabs(want));
+      const double want = reference(function, points[k]);
+      equal = std::fabs((*y)[k] - want) <= 1e-6 * std::max(1.0, std::fabs(want));
     }
     if (equal)
       return function;
@@ -220,10 +138,12 @@ struct RaiseActivationPass : public hetc::impl::RaiseActivationBase<RaiseActivat
       Value x = linear.getResult();
       // Computations may share nodes: one raised may erase nodes another lists.
       DenseSet<Operation *> erased;
-      for (auto &[nodes, result] : elementwiseComputations(x)) {
+      for (const ElementwiseChain &chain : elementwiseComputations(x)) {
+        const SmallVector<OnnxNodeOp> &nodes = chain.nodes;
+        Value result = chain.result;
         if (llvm::any_of(nodes, [&](OnnxNodeOp n) { return erased.contains(n); }))
           continue;
-        StringRef function = functionByValues(nodes, x, result);
+        StringRef function = functionByValues(chain);
         if (function.empty())
           continue;
         builder.setInsertionPointAfter(result.getDefiningOp());

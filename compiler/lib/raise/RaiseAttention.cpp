@@ -27,6 +27,7 @@
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 #include "raise/RopeTables.h"
+#include "raise/ScalarFunctions.h"
 #include "import/OnnxInterpreter.h"
 #include "raise/SampleInputs.h"
 
@@ -727,6 +728,7 @@ struct AttentionMatch {
   float scale;
   Value mask;
   std::optional<int64_t> window; // the mask's sliding window
+  std::optional<float> softcap;  // the scores' soft-cap (Gemma 2)
 };
 
 // Evaluates the mask on sample inputs (Sample: new tokens after cached ones, one sequence with an
@@ -981,13 +983,16 @@ public:
     matchCommutative(maskAdd, [&](Value scaled, Value mask) {
       if (!isInputMask(mask, maskCache_))
         return false;
-      std::optional<float> scale;
-      OnnxNodeOp scores = matchScaledScores(scaled, scale);
+      std::optional<ScaledSoftCap> form;
+      OnnxNodeOp scores = matchScaledScores(scaled, form);
       if (!scores)
         return false;
-      result = matchOperands(scores, *scale, pv->getOperand(1));
-      if (result)
+      result = matchOperands(scores, static_cast<float>(form->scale), pv->getOperand(1));
+      if (result) {
         result->mask = mask;
+        if (form->cap > 0)
+          result->softcap = static_cast<float>(form->cap);
+      }
       return result.has_value();
     });
     if (!result)
@@ -1035,8 +1040,10 @@ public:
   Unsupported unsupported;
 
 private:
-  // MatMul(q, kT) scaled by a constant: Div(s, c) or Mul(s, c) / Mul(c, s).
-  OnnxNodeOp matchScaledScores(Value scaled, std::optional<float> &scale) {
+  // MatMul(q, kT) then elementwise nodes of it and scalar constants, read by their values
+  // (ScalarFunctions.h): a scale, however written (Div by a constant, Mul by one, none when q and
+  // k were scaled before the product), then maybe a soft-cap, c * tanh(s / c) (Gemma 2).
+  OnnxNodeOp matchScaledScores(Value scaled, std::optional<ScaledSoftCap> &form) {
     // The product, or OPT's [B * H, S, T] product unflattened (scoresUnflatten_, checked once q
     // is known).
     auto product = [&](Value v) {
@@ -1044,33 +1051,20 @@ private:
       scoresUnflatten_ = through != v ? producer(v, "Reshape") : OnnxNodeOp();
       return producer(through, "MatMul");
     };
-    if (OnnxNodeOp div = producer(scaled, "Div")) {
-      std::optional<double> c = scalarValue(div->getOperand(1));
-      OnnxNodeOp scores = product(div->getOperand(0));
-      if (!c || !(*c > 0.0) || !scores)
-        return {};
-      scale = static_cast<float>(1.0 / *c);
-      return scores;
+    std::optional<ElementwiseChain> chain =
+        chainBackTo(scaled, [&](Value v) { return bool(product(v)); });
+    if (!chain)
+      return {};
+    OnnxNodeOp scores = product(chain->input);
+    form = chain->nodes.empty() ? std::optional<ScaledSoftCap>(ScaledSoftCap{})
+                                : fitScaledSoftCap(*chain);
+    if (!form) {
+      unsupported = {chain->nodes.back(),
+                     "computes the attention scores from the product of q and k by a function "
+                     "that is neither a scale nor a scale and a soft-cap c * tanh(s / c)"};
+      return {};
     }
-    OnnxNodeOp mul = producer(scaled, "Mul");
-    if (!mul) {
-      // Scaled before the product only (torch.onnx's scaled_dot_product_attention, OPT's q).
-      OnnxNodeOp scores = product(scaled);
-      if (scores)
-        scale = 1.0f;
-      return scores;
-    }
-    OnnxNodeOp found;
-    matchCommutative(mul, [&](Value s, Value c) {
-      std::optional<double> value = scalarValue(c);
-      OnnxNodeOp scores = product(s);
-      if (!value || !(*value > 0.0) || !scores)
-        return false;
-      scale = static_cast<float>(*value);
-      found = scores;
-      return true;
-    });
-    return found;
+    return scores;
   }
 
   // x4 rotated (RopeMatch), or x4 as split into heads with rotaryDim 0 (OPT, GPT-2: no RoPE); the
@@ -1238,7 +1232,7 @@ bool raiseMultiHeadAttention(OnnxNodeOp node, DenseMap<Value, bool> &maskCache, 
       node->getOperand(0), node->getOperand(1), node->getOperand(2), pastK, pastV,
       builder.getI64IntegerAttr(heads), builder.getI64IntegerAttr(heads),
       builder.getI64IntegerAttr(headDim), builder.getF32FloatAttr(static_cast<float>(scale)),
-      window ? builder.getI64IntegerAttr(*window) : IntegerAttr());
+      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(), FloatAttr());
   for (unsigned r = 0; r < 3; ++r)
     node->getResult(r).replaceAllUsesWith(attention->getResult(r));
   node->erase();
@@ -1315,7 +1309,8 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
           m->v.flat, m->presentK.past, m->presentV.past, builder.getI64IntegerAttr(heads),
           builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(headDim),
           builder.getF32FloatAttr(m->scale),
-          m->window ? builder.getI64IntegerAttr(*m->window) : IntegerAttr());
+          m->window ? builder.getI64IntegerAttr(*m->window) : IntegerAttr(),
+          m->softcap ? builder.getF32FloatAttr(*m->softcap) : FloatAttr());
 
       reshape->getResult(0).replaceAllUsesWith(attention.getResult());
       // Earlier readers of the present values belong to the matched (now dead) computation.

@@ -377,7 +377,7 @@ private:
         q, k, v, pastK, pastV,
         builder_.getI64IntegerAttr(heads), builder_.getI64IntegerAttr(kvHeads),
         builder_.getI64IntegerAttr(headDim), builder_.getF32FloatAttr(static_cast<float>(scale)),
-        window > 0 ? builder_.getI64IntegerAttr(window) : IntegerAttr());
+        window > 0 ? builder_.getI64IntegerAttr(window) : IntegerAttr(), FloatAttr());
     for (unsigned r = 0; r < 3; ++r)
       node->getResult(r).replaceAllUsesWith(attention->getResult(r));
     return true;
@@ -513,7 +513,7 @@ private:
         node->getLoc(), TypeRange{out, presentType, presentType}, q, k, v, past->first,
         past->second, builder_.getI64IntegerAttr(heads), builder_.getI64IntegerAttr(heads),
         builder_.getI64IntegerAttr(headDim), builder_.getF32FloatAttr(static_cast<float>(scale)),
-        IntegerAttr());
+        IntegerAttr(), FloatAttr());
     node->getResult(0).replaceAllUsesWith(attention->getResult(0));
     // The present output is read only by the importer's halves: Gather(present, 0 or 1, axis 0).
     if (node->getNumResults() > 1) {

@@ -10,9 +10,14 @@
 // one, sliced past the cache, plus 2). Raised by meaning: evaluated on sample steps, the index
 // must be each token's position in its sequence plus one constant offset, which hetc.embedding
 // then adds at run time; an index that is anything else is refused at its Gather.
+//
+// Scaled rows (Gemma's embeddings times sqrt(hidden)): elementwise nodes of the embedding and
+// scalar constants alone, read by their values (ScalarFunctions.h), that multiply it by a
+// constant become its scale.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 #include "raise/SampleInputs.h"
+#include "raise/ScalarFunctions.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -137,36 +142,60 @@ struct RaiseEmbeddingPass : public hetc::impl::RaiseEmbeddingBase<RaiseEmbedding
       }
       builder.setInsertionPoint(gather);
       auto embedding = builder.create<EmbeddingOp>(gather->getLoc(), resultType, table, ids,
-                                                   /*positions=*/Value(), IntegerAttr());
+                                                   /*positions=*/Value(), IntegerAttr(),
+                                                   FloatAttr());
       gather->getResult(0).replaceAllUsesWith(embedding.getResult());
       gather->erase();
-      if (failed(addLearnedPositions(embedding, builder)))
+      FailureOr<EmbeddingOp> positioned = addLearnedPositions(embedding, builder);
+      if (failed(positioned))
         return signalPassFailure();
+      foldScale(*positioned);
     }
     syncResultTypes(getOperation());
   }
 
-  LogicalResult addLearnedPositions(EmbeddingOp embedding, OpBuilder &builder) {
+  // The embedding's rows times a constant, when that is all that reads them: the scale moves
+  // into the op.
+  void foldScale(EmbeddingOp embedding) {
+    const ElementwiseChain chain = chainForwardFrom(embedding.getResult());
+    if (chain.nodes.empty())
+      return;
+    std::optional<ScaledSoftCap> form = fitScaledSoftCap(chain);
+    if (!form || form->cap != 0)
+      return;
+    embedding.setScaleAttr(FloatAttr::get(Float32Type::get(&getContext()), form->scale));
+    Value result = chain.result;
+    result.replaceAllUsesWith(embedding.getResult());
+    for (OnnxNodeOp node : llvm::reverse(chain.nodes))
+      if (node->use_empty())
+        node->erase();
+  }
+
+  // The embedding with its learned positions added, when an Add adds them; else itself.
+  FailureOr<EmbeddingOp> addLearnedPositions(EmbeddingOp embedding, OpBuilder &builder) {
     auto [add, gather] = positionsAdd(embedding);
     if (!add)
-      return success();
+      return embedding;
     SampleEvaluator evaluator(getOperation());
     std::string why;
     const int64_t rows = cast<RankedTensorType>(skipNoOps(gather->getOperand(0)).getType()).getDimSize(0);
     std::optional<int64_t> offset = positionOffset(evaluator, gather->getOperand(1), rows, why);
-    if (!offset)
-      return gather.emitError() << "node " << describe(gather)
-                                << " looks up learned positions by an index that " << why;
+    if (!offset) {
+      gather.emitError() << "node " << describe(gather)
+                         << " looks up learned positions by an index that " << why;
+      return failure();
+    }
     builder.setInsertionPoint(add);
     Value table = skipNoOps(gather->getOperand(0));
     auto positioned = builder.create<EmbeddingOp>(
-        add->getLoc(), embedding.getType(), embedding.getTable(), embedding.getIds(), table, builder.getI64IntegerAttr(*offset));
+        add->getLoc(), embedding.getType(), embedding.getTable(), embedding.getIds(), table,
+        builder.getI64IntegerAttr(*offset), FloatAttr());
     add->getResult(0).replaceAllUsesWith(positioned.getResult());
     add->erase();
     embedding->erase();
     // The positions' Gather, now unread, is still on the pass's list: the clean-up after raising
     // removes it.
-    return success();
+    return positioned;
   }
 };
 

@@ -10,6 +10,9 @@
 // in three, ONNX Runtime GenAI's qkv_proj) becomes one linear per piece over that piece's columns
 // of the weight and bias (hetc.weight `columns`). The pieces are a Split of the last axis, or
 // Slices of it with step 1; the linears read the same input, so nothing is computed twice.
+// GPT-NeoX's query_key_value is per head, `[heads, 3, head_dim]` per token: its output reshaped
+// to [.., heads, 3 * head_dim] and sliced on that last axis; each piece is the linear over those
+// columns of every head (a strided `columns`), reshaped to [.., heads, head_dim].
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 
@@ -97,30 +100,57 @@ bool isPlainGemm(OnnxNodeOp gemm) {
          floatAttr(gemm, "beta").value_or(1.0) == 1.0;
 }
 
-// Columns [begin, end) of a weight or bias (the last dimension of the IR's view): a view of the
-// same stored weight, or a slice of a constant.
-Value sliceColumns(Value weight, int64_t begin, int64_t end, OpBuilder &builder) {
+// Columns [begin, end) of a weight or bias (the last dimension of the IR's view), or of each
+// group of `period` columns (0: of the whole dimension): a view of the same stored weight, or a
+// slice of a constant; null for a strided slice of a view already sliced.
+Value sliceColumns(Value weight, int64_t begin, int64_t end, int64_t period, OpBuilder &builder) {
   auto type = cast<RankedTensorType>(weight.getType());
+  const int64_t width = type.getDimSize(type.getRank() - 1);
+  const int64_t span = period ? period : width;
   SmallVector<int64_t> shape(type.getShape());
-  shape.back() = end - begin;
+  shape.back() = width / span * (end - begin);
   auto sliceType = RankedTensorType::get(shape, type.getElementType());
   if (auto stored = weight.getDefiningOp<WeightOp>()) {
+    if (period && stored.getColumns())
+      return {};
     const int64_t base = stored.getColumnRange() ? stored.getColumnRange()->first : 0;
     auto view = builder.create<WeightOp>(stored.getLoc(), sliceType, stored.getName());
     view.setTransposed(stored.getTransposed());
-    view.setColumns(ArrayRef<int64_t>{base + begin, base + end});
+    if (period)
+      view.setColumns(ArrayRef<int64_t>{begin, end, period});
+    else
+      view.setColumns(ArrayRef<int64_t>{base + begin, base + end});
     return view;
   }
   DenseElementsAttr dense = constantValue(weight);
   if (!dense)
     return {};
-  const int64_t width = type.getDimSize(type.getRank() - 1);
   SmallVector<Attribute> all(dense.getValues<Attribute>());
   SmallVector<Attribute> columns;
-  for (size_t row = 0; row < all.size() / static_cast<size_t>(width); ++row)
-    columns.append(all.begin() + row * width + begin, all.begin() + row * width + end);
+  for (size_t at = 0; at < all.size(); at += static_cast<size_t>(span))
+    columns.append(all.begin() + at + begin, all.begin() + at + end);
   return builder.create<ConstantOp>(weight.getLoc(), sliceType,
                                     DenseElementsAttr::get(sliceType, columns));
+}
+
+// The group length when `reshape` cuts the last dimension (`n` features) of a linear's result into
+// [groups, period], keeping the leading dimensions (a 0 or their size each, one -1 at most);
+// nullopt otherwise.
+std::optional<int64_t> groupedColumns(OnnxNodeOp reshape, int64_t n) {
+  if (reshape.getOpType() != "Reshape" || reshape->getNumOperands() != 2)
+    return std::nullopt;
+  std::optional<SmallVector<int64_t>> target = intValues(reshape->getOperand(1));
+  const int64_t rank = rankOf(reshape->getOperand(0));
+  if (!target || rank < 2 || static_cast<int64_t>(target->size()) != rank + 1)
+    return std::nullopt;
+  const int64_t groups = (*target)[rank - 1], period = target->back();
+  if (groups <= 0 || period <= 0 || groups * period != n)
+    return std::nullopt;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    if ((*target)[d] == 0 ? intAttr(reshape, "allowzero").value_or(0) != 0
+                          : !((*target)[d] == -1 || (*target)[d] > 0))
+      return std::nullopt;
+  return period;
 }
 
 // The column ranges `node` reads of its first operand, one per result, when it is a Split of the
@@ -183,8 +213,61 @@ std::optional<SmallVector<std::pair<int64_t, int64_t>>> columnPieces(OnnxNodeOp 
   return pieces;
 }
 
+// The linear over columns [begin, end) of `linear`'s, or of each group of `period` of them.
+LinearOp pieceLinear(LinearOp linear, int64_t begin, int64_t end, int64_t period,
+                     OpBuilder &builder) {
+  Value w = sliceColumns(linear.getW(), begin, end, period, builder);
+  Value bias =
+      linear.getBias() ? sliceColumns(linear.getBias(), begin, end, period, builder) : Value();
+  if (!w || (linear.getBias() && !bias))
+    return {};
+  const int64_t features = cast<RankedTensorType>(w.getType()).getShape().back();
+  // The packed projection's location: --explain attributes its MatMul to the pieces.
+  return builder.create<LinearOp>(linear->getLoc(),
+                                  withFeatureSize(linear.getResult().getType(), features),
+                                  linear.getX(), w, bias);
+}
+
+// `reshape` cuts the linear's result into groups of `period` columns; each Slice of its last
+// axis becomes the linear over those columns of every group, reshaped to [.., groups, width].
+// Nothing changes unless every reader of the reshape is such a slice.
+void splitHeadPieces(LinearOp linear, OnnxNodeOp reshape, int64_t period, OpBuilder &builder) {
+  SmallVector<std::pair<OnnxNodeOp, std::pair<int64_t, int64_t>>> slices;
+  for (Operation *user : reshape->getResult(0).getUsers()) {
+    auto slice = dyn_cast<OnnxNodeOp>(user);
+    std::optional<SmallVector<std::pair<int64_t, int64_t>>> pieces =
+        slice && slice.getOpType() == "Slice" && slice->getOperand(0) == reshape->getResult(0)
+            ? columnPieces(slice, period)
+            : std::nullopt;
+    if (!pieces)
+      return;
+    slices.push_back({slice, pieces->front()});
+  }
+  SmallVector<int64_t> target = *intValues(reshape->getOperand(1));
+  for (auto [slice, columns] : slices) {
+    builder.setInsertionPoint(slice);
+    LinearOp piece = pieceLinear(linear, columns.first, columns.second, period, builder);
+    if (!piece)
+      return;
+    target.back() = columns.second - columns.first;
+    auto shapeType = RankedTensorType::get({static_cast<int64_t>(target.size())},
+                                           builder.getI64Type());
+    auto shape = builder.create<ConstantOp>(
+        slice->getLoc(), shapeType, DenseElementsAttr::get(shapeType, ArrayRef<int64_t>(target)));
+    auto split = builder.create<OnnxNodeOp>(
+        slice->getLoc(), TypeRange{slice->getResult(0).getType()}, "Reshape",
+        (slice.getNodeName() + "/heads").str(), reshape.getOnnxAttrsAttr(),
+        ValueRange{piece.getResult(), shape});
+    slice->getResult(0).replaceAllUsesWith(split->getResult(0));
+    slice->erase();
+  }
+  reshape->erase();
+}
+
 // Replaces each column piece read of `linear` by a linear over those columns; erases `linear`
-// when nothing else reads it.
+// when nothing else reads it. A piece of each head (GPT-NeoX's query_key_value reshaped to
+// [.., heads, 3 * head_dim] and sliced) becomes a linear over those columns of every head,
+// reshaped as the slice was.
 void splitColumnPieces(LinearOp linear, OpBuilder &builder) {
   const int64_t n = cast<RankedTensorType>(linear.getW().getType()).getDimSize(1);
   SmallVector<OnnxNodeOp> readers;
@@ -192,20 +275,20 @@ void splitColumnPieces(LinearOp linear, OpBuilder &builder) {
     if (auto node = dyn_cast<OnnxNodeOp>(user); node && node->getOperand(0) == linear.getResult())
       readers.push_back(node);
   for (OnnxNodeOp node : readers) {
+    if (std::optional<int64_t> period = groupedColumns(node, n)) {
+      splitHeadPieces(linear, node, *period, builder);
+      continue;
+    }
     std::optional<SmallVector<std::pair<int64_t, int64_t>>> pieces = columnPieces(node, n);
     if (!pieces)
       continue;
     builder.setInsertionPoint(node);
     SmallVector<Value> pieceLinears;
     for (auto [begin, end] : *pieces) {
-      Value w = sliceColumns(linear.getW(), begin, end, builder);
-      Value bias = linear.getBias() ? sliceColumns(linear.getBias(), begin, end, builder) : Value();
-      if (!w || (linear.getBias() && !bias))
+      LinearOp piece = pieceLinear(linear, begin, end, 0, builder);
+      if (!piece)
         return;
-      // The packed projection's location: --explain attributes its MatMul to the pieces.
-      pieceLinears.push_back(builder.create<LinearOp>(
-          linear->getLoc(), withFeatureSize(linear.getResult().getType(), end - begin),
-          linear.getX(), w, bias));
+      pieceLinears.push_back(piece);
     }
     for (auto [result, piece] : llvm::zip(node->getResults(), pieceLinears))
       result.replaceAllUsesWith(piece);

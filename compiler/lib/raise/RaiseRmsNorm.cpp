@@ -3,8 +3,13 @@
 //   inv  = Reciprocal(Sqrt(v)) | Div(1, Sqrt(v)) | Pow(v, -0.5),  or  xf / Sqrt(v),
 //   v    = ReduceMean(Pow(xf, 2) | Mul(xf, xf), axes = [last], keepdims) + eps.
 // Every Mul and Add is matched in either operand order; float casts around the core are allowed.
+// gamma is a 1-D weight or constant, or computed from one and scalar constants alone (Gemma's
+// x * (1 + w), w stored zero-centred): that computation is evaluated on the stored weight and
+// the norm reads the result, a constant.
 #include "hetc/compiler/Passes.h"
+#include "hetc/compiler/WeightStore.h"
 #include "import/OnnxGraph.h"
+#include "raise/ScalarFunctions.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -115,7 +120,56 @@ std::optional<Variance> matchNormalized(Value v) {
   return result;
 }
 
+bool isGammaSource(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && type.getRank() == 1 && type.hasStaticShape() &&
+         (v.getDefiningOp<ConstantOp>() ||
+          (v.getDefiningOp<WeightOp>() && !v.getDefiningOp<WeightOp>().getTransposed() &&
+           !v.getDefiningOp<WeightOp>().getColumns()));
+}
+
 struct RaiseRmsNormPass : public hetc::impl::RaiseRmsNormBase<RaiseRmsNormPass> {
+  RaiseRmsNormPass() = default;
+  explicit RaiseRmsNormPass(const compiler::WeightStore *weights) : weights_(weights) {}
+
+  // gamma computed from a 1-D weight or constant and scalar constants, evaluated: a constant named
+  // after its source; null when it is not so computed (or there is no store to read).
+  Value evaluatedGamma(Value gamma, OpBuilder &builder) {
+    std::optional<ElementwiseChain> chain = chainBackTo(gamma, isGammaSource);
+    if (!chain || chain->nodes.empty())
+      return {};
+    std::vector<double> source;
+    std::string name;
+    if (auto weight = chain->input.getDefiningOp<WeightOp>()) {
+      const compiler::StoredWeight *stored = weights_ ? weights_->find(weight.getName().str())
+                                                      : nullptr;
+      if (!stored)
+        return {};
+      std::vector<float> values = stored->toFloats();
+      source.assign(values.begin(), values.end());
+      name = weight.getName().str();
+    } else {
+      std::optional<SmallVector<double>> values =
+          floatValues(constantValue(chain->input));
+      if (!values)
+        return {};
+      source.assign(values->begin(), values->end());
+      name = "gamma";
+    }
+    std::optional<std::vector<double>> y = evaluateChain(*chain, source);
+    if (!y || y->size() != source.size())
+      return {};
+    SmallVector<float> values(y->begin(), y->end());
+    auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                      Float32Type::get(&getContext()));
+    std::string how;
+    for (OnnxNodeOp node : chain->nodes)
+      how += (how.empty() ? "" : ", ") + node.getOpType().str();
+    return builder.create<ConstantOp>(
+        NameLoc::get(builder.getStringAttr(name + " (computed: " + how + ")")), type,
+        DenseElementsAttr::get(type, ArrayRef<float>(values)));
+  }
+
   void runOnOperation() override {
     SmallVector<OnnxNodeOp> muls;
     getOperation().walk([&](OnnxNodeOp op) {
@@ -130,7 +184,7 @@ struct RaiseRmsNormPass : public hetc::impl::RaiseRmsNormBase<RaiseRmsNormPass> 
         Value gv = skipNoOps(g);
         auto type = dyn_cast<RankedTensorType>(gv.getType());
         if (!type || type.getRank() != 1 || !type.hasStaticShape() ||
-            !(gv.getDefiningOp<WeightOp>() || gv.getDefiningOp<ConstantOp>()))
+            !(isGammaSource(gv) || chainBackTo(gv, isGammaSource)))
           return false;
         var = matchNormalized(normalized);
         if (!var)
@@ -140,6 +194,12 @@ struct RaiseRmsNormPass : public hetc::impl::RaiseRmsNormBase<RaiseRmsNormPass> 
       });
       if (!var)
         continue;
+      if (!isGammaSource(gamma)) {
+        builder.setInsertionPoint(mul);
+        gamma = evaluatedGamma(gamma, builder);
+        if (!gamma)
+          continue;
+      }
       int64_t hidden = cast<RankedTensorType>(gamma.getType()).getDimSize(0);
       std::optional<int64_t> xFeatures = featureSize(var->x.getType());
       if (xFeatures && *xFeatures != hidden)
@@ -158,6 +218,12 @@ struct RaiseRmsNormPass : public hetc::impl::RaiseRmsNormBase<RaiseRmsNormPass> 
     }
     syncResultTypes(getOperation());
   }
+
+  const compiler::WeightStore *weights_ = nullptr;
 };
 
 } // namespace
+
+std::unique_ptr<Pass> hetc::createRaiseRmsNorm(const compiler::WeightStore *weights) {
+  return std::make_unique<RaiseRmsNormPass>(weights);
+}

@@ -1,4 +1,6 @@
-// `silu(gate) * up` with silu(g) = g * Sigmoid(g), every Mul in either operand order.
+// `silu(gate) * up` with silu(g) = g * Sigmoid(g), every Mul in either operand order; and
+// `f(gate) * up` with f a hetc.activation read by nothing else (a GELU: Gemma's GeGLU, raised by
+// its values), so the pass runs again after RaiseActivation.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 
@@ -40,8 +42,15 @@ struct RaiseSwiGluPass : public hetc::impl::RaiseSwiGluBase<RaiseSwiGluPass> {
     OpBuilder builder(&getContext());
     for (OnnxNodeOp mul : muls) {
       Value gate, up;
+      ActivationOp gateActivation;
       matchCommutative(mul, [&](Value s, Value u) {
         Value g = matchSilu(s);
+        auto activation = skipNoOps(s).getDefiningOp<ActivationOp>();
+        if (!g && activation && activation.getFunction() != "relu" &&
+            activation->hasOneUse() && skipNoOps(s).hasOneUse())
+          g = activation.getX();
+        else
+          activation = {};
         if (!g)
           return false;
         // Both must be activations of one shape: no broadcasting of a constant or a weight.
@@ -56,6 +65,7 @@ struct RaiseSwiGluPass : public hetc::impl::RaiseSwiGluBase<RaiseSwiGluPass> {
           return false;
         gate = g;
         up = skipNoOps(u);
+        gateActivation = activation;
         return true;
       });
       if (!gate)
@@ -67,9 +77,15 @@ struct RaiseSwiGluPass : public hetc::impl::RaiseSwiGluBase<RaiseSwiGluPass> {
       if (!isa<RankedTensorType>(resultType) || !featureSize(resultType))
         resultType = features ? withFeatureSize(gate.getType(), *features) : gate.getType();
       builder.setInsertionPoint(mul);
-      auto swiglu = builder.create<SwiGluOp>(mul->getLoc(), resultType, gate, up);
+      StringAttr function;
+      if (gateActivation && gateActivation.getFunction() != "silu")
+        function = gateActivation.getFunctionAttr();
+      auto swiglu = builder.create<SwiGluOp>(mul->getLoc(), resultType, gate, up, function);
       mul->getResult(0).replaceAllUsesWith(swiglu.getResult());
       mul->erase();
+      // The gate's activation (and any no-op after it) now unread.
+      if (gateActivation && gateActivation->use_empty())
+        gateActivation->erase();
     }
     syncResultTypes(getOperation());
   }

@@ -17,11 +17,13 @@ void hetc::addRaisingPasses(mlir::OpPassManager &pm, const compiler::WeightStore
   // that read their results.
   fn.addPass(hetc::createRaiseContribOps(weights));
   fn.addPass(hetc::createRaiseEmbedding());
-  fn.addPass(hetc::createRaiseRmsNorm());
+  fn.addPass(hetc::createRaiseRmsNorm(weights));
   // Linear before attention and swiglu: their operands are then LLM values.
   fn.addPass(hetc::createRaiseLinear());
   fn.addPass(hetc::createRaiseSwiGlu());
   fn.addPass(hetc::createRaiseActivation());
+  // Again: a gate whose activation was raised by its values (a GELU: GeGLU).
+  fn.addPass(hetc::createRaiseSwiGlu());
   fn.addPass(hetc::createRaiseAttention(weights));
   // Residual adds join LLM values, so they come after everything that produces them.
   fn.addPass(hetc::createRaiseResidualAdd());

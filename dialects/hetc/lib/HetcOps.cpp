@@ -54,9 +54,13 @@ LogicalResult WeightOp::verify() {
   if (getTransposed() && type.getRank() != 2)
     return emitOpError() << "only a 2-D weight can be transposed, got " << type;
   if (std::optional<ArrayRef<int64_t>> columns = getColumns()) {
-    if (columns->size() != 2 || (*columns)[0] < 0 || (*columns)[1] <= (*columns)[0])
-      return emitOpError("columns must be [begin, end] with 0 <= begin < end");
-    if (type.getRank() < 1 || type.getDimSize(type.getRank() - 1) != (*columns)[1] - (*columns)[0])
+    if ((columns->size() != 2 && columns->size() != 3) || (*columns)[0] < 0 ||
+        (*columns)[1] <= (*columns)[0] || (columns->size() == 3 && (*columns)[2] < (*columns)[1]))
+      return emitOpError("columns must be [begin, end] or [begin, end, period] with 0 <= begin < "
+                         "end <= period");
+    const int64_t width = (*columns)[1] - (*columns)[0];
+    if (type.getRank() < 1 || type.getDimSize(type.getRank() - 1) % width != 0 ||
+        (columns->size() == 2 && type.getDimSize(type.getRank() - 1) != width))
       return emitOpError() << "columns [" << (*columns)[0] << ", " << (*columns)[1]
                            << ") do not match the last dimension of " << type;
   }
@@ -79,6 +83,10 @@ LogicalResult EmbeddingOp::verify() {
   } else if (getPositionOffset()) {
     return emitOpError("has a position_offset but no positions table");
   }
+  if (std::optional<APFloat> scale = getScale();
+      scale && (!scale->isFinite() || scale->isZero()))
+    return emitOpError() << "scale must be finite and non-zero, got "
+                         << scale->convertToFloat();
   return checkFeatureSize(*this, getResult(), table.getDimSize(1), "result");
 }
 
@@ -97,8 +105,9 @@ LogicalResult LayerNormOp::verify() {
 
 LogicalResult ActivationOp::verify() {
   StringRef function = getFunction();
-  if (function != "relu" && function != "gelu" && function != "gelu_tanh")
-    return emitOpError() << "function must be relu, gelu or gelu_tanh, got '" << function << "'";
+  if (function != "relu" && function != "gelu" && function != "gelu_tanh" && function != "silu")
+    return emitOpError() << "function must be relu, gelu, gelu_tanh or silu, got '" << function
+                         << "'";
   std::optional<int64_t> in = featureSize(getX().getType());
   if (in && failed(checkFeatureSize(*this, getResult(), *in, "result")))
     return failure();
@@ -134,7 +143,19 @@ LogicalResult LinearOp::verify() {
   return success();
 }
 
-LogicalResult LmHeadOp::verify() { return checkMatrixWeight(*this, getX(), getW(), getResult()); }
+// A soft-cap is a positive finite float.
+static LogicalResult checkSoftCap(Operation *op, std::optional<APFloat> cap) {
+  if (cap && !(cap->isFinite() && cap->convertToFloat() > 0.0f))
+    return op->emitOpError() << "softcap must be positive and finite, got "
+                             << cap->convertToFloat();
+  return success();
+}
+
+LogicalResult LmHeadOp::verify() {
+  if (failed(checkSoftCap(*this, getSoftcap())))
+    return failure();
+  return checkMatrixWeight(*this, getX(), getW(), getResult());
+}
 
 LogicalResult RopeOp::verify() {
   int64_t heads = getHeads(), headDim = getHeadDim();
@@ -164,6 +185,8 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("scale must be positive");
   if (std::optional<int64_t> window = getSlidingWindow(); window && *window <= 0)
     return emitOpError() << "sliding_window must be positive, got " << *window;
+  if (failed(checkSoftCap(*this, getSoftcap())))
+    return failure();
   if (failed(checkFeatureSize(*this, getQ(), heads * headDim, "q")) ||
       failed(checkFeatureSize(*this, getK(), kvHeads * headDim, "k")) ||
       failed(checkFeatureSize(*this, getV(), kvHeads * headDim, "v")) ||
@@ -194,6 +217,9 @@ static LogicalResult checkSameFeatures(Operation *op, Value a, Value b, Value re
 }
 
 LogicalResult SwiGluOp::verify() {
+  if (std::optional<StringRef> f = getFunction(); f && *f != "silu" && *f != "gelu" &&
+                                                    *f != "gelu_tanh")
+    return emitOpError() << "function must be silu, gelu or gelu_tanh, got '" << *f << "'";
   return checkSameFeatures(*this, getGate(), getUp(), getResult());
 }
 

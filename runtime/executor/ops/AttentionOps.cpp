@@ -31,6 +31,7 @@ struct KvAppendArgs : OpArgs {
 struct AttentionArgs : OpArgs {
   kernels::AttentionOperands operands; // q, output, cache, shape and the step's row slots
   AttentionScratch *scratch = nullptr;
+  const kernels::AttentionSplit *split = nullptr; // the cut of this op's sliding window
   kernels::AttentionChunkKernel chunk{};
 };
 
@@ -67,16 +68,16 @@ void runKvAppend(const OpArgs &base, const StepRows &step, unsigned thread, unsi
 void runAttention(const OpArgs &base, const StepRows &, unsigned thread, unsigned threads) {
   const auto &a = static_cast<const AttentionArgs &>(base);
   AttentionScratch &s = *a.scratch;
-  kernels::attentionClaimedUnits(a.chunk, s.split, a.operands, s.claimed, threads, s.states,
+  kernels::attentionClaimedUnits(a.chunk, *a.split, a.operands, s.claimed, threads, s.states,
                                  s.work + thread * 2 * s.stateFloats);
 }
 
 void runAttentionMerge(const OpArgs &base, const StepRows &, unsigned thread, unsigned threads) {
   const auto &a = static_cast<const AttentionArgs &>(base);
   size_t begin, end;
-  ops::shareOf(a.scratch->split.mergeItemCount(), thread, threads, begin, end);
+  ops::shareOf(a.split->mergeItemCount(), thread, threads, begin, end);
   if (begin < end)
-    kernels::attentionMergeItems(a.chunk, a.scratch->split, a.operands, begin, end,
+    kernels::attentionMergeItems(a.chunk, *a.split, a.operands, begin, end,
                                  a.scratch->states);
 }
 
@@ -92,13 +93,14 @@ Status resolveAttention(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   const auto *params = resolver.op().params_as_AttentionParamsDef();
   const size_t T = setup.maxStepTokens;
   // The loader checked heads, kv_heads and head_dim against the KV cache and the buffers' widths.
-  const kernels::AttentionShape shape{params->layer(), params->heads(), params->kv_heads(),
-                                      params->head_dim(), params->scale()};
+  const kernels::AttentionShape shape{params->layer(),    params->heads(), params->kv_heads(),
+                                      params->head_dim(), params->scale(), params->softcap()};
   const kernels::KvCacheView &cache = *setup.kvCache;
   const kernels::VectorKernels &vector = *setup.vector;
 
   AttentionArgs &attention = resolver.make<AttentionArgs>();
   attention.scratch = setup.attention;
+  attention.split = &setup.attention->splitFor(params->sliding_window());
   attention.chunk = vector.attentionChunk;
   Rows q, out;
   if (Status s = resolver.buffer(0, true, T, q); !s)

@@ -46,7 +46,8 @@ struct LinearArgs : OpArgs {
   bool residual = false;
   // A fused SwiGlu: this linear's output is the gate (or up) and `other` the up (or gate).
   enum class SwiGluRole : uint8_t { None, Gate, Up } swiGlu = SwiGluRole::None;
-  kernels::SwiGluKernel swiGluKernel = nullptr;
+  kernels::GatedKernel gatedKernel = nullptr;
+  kernels::ActivationFunction gateFunction = kernels::ActivationFunction::Silu;
   kernels::AddKernel addKernel = nullptr;
 };
 
@@ -150,16 +151,18 @@ void columnShare(size_t taskCount, size_t taskGrain, size_t n, unsigned thread, 
 }
 
 // A fused SwiGlu on columns [begin, end) of a linear's output, right after the task wrote them:
-// the swiglu kernel the SwiGlu op would run, on the same values, so the bits are the same.
+// the gated kernel the SwiGlu op would run, on the same values, so the bits are the same.
 void applySwiGlu(const LinearArgs &a, size_t rows, size_t begin, size_t end) {
   if (a.swiGlu == LinearArgs::SwiGluRole::None)
     return;
   float *y = a.out.data + begin;
   const float *other = a.other.data + begin;
   if (a.swiGlu == LinearArgs::SwiGluRole::Gate)
-    a.swiGluKernel(y, a.out.stride, other, a.other.stride, end - begin, y, a.out.stride, 0, rows);
+    a.gatedKernel(a.gateFunction, y, a.out.stride, other, a.other.stride, end - begin, y,
+                  a.out.stride, 0, rows);
   else
-    a.swiGluKernel(other, a.other.stride, y, a.out.stride, end - begin, y, a.out.stride, 0, rows);
+    a.gatedKernel(a.gateFunction, other, a.other.stride, y, a.out.stride, end - begin, y,
+                  a.out.stride, 0, rows);
 }
 
 // The bias on columns [begin, end) of every row: the add kernel with a zero stride broadcasts it.
@@ -291,7 +294,11 @@ void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread,
                       step.logitsCount, a.weight, a.in.cols, y, grain, begin, end);
     }
     for (size_t i = 0; i < step.logitsCount; ++i) {
-      const float *values = window + i * grain;
+      float *values = window + i * grain;
+      // Capped before the argmax: capping is monotonic, but may round neighbours to one value,
+      // and the first of those is the answer.
+      if (a.softcap > 0)
+        kernels::softCap(a.softcap, values, end - begin);
       const size_t best = kernels::argmaxFirst(values, end - begin);
       a.taskBestValues[task * a.maxBatch + i] = values[best];
       a.taskBestIndices[task * a.maxBatch + i] = static_cast<uint32_t>(begin + best);
@@ -299,20 +306,17 @@ void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread,
   }
 }
 
-void runLmHead(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
-  const auto &a = static_cast<const LmHeadArgs &>(base);
-  if (step.logitsCount == 0)
-    return;
-  size_t firstTask, lastTask;
-  ops::shareOf(a.taskCount, thread, threads, firstTask, lastTask);
-  if (step.argmax) {
-    runLmHeadArgmax(a, step, thread, firstTask, lastTask);
-    return;
-  }
-  const size_t begin = firstTask * a.taskGrain;
-  const size_t end = std::min(a.vocab, lastTask * a.taskGrain);
-  if (begin >= end)
-    return;
+// Columns [begin, end) of every logits row of the step soft-capped, once written.
+void softCapLogits(const LmHeadArgs &a, const StepRows &step, size_t begin, size_t end) {
+  if (a.softcap > 0)
+    for (size_t i = 0; i < step.logitsCount; ++i)
+      kernels::softCap(a.softcap, a.out.data + step.logitsOutputRows[i] * a.out.stride + begin,
+                       end - begin);
+}
+
+// The logits columns [begin, end) of tasks [firstTask, lastTask), written to their rows.
+void writeLogits(const LmHeadArgs &a, const StepRows &step, unsigned thread, size_t firstTask,
+                 size_t lastTask, size_t begin, size_t end) {
   if (a.integer.present()) {
     // The integer kernels write consecutive rows; the logits rows go to their sequences' rows of
     // the output, which need not be consecutive: each task's rows pass through the thread's
@@ -341,6 +345,24 @@ void runLmHead(const OpArgs &base, const StepRows &step, unsigned thread, unsign
       linearCall(a.in, a.bf16Rows, a.weightBf16, step.logitsCount, step.logitsSourceRows,
                  a.out.data, a.out.stride, step.logitsOutputRows, begin, end);
   a.linear->run(call);
+}
+
+void runLmHead(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
+  const auto &a = static_cast<const LmHeadArgs &>(base);
+  if (step.logitsCount == 0)
+    return;
+  size_t firstTask, lastTask;
+  ops::shareOf(a.taskCount, thread, threads, firstTask, lastTask);
+  if (step.argmax) {
+    runLmHeadArgmax(a, step, thread, firstTask, lastTask);
+    return;
+  }
+  const size_t begin = firstTask * a.taskGrain;
+  const size_t end = std::min(a.vocab, lastTask * a.taskGrain);
+  if (begin >= end)
+    return;
+  writeLogits(a, step, thread, firstTask, lastTask, begin, end);
+  softCapLogits(a, step, begin, end);
 }
 
 void runConvertRowsBf16(const OpArgs &base, const StepRows &step, unsigned thread,
@@ -530,7 +552,9 @@ Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   a.swiGlu = swiGlu == plan::SwiGluRoleDef::Gate ? LinearArgs::SwiGluRole::Gate
              : swiGlu == plan::SwiGluRoleDef::Up ? LinearArgs::SwiGluRole::Up
                                                  : LinearArgs::SwiGluRole::None;
-  a.swiGluKernel = setup.vector->swiGlu;
+  a.gatedKernel = setup.vector->gated;
+  a.gateFunction = activationFunction(params ? params->swiglu_function()
+                                             : plan::ActivationFunctionDef::Silu);
   a.addKernel = setup.vector->add;
   if (params && params->bias()) {
     const flatbuffers::Vector<uint64_t> *shape = nullptr;
@@ -591,6 +615,8 @@ Status resolveLmHead(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   a.weightBf16 = weight.bf16;
   a.integer = weight.integer;
   a.vocab = weight.n;
+  // Finite and >= 0: the loader checked. Before 1.16 an LmHead's params were empty.
+  a.softcap = op.params_as_LmHeadParamsDef() ? op.params_as_LmHeadParamsDef()->softcap() : 0.0f;
   if (resolver.overlaps(op.inputs()->Get(0), op.outputs()->Get(0)))
     return resolver.fail("output overlaps the input");
   columnTasks(op, a.vocab, a.weightBf16 || a.integer.present(), a.taskCount, a.taskGrain);

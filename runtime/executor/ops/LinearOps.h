@@ -80,6 +80,7 @@ struct LmHeadArgs : OpArgs {
   ~LmHeadArgs() override;
   Rows in, out; // out: the plan's logits buffer [max_batch, vocab]
   size_t vocab = 0;
+  float softcap = 0; // logits soft-capped, cap * tanh(logit / cap) (Gemma 2); 0: none
   size_t taskCount = 1, taskGrain = 1;  // column tasks
   const float *weight = nullptr;        // f32 [vocab, K], or
   const uint16_t *weightBf16 = nullptr; // packed BF16, run by `linear`

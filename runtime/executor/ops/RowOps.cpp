@@ -32,19 +32,21 @@ struct EmbeddingArgs : OpArgs {
   const float *positions = nullptr;
   size_t positionOffset = 0;
   kernels::AddKernel add = nullptr;
+  float scale = 1.0f; // each row times this (Gemma's sqrt(hidden)), after its positions
 };
 
-// Adds each row's learned position row, after its token row was written: table[id] + positions
-// [p], the order of OPT's and GPT-2's inputs_embeds + pos_embeds. The loader checked that
-// max_seq + offset rows exist.
-void addPositionRows(const EmbeddingArgs &a, const StepRows &step, size_t begin, size_t end) {
-  if (!a.positions)
-    return;
-  for (size_t t = begin; t < end; ++t) {
-    float *row = a.out.data + t * a.out.stride;
-    const float *position = a.positions + (step.positions[t] + a.positionOffset) * a.out.cols;
-    a.add(row, 0, position, 0, a.out.cols, row, 0, 0, 1);
-  }
+// After each token row was written: adds its learned position row, table[id] + positions[p]
+// (the order of OPT's and GPT-2's inputs_embeds + pos_embeds; the loader checked that max_seq +
+// offset rows exist), then multiplies by the scale (Gemma's embeddings * normalizer).
+void finishRows(const EmbeddingArgs &a, const StepRows &step, size_t begin, size_t end) {
+  if (a.positions)
+    for (size_t t = begin; t < end; ++t) {
+      float *row = a.out.data + t * a.out.stride;
+      const float *position = a.positions + (step.positions[t] + a.positionOffset) * a.out.cols;
+      a.add(row, 0, position, 0, a.out.cols, row, 0, 0, 1);
+    }
+  if (a.scale != 1.0f)
+    kernels::scaleRows(a.scale, a.out.data, a.out.stride, a.out.cols, begin, end);
 }
 
 void runEmbedding(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
@@ -53,7 +55,7 @@ void runEmbedding(const OpArgs &base, const StepRows &step, unsigned thread, uns
   ops::rowShare(step, a.grain, thread, threads, begin, end);
   if (begin < end)
     a.kernel(step.tokens, a.table, a.out.cols, a.out.data, a.out.stride, begin, end);
-  addPositionRows(a, step, begin, end);
+  finishRows(a, step, begin, end);
 }
 
 // Rows are gathered from the lm_head's packed weight it is tied to.
@@ -78,7 +80,7 @@ void runEmbeddingPacked(const OpArgs &base, const StepRows &step, unsigned threa
       break;
     }
   }
-  addPositionRows(a, step, begin, end);
+  finishRows(a, step, begin, end);
 }
 
 struct RmsNormArgs : OpArgs {
@@ -155,30 +157,36 @@ void runRope(const OpArgs &base, const StepRows &step, unsigned thread, unsigned
 struct BinaryArgs : OpArgs {
   Rows in[2], out;
   size_t grain = 1;
-  kernels::AddKernel kernel = nullptr; // swiGlu and add share the signature
+  kernels::AddKernel kernel = nullptr; // Add's
+  kernels::GatedKernel gated = nullptr; // SwiGlu's, with its gate's function
+  kernels::ActivationFunction function = kernels::ActivationFunction::Silu;
 };
 
 void runBinary(const OpArgs &base, const StepRows &step, unsigned thread, unsigned threads) {
   const auto &a = static_cast<const BinaryArgs &>(base);
   size_t begin, end;
   ops::rowShare(step, a.grain, thread, threads, begin, end);
-  if (begin < end)
+  if (begin >= end)
+    return;
+  if (a.gated)
+    a.gated(a.function, a.in[0].data, a.in[0].stride, a.in[1].data, a.in[1].stride, a.out.cols,
+            a.out.data, a.out.stride, begin, end);
+  else
     a.kernel(a.in[0].data, a.in[0].stride, a.in[1].data, a.in[1].stride, a.out.cols, a.out.data,
              a.out.stride, begin, end);
 }
 
-Status resolveBinary(OpResolver &resolver, std::vector<ResolvedOp> &ops, OpKind kind,
-                     kernels::AddKernel kernel) {
+// Makes and fills the args (`made`); the caller picks the kernel and pushes the op.
+Status resolveBinary(OpResolver &resolver, BinaryArgs *&made) {
   const size_t T = resolver.setup().maxStepTokens;
   BinaryArgs &a = resolver.make<BinaryArgs>();
+  made = &a;
   for (size_t i = 0; i < 2; ++i)
     if (Status s = resolver.buffer(i, true, T, a.in[i]); !s)
       return s;
   if (Status s = resolver.buffer(0, false, T, a.out); !s)
     return s;
   a.grain = grainOf(resolver);
-  a.kernel = kernel;
-  ops.push_back(resolver.resolved(kind, runBinary, a, resolver.setup().vector->name));
   return Status();
 }
 
@@ -192,6 +200,7 @@ Status resolveEmbedding(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   a.grain = grainOf(resolver);
   a.vocab = def.model()->vocab();
+  a.scale = op.params_as_EmbeddingParamsDef()->scale(); // finite and non-zero: the loader checked
   // The loader checked weights[1]'s shape [max_positions, hidden] and that max_seq + offset rows
   // exist.
   if (op.weights() && op.weights()->size() > 1) {
@@ -274,18 +283,7 @@ Status resolveActivation(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
     return s;
   if (Status s = resolver.buffer(0, false, T, a.out); !s)
     return s;
-  // The loader checked the function is one of ActivationFunctionDef's.
-  switch (resolver.op().params_as_ActivationParamsDef()->function()) {
-  case plan::ActivationFunctionDef::Relu:
-    a.function = kernels::ActivationFunction::Relu;
-    break;
-  case plan::ActivationFunctionDef::Gelu:
-    a.function = kernels::ActivationFunction::Gelu;
-    break;
-  case plan::ActivationFunctionDef::GeluTanh:
-    a.function = kernels::ActivationFunction::GeluTanh;
-    break;
-  }
+  a.function = activationFunction(resolver.op().params_as_ActivationParamsDef()->function());
   a.grain = grainOf(resolver);
   a.kernel = resolver.setup().vector->activation;
   ops.push_back(
@@ -311,11 +309,25 @@ Status resolveRope(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
 }
 
 Status resolveSwiGlu(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
-  return resolveBinary(resolver, ops, OpKind::SwiGlu, resolver.setup().vector->swiGlu);
+  BinaryArgs *a = nullptr;
+  if (Status s = resolveBinary(resolver, a); !s)
+    return s;
+  a->gated = resolver.setup().vector->gated;
+  // Before 1.16 a SwiGlu carried no function: silu.
+  const auto *params = resolver.op().params_as_SwiGluParamsDef();
+  a->function =
+      activationFunction(params ? params->function() : plan::ActivationFunctionDef::Silu);
+  ops.push_back(resolver.resolved(OpKind::SwiGlu, runBinary, *a, resolver.setup().vector->name));
+  return Status();
 }
 
 Status resolveAdd(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
-  return resolveBinary(resolver, ops, OpKind::Add, resolver.setup().vector->add);
+  BinaryArgs *a = nullptr;
+  if (Status s = resolveBinary(resolver, a); !s)
+    return s;
+  a->kernel = resolver.setup().vector->add;
+  ops.push_back(resolver.resolved(OpKind::Add, runBinary, *a, resolver.setup().vector->name));
+  return Status();
 }
 
 } // namespace hetc

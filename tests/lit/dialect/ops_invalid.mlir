@@ -18,7 +18,7 @@ func.func @weight_transposed_not_2d() -> tensor<64xf32> {
 // -----
 
 func.func @weight_columns_empty() -> tensor<8x0xf32> {
-  // expected-error @+1 {{'hetc.weight' op columns must be [begin, end] with 0 <= begin < end}}
+  // expected-error @+1 {{'hetc.weight' op columns must be [begin, end] or [begin, end, period] with 0 <= begin < end <= period}}
   %w = hetc.weight "w" {columns = array<i64: 4, 4>} : tensor<8x0xf32>
   return %w : tensor<8x0xf32>
 }
@@ -348,4 +348,20 @@ func.func @add_result_width(%a: tensor<?x?x64xf32>, %b: tensor<?x?x64xf32>) -> t
   // expected-error @+1 {{'hetc.add' op result has 32 features, expected 64}}
   %0 = hetc.add %a, %b : (tensor<?x?x64xf32>, tensor<?x?x64xf32>) -> tensor<?x?x32xf32>
   return %0 : tensor<?x?x32xf32>
+}
+
+// -----
+
+func.func @weight_columns_period_too_short() -> tensor<8x8xf32> {
+  // expected-error @+1 {{'hetc.weight' op columns must be [begin, end] or [begin, end, period] with 0 <= begin < end <= period}}
+  %w = hetc.weight "w" {columns = array<i64: 4, 8, 6>} : tensor<8x8xf32>
+  return %w : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @weight_columns_period_width() -> tensor<8x6xf32> {
+  // expected-error @+1 {{'hetc.weight' op columns [4, 8) do not match the last dimension of 'tensor<8x6xf32>'}}
+  %w = hetc.weight "w" {columns = array<i64: 4, 8, 12>} : tensor<8x6xf32>
+  return %w : tensor<8x6xf32>
 }

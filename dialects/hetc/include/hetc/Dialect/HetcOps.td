@@ -128,11 +128,15 @@ def Hetc_WeightOp : Hetc_Op<"weight", [Pure]> {
     With `columns = [begin, end]`, the value is columns `begin` to `end` (exclusive) of that
     view's last dimension: one of q, k and v out of a packed QKV projection (ONNX Runtime GenAI's
     qkv_proj, GPT-2's c_attn split in three), or the matching piece of its bias. The plan emitter
-    copies out the slice; the IR never holds the bytes.
+    copies out the slice; the IR never holds the bytes. With `columns = [begin, end, period]` the
+    view's last dimension is cut into groups of `period` columns and the value is columns `begin`
+    to `end` of every group, in order: q, k or v out of GPT-NeoX's query_key_value, whose output
+    is `[heads, 3, head_dim]` per token (period 3 * head_dim).
 
     Example: `%w = hetc.weight "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>`
     Example: `%t = hetc.weight "model.embed_tokens.weight" {transposed} : tensor<64x256xf32>`
     Example: `%k = hetc.weight "qkv_proj.weight" {columns = array<i64: 64, 96>} : tensor<64x32xf32>`
+    Example: `%q = hetc.weight "query_key_value.weight" {transposed, columns = array<i64: 0, 16, 48>} : tensor<64x64xf32>`
   }];
   let arguments = (ins StrAttr:$name, UnitAttr:$transposed,
                        OptionalAttr<DenseI64ArrayAttr>:$columns);
@@ -143,12 +147,20 @@ def Hetc_WeightOp : Hetc_Op<"weight", [Pure]> {
     }]>
   ];
   let extraClassDeclaration = [{
-    // The view's last dimension before `columns` slices it; nullopt without `columns`.
+    // The columns `columns` takes of each group (of the whole last dimension without a
+    // period); nullopt without `columns`.
     std::optional<std::pair<int64_t, int64_t>> getColumnRange() {
       std::optional<::llvm::ArrayRef<int64_t>> columns = getColumns();
-      if (!columns || columns->size() != 2)
+      if (!columns || (columns->size() != 2 && columns->size() != 3))
         return std::nullopt;
       return std::make_pair((*columns)[0], (*columns)[1]);
+    }
+    // The group length of a strided `columns` (GPT-NeoX's fused q, k and v); nullopt otherwise.
+    std::optional<int64_t> getColumnPeriod() {
+      std::optional<::llvm::ArrayRef<int64_t>> columns = getColumns();
+      if (!columns || columns->size() != 3)
+        return std::nullopt;
+      return (*columns)[2];
     }
   }];
   let results = (outs AnyStaticShapeTensor:$result);
@@ -167,7 +179,8 @@ def Hetc_EmbeddingOp : Hetc_LlmOp<"embedding",
     `result[..., :] = table[ids[...], :]` with `table : [vocab, hidden]`. With `positions :
     [max_positions, hidden]` (learned position embeddings: OPT, GPT-2) each token's row of it is
     added, at the token's index in its own sequence (cached tokens included) plus
-    `position_offset` (OPT's 2).
+    `position_offset` (OPT's 2). With `scale` each row is then multiplied by it (Gemma's
+    embeddings times sqrt(hidden)).
 
     Example:
     ```mlir
@@ -179,7 +192,7 @@ def Hetc_EmbeddingOp : Hetc_LlmOp<"embedding",
   }];
   let arguments = (ins AnyRankedTensor:$table, AnyTensor:$ids,
                        Optional<AnyRankedTensor>:$positions,
-                       OptionalAttr<I64Attr>:$position_offset);
+                       OptionalAttr<I64Attr>:$position_offset, OptionalAttr<F32Attr>:$scale);
   let results = (outs AnyTensor:$result);
   let assemblyFormat = [{
     $table `,` $ids (`,` $positions^)? attr-dict `:` functional-type(operands, results)
@@ -296,7 +309,9 @@ def Hetc_AttentionOp : Hetc_LlmOp<"attention", ["getActivationOperandPositions"]
     `h / (heads / kv_heads)`. `present_key` / `present_value` are the cache after the append.
     Padding masks are not represented: sequences of different lengths are never padded. With
     `sliding_window = W` a query at position p attends to positions p - W + 1 .. p only
-    (Mistral's window; ONNX Runtime's local_window_size).
+    (Mistral's window; ONNX Runtime's local_window_size; Gemma 2's on alternate layers). With
+    `softcap = c` each scaled score s becomes c * tanh(s / c) before the mask (Gemma 2's
+    attn_logit_softcapping).
 
     Example:
     ```mlir
@@ -310,7 +325,7 @@ def Hetc_AttentionOp : Hetc_LlmOp<"attention", ["getActivationOperandPositions"]
   let arguments = (ins AnyTensor:$q, AnyTensor:$k, AnyTensor:$v,
                        AnyTensor:$past_key, AnyTensor:$past_value,
                        I64Attr:$heads, I64Attr:$kv_heads, I64Attr:$head_dim, F32Attr:$scale,
-                       OptionalAttr<I64Attr>:$sliding_window);
+                       OptionalAttr<I64Attr>:$sliding_window, OptionalAttr<F32Attr>:$softcap);
   let results = (outs AnyTensor:$result, AnyTensor:$present_key, AnyTensor:$present_value);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $past_key `,` $past_value attr-dict `:`
@@ -320,16 +335,19 @@ def Hetc_AttentionOp : Hetc_LlmOp<"attention", ["getActivationOperandPositions"]
 }
 
 def Hetc_SwiGluOp : Hetc_LlmOp<"swiglu", ["getActivationOperandPositions"]> {
-  let summary = "SiLU-gated product";
+  let summary = "gated product: SiLU-gated (SwiGLU) or GELU-gated (GeGLU)";
   let description = [{
-    `result = gate * sigmoid(gate) * up`.
+    `result = f(gate) * up` with `f` silu, `gate * sigmoid(gate)`, or with `function` one of
+    hetc.activation's GELUs (`gelu`, `gelu_tanh`: Gemma's GeGLU).
 
     Example:
     ```mlir
     %a = hetc.swiglu %g, %u : (tensor<?x?x176xf32>, tensor<?x?x176xf32>) -> tensor<?x?x176xf32>
+    %b = hetc.swiglu %g, %u {function = "gelu_tanh"}
+           : (tensor<?x?x176xf32>, tensor<?x?x176xf32>) -> tensor<?x?x176xf32>
     ```
   }];
-  let arguments = (ins AnyTensor:$gate, AnyTensor:$up);
+  let arguments = (ins AnyTensor:$gate, AnyTensor:$up, OptionalAttr<StrAttr>:$function);
   let results = (outs AnyTensor:$result);
   let assemblyFormat = "$gate `,` $up attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -342,7 +360,8 @@ def Hetc_ActivationOp : Hetc_LlmOp<"activation"> {
     - `relu`: max(x, 0) (OPT);
     - `gelu`: 0.5 x (1 + erf(x / sqrt(2))) (nn.GELU());
     - `gelu_tanh`: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (GPT-2's gelu_new, ONNX
-      Runtime's FastGelu).
+      Runtime's FastGelu);
+    - `silu`: x * sigmoid(x).
 
     Example:
     ```mlir
@@ -374,8 +393,9 @@ def Hetc_AddOp : Hetc_LlmOp<"add", ["getActivationOperandPositions"]> {
 def Hetc_LmHeadOp : Hetc_LlmOp<"lm_head"> {
   let summary = "the final projection to vocabulary logits";
   let description = [{
-    `result = x @ w` with `w : [hidden, vocab]`. Only the rows whose logits are asked for (the
-    last token of each sequence in a step) are computed at run time.
+    `result = x @ w` with `w : [hidden, vocab]`, or with `softcap = c`, c * tanh((x @ w) / c)
+    (Gemma 2's final_logit_softcapping). Only the rows whose logits are asked for (the last
+    token of each sequence in a step) are computed at run time.
 
     Example:
     ```mlir
@@ -383,7 +403,7 @@ def Hetc_LmHeadOp : Hetc_LlmOp<"lm_head"> {
                 : (tensor<?x?x64xf32>, tensor<64x256xf32>) -> tensor<?x?x256xf32>
     ```
   }];
-  let arguments = (ins AnyTensor:$x, AnyRankedTensor:$w);
+  let arguments = (ins AnyTensor:$x, AnyRankedTensor:$w, OptionalAttr<F32Attr>:$softcap);
   let results = (outs AnyTensor:$result);
   let assemblyFormat = "$x `,` $w attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
