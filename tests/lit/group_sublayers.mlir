@@ -2,6 +2,7 @@
 // RUN: hetc-opt %S/Inputs/small_tied.mlir -hetc-group-sublayers | FileCheck %s
 // RUN: hetc-opt %S/Inputs/small_opt.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=OPT
 // RUN: hetc-opt %S/Inputs/small_parallel.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=PARALLEL
+// RUN: hetc-opt %S/Inputs/small_sandwich.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=SANDWICH
 
 // The tiny model: two layers of an attention and a feed-forward sublayer each.
 // TINY: module attributes {hetc.model = {architecture = "llama", head_dim = 16 : i64, heads = 4 : i64, hidden = 64 : i64, intermediate = 176 : i64, kv_heads = 2 : i64, layers = 2 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 256 : i64}}
@@ -64,3 +65,14 @@
 // PARALLEL: %[[D:.*]] = hetc.linear {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
 // PARALLEL: %[[H2:.*]] = hetc.add %[[H1]], %[[D]] {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
 // PARALLEL: hetc.rms_norm %[[H2]]
+
+// Gemma 2's sandwich norms: the norm of each sublayer's output belongs to that sublayer, between
+// its output projection and its residual add.
+// SANDWICH: %[[O:.*]], %{{.*}}, %{{.*}} = hetc.attention {{.*}}hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// SANDWICH: %[[P:.*]] = hetc.linear %[[O]], {{.*}}hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// SANDWICH: %[[PN:.*]] = hetc.rms_norm %[[P]], {{.*}}hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// SANDWICH: hetc.add %{{.*}}, %[[PN]] {{.*}}hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// SANDWICH: %[[S:.*]] = hetc.swiglu {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// SANDWICH: %[[D:.*]] = hetc.linear %[[S]], {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// SANDWICH: %[[DN:.*]] = hetc.rms_norm %[[D]], {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+// SANDWICH: hetc.add %{{.*}}, %[[DN]] {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
