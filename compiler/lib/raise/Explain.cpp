@@ -54,9 +54,12 @@ std::string summary(Operation *op) {
     os << "linear " << features(linear.getW(), 0) << " -> " << features(linear.getW(), 1)
        << (linear.getBias() ? " + bias" : "");
     if (auto weight = linear.getW().getDefiningOp<WeightOp>())
-      if (std::optional<std::pair<int64_t, int64_t>> columns = weight.getColumnRange())
-        os << ", columns " << columns->first << ".." << columns->second << " of '"
-           << weight.getName() << "'";
+      if (std::optional<std::pair<int64_t, int64_t>> columns = weight.getColumnRange()) {
+        os << ", columns " << columns->first << ".." << columns->second;
+        if (std::optional<int64_t> period = weight.getColumnPeriod())
+          os << " of every " << *period;
+        os << " of '" << weight.getName() << "'";
+      }
     if (op->hasAttr(kResidual))
       os << ", with the residual add after it fused";
     if (auto role = op->getAttrOfType<StringAttr>(kSwiGlu))

@@ -33,7 +33,10 @@ EXPORTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), 
 HF_LLAMA = os.path.join(EXPORTS, "hf_llama.py")
 EXPORTERS = {"hf_llama": HF_LLAMA, "ort_genai_llama": os.path.join(EXPORTS, "ort_genai_llama.py"),
              "ort_optimizer_llama": os.path.join(EXPORTS, "ort_optimizer_llama.py"),
-             "opt": os.path.join(EXPORTS, "opt.py")}
+             "opt": os.path.join(EXPORTS, "opt.py"), "gpt_neox": os.path.join(EXPORTS, "gpt_neox.py")}
+# Exporters with their own PyTorch module (and `export` / `reference` commands); the others leave
+# a directory that hf_llama.py reference decodes.
+OWN_MODULE = ("opt", "gpt_neox")
 COMPARE = os.path.join(HERE, "compare.py")
 ORT_GREEDY = os.path.join(os.path.dirname(HERE), "ort", "greedy.mjs")
 
@@ -83,7 +86,7 @@ def check(a):
     os.makedirs(a.workdir, exist_ok=True)
     model_dir = os.path.join(a.workdir, "model")
     exporter = EXPORTERS[a.exporter]
-    export_cmd = [sys.executable, exporter] + (["export"] if a.exporter in ("hf_llama", "opt") else [])
+    export_cmd = [sys.executable, exporter] + (["export"] if a.exporter in ("hf_llama", *OWN_MODULE) else [])
     run(export_cmd + ["--out", model_dir, *a.flags], f"{a.exporter}.py")
     onnx_path = os.path.join(model_dir, "model.onnx")
     plan = os.path.join(a.workdir, "model.hplan")
@@ -109,8 +112,8 @@ def check(a):
     if a.explain_contains:
         print(f"PASS: --explain says each of {a.explain_contains}")
     torch_json = os.path.join(a.workdir, "torch.json")
-    # The PyTorch module behind the file: OPT's own, hf_llama.py's for every Llama form.
-    reference = exporter if a.exporter == "opt" else HF_LLAMA
+    # The PyTorch module behind the file: OPT's and GPT-NeoX's own, hf_llama.py's for every Llama form.
+    reference = exporter if a.exporter in OWN_MODULE else HF_LLAMA
     run([sys.executable, reference, "reference", "--model-dir", model_dir, *prompt_flags(),
          "--max-new", str(a.max_new), "--out", torch_json], f"{os.path.basename(reference)} reference")
     hetc_json = os.path.join(a.workdir, "hetc.json")
@@ -139,8 +142,9 @@ def main(argv=None):
                    help="float16 exports: a differing token where the reference's top-2 gap is "
                         "<= GAP is reported as a near tie (compare.py)")
     p.add_argument("--exporter", choices=sorted(EXPORTERS), default="hf_llama",
-                   help="which exporter writes the model; both leave a directory that "
-                        "hf_llama.py reference decodes in PyTorch")
+                   help="which exporter writes the model; opt and gpt_neox decode with their own "
+                        "reference command, the others leave a directory that hf_llama.py "
+                        "reference decodes in PyTorch")
     p.add_argument("--expect-refusal", metavar="TEXT")
     p.add_argument("--explain-contains", metavar="TEXT", action="append", default=[],
                    help="compile with --explain, whose output must contain TEXT (repeatable)")

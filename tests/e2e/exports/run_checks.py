@@ -62,6 +62,11 @@ VARIANTS = [
     ("llama-fused-qkv-slice", "hf_llama", ["--fused-qkv", "slice"], 1e-4, "pass"),
     ("opt", "opt", [], 1e-4, "pass"),
     ("opt-3layers-8heads", "opt", ["--layers", "3", "--heads", "8", "--ffn", "384"], 1e-4, "pass"),
+    ("gpt-neox", "gpt_neox", [], 1e-4, "pass"),
+    ("gpt-neox-sequential-matmul-cache", "gpt_neox", ["--no-parallel-residual", "--scores", "matmul",
+                                                      "--rope-cache"], 1e-4, "pass"),
+    ("gpt-neox-triu-gelu-new", "gpt_neox", ["--mask-style", "triu", "--hidden-act", "gelu_new",
+                                            "--rotary-pct", "0.5"], 1e-4, "pass"),
     ("genai-fp32", "ort_genai", ["--dtype", "float32"], 1e-4, "refused"),
     ("genai-fp32-unshuffled", "ort_genai", ["--no-shuffle"], 1e-4, "refused"),
     ("genai-fp32-gqa-inputs", "ort_genai", ["--gqa-inputs"], 1e-4, "refused"),
@@ -98,14 +103,14 @@ def prompt_args(prompts):
 def export(exporter, flags, out):
     if exporter == "hf_llama":
         run([PY, os.path.join(EXPORTS, "hf_llama.py"), "export", "--out", out, *flags], "export")
-    elif exporter == "opt":
-        run([PY, os.path.join(EXPORTS, "opt.py"), "export", "--out", out, *flags], "export")
+    elif exporter in ("opt", "gpt_neox"):
+        run([PY, os.path.join(EXPORTS, f"{exporter}.py"), "export", "--out", out, *flags], "export")
     else:
         run([PY, os.path.join(EXPORTS, "ort_genai_llama.py"), "--out", out, *flags], "build")
 
 
 def reference(exporter, model_dir, prompts, max_new, out):
-    script = "opt.py" if exporter == "opt" else "hf_llama.py"
+    script = f"{exporter}.py" if exporter in ("opt", "gpt_neox") else "hf_llama.py"
     run([PY, os.path.join(EXPORTS, script), "reference", "--model-dir", model_dir, *prompt_args(prompts),
          "--max-new", max_new, "--out", out], "reference")
 
