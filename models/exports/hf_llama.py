@@ -13,7 +13,8 @@ present.{i}.key/value), DIR/config.json and DIR/weights.pt (the state_dict). ref
 the module from config.json and weights.pt and decodes greedily in float32.
 
 Semantics, as transformers has them:
-  * RMSNorm in float32: hidden.pow(2).mean(-1, keepdim=True), rsqrt(var + eps), weight * hidden;
+  * RMSNorm in float32: hidden.pow(2).mean(-1, keepdim=True), rsqrt(var + eps), weight * hidden
+    (--norm layer: nn.LayerNorm with a bias, StableLM 2's);
   * rotary embedding computed inside the graph from the `inv_freq` buffer and position_ids
     (freqs = inv_freq[None, :, None] @ position_ids[:, None, :].float(), emb = cat(freqs, freqs));
     --rope-cache instead gathers rows of cos/sin tables built at construction (older versions);
@@ -100,6 +101,8 @@ class Config:
     # Gemma (modeling_gemma.py) and Gemma 2 (modeling_gemma2.py).
     embedding_scale: bool = False  # embeddings * sqrt(hidden_size)
     norm_offset: bool = False      # GemmaRMSNorm: * (1 + weight), the weight stored zero-centred
+    # rms (Llama) or layer: nn.LayerNorm with a bias for every norm (StableLM 2's layers).
+    norm_type: str = "rms"
     attn_logit_softcapping: Optional[float] = None   # scores = tanh(scores / C) * C
     final_logit_softcapping: Optional[float] = None  # logits = tanh(logits / C) * C
     query_pre_attn_scalar: Optional[float] = None    # scale S ** -0.5 (default head_dim ** -0.5)
@@ -124,6 +127,8 @@ class Config:
         """Raises ValueError for forms that do not combine."""
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"unknown hidden_act {self.hidden_act!r} (one of {', '.join(ACTIVATIONS)})")
+        if self.norm_type not in ("rms", "layer") or (self.norm_type == "layer" and self.norm_offset):
+            raise ValueError(f"norm_type is rms or layer (without --norm-offset), not {self.norm_type!r}")
         if self.sliding_window_layers not in ("all", "even"):
             raise ValueError(f"sliding_window_layers is all or even, not {self.sliding_window_layers!r}")
         if self.sandwich_norms and self.parallel_residual != "none":
@@ -141,6 +146,7 @@ class Config:
         Llama layer only)."""
         forms = {"--parallel-residual": self.parallel_residual != "none", "--qk-norm": self.qk_norm,
                  "--embedding-scale": self.embedding_scale, "--norm-offset": self.norm_offset,
+                 "--norm": self.norm_type != "rms",
                  "--hidden-act": self.hidden_act != "silu",
                  "--attn-softcap": self.attn_logit_softcapping is not None,
                  "--final-softcap": self.final_logit_softcapping is not None,
@@ -191,6 +197,9 @@ class GemmaRMSNorm(nn.Module):
 
 
 def make_norm(config: "Config", dim: int) -> nn.Module:
+    if config.norm_type == "layer":
+        # StableLM 2: nn.LayerNorm(hidden, eps=layer_norm_eps), with a bias.
+        return nn.LayerNorm(dim, eps=config.rms_norm_eps)
     if config.norm_offset:
         return GemmaRMSNorm(dim, config.rms_norm_eps)
     return RMSNorm(dim, config.rms_norm_eps)
@@ -649,6 +658,8 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fused-qkv", choices=("none", "split", "slice"), default="none",
                    help="q, k and v from one projection, cut by Split (GPT-2's c_attn.split) or "
                         "by Slices of the last axis (Phi-3's qkv_proj)")
+    p.add_argument("--norm", choices=("rms", "layer"), default="rms",
+                   help="layer: every norm an nn.LayerNorm with a bias (StableLM 2)")
     p.add_argument("--qk-norm", action="store_true",
                    help="RMSNorm over each head of q and of k before the rotation (Qwen3)")
     p.add_argument("--parallel-residual", choices=("none", "two-norms", "shared-norm"),
@@ -698,7 +709,7 @@ def config_from_args(a) -> Config:
         sliding_window=a.sliding_window, mask_style=a.mask_style, mask_value=a.mask_value,
         rope_form="cache" if a.rope_cache else "inline", rope_interleaved=a.interleaved_rope,
         attention=a.attention, linear=a.linear, fused_qkv=a.fused_qkv,
-        parallel_residual=a.parallel_residual, qk_norm=a.qk_norm, seed=a.seed)
+        parallel_residual=a.parallel_residual, qk_norm=a.qk_norm, norm_type=a.norm, seed=a.seed)
     gemma = a.gemma
     if gemma:
         # The preset, then the flags given, which override it.

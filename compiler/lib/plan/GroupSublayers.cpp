@@ -4,8 +4,10 @@
 // final norm feeds lm_head. A feed-forward sublayer is gated (gate and up linears, swiglu, down)
 // or not (fc1, activation, fc2). A parallel layer, whose feed-forward reads the layer's input
 // rather than the attention's sum, is first rewritten to that sequence (sequenceParallelLayers).
-// Names play no part, so a renamed or reordered export groups the same way. The norms and feed-forwards name the model's architecture: rms_norm and swiglu
-// "llama", layer_norm and activation "opt"; a model mixing them is refused.
+// Names play no part, so a renamed or reordered export groups the same way. The feed-forwards
+// name the model's architecture, gated (swiglu) "llama", not gated (activation) "opt", and must
+// all be of one kind; the norms may be rms_norm or layer_norm in either (StableLM 2: LayerNorm
+// and SwiGLU).
 #include "hetc/compiler/Passes.h"
 #include "hetc/compiler/PlanAttributes.h"
 
@@ -46,9 +48,9 @@ float normEpsilon(Operation *norm) {
   return cast<LayerNormOp>(norm).getEpsilon().convertToFloat();
 }
 
-// The architecture a norm or a feed-forward's activation (swiglu or activation) stands for.
+// The architecture a feed-forward's activation stands for: gated (swiglu) or not (activation).
 Architecture architectureOf(Operation *op) {
-  return isa<RmsNormOp, SwiGluOp>(op) ? Architecture::Llama : Architecture::Opt;
+  return isa<SwiGluOp>(op) ? Architecture::Llama : Architecture::Opt;
 }
 
 // The ops from a sublayer's norm to its residual add, both included.
@@ -502,15 +504,21 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
       intermediate = size;
     }
   }
-  // Every norm and feed-forward of the model names one architecture, the final norm's.
-  const Architecture architecture = architectureOf(finalNorm);
-  for (Operation *op : ops)
-    if ((asNorm(op) || isa<SwiGluOp, ActivationOp>(op)) && architectureOf(op) != architecture)
+  // Every feed-forward of the model is of one kind, the first's.
+  Operation *firstFeedForward = nullptr;
+  for (Operation *op : ops) {
+    if (!isa<SwiGluOp, ActivationOp>(op))
+      continue;
+    if (!firstFeedForward)
+      firstFeedForward = op;
+    else if (architectureOf(op) != architectureOf(firstFeedForward))
       return op->emitOpError()
-             << "does not fit a model whose final norm is hetc." << normName(finalNorm)
-             << "; hetc plans llama decoders (hetc.rms_norm, gated feed-forwards with "
-                "hetc.swiglu) and opt decoders (hetc.layer_norm, feed-forwards with "
-                "hetc.activation)";
+             << "is a " << (isa<SwiGluOp>(op) ? "gated" : "non-gated")
+             << " feed-forward, but layer 0's is "
+             << (isa<SwiGluOp>(firstFeedForward) ? "gated" : "not")
+             << "; hetc plans decoders whose feed-forwards are all of one kind";
+  }
+  const Architecture architecture = architectureOf(firstFeedForward);
   auto headWeight = cast<RankedTensorType>(lmHead.getW().getType());
   if (headWeight.getDimSize(0) != hidden || headWeight.getDimSize(1) != vocab)
     return lmHead.emitOpError() << "weight is " << headWeight << ", expected [" << hidden << ", "
