@@ -615,7 +615,10 @@ private:
         rule.inputs = 2;
       const LayerNormParamsDef *layerNorm =
           op->kind() == OpKindDef::LayerNorm ? op->params_as_LayerNormParamsDef() : nullptr;
-      const bool bias = (linear && linear->bias()) || (layerNorm && layerNorm->bias());
+      const LmHeadParamsDef *lmHead =
+          op->kind() == OpKindDef::LmHead ? op->params_as_LmHeadParamsDef() : nullptr;
+      const bool bias = (linear && linear->bias()) || (layerNorm && layerNorm->bias()) ||
+                        (lmHead && lmHead->bias());
       if (bias)
         rule.weights = 2;
       // An Embedding with learned positions reads them as a second weight (1.10).
@@ -818,6 +821,8 @@ private:
     case OpKindDef::Attention:
       return softcap(op.params_as_AttentionParamsDef()->softcap());
     case OpKindDef::LmHead:
+      if (op.params_as_LmHeadParamsDef()->bias() && minor < 16)
+        return newer("a bias");
       return softcap(op.params_as_LmHeadParamsDef()->softcap());
     default:
       return Status();
@@ -970,6 +975,9 @@ private:
       if (buffer(out).cols() != def_.model()->vocab())
         return fail(opText(i), " writes ", buffer(out).cols(), " columns but the model vocab is ",
                     def_.model()->vocab());
+      if (op.params_as_LmHeadParamsDef()->bias())
+        if (Status status = checkF32Vector(i, weight(1), def_.model()->vocab(), "bias"); !status)
+          return status;
       return checkLinearWeight(i, weight(0), buffer(in(0)).cols(), buffer(out).cols(), true);
     }
     return Status();

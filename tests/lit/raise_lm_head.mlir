@@ -59,3 +59,16 @@ func.func @softcap(%x: tensor<?x?x8xf32>) -> (tensor<?x?x32xf32> {hetc.name = "l
   %m = hetc.onnx.node "Mul"(%c, %t) {node_name = "cap/Mul"} : (tensor<f32>, tensor<?x?x32xf32>) -> tensor<?x?x32xf32>
   return %m : tensor<?x?x32xf32>
 }
+
+// -----
+
+// An lm_head with a bias (Phi-2's, GPT-J's): the bias comes along.
+// CHECK-LABEL: func.func @bias
+// CHECK: %[[B:.*]] = hetc.weight "lm_head.bias"
+// CHECK: hetc.lm_head %{{.*}}, %{{.*}}, %[[B]]
+func.func @bias(%x: tensor<?x?x8xf32>) -> (tensor<?x?x32xf32> {hetc.name = "logits"}) {
+  %w = hetc.weight "lm_head" : tensor<8x32xf32>
+  %b = hetc.weight "lm_head.bias" : tensor<32xf32>
+  %l = hetc.linear %x, %w, %b : (tensor<?x?x8xf32>, tensor<8x32xf32>, tensor<32xf32>) -> tensor<?x?x32xf32>
+  return %l : tensor<?x?x32xf32>
+}

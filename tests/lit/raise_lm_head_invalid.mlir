@@ -23,14 +23,3 @@ func.func @scaled_cap(%x: tensor<?x?x8xf32>) -> (tensor<?x?x32xf32> {hetc.name =
   %m = hetc.onnx.node "Mul"(%t, %two) {node_name = "final/Mul"} : (tensor<?x?x32xf32>, tensor<f32>) -> tensor<?x?x32xf32>
   return %m : tensor<?x?x32xf32>
 }
-
-// -----
-
-// An lm_head with a bias (GPT-J, Phi-2): named, not raised without it.
-func.func @bias(%x: tensor<?x?x8xf32>) -> (tensor<?x?x32xf32> {hetc.name = "logits"}) {
-  %w = hetc.weight "lm_head" : tensor<8x32xf32>
-  %b = hetc.weight "lm_head.bias" : tensor<32xf32>
-  // expected-error @+1 {{the linear that produces the logits adds a bias, which hetc.lm_head does not have}}
-  %l = hetc.linear %x, %w, %b : (tensor<?x?x8xf32>, tensor<8x32xf32>, tensor<32xf32>) -> tensor<?x?x32xf32>
-  return %l : tensor<?x?x32xf32>
-}

@@ -89,6 +89,8 @@ struct TinyPlanShape {
   float attention_softcap = 0.0f;
   float logit_softcap = 0.0f;
   uint32_t even_layer_window = 0;
+  // The lm_head adds a bias (LmHeadParamsDef.bias, weights[1] F32 [vocab]), as Phi-2's.
+  bool lm_head_bias = false;
 };
 
 // Gemma 2's forms on the default shape: scaled embeddings, a GELU gate, both soft-caps (small
@@ -623,9 +625,13 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
   }
   LmHeadParamsDefT lmHeadParams;
   lmHeadParams.softcap = shape.logit_softcap;
-  setEmptyParams(
-      linearOp(OpKindDef::LmHead, "lm_head", -1, normed, logits, lmHeadTensor, shape.vocab),
-      lmHeadParams);
+  lmHeadParams.bias = shape.lm_head_bias;
+  OpDefT *lmHead =
+      linearOp(OpKindDef::LmHead, "lm_head", -1, normed, logits, lmHeadTensor, shape.vocab);
+  if (shape.lm_head_bias)
+    lmHead->weights.push_back(addTensor("lm_head.bias", WeightLayoutDef::RowMajor, {shape.vocab},
+                                        DTypeDef::F32, randomValues(shape.vocab, 0.0f, 0.5f)));
+  setEmptyParams(lmHead, lmHeadParams);
   return tiny;
 }
 

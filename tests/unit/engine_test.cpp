@@ -130,7 +130,8 @@ std::vector<double> referenceLogits(const TinyPlan &tiny, const std::vector<int3
       const std::vector<float> w = tiny.tensorValues(op->weights[0]);
       const size_t k = cols(op->inputs[0]);
       const bool lmHead = op->kind == plan::OpKindDef::LmHead;
-      const bool hasBias = !lmHead && op->params.AsLinearParamsDef()->bias;
+      const bool hasBias = lmHead ? op->params.AsLmHeadParamsDef()->bias
+                                  : op->params.AsLinearParamsDef()->bias;
       const std::vector<float> bias =
           hasBias ? tiny.tensorValues(op->weights.at(1)) : std::vector<float>(n, 0.0f);
       const double logitCap = lmHead ? op->params.AsLmHeadParamsDef()->softcap : 0.0;
@@ -337,6 +338,13 @@ TEST(EngineTest, MatchesFullRecomputeReference) {
   // Gemma 2's forms (embedding scale, GeGLU, soft-capped scores and logits, a window on alternate
   // layers) with an unfused swiglu; engine_bf16_test runs them fused.
   shapes.push_back(test::gemmaShape());
+  // Phi-2's lm_head bias, also before a soft-cap.
+  TinyPlanShape lmHeadBias = largerShape();
+  lmHeadBias.lm_head_bias = true;
+  shapes.push_back(lmHeadBias);
+  TinyPlanShape cappedBias = test::gemmaShape();
+  cappedBias.lm_head_bias = true;
+  shapes.push_back(cappedBias);
   for (const TinyPlanShape &shape : shapes) {
     LoadedTinyPlan loaded(shape);
     ASSERT_TRUE(loaded.plan);

@@ -978,6 +978,8 @@ TEST_F(PlanLoaderTest, GemmaParamsAreCheckedAndNewIn1_16) {
       {both(scale(48.0f), older), "has an embedding scale, which schema 1.15 does not have"},
       {both(attentionCap(50.0f), older), "has a softcap, which schema 1.15 does not have"},
       {both(logitCap(30.0f), older), "has a softcap, which schema 1.15 does not have"},
+      {[](TinyPlan &t) { opNamed(t, "lm_head").params.AsLmHeadParamsDef()->bias = true; },
+       "has 1 weights; a LmHead op with a bias takes 2"},
       {both(gate(ActivationFunctionDef::GeluTanh), older),
        "has a gate function other than silu, which schema 1.15 does not have"},
   };

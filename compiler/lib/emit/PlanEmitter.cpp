@@ -1176,10 +1176,15 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
             plan::LmHeadParamsDefT params;
             if (std::optional<APFloat> cap = lmHead.getSoftcap())
               params.softcap = cap->convertToFloat();
+            params.bias = static_cast<bool>(lmHead.getBias());
             def->params.Set(std::move(params));
             if (def->outputs.size() == 1)
               plan_.logits_buffer = def->outputs[0];
-            return addWeight(lmHead.getW(), lmHeadLayout(), "lm_head.weight");
+            if (failed(addWeight(lmHead.getW(), lmHeadLayout(), "lm_head.weight")))
+              return failure();
+            // A bias is weights[1], f32 [vocab] (1.16).
+            return lmHead.getBias() ? addWeight(lmHead.getBias(), rowMajor, "lm_head.bias")
+                                    : success();
           })
           .Default([&](Operation *) { return fail(def->name + " is not an LLM op"); });
   if (failed(result))

@@ -82,7 +82,8 @@ std::string summary(Operation *op) {
   } else if (isa<AddOp>(op)) {
     os << "add";
   } else if (auto head = dyn_cast<LmHeadOp>(op)) {
-    os << "lm_head " << features(head.getW(), 0) << " -> " << features(head.getW(), 1);
+    os << "lm_head " << features(head.getW(), 0) << " -> " << features(head.getW(), 1)
+       << (head.getBias() ? " + bias" : "");
     if (std::optional<APFloat> cap = head.getSoftcap())
       os << ", logits soft-capped at " << printed(cap->convertToFloat(), 6);
   } else {

@@ -52,14 +52,9 @@ struct RaiseLmHeadPass : public hetc::impl::RaiseLmHeadBase<RaiseLmHeadPass> {
       }
       softcap = FloatAttr::get(Float32Type::get(&getContext()), form->cap);
     }
-    if (linear.getBias()) {
-      linear.emitError() << "the linear that produces the logits adds a bias, which hetc.lm_head "
-                            "does not have";
-      return signalPassFailure();
-    }
     OpBuilder builder(linear);
     auto head = builder.create<LmHeadOp>(linear.getLoc(), linear.getType(), linear.getX(),
-                                         linear.getW(), softcap);
+                                         linear.getW(), linear.getBias(), softcap);
     linear.getResult().replaceAllUsesWith(head.getResult());
     linear.erase();
     // The soft-cap's nodes now compute what the lm_head returns: the output reads it directly.

@@ -154,6 +154,12 @@ static LogicalResult checkSoftCap(Operation *op, std::optional<APFloat> cap) {
 LogicalResult LmHeadOp::verify() {
   if (failed(checkSoftCap(*this, getSoftcap())))
     return failure();
+  if (Value bias = getBias()) {
+    auto type = cast<RankedTensorType>(bias.getType());
+    auto w = cast<RankedTensorType>(getW().getType());
+    if (type.getRank() != 1 || w.getRank() != 2 || type.getDimSize(0) != w.getDimSize(1))
+      return emitOpError() << "bias must be [vocab], got " << type << " for weight " << w;
+  }
   return checkMatrixWeight(*this, getX(), getW(), getResult());
 }
 

@@ -295,6 +295,8 @@ void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread,
     }
     for (size_t i = 0; i < step.logitsCount; ++i) {
       float *values = window + i * grain;
+      if (a.bias)
+        a.addKernel(values, 0, a.bias + begin, 0, end - begin, values, 0, 0, 1);
       // Capped before the argmax: capping is monotonic, but may round neighbours to one value,
       // and the first of those is the answer.
       if (a.softcap > 0)
@@ -306,12 +308,18 @@ void runLmHeadArgmax(const LmHeadArgs &a, const StepRows &step, unsigned thread,
   }
 }
 
-// Columns [begin, end) of every logits row of the step soft-capped, once written.
-void softCapLogits(const LmHeadArgs &a, const StepRows &step, size_t begin, size_t end) {
-  if (a.softcap > 0)
-    for (size_t i = 0; i < step.logitsCount; ++i)
-      kernels::softCap(a.softcap, a.out.data + step.logitsOutputRows[i] * a.out.stride + begin,
-                       end - begin);
+// Columns [begin, end) of every logits row of the step, once written: the bias added, then the
+// soft-cap.
+void finishLogits(const LmHeadArgs &a, const StepRows &step, size_t begin, size_t end) {
+  if (!a.bias && !(a.softcap > 0))
+    return;
+  for (size_t i = 0; i < step.logitsCount; ++i) {
+    float *row = a.out.data + step.logitsOutputRows[i] * a.out.stride + begin;
+    if (a.bias)
+      a.addKernel(row, 0, a.bias + begin, 0, end - begin, row, 0, 0, 1);
+    if (a.softcap > 0)
+      kernels::softCap(a.softcap, row, end - begin);
+  }
 }
 
 // The logits columns [begin, end) of tasks [firstTask, lastTask), written to their rows.
@@ -362,7 +370,7 @@ void runLmHead(const OpArgs &base, const StepRows &step, unsigned thread, unsign
   if (begin >= end)
     return;
   writeLogits(a, step, thread, firstTask, lastTask, begin, end);
-  softCapLogits(a, step, begin, end);
+  finishLogits(a, step, begin, end);
 }
 
 void runConvertRowsBf16(const OpArgs &base, const StepRows &step, unsigned thread,
@@ -616,7 +624,17 @@ Status resolveLmHead(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   a.integer = weight.integer;
   a.vocab = weight.n;
   // Finite and >= 0: the loader checked. Before 1.16 an LmHead's params were empty.
-  a.softcap = op.params_as_LmHeadParamsDef() ? op.params_as_LmHeadParamsDef()->softcap() : 0.0f;
+  const plan::LmHeadParamsDef *params = op.params_as_LmHeadParamsDef();
+  a.softcap = params ? params->softcap() : 0.0f;
+  a.addKernel = setup.vector->add;
+  if (params && params->bias()) {
+    const flatbuffers::Vector<uint64_t> *shape = nullptr;
+    if (Status s = resolver.weight(1, WeightLayoutDef::RowMajor, 1, a.bias, shape); !s)
+      return s;
+    if (shape->Get(0) != a.vocab)
+      return resolver.fail("bias has " + std::to_string(shape->Get(0)) + " elements for " +
+                           std::to_string(a.vocab) + " logits");
+  }
   if (resolver.overlaps(op.inputs()->Get(0), op.outputs()->Get(0)))
     return resolver.fail("output overlaps the input");
   columnTasks(op, a.vocab, a.weightBf16 || a.integer.present(), a.taskCount, a.taskGrain);

@@ -8,6 +8,7 @@
 
 #include "codegen/cpu/linear/LinearInt4.h"
 #include "codegen/cpu/linear/LinearInt8.h"
+#include "codegen/cpu/vector/VectorKernels.h"
 
 #include <cstdint>
 #include <memory>
@@ -81,6 +82,8 @@ struct LmHeadArgs : OpArgs {
   Rows in, out; // out: the plan's logits buffer [max_batch, vocab]
   size_t vocab = 0;
   float softcap = 0; // logits soft-capped, cap * tanh(logit / cap) (Gemma 2); 0: none
+  const float *bias = nullptr; // f32 [vocab] added to the logits before the cap (Phi-2); or null
+  kernels::AddKernel addKernel = nullptr;
   size_t taskCount = 1, taskGrain = 1;  // column tasks
   const float *weight = nullptr;        // f32 [vocab, K], or
   const uint16_t *weightBf16 = nullptr; // packed BF16, run by `linear`

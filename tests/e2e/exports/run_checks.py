@@ -67,6 +67,10 @@ VARIANTS = [
                                                       "--rope-cache"], 1e-4, "pass"),
     ("gpt-neox-triu-gelu-new", "gpt_neox", ["--mask-style", "triu", "--hidden-act", "gelu_new",
                                             "--rotary-pct", "0.5"], 1e-4, "pass"),
+    ("phi", "phi", [], 1e-4, "pass"),
+    ("phi-gqa-no-lm-head-bias", "phi", ["--no-lm-head-bias", "--kv-heads", "2"], 1e-4, "pass"),
+    ("falcon", "falcon", [], 1e-4, "pass"),
+    ("falcon-new-arch-kv2", "falcon", ["--new-decoder-architecture", "--kv-heads", "2"], 1e-4, "pass"),
     ("genai-fp32", "ort_genai", ["--dtype", "float32"], 1e-4, "refused"),
     ("genai-fp32-unshuffled", "ort_genai", ["--no-shuffle"], 1e-4, "refused"),
     ("genai-fp32-gqa-inputs", "ort_genai", ["--gqa-inputs"], 1e-4, "refused"),
@@ -103,14 +107,14 @@ def prompt_args(prompts):
 def export(exporter, flags, out):
     if exporter == "hf_llama":
         run([PY, os.path.join(EXPORTS, "hf_llama.py"), "export", "--out", out, *flags], "export")
-    elif exporter in ("opt", "gpt_neox"):
+    elif exporter in ("opt", "gpt_neox", "phi", "falcon"):
         run([PY, os.path.join(EXPORTS, f"{exporter}.py"), "export", "--out", out, *flags], "export")
     else:
         run([PY, os.path.join(EXPORTS, "ort_genai_llama.py"), "--out", out, *flags], "build")
 
 
 def reference(exporter, model_dir, prompts, max_new, out):
-    script = f"{exporter}.py" if exporter in ("opt", "gpt_neox") else "hf_llama.py"
+    script = f"{exporter}.py" if exporter in ("opt", "gpt_neox", "phi", "falcon") else "hf_llama.py"
     run([PY, os.path.join(EXPORTS, script), "reference", "--model-dir", model_dir, *prompt_args(prompts),
          "--max-new", max_new, "--out", out], "reference")
 

@@ -393,9 +393,9 @@ def Hetc_AddOp : Hetc_LlmOp<"add", ["getActivationOperandPositions"]> {
 def Hetc_LmHeadOp : Hetc_LlmOp<"lm_head"> {
   let summary = "the final projection to vocabulary logits";
   let description = [{
-    `result = x @ w` with `w : [hidden, vocab]`, or with `softcap = c`, c * tanh((x @ w) / c)
-    (Gemma 2's final_logit_softcapping). Only the rows whose logits are asked for (the last
-    token of each sequence in a step) are computed at run time.
+    `result = x @ w (+ bias)` with `w : [hidden, vocab]` and `bias : [vocab]` (Phi-2's), or with
+    `softcap = c`, c * tanh(that / c) (Gemma 2's final_logit_softcapping). Only the rows whose
+    logits are asked for (the last token of each sequence in a step) are computed at run time.
 
     Example:
     ```mlir
@@ -403,9 +403,12 @@ def Hetc_LmHeadOp : Hetc_LlmOp<"lm_head"> {
                 : (tensor<?x?x64xf32>, tensor<64x256xf32>) -> tensor<?x?x256xf32>
     ```
   }];
-  let arguments = (ins AnyTensor:$x, AnyRankedTensor:$w, OptionalAttr<F32Attr>:$softcap);
+  let arguments = (ins AnyTensor:$x, AnyRankedTensor:$w, Optional<AnyRankedTensor>:$bias,
+                       OptionalAttr<F32Attr>:$softcap);
   let results = (outs AnyTensor:$result);
-  let assemblyFormat = "$x `,` $w attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $x `,` $w (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 
