@@ -236,3 +236,30 @@ func.func @per_head_packed(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf3
   %v = hetc.onnx.node "Slice"(%h, %eight, %end, %last) {node_name = "v/Slice"} : (tensor<?x?x2x12xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
   return %q, %k, %v : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// Falcon's multi-query query_key_value split by heads: the output reshaped to [.., 2 + 2, 4] and
+// read by a Slice of the first two heads and Gathers of heads -2 and -1 (1-D indices keep the
+// axis): runs of columns, no stride, reshaped to [.., 2, 4] and [.., 1, 4].
+// CHECK-LABEL: func.func @falcon_heads
+// CHECK-DAG: hetc.weight "qkv" {columns = array<i64: 0, 8>} : tensor<8x8xf32>
+// CHECK-DAG: hetc.weight "qkv" {columns = array<i64: 8, 12>} : tensor<8x4xf32>
+// CHECK-DAG: hetc.weight "qkv" {columns = array<i64: 12, 16>} : tensor<8x4xf32>
+// CHECK-DAG: hetc.constant dense<[0, 0, 1, 4]> : tensor<4xi64>
+// CHECK-NOT: "Gather"
+// CHECK-NOT: "Slice"
+func.func @falcon_heads(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %w = hetc.weight "qkv" : tensor<8x16xf32>
+  %shape = hetc.constant dense<[0, 0, 4, 4]> : tensor<4xi64>
+  %zero = hetc.constant dense<0> : tensor<1xi64>
+  %minus2 = hetc.constant dense<-2> : tensor<1xi64>
+  %axis = hetc.constant dense<2> : tensor<1xi64>
+  %last = hetc.constant dense<-1> : tensor<1xi64>
+  %y = hetc.onnx.node "MatMul"(%x, %w) {node_name = "qkv/MatMul"} : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %h = hetc.onnx.node "Reshape"(%y, %shape) {node_name = "qkv/Reshape"} : (tensor<?x?x16xf32>, tensor<4xi64>) -> tensor<?x?x4x4xf32>
+  %q = hetc.onnx.node "Slice"(%h, %zero, %minus2, %axis) {node_name = "q/Slice"} : (tensor<?x?x4x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<*xf32>
+  %k = hetc.onnx.node "Gather"(%h, %minus2) {node_name = "k/Gather", onnx_attrs = {axis = 2 : i64}} : (tensor<?x?x4x4xf32>, tensor<1xi64>) -> tensor<*xf32>
+  %v = hetc.onnx.node "Gather"(%h, %last) {node_name = "v/Gather", onnx_attrs = {axis = 2 : i64}} : (tensor<?x?x4x4xf32>, tensor<1xi64>) -> tensor<*xf32>
+  return %q, %k, %v : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}

@@ -12,6 +12,7 @@
 //              or Unsqueeze(Gather(table, position_ids), 1) from cos/sin tables [positions, D]
 //              (transformers before 4.38), whose frequencies are recovered from their values
 //   repeat_kv(x) = Reshape(Expand(Unsqueeze(x, 2), [.., .., n_rep, .., ..]), [B, H, T, D]) or x
+//                  (or, with one KV head, x broadcast by the products: Falcon's multi-query)
 //
 // Without RoPE (OPT, GPT-2) q4 and k4 are the heads split alone; a scale may multiply the flat q
 // (OPT's q_proj(x) * scaling). OPT's bmm form computes the same products on batch and heads
@@ -1143,7 +1144,12 @@ private:
         heads % kvHeads != 0)
       return std::nullopt;
     int64_t nRep = heads / kvHeads;
-    if (kRepeat.nRep != nRep || vRepeat.nRep != nRep)
+    // One KV head needs no repeat_kv: the products broadcast it over the query heads (Falcon's
+    // multi-query attention).
+    auto repeats = [&](const RepeatKv &repeat) {
+      return repeat.nRep == nRep || (kvHeads == 1 && repeat.nRep == 1 && !flat);
+    };
+    if (!repeats(kRepeat) || !repeats(vRepeat))
       return std::nullopt;
     for (Value repeated : {kT->getOperand(0), vRep})
       if (nRep != 1)

@@ -10,9 +10,11 @@
 // in three, ONNX Runtime GenAI's qkv_proj) becomes one linear per piece over that piece's columns
 // of the weight and bias (hetc.weight `columns`). The pieces are a Split of the last axis, or
 // Slices of it with step 1; the linears read the same input, so nothing is computed twice.
-// GPT-NeoX's query_key_value is per head, `[heads, 3, head_dim]` per token: its output reshaped
-// to [.., heads, 3 * head_dim] and sliced on that last axis; each piece is the linear over those
-// columns of every head (a strided `columns`), reshaped to [.., heads, head_dim].
+// A packed projection reshaped to cut its features into trailing dimensions and read a range of
+// one of them (GPT-NeoX's query_key_value, [heads, 3 * head_dim] per token, sliced on the last
+// axis; Falcon's [heads + 2, head_dim], a Slice and two Gathers of heads; its new architecture's
+// [groups, heads per group + 2, head_dim]): each piece is the linear over those columns (of every
+// group: a strided `columns`), reshaped as the piece was.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 
@@ -133,24 +135,91 @@ Value sliceColumns(Value weight, int64_t begin, int64_t end, int64_t period, OpB
                                     DenseElementsAttr::get(sliceType, columns));
 }
 
-// The group length when `reshape` cuts the last dimension (`n` features) of a linear's result into
-// [groups, period], keeping the leading dimensions (a 0 or their size each, one -1 at most);
-// nullopt otherwise.
-std::optional<int64_t> groupedColumns(OnnxNodeOp reshape, int64_t n) {
+// A Reshape of a linear's result that keeps its leading dimensions (a 0 or their size each, or
+// one -1) and cuts the last, n features, into trailing dimensions (their product n; one may be
+// -1): GPT-NeoX's [.., heads, 3 * head_dim], Falcon's [.., heads + 2, head_dim] and its new
+// architecture's [.., groups, heads per group + 2, head_dim].
+struct ColumnGroups {
+  SmallVector<int64_t> target; // the Reshape's target, the trailing -1 resolved
+  int64_t lead = 0;            // leading dimensions kept
+};
+std::optional<ColumnGroups> groupedColumns(OnnxNodeOp reshape, int64_t n) {
   if (reshape.getOpType() != "Reshape" || reshape->getNumOperands() != 2)
     return std::nullopt;
   std::optional<SmallVector<int64_t>> target = intValues(reshape->getOperand(1));
   const int64_t rank = rankOf(reshape->getOperand(0));
-  if (!target || rank < 2 || static_cast<int64_t>(target->size()) != rank + 1)
+  if (!target || rank < 2 || static_cast<int64_t>(target->size()) < rank + 1)
     return std::nullopt;
-  const int64_t groups = (*target)[rank - 1], period = target->back();
-  if (groups <= 0 || period <= 0 || groups * period != n)
-    return std::nullopt;
-  for (int64_t d = 0; d + 1 < rank; ++d)
-    if ((*target)[d] == 0 ? intAttr(reshape, "allowzero").value_or(0) != 0
-                          : !((*target)[d] == -1 || (*target)[d] > 0))
+  ColumnGroups groups{*target, rank - 1};
+  int64_t known = 1, unknown = -1;
+  for (int64_t d = groups.lead; d < static_cast<int64_t>(target->size()); ++d) {
+    const int64_t size = (*target)[d];
+    if (size == -1 && unknown < 0)
+      unknown = d;
+    else if (size > 0)
+      known *= size;
+    else
       return std::nullopt;
-  return period;
+  }
+  if (unknown >= 0) {
+    if (known == 0 || n % known != 0)
+      return std::nullopt;
+    groups.target[unknown] = n / known;
+  } else if (known != n) {
+    return std::nullopt;
+  }
+  for (int64_t d = 0; d < groups.lead; ++d)
+    if ((*target)[d] == 0 ? intAttr(reshape, "allowzero").value_or(0) != 0
+                          : !(((*target)[d] == -1 && unknown < 0) || (*target)[d] > 0))
+      return std::nullopt;
+  return groups;
+}
+
+// What one reader takes of a trailing axis of the grouped columns: indices [begin, end) of axis
+// `axis` (of the reshaped value), and whether the axis stays (a Slice, a Gather of a 1-D index)
+// or goes (a Gather of a scalar).
+struct AxisPiece {
+  int64_t axis = 0, begin = 0, end = 0;
+  bool keepsAxis = true;
+};
+std::optional<AxisPiece> axisPiece(OnnxNodeOp node, const ColumnGroups &groups) {
+  const int64_t rank = static_cast<int64_t>(groups.target.size());
+  auto normalized = [&](int64_t axis) { return axis < 0 ? axis + rank : axis; };
+  auto inTrailing = [&](int64_t axis) { return axis >= groups.lead && axis < rank; };
+  if (node.getOpType() == "Gather" && node->getNumOperands() == 2) {
+    const int64_t axis = normalized(intAttr(node, "axis").value_or(0));
+    std::optional<SmallVector<int64_t>> index = intValues(node->getOperand(1));
+    auto type = dyn_cast<RankedTensorType>(node->getOperand(1).getType());
+    if (!inTrailing(axis) || !index || index->size() != 1 || !type || type.getRank() > 1)
+      return std::nullopt;
+    const int64_t size = groups.target[axis];
+    const int64_t at = (*index)[0] < 0 ? (*index)[0] + size : (*index)[0];
+    if (at < 0 || at >= size)
+      return std::nullopt;
+    return AxisPiece{axis, at, at + 1, type.getRank() == 1};
+  }
+  if (node.getOpType() != "Slice" || node->getNumOperands() < 4)
+    return std::nullopt;
+  std::optional<SmallVector<int64_t>> starts = intValues(node->getOperand(1)),
+                                      ends = intValues(node->getOperand(2)),
+                                      axes = intValues(node->getOperand(3));
+  std::optional<SmallVector<int64_t>> steps;
+  if (node->getNumOperands() > 4 && !isa<NoneType>(node->getOperand(4).getType()) &&
+      !(steps = intValues(node->getOperand(4))))
+    return std::nullopt;
+  if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 ||
+      axes->size() != 1 || (steps && (steps->size() != 1 || (*steps)[0] != 1)))
+    return std::nullopt;
+  const int64_t axis = normalized((*axes)[0]);
+  if (!inTrailing(axis))
+    return std::nullopt;
+  // ONNX clamps: negative bounds count from the end, then both are clamped to [0, size].
+  const int64_t size = groups.target[axis];
+  auto clamp = [&](int64_t bound) { return std::clamp<int64_t>(bound < 0 ? bound + size : bound, 0, size); };
+  const int64_t begin = clamp((*starts)[0]), end = clamp((*ends)[0]);
+  if (begin >= end)
+    return std::nullopt;
+  return AxisPiece{axis, begin, end, true};
 }
 
 // The column ranges `node` reads of its first operand, one per result, when it is a Split of the
@@ -228,38 +297,48 @@ LinearOp pieceLinear(LinearOp linear, int64_t begin, int64_t end, int64_t period
                                   linear.getX(), w, bias);
 }
 
-// `reshape` cuts the linear's result into groups of `period` columns; each Slice of its last
-// axis becomes the linear over those columns of every group, reshaped to [.., groups, width].
-// Nothing changes unless every reader of the reshape is such a slice.
-void splitHeadPieces(LinearOp linear, OnnxNodeOp reshape, int64_t period, OpBuilder &builder) {
-  SmallVector<std::pair<OnnxNodeOp, std::pair<int64_t, int64_t>>> slices;
+// `reshape` cuts the linear's result into trailing dimensions (groupedColumns); each reader that
+// takes a range of one trailing axis (a Slice, a Gather of one index) becomes the linear over
+// those columns, strided when the axis is not the first trailing one, reshaped as the reader's
+// result is. Nothing changes unless every reader of the reshape is such a piece.
+void splitHeadPieces(LinearOp linear, OnnxNodeOp reshape, const ColumnGroups &groups,
+                     OpBuilder &builder) {
+  const int64_t n = cast<RankedTensorType>(linear.getW().getType()).getDimSize(1);
+  SmallVector<std::pair<OnnxNodeOp, AxisPiece>> pieces;
   for (Operation *user : reshape->getResult(0).getUsers()) {
-    auto slice = dyn_cast<OnnxNodeOp>(user);
-    std::optional<SmallVector<std::pair<int64_t, int64_t>>> pieces =
-        slice && slice.getOpType() == "Slice" && slice->getOperand(0) == reshape->getResult(0)
-            ? columnPieces(slice, period)
-            : std::nullopt;
-    if (!pieces)
-      return;
-    slices.push_back({slice, pieces->front()});
-  }
-  SmallVector<int64_t> target = *intValues(reshape->getOperand(1));
-  for (auto [slice, columns] : slices) {
-    builder.setInsertionPoint(slice);
-    LinearOp piece = pieceLinear(linear, columns.first, columns.second, period, builder);
+    auto node = dyn_cast<OnnxNodeOp>(user);
+    std::optional<AxisPiece> piece = node && node->getOperand(0) == reshape->getResult(0)
+                                         ? axisPiece(node, groups)
+                                         : std::nullopt;
     if (!piece)
       return;
-    target.back() = columns.second - columns.first;
+    pieces.push_back({node, *piece});
+  }
+  for (auto [node, piece] : pieces) {
+    // Within each group of `period` columns (the axis and those after it), the piece's columns.
+    int64_t inner = 1;
+    for (size_t d = piece.axis + 1; d < groups.target.size(); ++d)
+      inner *= groups.target[d];
+    const int64_t period = groups.target[piece.axis] * inner;
+    builder.setInsertionPoint(node);
+    LinearOp linearPiece = pieceLinear(linear, piece.begin * inner, piece.end * inner,
+                                       period == n ? 0 : period, builder);
+    if (!linearPiece)
+      return;
+    SmallVector<int64_t> target(groups.target);
+    target[piece.axis] = piece.end - piece.begin;
+    if (!piece.keepsAxis)
+      target.erase(target.begin() + piece.axis);
     auto shapeType = RankedTensorType::get({static_cast<int64_t>(target.size())},
                                            builder.getI64Type());
     auto shape = builder.create<ConstantOp>(
-        slice->getLoc(), shapeType, DenseElementsAttr::get(shapeType, ArrayRef<int64_t>(target)));
+        node->getLoc(), shapeType, DenseElementsAttr::get(shapeType, ArrayRef<int64_t>(target)));
     auto split = builder.create<OnnxNodeOp>(
-        slice->getLoc(), TypeRange{slice->getResult(0).getType()}, "Reshape",
-        (slice.getNodeName() + "/heads").str(), reshape.getOnnxAttrsAttr(),
-        ValueRange{piece.getResult(), shape});
-    slice->getResult(0).replaceAllUsesWith(split->getResult(0));
-    slice->erase();
+        node->getLoc(), TypeRange{node->getResult(0).getType()}, "Reshape",
+        (node.getNodeName() + "/heads").str(), reshape.getOnnxAttrsAttr(),
+        ValueRange{linearPiece.getResult(), shape});
+    node->getResult(0).replaceAllUsesWith(split->getResult(0));
+    node->erase();
   }
   reshape->erase();
 }
@@ -275,8 +354,8 @@ void splitColumnPieces(LinearOp linear, OpBuilder &builder) {
     if (auto node = dyn_cast<OnnxNodeOp>(user); node && node->getOperand(0) == linear.getResult())
       readers.push_back(node);
   for (OnnxNodeOp node : readers) {
-    if (std::optional<int64_t> period = groupedColumns(node, n)) {
-      splitHeadPieces(linear, node, *period, builder);
+    if (std::optional<ColumnGroups> groups = groupedColumns(node, n)) {
+      splitHeadPieces(linear, node, *groups, builder);
       continue;
     }
     std::optional<SmallVector<std::pair<int64_t, int64_t>>> pieces = columnPieces(node, n);
