@@ -389,9 +389,11 @@ def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool,
         return g.node("GroupQueryAttention", ins,
                       [f"{n}/attn/GroupQueryAttention/output_0", f"present.{i}.key", f"present.{i}.value"],
                       f"{n}/attn/GroupQueryAttention", domain=MS, num_heads=N, kv_num_heads=KV,
-                      scale=float(D ** -0.5), local_window_size=int(c.sliding_window or -1),
+                      scale=float((c.query_pre_attn_scalar or D) ** -0.5),
+                      local_window_size=int(c.sliding_window or -1),
                       do_rotary=int(rotary_in_attention),
-                      rotary_interleaved=interleaved if rotary_in_attention else 0, softcap=0.0)[0]
+                      rotary_interleaved=interleaved if rotary_in_attention else 0,
+                      softcap=float(c.attn_logit_softcapping or 0.0))[0]
 
     return finish_graph(g, c, w, None if rotary_in_attention else rotary, attention, inputs, outputs,
                         "ort_genai_llama.py", packed_qkv=packed_qkv, int4=int4,
@@ -437,8 +439,11 @@ def main(argv=None) -> int:
         config = hf_llama.config_from_args(a)
     except ValueError as e:
         p.error(str(e))
-    if config.forms_beyond_llama():
-        p.error("this exporter writes the Llama layer only, not " + ", ".join(config.forms_beyond_llama()))
+    # GroupQueryAttention's softcap and scale attributes carry Gemma 2's score forms.
+    beyond = [f for f in config.forms_beyond_llama()
+              if f not in ("--attn-softcap", "--query-pre-attn-scalar")]
+    if beyond:
+        p.error("this exporter writes the Llama layer only, not " + ", ".join(beyond))
     if (config.rope_form != "inline" or config.mask_style != "where" or config.mask_value != "finfo-min"
             or config.fused_qkv != "none"):
         p.error("--rope-cache, --mask-style, --mask-value and --fused-qkv describe torch exports; this "

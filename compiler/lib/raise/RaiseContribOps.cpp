@@ -300,9 +300,11 @@ private:
     const int64_t window = intAttr(node, "local_window_size").value_or(-1);
     if (window == 0 || window < -1)
       return refuse(node, "has local_window_size " + Twine(window) + "; -1 or a positive one");
-    if (double softcap = floatAttr(node, "softcap").value_or(0.0); softcap != 0.0)
-      return refuse(node, "caps scores with softcap " + printed(softcap, 6) +
-                              ", which hetc.attention does not do");
+    // softcap = c > 0: scores c * tanh(s / c) after the scale (Gemma 2's, as ONNX Runtime's
+    // kernels apply it), hetc.attention's softcap.
+    const double softcap = floatAttr(node, "softcap").value_or(0.0);
+    if (!(softcap >= 0.0) || !std::isfinite(softcap))
+      return refuse(node, "has softcap " + printed(softcap, 6) + "; 0 or a positive one");
     if (intAttr(node, "smooth_softmax").value_or(0) != 0)
       return refuse(node, "uses a smooth softmax, which hetc.attention does not");
     if (intAttr(node, "causal").value_or(1) != 1)
@@ -377,7 +379,8 @@ private:
         q, k, v, pastK, pastV,
         builder_.getI64IntegerAttr(heads), builder_.getI64IntegerAttr(kvHeads),
         builder_.getI64IntegerAttr(headDim), builder_.getF32FloatAttr(static_cast<float>(scale)),
-        window > 0 ? builder_.getI64IntegerAttr(window) : IntegerAttr(), FloatAttr());
+        window > 0 ? builder_.getI64IntegerAttr(window) : IntegerAttr(),
+        softcap > 0.0 ? builder_.getF32FloatAttr(static_cast<float>(softcap)) : FloatAttr());
     for (unsigned r = 0; r < 3; ++r)
       node->getResult(r).replaceAllUsesWith(attention->getResult(r));
     return true;
