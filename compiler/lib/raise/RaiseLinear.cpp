@@ -333,9 +333,10 @@ void splitHeadPieces(LinearOp linear, OnnxNodeOp reshape, const ColumnGroups &gr
                                            builder.getI64Type());
     auto shape = builder.create<ConstantOp>(
         node->getLoc(), shapeType, DenseElementsAttr::get(shapeType, ArrayRef<int64_t>(target)));
+    // Named as the piece it stands for, so that messages name a node of the source.
     auto split = builder.create<OnnxNodeOp>(
         node->getLoc(), TypeRange{node->getResult(0).getType()}, "Reshape",
-        (node.getNodeName() + "/heads").str(), reshape.getOnnxAttrsAttr(),
+        node.getNodeName(), reshape.getOnnxAttrsAttr(),
         ValueRange{linearPiece.getResult(), shape});
     node->getResult(0).replaceAllUsesWith(split->getResult(0));
     node->erase();
