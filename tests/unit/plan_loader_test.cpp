@@ -1421,6 +1421,24 @@ TEST_F(PlanLoaderTest, InspectShowsTheOptOps) {
   EXPECT_THAT(json.str(), HasSubstr(R"("architecture":"opt")"));
 }
 
+// Gemma 2's forms, each shown on its op: the embedding's scale, the windows and caps of the
+// attention ops (the window on the even layers only), the GELU gate, the lm_head's bias and cap.
+TEST_F(PlanLoaderTest, InspectShowsTheGemmaForms) {
+  TinyPlanShape shape = test::gemmaShape();
+  shape.lm_head_bias = true;
+  TinyPlan tiny = buildTinyPlan(shape);
+  writeAndRead(tiny);
+  auto loaded = Plan::load(path_);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  std::ostringstream json;
+  printPlanJson(**loaded, json);
+  for (const char *expected :
+       {R"("kind":"Embedding","fuses":"scale 5.65685")",
+        R"("kind":"Attention","fuses":"window 5,cap 2")", R"("kind":"Attention","fuses":"cap 2")",
+        R"("kind":"SwiGlu","fuses":"gelu_tanh")", R"("kind":"LmHead","fuses":"bias,cap 1.5")"})
+    EXPECT_THAT(json.str(), HasSubstr(expected));
+}
+
 TEST_F(PlanLoaderTest, InspectShowsTheDevicePlan) {
   TinyPlan tiny = buildTinyPlan();
   test::addDevicePlan(tiny, 0x06, 0x00);

@@ -66,53 +66,88 @@ std::string shapeText(const flatbuffers::Vector<uint64_t> *shape) {
 
 std::string layerText(int32_t index) { return index < 0 ? "-" : std::to_string(index); }
 
+// A plan's activation function by name.
+const char *functionText(ActivationFunctionDef function) {
+  switch (function) {
+  case ActivationFunctionDef::Relu:
+    return "relu";
+  case ActivationFunctionDef::Gelu:
+    return "gelu";
+  case ActivationFunctionDef::GeluTanh:
+    return "gelu_tanh";
+  case ActivationFunctionDef::Silu:
+    return "silu";
+  }
+  return "?";
+}
+
+// A float as short text ("11.3137", "50").
+std::string number(float value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", static_cast<double>(value));
+  return text;
+}
+
+// Joins the non-empty parts with commas; "-" when there are none.
+std::string joined(std::initializer_list<std::string> parts) {
+  std::string out;
+  for (const std::string &part : parts)
+    if (!part.empty())
+      out += (out.empty() ? "" : ",") + part;
+  return out.empty() ? "-" : out;
+}
+
 // The ops an op carries out besides its own: a Linear's bias ("bias") and epilogue ("add", a
-// residual add; "swiglu/gate" or "swiglu/up", a swiglu whose gate or up operand it computes), or
-// the ropes an Attention applies to q and k before writing K into the cache ("rope q,k", with
-// "r16" when it rotates the first 16 columns of each head only and "il" for interleaved pairs)
-// and its sliding window ("window 4096"), a LayerNorm's bias ("bias"), an Activation's function
-// ("relu", "gelu", "gelu_tanh") or the learned positions an Embedding adds ("positions+2", with
-// their offset); "-" for none.
+// residual add; "swiglu/gate" or "swiglu/up", a swiglu whose gate or up operand it computes, with
+// its gate function when it is not silu), the ropes an Attention applies to q and k before
+// writing K into the cache ("rope q,k", with "r16" when it rotates the first 16 columns of each
+// head only and "il" for interleaved pairs), its sliding window ("window 4096") and soft-cap
+// ("cap 50"), a LayerNorm's bias ("bias"), an Activation's or a SwiGlu's function ("relu",
+// "gelu", "gelu_tanh", "silu"), the learned positions an Embedding adds ("positions+2", with
+// their offset) and its scale ("scale 45.2548"), an LmHead's bias and soft-cap; "-" for none.
 std::string fusedText(const OpDef &op) {
   if (const EmbeddingParamsDef *params = op.params_as_EmbeddingParamsDef())
-    return count(op.weights()) > 1 ? "positions+" + std::to_string(params->position_offset()) : "-";
+    return joined({count(op.weights()) > 1
+                       ? "positions+" + std::to_string(params->position_offset())
+                       : "",
+                   params->scale() != 1.0f ? "scale " + number(params->scale()) : ""});
   if (const LayerNormParamsDef *params = op.params_as_LayerNormParamsDef())
     return params->bias() ? "bias" : "-";
-  if (const ActivationParamsDef *params = op.params_as_ActivationParamsDef()) {
-    switch (params->function()) {
-    case ActivationFunctionDef::Relu:
-      return "relu";
-    case ActivationFunctionDef::Gelu:
-      return "gelu";
-    case ActivationFunctionDef::GeluTanh:
-      return "gelu_tanh";
-    }
-    return "?";
-  }
+  if (const ActivationParamsDef *params = op.params_as_ActivationParamsDef())
+    return functionText(params->function());
+  if (const SwiGluParamsDef *params = op.params_as_SwiGluParamsDef())
+    return functionText(params->function());
+  if (const LmHeadParamsDef *params = op.params_as_LmHeadParamsDef())
+    return joined({params->bias() ? "bias" : "",
+                   params->softcap() > 0 ? "cap " + number(params->softcap()) : ""});
   if (op.kind() == OpKindDef::Attention) {
     const AttentionParamsDef *params = op.params_as_AttentionParamsDef();
     if (!params)
       return "-";
-    std::string text = params->sliding_window() ? "window " + std::to_string(params->sliding_window()) : "";
-    if (!params->rope())
-      return text.empty() ? "-" : text;
-    text += (text.empty() ? "" : ",") + std::string("rope q,k");
-    if (params->rope_rotary_dim() != 0 && params->rope_rotary_dim() != params->head_dim())
-      text += " r" + std::to_string(params->rope_rotary_dim());
-    return params->rope_interleaved() ? text + " il" : text;
+    std::string rope;
+    if (params->rope()) {
+      rope = "rope q,k";
+      if (params->rope_rotary_dim() != 0 && params->rope_rotary_dim() != params->head_dim())
+        rope += " r" + std::to_string(params->rope_rotary_dim());
+      if (params->rope_interleaved())
+        rope += " il";
+    }
+    return joined({params->sliding_window() ? "window " + std::to_string(params->sliding_window())
+                                            : "",
+                   params->softcap() > 0 ? "cap " + number(params->softcap()) : "", rope});
   }
   const LinearParamsDef *params =
       op.kind() == OpKindDef::Linear ? op.params_as_LinearParamsDef() : nullptr;
   if (!params)
     return "-";
-  const std::string bias = params->bias() ? "bias" : "";
-  const char *epilogue = params->residual()                        ? "add"
+  std::string epilogue = params->residual()                        ? "add"
                          : params->swiglu() == SwiGluRoleDef::Gate ? "swiglu/gate"
                          : params->swiglu() == SwiGluRoleDef::Up   ? "swiglu/up"
                                                                    : "";
-  if (bias.empty() && !*epilogue)
-    return "-";
-  return bias.empty() ? epilogue : *epilogue ? bias + "," + epilogue : bias;
+  if (params->swiglu() != SwiGluRoleDef::None &&
+      params->swiglu_function() != ActivationFunctionDef::Silu)
+    epilogue += std::string(" ") + functionText(params->swiglu_function());
+  return joined({params->bias() ? "bias" : "", epilogue});
 }
 
 // Totals both printers show.
