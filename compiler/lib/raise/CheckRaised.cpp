@@ -95,7 +95,8 @@ struct CheckRaisedPass : public hetc::impl::CheckRaisedBase<CheckRaisedPass> {
       if (isa<RmsNormOp, LayerNormOp>(reader) && rankOf(reader->getOperand(0)) == 4)
         error << " (" << reader->getName().getStringRef()
               << " over each head of a [batch, sequence, heads, head_dim] value: a per-head norm "
-                 "of q or k, as Qwen3's q_norm and k_norm, which hetc does not run yet)";
+                 "of q or k; hetc runs an rms_norm of each head of a projection split into heads "
+                 "(Qwen3's q_norm and k_norm), not this one)";
       if (Operation *stop = recognitionStop(&op); stop && stop != &op) {
         Operation *read = nullptr;
         for (Value v : stop->getOperands())
