@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -296,3 +297,42 @@ def op_summary(path: str) -> str:
 
 def optional_int(text: Optional[str]) -> Optional[int]:
     return None if text is None else int(text)
+
+
+def exporter_main(argv, doc: str, script: str, add_export_args: Callable, config_from_args: Callable,
+                  export: Callable, load_model: Callable) -> int:
+    """The command line a standalone exporter (gpt_neox.py, phi.py, falcon.py) shares:
+    `export --out DIR` with the family's flags (add_export_args(parser); config_from_args(args)
+    builds and checks the Config, raising ValueError for a refused combination), written by
+    export(config, out, verbose=...), and `reference`, greedy decoding of the module
+    load_model(model_dir) returns."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("export", help="write model.onnx, config.json, weights.pt")
+    e.add_argument("--out", required=True)
+    add_export_args(e)
+    e.add_argument("--verbose", action="store_true")
+    e.add_argument("--print-ops", action="store_true")
+    r = sub.add_parser("reference", help="greedy decoding in PyTorch to JSON")
+    add_reference_args(r)
+    a = p.parse_args(argv)
+
+    if a.command == "export":
+        try:
+            config = config_from_args(a)
+        except ValueError as err:
+            p.error(str(err))
+        path = export(config, a.out, verbose=a.verbose)
+        print(f"wrote {path}, config.json, weights.pt")
+        if a.print_ops:
+            print(op_summary(path))
+        return 0
+
+    model = load_model(a.model_dir)
+    try:
+        return run_reference(a, model, model.empty_past, model.config.vocab_size,
+                             f"torch {torch.__version__} ({script})")
+    except (ValueError, RuntimeError) as err:
+        print(f"{script} reference: {err}", file=sys.stderr)
+        return 1
+

@@ -34,7 +34,7 @@ Semantics, as transformers has them (the defaults are falcon-7b's config at tiny
         shape and every one flattened to [batch, seq, num_heads, head_dim];
     then transposed to [batch, heads, seq, head_dim];
   * rotary on whole heads (rotate_half, rope_theta): by default 4.36-4.44's per-layer
-    FalconRotaryEmbedding tables cos_cached/sin_cached [max_position, head_dim], sliced to the
+    hf_llama.FamilyRotaryEmbedding tables cos_cached/sin_cached [max_position, head_dim], sliced to the
     attended length and gathered by position_ids; with --rope-inline 4.45+'s inv_freq @
     position_ids in the graph;
   * the cache concatenated on the sequence axis after the rotation;
@@ -164,53 +164,6 @@ class FalconLinear(nn.Linear):
         return hidden_states + self.bias
 
 
-class FalconRotaryEmbedding(nn.Module):
-    """inv_freq over head_dim; with form "cache" also 4.36-4.44's cos/sin tables
-    [max_position, head_dim] (emb = cat(freqs, freqs))."""
-
-    def __init__(self, config: Config, form: str):
-        super().__init__()
-        dim = config.head_dim
-        self.form = form
-        inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-        if form == "cache":
-            self.max_seq_len_cached = config.max_position_embeddings
-            t = torch.arange(self.max_seq_len_cached, dtype=torch.int64).type_as(self.inv_freq)
-            freqs = torch.outer(t, self.inv_freq)
-            emb = torch.cat((freqs, freqs), dim=-1)
-            self.register_buffer("cos_cached", emb.cos(), persistent=False)
-            self.register_buffer("sin_cached", emb.sin(), persistent=False)
-
-    def forward(self, x, position_ids=None, seq_len=None):
-        if self.form == "cache":
-            # 4.36-4.44: the first seq_len rows; apply_rotary_pos_emb gathers them by position_ids.
-            # (transformers grows the tables past max_position_embeddings; a graph cannot.)
-            if seq_len > self.max_seq_len_cached:
-                raise ValueError(f"{seq_len} positions, past max_position_embeddings "
-                                 f"{self.max_seq_len_cached}")
-            return self.cos_cached[:seq_len].to(dtype=x.dtype), self.sin_cached[:seq_len].to(dtype=x.dtype)
-        # 4.45+: [batch, seq, head_dim] from position_ids.
-        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
-        position_ids_expanded = position_ids[:, None, :].float()
-        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
-
-
-def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
-    """With position_ids, cos/sin are the cache form's tables, gathered here (4.36-4.44); without,
-    they are already [batch, seq, head_dim] (4.45+)."""
-    if position_ids is not None:
-        cos = cos[position_ids]
-        sin = sin[position_ids]
-    cos = cos.unsqueeze(unsqueeze_dim)
-    sin = sin.unsqueeze(unsqueeze_dim)
-    q_embed = (q * cos) + (hf_llama.rotate_half(q) * sin)
-    k_embed = (k * cos) + (hf_llama.rotate_half(k) * sin)
-    return q_embed, k_embed
-
-
 class FalconAttention(nn.Module):
     def __init__(self, config: Config):
         super().__init__()
@@ -231,7 +184,8 @@ class FalconAttention(nn.Module):
         self.num_kv_heads = config.num_kv_heads if (self.new_decoder_architecture or not self.multi_query) else 1
         if config.rope_form == "cache":
             # 4.36-4.44: each layer's attention has its own tables (_init_rope).
-            self.rotary_emb = FalconRotaryEmbedding(config, "cache")
+            self.rotary_emb = hf_llama.FamilyRotaryEmbedding(
+                config.head_dim, config.rope_theta, config.max_position_embeddings, "cache")
 
     def _split_heads(self, fused_qkv):
         if self.new_decoder_architecture:
@@ -270,10 +224,10 @@ class FalconAttention(nn.Module):
             if layer_past is not None:
                 kv_seq_len += layer_past[0].shape[-2]
             cos, sin = self.rotary_emb(value_layer, seq_len=kv_seq_len)
-            query_layer, key_layer = apply_rotary_pos_emb(query_layer, key_layer, cos, sin, position_ids)
+            query_layer, key_layer = hf_llama.apply_rotary_pos_emb(query_layer, key_layer, cos, sin, position_ids)
         else:
             cos, sin = position_embeddings
-            query_layer, key_layer = apply_rotary_pos_emb(query_layer, key_layer, cos, sin)
+            query_layer, key_layer = hf_llama.apply_rotary_pos_emb(query_layer, key_layer, cos, sin)
 
         if layer_past is not None:
             past_key, past_value = layer_past
@@ -362,7 +316,8 @@ class FalconModel(nn.Module):
         self.ln_f = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_epsilon)
         if config.rope_form == "inline":
             # 4.45+: one rotary embedding for all layers.
-            self.rotary_emb = FalconRotaryEmbedding(config, "inline")
+            self.rotary_emb = hf_llama.FamilyRotaryEmbedding(
+                config.head_dim, config.rope_theta, config.max_position_embeddings, "inline")
 
 
 class FalconForCausalLM(nn.Module):
@@ -461,11 +416,7 @@ def export(config: Config, out_dir: str, verbose: bool = False) -> str:
         torch.onnx.unregister_custom_op_symbolic("aten::broadcast_to", 9)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    e = sub.add_parser("export", help="write model.onnx, config.json, weights.pt")
-    e.add_argument("--out", required=True)
+def add_export_args(e: argparse.ArgumentParser) -> None:
     d = Config()
     e.add_argument("--vocab", type=int, default=d.vocab_size)
     e.add_argument("--hidden", type=int, default=d.hidden_size)
@@ -493,39 +444,25 @@ def main(argv=None) -> int:
                    help="hf_llama.py's additive mask forms: masked_fill (4.36-4.4x's "
                         "_prepare_4d_causal_attention_mask), where, triu (4.45+)")
     e.add_argument("--seed", type=int, default=d.seed)
-    e.add_argument("--verbose", action="store_true")
-    e.add_argument("--print-ops", action="store_true")
-    r = sub.add_parser("reference", help="greedy decoding in PyTorch to JSON")
-    common.add_reference_args(r)
-    a = p.parse_args(argv)
 
-    if a.command == "export":
-        if a.kv_heads is not None and not a.new_decoder_architecture:
-            p.error("--kv-heads needs --new-decoder-architecture")
-        config = Config(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
-                        num_attention_heads=a.heads, num_kv_heads=a.kv_heads, layer_norm_epsilon=a.eps,
-                        multi_query=not a.no_multi_query, parallel_attn=not a.no_parallel_attn,
-                        bias=a.bias, new_decoder_architecture=a.new_decoder_architecture,
-                        max_position_embeddings=a.max_position, rope_theta=a.rope_theta,
-                        rope_form="inline" if a.rope_inline else "cache", mask_style=a.mask_style,
-                        seed=a.seed)
-        try:
-            config.check()
-        except ValueError as err:
-            p.error(str(err))
-        path = export(config, a.out, verbose=a.verbose)
-        print(f"wrote {path}, config.json, weights.pt")
-        if a.print_ops:
-            print(common.op_summary(path))
-        return 0
 
-    model = load_model(a.model_dir)
-    try:
-        return common.run_reference(a, model, model.empty_past, model.config.vocab_size,
-                                    f"torch {torch.__version__} (falcon.py)")
-    except (ValueError, RuntimeError) as err:
-        print(f"falcon.py reference: {err}", file=sys.stderr)
-        return 1
+def config_from_args(a) -> Config:
+    if a.kv_heads is not None and not a.new_decoder_architecture:
+        raise ValueError("--kv-heads needs --new-decoder-architecture")
+    config = Config(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
+                    num_attention_heads=a.heads, num_kv_heads=a.kv_heads, layer_norm_epsilon=a.eps,
+                    multi_query=not a.no_multi_query, parallel_attn=not a.no_parallel_attn,
+                    bias=a.bias, new_decoder_architecture=a.new_decoder_architecture,
+                    max_position_embeddings=a.max_position, rope_theta=a.rope_theta,
+                    rope_form="inline" if a.rope_inline else "cache", mask_style=a.mask_style,
+                    seed=a.seed)
+    config.check()
+    return config
+
+
+def main(argv=None) -> int:
+    return common.exporter_main(argv, __doc__, "falcon.py", add_export_args, config_from_args, export,
+                                load_model)
 
 
 if __name__ == "__main__":

@@ -122,52 +122,6 @@ class GELUActivation(nn.Module):
 ACTIVATIONS = {"gelu": GELUActivation, "gelu_new": opt.NewGELU}
 
 
-class GPTNeoXRotaryEmbedding(nn.Module):
-    """inv_freq over the rotary dims; with form "cache" also 4.3x-4.44's cos/sin tables
-    [max_position, rotary_ndims] (emb = cat(freqs, freqs))."""
-
-    def __init__(self, config: Config, form: str):
-        super().__init__()
-        dim = config.rotary_ndims
-        self.form = form
-        inv_freq = 1.0 / (config.rotary_emb_base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-        if form == "cache":
-            self.max_seq_len_cached = config.max_position_embeddings
-            t = torch.arange(self.max_seq_len_cached, dtype=torch.int64).type_as(self.inv_freq)
-            freqs = torch.outer(t, self.inv_freq)
-            emb = torch.cat((freqs, freqs), dim=-1)
-            self.register_buffer("cos_cached", emb.cos(), persistent=False)
-            self.register_buffer("sin_cached", emb.sin(), persistent=False)
-
-    def forward(self, x, position_ids=None, seq_len=None):
-        if self.form == "cache":
-            # 4.3x-4.44: the first seq_len rows; apply_rotary_pos_emb gathers them by position_ids.
-            if seq_len > self.max_seq_len_cached:
-                raise ValueError(f"{seq_len} positions, past max_position_embeddings "
-                                 f"{self.max_seq_len_cached}")
-            return self.cos_cached[:seq_len].to(dtype=x.dtype), self.sin_cached[:seq_len].to(dtype=x.dtype)
-        # 4.45+: [batch, seq, rotary_ndims] from position_ids, as hf_llama's inline form.
-        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
-        position_ids_expanded = position_ids[:, None, :].float()
-        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
-
-
-def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
-    """With position_ids, cos/sin are the cache form's tables, gathered here (4.3x-4.44); without,
-    they are already [batch, seq, rotary_ndims] (4.45+)."""
-    if position_ids is not None:
-        cos = cos[position_ids]
-        sin = sin[position_ids]
-    cos = cos.unsqueeze(unsqueeze_dim)
-    sin = sin.unsqueeze(unsqueeze_dim)
-    q_embed = (q * cos) + (hf_llama.rotate_half(q) * sin)
-    k_embed = (k * cos) + (hf_llama.rotate_half(k) * sin)
-    return q_embed, k_embed
-
-
 class GPTNeoXAttention(nn.Module):
     def __init__(self, config: Config):
         super().__init__()
@@ -182,7 +136,8 @@ class GPTNeoXAttention(nn.Module):
                                  .view(1, 1, max_positions, max_positions), persistent=False)
         if config.rope_form == "cache":
             # 4.3x-4.44: each layer's attention has its own tables.
-            self.rotary_emb = GPTNeoXRotaryEmbedding(config, "cache")
+            self.rotary_emb = hf_llama.FamilyRotaryEmbedding(
+                config.rotary_ndims, config.rotary_emb_base, config.max_position_embeddings, "cache")
         self.norm_factor = self.head_size ** -0.5
         self.query_key_value = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.attention_bias)
         self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
@@ -209,10 +164,10 @@ class GPTNeoXAttention(nn.Module):
             if has_layer_past:
                 seq_len += layer_past[0].shape[-2]
             cos, sin = self.rotary_emb(value, seq_len=seq_len)
-            query, key = apply_rotary_pos_emb(query_rot, key_rot, cos, sin, position_ids)
+            query, key = hf_llama.apply_rotary_pos_emb(query_rot, key_rot, cos, sin, position_ids)
         else:
             cos, sin = position_embeddings
-            query, key = apply_rotary_pos_emb(query_rot, key_rot, cos, sin)
+            query, key = hf_llama.apply_rotary_pos_emb(query_rot, key_rot, cos, sin)
         query = torch.cat((query, query_pass), dim=-1)
         key = torch.cat((key, key_pass), dim=-1)
 
@@ -311,7 +266,8 @@ class GPTNeoXModel(nn.Module):
         self.final_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         if config.rope_form == "inline":
             # 4.45+: one rotary embedding for all layers.
-            self.rotary_emb = GPTNeoXRotaryEmbedding(config, "inline")
+            self.rotary_emb = hf_llama.FamilyRotaryEmbedding(
+                config.rotary_ndims, config.rotary_emb_base, config.max_position_embeddings, "inline")
 
 
 class GPTNeoXForCausalLM(nn.Module):
@@ -393,11 +349,7 @@ def export(config: Config, out_dir: str, verbose: bool = False) -> str:
                                  config.head_size, position_ids=True, verbose=verbose)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    e = sub.add_parser("export", help="write model.onnx, config.json, weights.pt")
-    e.add_argument("--out", required=True)
+def add_export_args(e: argparse.ArgumentParser) -> None:
     d = Config()
     e.add_argument("--vocab", type=int, default=d.vocab_size)
     e.add_argument("--hidden", type=int, default=d.hidden_size)
@@ -424,37 +376,23 @@ def main(argv=None) -> int:
                    help="neox: torch.where(tril bias, scores, finfo.min) + the padding (4.3x-4.41); "
                         "where, masked_fill, triu: hf_llama.py's additive mask forms")
     e.add_argument("--seed", type=int, default=d.seed)
-    e.add_argument("--verbose", action="store_true")
-    e.add_argument("--print-ops", action="store_true")
-    r = sub.add_parser("reference", help="greedy decoding in PyTorch to JSON")
-    common.add_reference_args(r)
-    a = p.parse_args(argv)
 
-    if a.command == "export":
-        config = Config(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
-                        num_attention_heads=a.heads, intermediate_size=a.intermediate,
-                        hidden_act=a.hidden_act, rotary_pct=a.rotary_pct, rotary_emb_base=a.rotary_base,
-                        max_position_embeddings=a.max_position, layer_norm_eps=a.eps,
-                        use_parallel_residual=not a.no_parallel_residual,
-                        rope_form="cache" if a.rope_cache else "inline", attention_scores=a.scores,
-                        mask_style=a.mask_style, seed=a.seed)
-        try:
-            config.check()
-        except ValueError as err:
-            p.error(str(err))
-        path = export(config, a.out, verbose=a.verbose)
-        print(f"wrote {path}, config.json, weights.pt")
-        if a.print_ops:
-            print(common.op_summary(path))
-        return 0
 
-    model = load_model(a.model_dir)
-    try:
-        return common.run_reference(a, model, model.empty_past, model.config.vocab_size,
-                                    f"torch {torch.__version__} (gpt_neox.py)")
-    except (ValueError, RuntimeError) as err:
-        print(f"gpt_neox.py reference: {err}", file=sys.stderr)
-        return 1
+def config_from_args(a) -> Config:
+    config = Config(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
+                    num_attention_heads=a.heads, intermediate_size=a.intermediate,
+                    hidden_act=a.hidden_act, rotary_pct=a.rotary_pct, rotary_emb_base=a.rotary_base,
+                    max_position_embeddings=a.max_position, layer_norm_eps=a.eps,
+                    use_parallel_residual=not a.no_parallel_residual,
+                    rope_form="cache" if a.rope_cache else "inline", attention_scores=a.scores,
+                    mask_style=a.mask_style, seed=a.seed)
+    config.check()
+    return config
+
+
+def main(argv=None) -> int:
+    return common.exporter_main(argv, __doc__, "gpt_neox.py", add_export_args, config_from_args, export,
+                                load_model)
 
 
 if __name__ == "__main__":

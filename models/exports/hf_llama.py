@@ -288,6 +288,52 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
+class FamilyRotaryEmbedding(nn.Module):
+    """The rotary embedding of transformers' GPT-NeoX, Phi and Falcon modeling code: inv_freq
+    over `dim` rotated columns; with form "cache" (4.3x-4.44) the cos/sin tables [max_position,
+    dim] (emb = cat(freqs, freqs)) returned sliced to seq_len, for apply_rotary_pos_emb to gather
+    by position_ids; with form "inline" (4.45+) [batch, seq, dim] computed from position_ids."""
+
+    def __init__(self, dim: int, base: float, max_position: int, form: str):
+        super().__init__()
+        self.form = form
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        if form == "cache":
+            self.max_seq_len_cached = max_position
+            t = torch.arange(self.max_seq_len_cached, dtype=torch.int64).type_as(self.inv_freq)
+            freqs = torch.outer(t, self.inv_freq)
+            emb = torch.cat((freqs, freqs), dim=-1)
+            self.register_buffer("cos_cached", emb.cos(), persistent=False)
+            self.register_buffer("sin_cached", emb.sin(), persistent=False)
+        elif form != "inline":
+            raise ValueError(f"unknown rope form {form}")
+
+    def forward(self, x, position_ids=None, seq_len=None):
+        if self.form == "cache":
+            # transformers grows the tables past max_position_embeddings; a graph cannot.
+            if seq_len > self.max_seq_len_cached:
+                raise ValueError(f"{seq_len} positions, past max_position_embeddings "
+                                 f"{self.max_seq_len_cached}")
+            return self.cos_cached[:seq_len].to(dtype=x.dtype), self.sin_cached[:seq_len].to(dtype=x.dtype)
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    """transformers' apply_rotary_pos_emb for FamilyRotaryEmbedding: with position_ids, cos/sin
+    are the cache form's tables, gathered here; without, already [batch, seq, dim]."""
+    if position_ids is not None:
+        cos = cos[position_ids]
+        sin = sin[position_ids]
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
 def rotate_every_two(x):
     x1 = x[..., ::2]
     x2 = x[..., 1::2]

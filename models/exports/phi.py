@@ -22,7 +22,7 @@ Semantics, as transformers has them:
     (head_dim = hidden_size // num_attention_heads);
   * partial rotary: rotate_half on the first rotary dim = int(partial_rotary_factor * head_dim)
     of each head of q and k, the rest passed through and concatenated back; cos/sin the
-    attention's own PhiRotaryEmbedding tables [max_position, rotary dim] (emb = cat(freqs,
+    attention's own rotary tables (hf_llama.FamilyRotaryEmbedding) [max_position, rotary dim] (emb = cat(freqs,
     freqs)), sliced to the attended length (kv_seq_len) and gathered by position_ids (4.37-4.44);
     --rope-inline: inv_freq @ position_ids in the graph (4.45+'s form);
   * the cache [batch, kv_heads, past, head_dim] concatenated on the sequence axis after the
@@ -122,56 +122,6 @@ class Config:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-class PhiRotaryEmbedding(nn.Module):
-    """inv_freq over the rotary dims; with form "cache" also 4.37-4.44's cos/sin tables
-    [max_position, dim] (emb = cat(freqs, freqs)), returned sliced to seq_len."""
-
-    def __init__(self, dim: int, max_position_embeddings: int, base: float, form: str):
-        super().__init__()
-        self.dim = dim
-        self.form = form
-        self.max_position_embeddings = max_position_embeddings
-        self.base = base
-        inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.int64).float() / self.dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-        if form == "cache":
-            self.max_seq_len_cached = max_position_embeddings
-            t = torch.arange(self.max_seq_len_cached, dtype=torch.int64).type_as(self.inv_freq)
-            freqs = torch.outer(t, self.inv_freq)
-            emb = torch.cat((freqs, freqs), dim=-1)
-            self.register_buffer("cos_cached", emb.cos().to(torch.float32), persistent=False)
-            self.register_buffer("sin_cached", emb.sin().to(torch.float32), persistent=False)
-
-    def forward(self, x, position_ids=None, seq_len=None):
-        if self.form == "cache":
-            # 4.37-4.44: the first seq_len rows; apply_rotary_pos_emb gathers them by position_ids.
-            # (transformers grows the tables past max_position_embeddings; a fixed export cannot.)
-            if seq_len > self.max_seq_len_cached:
-                raise ValueError(f"{seq_len} positions, past max_position_embeddings "
-                                 f"{self.max_seq_len_cached}")
-            return (self.cos_cached[:seq_len].to(dtype=x.dtype),
-                    self.sin_cached[:seq_len].to(dtype=x.dtype))
-        # 4.45+: [batch, seq, dim] from position_ids.
-        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
-        position_ids_expanded = position_ids[:, None, :].float()
-        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
-
-
-def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
-    """With position_ids, cos/sin are the cache form's tables, gathered here (4.37-4.44):
-    cos[position_ids].unsqueeze(1); without, they are already [batch, seq, dim] (4.45+)."""
-    if position_ids is not None:
-        cos = cos[position_ids]
-        sin = sin[position_ids]
-    cos = cos.unsqueeze(unsqueeze_dim)
-    sin = sin.unsqueeze(unsqueeze_dim)
-    q_embed = (q * cos) + (hf_llama.rotate_half(q) * sin)
-    k_embed = (k * cos) + (hf_llama.rotate_half(k) * sin)
-    return q_embed, k_embed
-
-
 class PhiMLP(nn.Module):
     def __init__(self, config: Config):
         super().__init__()
@@ -201,8 +151,8 @@ class PhiAttention(nn.Module):
         self.rotary_ndims = config.rotary_ndims
         if config.rope_form == "cache":
             # 4.37-4.44: each layer's attention has its own tables (_init_rope).
-            self.rotary_emb = PhiRotaryEmbedding(self.rotary_ndims, config.max_position_embeddings,
-                                                 config.rope_theta, "cache")
+            self.rotary_emb = hf_llama.FamilyRotaryEmbedding(
+                self.rotary_ndims, config.rope_theta, config.max_position_embeddings, "cache")
 
     def forward(self, hidden_states, attention_mask, position_ids, position_embeddings=None,
                 past_key_value: Optional[Tuple] = None):
@@ -226,10 +176,10 @@ class PhiAttention(nn.Module):
                              key_states[..., self.rotary_ndims:])
         if self.config.rope_form == "cache":
             cos, sin = self.rotary_emb(value_states, seq_len=kv_seq_len)
-            query_rot, key_rot = apply_rotary_pos_emb(query_rot, key_rot, cos, sin, position_ids)
+            query_rot, key_rot = hf_llama.apply_rotary_pos_emb(query_rot, key_rot, cos, sin, position_ids)
         else:
             cos, sin = position_embeddings
-            query_rot, key_rot = apply_rotary_pos_emb(query_rot, key_rot, cos, sin)
+            query_rot, key_rot = hf_llama.apply_rotary_pos_emb(query_rot, key_rot, cos, sin)
         query_states = torch.cat((query_rot, query_pass), dim=-1)
         key_states = torch.cat((key_rot, key_pass), dim=-1)
 
@@ -280,8 +230,8 @@ class PhiModel(nn.Module):
         self.final_layernorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         if config.rope_form == "inline":
             # 4.45+: one rotary embedding for all layers.
-            self.rotary_emb = PhiRotaryEmbedding(config.rotary_ndims, config.max_position_embeddings,
-                                                 config.rope_theta, "inline")
+            self.rotary_emb = hf_llama.FamilyRotaryEmbedding(
+                config.rotary_ndims, config.rope_theta, config.max_position_embeddings, "inline")
 
 
 class PhiForCausalLM(nn.Module):
@@ -359,11 +309,7 @@ def export(config: Config, out_dir: str, verbose: bool = False) -> str:
                                  config.head_dim, position_ids=True, verbose=verbose)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-    e = sub.add_parser("export", help="write model.onnx, config.json, weights.pt")
-    e.add_argument("--out", required=True)
+def add_export_args(e: argparse.ArgumentParser) -> None:
     d = Config()
     e.add_argument("--vocab", type=int, default=d.vocab_size)
     e.add_argument("--hidden", type=int, default=d.hidden_size)
@@ -389,39 +335,25 @@ def main(argv=None) -> int:
                    help="hf_llama.py's additive mask forms: masked_fill (4.37-4.40's "
                         "_prepare_4d_causal_attention_mask), where, triu (4.41+'s _update_causal_mask)")
     e.add_argument("--seed", type=int, default=d.seed)
-    e.add_argument("--verbose", action="store_true")
-    e.add_argument("--print-ops", action="store_true")
-    r = sub.add_parser("reference", help="greedy decoding in PyTorch to JSON")
-    common.add_reference_args(r)
-    a = p.parse_args(argv)
 
-    if a.command == "export":
-        config = Config(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
-                        num_attention_heads=a.heads,
-                        num_key_value_heads=a.heads if a.kv_heads is None else a.kv_heads,
-                        intermediate_size=a.intermediate, hidden_act=a.hidden_act,
-                        max_position_embeddings=a.max_position, layer_norm_eps=a.eps,
-                        rope_theta=a.rope_theta, partial_rotary_factor=a.partial_rotary,
-                        lm_head_bias=not a.no_lm_head_bias,
-                        rope_form="inline" if a.rope_inline else "cache", mask_style=a.mask_style,
-                        seed=a.seed)
-        try:
-            config.check()
-        except ValueError as err:
-            p.error(str(err))
-        path = export(config, a.out, verbose=a.verbose)
-        print(f"wrote {path}, config.json, weights.pt")
-        if a.print_ops:
-            print(common.op_summary(path))
-        return 0
 
-    model = load_model(a.model_dir)
-    try:
-        return common.run_reference(a, model, model.empty_past, model.config.vocab_size,
-                                    f"torch {torch.__version__} (phi.py)")
-    except (ValueError, RuntimeError) as err:
-        print(f"phi.py reference: {err}", file=sys.stderr)
-        return 1
+def config_from_args(a) -> Config:
+    config = Config(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
+                    num_attention_heads=a.heads,
+                    num_key_value_heads=a.heads if a.kv_heads is None else a.kv_heads,
+                    intermediate_size=a.intermediate, hidden_act=a.hidden_act,
+                    max_position_embeddings=a.max_position, layer_norm_eps=a.eps,
+                    rope_theta=a.rope_theta, partial_rotary_factor=a.partial_rotary,
+                    lm_head_bias=not a.no_lm_head_bias,
+                    rope_form="inline" if a.rope_inline else "cache", mask_style=a.mask_style,
+                    seed=a.seed)
+    config.check()
+    return config
+
+
+def main(argv=None) -> int:
+    return common.exporter_main(argv, __doc__, "phi.py", add_export_args, config_from_args, export,
+                                load_model)
 
 
 if __name__ == "__main__":
