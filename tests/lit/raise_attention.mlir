@@ -309,6 +309,72 @@ func.func @shape_read_back(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k
 
 // -----
 
+// Falcon's new decoder architecture: q viewed [B, S, G, n, D] by group, then [B, S, G * n, D];
+// the one KV head broadcast to both query heads before the cache, which the graph holds with
+// two heads. Grouped-query attention over one KV head whose graph cache repeats it.
+// CHECK-LABEL: func.func @broadcast_before_cache
+// CHECK: hetc.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {broadcast_cache, head_dim = 4 : i64, heads = 2 : i64, kv_heads = 1 : i64, scale = 5.000000e-01 : f32}
+// CHECK-SAME: -> (tensor<?x?x8xf32>, tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>)
+// CHECK-NOT: "Expand"
+func.func @broadcast_before_cache(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64> {hetc.name = "position_ids"}, %past_k: tensor<?x2x?x4xf32>, %past_v: tensor<?x2x?x4xf32>, %attention_mask: tensor<?x?xi64>)
+    -> (tensor<?x?x8xf32> {hetc.name = "out"}, tensor<?x2x?x4xf32> {hetc.name = "present.0.key"}, tensor<?x2x?x4xf32> {hetc.name = "present.0.value"}) {
+  %wq = hetc.weight "q_proj" : tensor<8x8xf32>
+  %wk = hetc.weight "k_proj" : tensor<8x4xf32>
+  %wv = hetc.weight "v_proj" : tensor<8x4xf32>
+  %q = hetc.linear %h, %wq : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %k = hetc.linear %h, %wk : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  %v = hetc.linear %h, %wv : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x4xf32>
+  %ax1 = hetc.constant dense<1> : tensor<1xi64>
+  %group_q = hetc.constant dense<[0, 0, 1, 2, 4]> : tensor<5xi64>
+  %group_kv = hetc.constant dense<[0, 0, 1, 1, 4]> : tensor<5xi64>
+  %bcast = hetc.constant dense<[1, 1, 1, 2, 1]> : tensor<5xi64>
+  %heads_shape = hetc.constant dense<[0, 0, 2, 4]> : tensor<4xi64>
+  %q5 = hetc.onnx.node "Reshape"(%q, %group_q) {node_name = "attn/Reshape_q5"} : (tensor<?x?x8xf32>, tensor<5xi64>) -> tensor<?x?x1x2x4xf32>
+  %q3 = hetc.onnx.node "Reshape"(%q5, %heads_shape) {node_name = "attn/Reshape_q3"} : (tensor<?x?x1x2x4xf32>, tensor<4xi64>) -> tensor<?x?x2x4xf32>
+  %q4 = hetc.onnx.node "Transpose"(%q3) {node_name = "attn/Transpose_q4", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<?x?x2x4xf32>) -> tensor<?x2x?x4xf32>
+  %k5 = hetc.onnx.node "Reshape"(%k, %group_kv) {node_name = "attn/Reshape_k5"} : (tensor<?x?x4xf32>, tensor<5xi64>) -> tensor<?x?x1x1x4xf32>
+  %kb = hetc.onnx.node "Expand"(%k5, %bcast) {node_name = "attn/Expand_k"} : (tensor<?x?x1x1x4xf32>, tensor<5xi64>) -> tensor<?x?x1x2x4xf32>
+  %k3 = hetc.onnx.node "Reshape"(%kb, %heads_shape) {node_name = "attn/Reshape_k3"} : (tensor<?x?x1x2x4xf32>, tensor<4xi64>) -> tensor<?x?x2x4xf32>
+  %k4 = hetc.onnx.node "Transpose"(%k3) {node_name = "attn/Transpose_k4", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<?x?x2x4xf32>) -> tensor<?x2x?x4xf32>
+  %v5 = hetc.onnx.node "Reshape"(%v, %group_kv) {node_name = "attn/Reshape_v5"} : (tensor<?x?x4xf32>, tensor<5xi64>) -> tensor<?x?x1x1x4xf32>
+  %vb = hetc.onnx.node "Expand"(%v5, %bcast) {node_name = "attn/Expand_v"} : (tensor<?x?x1x1x4xf32>, tensor<5xi64>) -> tensor<?x?x1x2x4xf32>
+  %v3 = hetc.onnx.node "Reshape"(%vb, %heads_shape) {node_name = "attn/Reshape_v3"} : (tensor<?x?x1x2x4xf32>, tensor<4xi64>) -> tensor<?x?x2x4xf32>
+  %v4 = hetc.onnx.node "Transpose"(%v3) {node_name = "attn/Transpose_v4", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<?x?x2x4xf32>) -> tensor<?x2x?x4xf32>
+  %pk = hetc.onnx.node "Concat"(%past_k, %k4) {node_name = "attn/Concat_pk", onnx_attrs = {axis = 2 : i64}} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  %pv = hetc.onnx.node "Concat"(%past_v, %v4) {node_name = "attn/Concat_pv", onnx_attrs = {axis = 2 : i64}} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  // the causal mask: key j is hidden from query i when j > past + i
+  %i0 = hetc.constant dense<0> : tensor<i64>
+  %i1 = hetc.constant dense<1> : tensor<i64>
+  %pos_shape = hetc.onnx.node "Shape"(%pos) {node_name = "mask/Shape"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %seq = hetc.onnx.node "Gather"(%pos_shape, %i1) {node_name = "mask/Gather", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %am_shape = hetc.onnx.node "Shape"(%attention_mask) {node_name = "mask/Shape_1"} : (tensor<?x?xi64>) -> tensor<2xi64>
+  %total = hetc.onnx.node "Gather"(%am_shape, %i1) {node_name = "mask/Gather_1", onnx_attrs = {axis = 0 : i64}} : (tensor<2xi64>, tensor<i64>) -> tensor<i64>
+  %past = hetc.onnx.node "Sub"(%total, %seq) {node_name = "mask/Sub"} : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  %keys = hetc.onnx.node "Range"(%i0, %total, %i1) {node_name = "mask/Range"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %queries = hetc.onnx.node "Range"(%past, %total, %i1) {node_name = "mask/Range_1"} : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<?xi64>
+  %queries_col = hetc.onnx.node "Unsqueeze"(%queries, %ax1) {node_name = "mask/Unsqueeze"} : (tensor<?xi64>, tensor<1xi64>) -> tensor<?x1xi64>
+  %hidden = hetc.onnx.node "Greater"(%keys, %queries_col) {node_name = "mask/Greater"} : (tensor<?xi64>, tensor<?x1xi64>) -> tensor<?x?xi1>
+  %lowest = hetc.constant dense<-3.40282347E+38> : tensor<f32>
+  %zero = hetc.constant dense<0.0> : tensor<f32>
+  %m2 = hetc.onnx.node "Where"(%hidden, %lowest, %zero) {node_name = "mask/Where"} : (tensor<?x?xi1>, tensor<f32>, tensor<f32>) -> tensor<?x?xf32>
+  %ax01 = hetc.constant dense<[0, 1]> : tensor<2xi64>
+  %mask = hetc.onnx.node "Unsqueeze"(%m2, %ax01) {node_name = "mask/Unsqueeze_1"} : (tensor<?x?xf32>, tensor<2xi64>) -> tensor<1x1x?x?xf32>
+  // softmax(q k^T * scale + mask) v, no repeat_kv: the graph's cache has every query head
+  %kt = hetc.onnx.node "Transpose"(%pk) {node_name = "attn/Transpose_kt", onnx_attrs = {perm = [0, 1, 3, 2]}} : (tensor<?x2x?x4xf32>) -> tensor<?x2x4x?xf32>
+  %s = hetc.onnx.node "MatMul"(%q4, %kt) {node_name = "attn/MatMul_s"} : (tensor<?x2x?x4xf32>, tensor<?x2x4x?xf32>) -> tensor<?x2x?x?xf32>
+  %sqrt_d = hetc.constant dense<2.0> : tensor<f32>
+  %sd = hetc.onnx.node "Div"(%s, %sqrt_d) {node_name = "attn/Div_sd"} : (tensor<?x2x?x?xf32>, tensor<f32>) -> tensor<?x2x?x?xf32>
+  %sm = hetc.onnx.node "Add"(%sd, %mask) {node_name = "attn/Add_sm"} : (tensor<?x2x?x?xf32>, tensor<1x1x?x?xf32>) -> tensor<?x2x?x?xf32>
+  %p = hetc.onnx.node "Softmax"(%sm) {node_name = "attn/Softmax_p", onnx_attrs = {axis = -1 : i64}} : (tensor<?x2x?x?xf32>) -> tensor<?x2x?x?xf32>
+  %o = hetc.onnx.node "MatMul"(%p, %pv) {node_name = "attn/MatMul_o"} : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  %ot = hetc.onnx.node "Transpose"(%o) {node_name = "attn/Transpose_ot", onnx_attrs = {perm = [0, 2, 1, 3]}} : (tensor<?x2x?x4xf32>) -> tensor<?x?x2x4xf32>
+  %out_shape = hetc.constant dense<[0, 0, 8]> : tensor<3xi64>
+  %out = hetc.onnx.node "Reshape"(%ot, %out_shape) {node_name = "attn/Reshape_out"} : (tensor<?x?x2x4xf32>, tensor<3xi64>) -> tensor<?x?x8xf32>
+  return %out, %pk, %pv : tensor<?x?x8xf32>, tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>
+}
+
+// -----
+
 // Not attention hetc can serve: the output Reshape puts q_len first and the batch second.
 // CHECK-LABEL: func.func @batch_and_sequence_swapped
 // CHECK-NOT: hetc.attention

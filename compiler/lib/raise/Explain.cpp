@@ -74,6 +74,9 @@ std::string summary(Operation *op) {
       os << " within a sliding window of " << *window << " keys";
     if (std::optional<APFloat> cap = attention.getSoftcap())
       os << ", scores soft-capped at " << printed(cap->convertToFloat(), 6);
+    if (attention.getBroadcastCache())
+      os << ", the graph's cache holding each KV head repeated for its "
+         << attention.getHeads() / attention.getKvHeads() << " query heads (hetc's holds it once)";
     os << (op->hasAttr(kRope) ? ", rotating q and k itself" : "");
   } else if (auto swiglu = dyn_cast<SwiGluOp>(op)) {
     os << "swiglu";

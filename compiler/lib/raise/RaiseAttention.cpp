@@ -52,6 +52,9 @@ struct HeadsSplit {
   Value flat;
   int64_t heads;
   int64_t headDim;
+  // Each head repeated this many times in a row (K and V broadcast to the query heads of their
+  // group before the cache: Falcon's new decoder architecture).
+  int64_t broadcast = 1;
 };
 
 // The inverse frequencies of a rotary embedding: constant values, or a [D/2] weight. While a
@@ -162,6 +165,17 @@ std::optional<HeadsSplit> matchReshapeSplit(OnnxNodeOp reshape) {
   if (!reshape || reshape.getOpType() != "Reshape" || reshape->getNumOperands() != 2)
     return std::nullopt;
   Value flat = skipNoOps(reshape->getOperand(0));
+  // A value reshaped before, batch and sequence kept both times, is split from its own features
+  // (Falcon's query heads viewed [B, S, G, n, D] by group, then [B, S, G * n, D]).
+  bool leadingKept = false;
+  if (OnnxNodeOp inner = producer(flat, "Reshape");
+      inner && knownRank(flat) > 3 && keepsLeadingDims(reshape, flat, 2)) {
+    Value source = skipNoOps(inner->getOperand(0));
+    if (keepsLeadingDims(inner, source, 2)) {
+      flat = source;
+      leadingKept = true;
+    }
+  }
   if (knownRank(flat) != 3)
     return std::nullopt;
   std::optional<int64_t> features = featureSize(flat.getType());
@@ -188,17 +202,76 @@ std::optional<HeadsSplit> matchReshapeSplit(OnnxNodeOp reshape) {
   // features, the -1 is the sequence.
   const bool inferredSequence = entries && (*entries)[1] == -1 && features &&
                                 keepsLeadingDims(reshape, flat, 1);
-  if (!inferredSequence && !keepsLeadingDims(reshape, flat, 2))
+  if (!leadingKept && !inferredSequence && !keepsLeadingDims(reshape, flat, 2))
     return std::nullopt;
   return HeadsSplit{flat, *heads, *headDim};
 }
 
-// x4 = Transpose(Reshape(flat, [B, S, heads, D]), [0, 2, 1, 3]).
+// Each of G heads repeated n times, as Falcon's new decoder architecture broadcasts K and V to
+// the query heads of their group before the cache:
+//   Reshape(Expand(s5, [B, S, G, n, D]), [B, S, G * n, D])
+// with s5 = Reshape(flat, [B, S, G, 1, D]) or Unsqueeze(Reshape(flat, [B, S, G, D]), 3).
+std::optional<HeadsSplit> matchBroadcastHeads(OnnxNodeOp reshape) {
+  if (!reshape || reshape.getOpType() != "Reshape" || reshape->getNumOperands() != 2)
+    return std::nullopt;
+  Value v5 = skipNoOps(reshape->getOperand(0));
+  OnnxNodeOp expand = producer(v5, "Expand");
+  if (!expand)
+    return std::nullopt;
+  Value s5 = skipNoOps(expand->getOperand(0));
+  auto in = dyn_cast<RankedTensorType>(s5.getType());
+  auto out = dyn_cast<RankedTensorType>(v5.getType());
+  auto merged = dyn_cast<RankedTensorType>(reshape->getResult(0).getType());
+  if (!in || !out || !merged || in.getRank() != 5 || out.getRank() != 5 || merged.getRank() != 4)
+    return std::nullopt;
+  for (int64_t d : {2, 3, 4})
+    if (in.isDynamicDim(d) || out.isDynamicDim(d))
+      return std::nullopt;
+  const int64_t groups = in.getDimSize(2), repeats = out.getDimSize(3), headDim = in.getDimSize(4);
+  if (in.getDimSize(3) != 1 || out.getDimSize(2) != groups || out.getDimSize(4) != headDim ||
+      merged.isDynamicDim(2) || merged.getDimSize(2) != groups * repeats ||
+      merged.isDynamicDim(3) || merged.getDimSize(3) != headDim)
+    return std::nullopt;
+  // The Expand keeps batch and sequence; the merge keeps them too.
+  auto entries = shapeEntrySources(expand->getOperand(1));
+  if (!entries || entries->size() != 5)
+    return std::nullopt;
+  for (int64_t d : {0, 1}) {
+    const ShapeEntry &e = (*entries)[d];
+    if (!((e.value && (*e.value == 1 || *e.value == -1)) ||
+          entryIsDim(e, s5, d, /*zeroCopies=*/false)))
+      return std::nullopt;
+  }
+  if (!keepsLeadingDims(reshape, v5, 2))
+    return std::nullopt;
+  // The heads split before the broadcast.
+  std::optional<HeadsSplit> split;
+  if (OnnxNodeOp unsqueeze = producer(s5, "Unsqueeze")) {
+    auto axes = axesOf(unsqueeze);
+    if (axes && axes->size() == 1 && isAxis(axes->front(), 3, 5))
+      split = matchReshapeSplit(producer(skipNoOps(unsqueeze->getOperand(0)), "Reshape"));
+  } else if (OnnxNodeOp split5 = producer(s5, "Reshape")) {
+    Value flat = skipNoOps(split5->getOperand(0));
+    if (knownRank(flat) == 3 && featureSize(flat.getType()) == groups * headDim &&
+        keepsLeadingDims(split5, flat, 2))
+      split = HeadsSplit{flat, groups, headDim};
+  }
+  if (!split || split->heads != groups || split->headDim != headDim)
+    return std::nullopt;
+  split->broadcast = repeats;
+  return split;
+}
+
+// x4 = Transpose(Reshape(flat, [B, S, heads, D]), [0, 2, 1, 3]), or of heads broadcast
+// (matchBroadcastHeads).
 std::optional<HeadsSplit> matchHeadsSplit(Value v4) {
   OnnxNodeOp transpose = producer(v4, "Transpose");
   if (!transpose || !hasPerm(transpose, {0, 2, 1, 3}))
     return std::nullopt;
-  return matchReshapeSplit(producer(transpose->getOperand(0), "Reshape"));
+  OnnxNodeOp reshape = producer(transpose->getOperand(0), "Reshape");
+  if (std::optional<HeadsSplit> split = matchReshapeSplit(reshape))
+    return split;
+  return matchBroadcastHeads(reshape);
 }
 
 // A norm of each head, rms_norm(Reshape(flat, [B, S, heads, D]), gamma [D]) (Qwen3's q_norm
@@ -1140,19 +1213,25 @@ private:
     if (!k || !v || (k->rotaryDim == 0) != (q->rotaryDim == 0))
       return std::nullopt;
     int64_t kvHeads = k->split.heads;
-    if (k->split.headDim != headDim || v->headDim != headDim || v->heads != kvHeads ||
-        heads % kvHeads != 0)
+    if (q->split.broadcast != 1 || k->split.headDim != headDim || v->headDim != headDim ||
+        v->heads != kvHeads || v->broadcast != k->split.broadcast || heads % kvHeads != 0)
       return std::nullopt;
     int64_t nRep = heads / kvHeads;
+    // K and V broadcast to every query head before the cache need no repeat_kv after it.
+    const bool broadcastCache = k->split.broadcast != 1;
+    if (broadcastCache && k->split.broadcast != nRep)
+      return std::nullopt;
     // One KV head needs no repeat_kv: the products broadcast it over the query heads (Falcon's
     // multi-query attention).
     auto repeats = [&](const RepeatKv &repeat) {
+      if (broadcastCache)
+        return repeat.nRep == 1;
       return repeat.nRep == nRep || (kvHeads == 1 && repeat.nRep == 1 && !flat);
     };
     if (!repeats(kRepeat) || !repeats(vRepeat))
       return std::nullopt;
     for (Value repeated : {kT->getOperand(0), vRep})
-      if (nRep != 1)
+      if (nRep != 1 && !broadcastCache)
         if (std::optional<int64_t> h = repeatedHeads(repeated); h && *h != heads)
           return std::nullopt;
     if (k->angles.positions != q->angles.positions || !(k->angles.invFreq == q->angles.invFreq) ||
@@ -1238,7 +1317,7 @@ bool raiseMultiHeadAttention(OnnxNodeOp node, DenseMap<Value, bool> &maskCache, 
       node->getOperand(0), node->getOperand(1), node->getOperand(2), pastK, pastV,
       builder.getI64IntegerAttr(heads), builder.getI64IntegerAttr(heads),
       builder.getI64IntegerAttr(headDim), builder.getF32FloatAttr(static_cast<float>(scale)),
-      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(), FloatAttr());
+      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(), FloatAttr(), UnitAttr());
   for (unsigned r = 0; r < 3; ++r)
     node->getResult(r).replaceAllUsesWith(attention->getResult(r));
   node->erase();
@@ -1316,7 +1395,8 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
           builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(headDim),
           builder.getF32FloatAttr(m->scale),
           m->window ? builder.getI64IntegerAttr(*m->window) : IntegerAttr(),
-          m->softcap ? builder.getF32FloatAttr(*m->softcap) : FloatAttr());
+          m->softcap ? builder.getF32FloatAttr(*m->softcap) : FloatAttr(),
+          m->k.split.broadcast > 1 ? builder.getUnitAttr() : UnitAttr());
 
       reshape->getResult(0).replaceAllUsesWith(attention.getResult());
       // Earlier readers of the present values belong to the matched (now dead) computation.

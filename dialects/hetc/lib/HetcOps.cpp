@@ -198,6 +198,8 @@ LogicalResult AttentionOp::verify() {
       failed(checkFeatureSize(*this, getV(), kvHeads * headDim, "v")) ||
       failed(checkFeatureSize(*this, getResult(), heads * headDim, "result")))
     return failure();
+  // The graph's view of the cache: each KV head once, or repeated for every query head.
+  const int64_t cacheHeads = getBroadcastCache() ? heads : kvHeads;
   for (Value cache : {getPastKey(), getPastValue(), getPresentKey(), getPresentValue()}) {
     auto ranked = dyn_cast<RankedTensorType>(cache.getType());
     if (!ranked)
@@ -205,9 +207,9 @@ LogicalResult AttentionOp::verify() {
     if (ranked.getRank() != 4)
       return emitOpError() << "KV cache tensors are [batch, kv_heads, positions, head_dim], got "
                            << ranked;
-    if (!ranked.isDynamicDim(1) && ranked.getDimSize(1) != kvHeads)
+    if (!ranked.isDynamicDim(1) && ranked.getDimSize(1) != cacheHeads)
       return emitOpError() << "KV cache has " << ranked.getDimSize(1) << " heads, expected "
-                           << kvHeads;
+                           << cacheHeads;
     if (failed(checkFeatureSize(*this, cache, headDim, "KV cache")))
       return failure();
   }

@@ -230,6 +230,17 @@ func.func @attention_ungroupable_heads(%q: tensor<?x?x80xf32>, %k: tensor<?x?x32
 
 // -----
 
+// A cache broadcast to every query head has the query heads, not the KV heads.
+func.func @attention_broadcast_cache_heads(%q: tensor<?x?x64xf32>, %k: tensor<?x?x32xf32>, %c: tensor<?x2x?x16xf32>) -> tensor<?x?x64xf32> {
+  // expected-error @+1 {{'hetc.attention' op KV cache has 2 heads, expected 4}}
+  %o, %pk, %pv = hetc.attention %q, %k, %k, %c, %c {heads = 4 : i64, kv_heads = 2 : i64, head_dim = 16 : i64, scale = 0.25 : f32, broadcast_cache}
+      : (tensor<?x?x64xf32>, tensor<?x?x32xf32>, tensor<?x?x32xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>)
+      -> (tensor<?x?x64xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>)
+  return %o : tensor<?x?x64xf32>
+}
+
+// -----
+
 func.func @attention_zero_window(%q: tensor<?x?x64xf32>, %k: tensor<?x?x32xf32>, %c: tensor<?x2x?x16xf32>) -> tensor<?x?x64xf32> {
   // expected-error @+1 {{'hetc.attention' op sliding_window must be positive, got 0}}
   %o, %pk, %pv = hetc.attention %q, %k, %k, %c, %c {heads = 4 : i64, kv_heads = 2 : i64, head_dim = 16 : i64, scale = 0.25 : f32, sliding_window = 0 : i64}
