@@ -22,6 +22,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -54,28 +55,67 @@ std::string describeLocation(Location loc) {
   return "";
 }
 
-// Keeps the first error with its location; everything else is dropped (or shown when verbose).
-class FirstErrorHandler {
+// Collects the errors, each with its location: the first is the message; a model with several
+// blockers gets up to kShown of them listed after it. Errors that differ only in their numbers
+// (the same node of another layer, '/layers.3/Concat_12' for '/layers.0/Concat_12') are one
+// blocker, counted. Other diagnostics are dropped (or shown when verbose).
+class ErrorCollector {
 public:
-  FirstErrorHandler(MLIRContext &context, bool verbose)
+  ErrorCollector(MLIRContext &context, bool verbose)
       : handler_(&context, [this, verbose](Diagnostic &diag) {
-          if (diag.getSeverity() == DiagnosticSeverity::Error && message_.empty()) {
+          if (verbose)
+            llvm::errs() << diag.getLocation() << ": " << diag.str() << "\n";
+          if (diag.getSeverity() == DiagnosticSeverity::Error) {
             std::string where = describeLocation(diag.getLocation());
             std::string text = diag.str();
             // A message that starts by naming its node ("node 'x' (Op) ...") needs no prefix.
             if (!where.empty() && llvm::StringRef(text).starts_with(where + " "))
               where.clear();
-            message_ = (where.empty() ? "" : where + ": ") + text;
-          } else if (verbose) {
-            llvm::errs() << diag.getLocation() << ": " << diag.str() << "\n";
+            add((where.empty() ? "" : where + ": ") + text);
           }
           return success();
         }) {}
-  const std::string &message() const { return message_; }
+
+  // The first error; then, one per line, the other blockers (up to kShown in all).
+  std::string message() const {
+    std::string text;
+    for (size_t i = 0; i < errors_.size() && i < kShown; ++i) {
+      if (i == 1)
+        text += "\n  " + std::to_string(errors_.size() - 1) + " more:";
+      text += i == 0 ? errors_[i].text : "\n  - " + errors_[i].text;
+      if (errors_[i].count > 1)
+        text += " (and " + std::to_string(errors_[i].count - 1) + " more like it, e.g. in other " +
+                "layers)";
+    }
+    if (errors_.size() > kShown)
+      text += "\n  - (" + std::to_string(errors_.size() - kShown) + " more not shown)";
+    return text;
+  }
 
 private:
+  static constexpr size_t kShown = 10;
+  struct Blocker {
+    std::string key, text;
+    int count;
+  };
+
+  void add(std::string text) {
+    std::string key;
+    for (size_t i = 0; i < text.size(); ++i)
+      if (!std::isdigit(static_cast<unsigned char>(text[i])))
+        key += text[i];
+      else if (key.empty() || key.back() != '#')
+        key += '#';
+    for (Blocker &b : errors_)
+      if (b.key == key) {
+        ++b.count;
+        return;
+      }
+    errors_.push_back({std::move(key), std::move(text), 1});
+  }
+
   ScopedDiagnosticHandler handler_;
-  std::string message_;
+  std::vector<Blocker> errors_;
 };
 
 void printStage(ModuleOp module, const char *stage) {
@@ -175,9 +215,9 @@ Status compileOnnxToPlan(const CompileOptions &options) {
   registry.insert<hetc::HetcDialect, func::FuncDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
-  // One thread: the machines this runs on are shared, and the first error is then deterministic.
+  // One thread: the machines this runs on are shared, and the errors' order is then deterministic.
   context.disableMultithreading();
-  FirstErrorHandler diagnostics(context, options.verbose);
+  ErrorCollector diagnostics(context, options.verbose);
 
   WeightStore weights;
   std::string error;

@@ -272,7 +272,10 @@ def export_decoder(model: torch.nn.Module, config: dict, out_dir: str, vocab: in
     batch of 2 with 3 new tokens after 4 cached ones; returns the ONNX path."""
     os.makedirs(out_dir, exist_ok=True)
     save_config(os.path.join(out_dir, "config.json"), config)
-    torch.save(model.state_dict(), os.path.join(out_dir, "weights.pt"))
+    # Buffers the module builds from its config (constructed_buffers) are not weights.
+    rebuilt = getattr(model, "constructed_buffers", ())
+    torch.save({k: v for k, v in model.state_dict().items() if k not in rebuilt},
+               os.path.join(out_dir, "weights.pt"))
     gen = torch.Generator().manual_seed(1234)
     batch, seq, past = 2, 3, 4  # distinct, so no dimension can be mistaken for another
     args = [torch.randint(0, vocab, (batch, seq), generator=gen),

@@ -167,7 +167,17 @@ CHOICES: Dict[str, Dict[str, str]] = {
         "residual_first": "residual + h",
         "h_first": "h + residual",
     },
+    # Read by mask=bias_buffer only; drawn after every other choice (LATE_CHOICES), so that adding
+    # it left each seed's earlier draws as they were.
+    "mask_buffer": {
+        "bool": "bool tril buffer, torch.where(bias, scores, min) (GPT-2)",
+        "additive_float": "float buffer of 0 and the mask value above the diagonal (a weight of the "
+                          "file), its [k - q : k, :k] block added to the scores",
+    },
 }
+
+# Drawn after the mask value is fixed for the mask style, in this order.
+LATE_CHOICES = ("mask_buffer",)
 
 # Mask values each mask style takes: scatter_padding multiplies the mask by 0/1 (-inf * 0 is NaN),
 # so, as transformers, only finite values.
@@ -184,10 +194,13 @@ def choose(seed: int) -> Tuple[int, Dict[str, str]]:
     kv_heads = rng.choice(KV_HEADS)
     spellings = {}
     for name, options in CHOICES.items():
-        spellings[name] = rng.choice(sorted(options))
+        if name not in LATE_CHOICES:
+            spellings[name] = rng.choice(sorted(options))
     allowed = MASK_VALUES_FOR.get(spellings["mask"])
     if allowed and spellings["mask_value"] not in allowed:
         spellings["mask_value"] = allowed[rng.randrange(len(allowed))]
+    for name in LATE_CHOICES:
+        spellings[name] = rng.choice(sorted(CHOICES[name]))
     return kv_heads, spellings
 
 
@@ -320,11 +333,19 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
                 cos, sin = cos[None, None], sin[None, None]  # [1, 1, max_pos, D]
             self.register_buffer("cos_cached", cos, persistent=False)
             self.register_buffer("sin_cached", sin, persistent=False)
+        self.mask_value = hf_llama.MASK_VALUES[self.sp["mask_value"]]
         if self.sp["mask"] == "bias_buffer":
             n = config.max_position_embeddings
-            self.register_buffer("causal_bias", torch.tril(torch.ones((n, n), dtype=torch.bool)),
-                                 persistent=False)
-        self.mask_value = hf_llama.MASK_VALUES[self.sp["mask_value"]]
+            causal = torch.tril(torch.ones((n, n), dtype=torch.bool))
+            additive = self.sp["mask_buffer"] == "additive_float"
+            if additive:
+                causal = torch.zeros((n, n)).masked_fill(~causal, self.mask_value)
+            # A persistent buffer is an initializer of the file (a weight to hetc); a
+            # non-persistent one a Constant node. Either way the config rebuilds it, so
+            # weights.pt leaves it out (common.export_decoder reads constructed_buffers).
+            self.register_buffer("causal_bias", causal, persistent=additive)
+            if additive:
+                self.constructed_buffers = ("causal_bias",)
 
     # -- norms, MLP -----------------------------------------------------------------------------
 
@@ -515,8 +536,11 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
         if sp["mask"] == "bias_buffer":
             query_length, key_length = q_len_kv_len
             causal_mask = self.causal_bias[key_length - query_length: key_length, :key_length]
-            mask_value = torch.full([], self.mask_value, dtype=w.dtype)
-            w = torch.where(causal_mask, w, mask_value)
+            if sp["mask_buffer"] == "additive_float":
+                w = w + causal_mask.to(w.dtype)
+            else:
+                mask_value = torch.full([], self.mask_value, dtype=w.dtype)
+                w = torch.where(causal_mask, w, mask_value)
             w = w + mask  # the padding, [batch, 1, 1, total]
         elif sp["mask"] in ("triu", "scatter_padding"):
             w = w + mask[:, :, :, : q_len_kv_len[1]]
@@ -657,7 +681,11 @@ def load_model(model_dir: str) -> SpelledLlama:
     model = SpelledLlama(config, doc["spellings"])
     weights = os.path.join(model_dir, "weights.pt")
     if os.path.exists(weights):
-        model.load_state_dict(torch.load(weights))
+        missing, unexpected = model.load_state_dict(torch.load(weights), strict=False)
+        rebuilt = getattr(model, "constructed_buffers", ())
+        if unexpected or any(k not in rebuilt for k in missing):
+            raise ValueError(f"{weights} does not fit the module: missing {missing}, "
+                             f"unexpected {unexpected}")
     else:
         hf_llama.init_weights(model, config.seed)
     return model.eval()

@@ -37,3 +37,17 @@ func.func @recognition_stop(%x: tensor<?x?x8xf32>) -> (tensor<?x?x8xf32> {hetc.n
   %n = hetc.onnx.node "Neg"(%r) {node_name = "k/Neg"} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
   return %n : tensor<?x?x8xf32>
 }
+
+// -----
+
+// One region, one error: the two outputs computed by connected unraised nodes are one blocker,
+// reported at its first edge with what the region reads and what reads it.
+func.func @one_region(%x: tensor<?x?x8xf32>) -> (tensor<?x?x8xf32> {hetc.name = "present.0.key"}, tensor<?x?x8xf32> {hetc.name = "present.0.value"}) {
+  %w = hetc.weight "k_proj" : tensor<8x8xf32>
+  %k = hetc.linear %x, %w : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %a = hetc.onnx.node "Abs"(%k) {node_name = "k/Abs"} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  // expected-error @+1 {{node 'k/Neg' (Neg) is not part of a computation hetc recognises: its result feeds the output 'present.0.key' but no raising pattern matched; recognition stops at node 'k/Abs' (Abs), the first that reads a hetc.linear result; the region hetc does not recognise has 3 nodes reading hetc.linear, read by the output 'present.0.key', the output 'present.0.value'}}
+  %n = hetc.onnx.node "Neg"(%a) {node_name = "k/Neg"} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %r = hetc.onnx.node "Relu"(%a) {node_name = "k/Relu"} : (tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  return %n, %r : tensor<?x?x8xf32>, tensor<?x?x8xf32>
+}

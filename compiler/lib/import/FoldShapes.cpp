@@ -802,17 +802,20 @@ private:
     reshape->getResult(0).replaceAllUsesWith(result);
   }
 
-  // (scores + m1) + m2, m1 and m2 computed from the inputs alone, is scores + (m1 + m2).
+  // (scores + m1) + m2, m1 and m2 computed from the inputs and constants alone (a stored mask
+  // buffer is a weight), is scores + (m1 + m2).
   void reassociateMasks(OnnxNodeOp add) {
     for (unsigned inner : {0u, 1u}) {
       Value m2 = add->getOperand(1 - inner);
       auto first = add->getOperand(inner).getDefiningOp<OnnxNodeOp>();
       if (!first || first.getOpType() != "Add" || first->getNumOperands() != 2 ||
-          !first->getResult(0).hasOneUse() || !computedFromInputs(m2) || constantValue(m2))
+          !first->getResult(0).hasOneUse() || !computedFromInputs(m2, /*weightsAreConstants=*/true) ||
+          constantValue(m2))
         continue;
       for (unsigned s : {0u, 1u}) {
         Value scores = first->getOperand(s), m1 = first->getOperand(1 - s);
-        if (computedFromInputs(scores) || !computedFromInputs(m1) || constantValue(m1))
+        if (computedFromInputs(scores) ||
+            !computedFromInputs(m1, /*weightsAreConstants=*/true) || constantValue(m1))
           continue;
         builder_.setInsertionPoint(add);
         auto masks = builder_.create<OnnxNodeOp>(

@@ -506,7 +506,7 @@ std::string describe(Operation *op) {
   return op->getName().getStringRef().str();
 }
 
-bool computedFromInputs(Value v) {
+bool computedFromInputs(Value v, bool weightsAreConstants) {
   SmallVector<Value> worklist{v};
   DenseSet<Value> seen;
   while (!worklist.empty()) {
@@ -516,8 +516,16 @@ bool computedFromInputs(Value v) {
     Operation *def = at.getDefiningOp();
     if (!def || readsDimensionsOnly(def))
       continue;
-    if (isa<LlmOp, WeightOp>(def))
+    if (isa<LlmOp>(def) || (isa<WeightOp>(def) && !weightsAreConstants))
       return false;
+    if (auto node = dyn_cast<OnnxNodeOp>(def); node && weightsAreConstants) {
+      StringRef type = node.getOpType();
+      if (type == "MatMul" || type == "Gemm" || type == "MatMulInteger" ||
+          type == "MatMulNBits" || type == "Einsum" || type == "Conv" ||
+          ((type == "Gather" || type == "GatherElements" || type == "GatherND") &&
+           node->getOperand(0).getDefiningOp<WeightOp>()))
+        return false;
+    }
     llvm::append_range(worklist, def->getOperands());
   }
   return true;

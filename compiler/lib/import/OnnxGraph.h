@@ -87,8 +87,12 @@ mlir::Value throughRowReshapes(mlir::Value v);
 bool foldRowReshapes(mlir::func::FuncOp func);
 
 // Whether `v` is computed from graph inputs and constants only: no activation or weight reaches
-// it but through Shape or Size (an input-derived quantity; their values are not).
-bool computedFromInputs(mlir::Value v);
+// it but through Shape or Size (an input-derived quantity; their values are not). With
+// `weightsAreConstants`, a weight's values may reach it too, as a constant of the file (a mask
+// buffer stored as an initializer, sliced; an evaluation reads it from the weight store,
+// SampleEvaluator), but not through what makes activations before they are raised: a matrix
+// product (a projection) or a Gather of a weight's rows (an embedding lookup).
+bool computedFromInputs(mlir::Value v, bool weightsAreConstants = false);
 
 // "'<node_name>' (<OpType>)" for error messages; the op name for other ops.
 std::string describe(mlir::Operation *op);
@@ -106,6 +110,10 @@ std::string printed(double v, int significant = 3);
 // softmax over the last axis when `axis` is the last, and refuses it otherwise with
 // softmaxBefore13Refusal.
 inline constexpr llvm::StringLiteral kFlattensBefore13 = "hetc.flattens_before_13";
+
+// Marks an unraised node that a raising pass refused with an error saying why (the attention
+// whose values it weights): hetc-check-raised fails on its region without a second error.
+inline constexpr llvm::StringLiteral kRefused = "hetc.refused";
 std::string softmaxBefore13Refusal(llvm::StringRef node, llvm::StringRef opType, int64_t opset,
                                    int64_t axis, int64_t rank);
 

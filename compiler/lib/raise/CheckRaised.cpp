@@ -1,12 +1,15 @@
 // After raising and clean-up, every op the function's results depend on must be an LLM op, a
-// weight or a constant. Each unraised node that feeds raised code or an output directly (the
-// edge of what was not understood) gets one error naming it; nodes behind it are not repeated.
-// Where that computation starts from the result of an LLM op, the error also names the first
-// node that reads one: where recognition stopped, usually the cause (a bias after a projection,
-// a rotation of another form), rather than the output it finally reaches.
+// weight or a constant. What is not is cut into regions: unraised nodes connected by the values
+// they pass each other (a Shape read does not connect). Each region is one blocker and gets one
+// error, at its first edge (an unraised node that feeds raised code or an output), naming where
+// recognition stopped (the first node that reads an LLM op's values: usually the cause, a bias
+// after a projection, a rotation of another form, rather than the output it finally reaches) and
+// the region's ends: the LLM ops and graph inputs it reads and what reads it. A region a raising
+// pass already refused with its reason (`hetc.refused` on one of its nodes) gets no second error.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 
+#include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace hetc {
@@ -45,6 +48,41 @@ Operation *recognitionStop(Operation *edge) {
   return first;
 }
 
+// How a region's end is named: an LLM op by its source node, a graph input by its name.
+std::string endName(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "hetc.name");
+    return name ? "the input '" + name.getValue().str() + "'"
+                : "input #" + std::to_string(arg.getArgNumber());
+  }
+  Operation *op = v.getDefiningOp();
+  std::string text = op->getName().getStringRef().str();
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    text += " ('" + name.getName().getValue().str() + "')";
+  return text;
+}
+
+// Names in first-seen order, each once.
+struct Names {
+  std::vector<std::string> list;
+  void insert(std::string name) {
+    if (llvm::find(list, name) == list.end())
+      list.push_back(std::move(name));
+  }
+  bool empty() const { return list.empty(); }
+};
+
+std::string listed(const Names &names) {
+  constexpr size_t kNamed = 4;
+  std::string text;
+  for (size_t i = 0; i < names.list.size() && i < kNamed; ++i)
+    text += (i ? ", " : "") + names.list[i];
+  if (names.list.size() > kNamed)
+    text += " and " + std::to_string(names.list.size() - kNamed) + " more";
+  return text;
+}
+
 struct CheckRaisedPass : public hetc::impl::CheckRaisedBase<CheckRaisedPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -63,9 +101,30 @@ struct CheckRaisedPass : public hetc::impl::CheckRaisedBase<CheckRaisedPass> {
         worklist.push_back(operand);
     }
 
+    // The regions: unraised needed ops joined by the values one passes another.
+    llvm::EquivalenceClasses<Operation *> regions;
+    for (Operation *op : needed) {
+      if (isRaised(op))
+        continue;
+      regions.insert(op);
+      if (readsDimensionsOnly(op))
+        continue;
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp(); def && !isRaised(def) && needed.contains(def))
+          regions.unionSets(op, def);
+    }
+    DenseSet<Operation *> refusedRegions, reportedRegions;
+    for (Operation *op : needed)
+      if (!isRaised(op) && op->hasAttr(kRefused))
+        refusedRegions.insert(regions.getLeaderValue(op));
+
     bool failed = false;
     for (Operation &op : func.getBody().front()) {
       if (isRaised(&op) || !needed.contains(&op))
+        continue;
+      failed = true;
+      Operation *region = regions.getLeaderValue(&op);
+      if (refusedRegions.contains(region) || reportedRegions.contains(region))
         continue;
       // Only the edge: an unraised op read by raised code or by the return.
       Operation *reader = nullptr;
@@ -78,6 +137,7 @@ struct CheckRaisedPass : public hetc::impl::CheckRaisedBase<CheckRaisedPass> {
           }
       if (!reader)
         continue;
+      reportedRegions.insert(region);
       std::string feeds;
       if (isa<func::ReturnOp>(reader)) {
         auto name = func.getResultAttrOfType<StringAttr>(output, "hetc.name");
@@ -107,10 +167,46 @@ struct CheckRaisedPass : public hetc::impl::CheckRaisedBase<CheckRaisedPass> {
         if (auto name = dyn_cast<NameLoc>(read->getLoc()))
           error << " (raised from node '" << name.getName().getValue() << "')";
       }
-      failed = true;
+      describeRegion(error, regions, region, func);
     }
     if (failed)
       signalPassFailure();
+  }
+
+  // "; the region: N nodes between <what it reads> and <what reads it>".
+  static void describeRegion(InFlightDiagnostic &error,
+                             llvm::EquivalenceClasses<Operation *> &regions, Operation *leader,
+                             func::FuncOp func) {
+    Names from, to;
+    size_t nodes = 0;
+    for (auto it = regions.member_begin(regions.findValue(leader)); it != regions.member_end();
+         ++it) {
+      Operation *op = *it;
+      ++nodes;
+      if (!readsDimensionsOnly(op))
+        for (Value operand : op->getOperands()) {
+          Operation *def = operand.getDefiningOp();
+          if ((!def && isa<BlockArgument>(operand)) || (def && isa<LlmOp>(def)))
+            from.insert(endName(operand));
+        }
+      for (Value result : op->getResults())
+        for (OpOperand &use : result.getUses()) {
+          Operation *user = use.getOwner();
+          if (isa<func::ReturnOp>(user)) {
+            auto name = func.getResultAttrOfType<StringAttr>(use.getOperandNumber(), "hetc.name");
+            to.insert(name ? "the output '" + name.getValue().str() + "'"
+                           : "output #" + std::to_string(use.getOperandNumber()));
+          } else if (isa<LlmOp>(user)) {
+            to.insert(endName(user->getResult(0)));
+          }
+        }
+    }
+    error << "; the region hetc does not recognise has " << nodes
+          << (nodes == 1 ? " node" : " nodes");
+    if (!from.empty())
+      error << " reading " << listed(from);
+    if (!to.empty())
+      error << ", read by " << listed(to);
   }
 };
 

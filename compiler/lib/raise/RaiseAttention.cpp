@@ -33,6 +33,7 @@
 #include "raise/SampleInputs.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <algorithm>
@@ -791,7 +792,7 @@ std::optional<KvConcat> matchKvConcat(Value v) {
 bool isInputMask(Value mask, DenseMap<Value, bool> &cache) {
   auto [it, inserted] = cache.try_emplace(mask);
   if (inserted)
-    it->second = computedFromInputs(mask);
+    it->second = computedFromInputs(mask, /*weightsAreConstants=*/true);
   return it->second;
 }
 
@@ -818,7 +819,8 @@ struct MaskVerdict {
 
 class MaskProbe {
 public:
-  MaskProbe(func::FuncOp func, Value positions) : evaluator_(func, positions) {}
+  MaskProbe(func::FuncOp func, Value positions, const compiler::WeightStore *weights)
+      : evaluator_(func, positions, weights) {}
 
   MaskVerdict verdict(Value mask) {
     std::optional<int64_t> window;
@@ -1032,11 +1034,19 @@ public:
         pvValue != transpose->getOperand(0) ? producer(transpose->getOperand(0), "Reshape")
                                             : OnnxNodeOp();
     OnnxNodeOp pv = producer(pvValue, "MatMul");
-    OnnxNodeOp softmax = pv ? producer(pv->getOperand(0), "Softmax") : OnnxNodeOp();
-    const int64_t softmaxRank = softmax ? knownRank(softmax->getOperand(0)) : -1;
-    if (!softmax || (softmaxRank != 3 && softmaxRank != 4) ||
-        !isAxis(intAttr(softmax, "axis").value_or(-1), softmaxRank - 1, softmaxRank))
+    if (!pv)
       return std::nullopt;
+    // From here on the region is an attention (heads merged back from a product of weights and
+    // values): why it is not raised is worth saying (AttentionMatcher::diagnosis).
+    product_ = pv;
+    OnnxNodeOp softmax = producer(pv->getOperand(0), "Softmax");
+    const int64_t softmaxRank = softmax ? knownRank(softmax->getOperand(0)) : -1;
+    if (!softmax)
+      return note(pv, "weights the values by " + describeValue(pv->getOperand(0)) +
+                          ", not by a softmax of the scores");
+    if ((softmaxRank != 3 && softmaxRank != 4) ||
+        !isAxis(intAttr(softmax, "axis").value_or(-1), softmaxRank - 1, softmaxRank))
+      return note(softmax, "is not a softmax over the keys (the last axis)");
     // OPT: softmax over [B * H, S, T] of max(scores + mask, finfo.min) unflattened to add the mask;
     // the clamp changes no score a mask leaves visible.
     Value logits = softmaxRank == 3 ? throughHeadsFlatten(softmax->getOperand(0))
@@ -1051,16 +1061,24 @@ public:
       });
     OnnxNodeOp maskAdd = producer(logits, "Add");
     if (!maskAdd)
-      return std::nullopt;
+      return note(softmax, "reads scores to which no mask is added; hetc's attention is causal, "
+                           "and a decoder's scores get a causal mask");
 
     std::optional<AttentionMatch> result;
     matchCommutative(maskAdd, [&](Value scaled, Value mask) {
-      if (!isInputMask(mask, maskCache_))
+      if (!isInputMask(mask, maskCache_)) {
+        if (!isInputMask(scaled, maskCache_))
+          note(maskAdd, "adds two values that both read activations: neither is a mask "
+                        "computed from the graph inputs and the file's constants");
         return false;
+      }
       std::optional<ScaledSoftCap> form;
       OnnxNodeOp scores = matchScaledScores(scaled, form);
-      if (!scores)
+      if (!scores) {
+        note(maskAdd, "adds the mask to " + describeValue(scaled) +
+                          ", which is not a product of q and k^T under a scale");
         return false;
+      }
       result = matchOperands(scores, static_cast<float>(form->scale), pv->getOperand(1));
       if (result) {
         result->mask = mask;
@@ -1075,18 +1093,25 @@ public:
     const int64_t heads = result->q.split.heads;
     if (pvUnflatten &&
         !isHeadsUnflatten(pvUnflatten, result->q.split.flat, heads, result->q.split.headDim))
-      return std::nullopt;
+      return note(pvUnflatten, "does not unflatten the products over batch x heads back to "
+                               "[batch, heads, sequence, head_dim]");
     if (scoresUnflatten_ &&
         !isHeadsUnflatten(scoresUnflatten_, result->q.split.flat, heads, std::nullopt))
-      return std::nullopt;
+      return note(scoresUnflatten_, "does not unflatten the scores over batch x heads back to "
+                                    "[batch, heads, sequence, keys]");
 
     // The output reshape must merge the heads back: [B, S, H*D] or [B, S, -1].
     int64_t width = result->q.split.heads * result->q.split.headDim;
-    if (entries && entries->size() == 3 && (*entries)[2] && *(*entries)[2] != -1 &&
-        *(*entries)[2] != width)
-      return std::nullopt;
-    if (std::optional<int64_t> f = featureSize(reshape->getResult(0).getType()); f && *f != width)
-      return std::nullopt;
+    std::optional<int64_t> merged;
+    if (entries && entries->size() == 3 && (*entries)[2] && *(*entries)[2] != -1)
+      merged = *(*entries)[2];
+    if (std::optional<int64_t> f = featureSize(reshape->getResult(0).getType()))
+      merged = f;
+    if (merged && *merged != width)
+      return note(reshape, "merges the heads into " + std::to_string(*merged) +
+                               " features, where q has " + std::to_string(heads) + " heads of " +
+                               std::to_string(result->q.split.headDim) + " (" +
+                               std::to_string(width) + ")");
     // ... and keep batch and sequence where they are: a 0 copies them from [B, S, H, D].
     auto outEntries = shapeEntrySources(reshape->getOperand(1));
     bool allowZero = intAttr(reshape, "allowzero").value_or(0) != 0;
@@ -1095,13 +1120,14 @@ public:
                   (((*outEntries)[d].value == 0 && !allowZero) ||
                    entryIsDim((*outEntries)[d], result->q.split.flat, d, /*zeroCopies=*/false));
       if (!kept)
-        return std::nullopt;
+        return note(reshape, "merges the heads without keeping batch and sequence in place");
     }
 
     // Everything else is attention: a mask other than the causal one would be a wrong answer.
     auto [it, inserted] = maskVerdicts_.try_emplace(result->mask);
     if (inserted)
-      it->second = MaskProbe(reshape->getParentOfType<func::FuncOp>(), result->q.angles.positions)
+      it->second = MaskProbe(reshape->getParentOfType<func::FuncOp>(), result->q.angles.positions,
+                             tables_.weights())
                        .verdict(result->mask);
     if (it->second.error) {
       unsupported = {maskAdd, "adds an attention mask that " + *it->second.error};
@@ -1112,8 +1138,36 @@ public:
   }
 
   Unsupported unsupported;
+  // Where and why an attention (its product of weights and values found) did not match, when it
+  // did not: the first reason met. Unlike `unsupported` not an error by itself: another reading of
+  // the same attention may still match (the pass reports it for a product nothing raised).
+  Unsupported diagnosis;
+  OnnxNodeOp product() const { return product_; }
 
 private:
+  // Notes the first reason an attention did not match; returns nothing, for `return note(..)`.
+  std::nullopt_t note(Operation *op, std::string why) {
+    if (!diagnosis.op)
+      diagnosis = {op, std::move(why)};
+    return std::nullopt;
+  }
+
+  // "'name' (OpType)" of the node computing `v`, or what `v` is.
+  static std::string describeValue(Value v) {
+    if (Operation *def = v.getDefiningOp())
+      return describe(def);
+    return "graph input #" + std::to_string(cast<BlockArgument>(v).getArgNumber());
+  }
+
+  // "H heads of D" of a split.
+  static std::string headsOf(const HeadsSplit &split) {
+    std::string text = std::to_string(split.heads) + (split.heads == 1 ? " head of " : " heads of ") +
+                       std::to_string(split.headDim);
+    if (split.broadcast != 1)
+      text += " (each repeated " + std::to_string(split.broadcast) + " times)";
+    return text;
+  }
+
   // MatMul(q, kT) then elementwise nodes of it and scalar constants, read by their values
   // (ScalarFunctions.h): a scale, however written (Div by a constant, Mul by one, none when q and
   // k were scaled before the product), then maybe a soft-cap, c * tanh(s / c) (Gemma 2).
@@ -1184,8 +1238,14 @@ private:
       qIn = qMerge->getOperand(0);
     std::optional<RopeMatch> q = rotatedOrNot(qIn, scale);
     OnnxNodeOp kT = producer(withoutScale(scores->getOperand(1), scale), "Transpose");
-    if (!q || !kT || !hasPerm(kT, flat ? ArrayRef<int64_t>{0, 2, 1} : ArrayRef<int64_t>{0, 1, 3, 2}))
-      return std::nullopt;
+    if (!q)
+      return note(scores, "multiplies " + describeValue(qIn) +
+                              ", which is not the query heads: Transpose(Reshape(q, [batch, "
+                              "sequence, heads, head_dim]), [0, 2, 1, 3]), rotated or not");
+    if (!kT || !hasPerm(kT, flat ? ArrayRef<int64_t>{0, 2, 1} : ArrayRef<int64_t>{0, 1, 3, 2}))
+      return note(scores, "multiplies the query heads by " +
+                              describeValue(scores->getOperand(1)) +
+                              ", which is not the keys transposed (the last two axes swapped)");
     int64_t heads = q->split.heads, headDim = q->split.headDim;
     Value kIn = withoutScale(kT->getOperand(0), scale);
     if (flat) {
@@ -1196,31 +1256,50 @@ private:
       if (!qMerge ||
           headsMergeSource(qMerge->getResult(0), heads, headDim, tokens, batchOfOne) != qIn ||
           !kIn || !vRep)
-        return std::nullopt;
+        return note(scores, "multiplies q, k and v flattened over batch x heads in a way hetc "
+                            "cannot trace back to [batch, heads, sequence, head_dim]");
     }
 
     RepeatKv kRepeat = matchRepeatKv(kIn);
     RepeatKv vRepeat = matchRepeatKv(vRep);
     if (!kRepeat.base || !vRepeat.base)
-      return std::nullopt;
+      return note(scores, "repeats the cached " + std::string(kRepeat.base ? "values" : "keys") +
+                              " over the query heads in a form hetc does not read (repeat_kv: "
+                              "Reshape(Expand(Unsqueeze(x, 2), [.., n, ..]), [batch, heads * n, "
+                              "positions, head_dim]))");
     std::optional<KvConcat> presentK = matchKvConcat(kRepeat.base);
     std::optional<KvConcat> presentV = matchKvConcat(vRepeat.base);
     if (!presentK || !presentV || presentK->past == presentV->past)
-      return std::nullopt;
+      return note(scores, "reads " + std::string(presentK ? "values" : "keys") + " (" +
+                              describeValue(presentK ? vRepeat.base : kRepeat.base) +
+                              ") that are not Concat(past input, new ones) along the positions, "
+                              "written to a present output: a KV cache hetc can own");
     std::optional<RopeMatch> k = q->rotaryDim ? matchRope(presentK->fresh, tables_, unsupported)
                                               : rotatedOrNot(presentK->fresh, scale);
     std::optional<HeadsSplit> v = matchHeadsSplit(skipNoOps(presentV->fresh));
-    if (!k || !v || (k->rotaryDim == 0) != (q->rotaryDim == 0))
-      return std::nullopt;
+    if (!k)
+      return note(presentK->concat,
+                  "appends new keys (" + describeValue(presentK->fresh) + ") that are not the " +
+                      "key heads split" + (q->rotaryDim ? " and rotated as the query heads are"
+                                                        : std::string()));
+    if (!v)
+      return note(presentV->concat, "appends new values (" + describeValue(presentV->fresh) +
+                                        ") that are not the value heads split");
+    if ((k->rotaryDim == 0) != (q->rotaryDim == 0))
+      return note(scores, "rotates the query heads and not the keys");
     int64_t kvHeads = k->split.heads;
     if (q->split.broadcast != 1 || k->split.headDim != headDim || v->headDim != headDim ||
         v->heads != kvHeads || v->broadcast != k->split.broadcast || heads % kvHeads != 0)
-      return std::nullopt;
+      return note(scores, "multiplies queries of " + headsOf(q->split) + " with keys of " +
+                              headsOf(k->split) + " and values of " + headsOf(*v) +
+                              ": hetc's attention groups the query heads evenly over KV heads of "
+                              "one head_dim");
     int64_t nRep = heads / kvHeads;
     // K and V broadcast to every query head before the cache need no repeat_kv after it.
     const bool broadcastCache = k->split.broadcast != 1;
     if (broadcastCache && k->split.broadcast != nRep)
-      return std::nullopt;
+      return note(scores, "caches keys of " + headsOf(k->split) + " for " +
+                              std::to_string(heads) + " query heads");
     // One KV head needs no repeat_kv: the products broadcast it over the query heads (Falcon's
     // multi-query attention).
     auto repeats = [&](const RepeatKv &repeat) {
@@ -1229,20 +1308,29 @@ private:
       return repeat.nRep == nRep || (kvHeads == 1 && repeat.nRep == 1 && !flat);
     };
     if (!repeats(kRepeat) || !repeats(vRepeat))
-      return std::nullopt;
+      return note(scores, std::to_string(heads) + " query heads over " +
+                              std::to_string(kvHeads) + " KV heads read each KV head " +
+                              std::to_string(nRep) + " times; the graph repeats the keys " +
+                              std::to_string(kRepeat.nRep) + " and the values " +
+                              std::to_string(vRepeat.nRep) + " times");
     for (Value repeated : {kT->getOperand(0), vRep})
       if (nRep != 1 && !broadcastCache)
         if (std::optional<int64_t> h = repeatedHeads(repeated); h && *h != heads)
-          return std::nullopt;
+          return note(scores, "repeats the KV heads into " + std::to_string(*h) +
+                                  " heads for " + std::to_string(heads) + " query heads");
     if (k->angles.positions != q->angles.positions || !(k->angles.invFreq == q->angles.invFreq) ||
         k->rotaryDim != q->rotaryDim || k->interleaved != q->interleaved)
-      return std::nullopt;
+      return note(scores, "rotates the query heads and the keys differently (rotary dims " +
+                              std::to_string(q->rotaryDim) + " and " +
+                              std::to_string(k->rotaryDim) +
+                              ", or other positions, frequencies or pairing)");
     return AttentionMatch{*q, *k, *v, *presentK, *presentV, scale};
   }
 
   DenseMap<Value, bool> &maskCache_;
   DenseMap<Value, MaskVerdict> &maskVerdicts_;
   RopeTables &tables_;
+  OnnxNodeOp product_;
   // The Reshape that unflattens the scores' product to add the mask (OPT's bmm form), if any.
   OnnxNodeOp scoresUnflatten_;
 };
@@ -1253,7 +1341,8 @@ private:
 // inputs, which the probe must find causal, or causal within a window) or `unidirectional = 1`,
 // a key_padding_mask computed from the inputs (all ones in hetc's use: sequences are never
 // padded). Outputs: the attention, present_key, present_value. Returns false after an error.
-bool raiseMultiHeadAttention(OnnxNodeOp node, DenseMap<Value, bool> &maskCache, OpBuilder &builder) {
+bool raiseMultiHeadAttention(OnnxNodeOp node, DenseMap<Value, bool> &maskCache,
+                             const compiler::WeightStore *weights, OpBuilder &builder) {
   auto refuse = [&](const Twine &why) {
     node.emitError() << "node " << describe(node) << " " << why;
     return false;
@@ -1294,7 +1383,8 @@ bool raiseMultiHeadAttention(OnnxNodeOp node, DenseMap<Value, bool> &maskCache, 
     Value positions;
     if (auto rope = skipNoOps(node->getOperand(0)).getDefiningOp<RopeOp>())
       positions = rope.getPositions();
-    MaskVerdict verdict = MaskProbe(node->getParentOfType<func::FuncOp>(), positions).verdict(mask);
+    MaskVerdict verdict =
+        MaskProbe(node->getParentOfType<func::FuncOp>(), positions, weights).verdict(mask);
     if (verdict.error)
       return refuse("adds an attention_bias that " + *verdict.error);
     window = verdict.window;
@@ -1341,11 +1431,15 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
     });
     DenseMap<Value, bool> maskCache;
     for (OnnxNodeOp node : fused)
-      if (!raiseMultiHeadAttention(node, maskCache, builder))
+      if (!raiseMultiHeadAttention(node, maskCache, weights_, builder))
         return signalPassFailure();
     DenseMap<Value, MaskVerdict> maskVerdicts;
     RopeTables tables(weights_);
     bool failed = false;
+    // Attentions found by their product of weights and values and not raised, with the first
+    // reason; and the products that were raised (by another reading of the same attention).
+    llvm::MapVector<Operation *, Unsupported> unraised;
+    DenseSet<Operation *> raisedProducts;
     for (OnnxNodeOp reshape : reshapes) {
       AttentionMatcher matcher(maskCache, maskVerdicts, tables);
       std::optional<AttentionMatch> m = matcher.match(reshape);
@@ -1354,9 +1448,12 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
           matcher.unsupported.op->emitError()
               << "node " << describe(matcher.unsupported.op) << " " << matcher.unsupported.why;
           failed = true;
+        } else if (matcher.diagnosis.op) {
+          unraised.try_emplace(matcher.product(), matcher.diagnosis);
         }
         continue;
       }
+      raisedProducts.insert(matcher.product());
       builder.setInsertionPoint(reshape);
       Location loc = reshape->getLoc();
       int64_t heads = m->q.split.heads, kvHeads = m->k.split.heads, headDim = m->q.split.headDim;
@@ -1407,6 +1504,19 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
       presentK.replaceUsesWithIf(attention.getPresentKey(), afterAttention);
       presentV.replaceUsesWithIf(attention.getPresentValue(), afterAttention);
       reshape->erase();
+    }
+    // The root of the refusal: the attention region and why it did not match, rather than the
+    // first node after it that CheckRaised would name. Not a failure of this pass: CheckRaised
+    // fails on the unraised region (without a second error for it, `hetc.refused`) after the
+    // passes in between had their say on the rest of the model, so that every blocker is listed.
+    for (auto &[product, why] : unraised) {
+      if (raisedProducts.contains(product))
+        continue;
+      product->emitError() << "node " << describe(product)
+                           << " closes an attention hetc does not run: "
+                           << (why.op == product ? "it" : "node " + describe(why.op)) << " "
+                           << why.why;
+      product->setAttr(kRefused, UnitAttr::get(product->getContext()));
     }
     // A linear after the attention may read its rows flattened (GPT-2's Conv1D).
     foldRowReshapes(func);

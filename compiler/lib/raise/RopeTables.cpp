@@ -79,7 +79,7 @@ std::optional<RopeTables::Table> RopeTables::evaluated(Value v, int64_t rows,
   if (!func)
     return std::nullopt;
   // The table spans the cache and the new tokens: `rows` positions in all.
-  SampleEvaluator evaluator(func);
+  SampleEvaluator evaluator(func, {}, weights_);
   std::string error;
   std::optional<Tensor> t = evaluator.evaluate(v, Sample{2, rows - 2, 1, 0}, error);
   if (!t || !t->isFloat()) {

@@ -32,6 +32,7 @@ public:
 
   // `weights` gives a hetc.weight's values; without it (hetc-opt) tables must be hetc.constant.
   explicit RopeTables(const compiler::WeightStore *weights) : weights_(weights) {}
+  const compiler::WeightStore *weights() const { return weights_; }
 
   // The rotary_dim / 2 frequencies of tables covering `rotaryDim` columns, or nothing with `why`
   // completing "the tables ...".

@@ -20,8 +20,10 @@ bool hetc::takesBatchOfOneOnly(func::FuncOp func) {
   });
 }
 
-SampleEvaluator::SampleEvaluator(func::FuncOp func, Value positions)
-    : func_(func), positions_(positions), fixedBatchOfOne_(takesBatchOfOneOnly(func)) {
+SampleEvaluator::SampleEvaluator(func::FuncOp func, Value positions,
+                                 const compiler::WeightStore *weights)
+    : func_(func), positions_(positions), fixedBatchOfOne_(takesBatchOfOneOnly(func)),
+      weights_(weights) {
   // The token ids' graph input (the embedding may read it through a cast or a view).
   func.walk([&](EmbeddingOp op) { ids_ = graphInputThroughViews(op.getIds()); });
   for (BlockArgument arg : func.getArguments()) {
@@ -90,6 +92,28 @@ std::optional<Tensor> SampleEvaluator::standIn(Operation &op, const Sample &s) {
   return t;
 }
 
+// A plain float weight's values from the store (not a transposed or column view of one, which
+// only the raising makes, and never of what a sample evaluation reads).
+std::optional<Tensor> SampleEvaluator::storedWeight(WeightOp weight) const {
+  // A bound on what one read costs (doubles): a [4096, 4096] buffer is 128 MiB.
+  constexpr uint64_t kMaxElements = uint64_t{1} << 24;
+  const compiler::StoredWeight *stored =
+      weights_ ? weights_->find(weight.getName().str()) : nullptr;
+  auto type = dyn_cast<RankedTensorType>(weight.getType());
+  if (!stored || !type || !type.hasStaticShape() || weight.getTransposed() ||
+      weight.getColumns() || stored->elementCount() > kMaxElements ||
+      static_cast<int64_t>(stored->elementCount()) != type.getNumElements())
+    return std::nullopt;
+  std::vector<float> values = stored->toFloats();
+  if (values.size() != stored->elementCount())
+    return std::nullopt;
+  Tensor t;
+  t.elem = type.getElementType();
+  t.shape.assign(type.getShape().begin(), type.getShape().end());
+  t.floats.assign(values.begin(), values.end());
+  return t;
+}
+
 std::optional<Tensor> SampleEvaluator::evaluate(Value v, const Sample &s, std::string &error) {
   // The computation, in program order. An LLM op's stand-in needs none of its operands, so the
   // walk stops there: each layer's mask reaches back to its own projections, not through the
@@ -125,6 +149,16 @@ std::optional<Tensor> SampleEvaluator::evaluate(Value v, const Sample &s, std::s
         out = tensorFromAttr(attr);
     } else if (isa<OnnxNoneOp>(op)) {
       out = Tensor{};
+    } else if (auto weight = dyn_cast<WeightOp>(op);
+               weight && !llvm::all_of(weight->getUsers(), [&](Operation *u) {
+                 return !slice.contains(u) || readsDimensionsOnly(u);
+               })) {
+      out = storedWeight(weight);
+      if (!out) {
+        error = "reads the values of weight '" + weight.getName().str() +
+                "', which hetc cannot read here";
+        return std::nullopt;
+      }
     } else if (isa<LlmOp, WeightOp>(op)) {
       out = standIn(op, s);
     } else if (auto node = dyn_cast<OnnxNodeOp>(op)) {

@@ -5,6 +5,7 @@
 // compared with what the LLM op computes instead.
 #pragma once
 
+#include "hetc/compiler/WeightStore.h"
 #include "import/OnnxInterpreter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,25 +29,32 @@ bool takesBatchOfOneOnly(mlir::func::FuncOp func);
 class SampleEvaluator {
 public:
   // `positions`: the graph input holding position_ids, if the caller knows it; otherwise the
-  // input named position_ids, if any.
-  SampleEvaluator(mlir::func::FuncOp func, mlir::Value positions = {});
+  // input named position_ids, if any. `weights`: where the values of weights are read (none in
+  // hetc-opt: a computation that reads a weight's values is then not evaluated).
+  SampleEvaluator(mlir::func::FuncOp func, mlir::Value positions = {},
+                  const compiler::WeightStore *weights = nullptr);
 
   // Whether the graph takes a batch of one only (takesBatchOfOneOnly): no sample of two.
   bool fixedBatchOfOne() const { return fixedBatchOfOne_; }
 
-  // `v` at sample `s`. An LLM op or a weight may reach `v` through Shape or Size only (its values
-  // do not matter, its shape does): it stands in as zeros of its shape at the sample. On failure,
+  // `v` at sample `s`. An LLM op may reach `v` through Shape or Size only (its values do not
+  // matter, its shape does): it stands in as zeros of its shape at the sample. A weight is read
+  // from the store, whatever its size (a [max_positions, max_positions] mask buffer is read
+  // whole; the nodes after it compute only what the sample needs); read through Shape or Size
+  // only, it stands in as zeros like an activation. On failure,
   // `error` completes "<v> ..." (it names the node or input that could not be evaluated).
   std::optional<Tensor> evaluate(mlir::Value v, const Sample &s, std::string &error);
 
 private:
   std::optional<Tensor> sampleInput(mlir::BlockArgument arg, const Sample &s);
   std::optional<Tensor> standIn(mlir::Operation &op, const Sample &s);
+  std::optional<Tensor> storedWeight(WeightOp weight) const;
 
   mlir::func::FuncOp func_;
   mlir::Value positions_;
   bool fixedBatchOfOne_;
   mlir::Value ids_;
+  const compiler::WeightStore *weights_;
 };
 
 } // namespace hetc
