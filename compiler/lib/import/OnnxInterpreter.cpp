@@ -161,6 +161,8 @@ private:
         type == "Exp" || type == "Log" || type == "Abs" || type == "Floor" || type == "Ceil" ||
         type == "Not" || type == "Erf" || type == "Tanh" || type == "Sigmoid" || type == "Relu")
       return unary(type);
+    if ((type == "Max" || type == "Min") && inputs_.size() != 2)
+      return variadic(type);
     if (type == "Add" || type == "Sub" || type == "Mul" || type == "Div" || type == "Pow" ||
         type == "Max" || type == "Min" || type == "Equal" || type == "Less" || type == "Greater" ||
         type == "LessOrEqual" || type == "GreaterOrEqual" || type == "And" || type == "Or" ||
@@ -252,12 +254,15 @@ private:
 
   std::optional<Tensor> unary(StringRef type) {
     Tensor out = inputs_[0];
-    if (!out.isFloat() && type != "Neg" && type != "Abs" && type != "Not")
+    if (!out.isFloat() && type != "Neg" && type != "Abs" && type != "Not" && type != "Relu")
       return std::nullopt;
     for (int64_t k = 0; k < out.size(); ++k) {
       if (!out.isFloat()) {
         int64_t v = out.ints[k];
-        out.ints[k] = type == "Neg" ? -v : type == "Abs" ? std::abs(v) : (v == 0);
+        out.ints[k] = type == "Neg"    ? -v
+                      : type == "Abs"  ? std::abs(v)
+                      : type == "Relu" ? std::max<int64_t>(v, 0)
+                                       : (v == 0);
         continue;
       }
       double v = out.floats[k];
@@ -278,6 +283,26 @@ private:
       out.floats[k] = r;
     }
     return out;
+  }
+
+  // Max and Min of one or more inputs broadcast together: the binary op folded left to right (of
+  // one input, that input).
+  std::optional<Tensor> variadic(StringRef type) {
+    const SmallVector<Tensor> all = inputs_;
+    if (llvm::any_of(all, [&](const Tensor &t) { return t.elem != all[0].elem; }))
+      return std::nullopt;
+    Tensor acc = all[0];
+    for (size_t i = 1; i < all.size(); ++i) {
+      inputs_ = {acc, all[i]};
+      std::optional<Tensor> next = binary(type);
+      if (!next) {
+        inputs_ = all;
+        return std::nullopt;
+      }
+      acc = std::move(*next);
+    }
+    inputs_ = all;
+    return acc;
   }
 
   std::optional<Tensor> binary(StringRef type) {
@@ -649,16 +674,19 @@ private:
     return out;
   }
 
-  // ScatterND(data, indices [.., k], updates) with reduction none: a copy of data where each
-  // index tuple's slice is replaced (slice assignment, as transformers 4.38-4.47 write the
-  // padding into the causal mask).
+  // ScatterND(data, indices [.., k], updates): a copy of data where each index tuple's slice is
+  // replaced (reduction none: slice assignment, as transformers 4.38-4.47 write the padding into
+  // the causal mask) or combined with the update (add, mul, max, min), tuple after tuple.
   std::optional<Tensor> scatterNd() {
     if (inputs_.size() != 3 || !inputs_[1].elem || inputs_[1].isFloat())
       return std::nullopt;
+    StringRef reduction = "none";
     if (op_.getOnnxAttrs())
-      if (auto reduction = op_.getOnnxAttrs()->getAs<StringAttr>("reduction");
-          reduction && reduction.getValue() != "none")
-        return std::nullopt;
+      if (auto attr = op_.getOnnxAttrs()->getAs<StringAttr>("reduction"))
+        reduction = attr.getValue();
+    if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
+        reduction != "min")
+      return std::nullopt;
     const Tensor &data = inputs_[0], &indices = inputs_[1], &updates = inputs_[2];
     if (indices.shape.empty() || data.elem != updates.elem)
       return std::nullopt;
@@ -689,8 +717,25 @@ private:
           return std::nullopt;
         offset += i * strides[d];
       }
-      for (int64_t e = 0; e < slice; ++e)
-        out.copy(offset + e, updates, t * slice + e);
+      for (int64_t e = 0; e < slice; ++e) {
+        const int64_t at = offset + e, from = t * slice + e;
+        if (reduction == "none") {
+          out.copy(at, updates, from);
+        } else if (out.isFloat()) {
+          const double x = out.f(at), u = updates.f(from);
+          out.set(at, reduction == "add"   ? x + u
+                      : reduction == "mul" ? x * u
+                      : std::isnan(x) || std::isnan(u)
+                          ? NAN
+                          : (reduction == "max" ? std::max(x, u) : std::min(x, u)));
+        } else {
+          const int64_t x = out.i(at), u = updates.i(from);
+          out.setInt(at, reduction == "add"   ? x + u
+                         : reduction == "mul" ? x * u
+                         : reduction == "max" ? std::max(x, u)
+                                              : std::min(x, u));
+        }
+      }
     }
     return out;
   }

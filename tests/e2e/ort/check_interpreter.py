@@ -658,6 +658,9 @@ def gen_scatter_nd(rng, n):
                                                       np.full((2, 4), -np.inf, np.float32)]))
     cases.append(Case("ScatterND", "reduction add", [f32(rng, (4,)), np.array([[1], [3]], np.int64),
                                                      f32(rng, (2,))], {"reduction": "add"}))
+    cases.append(Case("ScatterND", "reduction mul, int64 rows",
+                      [ints(rng, (3, 2), -9, 9), np.array([[2], [0]], np.int64),
+                       ints(rng, (2, 2), -9, 9)], {"reduction": "mul"}))
     cases.append(Case("ScatterND", "index out of range (invalid)",
                       [f32(rng, (3,)), np.array([[3]], np.int64), f32(rng, (1,))]))
     return cases
