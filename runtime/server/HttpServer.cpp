@@ -183,7 +183,7 @@ public:
     json response = base(false);
     response["choices"] = choices;
     response["usage"] = usage();
-    return response.dump();
+    return toWire(response);
   }
 
 private:
@@ -309,7 +309,7 @@ private:
     return response;
   }
 
-  static std::string event(const json &data) { return "data: " + data.dump() + "\n\n"; }
+  static std::string event(const json &data) { return "data: " + toWire(data) + "\n\n"; }
 
   json usage() const {
     return {{"prompt_tokens", promptTokens_},
@@ -421,7 +421,7 @@ void HttpServer::routes() {
                    {"active_slots", metrics.activeSlots.load()},
                    {"queue_depth", metrics.queueDepth.load()},
                    {"queue_capacity", batch_.maxQueue()}};
-    res.set_content(health.dump(), "application/json");
+    res.set_content(toWire(health), "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) {
     res.set_content(batch_.metrics().prometheus(batch_.slots(), batch_.maxQueue()),
@@ -433,7 +433,7 @@ void HttpServer::routes() {
                   {"created", 0},
                   {"owned_by", "hetc"},
                   {"max_model_len", model_.maxSeq}};
-    res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(),
+    res.set_content(toWire(json{{"object", "list"}, {"data", json::array({model})}}),
                     "application/json");
   });
 

@@ -265,12 +265,16 @@ std::optional<ApiError> readStop(const json *value, std::vector<std::string> &st
 
 } // namespace
 
+std::string toWire(const nlohmann::json &value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string ApiError::json() const {
   nlohmann::json error = {{"message", message},
                           {"type", type},
                           {"param", param.empty() ? nlohmann::json() : nlohmann::json(param)},
                           {"code", code.empty() ? nlohmann::json() : nlohmann::json(code)}};
-  return nlohmann::json{{"error", error}}.dump();
+  return toWire(nlohmann::json{{"error", error}});
 }
 
 std::variant<ParsedRequest, ApiError> parseRequest(Endpoint endpoint, const std::string &text,
@@ -278,7 +282,8 @@ std::variant<ParsedRequest, ApiError> parseRequest(Endpoint endpoint, const std:
   json body;
   try {
     body = json::parse(text);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) {
+    // parse_error, or out_of_range for a number past double's range (1e400).
     return invalid("", std::string("the body is not valid JSON: ") + e.what());
   }
   if (!body.is_object())

@@ -35,6 +35,10 @@ struct ApiError {
   std::string json() const;
 };
 
+// `value` serialized for the wire. Invalid UTF-8 in its strings (a message quoting the bytes a
+// client sent: a path, a body that is not JSON) becomes U+FFFD rather than an exception.
+std::string toWire(const nlohmann::json &value);
+
 enum class Endpoint : uint8_t { Completions, ChatCompletions };
 
 // What a request asks for, once read.

@@ -200,6 +200,8 @@ def check_batch_independence(server):
 def check_bad_requests(server):
     cases = [
         ('{"prompt": "x", ', 400, None, "not valid JSON"),
+        (b'{"prompt": "ab\xff"}', 400, None, "not valid JSON"),  # invalid UTF-8 in a string
+        ('{"prompt": "x", "max_tokens": 1e400}', 400, None, "not valid JSON"),
         ('[1, 2]', 400, None, "JSON object"),
         ({"model": "gpt-4", "prompt": "x"}, 404, "model", "does not exist"),
         ({"prompt": "x" * (MAX_SEQ + 10)}, 400, "prompt", "context"),
@@ -242,9 +244,13 @@ def check_bad_requests(server):
                    f"param {param} with {needle!r}")
     status, _, data = server.request("GET", "/v1/nothing")
     expect(status == 404 and "error" in json.loads(data), f"unknown route: {status} {data!r}")
+    # A path that decodes to invalid UTF-8: quoted in the error with U+FFFD, never an abort.
+    status, _, data = server.request("GET", "/%FF")
+    expect(status == 404 and "\ufffd" in json.loads(data)["error"]["message"],
+           f"GET /%FF: {status} {data!r}")
     # The server goes on serving.
     server.post_json("/v1/completions", {"prompt": "still here", "max_tokens": 4})
-    print(f"bad requests: {len(cases) + len(chat_cases) + 1} refused with OpenAI error objects "
+    print(f"bad requests: {len(cases) + len(chat_cases) + 2} refused with OpenAI error objects "
           f"naming the field; the server goes on")
 
 
