@@ -95,6 +95,9 @@ public:
   }
 
   bool chat() const { return parsed_.endpoint == Endpoint::ChatCompletions; }
+  // Whether a stream's last event ([DONE], or an error) is written.
+  bool streamClosed() const { return doneSent_; }
+
   bool ended() const {
     for (const Choice &choice : choices_)
       if (!choice.ended)
@@ -130,8 +133,10 @@ public:
     for (size_t i = 0; i < choices_.size(); ++i) {
       Choice &choice = choices_[i];
       if (!choice.failure.empty()) {
+        // An error event ends the stream: no [DONE], which clients take for a complete answer.
         out += "data: " + serverError(choice.failure).json() + "\n\n";
         choice.failure.clear();
+        failed_ = true;
         continue;
       }
       const bool finishing = choice.ended && !choice.finishSent;
@@ -151,7 +156,9 @@ public:
       choice.logprobs = json::array();
       choice.finishSent = choice.finishSent || finishing;
     }
-    if (ended() && !doneSent_) {
+    if (ended() && !doneSent_ && failed_) {
+      doneSent_ = true; // the stream ends after the error
+    } else if (ended() && !doneSent_) {
       if (parsed_.includeUsage) {
         json last = base(true);
         last["choices"] = json::array();
@@ -242,8 +249,8 @@ private:
       choice.finishReason = "length";
     else if (end == ServedRequest::End::Failed)
       choice.failure = "generation failed: " + choice.request->failure();
-    else
-      choice.finishReason = "cancelled"; // the server is stopping
+    else // cancelled: the server stops (a client that left reads nothing)
+      choice.failure = "the server stopped before this request finished";
   }
 
   json logprobEntry(const Choice &choice, size_t k, int32_t id) {
@@ -325,7 +332,8 @@ private:
   std::vector<Choice> choices_;
   size_t promptTokens_ = 0;
   size_t generated_ = 0;
-  bool doneSent_ = false;
+  bool doneSent_ = false; // the stream's last event is written ([DONE], or an error)
+  bool failed_ = false;   // an error event was written
   std::string piece_;
 };
 
@@ -486,6 +494,7 @@ void HttpServer::routes() {
       return sendError(res, error);
     }
     pending->exchange = std::make_unique<Exchange>(parsed, model_, std::move(requests));
+    openExchanges_.fetch_add(1);
 
     // Every connection writes while it waits, so a client that left is noticed: the write fails,
     // the provider stops, and the releaser cancels what has not ended.
@@ -509,11 +518,14 @@ void HttpServer::routes() {
           }
           if (!out.empty() && !sink.write(out.data(), out.size()))
             return false;
-          if (exchange.ended() && (!stream || out.find("[DONE]") != std::string::npos))
+          if (exchange.ended() && (!stream || exchange.streamClosed()))
             sink.done();
           return true;
         },
-        [pending](bool) { pending->exchange->cancel(); });
+        [this, pending](bool) {
+          pending->exchange->cancel();
+          openExchanges_.fetch_sub(1);
+        });
   };
   http.Post("/v1/completions", [complete](const httplib::Request &req, httplib::Response &res) {
     complete(Endpoint::Completions, req, res);
@@ -552,8 +564,18 @@ Status HttpServer::serve() {
 }
 
 void HttpServer::stop() {
-  http_->stop();
+  batch_.refuseNew();
+  awaitExchanges(options_.drainTimeout);
   batch_.stop();
+  // The requests cut short write their error (each provider wakes within kKeepAliveEvery).
+  awaitExchanges(2 * kKeepAliveEvery + 500ms);
+  http_->stop();
+}
+
+void HttpServer::awaitExchanges(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (openExchanges_.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
 }
 
 } // namespace hetc::server

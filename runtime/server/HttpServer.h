@@ -17,6 +17,8 @@
 #include "runtime/tokenizer/ChatTemplate.h"
 #include "runtime/tokenizer/PlanTokenizer.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -36,6 +38,8 @@ struct ServerOptions {
   std::string modelName;          // the id /v1/models lists and requests name
   std::string templateName;       // a built-in chat template; empty: recognised from the plan
   size_t maxBodyBytes = 8u << 20; // larger request bodies get 413
+  // On stop(), how long running and queued requests may go on before they end with an error.
+  std::chrono::milliseconds drainTimeout{30000};
 };
 
 class HttpServer {
@@ -51,7 +55,10 @@ public:
   // Serves until stop(): the batch loop on its own thread, connections on a pool sized for every
   // slot and queue place.
   Status serve();
-  // Any thread.
+  // Any thread. Graceful: new requests get 503 at once; running and queued ones have
+  // options.drainTimeout to finish, then end with an error (an error event for a stream, an
+  // error object for a plain request, never a finish reason); the listener closes once every
+  // response is written.
   void stop();
 
   // Why chat completions are refused (empty when they are served).
@@ -71,6 +78,10 @@ private:
   std::unique_ptr<httplib::Server> http_;
   int listenSocket_ = -1;
   std::thread loop_;
+  // Responses being written (requests admitted and not yet released), for stop() to wait on.
+  std::atomic<int> openExchanges_{0};
+  // Waits until no response is being written, or `timeout`.
+  void awaitExchanges(std::chrono::milliseconds timeout) const;
 };
 
 } // namespace hetc::server

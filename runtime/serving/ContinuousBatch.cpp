@@ -116,7 +116,7 @@ ContinuousBatch::Admission ContinuousBatch::submit(std::shared_ptr<ServedRequest
   request->submitted_ = Clock::now();
   {
     std::lock_guard<std::mutex> lock(queueMutex_);
-    if (stopping_)
+    if (stopping_ || refusing_)
       return Admission::Stopped;
     if (queued_ + held_.load() >= queue_.size()) {
       metrics_.requestsRejected.fetch_add(1, std::memory_order_relaxed);
@@ -231,6 +231,11 @@ void ContinuousBatch::run() {
     std::move(queue_[queueHead_])->finish(ServedRequest::End::Cancelled);
   metrics_.queueDepth.store(0, std::memory_order_relaxed);
   metrics_.activeSlots.store(0, std::memory_order_relaxed);
+}
+
+void ContinuousBatch::refuseNew() {
+  std::lock_guard<std::mutex> lock(queueMutex_);
+  refusing_ = true;
 }
 
 void ContinuousBatch::stop() {

@@ -116,6 +116,9 @@ public:
   bool runStep();
   // Any thread: run() returns after the current step; queued and running requests end Cancelled.
   void stop();
+  // Any thread: submit() refuses every new request (Stopped) while the loop goes on with the
+  // queued and running ones (a server draining before it stops).
+  void refuseNew();
 
   // Seconds until a slot is likely to be free for a request queued now, at least 1: for 429
   // responses' Retry-After.
@@ -150,6 +153,7 @@ private:
   size_t queueHead_ = 0;
   size_t queued_ = 0;
   bool stopping_ = false;
+  bool refusing_ = false; // refuseNew()
 };
 
 } // namespace hetc

@@ -16,12 +16,15 @@ On the tiny preset with check_chat.py's byte-level tokenizer and ChatML template
 5. on a wider model (slower steps): a streaming client that disconnects frees its slot (the
    server generates far fewer ids than asked and counts it cancelled), and a load test: 64
    concurrent streaming clients over 4 slots and 8 queue places, three rounds: every request
-   completes or gets 429 with Retry-After, none is lost, and the server's memory stays flat.
+   completes or gets 429 with Retry-After, none is lost, and the server's memory stays flat;
+6. shutdown on SIGTERM: running requests drain (new ones get 503); with --drain-timeout 0 the
+   ones cut short end with an error (event or object), never [DONE] or a finish reason.
 """
 
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import threading
@@ -254,6 +257,83 @@ def check_bad_requests(server):
           f"naming the field; the server goes on")
 
 
+def open_stream(server, prompt, max_tokens):
+    """A raw streamed completion whose first event has arrived: (socket, bytes so far)."""
+    body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                       "stream": True}).encode()
+    s = socket.create_connection((server.host, server.port), timeout=60)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    received = b""
+    while b"data:" not in received:
+        chunk = s.recv(4096)
+        expect(chunk, f"the stream ended before its first event: {received[:300]!r}")
+        received += chunk
+    return s, received
+
+
+def read_to_close(s, received):
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        received += chunk
+    s.close()
+    body = received.split(b"\r\n\r\n", 1)[1].decode(errors="replace")
+    # Chunked transfer: the event text is in the chunks; events are whole lines in it.
+    return [line[5:].strip() for line in body.split("\n") if line.startswith("data:")]
+
+
+def check_shutdown(a, plan):
+    """SIGTERM drains: a running stream finishes ([DONE], a finish reason OpenAI clients know) and
+    a new request gets 503; with --drain-timeout 0 a running stream ends with an error event and
+    no [DONE], a plain request with an error object, never a finish reason."""
+    asked = MAX_SEQ - 16
+    server = Server(a.hetc, plan, "--threads", "1")
+    try:
+        s, received = open_stream(server, "drained", asked)
+        server.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        status, _, data = server.request("POST", "/v1/completions", {"prompt": "late"})
+        expect(status == 503 and "stopping" in json.loads(data)["error"]["message"],
+               f"a request while draining: HTTP {status} {data[:200]!r}")
+        events = read_to_close(s, received)
+        expect(events and events[-1] == "[DONE]", f"the drained stream did not end with [DONE]: "
+               f"{events[-3:]}")
+        reasons = [json.loads(e)["choices"][0]["finish_reason"] for e in events[:-1]
+                   if "choices" in json.loads(e) and json.loads(e)["choices"]]
+        expect(reasons[-1] in ("stop", "length"), f"drained stream finish reasons {reasons[-3:]}")
+    finally:
+        server.stop()
+    server = Server(a.hetc, plan, "--threads", "1", "--drain-timeout", "0")
+    try:
+        s, received = open_stream(server, "cut short", asked)
+        plain = {}
+
+        def plain_request():
+            plain["result"] = server.request("POST", "/v1/completions",
+                                             {"prompt": "cut short too", "max_tokens": asked})
+        t = threading.Thread(target=plain_request)
+        t.start()
+        time.sleep(0.3)
+        server.proc.send_signal(signal.SIGTERM)
+        events = read_to_close(s, received)
+        t.join(timeout=60)
+        expect("[DONE]" not in events and events and "error" in json.loads(events[-1]),
+               f"a stream cut by shutdown must end with an error event and no [DONE]: "
+               f"{events[-3:]}")
+        expect(all(json.loads(e)["choices"][0]["finish_reason"] in (None, "stop", "length")
+                   for e in events[:-1] if json.loads(e).get("choices")),
+               "a finish reason OpenAI clients do not know")
+        status, _, data = plain["result"]
+        expect("error" in json.loads(data) and "choices" not in json.loads(data),
+               f"a plain request cut by shutdown: HTTP {status} {data[:300]!r}")
+    finally:
+        server.stop()
+    print("shutdown: a running stream drained to [DONE] and a new request got 503; with "
+          "--drain-timeout 0 a stream ended with an error event, a plain request with an error")
+
+
 def check_disconnect(server):
     before = server.metrics()
     asked = MAX_SEQ - 16
@@ -399,6 +479,7 @@ def check(a):
         check_load(server)
     finally:
         server.stop()
+    check_shutdown(a, wide)
     print("PASS")
 
 

@@ -28,6 +28,10 @@ void addServeOptions(CLI::App &command, ServeArguments &args) {
       ->check(CLI::Range(0, 65535));
   command.add_option("--max-queue", args.maxQueue,
                      "Requests that may wait for a slot; more get 429 (default: 4 per slot; 0: none)");
+  command.add_option("--drain-timeout", args.drainTimeout,
+                     "On SIGINT or SIGTERM, seconds the running and queued requests get to finish "
+                     "(new ones get 503) before the rest end with an error (default: 30)")
+      ->check(CLI::Range(0.0, 86400.0));
   command.add_option("--model-name", args.modelName,
                      "The model id clients name (default: the plan file's name)");
   command.add_option("--template", args.templateName,
@@ -62,6 +66,8 @@ int serveCommand(ServeArguments &args) {
   serverOptions.port = args.port;
   serverOptions.maxQueue = args.maxQueue;
   serverOptions.templateName = args.templateName;
+  serverOptions.drainTimeout =
+      std::chrono::milliseconds(static_cast<int64_t>(args.drainTimeout * 1000.0));
   serverOptions.modelName = args.modelName.empty()
                                 ? std::filesystem::path(args.planPath).stem().string()
                                 : args.modelName;

@@ -16,6 +16,7 @@ struct ServeArguments {
   std::optional<size_t> maxQueue; // unset: 4 per slot
   std::string modelName;    // empty: the plan file's name without .hplan
   std::string templateName; // a built-in chat template; empty: recognised from the plan
+  double drainTimeout = 30;  // seconds running requests get to finish after SIGTERM
   unsigned threads = 0;
   bool noPin = false;
 };
