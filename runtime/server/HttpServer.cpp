@@ -496,8 +496,9 @@ void HttpServer::routes() {
     pending->exchange = std::make_unique<Exchange>(parsed, model_, std::move(requests));
     openExchanges_.fetch_add(1);
 
-    // Every connection writes while it waits, so a client that left is noticed: the write fails,
-    // the provider stops, and the releaser cancels what has not ended.
+    // Every connection writes while it waits and after each step, so a client that left is
+    // noticed within a step or two: the write fails, the provider stops, and the releaser cancels
+    // what has not ended.
     const bool stream = parsed.stream;
     if (stream)
       res.set_header("Cache-Control", "no-cache");
@@ -513,8 +514,10 @@ void HttpServer::routes() {
               out = ": waiting\n\n";
           } else if (exchange.ended()) {
             out = exchange.body();
-          } else if (!progressed) {
-            out = " "; // JSON allows whitespace before the value
+          } else {
+            // JSON allows whitespace before the value. Written after every step too, not only
+            // while waiting: the write after a client left fails, which cancels the request.
+            out = " ";
           }
           if (!out.empty() && !sink.write(out.data(), out.size()))
             return false;

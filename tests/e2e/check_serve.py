@@ -366,8 +366,39 @@ def check_disconnect(server):
     expect(generated < SLOTS * asked * 0.5,
            f"{generated} ids generated for {SLOTS} clients that left, of {SLOTS * asked} asked")
     server.post_json("/v1/completions", {"prompt": "after", "max_tokens": 4})
-    print(f"disconnects: {SLOTS} clients that left freed their slots after {int(generated)} of "
-          f"{SLOTS * asked} ids")
+    print(f"disconnects: {SLOTS} streaming clients that left freed their slots after "
+          f"{int(generated)} of {SLOTS * asked} ids")
+
+    # Plain (non-streaming) clients that leave once their request holds a slot.
+    before = server.metrics()
+    sockets = []
+    for i in range(SLOTS):
+        body = json.dumps({"prompt": f"plain {i}", "max_tokens": asked, "temperature": 0}).encode()
+        s = socket.create_connection((server.host, server.port), timeout=60)
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        sockets.append(s)
+    deadline = time.time() + 30
+    while server.metrics()["hetc_active_slots"] < SLOTS:
+        expect(time.time() < deadline, "the plain requests never all held a slot")
+        time.sleep(0.01)
+    for s in sockets:
+        s.close()
+    deadline = time.time() + 30
+    while True:
+        after = server.metrics()
+        cancelled = after["hetc_requests_cancelled_total"] - before["hetc_requests_cancelled_total"]
+        if cancelled == SLOTS and after["hetc_active_slots"] == 0:
+            break
+        expect(time.time() < deadline, f"30 s after {SLOTS} plain clients left: {cancelled} "
+               f"cancelled, {after['hetc_active_slots']} slots active")
+        time.sleep(0.05)
+    generated = after["hetc_generation_tokens_total"] - before["hetc_generation_tokens_total"]
+    expect(generated < SLOTS * asked * 0.5,
+           f"{generated} ids generated for {SLOTS} plain clients that left, of {SLOTS * asked}")
+    server.post_json("/v1/completions", {"prompt": "after", "max_tokens": 4})
+    print(f"disconnects: {SLOTS} plain clients that left freed their slots after "
+          f"{int(generated)} of {SLOTS * asked} ids")
 
 
 def check_load(server, clients=64, rounds=3):
