@@ -445,11 +445,10 @@ void HttpServer::routes() {
                     "application/json");
   });
 
-  auto complete = [this](Endpoint endpoint, const httplib::Request &req,
-                         httplib::Response &res) {
+  auto complete = [this](Endpoint endpoint, const std::string &body, httplib::Response &res) {
     auto pending = std::make_shared<Pending>();
     {
-      std::variant<ParsedRequest, ApiError> parsed = parseRequest(endpoint, req.body, model_);
+      std::variant<ParsedRequest, ApiError> parsed = parseRequest(endpoint, body, model_);
       if (auto *error = std::get_if<ApiError>(&parsed))
         return sendError(res, *error);
       pending->parsed = std::move(std::get<ParsedRequest>(parsed));
@@ -530,13 +529,33 @@ void HttpServer::routes() {
           openExchanges_.fetch_sub(1);
         });
   };
-  http.Post("/v1/completions", [complete](const httplib::Request &req, httplib::Response &res) {
-    complete(Endpoint::Completions, req, res);
-  });
-  http.Post("/v1/chat/completions",
-            [complete](const httplib::Request &req, httplib::Response &res) {
-              complete(Endpoint::ChatCompletions, req, res);
-            });
+  // The body read here, so that its limit holds for a chunked body too (httplib checks only a
+  // Content-Length): reading stops at the first chunk past it.
+  auto withBody = [this, complete](Endpoint endpoint) {
+    return [this, complete, endpoint](const httplib::Request &, httplib::Response &res,
+                                      const httplib::ContentReader &read) {
+      std::string body;
+      bool tooLarge = false;
+      read([&](const char *data, size_t length) {
+        if (body.size() + length > options_.maxBodyBytes) {
+          tooLarge = true;
+          return false;
+        }
+        body.append(data, length);
+        return true;
+      });
+      if (tooLarge) {
+        ApiError error{413, "the body is larger than " + std::to_string(options_.maxBodyBytes) +
+                                " bytes",
+                       "", "invalid_request_error", ""};
+        res.set_header("Connection", "close"); // the rest of the body is never read
+        return sendError(res, error);
+      }
+      complete(endpoint, body, res);
+    };
+  };
+  http.Post("/v1/completions", withBody(Endpoint::Completions));
+  http.Post("/v1/chat/completions", withBody(Endpoint::ChatCompletions));
 }
 
 Result<int> HttpServer::bind() {

@@ -251,9 +251,33 @@ def check_bad_requests(server):
     status, _, data = server.request("GET", "/%FF")
     expect(status == 404 and "\ufffd" in json.loads(data)["error"]["message"],
            f"GET /%FF: {status} {data!r}")
+    # A chunked body past the 8 MiB limit: 413 once the limit is passed, not after reading it all.
+    s = socket.create_connection((server.host, server.port), timeout=60)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    piece = b'{"prompt": "' + b"x" * (1 << 20)
+    sent = 0
+    try:
+        for _ in range(64):  # up to 64 MiB, as a client that does not stop would send
+            s.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            sent += len(piece)
+    except OSError:
+        pass  # the server stopped reading and closed
+    reply = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    except OSError:
+        pass
+    s.close()
+    expect(reply.startswith(b"HTTP/1.1 413") and b"larger than" in reply and sent < (32 << 20),
+           f"a chunked body past the limit ({sent >> 20} MiB sent): {reply[:300]!r}")
     # The server goes on serving.
     server.post_json("/v1/completions", {"prompt": "still here", "max_tokens": 4})
-    print(f"bad requests: {len(cases) + len(chat_cases) + 2} refused with OpenAI error objects "
+    print(f"bad requests: {len(cases) + len(chat_cases) + 3} refused with OpenAI error objects "
           f"naming the field; the server goes on")
 
 
