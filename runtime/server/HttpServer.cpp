@@ -402,6 +402,18 @@ void HttpServer::routes() {
     }
     sendError(res, api);
   });
+  // API keys: checked before any route but /health (a load balancer's probe) reads anything.
+  if (!options_.apiKeys.empty())
+    http.set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
+      if (req.path == "/health" || authorized(req.get_header_value("Authorization")))
+        return httplib::Server::HandlerResponse::Unhandled;
+      res.set_header("WWW-Authenticate", "Bearer");
+      sendError(res, ApiError{401,
+                              "missing or invalid API key: send 'Authorization: Bearer KEY' with "
+                              "a key the server was started with",
+                              "", "invalid_request_error", "invalid_api_key"});
+      return httplib::Server::HandlerResponse::Handled;
+    });
   // Statuses httplib sets itself (no route, a body over the limit) get OpenAI's error object.
   http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request &req,
                                                                      httplib::Response &res) {
@@ -592,6 +604,23 @@ void HttpServer::stop() {
   // The requests cut short write their error (each provider wakes within kKeepAliveEvery).
   awaitExchanges(2 * kKeepAliveEvery + 500ms);
   http_->stop();
+}
+
+bool HttpServer::authorized(const std::string &header) const {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (header.compare(0, kBearer.size(), kBearer) != 0)
+    return false;
+  const std::string_view given = std::string_view(header).substr(kBearer.size());
+  bool match = false;
+  for (const std::string &key : options_.apiKeys) {
+    // Every byte compared, whatever differs first: the time says nothing about the key.
+    unsigned char differ = given.size() != key.size();
+    for (size_t i = 0; i < key.size(); ++i)
+      differ |= static_cast<unsigned char>(key[i]) ^
+                static_cast<unsigned char>(i < given.size() ? given[i] : 0);
+    match = match || differ == 0;
+  }
+  return match;
 }
 
 void HttpServer::awaitExchanges(std::chrono::milliseconds timeout) const {

@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace httplib {
 class Server;
@@ -38,6 +39,9 @@ struct ServerOptions {
   std::string modelName;          // the id /v1/models lists and requests name
   std::string templateName;       // a built-in chat template; empty: recognised from the plan
   size_t maxBodyBytes = 8u << 20; // larger request bodies get 413
+  // Accepted API keys: every route but /health then needs `Authorization: Bearer KEY` with one
+  // of them (401 otherwise). Empty: no authentication.
+  std::vector<std::string> apiKeys;
   // On stop(), how long running and queued requests may go on before they end with an error.
   std::chrono::milliseconds drainTimeout{30000};
 };
@@ -80,6 +84,8 @@ private:
   std::thread loop_;
   // Responses being written (requests admitted and not yet released), for stop() to wait on.
   std::atomic<int> openExchanges_{0};
+  // Whether an Authorization header carries one of options.apiKeys.
+  bool authorized(const std::string &header) const;
   // Waits until no response is being written, or `timeout`.
   void awaitExchanges(std::chrono::milliseconds timeout) const;
 };

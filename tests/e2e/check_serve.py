@@ -17,7 +17,8 @@ On the tiny preset with check_chat.py's byte-level tokenizer and ChatML template
    server generates far fewer ids than asked and counts it cancelled), and a load test: 64
    concurrent streaming clients over 4 slots and 8 queue places, three rounds: every request
    completes or gets 429 with Retry-After, none is lost, and the server's memory stays flat;
-6. shutdown on SIGTERM: running requests drain (new ones get 503); with --drain-timeout 0 the
+6. API keys (--api-key, --api-key-file): 401 without a valid one, /health open;
+7. shutdown on SIGTERM: running requests drain (new ones get 503); with --drain-timeout 0 the
    ones cut short end with an error (event or object), never [DONE] or a finish reason.
 """
 
@@ -496,6 +497,44 @@ def check_refusals(a, plan, onnx, server):
     expect_refusal(a, [plan, "--port", str(server.port)], "cannot bind")
     expect_refusal(a, [plan, "--template", "jinja9"], "--template 'jinja9'")
     expect_refusal(a, [os.path.join(a.workdir, "missing.hplan")], "missing.hplan")
+    expect_refusal(a, [plan, "--api-key-file", os.path.join(a.workdir, "no-keys")],
+                   "cannot be read")
+
+
+def check_api_keys(a, plan):
+    """With --api-key and --api-key-file, every route but /health needs a key the server was
+    given: 401 with OpenAI's error object (code invalid_api_key) without one or with another."""
+    keys = os.path.join(a.workdir, "keys.txt")
+    with open(keys, "w") as f:
+        f.write("# the keys of the team\n\nsk-file-one\nsk-file-two\n")
+    server = Server(a.hetc, plan, "--threads", "1", "--api-key", "sk-flag", "--api-key-file", keys)
+    try:
+        def post(headers):
+            conn = server.connection()
+            try:
+                conn.request("POST", "/v1/completions",
+                             body=json.dumps({"prompt": "key", "max_tokens": 2}),
+                             headers=dict({"Content-Type": "application/json"}, **headers))
+                resp = conn.getresponse()
+                return resp.status, resp.getheader("WWW-Authenticate"), resp.read()
+            finally:
+                conn.close()
+        for headers in ({}, {"Authorization": "Bearer sk-wrong"}, {"Authorization": "sk-flag"},
+                        {"Authorization": "Bearer sk-fla"}, {"Authorization": "Bearer sk-flagg"}):
+            status, challenge, data = post(headers)
+            expect(status == 401 and challenge == "Bearer" and
+                   json.loads(data)["error"]["code"] == "invalid_api_key",
+                   f"{headers}: HTTP {status} {data[:200]!r}")
+        for key in ("sk-flag", "sk-file-one", "sk-file-two"):
+            status, _, data = post({"Authorization": f"Bearer {key}"})
+            expect(status == 200 and json.loads(data)["choices"], f"key {key}: HTTP {status}")
+        for path, want in (("/health", 200), ("/v1/models", 401), ("/metrics", 401)):
+            status, _, _ = server.request("GET", path)
+            expect(status == want, f"GET {path} without a key: HTTP {status}, expected {want}")
+    finally:
+        server.stop()
+    print("API keys: 5 requests without a valid key got 401, each of 3 keys was accepted, "
+          "/health needs none")
 
 
 def check(a):
@@ -516,6 +555,7 @@ def check(a):
         check_refusals(a, plan, onnx, server)
     finally:
         server.stop()
+    check_api_keys(a, plan)
 
     # A wider model, so that steps take long enough for clients to leave mid-stream.
     wide_dir = os.path.join(a.workdir, "wide")

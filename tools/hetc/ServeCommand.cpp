@@ -13,6 +13,8 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cctype>
+#include <fstream>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -32,6 +34,13 @@ void addServeOptions(CLI::App &command, ServeArguments &args) {
                      "On SIGINT or SIGTERM, seconds the running and queued requests get to finish "
                      "(new ones get 503) before the rest end with an error (default: 30)")
       ->check(CLI::Range(0.0, 86400.0));
+  command.add_option("--api-key", args.apiKeys,
+                     "Require 'Authorization: Bearer KEY' on every route but /health (repeatable; "
+                     "any one given is accepted; 401 otherwise). A key here shows in ps: prefer "
+                     "--api-key-file");
+  command.add_option("--api-key-file", args.apiKeyFile,
+                     "A file of accepted API keys, one a line (blank lines and lines starting "
+                     "with # ignored)");
   command.add_option("--model-name", args.modelName,
                      "The model id clients name (default: the plan file's name)");
   command.add_option("--template", args.templateName,
@@ -54,6 +63,23 @@ int serveCommand(ServeArguments &args) {
   ChatFamily family;
   if (!args.templateName.empty() && !ChatTemplate::fromName(args.templateName, family))
     fail("--template '" + args.templateName + "': expected " + ChatTemplate::names());
+  std::vector<std::string> apiKeys = args.apiKeys;
+  if (!args.apiKeyFile.empty()) {
+    std::ifstream file(args.apiKeyFile);
+    if (!file)
+      fail("--api-key-file '" + args.apiKeyFile + "': cannot be read");
+    for (std::string line; std::getline(file, line);) {
+      while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())))
+        line.pop_back();
+      if (!line.empty() && line[0] != '#')
+        apiKeys.push_back(line);
+    }
+    if (apiKeys.size() == args.apiKeys.size())
+      fail("--api-key-file '" + args.apiKeyFile + "' holds no key");
+  }
+  for (const std::string &key : apiKeys)
+    if (key.empty() || key.find_first_of(" \t\r\n") != std::string::npos)
+      fail("an API key must be one word, without spaces");
 
   const std::shared_ptr<const Plan> plan = loadPlan(args.planPath);
   const std::unique_ptr<PlanTokenizer> packed = requireTokenizer(*plan, args.planPath, "serve");
@@ -66,6 +92,7 @@ int serveCommand(ServeArguments &args) {
   serverOptions.port = args.port;
   serverOptions.maxQueue = args.maxQueue;
   serverOptions.templateName = args.templateName;
+  serverOptions.apiKeys = std::move(apiKeys);
   serverOptions.drainTimeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.drainTimeout * 1000.0));
   serverOptions.modelName = args.modelName.empty()

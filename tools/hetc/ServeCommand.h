@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace hetc::tool {
 
@@ -17,6 +18,8 @@ struct ServeArguments {
   std::string modelName;    // empty: the plan file's name without .hplan
   std::string templateName; // a built-in chat template; empty: recognised from the plan
   double drainTimeout = 30;  // seconds running requests get to finish after SIGTERM
+  std::vector<std::string> apiKeys; // --api-key, each accepted
+  std::string apiKeyFile;           // --api-key-file: one key a line
   unsigned threads = 0;
   bool noPin = false;
 };
