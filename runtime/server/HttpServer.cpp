@@ -21,6 +21,8 @@ using namespace std::chrono_literals;
 // How long a connection waits for ids before it writes a keep-alive (and so learns whether its
 // client is still there).
 constexpr std::chrono::milliseconds kKeepAliveEvery = 1000ms;
+// Header fields a request may have (browsers send about 20; OpenAI's clients fewer).
+constexpr size_t kMaxHeaders = 100;
 
 // Connections the kernel holds before the server accepts them (capped by net.core.somaxconn).
 constexpr int kListenBacklog = 1024;
@@ -402,18 +404,29 @@ void HttpServer::routes() {
     }
     sendError(res, api);
   });
-  // API keys: checked before any route but /health (a load balancer's probe) reads anything.
-  if (!options_.apiKeys.empty())
-    http.set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
-      if (req.path == "/health" || authorized(req.get_header_value("Authorization")))
-        return httplib::Server::HandlerResponse::Unhandled;
-      res.set_header("WWW-Authenticate", "Bearer");
-      sendError(res, ApiError{401,
-                              "missing or invalid API key: send 'Authorization: Bearer KEY' with "
-                              "a key the server was started with",
-                              "", "invalid_request_error", "invalid_api_key"});
+  // Before any route: the header count (httplib reads headers without a limit on their number:
+  // refused here before anything else is done with them), then the API key, when the server has
+  // keys, on every route but /health (a load balancer's probe).
+  http.set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
+    if (req.headers.size() > kMaxHeaders) {
+      res.set_header("Connection", "close");
+      sendError(res, ApiError{431,
+                              "the request has " + std::to_string(req.headers.size()) +
+                                  " header fields; at most " + std::to_string(kMaxHeaders) +
+                                  " are accepted",
+                              "", "invalid_request_error", ""});
       return httplib::Server::HandlerResponse::Handled;
-    });
+    }
+    if (options_.apiKeys.empty() || req.path == "/health" ||
+        authorized(req.get_header_value("Authorization")))
+      return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer");
+    sendError(res, ApiError{401,
+                            "missing or invalid API key: send 'Authorization: Bearer KEY' with "
+                            "a key the server was started with",
+                            "", "invalid_request_error", "invalid_api_key"});
+    return httplib::Server::HandlerResponse::Handled;
+  });
   // Statuses httplib sets itself (no route, a body over the limit) get OpenAI's error object.
   http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request &req,
                                                                      httplib::Response &res) {

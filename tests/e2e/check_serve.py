@@ -276,9 +276,24 @@ def check_bad_requests(server):
     s.close()
     expect(reply.startswith(b"HTTP/1.1 413") and b"larger than" in reply and sent < (32 << 20),
            f"a chunked body past the limit ({sent >> 20} MiB sent): {reply[:300]!r}")
+    # More header fields than the server accepts: 431, before any route reads them.
+    s = socket.create_connection((server.host, server.port), timeout=60)
+    body = b'{"prompt": "x", "max_tokens": 2}'
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              + b"".join(f"X-Filler-{i}: {i}\r\n".encode() for i in range(2000))
+              + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    reply = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    s.close()
+    expect(reply.startswith(b"HTTP/1.1 431") and b"header fields" in reply,
+           f"2000 header fields: {reply[:300]!r}")
     # The server goes on serving.
     server.post_json("/v1/completions", {"prompt": "still here", "max_tokens": 4})
-    print(f"bad requests: {len(cases) + len(chat_cases) + 3} refused with OpenAI error objects "
+    print(f"bad requests: {len(cases) + len(chat_cases) + 4} refused with OpenAI error objects "
           f"naming the field; the server goes on")
 
 
@@ -501,6 +516,29 @@ def check_refusals(a, plan, onnx, server):
                    "cannot be read")
 
 
+def check_large_prompts(server):
+    """Six concurrent 3 MB prompts (each refused: longer than the context), three rounds: the
+    memory they took goes back (one malloc arena; with glibc's per-thread arenas the server kept
+    about 800 MB)."""
+    body = json.dumps({"prompt": "word " * 600000, "max_tokens": 2})
+    before = server.rss_kib()
+
+    def client(results):
+        status, _, data = server.request("POST", "/v1/completions", body, timeout=300)
+        results.append((status, json.loads(data)["error"]["param"]))
+    for _ in range(3):
+        results = []
+        threads = [threading.Thread(target=client, args=(results,)) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        expect(results == [(400, "prompt")] * 6, f"3 MB prompts: {results}")
+    grown = (server.rss_kib() - before) // 1024
+    expect(grown < 200, f"18 prompts of 3 MB left the server {grown} MB larger")
+    print(f"large prompts: 18 of 3 MB refused, the server {grown} MB larger after them")
+
+
 def check_api_keys(a, plan):
     """With --api-key and --api-key-file, every route but /health needs a key the server was
     given: 401 with OpenAI's error object (code invalid_api_key) without one or with another."""
@@ -552,6 +590,7 @@ def check(a):
         check_streaming(server)
         check_batch_independence(server)
         check_bad_requests(server)
+        check_large_prompts(server)
         check_refusals(a, plan, onnx, server)
     finally:
         server.stop()

@@ -10,6 +10,8 @@
 #include "runtime/tokenizer/PlanTokenizer.h"
 
 #include <csignal>
+#include <cstdlib>
+#include <malloc.h>
 #include <pthread.h>
 
 #include <atomic>
@@ -59,6 +61,13 @@ int serveCommand(ServeArguments &args) {
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
   // A client that leaves mid-write must not end the process.
   std::signal(SIGPIPE, SIG_IGN);
+  // One malloc arena for the process. glibc gives each connection thread an arena of its own,
+  // and a large request's memory (a long prompt's text and ids) stays in the arena it was freed
+  // to: six concurrent 3 MB prompts, three times, left 859 MB resident with the default and
+  // 145 MB with one arena (docs/serving.md). The per-token path does not allocate, so the one
+  // lock costs the server nothing it measures. MALLOC_ARENA_MAX set by the user wins.
+  if (!std::getenv("MALLOC_ARENA_MAX"))
+    mallopt(M_ARENA_MAX, 1);
 
   ChatFamily family;
   if (!args.templateName.empty() && !ChatTemplate::fromName(args.templateName, family))
