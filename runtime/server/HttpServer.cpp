@@ -4,6 +4,7 @@
 #include "runtime/tokenizer/Tokenizer.h"
 
 #include <httplib.h>
+#include <malloc.h>
 #include <sys/socket.h>
 #include <nlohmann/json.hpp>
 
@@ -354,6 +355,7 @@ HttpServer::HttpServer(Engine &engine, const PlanTokenizer &tokenizer, ServerOpt
       batch_(engine, options_.maxQueue.value_or(4 * size_t{engine.maxBatch()})),
       http_(std::make_unique<httplib::Server>()) {
   model_.name = options_.modelName;
+  model_.parseSpecialInMessages = options_.parseSpecialInMessages;
   model_.tokenizer = &tokenizer_;
   model_.vocab = engine.vocab();
   model_.maxSeq = engine.maxSeq();
@@ -559,6 +561,16 @@ void HttpServer::routes() {
   auto withBody = [this, complete](Endpoint endpoint) {
     return [this, complete, endpoint](const httplib::Request &, httplib::Response &res,
                                       const httplib::ContentReader &read) {
+      // A large body's text, JSON and ids are freed when this returns: give the pages back
+      // (one malloc arena keeps them otherwise, docs/serving.md), for bodies over 1 MiB only.
+      size_t bodyBytes = 0;
+      struct TrimAfter {
+        const size_t &bytes;
+        ~TrimAfter() {
+          if (bytes > (size_t{1} << 20))
+            malloc_trim(0);
+        }
+      } trim{bodyBytes};
       std::string body;
       bool tooLarge = false;
       read([&](const char *data, size_t length) {
@@ -569,6 +581,7 @@ void HttpServer::routes() {
         body.append(data, length);
         return true;
       });
+      bodyBytes = body.size();
       if (tooLarge) {
         ApiError error{413, "the body is larger than " + std::to_string(options_.maxBodyBytes) +
                                 " bytes",

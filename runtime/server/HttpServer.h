@@ -39,6 +39,9 @@ struct ServerOptions {
   std::string modelName;          // the id /v1/models lists and requests name
   std::string templateName;       // a built-in chat template; empty: recognised from the plan
   size_t maxBodyBytes = 8u << 20; // larger request bodies get 413
+  // Whether a control token typed in a chat message is read as that token (--parse-special-in-
+  // messages); by default it is text.
+  bool parseSpecialInMessages = false;
   // Accepted API keys: every route but /health then needs `Authorization: Bearer KEY` with one
   // of them (401 otherwise). Empty: no authentication.
   std::vector<std::string> apiKeys;

@@ -233,9 +233,11 @@ std::optional<ApiError> readMessages(const json *value, const ServedModel &model
   if (messages.back().role != "user")
     return invalid("messages", "the last message must be the user's");
   // Special tokens in the rendering (BOS, headers) are written as text: matched as tokens, with
-  // nothing added around them.
-  Result<std::vector<int32_t>> encoded =
-      model.tokenizer->tokenizer->encode(model.chat->render(messages, true), false);
+  // nothing added around them; inside the messages' own text only with parseSpecialInMessages.
+  const RenderedChat rendered = model.chat->renderWithRanges(messages, true);
+  Result<std::vector<int32_t>> encoded = model.tokenizer->tokenizer->encode(
+      rendered.text, false,
+      model.parseSpecialInMessages ? std::vector<TextRange>{} : rendered.messageText);
   if (!encoded)
     return invalid("messages", encoded.message());
   ids = std::move(*encoded);

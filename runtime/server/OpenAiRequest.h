@@ -65,6 +65,9 @@ struct ServedModel {
   uint32_t vocab = 0;
   uint64_t maxSeq = 0;
   uint32_t maxChoices = 0;          // the most choices one request may ask for (the slots)
+  // Whether a control token written in a message's text is that token (Hugging Face's default)
+  // or text (ours: a user cannot close a turn or forge another role's).
+  bool parseSpecialInMessages = false;
 };
 
 // Reads `body` for `endpoint`. Prompts are checked against the vocabulary and, with max_tokens,

@@ -122,44 +122,64 @@ ChatTemplate::ChatTemplate(ChatFamily family, std::string bos, std::string eos,
 
 // One user message and the assistant's header, as the template writes it; `first`: the
 // conversation's first, with what comes before it (BOS, the system message).
-std::string ChatTemplate::userTurn(const std::string &system, const std::string &user,
-                                   bool first) const {
-  std::string out;
+void ChatTemplate::userTurn(const std::string &system, const std::string &user, bool first,
+                            RenderedChat &out) const {
   switch (family_) {
   case ChatFamily::Llama3:
     if (first) {
-      out += bos_;
-      if (!system.empty())
-        out += "<|start_header_id|>system<|end_header_id|>\n\n" + trim(system) + "<|eot_id|>";
+      out.literal(bos_);
+      if (!system.empty()) {
+        out.literal("<|start_header_id|>system<|end_header_id|>\n\n");
+        out.message(trim(system));
+        out.literal("<|eot_id|>");
+      }
     }
-    out += "<|start_header_id|>user<|end_header_id|>\n\n" + trim(user) + "<|eot_id|>";
-    out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    out.literal("<|start_header_id|>user<|end_header_id|>\n\n");
+    out.message(trim(user));
+    out.literal("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
     break;
   case ChatFamily::ChatML:
-    if (first && (!system.empty() || !defaultSystem_.empty()))
-      out += "<|im_start|>system\n" + (system.empty() ? defaultSystem_ : system) + "<|im_end|>\n";
-    out += "<|im_start|>user\n" + user + "<|im_end|>\n";
-    out += "<|im_start|>assistant\n";
+    if (first && !system.empty()) {
+      out.literal("<|im_start|>system\n");
+      out.message(system);
+      out.literal("<|im_end|>\n");
+    } else if (first && !defaultSystem_.empty()) {
+      out.literal("<|im_start|>system\n" + defaultSystem_ + "<|im_end|>\n");
+    }
+    out.literal("<|im_start|>user\n");
+    out.message(user);
+    out.literal("<|im_end|>\n<|im_start|>assistant\n");
     break;
   case ChatFamily::Gemma:
     if (first)
-      out += bos_;
-    out += "<start_of_turn>user\n" + trim(user) + "<end_of_turn>\n";
-    out += "<start_of_turn>model\n";
+      out.literal(bos_);
+    out.literal("<start_of_turn>user\n");
+    out.message(trim(user));
+    out.literal("<end_of_turn>\n<start_of_turn>model\n");
     break;
-  case ChatFamily::Llama2: {
-    const std::string content =
-        first && !system.empty() ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + user : user;
-    out += bos_ + "[INST] " + trim(content) + " [/INST]";
+  case ChatFamily::Llama2:
+    out.literal(bos_ + "[INST] ");
+    // trim(content): with a system message, content starts with <<SYS>>, so only its end is
+    // trimmed: the user's trailing whitespace, and with no user text the "\n\n" before it.
+    if (first && !system.empty()) {
+      const std::string userText = trim("x" + user).substr(1); // the end trimmed, the start kept
+      out.literal("<<SYS>>\n");
+      out.message(system);
+      out.literal(userText.empty() ? "\n<</SYS>>" : "\n<</SYS>>\n\n");
+      out.message(userText);
+    } else {
+      out.message(trim(user));
+    }
+    out.literal(" [/INST]");
     break;
-  }
   case ChatFamily::Mistral:
     if (first)
-      out += bos_;
-    out += "[INST] " + user + " [/INST]";
+      out.literal(bos_);
+    out.literal("[INST] ");
+    out.message(user);
+    out.literal(" [/INST]");
     break;
   }
-  return out;
 }
 
 // What follows a reply's text; the end-of-turn token left out when the reply ended with it.
@@ -178,18 +198,18 @@ std::string ChatTemplate::replyClose(bool endedWithEndOfTurn) const {
   return "";
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage> &messages,
-                                 bool addGenerationPrompt) const {
+RenderedChat ChatTemplate::renderWithRanges(const std::vector<ChatMessage> &messages,
+                                            bool addGenerationPrompt) const {
   size_t next = 0;
   std::string system;
   if (!messages.empty() && messages[0].role == "system")
     system = messages[next++].content;
-  std::string out;
+  RenderedChat out;
   bool first = true;
   for (; next < messages.size(); ++next) {
     const ChatMessage &message = messages[next];
     if (message.role == "user") {
-      std::string turn = userTurn(system, message.content, first);
+      userTurn(system, message.content, first, out);
       // The assistant's header belongs to the next message or to the generation prompt.
       const bool last = next + 1 == messages.size();
       if (last && !addGenerationPrompt) {
@@ -198,15 +218,16 @@ std::string ChatTemplate::render(const std::vector<ChatMessage> &messages,
                                    : family_ == ChatFamily::ChatML ? "<|im_start|>assistant\n"
                                    : family_ == ChatFamily::Gemma  ? "<start_of_turn>model\n"
                                                                    : "";
-        turn.resize(turn.size() - header.size());
+        out.text.resize(out.text.size() - header.size()); // the template's text only
       }
-      out += turn;
       first = false;
     } else {
       const bool trims = family_ == ChatFamily::Llama3 || family_ == ChatFamily::Gemma ||
                          family_ == ChatFamily::Llama2;
-      out += (family_ == ChatFamily::Llama2 ? " " : "") +
-             (trims ? trim(message.content) : message.content) + replyClose(false);
+      if (family_ == ChatFamily::Llama2)
+        out.literal(" ");
+      out.message(trims ? trim(message.content) : message.content);
+      out.literal(replyClose(false));
     }
   }
   return out;
@@ -214,7 +235,11 @@ std::string ChatTemplate::render(const std::vector<ChatMessage> &messages,
 
 std::string ChatTemplate::turnDelta(bool firstTurn, const std::string &system,
                                     const std::string &user, bool replyEndedWithEndOfTurn) const {
-  return (firstTurn ? "" : replyClose(replyEndedWithEndOfTurn)) + userTurn(system, user, firstTurn);
+  RenderedChat out;
+  if (!firstTurn)
+    out.literal(replyClose(replyEndedWithEndOfTurn));
+  userTurn(system, user, firstTurn, out);
+  return out.text;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "runtime/format/Status.h"
+#include "runtime/tokenizer/Tokenizer.h"
 
 #include <cstdint>
 #include <string>
@@ -27,6 +28,23 @@ enum class ChatFamily {
 struct ChatMessage {
   std::string role; // system, user or assistant
   std::string content;
+};
+
+// A rendered conversation and where the messages' own text lies in it (the rest is the
+// template's: role headers, control tokens). Tokenizing with the messages' ranges as plain text
+// keeps a control token written inside a message from becoming that token.
+struct RenderedChat {
+  std::string text;
+  std::vector<TextRange> messageText; // in order, not overlapping
+
+  // Appends the template's own text.
+  void literal(std::string_view s) { text += s; }
+  // Appends a message's text.
+  void message(std::string_view s) {
+    if (!s.empty())
+      messageText.push_back({text.size(), text.size() + s.size()});
+    text += s;
+  }
 };
 
 class ChatTemplate {
@@ -54,7 +72,12 @@ public:
 
   // What the Jinja template gives for `messages` (system first if any, then user and assistant
   // alternating), with the assistant's header after them when `addGenerationPrompt`.
-  std::string render(const std::vector<ChatMessage> &messages, bool addGenerationPrompt) const;
+  std::string render(const std::vector<ChatMessage> &messages, bool addGenerationPrompt) const {
+    return renderWithRanges(messages, addGenerationPrompt).text;
+  }
+  // The same rendering, with where each message's text lies in it.
+  RenderedChat renderWithRanges(const std::vector<ChatMessage> &messages,
+                                bool addGenerationPrompt) const;
 
   // The text a turn adds after what the KV cache already holds: for the first turn, the whole
   // rendering of the system message (empty: none) and `user` with the assistant's header; for a
@@ -64,7 +87,8 @@ public:
                         bool replyEndedWithEndOfTurn) const;
 
 private:
-  std::string userTurn(const std::string &system, const std::string &user, bool first) const;
+  void userTurn(const std::string &system, const std::string &user, bool first,
+                RenderedChat &out) const;
   std::string replyClose(bool endedWithEndOfTurn) const;
 
   ChatFamily family_;

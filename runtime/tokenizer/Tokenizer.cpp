@@ -902,8 +902,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::fromJson(std::string_view jsonText
   return tokenizer;
 }
 
-Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input,
-                                               bool addSpecialTokens) const {
+Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool addSpecialTokens,
+                                               const std::vector<TextRange> &plainText) const {
   if (!isValidUtf8(input))
     return Status::error("the text is not valid UTF-8");
   const Components &c = *c_;
@@ -913,12 +913,17 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input,
   // Added tokens are found in the raw text first (leftmost, longest); the text between them is
   // normalized, pre-tokenized and split by the model.
   size_t sectionStart = 0;
+  size_t plain = 0; // the first plain range that does not end at or before `at`
   for (size_t at = 0; at < input.size();) {
+    while (plain < plainText.size() && plainText[plain].end <= at)
+      ++plain;
     const AddedToken *found = nullptr;
     for (const AddedToken &token : c.added) {
       if (input.compare(at, token.content.size(), token.content) != 0)
         continue;
       const size_t end = at + token.content.size();
+      if (token.special && plain < plainText.size() && plainText[plain].begin < end)
+        continue; // a special token's text inside (or reaching into) plain text
       if (token.singleWord && ((at > 0 && isWordByte(input[at - 1])) ||
                                (end < input.size() && isWordByte(input[end]))))
         continue;

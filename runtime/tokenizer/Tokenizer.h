@@ -15,6 +15,11 @@
 
 namespace hetc {
 
+// Where a piece of text lies in a longer one: [begin, end) byte offsets.
+struct TextRange {
+  size_t begin, end;
+};
+
 class Tokenizer {
 public:
   // Parses and checks tokenizer.json's text; every failure is one message starting
@@ -26,7 +31,14 @@ public:
 
   // The ids of `text` (valid UTF-8), with the post-processor's special tokens (BOS) when
   // `addSpecialTokens`. Added and special tokens written in the text are matched as tokens.
-  Result<std::vector<int32_t>> encode(std::string_view text, bool addSpecialTokens = true) const;
+  Result<std::vector<int32_t>> encode(std::string_view text, bool addSpecialTokens = true) const {
+    return encode(text, addSpecialTokens, {});
+  }
+  // The same, with `plainText` (in order, not overlapping) read as text only: a special token
+  // written inside one of those ranges is not matched as that token (a chat message that holds
+  // "<|im_end|>" cannot end its turn); added tokens that are not special still are.
+  Result<std::vector<int32_t>> encode(std::string_view text, bool addSpecialTokens,
+                                      const std::vector<TextRange> &plainText) const;
   // The text of `ids`; special tokens are left out when `skipSpecialTokens`. Byte sequences
   // that are not UTF-8 become U+FFFD, as Hugging Face's decoders do.
   Result<std::string> decode(const std::vector<int32_t> &ids, bool skipSpecialTokens) const;

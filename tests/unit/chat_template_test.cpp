@@ -118,6 +118,32 @@ TEST(ChatTemplateTest, TurnDeltaIsWhatAFullRenderAdds) {
   }
 }
 
+// The ranges renderWithRanges gives are each message's text (as the family writes it: trimmed or
+// not), and everything else is the template's.
+TEST(ChatTemplateTest, MessageRangesHoldTheMessagesText) {
+  for (const Family &f : kFamilies) {
+    SCOPED_TRACE(ChatTemplate::name(f.family));
+    const ChatTemplate chat(f.family, f.bos, f.eos, f.jinja);
+    const RenderedChat rendered = chat.renderWithRanges(conversation(f, 3), true);
+    EXPECT_EQ(rendered.text, f.twoTurns);
+    std::vector<std::string> texts;
+    for (const TextRange &r : rendered.messageText) {
+      ASSERT_LE(r.end, rendered.text.size());
+      texts.push_back(rendered.text.substr(r.begin, r.end - r.begin));
+    }
+    std::vector<std::string> expected = {"U1", "A1", "U2"};
+    if (f.system)
+      expected.insert(expected.begin(), "S");
+    EXPECT_EQ(texts, expected);
+  }
+  // Llama 2 trims the end of "<<SYS>>...<</SYS>>\n\n" + user: an empty user message takes the
+  // "\n\n" with it, as the Jinja template's trim does.
+  const ChatTemplate llama2(ChatFamily::Llama2, "<s>", "</s>");
+  const RenderedChat empty = llama2.renderWithRanges({{"system", "S"}, {"user", " "}}, true);
+  EXPECT_EQ(empty.text, "<s>[INST] <<SYS>>\nS\n<</SYS>> [/INST]");
+  ASSERT_EQ(empty.messageText.size(), 1u);
+}
+
 TEST(ChatTemplateTest, Llama3FirstTurnWithoutSystem) {
   const ChatTemplate chat(ChatFamily::Llama3, "<|begin_of_text|>", "<|end_of_text|>");
   EXPECT_EQ(chat.turnDelta(true, "", "  Hi \n", false),

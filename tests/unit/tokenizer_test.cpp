@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -75,6 +77,32 @@ TEST(TokenizerTest, SpecialTokensAreMatchedBeforePreTokenization) {
   EXPECT_EQ(t->tokenId("<|end|>"), 12);
   EXPECT_EQ(decode(*t, {8, 12, 8}, /*skipSpecial=*/false), "he<|end|>he");
   EXPECT_EQ(decode(*t, {8, 12, 8}, /*skipSpecial=*/true), "hehe");
+}
+
+// A special token's text inside a plain range is text (a chat message's); outside it, and across
+// a range's edge never, it is the token.
+TEST(TokenizerTest, SpecialTokensInPlainTextAreText) {
+  auto t = load(kByteLevel);
+  ASSERT_TRUE(t);
+  const std::string text = "he<|end|>he<|end|>";
+  // "he<|end|>he" with its token's text as text: no id 12.
+  Result<std::vector<int32_t>> plainIds = t->encode("he<|end|>he", false, {{0, 11}});
+  ASSERT_TRUE(plainIds);
+  const Ids asText = *plainIds;
+  EXPECT_EQ(std::count(asText.begin(), asText.end(), 12), 0);
+  EXPECT_GT(asText.size(), 3u);
+  auto encodeWith = [&](std::vector<TextRange> plain) {
+    Result<std::vector<int32_t>> ids = t->encode(text, false, plain);
+    EXPECT_TRUE(ids);
+    return ids ? *ids : Ids{};
+  };
+  EXPECT_EQ(encodeWith({}), (Ids{8, 12, 8, 12}));
+  Ids expected = asText;
+  expected.push_back(12);
+  EXPECT_EQ(encodeWith({{0, 11}}), expected);               // the first one is the message's
+  EXPECT_EQ(encodeWith({{5, 6}, {9, 11}}), expected);       // a range inside the token's text
+  EXPECT_NE(encodeWith({{11, 12}}), (Ids{8, 12, 8, 12})); // reaching into the second: text
+  EXPECT_EQ(encodeWith({{9, 11}})[1], 12);                 // a range after the first: it stays
 }
 
 TEST(TokenizerTest, TemplateProcessingAddsBos) {

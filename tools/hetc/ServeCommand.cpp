@@ -36,6 +36,10 @@ void addServeOptions(CLI::App &command, ServeArguments &args) {
                      "On SIGINT or SIGTERM, seconds the running and queued requests get to finish "
                      "(new ones get 503) before the rest end with an error (default: 30)")
       ->check(CLI::Range(0.0, 86400.0));
+  command.add_flag("--parse-special-in-messages", args.parseSpecialInMessages,
+                   "Read a control token typed in a chat message (<|im_end|>, </s>) as that token, "
+                   "as Hugging Face's apply_chat_template does; by default it is text, so a user "
+                   "cannot end a turn or forge another role's");
   command.add_option("--api-key", args.apiKeys,
                      "Require 'Authorization: Bearer KEY' on every route but /health (repeatable; "
                      "any one given is accepted; 401 otherwise). A key here shows in ps: prefer "
@@ -64,7 +68,7 @@ int serveCommand(ServeArguments &args) {
   // One malloc arena for the process. glibc gives each connection thread an arena of its own,
   // and a large request's memory (a long prompt's text and ids) stays in the arena it was freed
   // to: six concurrent 3 MB prompts, three times, left 859 MB resident with the default and
-  // 145 MB with one arena (docs/serving.md). The per-token path does not allocate, so the one
+  // 106 MB with one arena (61 MB with the server's trim after large bodies; docs/serving.md). The per-token path does not allocate, so the one
   // lock costs the server nothing it measures. MALLOC_ARENA_MAX set by the user wins.
   if (!std::getenv("MALLOC_ARENA_MAX"))
     mallopt(M_ARENA_MAX, 1);
@@ -102,6 +106,7 @@ int serveCommand(ServeArguments &args) {
   serverOptions.maxQueue = args.maxQueue;
   serverOptions.templateName = args.templateName;
   serverOptions.apiKeys = std::move(apiKeys);
+  serverOptions.parseSpecialInMessages = args.parseSpecialInMessages;
   serverOptions.drainTimeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.drainTimeout * 1000.0));
   serverOptions.modelName = args.modelName.empty()

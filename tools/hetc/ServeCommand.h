@@ -19,6 +19,7 @@ struct ServeArguments {
   std::string templateName; // a built-in chat template; empty: recognised from the plan
   double drainTimeout = 30;  // seconds running requests get to finish after SIGTERM
   std::vector<std::string> apiKeys; // --api-key, each accepted
+  bool parseSpecialInMessages = false;
   std::string apiKeyFile;           // --api-key-file: one key a line
   unsigned threads = 0;
   bool noPin = false;
