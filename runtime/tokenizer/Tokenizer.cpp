@@ -219,6 +219,9 @@ struct Tokenizer::Components {
   std::array<int32_t, 256> byteTokens{}; // <0xNN>, -1 when absent
 
   std::vector<AddedToken> added; // longest first, for leftmost-longest matching
+  // Indices into `added` by the token's first byte, longest first: encode tries at each byte
+  // only the tokens that can start there (a long prompt against Llama 3's 256 added tokens).
+  std::array<std::vector<uint32_t>, 256> addedByFirstByte;
   std::vector<bool> special;     // by id
 
   std::vector<int32_t> prefix, suffix; // the post-processor's ids around a single sequence
@@ -897,8 +900,10 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::fromJson(std::string_view jsonText
     return Status::error(std::string("tokenizer.json: ") + error.what());
   }
   c.special.assign(c.tokens.size(), false);
-  for (const AddedToken &token : c.added)
-    c.special[token.id] = token.special;
+  for (uint32_t i = 0; i < c.added.size(); ++i) {
+    c.special[c.added[i].id] = c.added[i].special;
+    c.addedByFirstByte[static_cast<unsigned char>(c.added[i].content[0])].push_back(i);
+  }
   return tokenizer;
 }
 
@@ -918,7 +923,8 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool addS
     while (plain < plainText.size() && plainText[plain].end <= at)
       ++plain;
     const AddedToken *found = nullptr;
-    for (const AddedToken &token : c.added) {
+    for (uint32_t index : c.addedByFirstByte[static_cast<unsigned char>(input[at])]) {
+      const AddedToken &token = c.added[index];
       if (input.compare(at, token.content.size(), token.content) != 0)
         continue;
       const size_t end = at + token.content.size();
