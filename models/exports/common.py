@@ -20,6 +20,7 @@ side by side):
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -249,6 +250,33 @@ def save_config(path: str, config: dict) -> None:
 def load_config(model_dir: str) -> dict:
     with open(os.path.join(model_dir, "config.json")) as f:
         return json.load(f)
+
+
+def init_decoder_weights(model: torch.nn.Module, seed: int, is_norm: Callable[[str], bool],
+                         embedding_std: Callable[[str], Optional[float]],
+                         sharpened: Tuple[str, ...] = (), norm_base: float = 1.0) -> None:
+    """Seeded weights, large enough that greedy decoding gives varied tokens, drawn from one
+    generator in named_parameters' order: a norm's weight (is_norm(name)) norm_base + 0.1 N(0, 1),
+    every bias 0.1 N(0, 1), an embedding (embedding_std(name) not None) N(0, std^2), a matrix
+    whose name ends with one of `sharpened` N(0, 2.5^2/fan_in) (larger q/k weights sharpen the
+    attention, so the context, not only the current token, decides the next), any other matrix
+    N(0, 1/fan_in)."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    for name, p in model.named_parameters():
+        std = embedding_std(name)
+        if is_norm(name) and name.endswith(".weight"):
+            p.copy_(norm_base + 0.1 * torch.randn(p.shape, generator=gen))
+        elif name.endswith(".bias"):
+            p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+        elif std is not None:
+            p.copy_(std * torch.randn(p.shape, generator=gen))
+        elif sharpened and name.endswith(sharpened):
+            p.copy_(2.5 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+        elif p.dim() == 2:
+            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+        else:
+            raise RuntimeError(f"no initialisation for {name}")
 
 
 def load_model(model_dir: str, config_from_dict: Callable, model_class: Callable,

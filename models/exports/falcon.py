@@ -369,22 +369,11 @@ def init_weights(model: FalconForCausalLM, seed: int) -> None:
     carried by the residual into ln_f, dominates its own logit (max |logit| ~100) and greedy
     decoding repeats the last prompt token; at 0.15 the logits stay within ~10, which also keeps
     float32 rounding differences (PyTorch vs ONNX Runtime ~2e-5) well inside the checks' 1e-4."""
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    for name, p in model.named_parameters():  # the tied lm_head.weight is word_embeddings.weight
-        module = name.split(".")[-2]
-        if module in LAYER_NORMS and name.endswith(".weight"):
-            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
-        elif name.endswith(".bias"):
-            p.copy_(0.1 * torch.randn(p.shape, generator=gen))
-        elif name == "transformer.word_embeddings.weight":
-            p.copy_(0.15 * torch.randn(p.shape, generator=gen))
-        elif name.endswith("query_key_value.weight"):
-            p.copy_(2.5 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
-        elif p.dim() == 2:
-            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
-        else:
-            raise RuntimeError(f"no initialisation for {name}")
+    # The tied lm_head.weight is word_embeddings.weight.
+    common.init_decoder_weights(
+        model, seed, is_norm=lambda name: name.split(".")[-2] in LAYER_NORMS,
+        embedding_std=lambda name: 0.15 if name == "transformer.word_embeddings.weight" else None,
+        sharpened=("query_key_value.weight",))
 
 
 def build_model(config: Config) -> FalconForCausalLM:

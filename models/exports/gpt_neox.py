@@ -38,7 +38,6 @@ Semantics, as transformers has them:
 """
 
 import argparse
-import math
 import os
 import sys
 from dataclasses import asdict, dataclass, field
@@ -316,21 +315,10 @@ def init_weights(model: GPTNeoXForCausalLM, seed: int) -> None:
     query_key_value's larger weights sharpen the attention, so that the context and not only the
     current token's embedding decides the next token: with N(0, 1/fan_in) there too, greedy decoding
     of the default model falls into cycles of one to three tokens (23 of 32 tokens one id)."""
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    for name, p in model.named_parameters():
-        if ("layernorm" in name or "layer_norm" in name) and name.endswith(".weight"):
-            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
-        elif name.endswith(".bias"):
-            p.copy_(0.1 * torch.randn(p.shape, generator=gen))
-        elif name == "gpt_neox.embed_in.weight":
-            p.copy_(torch.randn(p.shape, generator=gen))
-        elif name.endswith("query_key_value.weight"):
-            p.copy_(2.5 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
-        elif p.dim() == 2:
-            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
-        else:
-            raise RuntimeError(f"no initialisation for {name}")
+    common.init_decoder_weights(
+        model, seed, is_norm=lambda name: "layernorm" in name or "layer_norm" in name,
+        embedding_std=lambda name: 1.0 if name == "gpt_neox.embed_in.weight" else None,
+        sharpened=("query_key_value.weight",))
 
 
 def build_model(config: Config) -> GPTNeoXForCausalLM:

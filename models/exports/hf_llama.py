@@ -605,28 +605,19 @@ def init_weights(model: LlamaForCausalLM, seed: int) -> None:
     biases N(0, 0.1^2), norm weights 1 + 0.1 N(0, 1) (0.1 N(0, 1) with norm_offset: GemmaRMSNorm
     multiplies by 1 + weight), embeddings N(0, 1) (N(0, 1/hidden) when tied to lm_head or scaled
     by sqrt(hidden), N(0, 0.04/hidden) when both, as Gemma's are)."""
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
     c = model.config
-    for name, p in model.named_parameters():
-        if (name.endswith("layernorm.weight") or name == "model.norm.weight"
-                or name.endswith("_norm.weight")):
-            offset = 0.0 if c.norm_offset else 1.0
-            p.copy_(offset + 0.1 * torch.randn(p.shape, generator=gen))
-        elif name == "model.embed_tokens.weight":
-            std = c.hidden_size ** -0.5 if c.tie_word_embeddings or c.embedding_scale else 1.0
-            if c.tie_word_embeddings and c.embedding_scale:
-                # Scaled by sqrt(hidden) in the residual stream, N(0, 1/hidden) embeddings would
-                # outweigh the two layers' outputs and the tied lm_head would echo the current
-                # token every step: a fifth of that (scaled, N(0, 0.04)).
-                std *= 0.2
-            p.copy_(std * torch.randn(p.shape, generator=gen))
-        elif name.endswith(".bias"):
-            p.copy_(0.1 * torch.randn(p.shape, generator=gen))
-        elif p.dim() == 2:
-            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
-        else:
-            raise RuntimeError(f"no initialisation for {name}")
+    std = c.hidden_size ** -0.5 if c.tie_word_embeddings or c.embedding_scale else 1.0
+    if c.tie_word_embeddings and c.embedding_scale:
+        # Scaled by sqrt(hidden) in the residual stream, N(0, 1/hidden) embeddings would
+        # outweigh the two layers' outputs and the tied lm_head would echo the current
+        # token every step: a fifth of that (scaled, N(0, 0.04)).
+        std *= 0.2
+    common.init_decoder_weights(
+        model, seed,
+        is_norm=lambda name: (name.endswith("layernorm.weight") or name == "model.norm.weight"
+                              or name.endswith("_norm.weight")),
+        embedding_std=lambda name: std if name == "model.embed_tokens.weight" else None,
+        norm_base=0.0 if c.norm_offset else 1.0)
 
 
 def build_model(config: Config) -> LlamaForCausalLM:

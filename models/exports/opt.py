@@ -237,20 +237,10 @@ class OPTForCausalLM(nn.Module):
 def init_weights(model: OPTForCausalLM, seed: int) -> None:
     """Seeded: linears N(0, 1/fan_in), biases N(0, 0.1^2), LayerNorm weights 1 + 0.1 N(0, 1) and
     biases 0.1 N(0, 1), token and position embeddings N(0, 1/hidden) (the token one is lm_head)."""
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
     hidden = model.config.hidden_size
-    for name, p in model.named_parameters():
-        if "layer_norm" in name and name.endswith(".weight"):
-            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
-        elif name.endswith(".bias"):
-            p.copy_(0.1 * torch.randn(p.shape, generator=gen))
-        elif "embed_" in name:
-            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(hidden))
-        elif p.dim() == 2:
-            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
-        else:
-            raise RuntimeError(f"no initialisation for {name}")
+    common.init_decoder_weights(
+        model, seed, is_norm=lambda name: "layer_norm" in name,
+        embedding_std=lambda name: hidden ** -0.5 if "embed_" in name else None)
 
 
 def build_model(config: Config) -> OPTForCausalLM:

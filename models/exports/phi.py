@@ -276,21 +276,10 @@ def init_weights(model: PhiForCausalLM, seed: int) -> None:
 
     q_proj's and k_proj's larger weights sharpen the attention, so that the context and not only
     the current token's embedding decides the next token (gpt_neox.py's init notes)."""
-    gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    for name, p in model.named_parameters():
-        if "layernorm" in name and name.endswith(".weight"):
-            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
-        elif name.endswith(".bias"):
-            p.copy_(0.1 * torch.randn(p.shape, generator=gen))
-        elif name == "model.embed_tokens.weight":
-            p.copy_(torch.randn(p.shape, generator=gen))
-        elif name.endswith(("q_proj.weight", "k_proj.weight")):
-            p.copy_(2.5 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
-        elif p.dim() == 2:
-            p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
-        else:
-            raise RuntimeError(f"no initialisation for {name}")
+    common.init_decoder_weights(
+        model, seed, is_norm=lambda name: "layernorm" in name,
+        embedding_std=lambda name: 1.0 if name == "model.embed_tokens.weight" else None,
+        sharpened=("q_proj.weight", "k_proj.weight"))
 
 
 def build_model(config: Config) -> PhiForCausalLM:

@@ -38,7 +38,6 @@ from dataclasses import asdict
 from typing import Dict, Optional, Tuple
 
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

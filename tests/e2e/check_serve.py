@@ -298,13 +298,19 @@ def check_bad_requests(server):
           f"naming the field; the server goes on")
 
 
-def open_stream(server, prompt, max_tokens):
-    """A raw streamed completion whose first event has arrived: (socket, bytes so far)."""
+def send_completion(server, prompt, max_tokens, stream):
+    """A raw greedy completion request on a socket of its own, sent and not read."""
     body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                       "stream": True}).encode()
+                       "stream": stream}).encode()
     s = socket.create_connection((server.host, server.port), timeout=60)
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return s
+
+
+def open_stream(server, prompt, max_tokens):
+    """A raw streamed completion whose first event has arrived: (socket, bytes so far)."""
+    s = send_completion(server, prompt, max_tokens, stream=True)
     received = b""
     while b"data:" not in received:
         chunk = s.recv(4096)
@@ -376,70 +382,39 @@ def check_shutdown(a, plan):
 
 
 def check_disconnect(server):
-    before = server.metrics()
+    """Clients that leave while their requests hold slots, streaming (after the first event) or
+    plain: each request is cancelled and its slot freed long before max_tokens."""
     asked = MAX_SEQ - 16
-    sockets = []
-    for i in range(SLOTS):
-        body = json.dumps({"prompt": f"leave {i}", "max_tokens": asked, "temperature": 0,
-                           "stream": True}).encode()
-        s = socket.create_connection((server.host, server.port), timeout=60)
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        sockets.append(s)
-    for s in sockets:  # the first event of the stream: the request holds a slot
-        received = b""
-        while b"data:" not in received:
-            chunk = s.recv(4096)
-            expect(chunk, f"the stream ended before its first event: {received[:300]!r}")
-            received += chunk
-    for s in sockets:
-        s.close()
-    deadline = time.time() + 30
-    while True:
-        after = server.metrics()
-        cancelled = after["hetc_requests_cancelled_total"] - before["hetc_requests_cancelled_total"]
-        if cancelled == SLOTS and after["hetc_active_slots"] == 0:
-            break
-        expect(time.time() < deadline, f"30 s after {SLOTS} clients left: {cancelled} cancelled, "
-               f"{after['hetc_active_slots']} slots active")
-        time.sleep(0.05)
-    generated = after["hetc_generation_tokens_total"] - before["hetc_generation_tokens_total"]
-    expect(generated < SLOTS * asked * 0.5,
-           f"{generated} ids generated for {SLOTS} clients that left, of {SLOTS * asked} asked")
-    server.post_json("/v1/completions", {"prompt": "after", "max_tokens": 4})
-    print(f"disconnects: {SLOTS} streaming clients that left freed their slots after "
-          f"{int(generated)} of {SLOTS * asked} ids")
-
-    # Plain (non-streaming) clients that leave once their request holds a slot.
-    before = server.metrics()
-    sockets = []
-    for i in range(SLOTS):
-        body = json.dumps({"prompt": f"plain {i}", "max_tokens": asked, "temperature": 0}).encode()
-        s = socket.create_connection((server.host, server.port), timeout=60)
-        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        sockets.append(s)
-    deadline = time.time() + 30
-    while server.metrics()["hetc_active_slots"] < SLOTS:
-        expect(time.time() < deadline, "the plain requests never all held a slot")
-        time.sleep(0.01)
-    for s in sockets:
-        s.close()
-    deadline = time.time() + 30
-    while True:
-        after = server.metrics()
-        cancelled = after["hetc_requests_cancelled_total"] - before["hetc_requests_cancelled_total"]
-        if cancelled == SLOTS and after["hetc_active_slots"] == 0:
-            break
-        expect(time.time() < deadline, f"30 s after {SLOTS} plain clients left: {cancelled} "
-               f"cancelled, {after['hetc_active_slots']} slots active")
-        time.sleep(0.05)
-    generated = after["hetc_generation_tokens_total"] - before["hetc_generation_tokens_total"]
-    expect(generated < SLOTS * asked * 0.5,
-           f"{generated} ids generated for {SLOTS} plain clients that left, of {SLOTS * asked}")
-    server.post_json("/v1/completions", {"prompt": "after", "max_tokens": 4})
-    print(f"disconnects: {SLOTS} plain clients that left freed their slots after "
-          f"{int(generated)} of {SLOTS * asked} ids")
+    for stream in (True, False):
+        kind = "streaming" if stream else "plain"
+        before = server.metrics()
+        if stream:
+            sockets = [open_stream(server, f"leave {i}", asked)[0] for i in range(SLOTS)]
+        else:
+            sockets = [send_completion(server, f"plain {i}", asked, stream=False)
+                       for i in range(SLOTS)]
+            deadline = time.time() + 30
+            while server.metrics()["hetc_active_slots"] < SLOTS:
+                expect(time.time() < deadline, "the plain requests never all held a slot")
+                time.sleep(0.01)
+        for s in sockets:
+            s.close()
+        deadline = time.time() + 30
+        while True:
+            after = server.metrics()
+            cancelled = (after["hetc_requests_cancelled_total"]
+                         - before["hetc_requests_cancelled_total"])
+            if cancelled == SLOTS and after["hetc_active_slots"] == 0:
+                break
+            expect(time.time() < deadline, f"30 s after {SLOTS} {kind} clients left: "
+                   f"{cancelled} cancelled, {after['hetc_active_slots']} slots active")
+            time.sleep(0.05)
+        generated = after["hetc_generation_tokens_total"] - before["hetc_generation_tokens_total"]
+        expect(generated < SLOTS * asked * 0.5, f"{generated} ids generated for {SLOTS} {kind} "
+               f"clients that left, of {SLOTS * asked} asked")
+        server.post_json("/v1/completions", {"prompt": "after", "max_tokens": 4})
+        print(f"disconnects: {SLOTS} {kind} clients that left freed their slots after "
+              f"{int(generated)} of {SLOTS * asked} ids")
 
 
 def check_load(server, clients=64, rounds=3):
