@@ -9,7 +9,7 @@ packages=(
   libflatbuffers-dev flatbuffers-compiler
   libonnx-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libcli11-dev libxxhash-dev nlohmann-json3-dev libpcre2-dev libicu-dev pkg-config
-  libcpp-httplib-dev libsentencepiece-dev sentencepiece
+  libcpp-httplib-dev libssl-dev openssl libsentencepiece-dev sentencepiece
   libxbyak-dev libdnnl-dev libnuma-dev
   python3-torch python3-onnx python3-numpy
 )

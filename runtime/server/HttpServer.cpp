@@ -3,9 +3,7 @@
 #include "runtime/sampling/StopStrings.h"
 #include "runtime/tokenizer/Tokenizer.h"
 
-#include <httplib.h>
 #include <malloc.h>
-#include <sys/socket.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -22,12 +20,6 @@ using namespace std::chrono_literals;
 // How long a connection waits for ids before it writes a keep-alive (and so learns whether its
 // client is still there).
 constexpr std::chrono::milliseconds kKeepAliveEvery = 1000ms;
-// Header fields a request may have (browsers send about 20; OpenAI's clients fewer).
-constexpr size_t kMaxHeaders = 100;
-
-// Connections the kernel holds before the server accepts them (capped by net.core.somaxconn).
-constexpr int kListenBacklog = 1024;
-
 std::atomic<uint64_t> nextResponseId{1};
 
 std::string responseId(const char *prefix) {
@@ -42,9 +34,8 @@ ApiError serverError(std::string message) {
   return ApiError{500, std::move(message), "", "server_error", ""};
 }
 
-void sendError(httplib::Response &res, const ApiError &error) {
-  res.status = error.status;
-  res.set_content(error.json(), "application/json");
+void sendError(HttpResponse &res, const ApiError &error) {
+  res.send(error.status, "application/json", error.json());
 }
 
 // A token's text as logprobs show it (invalid UTF-8 as U+FFFD) and its bytes.
@@ -77,6 +68,7 @@ struct Choice {
   bool finishSent = false;
   std::string finishReason;
   std::string failure;
+  int failureStatus = 0; // 500: generation failed; 503: the server stopped first
 
   Choice(std::shared_ptr<ServedRequest> r, const Tokenizer &tokenizer,
          std::vector<std::string> stopStrings)
@@ -174,14 +166,21 @@ public:
     return out;
   }
 
-  // The whole response, once ended(): a completion, or the error of a failed step (sent with
-  // the 200 already written).
+  // A plain response's status, once ended(): 200, or the failure's.
+  int status() const {
+    for (const Choice &choice : choices_)
+      if (!choice.failure.empty())
+        return choice.failureStatus;
+    return 200;
+  }
+
+  // The whole response, once ended(): a completion, or the error of a failed choice.
   std::string body() const {
     json choices = json::array();
     for (size_t i = 0; i < choices_.size(); ++i) {
       const Choice &choice = choices_[i];
       if (!choice.failure.empty())
-        return serverError(choice.failure).json();
+        return ApiError{choice.failureStatus, choice.failure, "", "server_error", ""}.json();
       json entry = {{"index", i}, {"logprobs", logprobsJson(choice)},
                     {"finish_reason", choice.finishReason}};
       if (chat())
@@ -251,9 +250,14 @@ private:
     else if (end == ServedRequest::End::Length)
       choice.finishReason = "length";
     else if (end == ServedRequest::End::Failed)
-      choice.failure = "generation failed: " + choice.request->failure();
+      fail(choice, 500, "generation failed: " + choice.request->failure());
     else // cancelled: the server stops (a client that left reads nothing)
-      choice.failure = "the server stopped before this request finished";
+      fail(choice, 503, "the server stopped before this request finished");
+  }
+
+  static void fail(Choice &choice, int status, std::string message) {
+    choice.failure = std::move(message);
+    choice.failureStatus = status;
   }
 
   json logprobEntry(const Choice &choice, size_t k, int32_t id) {
@@ -340,20 +344,34 @@ private:
   std::string piece_;
 };
 
-// What a connection keeps alive while its response is written: the parsed request and the
-// exchange that reads from it.
-struct Pending {
-  ParsedRequest parsed;
-  std::unique_ptr<Exchange> exchange;
-};
-
 } // namespace
 
 HttpServer::HttpServer(Engine &engine, const PlanTokenizer &tokenizer, ServerOptions options,
                        const std::string &planName)
     : engine_(engine), tokenizer_(tokenizer), options_(std::move(options)),
       batch_(engine, options_.maxQueue.value_or(4 * size_t{engine.maxBatch()})),
-      http_(std::make_unique<httplib::Server>()) {
+      listener_(
+          [this] {
+            ListenerOptions listen;
+            listen.host = options_.host;
+            listen.port = options_.port;
+            listen.limits.maxBodyBytes = options_.maxBodyBytes;
+            listen.readTimeout = options_.readTimeout;
+            listen.tlsCertificate = options_.tlsCertificate;
+            listen.tlsKey = options_.tlsKey;
+            // A worker for every slot and queue place (each holds one for its whole answer),
+            // and a few for health, metrics and refusals.
+            listen.workers = batch_.slots() + batch_.maxQueue() + 4;
+            return listen;
+          }(),
+          [this](const HttpRequest &request, HttpResponse &response) {
+            handle(request, response);
+          },
+          [](int status, const std::string &message) {
+            ApiError error{status, message, "", status >= 500 ? "server_error"
+                                                              : "invalid_request_error", ""};
+            return error.json();
+          }) {
   model_.name = options_.modelName;
   model_.parseSpecialInMessages = options_.parseSpecialInMessages;
   model_.tokenizer = &tokenizer_;
@@ -369,7 +387,6 @@ HttpServer::HttpServer(Engine &engine, const PlanTokenizer &tokenizer, ServerOpt
     model_.chatRefusal = "chat completions are not served: " + chat.message() +
                          " when starting hetc serve";
   }
-  routes();
 }
 
 HttpServer::~HttpServer() {
@@ -378,77 +395,31 @@ HttpServer::~HttpServer() {
     loop_.join();
 }
 
-void HttpServer::routes() {
-  httplib::Server &http = *http_;
-  // A connection for every slot and queue place, and a few for health, metrics and refusals.
-  const size_t threads = batch_.slots() + batch_.maxQueue() + 4;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http.set_payload_max_length(options_.maxBodyBytes);
-  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the same
-  // port would bind too and silently take half the connections.
-  // The listening socket is kept so bind() can raise its backlog.
-  http.set_socket_options([this](int socket) {
-    int yes = 1;
-    setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listenSocket_ = socket;
-  });
-  http.set_keep_alive_timeout(2);
+void HttpServer::handle(const HttpRequest &request, HttpResponse &response) {
+  const std::string requestId = responseId("req_");
+  response.setHeader("X-Request-Id", requestId);
+  try {
+    route(request, response, requestId);
+  } catch (const std::exception &e) {
+    if (!response.started())
+      sendError(response, serverError("internal error (request " + requestId + "): " + e.what()));
+  }
+}
 
-  http.set_exception_handler([](const httplib::Request &, httplib::Response &res,
-                                std::exception_ptr error) {
-    ApiError api = serverError("internal error");
-    try {
-      if (error)
-        std::rethrow_exception(error);
-    } catch (const std::exception &e) {
-      api.message = std::string("internal error: ") + e.what();
-    } catch (...) {
+void HttpServer::route(const HttpRequest &req, HttpResponse &res, const std::string &requestId) {
+  // The API key, when the server has keys, on every route but /health (a load balancer's probe).
+  if (!options_.apiKeys.empty() && req.path != "/health") {
+    const std::string *header = req.header("authorization");
+    if (!header || !authorized(*header)) {
+      res.setHeader("WWW-Authenticate", "Bearer");
+      return sendError(res, ApiError{401,
+                                     "missing or invalid API key: send 'Authorization: Bearer "
+                                     "KEY' with a key the server was started with",
+                                     "", "invalid_request_error", "invalid_api_key"});
     }
-    sendError(res, api);
-  });
-  // Before any route: the header count (httplib reads headers without a limit on their number:
-  // refused here before anything else is done with them), then the API key, when the server has
-  // keys, on every route but /health (a load balancer's probe).
-  http.set_pre_routing_handler([this](const httplib::Request &req, httplib::Response &res) {
-    if (req.headers.size() > kMaxHeaders) {
-      res.set_header("Connection", "close");
-      sendError(res, ApiError{431,
-                              "the request has " + std::to_string(req.headers.size()) +
-                                  " header fields; at most " + std::to_string(kMaxHeaders) +
-                                  " are accepted",
-                              "", "invalid_request_error", ""});
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (options_.apiKeys.empty() || req.path == "/health" ||
-        authorized(req.get_header_value("Authorization")))
-      return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("WWW-Authenticate", "Bearer");
-    sendError(res, ApiError{401,
-                            "missing or invalid API key: send 'Authorization: Bearer KEY' with "
-                            "a key the server was started with",
-                            "", "invalid_request_error", "invalid_api_key"});
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Statuses httplib sets itself (no route, a body over the limit) get OpenAI's error object.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request &req,
-                                                                     httplib::Response &res) {
-    if (!res.body.empty())
-      return httplib::Server::HandlerResponse::Unhandled;
-    ApiError error;
-    error.status = res.status;
-    if (res.status == 404) {
-      error.message = "no route " + req.method + " " + req.path;
-      error.code = "not_found";
-    } else if (res.status == 413) {
-      error.message = "the body is larger than " + std::to_string(options_.maxBodyBytes) + " bytes";
-    } else {
-      error.message = "HTTP " + std::to_string(res.status);
-    }
-    sendError(res, error);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-
-  http.Get("/health", [this](const httplib::Request &, httplib::Response &res) {
+  }
+  const bool get = req.method == "GET", post = req.method == "POST";
+  if (req.path == "/health" && get) {
     const ServingMetrics &metrics = batch_.metrics();
     json health = {{"status", "ok"},
                    {"model", model_.name},
@@ -456,180 +427,174 @@ void HttpServer::routes() {
                    {"active_slots", metrics.activeSlots.load()},
                    {"queue_depth", metrics.queueDepth.load()},
                    {"queue_capacity", batch_.maxQueue()}};
-    res.set_content(toWire(health), "application/json");
-  });
-  http.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) {
-    res.set_content(batch_.metrics().prometheus(batch_.slots(), batch_.maxQueue()),
-                    "text/plain; version=0.0.4");
-  });
-  http.Get("/v1/models", [this](const httplib::Request &, httplib::Response &res) {
+    return (void)res.send(200, "application/json", toWire(health));
+  }
+  if (req.path == "/metrics" && get) {
+    const ListenerCounters &connections = listener_.counters();
+    std::string text = batch_.metrics().prometheus(batch_.slots(), batch_.maxQueue());
+    text += "# HELP hetc_http_connections_receiving Connections sending a request or idle.\n"
+            "# TYPE hetc_http_connections_receiving gauge\n"
+            "hetc_http_connections_receiving " +
+            std::to_string(connections.receiving.load()) +
+            "\n# HELP hetc_http_connections_dropped_total Connections dropped before their "
+            "request came: at the read deadline, or for newer ones past the bound.\n"
+            "# TYPE hetc_http_connections_dropped_total counter\n"
+            "hetc_http_connections_dropped_total{reason=\"timeout\"} " +
+            std::to_string(connections.timedOut.load()) +
+            "\nhetc_http_connections_dropped_total{reason=\"evicted\"} " +
+            std::to_string(connections.evicted.load()) +
+            "\n# HELP hetc_http_requests_malformed_total Requests the HTTP parser refused.\n"
+            "# TYPE hetc_http_requests_malformed_total counter\n"
+            "hetc_http_requests_malformed_total " +
+            std::to_string(connections.malformed.load()) + "\n";
+    return (void)res.send(200, "text/plain; version=0.0.4", text);
+  }
+  if (req.path == "/v1/models" && get) {
     json model = {{"id", model_.name},
                   {"object", "model"},
                   {"created", 0},
                   {"owned_by", "hetc"},
                   {"max_model_len", model_.maxSeq}};
-    res.set_content(toWire(json{{"object", "list"}, {"data", json::array({model})}}),
-                    "application/json");
-  });
-
-  auto complete = [this](Endpoint endpoint, const std::string &body, httplib::Response &res) {
-    auto pending = std::make_shared<Pending>();
-    {
-      std::variant<ParsedRequest, ApiError> parsed = parseRequest(endpoint, body, model_);
-      if (auto *error = std::get_if<ApiError>(&parsed))
-        return sendError(res, *error);
-      pending->parsed = std::move(std::get<ParsedRequest>(parsed));
-    }
-    const ParsedRequest &parsed = pending->parsed;
-    // One served request per prompt and choice; choices of one prompt draw from seeds seed,
-    // seed + 1, ... so they differ.
-    std::vector<std::shared_ptr<ServedRequest>> requests;
-    for (const std::vector<int32_t> &prompt : parsed.prompts)
-      for (uint32_t c = 0; c < parsed.choicesPerPrompt; ++c) {
-        GenerationRequest generation;
-        generation.prompt = prompt;
-        generation.maxNew = parsed.maxTokens;
-        generation.stopIds = parsed.stopIds;
-        generation.sampling = parsed.sampling;
-        generation.sampling.seed += c;
-        if (Status s = batch_.check(generation); !s)
-          return sendError(res, ApiError{400, s.message(), "", "invalid_request_error", ""});
-        requests.push_back(std::make_shared<ServedRequest>(std::move(generation), parsed.logprobs,
-                                                           parsed.topLogprobs));
-      }
-    for (const auto &request : requests) {
-      const ContinuousBatch::Admission admission = batch_.submit(request);
-      if (admission == ContinuousBatch::Admission::Queued)
-        continue;
-      for (const auto &queued : requests)
-        queued->cancel();
-      ApiError error;
-      if (admission == ContinuousBatch::Admission::QueueFull) {
-        error.status = 429;
-        error.type = "server_busy";
-        error.code = "rate_limit_exceeded";
-        error.message = "every slot (" + std::to_string(batch_.slots()) +
-                        ") and queue place (" + std::to_string(batch_.maxQueue()) +
-                        ") is taken; retry later";
-        res.set_header("Retry-After", std::to_string(batch_.retryAfterSeconds()));
-      } else {
-        error.status = 503;
-        error.type = "server_error";
-        error.message = "the server is stopping";
-      }
-      return sendError(res, error);
-    }
-    pending->exchange = std::make_unique<Exchange>(parsed, model_, std::move(requests));
-    openExchanges_.fetch_add(1);
-
-    // Every connection writes while it waits and after each step, so a client that left is
-    // noticed within a step or two: the write fails, the provider stops, and the releaser cancels
-    // what has not ended.
-    const bool stream = parsed.stream;
-    if (stream)
-      res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        stream ? "text/event-stream" : "application/json",
-        [pending, stream](size_t, httplib::DataSink &sink) {
-          Exchange &exchange = *pending->exchange;
-          const bool progressed = exchange.advance(kKeepAliveEvery);
-          std::string out;
-          if (stream) {
-            out = exchange.streamEvents();
-            if (out.empty() && !progressed)
-              out = ": waiting\n\n";
-          } else if (exchange.ended()) {
-            out = exchange.body();
-          } else {
-            // JSON allows whitespace before the value. Written after every step too, not only
-            // while waiting: the write after a client left fails, which cancels the request.
-            out = " ";
-          }
-          if (!out.empty() && !sink.write(out.data(), out.size()))
-            return false;
-          if (exchange.ended() && (!stream || exchange.streamClosed()))
-            sink.done();
-          return true;
-        },
-        [this, pending](bool) {
-          pending->exchange->cancel();
-          openExchanges_.fetch_sub(1);
-        });
-  };
-  // The body read here, so that its limit holds for a chunked body too (httplib checks only a
-  // Content-Length): reading stops at the first chunk past it.
-  auto withBody = [this, complete](Endpoint endpoint) {
-    return [this, complete, endpoint](const httplib::Request &, httplib::Response &res,
-                                      const httplib::ContentReader &read) {
-      // A large body's text, JSON and ids are freed when this returns: give the pages back
-      // (one malloc arena keeps them otherwise, docs/serving.md), for bodies over 1 MiB only.
-      size_t bodyBytes = 0;
-      struct TrimAfter {
-        const size_t &bytes;
-        ~TrimAfter() {
-          if (bytes > (size_t{1} << 20))
-            malloc_trim(0);
-        }
-      } trim{bodyBytes};
-      std::string body;
-      bool tooLarge = false;
-      read([&](const char *data, size_t length) {
-        if (body.size() + length > options_.maxBodyBytes) {
-          tooLarge = true;
-          return false;
-        }
-        body.append(data, length);
-        return true;
-      });
-      bodyBytes = body.size();
-      if (tooLarge) {
-        ApiError error{413, "the body is larger than " + std::to_string(options_.maxBodyBytes) +
-                                " bytes",
-                       "", "invalid_request_error", ""};
-        res.set_header("Connection", "close"); // the rest of the body is never read
-        return sendError(res, error);
-      }
-      complete(endpoint, body, res);
-    };
-  };
-  http.Post("/v1/completions", withBody(Endpoint::Completions));
-  http.Post("/v1/chat/completions", withBody(Endpoint::ChatCompletions));
-}
-
-Result<int> HttpServer::bind() {
-  int port = options_.port;
-  if (port == 0) {
-    port = http_->bind_to_any_port(options_.host);
-    if (port < 0)
-      return Status::error("cannot bind " + options_.host + " to any port");
-  } else if (!http_->bind_to_port(options_.host, port)) {
-    return Status::error("cannot bind " + options_.host + ":" + std::to_string(port) +
-                         " (in use, or not an address of this machine)");
+    return (void)res.send(200, "application/json",
+                          toWire(json{{"object", "list"}, {"data", json::array({model})}}));
   }
-  // httplib 0.11 listens with a backlog of 5: a burst of clients would overflow the accept
-  // queue and see resets. Listening again on the bound socket only changes the backlog.
-  if (listenSocket_ >= 0 && ::listen(listenSocket_, kListenBacklog) != 0)
-    return Status::error("cannot listen on " + options_.host + ":" + std::to_string(port));
-  return port;
+  const bool completions = req.path == "/v1/completions";
+  if ((completions || req.path == "/v1/chat/completions") && post) {
+    // A large body's text, JSON and ids are freed when this returns: give the pages back (one
+    // malloc arena keeps them otherwise, docs/serving.md), for bodies over 1 MiB only.
+    struct TrimAfter {
+      bool large;
+      ~TrimAfter() {
+        if (large)
+          malloc_trim(0);
+      }
+    } trim{req.body.size() > (size_t{1} << 20)};
+    return complete(completions ? Endpoint::Completions : Endpoint::ChatCompletions, req.body,
+                    res);
+  }
+  static const char *const kRoutes[][2] = {{"/health", "GET"},
+                                           {"/metrics", "GET"},
+                                           {"/v1/models", "GET"},
+                                           {"/v1/completions", "POST"},
+                                           {"/v1/chat/completions", "POST"}};
+  for (const auto &[path, method] : kRoutes)
+    if (req.path == path) {
+      res.setHeader("Allow", method);
+      return sendError(res, ApiError{405, req.method + " " + req.path + ": only " + method +
+                                              " is served here",
+                                     "", "invalid_request_error", "method_not_allowed"});
+    }
+  (void)requestId;
+  sendError(res, ApiError{404, "no route " + req.method + " " + req.path, "",
+                          "invalid_request_error", "not_found"});
 }
+
+void HttpServer::complete(Endpoint endpoint, const std::string &body, HttpResponse &res) {
+  ParsedRequest parsed;
+  {
+    std::variant<ParsedRequest, ApiError> result = parseRequest(endpoint, body, model_);
+    if (auto *error = std::get_if<ApiError>(&result))
+      return sendError(res, *error);
+    parsed = std::move(std::get<ParsedRequest>(result));
+  }
+  // One served request per prompt and choice; choices of one prompt draw from seeds seed,
+  // seed + 1, ... so they differ.
+  std::vector<std::shared_ptr<ServedRequest>> requests;
+  for (const std::vector<int32_t> &prompt : parsed.prompts)
+    for (uint32_t c = 0; c < parsed.choicesPerPrompt; ++c) {
+      GenerationRequest generation;
+      generation.prompt = prompt;
+      generation.maxNew = parsed.maxTokens;
+      generation.stopIds = parsed.stopIds;
+      generation.sampling = parsed.sampling;
+      generation.sampling.seed += c;
+      if (Status s = batch_.check(generation); !s)
+        return sendError(res, ApiError{400, s.message(), "", "invalid_request_error", ""});
+      requests.push_back(std::make_shared<ServedRequest>(std::move(generation), parsed.logprobs,
+                                                         parsed.topLogprobs));
+    }
+  for (const auto &request : requests) {
+    const ContinuousBatch::Admission admission = batch_.submit(request);
+    if (admission == ContinuousBatch::Admission::Queued)
+      continue;
+    for (const auto &queued : requests)
+      queued->cancel();
+    ApiError error;
+    if (admission == ContinuousBatch::Admission::QueueFull) {
+      error.status = 429;
+      error.type = "server_busy";
+      error.code = "rate_limit_exceeded";
+      error.message = "every slot (" + std::to_string(batch_.slots()) + ") and queue place (" +
+                      std::to_string(batch_.maxQueue()) + ") is taken; retry later";
+      res.setHeader("Retry-After", std::to_string(batch_.retryAfterSeconds()));
+    } else {
+      error.status = 503;
+      error.type = "server_error";
+      error.message = "the server is stopping";
+    }
+    return sendError(res, error);
+  }
+  Exchange exchange(parsed, model_, std::move(requests));
+  // Whatever ends the answer (its end, the client leaving, an exception), what has not ended is
+  // cancelled and stop() stops waiting for it.
+  openExchanges_.fetch_add(1);
+  struct Release {
+    Exchange &exchange;
+    std::atomic<int> &open;
+    ~Release() {
+      exchange.cancel();
+      open.fetch_sub(1);
+    }
+  } release{exchange, openExchanges_};
+
+  if (!parsed.stream) {
+    // Nothing is written before the end, so the status says how it ended; the client leaving is
+    // seen on its socket, after every step or kKeepAliveEvery.
+    while (!exchange.ended()) {
+      exchange.advance(kKeepAliveEvery);
+      if (res.clientGone())
+        return;
+    }
+    res.send(exchange.status(), "application/json", exchange.body());
+    return;
+  }
+  // A stream writes after every step and, while it waits, a comment: a client that left fails a
+  // write.
+  res.setHeader("Cache-Control", "no-cache");
+  if (!res.start(200, "text/event-stream"))
+    return;
+  for (;;) {
+    const bool progressed = exchange.advance(kKeepAliveEvery);
+    std::string out = exchange.streamEvents();
+    if (out.empty() && !progressed)
+      out = ": waiting\n\n";
+    if (!out.empty() && !res.write(out))
+      return;
+    if (exchange.ended() && exchange.streamClosed())
+      break;
+    if (res.clientGone())
+      return;
+  }
+  res.finish();
+}
+
+Result<int> HttpServer::bind() { return listener_.bind(); }
 
 Status HttpServer::serve() {
   loop_ = std::thread([this] { batch_.run(); });
-  const bool listened = http_->listen_after_bind();
+  const Status served = listener_.run();
   batch_.stop();
   loop_.join();
-  if (!listened)
-    return Status::error("the server's socket failed");
-  return Status();
+  return served;
 }
 
 void HttpServer::stop() {
   batch_.refuseNew();
   awaitExchanges(options_.drainTimeout);
   batch_.stop();
-  // The requests cut short write their error (each provider wakes within kKeepAliveEvery).
+  // The requests cut short write their error (each worker wakes within kKeepAliveEvery).
   awaitExchanges(2 * kKeepAliveEvery + 500ms);
-  http_->stop();
+  listener_.stop();
 }
 
 bool HttpServer::authorized(const std::string &header) const {

@@ -3,15 +3,17 @@
 //   POST /v1/completions, POST /v1/chat/completions   (stream: true as server-sent events)
 //   GET  /v1/models, GET /health, GET /metrics (Prometheus text)
 //
-// Each completion request becomes one ServedRequest per choice in the ContinuousBatch, whose loop
-// runs on a thread of its own. The connection's thread turns the ids into text as they come
-// (DecodeStream, then the request's stop strings) and writes them. While a request waits, a
-// streaming response carries SSE comments and a plain one leading spaces (JSON allows both), so a
-// client that left is noticed within a second and its slots are freed at the next step.
+// Connections are HttpListener's (one thread reads every request, with deadlines; workers answer
+// whole requests). Each completion request becomes one ServedRequest per choice in the
+// ContinuousBatch, whose loop runs on a thread of its own. The worker turns the ids into text as
+// they come (DecodeStream, then the request's stop strings) and writes them. While a request
+// waits, a stream carries SSE comments; a plain request watches its socket for the client's close.
+// Either way a client that left is noticed within a step or a second and its slots are freed.
 #pragma once
 
 #include "runtime/executor/Engine.h"
 #include "runtime/format/Status.h"
+#include "runtime/server/HttpListener.h"
 #include "runtime/server/OpenAiRequest.h"
 #include "runtime/serving/ContinuousBatch.h"
 #include "runtime/tokenizer/ChatTemplate.h"
@@ -26,10 +28,6 @@
 #include <thread>
 #include <vector>
 
-namespace httplib {
-class Server;
-}
-
 namespace hetc::server {
 
 struct ServerOptions {
@@ -39,6 +37,11 @@ struct ServerOptions {
   std::string modelName;          // the id /v1/models lists and requests name
   std::string templateName;       // a built-in chat template; empty: recognised from the plan
   size_t maxBodyBytes = 8u << 20; // larger request bodies get 413
+  // A request must arrive within this of its start (408 otherwise; HttpListener).
+  std::chrono::milliseconds readTimeout{10000};
+  // TLS when both are set: PEM certificate (with its chain) and key.
+  std::string tlsCertificate;
+  std::string tlsKey;
   // Whether a control token typed in a chat message is read as that token (--parse-special-in-
   // messages); by default it is text.
   bool parseSpecialInMessages = false;
@@ -59,8 +62,8 @@ public:
 
   // Binds the socket; returns the port (the one chosen when options.port is 0).
   Result<int> bind();
-  // Serves until stop(): the batch loop on its own thread, connections on a pool sized for every
-  // slot and queue place.
+  // Serves until stop(): the batch loop on its own thread, requests on a pool of workers sized
+  // for every slot and queue place and a few more.
   Status serve();
   // Any thread. Graceful: new requests get 503 at once; running and queued ones have
   // options.drainTimeout to finish, then end with an error (an error event for a stream, an
@@ -72,9 +75,15 @@ public:
   const std::string &chatNote() const { return model_.chatRefusal; }
   const ServedModel &model() const { return model_; }
   size_t maxQueue() const { return batch_.maxQueue(); }
+  bool tls() const { return listener_.tls(); }
+
+  // Answers one request: the listener's workers call it; the fuzzer too, without sockets. Every
+  // response carries X-Request-Id; an exception becomes a 500 naming it.
+  void handle(const HttpRequest &request, HttpResponse &response);
 
 private:
-  void routes();
+  void route(const HttpRequest &request, HttpResponse &response, const std::string &requestId);
+  void complete(Endpoint endpoint, const std::string &body, HttpResponse &response);
 
   Engine &engine_;
   const PlanTokenizer &tokenizer_;
@@ -82,8 +91,7 @@ private:
   std::optional<ChatTemplate> chat_;
   ServedModel model_;
   ContinuousBatch batch_;
-  std::unique_ptr<httplib::Server> http_;
-  int listenSocket_ = -1;
+  HttpListener listener_;
   std::thread loop_;
   // Responses being written (requests admitted and not yet released), for stop() to wait on.
   std::atomic<int> openExchanges_{0};

@@ -116,15 +116,25 @@ bool isIdArray(const json &value) {
          std::all_of(value.begin(), value.end(), [](const json &v) { return v.is_number_integer(); });
 }
 
+// A prompt whose tokenization stopped past the context: how long it is was never computed.
+ApiError tooLong(const std::string &param, const ServedModel &model) {
+  return invalid(param, "the prompt is longer than the model's context of " +
+                             std::to_string(model.maxSeq) +
+                             " tokens (--max-seq): tokenizing it stopped there");
+}
+
 // One prompt: text (encoded with the tokenizer's special tokens, as Hugging Face's pipelines do)
-// or ids.
+// or ids. Text is tokenized no further than the context.
 std::optional<ApiError> readPrompt(const json &value, const std::string &param,
                                    const ServedModel &model, std::vector<int32_t> &ids) {
   if (value.is_string()) {
     Result<std::vector<int32_t>> encoded =
-        model.tokenizer->tokenizer->encode(value.get<std::string>(), true);
+        model.tokenizer->tokenizer->encode(value.get_ref<const std::string &>(), true, {},
+                                           model.maxSeq);
     if (!encoded)
       return invalid(param, encoded.message());
+    if (encoded->size() > model.maxSeq)
+      return tooLong(param, model);
     ids = std::move(*encoded);
   } else if (isIdArray(value)) {
     for (size_t i = 0; i < value.size(); ++i) {
@@ -237,9 +247,12 @@ std::optional<ApiError> readMessages(const json *value, const ServedModel &model
   const RenderedChat rendered = model.chat->renderWithRanges(messages, true);
   Result<std::vector<int32_t>> encoded = model.tokenizer->tokenizer->encode(
       rendered.text, false,
-      model.parseSpecialInMessages ? std::vector<TextRange>{} : rendered.messageText);
+      model.parseSpecialInMessages ? std::vector<TextRange>{} : rendered.messageText,
+      model.maxSeq);
   if (!encoded)
     return invalid("messages", encoded.message());
+  if (encoded->size() > model.maxSeq)
+    return tooLong("messages", model);
   ids = std::move(*encoded);
   return std::nullopt;
 }

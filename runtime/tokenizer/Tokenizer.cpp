@@ -246,7 +246,9 @@ struct Tokenizer::Components {
   std::vector<std::string> preTokenize(std::string s, bool firstSection) const;
   void encodeWord(const std::string &word, std::vector<int32_t> &out) const;
   void encodeUnigramWord(const std::string &word, std::vector<int32_t> &out) const;
-  void encodeSection(std::string_view section, bool firstSection, std::vector<int32_t> &out) const;
+  // Appends the section's ids, stopping at the word that takes `out` past `maxIds`.
+  void encodeSection(std::string_view section, bool firstSection, std::vector<int32_t> &out,
+                     size_t maxIds) const;
 };
 
 void Tokenizer::Components::readNormalizer(const json &n) {
@@ -857,12 +859,15 @@ void Tokenizer::Components::encodeWord(const std::string &word, std::vector<int3
 }
 
 void Tokenizer::Components::encodeSection(std::string_view section, bool firstSection,
-                                          std::vector<int32_t> &out) const {
+                                          std::vector<int32_t> &out, size_t maxIds) const {
   const std::string normalized = normalize(std::string(section));
   if (normalized.empty())
     return;
-  for (const std::string &word : preTokenize(normalized, firstSection))
+  for (const std::string &word : preTokenize(normalized, firstSection)) {
+    if (out.size() > maxIds)
+      return;
     encodeWord(word, out);
+  }
 }
 
 Tokenizer::Tokenizer() : c_(std::make_unique<Components>()) {}
@@ -908,7 +913,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::fromJson(std::string_view jsonText
 }
 
 Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool addSpecialTokens,
-                                               const std::vector<TextRange> &plainText) const {
+                                               const std::vector<TextRange> &plainText,
+                                               size_t maxIds) const {
   if (!isValidUtf8(input))
     return Status::error("the text is not valid UTF-8");
   const Components &c = *c_;
@@ -947,11 +953,16 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool addS
     if (found->rstrip)
       while (next < input.size() && std::isspace(static_cast<unsigned char>(input[next])))
         ++next;
-    c.encodeSection(input.substr(sectionStart, sectionEnd - sectionStart), sectionStart == 0, ids);
+    c.encodeSection(input.substr(sectionStart, sectionEnd - sectionStart), sectionStart == 0, ids,
+                    maxIds);
+    if (ids.size() > maxIds)
+      return ids; // the section stopped: what follows it is not these ids' continuation
     ids.push_back(found->id);
     sectionStart = at = next;
   }
-  c.encodeSection(input.substr(sectionStart), sectionStart == 0, ids);
+  if (ids.size() > maxIds)
+    return ids;
+  c.encodeSection(input.substr(sectionStart), sectionStart == 0, ids, maxIds);
   if (addSpecialTokens)
     ids.insert(ids.end(), c.suffix.begin(), c.suffix.end());
   return ids;

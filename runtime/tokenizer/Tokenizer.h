@@ -37,8 +37,11 @@ public:
   // The same, with `plainText` (in order, not overlapping) read as text only: a special token
   // written inside one of those ranges is not matched as that token (a chat message that holds
   // "<|im_end|>" cannot end its turn); added tokens that are not special still are.
+  // Encoding stops once it has more than `maxIds` ids (a server's context: a long text costs no
+  // more than its first maxIds tokens' work); more than maxIds returned means "longer".
   Result<std::vector<int32_t>> encode(std::string_view text, bool addSpecialTokens,
-                                      const std::vector<TextRange> &plainText) const;
+                                      const std::vector<TextRange> &plainText,
+                                      size_t maxIds = SIZE_MAX) const;
   // The text of `ids`; special tokens are left out when `skipSpecialTokens`. Byte sequences
   // that are not UTF-8 become U+FFFD, as Hugging Face's decoders do.
   Result<std::string> decode(const std::vector<int32_t> &ids, bool skipSpecialTokens) const;

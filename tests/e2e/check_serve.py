@@ -298,6 +298,258 @@ def check_bad_requests(server):
           f"naming the field; the server goes on")
 
 
+def raw_exchange(server, data, timeout=30):
+    """Sends raw bytes on a socket of its own and reads until the server closes it (or timeout)."""
+    s = socket.create_connection((server.host, server.port), timeout=timeout)
+    try:
+        s.sendall(data)
+        reply = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    except OSError:
+        pass
+    finally:
+        s.close()
+    return reply
+
+
+def check_http(server):
+    """HTTP itself, on raw sockets: pipelined requests answered in order, HTTP/1.0, 100-continue,
+    405 with Allow, X-Request-Id, and malformed heads refused with the status RFC 9112 gives."""
+    # Two requests in one write, then a close: both answered, in order.
+    reply = raw_exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                                 b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    expect(reply.count(b"HTTP/1.1 200 OK") == 2 and reply.index(b'"status"') <
+           reply.index(b'"object"'), f"pipelined requests: {reply[:400]!r}")
+    # HTTP/1.0 without keep-alive: answered in 1.0 and closed.
+    reply = raw_exchange(server, b"GET /health HTTP/1.0\r\n\r\n")
+    expect(reply.startswith(b"HTTP/1.0 200") and b"Connection: close" in reply,
+           f"HTTP/1.0: {reply[:300]!r}")
+    # Expect: 100-continue: the 100 comes before the body is sent.
+    s = socket.create_connection((server.host, server.port), timeout=30)
+    body = json.dumps({"prompt": "continue", "max_tokens": 2}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+              + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
+    first = s.recv(4096)
+    expect(first.startswith(b"HTTP/1.1 100 Continue"), f"Expect: 100-continue: {first!r}")
+    s.sendall(body)
+    reply = first
+    while chunk := s.recv(65536):
+        reply += chunk
+    s.close()
+    expect(b"HTTP/1.1 200 OK" in reply and b'"choices"' in reply, f"after 100: {reply[:300]!r}")
+    status, headers, data = server.request("GET", "/v1/completions")
+    expect(status == 405 and headers.get("Allow") == "POST" and "error" in json.loads(data),
+           f"GET /v1/completions: {status} {headers} {data!r}")
+    expect(headers.get("X-Request-Id", "").startswith("req_"), f"no X-Request-Id: {headers}")
+    cases = [
+        (b"GARBAGE\r\n\r\n", b"400"),
+        (b"GET /health HTTP/2.0\r\n\r\n", b"505"),
+        (b"GET /health HTTP/1.1\r\nBad Name: x\r\n\r\n", b"400"),
+        (b"GET /health HTTP/1.1\r\nX: a\r\n folded\r\n\r\n", b"400"),
+        (b"POST /v1/completions HTTP/1.1\r\nContent-Length: 5\r\n"
+         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", b"400"),
+        (b"POST /v1/completions HTTP/1.1\r\nContent-Length: 5, 6\r\n\r\nabcde", b"400"),
+        (b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", b"501"),
+        (b"POST /v1/completions HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", b"413"),
+        (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n", b"414"),
+        (b"GET /health HTTP/1.1\r\nX: " + b"y" * 70000 + b"\r\n\r\n", b"431"),
+        (b"GET /%zz HTTP/1.1\r\n\r\n", b"400"),
+        (b"GET /health HTTP/1.1\r\nExpect: 200-ok\r\n\r\n", b"417"),
+    ]
+    for data, status in cases:
+        reply = raw_exchange(server, data)
+        expect(reply.startswith(b"HTTP/1.1 " + status) and b'"error"' in reply,
+               f"{data[:60]!r}: {reply[:300]!r}, expected {status.decode()}")
+    server.post_json("/v1/completions", {"prompt": "still here", "max_tokens": 2})
+    print(f"HTTP: pipelining, HTTP/1.0, 100-continue, 405, X-Request-Id, and {len(cases)} "
+          f"malformed heads refused with their status")
+
+
+class SlowClient(threading.Thread):
+    """A client that sends a request's head one byte every `every` seconds until told to stop,
+    then reads what the server says: the 408 it got, or b"" when it was closed without one."""
+
+    def __init__(self, server, every=0.5):
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection((server.host, server.port), timeout=60)
+        self.every, self.stopping, self.reply, self.bytes_sent = every, threading.Event(), None, 0
+
+    def run(self):
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"z" * 4096
+        try:
+            for byte in head:
+                if self.stopping.is_set():
+                    break
+                self.sock.sendall(bytes([byte]))
+                self.bytes_sent += 1
+                time.sleep(self.every)
+        except OSError:
+            pass
+        self.reply = raw_reply(self.sock)
+
+
+def raw_reply(sock):
+    reply = b""
+    try:
+        while chunk := sock.recv(65536):
+            reply += chunk
+    except OSError:
+        pass
+    sock.close()
+    return reply
+
+
+def check_slow_clients(a, plan):
+    """Slowloris: 300 clients sending headers a byte at a time (more than the 256 connections the
+    server lets send at once) and 30 that send nothing hold no worker: /health and completions
+    are answered within seconds while they go on; past the bound the oldest are dropped, and with
+    --read-timeout 1 a request still arriving after a second gets 408 (head or body)."""
+    server = Server(a.hetc, plan, "--threads", "1", "--read-timeout", "1")
+    try:
+        slow = [SlowClient(server) for _ in range(300)]
+        for c in slow:
+            c.start()
+        idle = [socket.create_connection((server.host, server.port), timeout=60)
+                for _ in range(30)]
+        answered = []
+        for k in range(6):
+            start = time.time()
+            status, _, _ = server.request("GET", "/health", timeout=10)
+            reply = server.post_json("/v1/completions", {"prompt": f"slow {k}", "max_tokens": 4})
+            expect(status == 200 and reply["choices"], f"request {k} among slow clients failed")
+            answered.append(time.time() - start)
+            time.sleep(0.1)
+        for c in slow:
+            c.stopping.set()
+        for c in slow:
+            c.join(timeout=30)
+        for s in idle:
+            s.close()
+        timed_out = sum(c.reply.startswith(b"HTTP/1.1 408") for c in slow)
+        metrics = server.metrics()
+        dropped = (metrics['hetc_http_connections_dropped_total{reason="timeout"}'],
+                   metrics['hetc_http_connections_dropped_total{reason="evicted"}'])
+        expect(max(answered) < 5, f"requests among slow clients took {answered} s")
+        # Each slow client was dropped once: at its deadline with a 408, or evicted (300 and 30
+        # idle ones were more than 256 at once); the idle ones close quietly, uncounted.
+        expect(sum(dropped) == 300 and dropped[1] > 0 and timed_out == dropped[0],
+               f"300 slow clients: {timed_out} got 408; dropped (timeout, evicted) {dropped}")
+        # A body that stops coming: 408 too, within the read timeout.
+        s = socket.create_connection((server.host, server.port), timeout=30)
+        start = time.time()
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        reply = raw_reply(s)
+        expect(reply.startswith(b"HTTP/1.1 408") and time.time() - start < 5,
+               f"a body that stopped: {reply[:200]!r} after {time.time() - start:.1f} s")
+    finally:
+        server.stop()
+    print(f"slow clients: 300 slowloris and 30 idle connections; 6 health and completion pairs "
+          f"answered in at most {max(answered):.2f} s meanwhile; {int(dropped[0])} dropped at the "
+          f"read timeout ({timed_out} saw the 408), {int(dropped[1])} evicted past the bound")
+
+
+def check_tls(a, plan):
+    """--tls-cert and --tls-key: completions, plain and streamed, over HTTPS verified against the
+    certificate; plain HTTP sent to it gets no answer and does not hold it; a key that does not
+    match is refused in one line."""
+    cert, key = os.path.join(a.workdir, "cert.pem"), os.path.join(a.workdir, "key.pem")
+    run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        "openssl req (a test certificate)")
+    other = os.path.join(a.workdir, "other-key.pem")
+    run(["openssl", "genrsa", "-out", other, "2048"], "openssl genrsa")
+    expect_refusal(a, [plan, "--tls-cert", cert, "--tls-key", other], "does not match")
+    expect_refusal(a, [plan, "--tls-cert", cert], "--tls-cert needs --tls-key")
+    server = Server(a.hetc, plan, "--threads", "1", "--tls-cert", cert, "--tls-key", key,
+                    "--read-timeout", "2", cafile=cert)
+    try:
+        expect(server.scheme == "https", "hetc serve did not say https")
+        reply = server.post_json("/v1/completions", {"prompt": "secret", "max_tokens": 6,
+                                                     "temperature": 0})
+        events, done = server.stream("/v1/completions", {"prompt": "secret", "max_tokens": 6,
+                                                         "temperature": 0})
+        expect(done and stream_text(events, False)[0] == reply["choices"][0]["text"],
+               "the HTTPS stream differs from the plain HTTPS response")
+        start = time.time()
+        plain = raw_exchange(server, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        expect(b"200 OK" not in plain and time.time() - start < 10,
+               f"plain HTTP to the TLS port: {plain[:100]!r}")
+        status, _, _ = server.request("GET", "/health")
+        expect(status == 200, f"HTTPS /health after a plain client: {status}")
+    finally:
+        server.stop()
+    print("TLS: completions plain and streamed over HTTPS (verified), plain HTTP refused, a "
+          "mismatched key refused")
+
+
+def check_mixed_load(server, rounds=2):
+    """Slow, leaving, malformed and normal clients at once: every normal request answered (200, or
+    429 with Retry-After), none lost, the server alive and its memory bounded."""
+    rss = []
+    for r in range(rounds):
+        results, threads = {}, []
+        slow = [SlowClient(server, every=0.2) for _ in range(40)]
+        for c in slow:
+            c.start()
+
+        def normal(k):
+            try:
+                body = {"prompt": PROMPTS[k % len(PROMPTS)], "max_tokens": 8, "temperature": 0}
+                if k % 2:
+                    events, done = server.stream("/v1/completions", body)
+                    results[k] = "ok" if done else "no [DONE]"
+                else:
+                    status, headers, data = server.request("POST", "/v1/completions", body)
+                    ok = status == 200 and json.loads(data)["choices"] or (
+                        status == 429 and int(headers.get("Retry-After", 0)) >= 1)
+                    results[k] = "ok" if ok else f"HTTP {status} {data[:100]!r}"
+            except CheckFailed as e:
+                results[k] = "ok" if "HTTP 429" in str(e) else f"failed: {e}"
+            except Exception as e:  # noqa: BLE001 - counted as lost
+                results[k] = f"lost: {e}"
+
+        def leaving(k):
+            s = send_completion(server, f"leave {k}", MAX_SEQ - 16, stream=False)
+            time.sleep(0.3)
+            s.close()
+
+        def malformed(k):
+            raw_exchange(server, [b"GARBAGE\r\n\r\n", b'POST /v1/completions HTTP/1.1\r\n'
+                                  b'Content-Length: 9\r\n\r\n{"prompt"',
+                                  b"GET /%FF HTTP/1.1\r\nConnection: close\r\n\r\n",
+                                  b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"][k % 4])
+
+        for k in range(24):
+            threads.append(threading.Thread(target=normal, args=(k,)))
+        for k in range(8):
+            threads.append(threading.Thread(target=leaving, args=(k,)))
+        for k in range(24):
+            threads.append(threading.Thread(target=malformed, args=(k,)))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        for c in slow:
+            c.stopping.set()
+        for c in slow:
+            c.join(timeout=30)
+        bad = [f"client {k}: {v}" for k, v in sorted(results.items()) if v != "ok"]
+        expect(len(results) == 24 and not bad, f"mixed load round {r}: " + "; ".join(bad[:5]))
+        deadline = time.time() + 30
+        while server.metrics()["hetc_active_slots"] > 0:
+            expect(time.time() < deadline, "slots still active 30 s after the mixed load")
+            time.sleep(0.05)
+        rss.append(server.rss_kib())
+    growth = rss[-1] - rss[0]
+    expect(growth < 8192, f"server RSS grew {growth} KiB over mixed load rounds: {rss}")
+    print(f"mixed load: {rounds} rounds of 40 slow, 8 leaving, 24 malformed and 24 normal "
+          f"clients: every normal request answered; RSS {rss} KiB")
+
+
 def send_completion(server, prompt, max_tokens, stream):
     """A raw greedy completion request on a socket of its own, sent and not read."""
     body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
@@ -334,7 +586,7 @@ def read_to_close(s, received):
 def check_shutdown(a, plan):
     """SIGTERM drains: a running stream finishes ([DONE], a finish reason OpenAI clients know) and
     a new request gets 503; with --drain-timeout 0 a running stream ends with an error event and
-    no [DONE], a plain request with an error object, never a finish reason."""
+    no [DONE], a plain request with 503 and an error object, never a finish reason."""
     asked = MAX_SEQ - 16
     server = Server(a.hetc, plan, "--threads", "1")
     try:
@@ -373,8 +625,9 @@ def check_shutdown(a, plan):
                    for e in events[:-1] if json.loads(e).get("choices")),
                "a finish reason OpenAI clients do not know")
         status, _, data = plain["result"]
-        expect("error" in json.loads(data) and "choices" not in json.loads(data),
-               f"a plain request cut by shutdown: HTTP {status} {data[:300]!r}")
+        expect(status == 503 and "error" in json.loads(data)
+               and "choices" not in json.loads(data),
+               f"a plain request cut by shutdown: HTTP {status} {data[:300]!r}, expected 503")
     finally:
         server.stop()
     print("shutdown: a running stream drained to [DONE] and a new request got 503; with "
@@ -493,7 +746,8 @@ def check_refusals(a, plan, onnx, server):
 
 
 def check_large_prompts(server):
-    """Six concurrent 3 MB prompts (each refused: longer than the context), three rounds: the
+    """Six concurrent 3 MB prompts (each refused once its tokenization passes the context), three
+    rounds: the
     memory they took goes back (one malloc arena, trimmed after a large body; with glibc's
     per-thread arenas the server kept about 800 MB)."""
     body = json.dumps({"prompt": "word " * 600000, "max_tokens": 2})
@@ -501,7 +755,9 @@ def check_large_prompts(server):
 
     def client(results):
         status, _, data = server.request("POST", "/v1/completions", body, timeout=300)
-        results.append((status, json.loads(data)["error"]["param"]))
+        error = json.loads(data)["error"]
+        # Refused by the bounded tokenization, not after tokenizing it all.
+        results.append((status, error["param"], "tokenizing it stopped" in error["message"]))
     for _ in range(3):
         results = []
         threads = [threading.Thread(target=client, args=(results,)) for _ in range(6)]
@@ -509,7 +765,7 @@ def check_large_prompts(server):
             t.start()
         for t in threads:
             t.join()
-        expect(results == [(400, "prompt")] * 6, f"3 MB prompts: {results}")
+        expect(results == [(400, "prompt", True)] * 6, f"3 MB prompts: {results}")
     grown = (server.rss_kib() - before) // 1024
     expect(grown < 64, f"18 prompts of 3 MB left the server {grown} MB larger")
     print(f"large prompts: 18 of 3 MB refused, the server {grown} MB larger after them")
@@ -584,6 +840,7 @@ def check(a):
         check_streaming(server)
         check_batch_independence(server)
         check_bad_requests(server)
+        check_http(server)
         check_large_prompts(server)
         check_special_in_messages(a, plan, server)
         check_refusals(a, plan, onnx, server)
@@ -606,9 +863,12 @@ def check(a):
     try:
         check_disconnect(server)
         check_load(server)
+        check_mixed_load(server)
     finally:
         server.stop()
     check_shutdown(a, wide)
+    check_slow_clients(a, plan)
+    check_tls(a, plan)
     print("PASS")
 
 

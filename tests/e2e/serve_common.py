@@ -5,19 +5,21 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import threading
 import time
 
 from e2e_common import CheckFailed, describe
 
-LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+)")
+LISTENING = re.compile(r"listening on (https?)://([0-9.]+):(\d+)")
 
 
 class Server:
     """`hetc serve PLAN --port 0 ARGS...`, started and stopped (SIGTERM, exit 0 expected)."""
 
-    def __init__(self, hetc, plan, *args):
+    def __init__(self, hetc, plan, *args, cafile=None):
+        self.cafile = cafile  # the certificate an https server is checked against
         cmd = [hetc, "serve", plan, "--port", "0", *map(str, args)]
         print(f"$ {describe(cmd)} &", flush=True)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -32,7 +34,8 @@ class Server:
             self.stderr_lines.append(line)
             found = LISTENING.search(line)
             if found:
-                self.host, self.port = found.group(1), int(found.group(2))
+                self.scheme, self.host, self.port = (found.group(1), found.group(2),
+                                                     int(found.group(3)))
                 break
             if time.time() > deadline:
                 raise CheckFailed("hetc serve did not say it was listening within 120 s")
@@ -46,6 +49,11 @@ class Server:
             self.stderr_lines.append(line)
 
     def connection(self, timeout=120):
+        if self.scheme == "https":
+            # The server's certificate verified against itself (self.cafile): a test certificate.
+            context = ssl.create_default_context(cafile=self.cafile)
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout,
+                                               context=context)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def request(self, method, path, body=None, timeout=120):

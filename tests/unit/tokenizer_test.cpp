@@ -105,6 +105,29 @@ TEST(TokenizerTest, SpecialTokensInPlainTextAreText) {
   EXPECT_EQ(encodeWith({{9, 11}})[1], 12);                 // a range after the first: it stays
 }
 
+// A bounded encode is the unbounded one's prefix, and stops soon after the bound: the work a
+// long text costs a server is its first maxIds tokens'.
+TEST(TokenizerTest, BoundedEncodeStopsPastTheBound) {
+  auto t = load(kByteLevel);
+  ASSERT_TRUE(t);
+  std::string text;
+  for (int i = 0; i < 20000; ++i)
+    text += i % 7 == 3 ? "<|end|>" : (i % 2 ? " world" : " hello");
+  const Ids whole = encode(*t, text);
+  for (size_t bound : {size_t{0}, size_t{1}, size_t{10}, size_t{999}}) {
+    Result<Ids> bounded = t->encode(text, true, {}, bound);
+    ASSERT_TRUE(bounded) << bounded.message();
+    EXPECT_GT(bounded->size(), bound);
+    // Past the bound by at most one word's ids ("world" is five).
+    EXPECT_LE(bounded->size(), bound + 6);
+    EXPECT_TRUE(std::equal(bounded->begin(), bounded->end(), whole.begin()));
+  }
+  // A text within the bound: every id, the same as unbounded.
+  Result<Ids> fits = t->encode("hello world", true, {}, 7);
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(*fits, encode(*t, "hello world"));
+}
+
 TEST(TokenizerTest, TemplateProcessingAddsBos) {
   std::string json = kByteLevel;
   json.replace(json.find(R"("post_processor": {"type": "ByteLevel"})"),

@@ -47,6 +47,14 @@ void addServeOptions(CLI::App &command, ServeArguments &args) {
   command.add_option("--api-key-file", args.apiKeyFile,
                      "A file of accepted API keys, one a line (blank lines and lines starting "
                      "with # ignored)");
+  command.add_option("--read-timeout", args.readTimeout,
+                     "Seconds a request (headers and body) may take to arrive, from its first "
+                     "byte; slower ones get 408 and are closed (default: 10)")
+      ->check(CLI::Range(0.1, 3600.0));
+  command.add_option("--tls-cert", args.tlsCertificate,
+                     "Serve HTTPS with this PEM certificate (its chain may follow it); needs "
+                     "--tls-key");
+  command.add_option("--tls-key", args.tlsKey, "The PEM private key of --tls-cert");
   command.add_option("--model-name", args.modelName,
                      "The model id clients name (default: the plan file's name)");
   command.add_option("--template", args.templateName,
@@ -94,6 +102,8 @@ int serveCommand(ServeArguments &args) {
     if (key.empty() || key.find_first_of(" \t\r\n") != std::string::npos)
       fail("an API key must be one word, without spaces");
 
+  if (args.tlsCertificate.empty() != args.tlsKey.empty())
+    fail(args.tlsCertificate.empty() ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key");
   const std::shared_ptr<const Plan> plan = loadPlan(args.planPath);
   const std::unique_ptr<PlanTokenizer> packed = requireTokenizer(*plan, args.planPath, "serve");
   const std::unique_ptr<Engine> created =
@@ -107,6 +117,10 @@ int serveCommand(ServeArguments &args) {
   serverOptions.templateName = args.templateName;
   serverOptions.apiKeys = std::move(apiKeys);
   serverOptions.parseSpecialInMessages = args.parseSpecialInMessages;
+  serverOptions.readTimeout =
+      std::chrono::milliseconds(static_cast<int64_t>(args.readTimeout * 1000.0));
+  serverOptions.tlsCertificate = args.tlsCertificate;
+  serverOptions.tlsKey = args.tlsKey;
   serverOptions.drainTimeout =
       std::chrono::milliseconds(static_cast<int64_t>(args.drainTimeout * 1000.0));
   serverOptions.modelName = args.modelName.empty()
@@ -118,8 +132,8 @@ int serveCommand(ServeArguments &args) {
     fail(port.message());
   if (!server.chatNote().empty())
     std::fprintf(stderr, "hetc serve: %s\n", server.chatNote().c_str());
-  std::fprintf(stderr, "hetc serve: listening on http://%s:%d (model %s, %u slots, queue %zu)\n",
-               args.host.c_str(), *port, serverOptions.modelName.c_str(), engine.maxBatch(),
+  std::fprintf(stderr, "hetc serve: listening on %s://%s:%d (model %s, %u slots, queue %zu)\n",
+               server.tls() ? "https" : "http", args.host.c_str(), *port, serverOptions.modelName.c_str(), engine.maxBatch(),
                server.maxQueue());
   std::fflush(stderr);
 

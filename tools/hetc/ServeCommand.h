@@ -21,6 +21,9 @@ struct ServeArguments {
   std::vector<std::string> apiKeys; // --api-key, each accepted
   bool parseSpecialInMessages = false;
   std::string apiKeyFile;           // --api-key-file: one key a line
+  double readTimeout = 10;          // seconds a request's head and body may take to arrive
+  std::string tlsCertificate;       // --tls-cert and --tls-key: serve HTTPS
+  std::string tlsKey;
   unsigned threads = 0;
   bool noPin = false;
 };
