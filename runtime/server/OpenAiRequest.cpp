@@ -292,14 +292,81 @@ std::string ApiError::json() const {
   return toWire(nlohmann::json{{"error", error}});
 }
 
+// Where in a body JSON's parser failed: the field whose value it was reading ("prompt",
+// "messages[1].content"), so that a refusal names it as any other bad field is named.
+class FieldAtError : public nlohmann::json_sax<json> {
+public:
+  std::string path() const {
+    std::string out;
+    for (const Frame &frame : frames_) {
+      if (frame.array)
+        out += "[" + std::to_string(frame.index) + "]";
+      else if (frame.inValue)
+        out += (out.empty() ? "" : ".") + frame.key;
+    }
+    return out;
+  }
+  const std::string &message() const { return message_; }
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t &) override { return value(); }
+  bool string(string_t &) override { return value(); }
+  bool binary(binary_t &) override { return value(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool key(string_t &name) override {
+    frames_.back().key = name;
+    frames_.back().inValue = true;
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &e) override {
+    message_ = e.what();
+    return false;
+  }
+
+private:
+  struct Frame {
+    bool array = false;
+    size_t index = 0;
+    std::string key;
+    bool inValue = false; // a key was read and its value is being read
+  };
+  // A value is complete: the next one in its array, or its object's next key.
+  bool value() {
+    if (!frames_.empty()) {
+      Frame &frame = frames_.back();
+      if (frame.array)
+        ++frame.index;
+      else
+        frame.inValue = false;
+    }
+    return true;
+  }
+  bool open(bool array) {
+    frames_.push_back(Frame{array, 0, "", false});
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return value();
+  }
+  std::vector<Frame> frames_;
+  std::string message_;
+};
+
 std::variant<ParsedRequest, ApiError> parseRequest(Endpoint endpoint, const std::string &text,
                                                    const ServedModel &model) {
-  json body;
-  try {
-    body = json::parse(text);
-  } catch (const json::exception &e) {
-    // parse_error, or out_of_range for a number past double's range (1e400).
-    return invalid("", std::string("the body is not valid JSON: ") + e.what());
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    // A parse error, or a number past double's range (1e400): read again to find the field.
+    FieldAtError where;
+    json::sax_parse(text, &where);
+    return invalid(where.path(), "the body is not valid JSON: " + where.message());
   }
   if (!body.is_object())
     return invalid("", "the body must be a JSON object, got " + typeName(body));

@@ -205,8 +205,10 @@ def check_batch_independence(server):
 def check_bad_requests(server):
     cases = [
         ('{"prompt": "x", ', 400, None, "not valid JSON"),
-        (b'{"prompt": "ab\xff"}', 400, None, "not valid JSON"),  # invalid UTF-8 in a string
-        ('{"prompt": "x", "max_tokens": 1e400}', 400, None, "not valid JSON"),
+        # Invalid UTF-8 in a string, a number past double's range: named by their field.
+        (b'{"prompt": "ab\xff"}', 400, "prompt", "not valid JSON"),
+        ('{"prompt": "x", "max_tokens": 1e400}', 400, "max_tokens", "not valid JSON"),
+        (b'{"prompt": ["a", "b\xc3"]}', 400, "prompt[1]", "not valid JSON"),
         ('[1, 2]', 400, None, "JSON object"),
         ({"model": "gpt-4", "prompt": "x"}, 404, "model", "does not exist"),
         ({"prompt": "x" * (MAX_SEQ + 10)}, 400, "prompt", "context"),
@@ -227,6 +229,8 @@ def check_bad_requests(server):
          "stream: true"),
     ]
     chat_cases = [
+        (b'{"messages": [{"role": "user", "content": "\xe2\x82"}]}', 400, "messages[0].content",
+         "not valid JSON"),
         ({"messages": []}, 400, "messages", "empty"),
         ({"messages": [{"role": "robot", "content": "x"}]}, 400, "messages[0].role", "robot"),
         ({"messages": [{"role": "user"}]}, 400, "messages[0].content", "required"),
