@@ -302,8 +302,18 @@ void HttpListener::loop() {
 void HttpListener::accept() {
   for (;;) {
     const int fd = ::accept4(listen_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      // Out of descriptors: the listening socket stays readable, so waiting would spin. A
+      // connection still sending makes room; with none, the loop pauses a moment.
+      if (receiving_.empty()) {
+        std::this_thread::sleep_for(10ms);
+        return;
+      }
+      evictOldest();
+      continue;
+    }
     if (fd < 0)
-      return; // EAGAIN: all taken; EMFILE and the like: the backlog keeps them for later
+      return; // EAGAIN: all taken; ECONNABORTED and the like: that one is gone
     counters_.accepted.fetch_add(1);
     int yes = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
@@ -483,12 +493,12 @@ void HttpListener::serveOn(std::unique_ptr<Connection> connection) {
       if (!response.started())
         response.send(500, "application/json", errorBody_(500, "internal error"));
     }
-    if (!response.started()) {
+    if (!response.started())
       response.send(500, "application/json", errorBody_(500, "internal error: no response"));
-    } else if (!response.finished()) {
-      response.closeConnection();
-      response.finish();
-    }
+    // A response cut short (the client left, or an exception mid-stream) is not ended as if
+    // whole: the connection closes and the client sees it incomplete.
+    if (!response.finished())
+      return;
     if (!response.keepAlive() || stopping_)
       return; // the connection closes
     // A pipelined request already read is served here; otherwise the loop waits for the next.
