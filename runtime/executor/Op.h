@@ -34,25 +34,11 @@ struct Rows {
   size_t cols = 0;
 };
 
-// The kinds a plan op resolves to. Attention resolves to three (the KV append, the attention
-// units and the merge of rows split across threads) so the barriers between them are the pool's
-// ordinary ones; ConvertRowsBf16 is inserted before the linears whose kernels read bf16 rows, and
-// QuantizeRowsInt8 before those with int8 weights.
+// The kinds a step runs (runtime/format/Ops.def): the plan's kinds, then the executor's own.
 enum class OpKind : uint8_t {
-  Embedding,
-  RmsNorm,
-  Linear,
-  Rope,
-  KvAppend,
-  Attention,
-  AttentionMerge,
-  SwiGlu,
-  Add,
-  LmHead,
-  ConvertRowsBf16,
-  LayerNorm,
-  Activation,
-  QuantizeRowsInt8,
+#define HETC_PLAN_OP(Kind, ...) Kind,
+#define HETC_STEP_OP(Kind) Kind,
+#include "runtime/format/Ops.def"
 };
 
 // "Linear", "KvAppend", ...: a kind as reports name it.

@@ -13,57 +13,28 @@ using plan::WeightLayoutDef;
 
 std::string str(uint64_t value) { return std::to_string(value); }
 
-// The op table: one entry per plan op kind this executor runs.
+// The op table: one entry per plan op kind (Ops.def), each resolved by its resolveKind.
 struct OpEntry {
   OpKindDef kind;
   Status (*resolve)(OpResolver &resolver, std::vector<ResolvedOp> &ops);
 };
 
 constexpr OpEntry kOpEntries[] = {
-    {OpKindDef::Embedding, resolveEmbedding},
-    {OpKindDef::RmsNorm, resolveRmsNorm},
-    {OpKindDef::Linear, resolveLinear},
-    {OpKindDef::Rope, resolveRope},
-    {OpKindDef::Attention, resolveAttention},
-    {OpKindDef::SwiGlu, resolveSwiGlu},
-    {OpKindDef::Add, resolveAdd},
-    {OpKindDef::LmHead, resolveLmHead},
-    {OpKindDef::LayerNorm, resolveLayerNorm},
-    {OpKindDef::Activation, resolveActivation},
+#define HETC_PLAN_OP(Kind, ...) {OpKindDef::Kind, resolve##Kind},
+#include "runtime/format/Ops.def"
 };
 
 } // namespace
 
 const char *opKindName(OpKind kind) {
   switch (kind) {
-  case OpKind::Embedding:
-    return "Embedding";
-  case OpKind::RmsNorm:
-    return "RmsNorm";
-  case OpKind::Linear:
-    return "Linear";
-  case OpKind::Rope:
-    return "Rope";
-  case OpKind::KvAppend:
-    return "KvAppend";
-  case OpKind::Attention:
-    return "Attention";
-  case OpKind::AttentionMerge:
-    return "AttentionMerge";
-  case OpKind::SwiGlu:
-    return "SwiGlu";
-  case OpKind::Add:
-    return "Add";
-  case OpKind::LmHead:
-    return "LmHead";
-  case OpKind::ConvertRowsBf16:
-    return "ConvertRowsBf16";
-  case OpKind::LayerNorm:
-    return "LayerNorm";
-  case OpKind::Activation:
-    return "Activation";
-  case OpKind::QuantizeRowsInt8:
-    return "QuantizeRowsInt8";
+#define HETC_PLAN_OP(Kind, ...)                                                                    \
+  case OpKind::Kind:                                                                               \
+    return #Kind;
+#define HETC_STEP_OP(Kind)                                                                         \
+  case OpKind::Kind:                                                                               \
+    return #Kind;
+#include "runtime/format/Ops.def"
   }
   return "?";
 }

@@ -123,15 +123,8 @@ inline kernels::ActivationFunction activationFunction(plan::ActivationFunctionDe
   return kernels::ActivationFunction::Silu;
 }
 
-Status resolveEmbedding(OpResolver &resolver, std::vector<ResolvedOp> &ops);
-Status resolveRmsNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops);
-Status resolveLayerNorm(OpResolver &resolver, std::vector<ResolvedOp> &ops);
-Status resolveActivation(OpResolver &resolver, std::vector<ResolvedOp> &ops);
-Status resolveRope(OpResolver &resolver, std::vector<ResolvedOp> &ops);
-Status resolveSwiGlu(OpResolver &resolver, std::vector<ResolvedOp> &ops);
-Status resolveAdd(OpResolver &resolver, std::vector<ResolvedOp> &ops);
-Status resolveLinear(OpResolver &resolver, std::vector<ResolvedOp> &ops);
-Status resolveLmHead(OpResolver &resolver, std::vector<ResolvedOp> &ops);
-Status resolveAttention(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+// Each plan kind's resolver (Ops.def), defined in executor/ops/: a kind without one does not link.
+#define HETC_PLAN_OP(Kind, ...) Status resolve##Kind(OpResolver &resolver, std::vector<ResolvedOp> &ops);
+#include "runtime/format/Ops.def"
 
 } // namespace hetc

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <sys/mman.h>
@@ -25,6 +26,24 @@ namespace hetc {
 namespace {
 
 using namespace plan;
+
+// Ops.def lists every OpKindDef once, in order, each with a params type of its own: a kind added
+// to hplan.fbs and not to Ops.def, or the other way, breaks the build here.
+constexpr OpKindDef kOpsDefKinds[] = {
+#define HETC_PLAN_OP(Kind, ...) OpKindDef::Kind,
+#include "runtime/format/Ops.def"
+};
+constexpr bool opsDefInOrder() {
+  for (size_t i = 0; i < std::size(kOpsDefKinds); ++i)
+    if (static_cast<size_t>(kOpsDefKinds[i]) != i)
+      return false;
+  return true;
+}
+static_assert(opsDefInOrder(), "runtime/format/Ops.def lists the kinds out of OpKindDef's order");
+static_assert(std::size(kOpsDefKinds) == static_cast<size_t>(OpKindDef::MAX) + 1,
+              "runtime/format/Ops.def and hplan.fbs's OpKindDef list different kinds");
+static_assert(static_cast<size_t>(OpParamsDef::MAX) == std::size(kOpsDefKinds),
+              "every OpParamsDef member is the params of one kind in runtime/format/Ops.def");
 
 // Size prefix (4) + root offset (4) + file identifier (4).
 constexpr size_t kPlanHeaderBytes = 12;
@@ -537,35 +556,20 @@ private:
     return Status();
   }
 
-  // Expected arity and params type of each kind, as documented in hplan.fbs.
+  // Base arity, params type and schema minor of each kind (Ops.def).
   struct KindRule {
     uint32_t inputs, weights, outputs;
     OpParamsDef params;
+    uint32_t since;
   };
   static KindRule ruleFor(OpKindDef kind) {
     switch (kind) {
-    case OpKindDef::Embedding:
-      return {0, 1, 1, OpParamsDef::EmbeddingParamsDef};
-    case OpKindDef::RmsNorm:
-      return {1, 1, 1, OpParamsDef::RmsNormParamsDef};
-    case OpKindDef::Linear:
-      return {1, 1, 1, OpParamsDef::LinearParamsDef};
-    case OpKindDef::Rope:
-      return {1, 1, 1, OpParamsDef::RopeParamsDef};
-    case OpKindDef::Attention:
-      return {3, 0, 1, OpParamsDef::AttentionParamsDef};
-    case OpKindDef::SwiGlu:
-      return {2, 0, 1, OpParamsDef::SwiGluParamsDef};
-    case OpKindDef::Add:
-      return {2, 0, 1, OpParamsDef::AddParamsDef};
-    case OpKindDef::LmHead:
-      return {1, 1, 1, OpParamsDef::LmHeadParamsDef};
-    case OpKindDef::LayerNorm:
-      return {1, 1, 1, OpParamsDef::LayerNormParamsDef};
-    case OpKindDef::Activation:
-      return {1, 0, 1, OpParamsDef::ActivationParamsDef};
+#define HETC_PLAN_OP(Kind, Params, Inputs, Weights, Outputs, Since)                                \
+  case OpKindDef::Kind:                                                                            \
+    return {Inputs, Weights, Outputs, OpParamsDef::Params, Since};
+#include "runtime/format/Ops.def"
     }
-    return {0, 0, 0, OpParamsDef::NONE};
+    return {0, 0, 0, OpParamsDef::NONE, 0};
   }
 
   Status checkOps() {
@@ -626,11 +630,12 @@ private:
       if (positions)
         rule.weights = 2;
       const uint32_t minor = def_.schema_version() & 0xffff;
-      if ((op->kind() == OpKindDef::LayerNorm || op->kind() == OpKindDef::Activation ||
-           positions) &&
-          minor < 10)
-        return fail(opText(i), positions ? " adds learned positions" : " is of kind " + kind,
-                    ", which schema 1.", minor, " does not have (added in 1.10)");
+      if (minor < rule.since)
+        return fail(opText(i), " is of kind ", kind, ", which schema 1.", minor,
+                    " does not have (added in 1.", rule.since, ")");
+      if (positions && minor < 10)
+        return fail(opText(i), " adds learned positions, which schema 1.", minor,
+                    " does not have (added in 1.10)");
       // An Attention that rotates q and k reads the frequencies as a weight.
       if (op->kind() == OpKindDef::Attention && op->params_as_AttentionParamsDef() &&
           op->params_as_AttentionParamsDef()->rope())
