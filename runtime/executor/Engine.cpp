@@ -51,8 +51,8 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Plan> plan,
                          " that this host lacks (host has " +
                          describeCpuFeatures(hostCpuFeatures()) + ")");
   std::unique_ptr<Engine> engine(new Engine(std::move(plan)));
-  engine->vector_ = options.portableKernels ? &kernels::portableVectorKernels()
-                                            : &kernels::vectorKernelsFor(hostCpuFeatures());
+  // The portable option reaches the row-wise and attention set only (EngineOptions says so).
+  engine->vector_ = &kernels::vectorKernelsFor(options.portableKernels ? 0 : hostCpuFeatures());
   Result<std::unique_ptr<ThreadPool>> pool =
       ThreadPool::create(options.threads, options.pin, options.pinCaller);
   if (!pool)
@@ -166,6 +166,7 @@ Status Engine::resolve(unsigned threads) {
   setup.maxBatch = maxBatch_;
   setup.threads = threads;
   setup.vector = vector_;
+  setup.cpuFeatures = hostCpuFeatures();
   setup.kvCache = &kv_.view();
   setup.rowSlots = rowSlots_.get();
   setup.attention = &attention_;

@@ -32,6 +32,9 @@ public:
     size_t maxBatch = 0;
     unsigned threads = 1;
     const kernels::VectorKernels *vector = nullptr; // the row-wise and attention set
+    // The CPU features the linear and row-quantizing kernels may use (each picks the best of its
+    // implementation list that these allow): the host's.
+    uint64_t cpuFeatures = 0;
     const kernels::KvCacheView *kvCache = nullptr;
     const uint32_t *rowSlots = nullptr;    // the step's slot per row (StepRows::slots), fixed
     AttentionScratch *attention = nullptr; // shared by every attention op, sized after resolve

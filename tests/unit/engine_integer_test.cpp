@@ -7,6 +7,7 @@
 #include "TestPlans.h"
 
 #include "codegen/cpu/linear/Linear.h"
+#include "codegen/cpu/isa/CpuFeatures.h"
 #include "codegen/cpu/linear/LinearInt4.h"
 #include "codegen/cpu/linear/LinearInt8.h"
 #include "runtime/executor/Engine.h"
@@ -76,11 +77,11 @@ TEST_P(EngineIntegerTest, RunsTheIntegerKernelWithOneQuantizationPerInput) {
   std::unique_ptr<Engine> engine = loaded.engine(2);
   ASSERT_TRUE(engine);
   const std::string int8Kernel =
-      int4 ? codegen::linearInt4KernelName(codegen::chooseLinearInt4Kernel())
-           : codegen::linearInt8KernelName(codegen::chooseLinearInt8Kernel());
+      int4 ? codegen::pickLinearInt4(codegen::hostCpuFeatures()).name
+           : codegen::pickLinearInt8(codegen::hostCpuFeatures()).name;
   const std::string quantizeKernel =
-      int4 ? codegen::quantizeRowsInt8SignedName(codegen::chooseQuantizeRowsInt8Signed())
-           : codegen::quantizeRowsInt8Name(codegen::chooseQuantizeRowsInt8());
+      int4 ? codegen::pickQuantizeRowsInt8Signed(codegen::hostCpuFeatures()).name
+           : codegen::pickQuantizeRowsInt8(codegen::hostCpuFeatures()).name;
   const codegen::LinearKernelInfo bf16Kernel =
       codegen::chooseLinearBf16Kernel(codegen::linearKernelFeatures());
   size_t linears = 0, quantizations = 0, lmHeads = 0;

@@ -228,7 +228,8 @@ TEST(LinearInt4Test, RowQuantizersFollowTheDefinition) {
     EXPECT_EQ(sumsFast, sumsPortable);
   }
   if (avx512) {
-    EXPECT_EQ(codegen::chooseQuantizeRowsInt8Signed(), codegen::quantizeRowsInt8SignedAvx512);
+    EXPECT_EQ(codegen::pickQuantizeRowsInt8Signed(codegen::hostCpuFeatures()).kernel,
+              codegen::quantizeRowsInt8SignedAvx512);
   }
 }
 
@@ -390,7 +391,8 @@ TEST(LinearInt4Test, Avx512VnniKernelGivesThePortableBits) {
     expectSameBits(runKernel(codegen::linearInt4Portable, segment, x, c, yStride),
                    runKernel(codegen::linearInt4Avx512Vnni, segment, x, c, yStride));
   }
-  EXPECT_EQ(codegen::chooseLinearInt4Kernel(), codegen::linearInt4Avx512Vnni);
+  EXPECT_EQ(codegen::pickLinearInt4(codegen::hostCpuFeatures()).kernel,
+            codegen::linearInt4Avx512Vnni);
 }
 
 // A fused residual (the output itself, as a decoder's residual stream is): the product plus the
@@ -431,7 +433,7 @@ TEST(LinearInt4Test, ErrorOfTheSchemeIsBounded) {
       const std::vector<float> w = randomMatrix(c.n, c.k, seed++, 1.0f);
       const std::vector<float> x = randomMatrix(c.rows, c.k, seed++);
       const std::vector<uint8_t> segment = quantize(w, c.n, c.k, group, symmetric);
-      const std::vector<float> y = runKernel(codegen::chooseLinearInt4Kernel(), segment, x, c, c.n);
+      const std::vector<float> y = runKernel(codegen::pickLinearInt4(codegen::hostCpuFeatures()).kernel, segment, x, c, c.n);
       double error = 0.0, magnitude = 0.0;
       for (size_t r = 0; r < c.rows; ++r)
         for (size_t col = 0; col < c.n; ++col) {

@@ -5,7 +5,9 @@
 #include "LongTailedRandom.h"
 
 #include "codegen/cpu/isa/CpuFeatures.h"
+#include "codegen/cpu/linear/LinearInt4.h"
 #include "codegen/cpu/linear/LinearInt8.h"
+#include "codegen/cpu/vector/VectorKernels.h"
 #include "runtime/format/WeightLayout.h"
 
 #include <gtest/gtest.h>
@@ -118,7 +120,8 @@ TEST(LinearInt8Test, RowQuantizersFollowTheDefinition) {
     EXPECT_EQ(scaleFast, scalePortable);
   }
   if (avx512)
-    EXPECT_EQ(codegen::chooseQuantizeRowsInt8(), codegen::quantizeRowsInt8Avx512);
+    EXPECT_EQ(codegen::pickQuantizeRowsInt8(codegen::hostCpuFeatures()).kernel,
+              codegen::quantizeRowsInt8Avx512);
 }
 
 // y[r][n] from the formulas, with q and xq computed here from W and x.
@@ -243,7 +246,8 @@ TEST(LinearInt8Test, Avx512VnniKernelGivesThePortableBits) {
       EXPECT_EQ(a, b) << "element " << i;
     }
   }
-  EXPECT_EQ(codegen::chooseLinearInt8Kernel(), codegen::linearInt8Avx512Vnni);
+  EXPECT_EQ(codegen::pickLinearInt8(codegen::hostCpuFeatures()).kernel,
+            codegen::linearInt8Avx512Vnni);
 }
 
 // A fused residual (the output itself, as a decoder's residual stream is): the product plus the
@@ -280,6 +284,33 @@ TEST(LinearInt8Test, InPlaceResidualIsAddedLast) {
       else
         EXPECT_EQ(portable[i], fast[i]) << "element " << i;
   }
+}
+
+} // namespace
+} // namespace hetc
+
+namespace hetc {
+namespace {
+
+void emptyKernel() {}
+
+// An implementation list picks its first entry whose features are allowed and that this build
+// has; the portable entry, last, needs none.
+TEST(Implementations, PickTheFirstAllowedAndBuilt) {
+  using codegen::Implementation;
+  const uint64_t vnni = codegen::kCpuAvx512F | codegen::kCpuAvx512BW | codegen::kCpuAvx512Vnni;
+  EXPECT_STREQ(codegen::pickLinearInt8(0).name, "LinearInt8Portable");
+  EXPECT_STREQ(codegen::pickLinearInt8(vnni).name, "LinearInt8Avx512Vnni");
+  EXPECT_STREQ(codegen::pickLinearInt8(vnni & ~codegen::kCpuAvx512Vnni).name,
+               "LinearInt8Portable");
+  EXPECT_STREQ(codegen::pickLinearInt4(vnni).name, "LinearInt4Avx512Vnni");
+  EXPECT_STREQ(codegen::pickQuantizeRowsInt8(codegen::kCpuAvx512F).name,
+               "QuantizeRowsInt8Portable");
+  EXPECT_STREQ(kernels::vectorKernelsFor(0).name, "portable-f32");
+  const Implementation<void (*)()> list[] = {
+      {"missing", 0, nullptr}, {"wide", vnni, emptyKernel}, {"portable", 0, emptyKernel}};
+  EXPECT_STREQ(codegen::pickImplementation(list, vnni).name, "wide");
+  EXPECT_STREQ(codegen::pickImplementation(list, 0).name, "portable");
 }
 
 } // namespace

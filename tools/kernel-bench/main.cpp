@@ -346,7 +346,7 @@ public:
   std::string weightDtype() const override { return "int8"; }
   std::string unavailable() const override { return why_; }
   bool chosenForHost() const override {
-    return kernel_ == hetc::codegen::chooseLinearInt8Kernel();
+    return kernel_ == hetc::codegen::pickLinearInt8(hetc::codegen::hostCpuFeatures()).kernel;
   }
   bool measuresRows(size_t m) const override { return m <= 16; }
   uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {
@@ -431,7 +431,7 @@ public:
   std::string weightDtype() const override { return "int4"; }
   std::string unavailable() const override { return why_; }
   bool chosenForHost() const override {
-    return kernel_ == hetc::codegen::chooseLinearInt4Kernel();
+    return kernel_ == hetc::codegen::pickLinearInt4(hetc::codegen::hostCpuFeatures()).kernel;
   }
   bool measuresRows(size_t m) const override { return m <= 16; }
   uint64_t prepare(const float *w, size_t n, size_t k, size_t copies) override {

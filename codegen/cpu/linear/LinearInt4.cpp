@@ -110,14 +110,12 @@ quantizeRowsInt8SignedAvx512(const float *x, size_t xStride, size_t rows, size_t
   }
 }
 
-QuantizeRowsInt8SignedFn chooseQuantizeRowsInt8Signed() {
-  return hostHas(kCpuAvx512F | kCpuAvx512BW) ? quantizeRowsInt8SignedAvx512
-                                             : quantizeRowsInt8Signed;
-}
-
-const char *quantizeRowsInt8SignedName(QuantizeRowsInt8SignedFn fn) {
-  return fn == quantizeRowsInt8SignedAvx512 ? "QuantizeRowsInt8SignedAvx512"
-                                            : "QuantizeRowsInt8SignedPortable";
+const Implementation<QuantizeRowsInt8SignedFn> &pickQuantizeRowsInt8Signed(uint64_t cpuFeatures) {
+  static const Implementation<QuantizeRowsInt8SignedFn> kList[] = {
+      {"QuantizeRowsInt8SignedAvx512", kCpuAvx512F | kCpuAvx512BW, quantizeRowsInt8SignedAvx512},
+      {"QuantizeRowsInt8SignedPortable", 0, quantizeRowsInt8Signed},
+  };
+  return pickImplementation(kList, cpuFeatures);
 }
 
 void linearInt4Portable(const LinearInt4Call &call) {
@@ -370,13 +368,12 @@ linearInt4Avx512Vnni(const LinearInt4Call &call) {
 
 #pragma GCC diagnostic pop
 
-LinearInt4Fn chooseLinearInt4Kernel() {
-  return hostHas(kCpuAvx512F | kCpuAvx512BW | kCpuAvx512Vnni) ? linearInt4Avx512Vnni
-                                                              : linearInt4Portable;
-}
-
-const char *linearInt4KernelName(LinearInt4Fn fn) {
-  return fn == linearInt4Avx512Vnni ? "LinearInt4Avx512Vnni" : "LinearInt4Portable";
+const Implementation<LinearInt4Fn> &pickLinearInt4(uint64_t cpuFeatures) {
+  static const Implementation<LinearInt4Fn> kList[] = {
+      {"LinearInt4Avx512Vnni", kCpuAvx512F | kCpuAvx512BW | kCpuAvx512Vnni, linearInt4Avx512Vnni},
+      {"LinearInt4Portable", 0, linearInt4Portable},
+  };
+  return pickImplementation(kList, cpuFeatures);
 }
 
 } // namespace hetc::codegen

@@ -14,6 +14,8 @@
 // they give the portable kernel's bits.
 #pragma once
 
+#include "codegen/cpu/isa/Implementations.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -41,9 +43,9 @@ using QuantizeRowsInt8SignedFn = void (*)(const float *x, size_t xStride, size_t
 void quantizeRowsInt8SignedAvx512(const float *x, size_t xStride, size_t rows, size_t k, int8_t *xq,
                                   size_t stride, float *rowScale, int32_t *granuleSums,
                                   size_t sumsStride);
-QuantizeRowsInt8SignedFn chooseQuantizeRowsInt8Signed();
-// "QuantizeRowsInt8SignedAvx512", "QuantizeRowsInt8SignedPortable": for reports.
-const char *quantizeRowsInt8SignedName(QuantizeRowsInt8SignedFn fn);
+// QuantizeRowsInt8SignedAvx512, then QuantizeRowsInt8SignedPortable: the first `cpuFeatures`
+// allows.
+const Implementation<QuantizeRowsInt8SignedFn> &pickQuantizeRowsInt8Signed(uint64_t cpuFeatures);
 
 struct LinearInt4Call {
   // Rows from quantizeRowsInt8Signed. A kernel reads row r's bytes [0, k rounded up to 4) and
@@ -75,9 +77,7 @@ void linearInt4Portable(const LinearInt4Call &call);
 // AVX-512 VNNI (vpdpbusd, the nibbles as its unsigned operand): up to 2 rows over four 16-column
 // blocks at a time, more rows 4 at a time over two blocks; the host must have kCpuAvx512Vnni.
 void linearInt4Avx512Vnni(const LinearInt4Call &call);
-// The fastest kernel the host runs.
-LinearInt4Fn chooseLinearInt4Kernel();
-// "LinearInt4Avx512Vnni", "LinearInt4Portable": for reports.
-const char *linearInt4KernelName(LinearInt4Fn fn);
+// LinearInt4Avx512Vnni, then LinearInt4Portable: the first `cpuFeatures` allows.
+const Implementation<LinearInt4Fn> &pickLinearInt4(uint64_t cpuFeatures);
 
 } // namespace hetc::codegen

@@ -66,12 +66,12 @@ quantizeRowsInt8Avx512(const float *x, size_t xStride, size_t rows, size_t k, ui
   }
 }
 
-QuantizeRowsInt8Fn chooseQuantizeRowsInt8() {
-  return hostHas(kCpuAvx512F | kCpuAvx512BW) ? quantizeRowsInt8Avx512 : quantizeRowsInt8;
-}
-
-const char *quantizeRowsInt8Name(QuantizeRowsInt8Fn fn) {
-  return fn == quantizeRowsInt8Avx512 ? "QuantizeRowsInt8Avx512" : "QuantizeRowsInt8Portable";
+const Implementation<QuantizeRowsInt8Fn> &pickQuantizeRowsInt8(uint64_t cpuFeatures) {
+  static const Implementation<QuantizeRowsInt8Fn> kList[] = {
+      {"QuantizeRowsInt8Avx512", kCpuAvx512F | kCpuAvx512BW, quantizeRowsInt8Avx512},
+      {"QuantizeRowsInt8Portable", 0, quantizeRowsInt8},
+  };
+  return pickImplementation(kList, cpuFeatures);
 }
 
 void linearInt8Portable(const LinearInt8Call &call) {
@@ -176,13 +176,12 @@ linearInt8Avx512Vnni(const LinearInt8Call &call) {
 
 #pragma GCC diagnostic pop
 
-LinearInt8Fn chooseLinearInt8Kernel() {
-  return hostHas(kCpuAvx512F | kCpuAvx512BW | kCpuAvx512Vnni) ? linearInt8Avx512Vnni
-                                                              : linearInt8Portable;
-}
-
-const char *linearInt8KernelName(LinearInt8Fn fn) {
-  return fn == linearInt8Avx512Vnni ? "LinearInt8Avx512Vnni" : "LinearInt8Portable";
+const Implementation<LinearInt8Fn> &pickLinearInt8(uint64_t cpuFeatures) {
+  static const Implementation<LinearInt8Fn> kList[] = {
+      {"LinearInt8Avx512Vnni", kCpuAvx512F | kCpuAvx512BW | kCpuAvx512Vnni, linearInt8Avx512Vnni},
+      {"LinearInt8Portable", 0, linearInt8Portable},
+  };
+  return pickImplementation(kList, cpuFeatures);
 }
 
 } // namespace hetc::codegen

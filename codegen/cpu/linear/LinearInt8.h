@@ -10,6 +10,8 @@
 // rounded in that order, so every kernel gives the portable kernel's bits.
 #pragma once
 
+#include "codegen/cpu/isa/Implementations.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -35,9 +37,8 @@ using QuantizeRowsInt8Fn = void (*)(const float *x, size_t xStride, size_t rows,
 // the fastest the host runs (quantizeRowsInt8 is the portable one).
 void quantizeRowsInt8Avx512(const float *x, size_t xStride, size_t rows, size_t k, uint8_t *xq,
                             size_t stride, float *rowScale);
-QuantizeRowsInt8Fn chooseQuantizeRowsInt8();
-// "QuantizeRowsInt8Avx512", "QuantizeRowsInt8Portable": for reports.
-const char *quantizeRowsInt8Name(QuantizeRowsInt8Fn fn);
+// QuantizeRowsInt8Avx512, then QuantizeRowsInt8Portable: the first `cpuFeatures` allows.
+const Implementation<QuantizeRowsInt8Fn> &pickQuantizeRowsInt8(uint64_t cpuFeatures);
 
 struct LinearInt8Call {
   QuantizedRows x;
@@ -62,9 +63,7 @@ void linearInt8Portable(const LinearInt8Call &call);
 // AVX-512 VNNI (vpdpbusd), up to 4 rows at a time over each 16-column block; the host must have
 // kCpuAvx512Vnni.
 void linearInt8Avx512Vnni(const LinearInt8Call &call);
-// The fastest kernel the host runs.
-LinearInt8Fn chooseLinearInt8Kernel();
-// "LinearInt8Avx512Vnni", "LinearInt8Portable": for reports.
-const char *linearInt8KernelName(LinearInt8Fn fn);
+// LinearInt8Avx512Vnni, then LinearInt8Portable: the first `cpuFeatures` allows.
+const Implementation<LinearInt8Fn> &pickLinearInt8(uint64_t cpuFeatures);
 
 } // namespace hetc::codegen

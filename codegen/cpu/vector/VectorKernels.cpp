@@ -1,6 +1,7 @@
 #include "codegen/cpu/vector/VectorKernels.h"
 
-#include "hplan_generated.h"
+#include "codegen/cpu/isa/CpuFeatures.h"
+#include "codegen/cpu/isa/Implementations.h"
 
 namespace hetc::kernels {
 
@@ -22,15 +23,17 @@ const VectorKernels &portableVectorKernels() {
 }
 
 const VectorKernels &vectorKernelsFor(uint64_t cpuFeatures) {
-  const uint64_t avx512 = static_cast<uint64_t>(plan::CpuFeatureBits::AVX512F) |
-                          static_cast<uint64_t>(plan::CpuFeatureBits::AVX512BW);
-  const uint64_t avx512Bf16 = avx512 | static_cast<uint64_t>(plan::CpuFeatureBits::AVX512_BF16) |
-                              static_cast<uint64_t>(plan::CpuFeatureBits::AVX512_VNNI);
-  if ((cpuFeatures & avx512Bf16) == avx512Bf16 && avx512Bf16VectorKernels())
-    return *avx512Bf16VectorKernels();
-  if ((cpuFeatures & avx512) == avx512 && avx512VectorKernels())
-    return *avx512VectorKernels();
-  return portableVectorKernels();
+  using codegen::Implementation;
+  // The sets name themselves (VectorKernels::name), as the labels of their kernels.
+  static const Implementation<const VectorKernels *> kSets[] = {
+      {"avx512-bf16",
+       codegen::kCpuAvx512F | codegen::kCpuAvx512BW | codegen::kCpuAvx512Bf16 |
+           codegen::kCpuAvx512Vnni,
+       avx512Bf16VectorKernels()},
+      {"avx512-f32", codegen::kCpuAvx512F | codegen::kCpuAvx512BW, avx512VectorKernels()},
+      {"portable-f32", 0, &portableVectorKernels()},
+  };
+  return *codegen::pickImplementation(kSets, cpuFeatures).kernel;
 }
 
 } // namespace hetc::kernels

@@ -68,17 +68,17 @@ struct QuantizeArgs : OpArgs {
 
 } // namespace
 
-RowQuantizer::RowQuantizer(size_t maxRows, size_t k, bool signedRows)
+RowQuantizer::RowQuantizer(size_t maxRows, size_t k, bool signedRows, uint64_t cpuFeatures)
     : layout(maxRows, k, signedRows) {
-  if (signedRows)
-    withSums = codegen::chooseQuantizeRowsInt8Signed();
-  else
-    offset = codegen::chooseQuantizeRowsInt8();
-}
-
-const char *RowQuantizer::label() const {
-  return withSums ? codegen::quantizeRowsInt8SignedName(withSums)
-                  : codegen::quantizeRowsInt8Name(offset);
+  if (signedRows) {
+    const auto &picked = codegen::pickQuantizeRowsInt8Signed(cpuFeatures);
+    withSums = picked.kernel;
+    name = picked.name;
+  } else {
+    const auto &picked = codegen::pickQuantizeRowsInt8(cpuFeatures);
+    offset = picked.kernel;
+    name = picked.name;
+  }
 }
 
 void RowQuantizer::run(const float *x, size_t xStride, size_t k, size_t first, size_t count,
@@ -92,13 +92,15 @@ void RowQuantizer::run(const float *x, size_t xStride, size_t k, size_t first, s
     offset(x, xStride, count, k, xq, layout.stride, scales);
 }
 
-const char *IntegerWeight::chooseKernel() {
+const char *IntegerWeight::chooseKernel(uint64_t cpuFeatures) {
   if (int4) {
-    int4Kernel = codegen::chooseLinearInt4Kernel();
-    return codegen::linearInt4KernelName(int4Kernel);
+    const auto &picked = codegen::pickLinearInt4(cpuFeatures);
+    int4Kernel = picked.kernel;
+    return picked.name;
   }
-  int8Kernel = codegen::chooseLinearInt8Kernel();
-  return codegen::linearInt8KernelName(int8Kernel);
+  const auto &picked = codegen::pickLinearInt8(cpuFeatures);
+  int8Kernel = picked.kernel;
+  return picked.name;
 }
 
 void IntegerWeight::run(const Int8RowsLayout &layout, uint8_t *rows, size_t count, float *y,
@@ -459,8 +461,9 @@ Status linearWeight(OpResolver &resolver, LinearWeight &weight) {
 const char *chooseLinearIntegerKernel(OpResolver &resolver, LinearArgs &a,
                                       std::vector<ResolvedOp> &ops) {
   const bool int4 = a.integer.int4 != nullptr;
-  const char *kernel = a.integer.chooseKernel();
-  const RowQuantizer quantizer(resolver.setup().maxStepTokens, a.in.cols, int4);
+  const uint64_t features = resolver.setup().cpuFeatures;
+  const char *kernel = a.integer.chooseKernel(features);
+  const RowQuantizer quantizer(resolver.setup().maxStepTokens, a.in.cols, int4, features);
   a.int8Layout = quantizer.layout;
   const size_t bytes = a.int8Layout.bytes();
   resolver.needConvertedRows(bytes, &a.int8Rows);
@@ -489,7 +492,8 @@ const char *chooseLinearIntegerKernel(OpResolver &resolver, LinearArgs &a,
 Status chooseLinearKernel(OpResolver &resolver, size_t k, bool residual, bool lmHead,
                           const Rows &in, const codegen::LinearKernel *&linear, uint32_t **bf16Rows,
                           std::vector<ResolvedOp> &ops) {
-  const uint64_t features = codegen::linearKernelFeatures();
+  // AMX only where the OS lets this process use it (asked the first time a bf16 weight needs it).
+  const uint64_t features = codegen::linearKernelFeatures() & resolver.setup().cpuFeatures;
   const codegen::LinearKernelInfo info = codegen::chooseLinearBf16Kernel(features);
   linear = nullptr;
   for (const auto &kernel : resolver.linearKernels)
@@ -641,8 +645,9 @@ Status resolveLmHead(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   const char *label = "LinearF32Portable";
   if (a.integer.present()) {
     // Each thread's quantized logits rows (at most max_batch: one per sequence).
-    label = a.integer.chooseKernel();
-    a.quantizer = RowQuantizer(setup.maxBatch, a.in.cols, a.integer.int4 != nullptr);
+    label = a.integer.chooseKernel(setup.cpuFeatures);
+    a.quantizer =
+        RowQuantizer(setup.maxBatch, a.in.cols, a.integer.int4 != nullptr, setup.cpuFeatures);
     const size_t bytes = setup.threads * a.quantizer.layout.bytes();
     a.integerRows = static_cast<uint8_t *>(std::aligned_alloc(
         kBufferAlignment, ops::ceilDiv(bytes, kBufferAlignment) * kBufferAlignment));

@@ -46,10 +46,11 @@ struct RowQuantizer {
   Int8RowsLayout layout{0, 0, false};
   codegen::QuantizeRowsInt8Fn offset = nullptr;
   codegen::QuantizeRowsInt8SignedFn withSums = nullptr;
+  const char *name = ""; // the picked implementation's
   RowQuantizer() = default;
-  // The host's quantizer for up to maxRows rows of k.
-  RowQuantizer(size_t maxRows, size_t k, bool signedRows);
-  const char *label() const;
+  // The best quantizer `cpuFeatures` allows for up to maxRows rows of k.
+  RowQuantizer(size_t maxRows, size_t k, bool signedRows, uint64_t cpuFeatures);
+  const char *label() const { return name; }
   // `count` rows of k floats (row i at x + i * xStride) into rows [first, first + count).
   void run(const float *x, size_t xStride, size_t k, size_t first, size_t count,
            uint8_t *rows) const;
@@ -68,8 +69,8 @@ struct IntegerWeight {
   codegen::LinearInt8Fn int8Kernel = nullptr;
   codegen::LinearInt4Fn int4Kernel = nullptr;
   bool present() const { return int8 || int4; }
-  // Chooses the host's kernel; returns its label.
-  const char *chooseKernel();
+  // Picks the best kernel `cpuFeatures` allows; returns its label.
+  const char *chooseKernel(uint64_t cpuFeatures);
   // The first `count` rows of `rows` (laid out as `layout`) times the weight, on columns
   // [begin, end): row r at y + r * yStride, + residual[r * residualStride + n] added last.
   void run(const Int8RowsLayout &layout, uint8_t *rows, size_t count, float *y, size_t yStride,
