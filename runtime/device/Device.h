@@ -58,11 +58,11 @@ public:
 };
 
 // A device implementation of an op: the software device runs `sim` (portable CPU code over the
-// context's views); CUDA runs `cuda` (an opaque launcher from the CUDA library).
+// context's views); the CUDA device launches the kernel of the same name in libhetc_cuda.so
+// (codegen/cuda/Registry.h).
 struct Kernel {
   const char *name = "";
   void (*sim)(KernelContext &context, const void *args) = nullptr;
-  const void *cuda = nullptr;
 };
 
 class Device {

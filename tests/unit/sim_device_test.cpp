@@ -30,7 +30,7 @@ void axpbSim(KernelContext &context, const void *raw) {
     y[i] = x[i] * a.scale + *step;
 }
 
-const Kernel kAxpb{"axpb", axpbSim, nullptr};
+const Kernel kAxpb{"axpb", axpbSim};
 
 Status launchAxpb(SimDevice &device, StreamId stream, const AxpbArgs &args) {
   return device.launch(stream, kAxpb, &args, sizeof args,
