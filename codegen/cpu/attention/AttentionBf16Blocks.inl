@@ -256,6 +256,21 @@ template <int H> HETC_BLOCKS_TARGET inline __m512 quarterMaxima(const __m512 *x)
   return _mm512_max_ps(m, _mm512_permute_ps(m, 0xb1));
 }
 
+// Quarter h of x (h < 4) in every quarter. The shuffle's selector must be a constant to clang,
+// hence one call per h; unrolled, each is the one instruction.
+HETC_BLOCKS_TARGET inline __m512 broadcastQuarter(__m512 x, int h) {
+  switch (h) {
+  case 0:
+    return _mm512_shuffle_f32x4(x, x, 0x00);
+  case 1:
+    return _mm512_shuffle_f32x4(x, x, 0x55);
+  case 2:
+    return _mm512_shuffle_f32x4(x, x, 0xaa);
+  default:
+    return _mm512_shuffle_f32x4(x, x, 0xff);
+  }
+}
+
 // H query heads over positions [begin, end) of one KV head of an int8 cache, d <= 128 dims in NV
 // vectors of 16, with the integer arithmetic of Attention.h. Per block of 16 positions: 16 int32
 // dots per head from d/2 K lines sign-extended to int16, each against a broadcast pair of the
@@ -415,9 +430,8 @@ HETC_BLOCKS_TARGET void headsOverInt8Blocks(const float *q, const int8_t *keys,
         _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(biased, _mm512_set1_epi32(14)), 23));
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
-      units[h] = _mm512_shuffle_f32x4(down, down, h * 0x55);
-      const __m512i u =
-          _mm512_cvtps_epi32(_mm512_mul_ps(scaled[h], _mm512_shuffle_f32x4(up, up, h * 0x55)));
+      units[h] = broadcastQuarter(down, h);
+      const __m512i u = _mm512_cvtps_epi32(_mm512_mul_ps(scaled[h], broadcastQuarter(up, h)));
       _mm256_store_si256(reinterpret_cast<__m256i *>(weights[h]), _mm512_cvtsepi32_epi16(u));
     }
     if (j0 + kLanes < end)

@@ -6,7 +6,8 @@
 #include "codegen/cpu/isa/AmxTiles.h"
 #include "codegen/cpu/linear/LinearAmxBf16.h"
 
-#if !defined(__AMX_TILE__) || !defined(__AMX_BF16__)
+// GCC spells the macros __AMX_TILE__ and __AMX_BF16__, clang 14 __AMXTILE__ and __AMXBF16__.
+#if !(defined(__AMX_TILE__) || defined(__AMXTILE__)) || !(defined(__AMX_BF16__) || defined(__AMXBF16__))
 #error "LinearAmxBf16Tiles.cpp must be compiled with -mamx-tile -mamx-bf16"
 #endif
 
