@@ -9,6 +9,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HETC_ASAN_ALLOCATOR 1
+#endif
+#endif
+
+#ifdef HETC_ASAN_ALLOCATOR
+// AddressSanitizer's allocator serves malloc and operator new and must free what it allocated:
+// the allocations are counted through its hook instead of replacing the allocators.
+#include <sanitizer/allocator_interface.h>
+#else
 // glibc's own allocator entry points: the definitions below replace malloc and friends for the
 // whole process (the executable's symbols come first) and forward here.
 extern "C" {
@@ -18,6 +29,7 @@ void *__libc_realloc(void *p, size_t size);
 void *__libc_memalign(size_t alignment, size_t size);
 void __libc_free(void *p);
 }
+#endif
 
 namespace {
 std::atomic<size_t> gAllocations{0};
@@ -27,8 +39,17 @@ void count() { gAllocations.fetch_add(1, std::memory_order_relaxed); }
 
 size_t hetc::test::allocationCount() { return gAllocations.load(); }
 
+#ifdef HETC_ASAN_ALLOCATOR
+namespace {
+void countAllocation(const volatile void *, size_t) { count(); }
+void ignoreFree(const volatile void *) {}
+const int gHooksInstalled = __sanitizer_install_malloc_and_free_hooks(countAllocation, ignoreFree);
+} // namespace
+#endif
+
 extern "C" {
 
+#ifndef HETC_ASAN_ALLOCATOR
 void *malloc(size_t size) {
   count();
   return __libc_malloc(size);
@@ -66,6 +87,7 @@ int posix_memalign(void **out, size_t alignment, size_t size) {
   *out = p;
   return 0;
 }
+#endif
 
 // Anonymous mappings are allocations (the engine's arenas); file mappings are not (a plan).
 void *mmap(void *address, size_t length, int protection, int flags, int fd, off_t offset) {
@@ -81,6 +103,7 @@ void *mmap(void *address, size_t length, int protection, int flags, int fd, off_
 
 } // extern "C"
 
+#ifndef HETC_ASAN_ALLOCATOR
 namespace {
 void *newAllocation(size_t size, size_t alignment) {
   if (size == 0)
@@ -110,3 +133,4 @@ void operator delete(void *p, std::align_val_t) noexcept { free(p); }
 void operator delete[](void *p, std::align_val_t) noexcept { free(p); }
 void operator delete(void *p, size_t, std::align_val_t) noexcept { free(p); }
 void operator delete[](void *p, size_t, std::align_val_t) noexcept { free(p); }
+#endif
