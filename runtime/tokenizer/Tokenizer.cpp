@@ -144,9 +144,10 @@ size_t utf8Length(unsigned char lead) {
   return lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
 }
 
+// The text itself, not only its length: a bad sequence of three bytes becomes U+FFFD, also three.
 bool isValidUtf8(std::string_view s) {
   std::string out;
-  return appendValidUtf8(s, out, false) == 0 && out.size() == s.size();
+  return appendValidUtf8(s, out, false) == 0 && out == s;
 }
 
 enum class SplitBehavior { Isolated, Removed, MergedWithPrevious, MergedWithNext };
@@ -421,6 +422,12 @@ void Tokenizer::Components::readUnigram(const json &m) {
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
     byteTokens[b] = idOf(name);
   }
+  // With byte fallback the <0xNN> pieces stand for bytes, never for those six characters of text
+  // (libsentencepiece does not match its BYTE pieces in text either).
+  if (byteFallback)
+    for (int32_t id : byteTokens)
+      if (id >= 0)
+        unigramPieces.erase(tokens[id]);
 }
 
 void Tokenizer::Components::readAddedTokens(const json &a) {
@@ -735,7 +742,9 @@ void Tokenizer::Components::encodeUnigramWord(const std::string &word,
     bool singleCharacter = false;
     for (size_t e = c + 1; e < starts.size() && starts[e] - from <= longestPiece; ++e) {
       auto it = unigramPieces.find(word.substr(from, starts[e] - from));
-      if (it == unigramPieces.end())
+      // A special token's piece (SentencePiece's control pieces, <unk>) is never text's: as in
+      // libsentencepiece, and in plain text (a chat message) where "<s>" must stay characters.
+      if (it == unigramPieces.end() || special[it->second])
         continue;
       singleCharacter |= e == c + 1;
       const double score = best[from].score + scores[it->second];

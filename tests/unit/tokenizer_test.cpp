@@ -267,6 +267,23 @@ TEST(TokenizerTest, UnigramByteFallback) {
   EXPECT_EQ(encode(*t, "é"), (Ids{1, 7, 8}));
   // A character whose bytes are not all in the vocabulary stays unknown.
   EXPECT_EQ(encode(*t, "ü"), (Ids{1, 0}));
+  // The byte pieces stand for bytes: text that spells one is characters (unknown here), as in
+  // libsentencepiece.
+  EXPECT_EQ(encode(*t, "<0xC3>", false), encode(*t, "<0xC4>", false));
+}
+
+TEST(TokenizerTest, UnigramNeverMatchesASpecialTokensPieceInText) {
+  // "<s>" is a control piece of the vocabulary (SentencePiece's, score 0): in text read as plain
+  // text it is characters, as libsentencepiece reads it, not the token.
+  std::string json = kUnigram;
+  json.replace(json.find(R"(["bc", -5.5]])"), std::string(R"(["bc", -5.5]])").size(),
+               R"(["bc", -5.5], ["<s>", 0.0]])");
+  json.replace(json.find(R"("special": true}])"), std::string(R"("special": true}])").size(),
+               R"("special": true}, {"id": 11, "content": "<s>", "special": true}])");
+  auto t = load(json);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(encode(*t, "a<s>", false), (Ids{6, 11}));
+  EXPECT_EQ(*t->encode("a<s>", false, {{0, 4}}), (Ids{6, 0}));
 }
 
 TEST(TokenizerTest, SplitRegexAndIgnoreMerges) {
@@ -343,6 +360,8 @@ TEST(TokenizerTest, RejectsInvalidUtf8AndUnknownIds) {
   Result<Ids> ids = t->encode("h\xC3");
   ASSERT_FALSE(ids.ok());
   EXPECT_EQ(ids.message(), "the text is not valid UTF-8");
+  // A bad sequence of three bytes (replaced by U+FFFD, three bytes too) is refused as well.
+  EXPECT_FALSE(t->encode("\t\xF2\x96\x81" "2").ok());
   Result<std::string> text = t->decode({99}, false);
   ASSERT_FALSE(text.ok());
   EXPECT_NE(text.message().find("id 99 is not in the tokenizer's vocabulary"), std::string::npos);
