@@ -42,6 +42,19 @@ bool flag(const json &object, const char *key, bool fallback) {
   return it == object.end() || it->is_null() ? fallback : it->get<bool>();
 }
 
+// An id: an integer JSON number (nlohmann's get<int> of a float out of range is undefined), in
+// [0, 2^24) where `limited`, refused naming `what` otherwise.
+int64_t integer(const json &value, const std::string &what, bool limited = true) {
+  if (!value.is_number_integer())
+    refuse(what + " is not an integer");
+  const int64_t v = value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX
+                        ? INT64_MAX
+                        : value.get<int64_t>();
+  if (limited && (v < 0 || v >= (int64_t{1} << 24)))
+    refuse(what + " " + std::to_string(v) + " is out of range");
+  return v;
+}
+
 std::string text(const json &object, const char *key, const std::string &fallback = "") {
   auto it = object.find(key);
   return it == object.end() || it->is_null() ? fallback : it->get<std::string>();
@@ -339,9 +352,7 @@ void Tokenizer::Components::readModel(const json &m) {
   if (!vocab.is_object())
     refuse("model vocab is not an object of token: id");
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id >= (int64_t{1} << 24))
-      refuse("model vocab id " + std::to_string(id) + " of '" + it.key() + "' is out of range");
+    const int64_t id = integer(it.value(), "model vocab id of '" + it.key() + "'");
     ids[it.key()] = static_cast<int32_t>(id);
     if (tokens.size() <= static_cast<size_t>(id))
       tokens.resize(id + 1);
@@ -409,7 +420,7 @@ void Tokenizer::Components::readUnigram(const json &m) {
   // An unknown character costs more than any piece, as in Hugging Face's Unigram.
   unkScore = minScore - 10;
   if (m.contains("unk_id") && !m["unk_id"].is_null()) {
-    const int64_t unk = m["unk_id"].get<int64_t>();
+    const int64_t unk = integer(m["unk_id"], "model Unigram unk_id", false);
     if (unk < 0 || static_cast<size_t>(unk) >= vocab.size())
       refuse("model Unigram unk_id " + std::to_string(unk) + " is not in the vocab");
     unkId = static_cast<int32_t>(unk);
@@ -434,7 +445,8 @@ void Tokenizer::Components::readAddedTokens(const json &a) {
   if (a.is_null())
     return;
   for (const json &t : a) {
-    AddedToken token{t.at("content").get<std::string>(), t.at("id").get<int32_t>(),
+    AddedToken token{t.at("content").get<std::string>(),
+                     static_cast<int32_t>(integer(t.at("id"), "added token id")),
                      flag(t, "special", false), flag(t, "lstrip", false), flag(t, "rstrip", false),
                      flag(t, "single_word", false)};
     if (token.content.empty() || token.id < 0 || token.id >= (1 << 24))
@@ -472,7 +484,8 @@ void Tokenizer::Components::readPostProcessor(const json &p) {
         if (!specials.contains(name))
           refuse("post_processor TemplateProcessing: special token '" + name + "' is not defined");
         for (const json &id : specials[name].at("ids"))
-          (seenSequence ? suffix : prefix).push_back(id.get<int32_t>());
+          (seenSequence ? suffix : prefix)
+              .push_back(static_cast<int32_t>(integer(id, "post_processor special token id")));
       } else {
         refuse("post_processor TemplateProcessing: an item is neither Sequence nor SpecialToken");
       }

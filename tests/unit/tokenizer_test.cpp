@@ -394,6 +394,11 @@ TEST(TokenizerTest, RefusesWhatItDoesNotImplementNamingTheComponent) {
   unigram.replace(unigram.find(R"("unk_id": 0, )"), std::string(R"("unk_id": 0, )").size(), "");
   EXPECT_EQ(refusal(unigram), "tokenizer.json: model Unigram without unk_id is not supported");
   EXPECT_EQ(refusal("{}"), "tokenizer.json: no model");
+  // Ids are integers in range (a float past int64's range is not converted).
+  EXPECT_EQ(refusal(with(R"("h": 0,)", R"("h": 1e100,)")),
+            "tokenizer.json: model vocab id of 'h' is not an integer");
+  EXPECT_EQ(refusal(with(R"({"id": 12,)", R"({"id": 4294967308,)")),
+            "tokenizer.json: added token id 4294967308 is out of range");
   EXPECT_EQ(refusal(with(R"("vocab": {)", R"("vocab": [], "x": {)")),
             "tokenizer.json: model vocab is not an object of token: id");
   EXPECT_NE(refusal(with(R"("use_regex": true})", R"("use_regex": 7})")).find("tokenizer.json: "),
