@@ -474,6 +474,10 @@ private:
     for (const Tensor &t : inputs_) {
       if (static_cast<int64_t>(t.shape.size()) != rank || t.elem != out.elem)
         return std::nullopt;
+      // Every other dimension the same: the chunks below are then each input's share of a row.
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && t.shape[d] != out.shape[d])
+          return std::nullopt;
       out.shape[axis] += t.shape[axis];
     }
     out.resize(out.size());
