@@ -132,7 +132,10 @@ public:
   void resetProfile();
   // The engine's threads, for measurements that must use the same threads as the kernels.
   ThreadPool &threadPool() { return *pool_; }
-  // Benchmarks only: KvCache::fillSynthetic on the engine's threads, outside the profile.
+  // Benchmarks only: writes positions 0..positions-1 of `slot` in every layer's K and V with
+  // deterministic pseudo-random values in [-1, 1), as a prefill would have, on the engine's
+  // threads outside the profile, and marks them cached. Logits computed after this are
+  // meaningless; the work is not.
   Status fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed);
 
 private:

@@ -1,7 +1,5 @@
 #include "runtime/kv/KvCache.h"
 
-#include "runtime/executor/ThreadPool.h"
-
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -9,51 +7,6 @@
 #include <vector>
 
 namespace hetc {
-namespace {
-
-struct SyntheticFill {
-  const kernels::KvCacheView *cache = nullptr;
-  size_t layers = 0;
-  size_t kvHeads = 0;
-  size_t headDim = 0;
-  uint32_t slot = 0;
-  uint64_t positions = 0;
-  uint64_t seed = 0;
-};
-
-// splitmix64, to seed one stream per (layer, head, K or V) whatever thread writes it.
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-void syntheticFillPhase(void *context, size_t, unsigned thread, unsigned threadCount) {
-  const SyntheticFill &fill = *static_cast<const SyntheticFill *>(context);
-  const size_t streams = fill.layers * fill.kvHeads * 2;
-  for (size_t stream = streams * thread / threadCount;
-       stream < streams * (thread + 1) / threadCount; ++stream) {
-    const size_t layer = stream / (fill.kvHeads * 2);
-    const size_t head = stream / 2 % fill.kvHeads;
-    const bool keys = stream % 2 == 0;
-    uint64_t state = mix(fill.seed ^ mix(stream) ^ (uint64_t{fill.slot} << 48)) | 1;
-    std::vector<float> row(fill.headDim);
-    for (uint64_t pos = 0; pos < fill.positions; ++pos) {
-      for (float &value : row) {
-        // xorshift64: cheap, and its top 24 bits make a float in [-1, 1) that is never denormal.
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        value = static_cast<float>(state >> 40) * 0x1.0p-23f - 1.0f;
-      }
-      kernels::storeKvRow(*fill.cache, keys, layer, fill.slot, head, pos, row.data(), fill.headDim);
-    }
-  }
-}
-
-} // namespace
-
 KvCache::~KvCache() {
   if (data_)
     munmap(data_, bytes_);
@@ -102,27 +55,5 @@ uint8_t *KvCache::scale(bool values, uint64_t layer, uint64_t slot, uint64_t hea
                                      view_.scaleOffset(layer, slot, head, position));
 }
 
-Status KvCache::fillSynthetic(ThreadPool &pool, uint32_t slot, uint64_t positions, uint64_t seed) {
-  if (slot >= slots())
-    return Status::error("slot " + std::to_string(slot) + " is past the plan's --max-batch " +
-                         std::to_string(slots()));
-  if (positions > maxSeq())
-    return Status::error(std::to_string(positions) + " positions exceed the plan's --max-seq " +
-                         std::to_string(maxSeq()));
-  const plan::KvCacheDef &kv = *def_;
-  cachedPositions_[slot] = positions;
-  if (positions == 0 || kv.layers() == 0)
-    return Status();
-  SyntheticFill fill;
-  fill.cache = &view_;
-  fill.layers = kv.layers();
-  fill.kvHeads = kv.kv_heads();
-  fill.headDim = kv.head_dim();
-  fill.slot = slot;
-  fill.positions = positions;
-  fill.seed = seed;
-  pool.run(1, &syntheticFillPhase, &fill);
-  return Status();
-}
 
 } // namespace hetc

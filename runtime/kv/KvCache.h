@@ -16,7 +16,6 @@
 
 namespace hetc {
 
-class ThreadPool;
 
 class KvCache {
 public:
@@ -43,11 +42,6 @@ public:
   // Byte address of that row's scale in an INT8 cache (the head's next positions' follow it).
   uint8_t *scale(bool values, uint64_t layer, uint64_t slot, uint64_t head,
                  uint64_t position) const;
-
-  // Benchmarks only: writes positions 0..positions-1 of `slot` in every layer's K and V with
-  // deterministic pseudo-random values in [-1, 1), as a prefill would have, on `pool`'s threads,
-  // and marks them cached. Logits computed after this are meaningless; the work is not.
-  Status fillSynthetic(ThreadPool &pool, uint32_t slot, uint64_t positions, uint64_t seed);
 
 private:
   const plan::KvCacheDef *def_ = nullptr;
