@@ -3,9 +3,10 @@
 namespace hetc::codegen::cuda {
 
 extern const CudaKernelEntry kGemvBf16Entry;
+extern const CudaKernelEntry kGemvInt8Entry;
 
 const CudaKernelEntry *const *cudaKernels(size_t &count) {
-  static const CudaKernelEntry *const kEntries[] = {&kGemvBf16Entry};
+  static const CudaKernelEntry *const kEntries[] = {&kGemvBf16Entry, &kGemvInt8Entry};
   count = sizeof kEntries / sizeof kEntries[0];
   return kEntries;
 }

@@ -5,6 +5,7 @@
 // (skipped otherwise, with the reason; HETC_REQUIRE_GPU=1 makes that a failure).
 #include "LongTailedRandom.h"
 
+#include "codegen/cpu/linear/LinearInt8.h"
 #include "runtime/device/DeviceLoader.h"
 #include "runtime/device/SimDevice.h"
 #include "runtime/device/kernels/DeviceKernels.h"
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <random>
 #include <vector>
@@ -141,6 +143,93 @@ TEST(DeviceKernels, GemvBf16OnCudaEqualsTheSoftwareDevice) {
       ASSERT_TRUE(expected && got) << (got ? expected.message() : got.message());
       expectGemv(c, *got);
     }
+}
+
+TEST(DeviceKernels, GemvInt8WordIndexIsTheLayoutsQuad) {
+  for (uint64_t n : {1, 16, 17, 45})
+    for (uint64_t k : {1, 4, 7, 64}) {
+      const LinearInt8N16K4 layout{n, k};
+      const uint64_t quads = codegen::cuda::gemvKQuads(k);
+      EXPECT_EQ(quads, layout.kQuads());
+      for (uint64_t column = 0; column < n; ++column)
+        for (uint64_t q = 0; q < quads; ++q)
+          ASSERT_EQ(4 * codegen::cuda::gemvInt8WordIndex(column, q, quads), layout.index(column, 4 * q));
+    }
+}
+
+// The int8 GEMV on the software device gives the CPU kernels' bits: the same quantized rows and
+// weights through linearInt8Portable and through the device, with and without a residual.
+TEST(DeviceKernels, GemvInt8GivesTheCpuKernelsBits) {
+  uint32_t seed = 11;
+  for (uint64_t n : {1, 16, 45, 100})
+    for (uint64_t k : {1, 5, 64, 130})
+      for (uint32_t rows : {1u, 3u, 8u})
+        for (bool residual : {false, true}) {
+          test::LongTailedRandom random(seed++);
+          const std::vector<float> w = random.vector(n * k), x = random.vector(rows * k);
+          const LinearInt8N16K4 layout{n, k};
+          std::vector<int8_t> packed(layout.bytes());
+          std::vector<float> scale(layout.paddedColumns());
+          std::vector<int32_t> columnSum(layout.paddedColumns());
+          quantizeLinearInt8(w.data(), false, n, k, packed.data(), scale.data(), columnSum.data());
+          const size_t stride = 4 * layout.kQuads();
+          std::vector<uint8_t> xq(codegen::cuda::kGemvInt8MaxRows * stride, 0);
+          std::vector<float> rowScale(codegen::cuda::kGemvInt8MaxRows, 0.0f);
+          codegen::quantizeRowsInt8(x.data(), k, rows, k, xq.data(), stride, rowScale.data());
+          std::vector<float> residualRows = random.vector(codegen::cuda::kGemvInt8MaxRows * n);
+
+          std::vector<float> cpu(rows * n, std::nanf(""));
+          codegen::LinearInt8Call call;
+          call.x = codegen::QuantizedRows{xq.data(), stride, rowScale.data(), rows};
+          call.w = packed.data();
+          call.scale = scale.data();
+          call.columnSum = columnSum.data();
+          call.k = k;
+          call.y = cpu.data();
+          call.yStride = n;
+          call.residual = residual ? residualRows.data() : nullptr;
+          call.residualStride = n;
+          call.colBegin = 0;
+          call.colEnd = n;
+          codegen::linearInt8Portable(call);
+
+          SimDevice device;
+          const StreamId s = *device.createStream();
+          auto upload = [&](const void *data, size_t bytes) {
+            const DevicePtr ptr = *device.allocate(bytes);
+            EXPECT_TRUE(device.copyToDevice(s, ptr, data, bytes));
+            return ptr;
+          };
+          codegen::cuda::GemvInt8Args a;
+          a.w = reinterpret_cast<const uint32_t *>(upload(packed.data(), packed.size()).address);
+          a.scale = reinterpret_cast<const float *>(upload(scale.data(), scale.size() * 4).address);
+          a.columnSum = reinterpret_cast<const int32_t *>(
+              upload(columnSum.data(), columnSum.size() * 4).address);
+          a.xq = reinterpret_cast<const uint8_t *>(upload(xq.data(), xq.size()).address);
+          a.rowScale =
+              reinterpret_cast<const float *>(upload(rowScale.data(), rowScale.size() * 4).address);
+          if (residual)
+            a.residual = reinterpret_cast<const float *>(
+                upload(residualRows.data(), residualRows.size() * 4).address);
+          a.rows = reinterpret_cast<const uint32_t *>(upload(&rows, sizeof rows).address);
+          const DevicePtr y = *device.allocate(codegen::cuda::kGemvInt8MaxRows * n * sizeof(float));
+          a.y = reinterpret_cast<float *>(y.address);
+          a.xStride = stride;
+          a.residualStride = a.yStride = n;
+          a.n = n;
+          a.k = k;
+          ASSERT_TRUE(device.launch(s, kGemvInt8, &a, sizeof a,
+                                    gemvInt8Accesses(a, codegen::cuda::kGemvInt8MaxRows)));
+          std::vector<float> got(codegen::cuda::kGemvInt8MaxRows * n);
+          ASSERT_TRUE(device.copyToHost(s, got.data(), y, got.size() * sizeof(float)));
+          ASSERT_TRUE(device.synchronize(s));
+          for (size_t i = 0; i < cpu.size(); ++i)
+            ASSERT_EQ(std::memcmp(&got[i], &cpu[i], sizeof(float)), 0)
+                << "n " << n << " k " << k << " rows " << rows << " residual " << residual
+                << " at " << i << ": " << got[i] << " vs the CPU's " << cpu[i];
+          for (size_t i = cpu.size(); i < got.size(); ++i)
+            ASSERT_TRUE(std::isnan(got[i])) << "written past its rows at " << i;
+        }
 }
 
 TEST(DeviceLoader, SaysWhyThereIsNoCudaDevice) {

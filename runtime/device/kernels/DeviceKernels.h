@@ -4,6 +4,7 @@
 #pragma once
 
 #include "codegen/cuda/linear/GemvBf16Layout.h"
+#include "codegen/cuda/linear/GemvInt8Layout.h"
 #include "runtime/device/Device.h"
 
 #include <vector>
@@ -14,5 +15,10 @@ namespace hetc::device {
 extern const Kernel kGemvBf16;
 // Its accesses: the weight, `maxRows` rows of x and y, the row count.
 std::vector<Access> gemvBf16Accesses(const codegen::cuda::GemvBf16Args &args, uint32_t maxRows);
+
+// codegen/cuda/linear: y = dequantized (xq W^T) (+ residual) over a LinearInt8N16K4 weight and
+// rows quantized as the CPU quantizes them, up to 8 rows, with the CPU kernels' bits.
+extern const Kernel kGemvInt8;
+std::vector<Access> gemvInt8Accesses(const codegen::cuda::GemvInt8Args &args, uint32_t maxRows);
 
 } // namespace hetc::device
