@@ -57,7 +57,8 @@ void ServedRequest::publish(int32_t id, const float *logits, uint32_t vocab) {
     const double logSum = largest + std::log(sum);
     chosenLogprobs_[k] = static_cast<float>(logits[id] - logSum);
     // The topLogprobs largest, most likely first (the lower id first among equals).
-    TokenLogprob *top = &alternatives_[k * topLogprobs_];
+    // (No alternatives are allocated when none are asked for: no element is named then.)
+    TokenLogprob *top = alternatives_.get() + k * topLogprobs_;
     uint32_t kept = 0;
     for (uint32_t v = 0; v < vocab && topLogprobs_ > 0; ++v) {
       const float value = logits[v];
