@@ -12,6 +12,8 @@ packages=(
   libcpp-httplib-dev libssl-dev openssl libsentencepiece-dev sentencepiece
   libxbyak-dev libdnnl-dev libnuma-dev
   python3-torch python3-onnx python3-numpy
+  # The sanitizer build and the fuzz targets (tools/test.sh's last stage, tools/fuzz.sh).
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -5,13 +5,8 @@
 // byte edits to a valid tiny plan built at start-up (first byte odd): each 4-byte group is a
 // 24-bit position and a value; a trailing 1-3 bytes cut the file to a length they encode.
 //
-// Not part of the unit-test binary; build it with clang from the sources it reaches (instrumented)
-// and the build's runtime libraries, then run it:
-//   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -I. -Ibuild/runtime/schema \
-//     tests/unit/fuzz_plan_loader.cpp runtime/format/*.cpp tools/report/Inspect.cpp \
-//     build/lib/libhetc_runtime.a build/lib/libhetc_platform.a build/lib/libhetc_codegen_cpu.a \
-//     -lxxhash -lnuma -lpthread -o fuzz_plan_loader
-//   ./fuzz_plan_loader -max_total_time=300
+// Built by the sanitizer build (tests/fuzz/CMakeLists.txt); tools/fuzz.sh plan_loader SECONDS
+// runs it (docs/fuzzing.md).
 #include "TestPlans.h"
 
 #include "runtime/format/Plan.h"
