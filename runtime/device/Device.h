@@ -70,6 +70,9 @@ public:
   virtual ~Device() = default;
   // "sim (software device, PCIe 49.8 GB/s)", "NVIDIA H100 80GB HBM3 (sm_90)".
   virtual std::string name() const = 0;
+  // Whether this device implements `kernel` (the software device: a sim function; CUDA: a kernel
+  // of that name in libhetc_cuda.so).
+  virtual bool has(const Kernel &kernel) const = 0;
 
   // Device memory, allocated when an engine is created; freed with the device.
   virtual Result<DevicePtr> allocate(size_t bytes, size_t alignment = 256) = 0;

@@ -40,6 +40,7 @@ public:
   ~SimDevice() override;
 
   std::string name() const override;
+  bool has(const Kernel &kernel) const override { return kernel.sim != nullptr; }
   Result<DevicePtr> allocate(size_t bytes, size_t alignment = 256) override;
   Result<StreamId> createStream() override;
   Result<EventId> createEvent() override;

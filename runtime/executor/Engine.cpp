@@ -1,5 +1,8 @@
 #include "runtime/executor/Engine.h"
 
+#include "runtime/device/Device.h"
+#include "runtime/executor/DeviceSteps.h"
+
 #include "runtime/executor/OpResolver.h"
 #include "runtime/executor/ops/LinearOps.h"
 #include "runtime/format/Plan.h"
@@ -64,6 +67,13 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Plan> plan,
     return s;
   engine->groupPhases();
   engine->policyTables_ = PolicyTables::fromPlan(*engine->plan_);
+  if (options.device) {
+    Result<std::unique_ptr<DeviceSteps>> steps =
+        DeviceSteps::create(options.device, *engine->plan_, {options.deviceGraphs});
+    if (!steps)
+      return steps.status();
+    engine->device_ = std::move(steps.value());
+  }
   if (options.profile) {
     engine->profile_ =
         std::make_unique<PhaseProfile>(engine->phases_.size(), engine->pool_->threadCount());
@@ -345,13 +355,18 @@ Status Engine::step(const StepSequence *sequences, size_t count, StepOutput outp
   step_.count = totalTokens;
   step_.logitsCount = logitsCount;
   step_.argmax = output == StepOutput::Argmax;
-  for (const std::unique_ptr<AttentionScratch::Cut> &cut : attention_.cuts)
-    cut->split.cut(rowPositions_.get(), totalTokens, pool_->threadCount() > 1, cut->window);
   std::fill(stepArgmax_.get(), stepArgmax_.get() + maxBatch_, -1);
 
-  pool_->run(phases_.size(), &Engine::runPhase, this);
-  if (step_.argmax)
-    mergeLmHeadArgmax(*lmHead_, step_, stepArgmax_.get());
+  if (device_) {
+    if (Status s = device_->run(step_, count, activations_, stepArgmax_.get()); !s)
+      return Status::error("the step failed on the device: " + s.message());
+  } else {
+    for (const std::unique_ptr<AttentionScratch::Cut> &cut : attention_.cuts)
+      cut->split.cut(rowPositions_.get(), totalTokens, pool_->threadCount() > 1, cut->window);
+    pool_->run(phases_.size(), &Engine::runPhase, this);
+    if (step_.argmax)
+      mergeLmHeadArgmax(*lmHead_, step_, stepArgmax_.get());
+  }
 
   for (size_t i = 0; i < count; ++i)
     kv_.setCachedPositions(sequences[i].slot, sequences[i].start + sequences[i].count);

@@ -27,9 +27,13 @@ namespace hetc {
 
 class Plan;
 struct LmHeadArgs;
+class DeviceSteps;
 namespace codegen {
 class LinearKernel;
 } // namespace codegen
+namespace device {
+class Device;
+} // namespace device
 
 struct EngineOptions {
   unsigned threads = 0; // 0 = every core this process may run on
@@ -41,6 +45,10 @@ struct EngineOptions {
   bool profile = false; // record each op's run and barrier wait time per thread (profile())
   // The portable row-wise and attention kernels even where the host runs faster ones.
   bool portableKernels = false;
+  // Run every op of each step on this device (DeviceSteps.h) rather than on the CPU's threads;
+  // null: the CPU. deviceGraphs: replay the device's captured graphs (else enqueue each launch).
+  std::shared_ptr<device::Device> device;
+  bool deviceGraphs = true;
 };
 
 // What a step's LmHead leaves for the sequences that ask: their whole logits rows, or only the
@@ -104,7 +112,10 @@ public:
   size_t kvArenaBytes() const { return kv_.bytes(); }
   // Positions of `slot` held in the KV cache (a sequence in that slot may start at most here).
   uint64_t cachedPositions(uint32_t slot) const { return kv_.cachedPositions(slot); }
-  // The KV cache the steps write: for session files (runtime/kv/Session.h) and measurements.
+  // The device the steps run on (EngineOptions::device), or null: the CPU.
+  const DeviceSteps *deviceSteps() const { return device_.get(); }
+  // The KV cache the steps write: for session files (runtime/kv/Session.h) and measurements. With
+  // a device it holds only the cached position counts: the keys and values are on the device.
   KvCache &kvCache() { return kv_; }
   const KvCache &kvCache() const { return kv_; }
   const std::vector<ResolvedOp> &resolvedOps() const { return ops_; }
@@ -186,6 +197,7 @@ private:
 
   const kernels::VectorKernels *vector_ = nullptr;
   AttentionScratch attention_;
+  std::unique_ptr<DeviceSteps> device_;
 };
 
 } // namespace hetc

@@ -2,6 +2,7 @@
 // fill that lets a benchmark decode at a long context without computing the prefill first (kept
 // here, out of the KV cache, which serving uses).
 #include "runtime/executor/Engine.h"
+#include "runtime/executor/DeviceSteps.h"
 
 #include "runtime/format/Plan.h"
 
@@ -55,10 +56,18 @@ void syntheticFillPhase(void *context, size_t, unsigned thread, unsigned threadC
 } // namespace
 
 std::vector<KernelUse> Engine::kernelSummary() const {
+  // With a device: its prefill step's launches.
+  std::vector<std::pair<OpKind, const char *>> kernels;
+  if (device_)
+    for (const DeviceSteps::LaunchInfo &launch : device_->launches(false))
+      kernels.emplace_back(launch.kind, launch.kernel);
+  else
+    for (const ResolvedOp &op : ops_)
+      kernels.emplace_back(op.kind, op.kernel);
   std::vector<KernelUse> uses;
-  for (const ResolvedOp &op : ops_) {
-    const std::string kind = opKindName(op.kind);
-    const std::string kernel = op.kernel ? op.kernel : "unnamed";
+  for (const auto &[opKind, name] : kernels) {
+    const std::string kind = opKindName(opKind);
+    const std::string kernel = name ? name : "unnamed";
     bool found = false;
     for (KernelUse &use : uses)
       if (use.opKind == kind && use.kernel == kernel) {
@@ -77,6 +86,9 @@ void Engine::resetProfile() {
 }
 
 Status Engine::fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed) {
+  if (device_)
+    return Status::error("a synthetic KV cache is written on the host; the engine runs on " +
+                         device_->device().name());
   if (slot >= kv_.slots())
     return Status::error("slot " + std::to_string(slot) + " is past the plan's --max-batch " +
                          std::to_string(kv_.slots()));

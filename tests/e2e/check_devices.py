@@ -25,7 +25,12 @@
 4. hetc run --verbose and hetc bench --json report the devices: the plan's target, its GPU sublayer
    and op counts per stage as derived in 2, the policies the stage tables give the batch and
    length of the run, and where the ops ran (the CPU); the host and streamed plans' --verbose say
-   every op is on the CPU.
+   every op is on the CPU;
+5. --device: the spr-h100 plan run on the software device (--device sim: every op launched there,
+   through one captured graph per row bucket) generates the host plan's ids with logits within
+   1e-4 of the largest (the bits are the CPU's portable kernels', which this host replaces with
+   AVX-512 ones on the CPU), prints no fallback notice, and is refused --session; --device cuda
+   fails in one line, saying why (here: no GPU; on a GPU machine: the first kernel it lacks).
 """
 
 import argparse
@@ -311,9 +316,37 @@ def check(a):
     for words in ["devices: target 'spr-h100'", "policy table, Decode", "memory tiers: weights"]:
         if words not in text:
             raise CheckFailed(f"hetc inspect does not show {words!r}")
+    check_device_option(a, plans["h100"], host_tokens, host_logits)
     print(f"OK: a plan for spr-h100 ({notice_words}; {verbose_words}) runs on this CPU, says so "
           "once, reports its devices, and matches the host plan; the host and streamed spr-a100 plans "
-          "put nothing on the GPU")
+          "put nothing on the GPU; --device sim runs it on the software device with the same ids")
+
+
+def check_device_option(a, plan, host_tokens, host_logits):
+    sim_tokens, sim_logits, sim_err = run_plan(a, plan, "h100_sim", ["--device", "sim"])
+    if sim_tokens != host_tokens:
+        raise CheckFailed(f"--device sim generated {sim_tokens}, the host plan {host_tokens}")
+    worst = float(np.max(np.abs(sim_logits - host_logits)))
+    largest = float(np.max(np.abs(host_logits)))
+    if not np.all(np.isfinite(sim_logits)) or worst > 1e-4 * largest:
+        raise CheckFailed(f"--device sim's logits differ from the host plan's by {worst} "
+                          f"(largest logit {largest})")
+    if notices(sim_err):
+        raise CheckFailed(f"hetc run --device sim printed a fallback notice:\n{indent(sim_err)}")
+    print(f"--device sim: the host plan's ids, logits within {worst:.2e} (largest {largest:.2f})")
+    session = os.path.join(a.workdir, "sim.session")
+    refused = run([a.hetc, "run", plan, "--device", "sim", "--prompt-ids", "1,2,3",
+                   "--session", session], "hetc run --device sim --session", expect_success=False)
+    if refused.returncode == 0 or "--device cpu" not in refused.stderr or os.path.exists(session):
+        raise CheckFailed(f"--device sim --session was not refused naming --device cpu "
+                          f"(exit {refused.returncode}):\n{indent(refused.stderr)}")
+    cuda = run([a.hetc, "run", plan, "--device", "cuda", "--prompt-ids", "1,2,3"],
+               "hetc run --device cuda", expect_success=False)
+    lines = cuda.stderr.strip().splitlines()
+    if cuda.returncode == 0 or len(lines) != 1 or "--device cuda: " not in lines[0]:
+        raise CheckFailed(f"--device cuda without a usable GPU and kernels did not fail in one line "
+                          f"(exit {cuda.returncode}):\n{indent(cuda.stderr)}")
+    print(f"--device cuda: {lines[0]}")
 
 
 def main():

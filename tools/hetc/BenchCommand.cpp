@@ -193,8 +193,9 @@ Json pointJson(const BenchArguments &args, const DecodeBenchReport &r) {
 }
 
 // What the whole run shares: the plan, its kernels and bounds, the threads.
-// Where the plan puts its ops on its target, and where they ran: here, always the CPU.
-Json devicesJson(const Plan &plan) {
+// Where the plan puts its ops on its target, and where they ran (ranOn).
+Json devicesJson(const Engine &engine) {
+  const Plan &plan = engine.plan();
   const GpuProbe probe = probeGpu();
   const PlanDevices devices = countPlanDevices(plan);
   return Json{{"target", devices.target},
@@ -205,17 +206,17 @@ Json devicesJson(const Plan &plan) {
               {"gpu_sublayers_decode", devices.decode.gpuSublayers},
               {"gpu_sublayers_prefill", devices.prefill.gpuSublayers},
               {"sublayers", devices.decode.sublayers},
-              {"ran_on", "cpu"},
+              {"ran_on", ranOn(engine)},
               {"host_gpu_present", probe.present()},
               {"host_gpu", probe.describe()},
-              {"description", describePlanDevices(plan, probe)}};
+              {"description", describeEngineDevices(engine, probe)}};
 }
 
 // The positions the last timed decode step of a point attends: the length its policy is looked
 // up at.
 uint64_t decodeLen(const DecodeBenchReport &r) { return r.context + r.gen; }
 
-// The policy the plan's decode table gives a point, and where it ran: here, always the CPU.
+// The policy the plan's decode table gives a point, and where it ran.
 Json policyJson(const Engine &engine, const DecodeBenchReport &r) {
   const PolicyLookup found =
       engine.policyTables().lookup(plan::StageDef::Decode, r.batch, decodeLen(r));
@@ -227,7 +228,7 @@ Json policyJson(const Engine &engine, const DecodeBenchReport &r) {
               {"len", decodeLen(r)},
               {"table", found.policies != nullptr},
               {"group_policies", policies},
-              {"ran_on", "cpu"},
+              {"ran_on", ranOn(engine)},
               {"description", policyLookupText(engine.policyTables(), plan::StageDef::Decode,
                                                r.batch, decodeLen(r))}};
 }
@@ -235,7 +236,7 @@ Json policyJson(const Engine &engine, const DecodeBenchReport &r) {
 // "...; run on the CPU here (no GPU executor)" for a plan with a table.
 std::string policyLine(const Engine &engine, const DecodeBenchReport &r) {
   return policyLookupText(engine.policyTables(), plan::StageDef::Decode, r.batch, decodeLen(r)) +
-         (engine.policyTables().empty() ? "" : "; run on the CPU here (no GPU executor)");
+         (engine.policyTables().empty() ? "" : policyRanOn(engine));
 }
 
 // The host's NUMA nodes and where each arena's tier went on them.
@@ -271,7 +272,7 @@ void addRunJson(Json &j, const Engine &engine, const DecodeBenchReport &r) {
                  {"max_step_tokens", engine.maxStepTokens()}};
   j["threads"] = r.threads;
   j["pinned_threads"] = r.pinnedThreads;
-  j["devices"] = devicesJson(engine.plan());
+  j["devices"] = devicesJson(engine);
   j["memory_binding"] = memoryBindingJson(engine);
 }
 
@@ -317,7 +318,7 @@ void printPointText(const BenchArguments &args, const Engine &engine, const Deco
               static_cast<unsigned long long>(engine.maxSeq()), engine.maxStepTokens()));
   line("weights", joined(weightDtypes(engine.plan())) + "; KV cache " + kvDtype(engine.plan()));
   line("threads", format("%u (%u pinned)", r.threads, r.pinnedThreads));
-  line("devices", describePlanDevices(engine.plan(), probeGpu()));
+  line("devices", describeEngineDevices(engine, probeGpu()));
   line("policy", policyLine(engine, r));
   line("memory", engine.memoryBinding().describe());
   line("fill", format("%llu positions x %u %s: ", static_cast<unsigned long long>(r.context),
@@ -498,7 +499,7 @@ Json sweepJson(const BenchArguments &args, const Engine &engine,
                const TorchReference *torch) {
   Json j;
   j["plan"] = args.planPath;
-  j["devices"] = devicesJson(engine.plan());
+  j["devices"] = devicesJson(engine);
   j["gen"] = args.gen;
   j["rounds"] = {{"count", args.rounds},
                  {"kept", "each point the fastest of its rounds (round_ms_per_token in order)"}};
@@ -579,7 +580,7 @@ void printSweepText(const BenchArguments &args, const Engine &engine,
                            first.threads, first.pinnedThreads);
   out += "  weights " + joined(weightDtypes(engine.plan())) + "; KV cache " +
          kvDtype(engine.plan()) + "\n";
-  out += "  devices: " + describePlanDevices(engine.plan(), probeGpu()) + "\n";
+  out += "  devices: " + describeEngineDevices(engine, probeGpu()) + "\n";
   out += "  memory: " + engine.memoryBinding().describe() + "\n";
   if (args.rounds > 1)
     out += format("  rounds: %u, interleaved; each point is its fastest run\n", args.rounds);
@@ -809,7 +810,7 @@ void addBenchOptions(CLI::App &command, BenchArguments &args) {
                       std::to_string(kAutoPrefillMaxContext) + " positions)")
       ->check(CLI::IsMember({"auto", "prefill", "synthetic"}))
       ->capture_default_str();
-  addEngineOptions(command, args.threads, args.noPin);
+  addEngineOptions(command, args.threads, args.noPin, args.device);
   command.add_flag("--json", args.json, "One JSON object on stdout instead of text");
   command.add_flag("--profile", args.profile,
                    "Report the per-op run and barrier wait times over the decode steps");
@@ -842,7 +843,7 @@ int benchCommand(const BenchArguments &args) {
   // always recorded (two clock reads per op and thread); --profile only reports it in full.
   options.profile = true;
   // Before any measurement: a plan for a GPU target is measured on the CPU here, said once.
-  const std::unique_ptr<Engine> created = createEngine(plan, options, probeGpu());
+  const std::unique_ptr<Engine> created = createEngine(plan, options, probeGpu(), args.device);
   Engine &engine = *created;
 
   const int status = isSweep ? sweep(args, engine) : singlePoint(args, engine);

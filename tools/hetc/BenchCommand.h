@@ -23,6 +23,7 @@ struct BenchArguments {
   std::string fill = "auto";
   unsigned threads = 0;
   bool noPin = false;
+  std::string device = "auto"; // --device
   bool json = false;
   bool profile = false;
   bool noPaired = false;

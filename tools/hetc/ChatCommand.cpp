@@ -35,7 +35,7 @@ void addChatOptions(CLI::App &command, ChatArguments &args) {
   command.add_option("--max-new", args.maxNew, "Ids per reply at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  addEngineOptions(command, args.threads, args.noPin);
+  addEngineOptions(command, args.threads, args.noPin, args.device);
   command.add_flag("--verbose", args.verbose, "The ids each turn feeds, and timings, on stderr");
   args.sampling.addTo(command);
 }
@@ -61,13 +61,16 @@ int chatCommand(ChatArguments &args) {
                  chat.endOfTurn().c_str());
 
   const std::unique_ptr<Engine> created =
-      createEngine(plan, engineOptions(args.threads, args.noPin), probeGpu());
+      createEngine(plan, engineOptions(args.threads, args.noPin), probeGpu(), args.device);
   Engine &engine = *created;
 
   // The conversation so far: every id fed or generated; the KV cache holds the first `positions`
   // (the last generated id is fed with the next turn).
   std::vector<int32_t> history;
   uint64_t positions = 0;
+  if (!args.session.empty() && engine.deviceSteps())
+    fail("--session reads and writes the KV cache on the host; it is on the device here "
+         "(--device " + args.device + "): use --device cpu");
   if (!args.session.empty()) {
     std::error_code error;
     const bool exists = std::filesystem::exists(args.session, error);

@@ -20,6 +20,7 @@ struct ChatArguments {
   SamplingOptions sampling; // greedy unless a --temperature above 0
   unsigned threads = 0;
   bool noPin = false;
+  std::string device = "auto"; // --device
   bool verbose = false;
 };
 

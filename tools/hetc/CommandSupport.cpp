@@ -1,5 +1,9 @@
 #include "CommandSupport.h"
 
+#include "runtime/device/DeviceLoader.h"
+#include "runtime/device/SimDevice.h"
+#include "runtime/executor/DeviceSteps.h"
+
 #include <cstdio>
 #include <stdexcept>
 
@@ -26,9 +30,15 @@ std::unique_ptr<PlanTokenizer> requireTokenizer(const Plan &plan, const std::str
   return std::move(tokenizer.value());
 }
 
-void addEngineOptions(CLI::App &command, unsigned &threads, bool &noPin) {
+void addEngineOptions(CLI::App &command, unsigned &threads, bool &noPin, std::string &device) {
   command.add_option("--threads", threads, "Threads (0 = every core)")->capture_default_str();
   command.add_flag("--no-pin", noPin, "Do not bind threads to cores");
+  command
+      .add_option("--device", device,
+                  "Where the steps run: auto (the plan's GPU where this host can run it, else "
+                  "the CPU), cpu, cuda, or sim (the software device, for testing GPU plans)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "sim"}))
+      ->capture_default_str();
 }
 
 EngineOptions engineOptions(unsigned threads, bool noPin) {
@@ -39,14 +49,56 @@ EngineOptions engineOptions(unsigned threads, bool noPin) {
   return options;
 }
 
-std::unique_ptr<Engine> createEngine(std::shared_ptr<const Plan> plan, const EngineOptions &options,
-                                     const GpuProbe &gpu) {
+std::unique_ptr<Engine> createEngine(std::shared_ptr<const Plan> plan, EngineOptions options,
+                                     const GpuProbe &gpu, const std::string &device) {
+  if (device == "sim" || device == "cuda") {
+    if (device == "sim") {
+      options.device = std::make_shared<device::SimDevice>();
+    } else {
+      Result<std::unique_ptr<device::Device>> cuda = device::openCudaDevice();
+      if (!cuda)
+        fail("--device cuda: " + cuda.message());
+      options.device = std::move(cuda.value());
+    }
+    Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
+    if (!created)
+      fail("--device " + device + ": " + created.message());
+    return std::move(created.value());
+  }
+  // auto: the GPU only where it runs every op of the plan; else the CPU, and why.
+  std::string why;
+  if (device == "auto" && countPlanDevices(*plan).anyGpu()) {
+    Result<std::unique_ptr<device::Device>> cuda = device::openCudaDevice();
+    if (cuda) {
+      EngineOptions onGpu = options;
+      onGpu.device = std::move(cuda.value());
+      Result<std::unique_ptr<Engine>> created = Engine::create(plan, onGpu);
+      if (created)
+        return std::move(created.value());
+      why = created.message();
+    }
+  }
   Result<std::unique_ptr<Engine>> created = Engine::create(plan, options);
   if (!created)
     fail(created.message());
   if (const std::string notice = gpuFallbackNotice(*plan, gpu); !notice.empty())
-    std::fprintf(stderr, "%s\n", notice.c_str());
+    std::fprintf(stderr, "%s%s\n", notice.c_str(), why.empty() ? "" : ("; " + why).c_str());
   return std::move(created.value());
+}
+
+std::string ranOn(const Engine &engine) {
+  return engine.deviceSteps() ? engine.deviceSteps()->device().name() : "cpu";
+}
+
+std::string describeEngineDevices(const Engine &engine, const GpuProbe &gpu) {
+  if (!engine.deviceSteps())
+    return describePlanDevices(engine.plan(), gpu);
+  return "every op on " + engine.deviceSteps()->describe();
+}
+
+std::string policyRanOn(const Engine &engine) {
+  return engine.deviceSteps() ? "; every op on " + engine.deviceSteps()->device().name()
+                              : "; run on the CPU here (no GPU executor)";
 }
 
 // "5,17,42" -> {5, 17, 42}. Ids are non-negative decimal integers that fit in int32; whether they

@@ -29,15 +29,24 @@ std::vector<int32_t> parsePromptIds(const std::string &text,
 std::unique_ptr<PlanTokenizer> requireTokenizer(const Plan &plan, const std::string &planPath,
                                                 const std::string &why);
 
-// The --threads and --no-pin options of the commands that run an engine.
-void addEngineOptions(CLI::App &command, unsigned &threads, bool &noPin);
+// The --threads, --no-pin and --device options of the commands that run an engine.
+void addEngineOptions(CLI::App &command, unsigned &threads, bool &noPin, std::string &device);
 
 // Engine options of the commands' --threads and --no-pin.
 EngineOptions engineOptions(unsigned threads, bool noPin);
 
-// The engine for `plan`. A plan for a GPU target runs on the CPU here, which is said once on
-// stderr.
-std::unique_ptr<Engine> createEngine(std::shared_ptr<const Plan> plan, const EngineOptions &options,
-                                     const GpuProbe &gpu);
+// The engine for `plan` on `device` (--device): cpu; sim, the software device
+// (runtime/device/SimDevice.h); cuda, the GPU (fails when there is none or it lacks a kernel the
+// plan needs); auto, the GPU when the plan gives it work and this host's can run every op, else
+// the CPU, which is said once on stderr with the reason.
+std::unique_ptr<Engine> createEngine(std::shared_ptr<const Plan> plan, EngineOptions options,
+                                     const GpuProbe &gpu, const std::string &device = "cpu");
+
+// Where the engine's steps run: "cpu", or the device's name (--device).
+std::string ranOn(const Engine &engine);
+// describePlanDevices, or with a device "every op on <DeviceSteps::describe()>".
+std::string describeEngineDevices(const Engine &engine, const GpuProbe &gpu);
+// "; run on the CPU here (no GPU executor)" or "; every op on <device>", after a policy lookup.
+std::string policyRanOn(const Engine &engine);
 
 } // namespace hetc::tool

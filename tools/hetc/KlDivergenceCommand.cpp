@@ -91,7 +91,7 @@ void addKlDivergenceOptions(CLI::App &command, KlDivergenceArguments &args) {
   command.add_option("--seed", args.seed, "Without prompts: the seed of the ids")
       ->capture_default_str();
   command.add_flag("--json", args.json, "One JSON object on stdout instead of text");
-  addEngineOptions(command, args.threads, args.noPin);
+  addEngineOptions(command, args.threads, args.noPin, args.device);
 }
 
 int klDivergenceCommand(const KlDivergenceArguments &args) {
@@ -99,8 +99,8 @@ int klDivergenceCommand(const KlDivergenceArguments &args) {
   std::shared_ptr<const Plan> testPlan = loadPlan(args.testPath);
   const EngineOptions options = engineOptions(args.threads, args.noPin);
   const GpuProbe gpu = probeGpu();
-  std::unique_ptr<Engine> base = createEngine(basePlan, options, gpu);
-  std::unique_ptr<Engine> test = createEngine(testPlan, options, gpu);
+  std::unique_ptr<Engine> base = createEngine(basePlan, options, gpu, args.device);
+  std::unique_ptr<Engine> test = createEngine(testPlan, options, gpu, args.device);
   const uint32_t vocab = base->vocab();
   if (test->vocab() != vocab)
     fail("the plans' vocabularies differ: " + std::to_string(vocab) + " and " +

@@ -26,6 +26,7 @@ struct KlDivergenceArguments {
   bool json = false;
   unsigned threads = 0;
   bool noPin = false;
+  std::string device = "auto"; // --device
 };
 
 void addKlDivergenceOptions(CLI::App &command, KlDivergenceArguments &args);

@@ -60,7 +60,7 @@ void addServeOptions(CLI::App &command, ServeArguments &args) {
   command.add_option("--template", args.templateName,
                      "Chat template for /v1/chat/completions: llama3, llama2, mistral, chatml or "
                      "gemma; default: recognised from the plan's chat_template");
-  addEngineOptions(command, args.threads, args.noPin);
+  addEngineOptions(command, args.threads, args.noPin, args.device);
 }
 
 int serveCommand(ServeArguments &args) {
@@ -107,7 +107,7 @@ int serveCommand(ServeArguments &args) {
   const std::shared_ptr<const Plan> plan = loadPlan(args.planPath);
   const std::unique_ptr<PlanTokenizer> packed = requireTokenizer(*plan, args.planPath, "serve");
   const std::unique_ptr<Engine> created =
-      createEngine(plan, engineOptions(args.threads, args.noPin), probeGpu());
+      createEngine(plan, engineOptions(args.threads, args.noPin), probeGpu(), args.device);
   Engine &engine = *created;
 
   server::ServerOptions serverOptions;

@@ -26,6 +26,7 @@ struct ServeArguments {
   std::string tlsKey;
   unsigned threads = 0;
   bool noPin = false;
+  std::string device = "auto"; // --device
 };
 
 void addServeOptions(CLI::App &command, ServeArguments &args);

@@ -117,6 +117,7 @@ struct RunArguments {
   std::string session;
   unsigned threads = 0;
   bool noPin = false;
+  std::string device = "auto"; // --device
   bool verbose = false;
   hetc::tool::SamplingOptions sampling;
   std::vector<std::string> stops;
@@ -260,6 +261,9 @@ std::vector<std::vector<int32_t>> runSession(hetc::Engine &engine, const RunArgu
                                              const std::vector<int32_t> &prompt,
                                              LogitsOutput &logitsOutput) {
   const std::string &path = args.session;
+  if (engine.deviceSteps())
+    fail("--session reads and writes the KV cache on the host; it is on the device here "
+         "(--device " + args.device + "): use --device cpu");
   std::vector<int32_t> history;
   uint64_t positions = 0;
   std::error_code error;
@@ -321,7 +325,7 @@ std::string runPolicyText(const hetc::Engine &engine,
          "; " +
          hetc::policyLookupText(engine.policyTables(), hetc::plan::StageDef::Decode, batch,
                                 decodeLen) +
-         "; run on the CPU here (no GPU executor)";
+         hetc::tool::policyRanOn(engine);
 }
 
 std::string readPromptFile(const std::string &path) {
@@ -382,10 +386,12 @@ int runCommand(RunArguments args) {
   // A plan for a GPU target runs here on the CPU: said once, verbose or not.
   const hetc::GpuProbe gpu = hetc::probeGpu();
   const std::unique_ptr<hetc::Engine> created =
-      hetc::tool::createEngine(plan, hetc::tool::engineOptions(args.threads, args.noPin), gpu);
+      hetc::tool::createEngine(plan, hetc::tool::engineOptions(args.threads, args.noPin), gpu,
+                                 args.device);
   hetc::Engine &engine = *created;
   if (args.verbose) {
-    std::fprintf(stderr, "hetc: devices: %s\n", hetc::describePlanDevices(*plan, gpu).c_str());
+    std::fprintf(stderr, "hetc: devices: %s\n",
+                 hetc::tool::describeEngineDevices(engine, gpu).c_str());
     std::fprintf(stderr, "hetc: memory: %s\n", engine.memoryBinding().describe().c_str());
     if (!engine.policyTables().empty())
       std::fprintf(stderr, "hetc: policy: %s\n", runPolicyText(engine, prompts, args).c_str());
@@ -708,7 +714,7 @@ int runTool(int argc, char **argv) {
                   "Continue the one sequence kept in this file (started when it does not exist) "
                   "and save it back with the prompt and generated ids")
       ->allow_extra_args(false);
-  hetc::tool::addEngineOptions(*run, runArgs.threads, runArgs.noPin);
+  hetc::tool::addEngineOptions(*run, runArgs.threads, runArgs.noPin, runArgs.device);
   run->add_flag("--verbose", runArgs.verbose, "Threads, arena sizes and timings on stderr");
   runArgs.sampling.addTo(*run);
   run->add_option("--stop", runArgs.stops,

@@ -100,16 +100,24 @@ public:
     return copy(stream, pointer(dst), pointer(src), bytes, cudaMemcpyDeviceToDevice);
   }
 
+  bool has(const Kernel &kernel) const override { return entry(kernel) != nullptr; }
+
   Status launch(StreamId stream, const Kernel &kernel, const void *args, size_t,
                 const std::vector<Access> &) override {
     if (Status s = check(stream); !s)
       return s;
+    if (const codegen::cuda::CudaKernelEntry *found = entry(kernel))
+      return call(found->launch(streams_[stream], args), kernel.name);
+    return Status::error(std::string("kernel '") + kernel.name + "' has no CUDA implementation");
+  }
+
+  static const codegen::cuda::CudaKernelEntry *entry(const Kernel &kernel) {
     size_t count = 0;
     const codegen::cuda::CudaKernelEntry *const *entries = codegen::cuda::cudaKernels(count);
     for (size_t i = 0; i < count; ++i)
       if (std::strcmp(entries[i]->name, kernel.name) == 0)
-        return call(entries[i]->launch(streams_[stream], args), kernel.name);
-    return Status::error(std::string("kernel '") + kernel.name + "' has no CUDA implementation");
+        return entries[i];
+    return nullptr;
   }
 
   Status beginCapture(StreamId stream) override {
