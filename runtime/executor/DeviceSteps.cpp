@@ -737,6 +737,12 @@ Status DeviceSteps::run(const StepRows &step, size_t sequences, float *hostArena
   return d.synchronize(stream_);
 }
 
+Status DeviceSteps::copyToKv(uint64_t offset, const void *host, uint64_t bytes) {
+  return device_->copyToDevice(stream_, (*layout_)(layout_->kv + offset), host, bytes);
+}
+
+Status DeviceSteps::finishCopies() { return device_->synchronize(stream_); }
+
 std::vector<DeviceSteps::LaunchInfo> DeviceSteps::launches(bool decodeBucket) const {
   std::vector<LaunchInfo> infos;
   for (const Launch &launch : decodeBucket ? decode_ : prefill_)

@@ -10,8 +10,8 @@
 //
 // This is the executor of plans whose layers live on the device: every op runs there, whatever
 // device the plan's cost model chose per op (the split plans, CPU and GPU sublayers together, are
-// executed by the CPU engine today). Session files and the synthetic KV fill read the host's KV
-// cache and are refused with a device.
+// executed by the CPU engine today). Session files read and write the host's KV cache and are
+// refused with a device.
 #pragma once
 
 #include "runtime/device/Device.h"
@@ -46,6 +46,12 @@ public:
   // engine's activation arena, which holds the plan's buffers at the plan's offsets); in an
   // argmax step each asking sequence's answer to argmax[its index in the step].
   Status run(const StepRows &step, size_t sequences, float *hostArena, int32_t *argmax);
+
+  // Copies `bytes` from the host to the device's KV arena at `offset` (the plan's KV layout, as
+  // the host's arena has it), enqueued; finishCopies waits for them. Not on the per-token path:
+  // benchmarks fill a context this way.
+  Status copyToKv(uint64_t offset, const void *host, uint64_t bytes);
+  Status finishCopies();
 
   const device::Device &device() const { return *device_; }
   size_t deviceBytes() const { return deviceBytes_; }

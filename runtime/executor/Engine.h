@@ -145,7 +145,8 @@ public:
   ThreadPool &threadPool() { return *pool_; }
   // Benchmarks only: writes positions 0..positions-1 of `slot` in every layer's K and V with
   // deterministic pseudo-random values in [-1, 1), as a prefill would have, on the engine's
-  // threads outside the profile, and marks them cached. Logits computed after this are
+  // threads outside the profile (then copied to the device's cache, with a device), and marks
+  // them cached. Logits computed after this are
   // meaningless; the work is not.
   Status fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed);
 
@@ -153,6 +154,7 @@ private:
   explicit Engine(std::shared_ptr<const Plan> plan);
   Status resolve(unsigned threads);
   Status allocateAttentionScratch();
+  Status uploadSyntheticKv(uint32_t slot, uint64_t positions);
   void groupPhases();
   static void runPhase(void *engine, size_t phase, unsigned thread, unsigned threadCount);
 

@@ -86,9 +86,6 @@ void Engine::resetProfile() {
 }
 
 Status Engine::fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed) {
-  if (device_)
-    return Status::error("a synthetic KV cache is written on the host; the engine runs on " +
-                         device_->device().name());
   if (slot >= kv_.slots())
     return Status::error("slot " + std::to_string(slot) + " is past the plan's --max-batch " +
                          std::to_string(kv_.slots()));
@@ -110,7 +107,37 @@ Status Engine::fillSyntheticKv(uint32_t slot, uint64_t positions, uint64_t seed)
   pool_->setProfile(nullptr); // not an op: the profile goes without it
   pool_->run(1, &syntheticFillPhase, &fill);
   pool_->setProfile(profile_.get());
-  return Status();
+  return device_ ? uploadSyntheticKv(slot, positions) : Status();
+}
+
+// With a device: the slot's streams as written on the host, copied to the device's KV arena at
+// the same offsets (whole blocks of positions; an int8 cache's scales too).
+Status Engine::uploadSyntheticKv(uint32_t slot, uint64_t positions) {
+  const kernels::KvCacheView &view = kv_.view();
+  const plan::KvCacheDef &kv = *plan_->def().kv_cache();
+  const auto *base = static_cast<const uint8_t *>(kv_.data());
+  const uint64_t rows = view.blocks() ? (positions + kKvBlockPositions - 1) / kKvBlockPositions *
+                                            kKvBlockPositions
+                                      : positions;
+  for (uint32_t layer = 0; layer < kv.layers(); ++layer)
+    for (uint32_t head = 0; head < kv.kv_heads(); ++head)
+      for (bool keys : {true, false}) {
+        const auto *stream =
+            static_cast<const uint8_t *>(view.at(keys, view.streamOffset(layer, slot, head)));
+        if (Status s = device_->copyToKv(static_cast<uint64_t>(stream - base), stream,
+                                         rows * view.posStride * view.elementBytes());
+            !s)
+          return s;
+        if (const float *scales = view.scales(keys)) {
+          const auto *first =
+              reinterpret_cast<const uint8_t *>(scales + view.scaleOffset(layer, slot, head, 0));
+          if (Status s = device_->copyToKv(static_cast<uint64_t>(first - base), first,
+                                           positions * sizeof(float));
+              !s)
+            return s;
+        }
+      }
+  return device_->finishCopies();
 }
 
 } // namespace hetc

@@ -118,6 +118,7 @@ struct RunArguments {
   unsigned threads = 0;
   bool noPin = false;
   std::string device = "auto"; // --device
+  bool portableKernels = false;
   bool verbose = false;
   hetc::tool::SamplingOptions sampling;
   std::vector<std::string> stops;
@@ -312,6 +313,12 @@ std::vector<std::vector<int32_t>> runSession(hetc::Engine &engine, const RunArgu
 
 // The policies the plan's tables give this run: prefill of every prompt at the longest one's
 // length, and decode of every sequence at the positions its last step attends.
+hetc::EngineOptions runEngineOptions(const RunArguments &args) {
+  hetc::EngineOptions options = hetc::tool::engineOptions(args.threads, args.noPin);
+  options.portableKernels = args.portableKernels;
+  return options;
+}
+
 std::string runPolicyText(const hetc::Engine &engine,
                           const std::vector<std::vector<int32_t>> &prompts,
                           const RunArguments &args) {
@@ -386,8 +393,7 @@ int runCommand(RunArguments args) {
   // A plan for a GPU target runs here on the CPU: said once, verbose or not.
   const hetc::GpuProbe gpu = hetc::probeGpu();
   const std::unique_ptr<hetc::Engine> created =
-      hetc::tool::createEngine(plan, hetc::tool::engineOptions(args.threads, args.noPin), gpu,
-                                 args.device);
+      hetc::tool::createEngine(plan, runEngineOptions(args), gpu, args.device);
   hetc::Engine &engine = *created;
   if (args.verbose) {
     std::fprintf(stderr, "hetc: devices: %s\n",
@@ -715,6 +721,9 @@ int runTool(int argc, char **argv) {
                   "and save it back with the prompt and generated ids")
       ->allow_extra_args(false);
   hetc::tool::addEngineOptions(*run, runArgs.threads, runArgs.noPin, runArgs.device);
+  run->add_flag("--portable-kernels", runArgs.portableKernels,
+                "The CPU's portable row-wise and attention kernels (plain C++), whose bits the "
+                "software device (--device sim) gives too, instead of the host's fastest");
   run->add_flag("--verbose", runArgs.verbose, "Threads, arena sizes and timings on stderr");
   runArgs.sampling.addTo(*run);
   run->add_option("--stop", runArgs.stops,
