@@ -18,19 +18,26 @@ or the GEMV's bf16 arithmetic). The greedy ids must be equal; the logits:
   against 0.040, and the device is the closer of the two to the f32 plan). The ids are equal but
   where the two pick differently between logits the CPU holds within that error of each other (a
   near tie: the random weights make them common); that sequence is compared up to there.
-A sim run also must print no fallback notice and report its device with --verbose.
+A sim run also must print no fallback notice and report its device with --verbose. Then hetc serve
+--device sim of the tiny f32 plan (with check_chat.py's tokenizer) answers three concurrent greedy
+completions (one continuous batch on the device) with the text hetc serve --device cpu gives.
 """
 
 import argparse
 import os
 import sys
+import threading
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_against_torch import parse_token_lines  # noqa: E402
+from check_chat import write_chat_tokenizer  # noqa: E402
 from e2e_common import (PROMPTS, CheckFailed, check_hetc_binary, export, indent,  # noqa: E402
                         main_wrapper, prompt_arg, run)
+from serve_common import Server  # noqa: E402
+
+SERVE_PROMPTS = ["Hello, world", "The quick brown fox", "a"]
 
 MAX_NEW = 6
 BOUNDS = ["--max-batch", "4", "--max-seq", "96"]
@@ -127,10 +134,51 @@ def check(a):
             summary.append(f"{tag}: logits within {worst:.3g} of the CPU's (bf16's own error here: "
                            f"{format_error:.3g}); ids equal" +
                            (f" up to a near tie in {ties} sequence(s)" if ties else ""))
+    check_serve(a)
     for line in summary:
         print(line)
     print(f"OK: {len(summary)} spr-h100 plans run every op on the software device with the CPU's "
           "greedy ids (bf16: up to near ties) and logits (f32 and integer plans: its bits)")
+
+
+def completions(a, plan, device):
+    """The texts of SERVE_PROMPTS from hetc serve --device DEVICE, asked at once."""
+    server = Server(a.hetc, plan, "--device", device, "--threads", "1")
+    texts = [None] * len(SERVE_PROMPTS)
+    errors = []
+
+    def ask(i):
+        try:
+            response = server.post_json("/v1/completions", {"prompt": SERVE_PROMPTS[i],
+                                                            "max_tokens": 10, "temperature": 0})
+            texts[i] = response["choices"][0]["text"]
+        except Exception as e:  # noqa: BLE001 - reported below, with the server's log
+            errors.append(f"{SERVE_PROMPTS[i]!r}: {e}")
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(SERVE_PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    server.stop()
+    if errors:
+        raise CheckFailed(f"hetc serve --device {device}: " + "; ".join(errors))
+    return texts
+
+
+def check_serve(a):
+    model_dir = os.path.join(a.workdir, "serve")
+    onnx_path = export("tiny", model_dir, seed=0)
+    write_chat_tokenizer(model_dir)
+    plan = os.path.join(a.workdir, "serve.hplan")
+    run([a.hetc, "compile", onnx_path, "--target", "spr-h100", *BOUNDS, "--weights", "f32", "-o",
+         plan], "hetc compile (serve)")
+    cpu, sim = completions(a, plan, "cpu"), completions(a, plan, "sim")
+    if cpu != sim:
+        raise CheckFailed(f"hetc serve --device sim answered {sim}, --device cpu {cpu}")
+    if not all(sim):
+        raise CheckFailed(f"hetc serve answered an empty completion: {sim}")
+    print(f"hetc serve --device sim: the CPU's {len(sim)} greedy completions")
 
 
 def main():
