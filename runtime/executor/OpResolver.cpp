@@ -136,8 +136,9 @@ void OpResolver::forgetConvertedRowsWrittenBy(const plan::OpDef &op) {
 Status OpResolver::resolve(uint32_t index, std::vector<ResolvedOp> &ops) {
   op_ = def_.ops()->Get(index);
   opIndex_ = index;
-  // The op's device is the one the plan's target would use; this runtime has no GPU executor and
-  // runs every op on the CPU, with the kernels a host plan gets (Devices.h says so to the user).
+  // The op's device is the one the plan's target would use; the CPU engine runs every op on the
+  // CPU, with the kernels a host plan gets (Devices.h says so to the user); DeviceSteps runs them
+  // all on a device.
   for (const OpEntry &entry : kOpEntries)
     if (entry.kind == op_->kind()) {
       if (Status s = entry.resolve(*this, ops); !s)

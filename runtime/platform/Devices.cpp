@@ -118,7 +118,7 @@ std::string gpuFallbackNotice(const Plan &plan, const GpuProbe &probe) {
       stagePhrase(devices.decode, "decode", devices.hasStages, devices.ops) + " and " +
       stagePhrase(devices.prefill, "prefill", devices.hasStages, devices.ops) + " " + unit +
       " to the GPU (target " + devices.target + (devices.gpu.empty() ? "" : ", " + devices.gpu) +
-      "); this runtime has no GPU executor";
+      "); this runtime does not split a plan between the CPU and the GPU";
   if (probe.present())
     text += " (this host has a GPU: " + probe.describe() + ")";
   else
@@ -142,7 +142,7 @@ std::string describePlanDevices(const Plan &plan, const GpuProbe &probe) {
     text += std::to_string(devices.decode.gpuOps) + " and " +
             std::to_string(devices.prefill.gpuOps) + " of " + std::to_string(devices.ops) + " ops" +
             (devices.hasStages ? ")" : " in decode and prefill") +
-            "; run on the CPU here (no GPU executor";
+            "; run on the CPU here (no split execution";
     text += ")";
   }
   return text + "; host: " + probe.describe();

@@ -49,13 +49,13 @@ GpuProbe probeGpu(const std::string &root = "");
 
 // One line for stderr when the plan gives the GPU any op, empty otherwise: "hetc: notice: plan
 // assigns 8 of 12 decode and 12 of 12 prefill sublayers to the GPU (target spr-h100, NVIDIA H100
-// 80GB PCIe); this runtime has no GPU executor and this host has no GPU (no /dev/nvidia0, no
+// 80GB PCIe); this runtime does not split a plan between the CPU and the GPU and this host has no GPU (no /dev/nvidia0, no
 // libcuda.so.1): running every op on the CPU".
 std::string gpuFallbackNotice(const Plan &plan, const GpuProbe &probe);
 
 // The same facts in full, for --verbose and reports, whatever the plan assigns: "target spr-h100
 // (NVIDIA H100 80GB PCIe): GPU for 8 of 12 decode and 12 of 12 prefill sublayers (20 and 24 of
-// 27 ops); run on the CPU here (no GPU executor; host: no /dev/nvidia0, no libcuda.so.1)".
+// 27 ops); run on the CPU here (no split execution; host: no /dev/nvidia0, no libcuda.so.1)".
 std::string describePlanDevices(const Plan &plan, const GpuProbe &probe);
 
 } // namespace hetc

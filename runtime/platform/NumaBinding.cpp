@@ -151,7 +151,7 @@ TierNodes nodesForTier(const NumaTopology &topology, TierDef tier) {
     break;
   case TierDef::GPU:
     mapped.nodes = local;
-    mapped.note = "no GPU executor: host memory";
+    mapped.note = "the GPU tier in host memory (CPU engine)";
     break;
   case TierDef::CXL:
     for (const NumaNode &node : topology.nodes)

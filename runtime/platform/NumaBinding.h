@@ -42,7 +42,7 @@ std::vector<int> allowedCpus();
 // The nodes a tier maps to on `topology`, and why when it is not the tier's own kind of node.
 struct TierNodes {
   std::vector<int> nodes;
-  std::string note; // "this host has no CPU-less node", "no GPU executor: host memory", or empty
+  std::string note; // "this host has no CPU-less node", "the GPU tier in host memory (CPU engine)", or empty
 };
 TierNodes nodesForTier(const NumaTopology &topology, plan::TierDef tier);
 

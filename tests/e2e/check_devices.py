@@ -255,7 +255,7 @@ def check(a):
     # A device node alone (no driver library) is still no usable GPU; either way the notice names
     # what it found.
     has_node = os.path.exists("/dev/nvidia0")
-    expected = ["to the GPU (target spr-h100", "this runtime has no GPU executor",
+    expected = ["to the GPU (target spr-h100", "this runtime does not split a plan between the CPU and the GPU",
                 "running every op on the CPU",
                 "/dev/nvidia0" if has_node else "this host has no GPU (no /dev/nvidia0"]
     if has_node and "no /dev/nvidia0" in notice:

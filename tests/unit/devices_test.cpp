@@ -101,14 +101,14 @@ TEST(Devices, NoticeCountsWhatThePlanGivesTheGpu) {
   EXPECT_EQ(devices.prefill.gpuOps, 2u * 15);
   EXPECT_EQ(gpuFallbackNotice(*gpuPlan, none),
             "hetc: notice: plan assigns 8 of 12 decode and 12 of 12 prefill sublayers to the GPU "
-            "(target spr-h100, NVIDIA H100 80GB PCIe); this runtime has no GPU executor and this "
+            "(target spr-h100, NVIDIA H100 80GB PCIe); this runtime does not split a plan between the CPU and the GPU and this "
             "host has no GPU (no /dev/nvidia0, no libcuda.so.1): running every op on the CPU");
 
   ScratchDir withGpu;
   touch(withGpu.file("dev/nvidia0"));
   touch(withGpu.file("usr/lib64/libcuda.so.1"));
   const std::string present = gpuFallbackNotice(*gpuPlan, probeGpu(withGpu.path()));
-  EXPECT_THAT(present, HasSubstr("this runtime has no GPU executor (this host has a GPU: "));
+  EXPECT_THAT(present, HasSubstr("this runtime does not split a plan between the CPU and the GPU (this host has a GPU: "));
   EXPECT_THAT(present, Not(HasSubstr("no GPU (")));
   EXPECT_THAT(present, HasSubstr("running every op on the CPU"));
 

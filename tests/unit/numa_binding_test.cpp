@@ -52,7 +52,7 @@ TEST(NumaBinding, OneNodeTakesEveryTier) {
   EXPECT_EQ(cxl.note, "this host has no CPU-less node");
   const TierNodes gpu = nodesForTier(one, TierDef::GPU);
   EXPECT_THAT(gpu.nodes, ElementsAre(0));
-  EXPECT_EQ(gpu.note, "no GPU executor: host memory");
+  EXPECT_EQ(gpu.note, "the GPU tier in host memory (CPU engine)");
   EXPECT_EQ(describeTopology(one), "1 NUMA node (node 0: 24.0 GiB)");
 }
 

@@ -233,7 +233,7 @@ Json policyJson(const Engine &engine, const DecodeBenchReport &r) {
                                                r.batch, decodeLen(r))}};
 }
 
-// "...; run on the CPU here (no GPU executor)" for a plan with a table.
+// "...; run on the CPU here (no split execution)" for a plan with a table.
 std::string policyLine(const Engine &engine, const DecodeBenchReport &r) {
   return policyLookupText(engine.policyTables(), plan::StageDef::Decode, r.batch, decodeLen(r)) +
          (engine.policyTables().empty() ? "" : policyRanOn(engine));

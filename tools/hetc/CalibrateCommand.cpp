@@ -1,6 +1,6 @@
 // hetc calibrate: the figures the cost model reads for a CPU, measured on this machine with the
 // runtime's own probe and kernels, for 1, 2, 4, ... threads up to all of them, and the
-// all-thread figures written as the target "host" (CPU only: this runtime has no GPU executor to
+// all-thread figures written as the target "host" (CPU only: no GPU kernel of this runtime has run to
 // measure). What cannot be measured without root (the DIMMs' channels and speed) is left out or
 // stands in with its source saying so.
 #include "CalibrateCommand.h"
@@ -331,7 +331,7 @@ int calibrateCommand(const CalibrateArguments &args) {
   target["name"] = compiler::kHostTarget;
   target["description"] =
       "This machine (" + model + ", " + std::to_string(most) +
-      " threads) as hetc calibrate measured it: CPU only (this runtime has no GPU executor)";
+      " threads) as hetc calibrate measured it: CPU only (no GPU measured)";
   Json cpu;
   cpu["model"] = figure(model, "/proc/cpuinfo model name");
   cpu["cores"] = figure(most, "threads this process may run on, every one measured");

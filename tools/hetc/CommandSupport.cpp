@@ -98,7 +98,7 @@ std::string describeEngineDevices(const Engine &engine, const GpuProbe &gpu) {
 
 std::string policyRanOn(const Engine &engine) {
   return engine.deviceSteps() ? "; every op on " + engine.deviceSteps()->device().name()
-                              : "; run on the CPU here (no GPU executor)";
+                              : "; run on the CPU here (no split execution)";
 }
 
 // "5,17,42" -> {5, 17, 42}. Ids are non-negative decimal integers that fit in int32; whether they

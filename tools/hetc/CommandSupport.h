@@ -46,7 +46,7 @@ std::unique_ptr<Engine> createEngine(std::shared_ptr<const Plan> plan, EngineOpt
 std::string ranOn(const Engine &engine);
 // describePlanDevices, or with a device "every op on <DeviceSteps::describe()>".
 std::string describeEngineDevices(const Engine &engine, const GpuProbe &gpu);
-// "; run on the CPU here (no GPU executor)" or "; every op on <device>", after a policy lookup.
+// "; run on the CPU here (no split execution)" or "; every op on <device>", after a policy lookup.
 std::string policyRanOn(const Engine &engine);
 
 } // namespace hetc::tool

@@ -376,7 +376,7 @@ void printDevicePlan(const Plan &plan, std::ostream &os) {
   const std::string notice = gpuFallbackNotice(plan, probe);
   os << "  on this host: "
      << (notice.empty() ? "every op is assigned to the CPU"
-                        : "this runtime has no GPU executor and runs every op on the CPU")
+                        : "this runtime does not split a plan between the CPU and the GPU and runs every op on the CPU (hetc run --device sim or cuda runs them all on one device)")
      << "; " << (probe.present() ? "a GPU is present (" : "no GPU (") << probe.describe() << ")\n";
 }
 
