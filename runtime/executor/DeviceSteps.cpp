@@ -102,6 +102,7 @@ private:
     return {weight(position), weightBytes(position), false};
   }
   Access stepAccess() const { return {layout_(layout_.step), layout_.stepBytes, false}; }
+  uint64_t maxRows() const { return def_.bounds()->max_step_tokens(); }
   Access kvAccess(bool write) const {
     return {layout_(layout_.kv), def_.kv_cache()->arena_size(), write};
   }
@@ -180,6 +181,7 @@ Status OpLaunches::embedding() {
   a.tokens = at<const int32_t>(layout_(layout_.tokens));
   a.positions = at<const uint32_t>(layout_(layout_.positions));
   a.rows = layout_.rowCount();
+  a.maxRows = maxRows();
   a.table = at<const void>(weight(0));
   a.tableBytes = weightBytes(0);
   a.packedLayout = table.layout() == WeightLayoutDef::RowMajor ? 0 : uint8_t(table.layout());
@@ -213,6 +215,7 @@ Status OpLaunches::norm(bool rms) {
   a.group = tensor(0).shape()->Get(0);
   a.rms = rms;
   a.rows = layout_.rowCount();
+  a.maxRows = maxRows();
   std::vector<Access> accesses = {stepAccess(), access(in, false), access(out, true),
                                   weightAccess(0)};
   if (rms) {
@@ -243,6 +246,7 @@ Status OpLaunches::rope() {
   a.invFreq = at<const float>(weight(0));
   a.positions = at<const uint32_t>(layout_(layout_.positions));
   a.rows = layout_.rowCount();
+  a.maxRows = maxRows();
   push(OpKind::Rope, device::kRope, a, {stepAccess(), access(x, true), weightAccess(0)});
   return Status();
 }
@@ -338,6 +342,7 @@ Status OpLaunches::elementwise(cuda::ElementwiseKind kind, uint8_t function) {
   a.yStride = stride(out);
   a.cols = out.cols();
   a.rows = layout_.rowCount();
+  a.maxRows = maxRows();
   std::vector<Access> accesses = {stepAccess(), access(first, false), access(out, true)};
   if (kind != cuda::ElementwiseKind::Activation) {
     const plan::BufferDef &second = buffer(1, true);
@@ -466,9 +471,8 @@ Status OpLaunches::linear() {
     a.residualStride = stride(residual);
     epilogue.push_back(access(residual, false));
   }
-  const uint64_t maxRows = def_.bounds()->max_step_tokens();
   if (Status s = linearLaunches(OpKind::Linear, rows(in), stride(in), access(in, false),
-                                layout_.rowCount(), maxRows, a, std::move(epilogue),
+                                layout_.rowCount(), maxRows(), a, std::move(epilogue),
                                 access(out, true));
       !s)
     return s;
@@ -488,6 +492,7 @@ Status OpLaunches::linear() {
   g.yStride = stride(out);
   g.cols = out.cols();
   g.rows = layout_.rowCount();
+  g.maxRows = maxRows();
   push(OpKind::SwiGlu, device::kElementwise, g,
        {stepAccess(), access(other, false), access(out, true)});
   return Status();
@@ -505,6 +510,7 @@ Status OpLaunches::lmHead() {
   gather.xStride = stride(in);
   gather.sourceRows = at<const uint32_t>(layout_(layout_.sourceRows));
   gather.count = layout_.logitsCount();
+  gather.maxCount = maxBatch;
   gather.y = at<float>(layout_(layout_.lmRows));
   gather.yStride = layout_.lmRowsStride;
   gather.cols = in.cols();

@@ -6,6 +6,8 @@
 #include "LongTailedRandom.h"
 
 #include "codegen/cpu/linear/LinearInt8.h"
+#include "codegen/cpu/vector/Kernels.h"
+#include "codegen/cuda/rows/RowMath.h"
 #include "runtime/device/DeviceLoader.h"
 #include "runtime/device/SimDevice.h"
 #include "runtime/device/kernels/DeviceKernels.h"
@@ -238,6 +240,62 @@ TEST(DeviceLoader, SaysWhyThereIsNoCudaDevice) {
     GTEST_SKIP() << "this host has a GPU: " << (*cuda)->name();
   EXPECT_EQ(cuda.message().rfind("no CUDA device: ", 0), 0u) << cuda.message();
   EXPECT_EQ(cuda.message().find('\n'), std::string::npos) << cuda.message();
+}
+
+// The CUDA row kernels' per-element arithmetic (RowMath.h), compiled for the host, gives the
+// portable CPU kernels' bits: each activation, RoPE's rotation, the soft-cap and the first
+// maximum (ties included) on long-tailed random data.
+TEST(DeviceKernels, RowMathGivesThePortableKernelsBits) {
+  test::LongTailedRandom random(5);
+  const std::vector<float> x = random.vector(4096), up = random.vector(4096);
+  for (uint8_t f = 0; f < 4; ++f) {
+    const auto function = static_cast<kernels::ActivationFunction>(f);
+    std::vector<float> cpu(x.size()), gated(x.size());
+    kernels::activation(function, x.data(), 0, x.size(), cpu.data(), 0, 0, 1);
+    kernels::gated(function, x.data(), 0, up.data(), 0, x.size(), gated.data(), 0, 0, 1);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float y = codegen::cuda::rowActivation(f, x[i]);
+      ASSERT_EQ(std::memcmp(&y, &cpu[i], 4), 0) << "function " << int(f) << " at " << x[i];
+      const float g = y * up[i];
+      ASSERT_EQ(std::memcmp(&g, &gated[i], 4), 0) << "gated " << int(f) << " at " << x[i];
+    }
+  }
+  // RoPE: two heads of 8, rotate-half and interleaved, at a few positions.
+  for (bool interleaved : {false, true})
+    for (uint32_t position : {0u, 1u, 37u, 4095u}) {
+      const size_t headDim = 8, heads = 2, half = headDim / 2;
+      const std::vector<float> invFreq = {1.0f, 0.1f, 0.01f, 0.001f};
+      std::vector<float> cpu(x.begin(), x.begin() + heads * headDim), shared = cpu;
+      kernels::rope(cpu.data(), 0, heads, kernels::RopeForm{headDim, headDim, interleaved},
+                    invFreq.data(), &position, 0, 1);
+      for (size_t h = 0; h < heads; ++h)
+        for (size_t i = 0; i < half; ++i) {
+          const float angle = static_cast<float>(position) * invFreq[i];
+          float *xh = shared.data() + h * headDim;
+          codegen::cuda::ropeRotate(xh[interleaved ? 2 * i : i],
+                                    xh[interleaved ? 2 * i + 1 : i + half], std::cos(angle),
+                                    std::sin(angle));
+        }
+      ASSERT_EQ(std::memcmp(cpu.data(), shared.data(), cpu.size() * 4), 0);
+    }
+  std::vector<float> capped(x);
+  kernels::softCap(1.5f, capped.data(), capped.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float y = codegen::cuda::softCapOf(1.5f, x[i]);
+    ASSERT_EQ(std::memcmp(&y, &capped[i], 4), 0);
+  }
+  // The first maximum, whatever order the candidates are folded in.
+  std::vector<float> ties = {1, 3, 2, 3, -1, 3};
+  for (size_t rotation = 0; rotation < ties.size(); ++rotation) {
+    float best = -INFINITY;
+    uint32_t bestIndex = UINT32_MAX;
+    for (size_t j = 0; j < ties.size(); ++j) {
+      const uint32_t i = static_cast<uint32_t>((j + rotation) % ties.size());
+      if (codegen::cuda::beforeInArgmax(ties[i], i, best, bestIndex))
+        best = ties[i], bestIndex = i;
+    }
+    EXPECT_EQ(bestIndex, kernels::argmaxFirst(ties.data(), ties.size()));
+  }
 }
 
 } // namespace

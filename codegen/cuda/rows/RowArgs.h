@@ -4,7 +4,8 @@
 // (none yet: the CUDA device refuses a plan that needs one, naming it).
 //
 // Pointers are device addresses. Rows are the step's: row t at data + t * stride (floats), for
-// t < *rows, the count the step block holds (so one captured graph serves every step).
+// t < *rows, the count the step block holds (so one captured graph serves every step); maxRows,
+// the most a step has, sizes a CUDA launch's grid when it is captured.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ struct EmbeddingArgs {
   const int32_t *tokens = nullptr;
   const uint32_t *positions = nullptr;
   const uint32_t *rows = nullptr;
+  uint64_t maxRows = 0;
   const void *table = nullptr;
   uint64_t tableBytes = 0;
   uint8_t packedLayout = 0; // 0: f32 row-major
@@ -44,6 +46,7 @@ struct NormArgs {
   float *y = nullptr;
   uint64_t yStride = 0;
   const uint32_t *rows = nullptr;
+  uint64_t maxRows = 0;
 };
 
 // RoPE in place on `heads` heads of each row at the row's position (kernels::rope's arithmetic).
@@ -55,6 +58,7 @@ struct RopeArgs {
   const float *invFreq = nullptr; // [rotaryDim / 2]
   const uint32_t *positions = nullptr;
   const uint32_t *rows = nullptr;
+  uint64_t maxRows = 0;
 };
 
 // Elementwise over `cols` columns of each row: y = a + b (Add), y = f(a) * b (Gated: a the gate),
@@ -72,6 +76,7 @@ struct ElementwiseArgs {
   uint64_t yStride = 0;
   uint64_t cols = 0;
   const uint32_t *rows = nullptr;
+  uint64_t maxRows = 0;
 };
 
 // The lm_head's rows: y[i] = x[sourceRows[i]] for i < *count (the sequences asking for logits).
@@ -80,6 +85,7 @@ struct GatherRowsArgs {
   uint64_t xStride = 0;
   const uint32_t *sourceRows = nullptr;
   const uint32_t *count = nullptr;
+  uint64_t maxCount = 0;
   float *y = nullptr;
   uint64_t yStride = 0;
   uint64_t cols = 0;
@@ -100,7 +106,7 @@ struct LogitsArgs {
   uint64_t outStride = 0;
   const uint32_t *argmaxStep = nullptr;
   int32_t *argmax = nullptr;
-  uint64_t maxBatch = 0;
+  uint64_t maxBatch = 0; // argmax's length and the most rows *count gives
 };
 
 } // namespace hetc::codegen::cuda
