@@ -1,5 +1,8 @@
 #include "runtime/executor/DeviceSteps.h"
 
+#include "runtime/executor/OpResolver.h"
+#include "runtime/kv/KvCache.h"
+
 #include "runtime/device/kernels/DeviceKernels.h"
 #include "runtime/format/Format.h"
 #include "runtime/format/WeightLayout.h"
@@ -241,7 +244,7 @@ Status OpLaunches::rope() {
   a.xStride = stride(x);
   a.heads = params->heads();
   a.headDim = params->head_dim();
-  a.rotaryDim = params->rotary_dim() == 0 ? params->head_dim() : params->rotary_dim();
+  a.rotaryDim = ropeForm(params->head_dim(), params->rotary_dim(), false).rotaryDim;
   a.interleaved = params->interleaved();
   a.invFreq = at<const float>(weight(0));
   a.positions = at<const uint32_t>(layout_(layout_.positions));
@@ -257,9 +260,7 @@ cuda::KvCacheArgs kvCacheArgs(const plan::KvCacheDef &kv, DevicePtr arena) {
   c.bytes = kv.arena_size();
   c.keys = at<void>(arena + kv.k_offset());
   c.values = at<void>(arena + kv.v_offset());
-  c.element = static_cast<uint8_t>(kv.dtype() == plan::DTypeDef::BF16   ? kernels::KvElement::Bf16
-                                   : kv.dtype() == plan::DTypeDef::INT8 ? kernels::KvElement::Int8
-                                                                        : kernels::KvElement::F32);
+  c.element = static_cast<uint8_t>(kvElementOf(kv.dtype()));
   c.layerStride = kv.layer_stride();
   c.slotStride = kv.slot_stride();
   c.headStride = kv.head_stride();
@@ -304,8 +305,7 @@ Status OpLaunches::attention() {
                                         access(v, false), kvAccess(true)};
   if (params->rope()) {
     append.invFreq = at<const float>(weight(0));
-    append.rotaryDim = params->rope_rotary_dim() == 0 ? params->head_dim()
-                                                      : params->rope_rotary_dim();
+    append.rotaryDim = ropeForm(params->head_dim(), params->rope_rotary_dim(), false).rotaryDim;
     append.interleaved = params->rope_interleaved();
     appendAccesses.push_back(access(q, true));
     appendAccesses.push_back(weightAccess(0));

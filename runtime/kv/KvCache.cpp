@@ -32,9 +32,7 @@ Status KvCache::map(const plan::KvCacheDef &kv, const NumaTopology &topology,
   auto *base = static_cast<uint8_t *>(data_);
   view_.keys = base + kv.k_offset();
   view_.values = base + kv.v_offset();
-  view_.element = kv.dtype() == plan::DTypeDef::BF16   ? kernels::KvElement::Bf16
-                  : kv.dtype() == plan::DTypeDef::INT8 ? kernels::KvElement::Int8
-                                                       : kernels::KvElement::F32;
+  view_.element = kvElementOf(kv.dtype());
   view_.layerStride = kv.layer_stride();
   view_.slotStride = kv.slot_stride();
   view_.headStride = kv.head_stride();

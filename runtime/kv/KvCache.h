@@ -17,6 +17,13 @@
 namespace hetc {
 
 
+// The kernels' element type of a KV cache dtype (the loader admits F32, BF16 and INT8).
+inline kernels::KvElement kvElementOf(plan::DTypeDef dtype) {
+  return dtype == plan::DTypeDef::BF16   ? kernels::KvElement::Bf16
+         : dtype == plan::DTypeDef::INT8 ? kernels::KvElement::Int8
+                                         : kernels::KvElement::F32;
+}
+
 class KvCache {
 public:
   KvCache() = default;

@@ -7,6 +7,7 @@
 // launches a step makes follow the row bucket.
 #include "EngineTestSupport.h"
 
+#include "codegen/cpu/vector/Kernels.h"
 #include "runtime/device/SimDevice.h"
 #include "runtime/executor/DeviceSteps.h"
 
@@ -114,14 +115,6 @@ TinyPlanShape roomy(TinyPlanShape shape) {
   return shape;
 }
 
-size_t argmaxOf(const float *row, size_t n) {
-  size_t best = 0;
-  for (size_t i = 1; i < n; ++i)
-    if (row[i] > row[best])
-      best = i;
-  return best;
-}
-
 TEST_P(EngineDeviceTest, LogitsMatchTheCpuEngine) {
   const DeviceCase &c = GetParam();
   const TinyPlanShape shape = roomy(c.shape);
@@ -149,8 +142,8 @@ TEST_P(EngineDeviceTest, LogitsMatchTheCpuEngine) {
     largest = std::max(largest, std::fabs(value));
   EXPECT_LE(worst, kBf16Bound * largest) << c.name << ": the largest logit is " << largest;
   for (size_t row = 0; row * shape.vocab < got.size(); ++row)
-    EXPECT_EQ(argmaxOf(&got[row * shape.vocab], shape.vocab),
-              argmaxOf(&expected[row * shape.vocab], shape.vocab))
+    EXPECT_EQ(kernels::argmaxFirst(&got[row * shape.vocab], shape.vocab),
+              kernels::argmaxFirst(&expected[row * shape.vocab], shape.vocab))
         << c.name << ": greedy id of logits row " << row;
 }
 

@@ -14,11 +14,6 @@ namespace {
 
 using namespace codegen::cuda;
 
-uint32_t countAt(KernelContext &context, const uint32_t *count) {
-  const uint32_t *value = viewOf(context, count, 1);
-  return value ? *value : 0;
-}
-
 // The cache's view with host addresses; false when refused.
 bool cacheView(KernelContext &context, const KvCacheArgs &a, kernels::KvCacheView &view) {
   uint8_t *base = viewOf(context, a.arena, a.bytes);

@@ -49,6 +49,11 @@ template <typename T> T *viewOf(KernelContext &context, T *pointer, uint64_t cou
   return static_cast<T *>(
       context.view(DevicePtr{reinterpret_cast<uint64_t>(pointer)}, count * sizeof(T)));
 }
+// The count at `count` (a step block field), or 0 when its view is refused.
+inline uint32_t countAt(KernelContext &context, const uint32_t *count) {
+  const uint32_t *value = viewOf(context, count, 1);
+  return value ? *value : 0;
+}
 // `rows` rows of `cols` floats `stride` apart.
 inline uint64_t rowFloats(uint64_t rows, uint64_t stride, uint64_t cols) {
   return rows == 0 ? 0 : (rows - 1) * stride + cols;

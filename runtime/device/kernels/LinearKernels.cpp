@@ -16,11 +16,6 @@ namespace {
 
 using namespace codegen::cuda;
 
-uint32_t countAt(KernelContext &context, const uint32_t *count) {
-  const uint32_t *value = viewOf(context, count, 1);
-  return value ? *value : 0;
-}
-
 void quantizeRowsSim(KernelContext &context, const void *raw) {
   const auto &a = *static_cast<const QuantizeRowsArgs *>(raw);
   const uint32_t rows = countAt(context, a.rows);

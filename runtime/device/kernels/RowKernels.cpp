@@ -11,12 +11,6 @@ namespace {
 
 using namespace codegen::cuda;
 
-// The count at `count` (a step block field), or 0 when its view is refused.
-uint32_t countAt(KernelContext &context, const uint32_t *count) {
-  const uint32_t *value = viewOf(context, count, 1);
-  return value ? *value : 0;
-}
-
 void embeddingSim(KernelContext &context, const void *raw) {
   const auto &a = *static_cast<const EmbeddingArgs *>(raw);
   const uint32_t rows = countAt(context, a.rows);
