@@ -30,18 +30,13 @@ class Evaluator {
 public:
   Evaluator(OnnxNodeOp op) : op_(op) {}
 
-  // The folded value of the node's single result, if it can be computed.
-  std::optional<Tensor> run() {
-    if (op_->getNumResults() != 1 || op_->getNumOperands() == 0)
+  // The folded values of the node's results, if they can be computed.
+  std::optional<SmallVector<Tensor>> run() {
+    if (op_->getNumResults() == 0 || op_->getNumOperands() == 0)
       return std::nullopt;
-    StringRef type = op_.getOpType();
-    if (type == "Shape")
-      return shape();
-    if (type == "Size")
-      return sizeOf();
-    if ((type == "Gather" || type == "Slice") && producer(op_->getOperand(0), "Shape"))
-      if (auto folded = partialShape())
-        return folded;
+    if (op_->getNumResults() == 1)
+      if (std::optional<Tensor> folded = fromDimensions())
+        return SmallVector<Tensor>{std::move(*folded)};
     SmallVector<Tensor> in;
     for (Value v : op_->getOperands()) {
       if (isa<NoneType>(v.getType())) {
@@ -56,10 +51,22 @@ public:
         return std::nullopt;
       in.push_back(std::move(*t));
     }
-    return evaluateNode(op_, in);
+    return evaluateNodeResults(op_, in);
   }
 
 private:
+  // Shape, Size, and Gather or Slice of a Shape: what the operand's static dimensions tell.
+  std::optional<Tensor> fromDimensions() {
+    StringRef type = op_.getOpType();
+    if (type == "Shape")
+      return shape();
+    if (type == "Size")
+      return sizeOf();
+    if ((type == "Gather" || type == "Slice") && producer(op_->getOperand(0), "Shape"))
+      return partialShape();
+    return std::nullopt;
+  }
+
   std::optional<Tensor> shapeFrom(ArrayRef<int64_t> dims) {
     for (int64_t d : dims)
       if (ShapedType::isDynamic(d))
@@ -207,13 +214,15 @@ struct FoldConstantsPass : public hetc::impl::FoldConstantsBase<FoldConstantsPas
       }
       if (Type refined = refinedType(op))
         op->getResult(0).setType(refined);
-      std::optional<Tensor> folded = Evaluator(op).run();
+      std::optional<SmallVector<Tensor>> folded = Evaluator(op).run();
       if (!folded)
         continue;
       builder.setInsertionPoint(op);
-      DenseElementsAttr value = tensorToAttr(*folded);
-      auto constant = builder.create<ConstantOp>(op->getLoc(), value.getType(), value);
-      op->getResult(0).replaceAllUsesWith(constant.getResult());
+      for (auto [result, tensor] : llvm::zip_equal(op->getResults(), *folded)) {
+        DenseElementsAttr value = tensorToAttr(tensor);
+        auto constant = builder.create<ConstantOp>(op->getLoc(), value.getType(), value);
+        result.replaceAllUsesWith(constant.getResult());
+      }
       op->erase();
     }
     syncResultTypes(func);

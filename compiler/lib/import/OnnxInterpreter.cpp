@@ -1,5 +1,6 @@
 #include "OnnxInterpreter.h"
 
+#include "InterpreterSupport.h"
 #include "OnnxGraph.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -24,50 +25,7 @@ ScopedEvaluationBudget::ScopedEvaluationBudget(int64_t elements) : saved_(budget
   budget = elements;
 }
 ScopedEvaluationBudget::~ScopedEvaluationBudget() { budget = saved_; }
-namespace {
-
-std::optional<Tensor> tensorFromAttrImpl(DenseElementsAttr attr) {
-  auto type = dyn_cast<RankedTensorType>(attr.getType());
-  if (!type)
-    return std::nullopt;
-  Tensor t;
-  t.shape.assign(type.getShape().begin(), type.getShape().end());
-  t.elem = type.getElementType();
-  if (t.isFloat()) {
-    auto values = floatValues(attr);
-    if (!values)
-      return std::nullopt;
-    t.floats.assign(values->begin(), values->end());
-    return t;
-  }
-  auto intType = dyn_cast<IntegerType>(t.elem);
-  if (!intType)
-    return std::nullopt;
-  for (const APInt &v : attr.getValues<APInt>())
-    t.ints.push_back(intType.isUnsigned() || intType.getWidth() == 1
-                         ? static_cast<int64_t>(v.getZExtValue())
-                         : v.getSExtValue());
-  return t;
-}
-
-DenseElementsAttr tensorToAttrImpl(const Tensor &t) {
-  auto type = RankedTensorType::get(t.shape, t.elem);
-  if (auto floatType = dyn_cast<FloatType>(t.elem)) {
-    SmallVector<APFloat> values;
-    for (double v : t.floats) {
-      APFloat f(v);
-      bool lost = false;
-      f.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
-      values.push_back(f);
-    }
-    return DenseElementsAttr::get(type, values);
-  }
-  unsigned width = t.elem.getIntOrFloatBitWidth();
-  SmallVector<APInt> values;
-  for (int64_t v : t.ints)
-    values.push_back(APInt(width, static_cast<uint64_t>(v), /*isSigned=*/width > 1));
-  return DenseElementsAttr::get(type, values);
-}
+namespace interpreter {
 
 SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> strides(shape.size(), 1);
@@ -76,7 +34,6 @@ SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
   return strides;
 }
 
-// The flat index into `from` (broadcast to `to`) of the element at flat index `k` of `to`.
 int64_t broadcastIndex(int64_t k, ArrayRef<int64_t> to, ArrayRef<int64_t> from) {
   SmallVector<int64_t> toStrides = stridesOf(to), fromStrides = stridesOf(from);
   int64_t offset = static_cast<int64_t>(to.size()) - static_cast<int64_t>(from.size());
@@ -124,15 +81,88 @@ Type castTarget(MLIRContext *ctx, int64_t to) {
   }
 }
 
-int64_t normalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+Tensor castTo(const Tensor &x, Type target) {
+  Tensor out;
+  out.shape = x.shape;
+  out.elem = target;
+  out.resize(x.size());
+  const bool toFloat32 = target.isF32();
+  for (int64_t k = 0; k < x.size(); ++k) {
+    if (out.isFloat())
+      // An integer to float32 rounds once, as ONNX Runtime's cast does (not through double).
+      out.floats[k] = !x.isFloat() && toFloat32
+                          ? static_cast<double>(static_cast<float>(x.i(k)))
+                          : x.f(k);
+    else if (x.isFloat() && target.isInteger(1))
+      out.setInt(k, x.f(k) != 0.0); // any non-zero (or NaN) is true
+    else if (x.isFloat())
+      out.setInt(k, static_cast<int64_t>(std::trunc(x.f(k))));
+    else
+      out.setInt(k, x.i(k));
+  }
+  return out;
+}
+
+} // namespace interpreter
+
+using namespace interpreter;
+
+namespace {
+
+std::optional<Tensor> tensorFromAttrImpl(DenseElementsAttr attr) {
+  auto type = dyn_cast<RankedTensorType>(attr.getType());
+  if (!type)
+    return std::nullopt;
+  Tensor t;
+  t.shape.assign(type.getShape().begin(), type.getShape().end());
+  t.elem = type.getElementType();
+  if (t.isFloat()) {
+    auto values = floatValues(attr);
+    if (!values)
+      return std::nullopt;
+    t.floats.assign(values->begin(), values->end());
+    return t;
+  }
+  auto intType = dyn_cast<IntegerType>(t.elem);
+  if (!intType)
+    return std::nullopt;
+  for (const APInt &v : attr.getValues<APInt>())
+    t.ints.push_back(intType.isUnsigned() || intType.getWidth() == 1
+                         ? static_cast<int64_t>(v.getZExtValue())
+                         : v.getSExtValue());
+  return t;
+}
+
+DenseElementsAttr tensorToAttrImpl(const Tensor &t) {
+  auto type = RankedTensorType::get(t.shape, t.elem);
+  if (auto floatType = dyn_cast<FloatType>(t.elem)) {
+    SmallVector<APFloat> values;
+    for (double v : t.floats) {
+      APFloat f(v);
+      bool lost = false;
+      f.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(f);
+    }
+    return DenseElementsAttr::get(type, values);
+  }
+  unsigned width = t.elem.getIntOrFloatBitWidth();
+  SmallVector<APInt> values;
+  for (int64_t v : t.ints)
+    values.push_back(APInt(width, static_cast<uint64_t>(v), /*isSigned=*/width > 1));
+  return DenseElementsAttr::get(type, values);
+}
 
 class NodeInterpreter {
 public:
   NodeInterpreter(OnnxNodeOp op, ArrayRef<Tensor> inputs)
       : op_(op), inputs_(inputs.begin(), inputs.end()) {}
 
-  std::optional<Tensor> run() {
+  std::optional<SmallVector<Tensor>> run() {
     StringRef type = op_.getOpType();
+    if (isNnOp(type))
+      return withinBudget(evaluateNn(op_, inputs_));
+    if (op_->getNumResults() != 1)
+      return std::nullopt;
     // Only Slice (axes, steps), Squeeze and Unsqueeze (axes) and Trilu (k) have optional inputs
     // worth evaluating.
     for (auto [i, t] : llvm::enumerate(inputs_))
@@ -140,13 +170,19 @@ public:
           !((type == "Squeeze" || type == "Unsqueeze" || type == "Trilu") && i == 1))
         return std::nullopt;
     std::optional<Tensor> out = evaluate(type);
-    if (out && out->size() > evaluationBudget())
+    if (!out)
       return std::nullopt;
-    return out;
+    return withinBudget(SmallVector<Tensor>{std::move(*out)});
   }
 
 private:
   bool present(size_t i) const { return i < inputs_.size() && inputs_[i].elem; }
+
+  static std::optional<SmallVector<Tensor>> withinBudget(std::optional<SmallVector<Tensor>> out) {
+    if (out && llvm::any_of(*out, [](const Tensor &t) { return t.size() > evaluationBudget(); }))
+      return std::nullopt;
+    return out;
+  }
 
   std::optional<Tensor> evaluate(StringRef type) {
     if (inputs_.empty() || !inputs_[0].elem)
@@ -230,26 +266,7 @@ private:
     Type target = to ? castTarget(op_->getContext(), *to) : Type();
     if (!target)
       return std::nullopt;
-    const Tensor &x = inputs_[0];
-    Tensor out;
-    out.shape = x.shape;
-    out.elem = target;
-    out.resize(x.size());
-    const bool toFloat32 = target.isF32();
-    for (int64_t k = 0; k < x.size(); ++k) {
-      if (out.isFloat())
-        // An integer to float32 rounds once, as ONNX Runtime's cast does (not through double).
-        out.floats[k] = !x.isFloat() && toFloat32
-                            ? static_cast<double>(static_cast<float>(x.i(k)))
-                            : x.f(k);
-      else if (x.isFloat() && target.isInteger(1))
-        out.setInt(k, x.f(k) != 0.0); // any non-zero (or NaN) is true
-      else if (x.isFloat())
-        out.setInt(k, static_cast<int64_t>(std::trunc(x.f(k))));
-      else
-        out.setInt(k, x.i(k));
-    }
-    return out;
+    return castTo(inputs_[0], target);
   }
 
   std::optional<Tensor> unary(StringRef type) {
@@ -1017,10 +1034,20 @@ std::optional<Tensor> tensorFromAttr(DenseElementsAttr attr) { return tensorFrom
 
 DenseElementsAttr tensorToAttr(const Tensor &t) { return tensorToAttrImpl(t); }
 
-std::optional<Tensor> evaluateNode(OnnxNodeOp op, ArrayRef<Tensor> inputs) {
-  if (op->getNumResults() != 1 || inputs.size() != op->getNumOperands())
+std::optional<SmallVector<Tensor>> evaluateNodeResults(OnnxNodeOp op, ArrayRef<Tensor> inputs) {
+  if (inputs.size() != op->getNumOperands())
     return std::nullopt;
-  return NodeInterpreter(op, inputs).run();
+  std::optional<SmallVector<Tensor>> out = NodeInterpreter(op, inputs).run();
+  if (!out || out->size() != op->getNumResults())
+    return std::nullopt;
+  return out;
+}
+
+std::optional<Tensor> evaluateNode(OnnxNodeOp op, ArrayRef<Tensor> inputs) {
+  if (op->getNumResults() != 1)
+    return std::nullopt;
+  std::optional<SmallVector<Tensor>> out = evaluateNodeResults(op, inputs);
+  return out ? std::optional<Tensor>(std::move(out->front())) : std::nullopt;
 }
 
 } // namespace hetc

@@ -69,8 +69,12 @@ struct Tensor {
 std::optional<Tensor> tensorFromAttr(mlir::DenseElementsAttr attr);
 mlir::DenseElementsAttr tensorToAttr(const Tensor &t);
 
-// The value of `op`'s single result for these operand values (one per operand), if `op` is an
-// operator this interpreter knows and the inputs are valid for it.
+// The values of `op`'s results (one per result) for these operand values (one per operand), if
+// `op` is an operator this interpreter knows and the inputs are valid for it. The operators are
+// listed in docs/front-end.md.
+std::optional<llvm::SmallVector<Tensor>> evaluateNodeResults(OnnxNodeOp op,
+                                                             llvm::ArrayRef<Tensor> inputs);
+// The same for an op with a single result.
 std::optional<Tensor> evaluateNode(OnnxNodeOp op, llvm::ArrayRef<Tensor> inputs);
 
 } // namespace hetc

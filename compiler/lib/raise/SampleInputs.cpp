@@ -144,6 +144,7 @@ std::optional<Tensor> SampleEvaluator::evaluate(Value v, const Sample &s, std::s
     if (!slice.contains(&op))
       continue;
     std::optional<Tensor> out;
+    std::optional<SmallVector<Tensor>> results;
     if (auto constant = dyn_cast<ConstantOp>(op)) {
       if (auto attr = dyn_cast<DenseElementsAttr>(constant.getValue()))
         out = tensorFromAttr(attr);
@@ -165,13 +166,18 @@ std::optional<Tensor> SampleEvaluator::evaluate(Value v, const Sample &s, std::s
       SmallVector<Tensor> inputs;
       for (Value operand : node->getOperands())
         inputs.push_back(values.lookup(operand));
-      out = evaluateNode(node, inputs);
+      results = evaluateNodeResults(node, inputs);
     }
-    if (!out) {
+    if (!out && !results) {
       error = "is computed by " + describe(&op) + ", which hetc cannot evaluate" + s.described();
       return std::nullopt;
     }
-    values[op.getResult(0)] = *out;
+    // A stand-in is the op's first result; a node gives every result.
+    if (out)
+      values[op.getResult(0)] = std::move(*out);
+    else
+      for (auto [result, tensor] : llvm::zip_equal(op.getResults(), *results))
+        values[result] = std::move(tensor);
   }
   return values[v];
 }

@@ -93,8 +93,16 @@ EXACT, ULP, SUM = "exact", "ulp", "sum"
 
 
 class Case:
-    def __init__(self, op, label, inputs, attrs=None, out=None, tol=EXACT, bound=None):
+    """One node on its inputs. `results` is the node's output count (element types `types`, default
+    the compared one's), `result` the output compared; `opset` the default domain's, `domain`
+    "com.microsoft" for ONNX Runtime's contrib operators; `mlir_attrs` attributes only hetc's side
+    has (what the importer adds)."""
+
+    def __init__(self, op, label, inputs, attrs=None, out=None, tol=EXACT, bound=None, results=1,
+                 result=0, types=None, opset=17, domain="", mlir_attrs=None):
         self.op = op
+        self.results, self.result, self.types = results, result, types
+        self.opset, self.domain, self.mlir_attrs = opset, domain, mlir_attrs or {}
         self.label = label
         # numpy arrays (numpy scalars become 0-d arrays), None for an absent optional input
         self.inputs = [np.asarray(x) if isinstance(x, np.generic) else x for x in inputs]
@@ -883,6 +891,521 @@ def gen_where(rng, n):
     return cases
 
 
+# ----------------------------------------------------------------------------- reductions, norms,
+# activations, selections and ONNX Runtime's contrib ops (compiler/lib/import/OnnxInterpreterNn.cpp)
+
+EPS32 = 2.0 ** -23
+REDUCE = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
+          "ReduceL1", "ReduceL2"]
+
+
+def reduce_bound(op, x, axes, keepdims):
+    """float32's accumulation error of the reduction: n * 2**-23 * (the sum of the magnitudes)."""
+    a = np.abs(x.astype(np.float64))
+    ax = tuple(range(x.ndim)) if axes is None else tuple(int(d) % x.ndim for d in axes)
+    n = max(int(np.prod([x.shape[d] for d in ax])), 1)
+    if op in ("ReduceMax", "ReduceMin"):
+        return None
+    if op == "ReduceProd":
+        mag = np.prod(a, axis=ax, keepdims=bool(keepdims))
+    elif op in ("ReduceSumSquare", "ReduceL2"):
+        mag = np.sum(a * a, axis=ax, keepdims=bool(keepdims))
+        if op == "ReduceL2":
+            mag = np.sqrt(mag)
+    else:
+        mag = np.sum(a, axis=ax, keepdims=bool(keepdims))
+        if op == "ReduceMean":
+            mag = mag / n
+    return (n + 2) * EPS32 * mag
+
+
+def reduce_case(op, label, x, axes, keepdims, opset, noop=None, invalid=False):
+    attrs, inputs = {}, [x]
+    if keepdims is not None:
+        attrs["keepdims"] = keepdims
+    # Axes are an input from opset 13 (ReduceSum) or 18 (the others), an attribute before.
+    as_input = opset >= (13 if op == "ReduceSum" else 18)
+    if axes is not None:
+        if as_input:
+            inputs.append(np.array(axes, np.int64))
+        else:
+            attrs["axes"] = list(axes)
+    if noop is not None:
+        attrs["noop_with_empty_axes"] = noop
+    keep = 1 if keepdims is None else keepdims
+    floating = x.dtype.kind == "f"
+    bound = reduce_bound(op, x, axes if axes else None, keep) if floating and not invalid and \
+        not noop else None
+    return Case(op, label, inputs, attrs, tol=SUM if bound is not None else EXACT, bound=bound,
+                opset=opset)
+
+
+def gen_reduce(op, rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 5))
+        shp = shape(rng, rank)
+        count = int(rng.integers(1, rank + 1))
+        axes = [int(a) - (rank if rng.random() < 0.3 else 0)
+                for a in rng.choice(rank, size=count, replace=False)]
+        opset = [13, 18][k % 2]
+        x = f32(rng, shp, 1.5) if op != "ReduceProd" else rng.uniform(0.5, 1.5, shp).astype(
+            np.float32)
+        keep = [None, 0, 1][k % 3]
+        cases.append(reduce_case(op, f"random f32 {shp} axes={axes} keepdims={keep} opset {opset}",
+                                 x, axes, keep, opset))
+    cases.append(reduce_case(op, "every axis (none given)", f32(rng, (2, 3, 4)), None, 1, 17))
+    cases.append(reduce_case(op, "every axis, keepdims 0", f32(rng, (3, 4)), None, 0, 18))
+    cases.append(reduce_case(op, "empty axes with noop_with_empty_axes", f32(rng, (2, 3)), [], 1,
+                             18, noop=1))
+    if op in ("ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"):
+        x = ints(rng, (3, 4), -9, 9)
+        cases.append(reduce_case(op, "int64", x, [1], 1, 18))
+        cases.append(reduce_case(op, "int32", x.astype(np.int32), [0], 0, 18))
+    if op == "ReduceSum":
+        cases.append(reduce_case(op, "empty", np.zeros((2, 0), np.float32), [1], 1, 18))
+    cases.append(reduce_case(op, "an axis named twice (reduced once)", f32(rng, (2, 3)), [1],
+                             1, 18))
+    cases[-1].inputs[1] = np.array([1, -1], np.int64)
+    cases.append(reduce_case(op, "axis out of range (invalid)", f32(rng, (2, 3)), [2], 1, 18,
+                             invalid=True))
+    return cases
+
+
+def softmax_ref(x, axis, flatten):
+    x = x.astype(np.float64)
+    if flatten:
+        shp = x.shape
+        x = x.reshape(int(np.prod(shp[:axis])), -1)
+        axis = 1
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    s = np.sum(e, axis=axis, keepdims=True)
+    n = x.shape[axis]
+    return e / s, (x - m) - np.log(s), n
+
+
+def gen_softmax(op, rng, n):
+    log = op == "LogSoftmax"
+    cases = []
+
+    def case(label, x, axis, opset=17):
+        flatten = opset < 13
+        attrs = {} if axis is None else {"axis": axis}
+        default = 1 if flatten else -1
+        y, ly, count = softmax_ref(x, (default if axis is None else axis) % x.ndim, flatten)
+        bound = (count + 8) * EPS32 * (np.abs(ly) + np.abs(x.astype(np.float64).reshape(ly.shape))
+                                       if log else y)
+        if flatten:
+            bound = bound.reshape(x.shape)
+        return Case(op, label, [x], attrs, tol=SUM, bound=bound, opset=opset,
+                    mlir_attrs={"hetc.flattens_before_13": opset} if flatten else None)
+    for k in range(n):
+        rank = int(rng.integers(1, 5))
+        shp = shape(rng, rank, 1, 6)
+        axis = int(rng.integers(-rank, rank)) if k % 2 else None
+        cases.append(case(f"random f32 {shp} axis={axis}", f32(rng, shp, 4.0), axis))
+    cases.append(case("large logits (shifted by the max)", np.array([[1000, 999, -1000, 0]],
+                                                                    np.float32), -1))
+    cases.append(case("with -inf (a masked score)", np.array([[1.0, -np.inf, 2.0, 0.5]],
+                                                             np.float32), -1))
+    cases.append(case("opset 11, flattened from axis 1", f32(rng, (2, 3, 4)), None, opset=11))
+    cases.append(case("opset 11, axis 2 (the last)", f32(rng, (2, 3, 4)), 2, opset=11))
+    cases.append(case("opset 12, axis -2 (flattens two)", f32(rng, (2, 3, 4)), -2, opset=12))
+    return cases
+
+
+def layer_norm_ref(x, gamma, beta, axis, eps, rms):
+    x = x.astype(np.float64)
+    ax = tuple(range(axis % x.ndim, x.ndim))
+    mean = np.zeros(x.shape[:axis % x.ndim] + (1,) * len(ax)) if rms else np.mean(x, ax,
+                                                                                     keepdims=True)
+    var = np.mean((x - mean) ** 2, ax, keepdims=True)
+    inv = 1.0 / np.sqrt(var + eps)
+    xhat = (x - mean) * inv
+    y = xhat * gamma.astype(np.float64)
+    if beta is not None:
+        y = y + beta.astype(np.float64)
+    # ONNX Runtime's variance is E[x^2] - E[x]^2 in float32, which loses what the mean hides.
+    n = int(np.prod([x.shape[d] for d in ax]))
+    ms = np.mean(x * x, ax, keepdims=True)
+    rel = (n + 8) * EPS32 * (1 + ms / np.maximum(var, 1e-30))
+    bound = rel * np.abs(xhat * gamma) + 4 * EPS32 * (np.abs(beta) if beta is not None else 0)
+    return y, mean, inv, bound + 1e-6, rel
+
+
+def gen_layer_norm(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(2, 4))
+        shp = shape(rng, rank, 1, 5) + (int(rng.integers(2, 12)),)
+        axis = -1 if k % 3 else -2
+        normalized = shp[axis % len(shp):]
+        x = f32(rng, shp, 2.0) + np.float32(rng.uniform(-1, 1))
+        gamma = f32(rng, normalized, 1.0)
+        beta = f32(rng, normalized, 1.0) if k % 2 else None
+        eps = float(rng.choice([1e-5, 1e-6, 0.1]))
+        y, mean, inv, bound, rel = layer_norm_ref(x, gamma, beta, axis, eps, False)
+        inputs = [x, gamma] + ([beta] if beta is not None else [])
+        attrs = {"axis": axis, "epsilon": eps}
+        types = [np.float32] * 3
+        for r, b in ((0, bound), (1, 4 * EPS32 * np.abs(mean) + 1e-6), (2, rel * np.abs(inv))):
+            cases.append(Case("LayerNormalization", f"random {shp} axis={axis} eps={eps} "
+                              f"{'bias' if beta is not None else 'no bias'} output {r}",
+                              inputs, attrs, tol=SUM, bound=b, results=3, result=r, types=types))
+    x = f32(rng, (2, 4))
+    cases.append(Case("LayerNormalization", "gamma of the wrong length (invalid)",
+                      [x, f32(rng, (3,))], {"axis": -1}))
+    return cases
+
+
+def gen_simplified_layer_norm(rng, n):
+    cases = []
+    for k in range(n):
+        shp = shape(rng, int(rng.integers(1, 3)), 1, 4) + (int(rng.integers(2, 12)),)
+        x = f32(rng, shp, 2.0)
+        gamma = f32(rng, shp[-1:], 1.0)
+        eps = float(rng.choice([1e-5, 1e-6]))
+        y, _, inv, bound, rel = layer_norm_ref(x, gamma, None, -1, eps, True)
+        for r, b in ((0, bound), (1, rel * np.abs(inv))):
+            cases.append(Case("SimplifiedLayerNormalization", f"random {shp} eps={eps} output {r}",
+                              [x, gamma], {"axis": -1, "epsilon": eps}, tol=SUM, bound=b,
+                              results=2, result=r, types=[np.float32] * 2))
+    return cases
+
+
+def gen_skip_norm(op, rng, n):
+    rms = "Simplified" in op
+    cases = []
+    for k in range(n):
+        b, s, h = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(2, 12))
+        x, skip = f32(rng, (b, s, h), 2.0), f32(rng, (b, s, h) if k % 3 else (s, h), 2.0)
+        gamma, beta, bias = f32(rng, (h,), 1.0), f32(rng, (h,), 1.0), f32(rng, (h,), 1.0)
+        with_bias = k % 2 == 0
+        inputs = [x, skip, gamma] + ([] if rms else [beta if k % 4 < 2 else None]) + \
+            ([bias] if with_bias else [])
+        while inputs[-1] is None:
+            inputs.pop()
+        total = x.astype(np.float64) + skip + (bias if with_bias else 0)
+        used_beta = None if rms or len(inputs) < 4 or inputs[3] is None else beta
+        eps = float(rng.choice([1e-12, 1e-5]))
+        y, _, _, bound, _ = layer_norm_ref(total.astype(np.float32), gamma, used_beta, -1, eps, rms)
+        label = f"random [{b}, {s}, {h}] skip {list(skip.shape)} eps={eps} " + \
+            f"{'bias ' if with_bias else ''}{'beta' if used_beta is not None else ''}"
+        cases.append(Case(op, label + " output 0", inputs, {"epsilon": eps}, tol=SUM,
+                          bound=bound, results=4, result=0, domain="com.microsoft"))
+        cases.append(Case(op, label + " output 3 (input + skip + bias)", inputs, {"epsilon": eps},
+                          tol=SUM, bound=4 * EPS32 * np.abs(total) + 1e-7, results=4, result=3,
+                          domain="com.microsoft"))
+    return cases
+
+
+def gelu_bound(x):
+    return 16 * np.spacing(np.abs(x).astype(np.float32)).astype(np.float64) + 1e-6
+
+
+def gen_gelu(rng, n):
+    cases = []
+    for k in range(n):
+        shp = shape(rng, int(rng.integers(1, 4)))
+        x = f32(rng, shp, 3.0)
+        approx = ["none", "tanh"][k % 2]
+        cases.append(Case("Gelu", f"opset 20, approximate={approx} {shp}", [x],
+                          {"approximate": approx}, tol=SUM, bound=gelu_bound(x), opset=20))
+    x = SPECIAL.copy()
+    x = x[np.isfinite(x)]
+    cases.append(Case("Gelu", "opset 20 special values", [x], tol=SUM, bound=gelu_bound(x),
+                      opset=20))
+    x = f32(rng, (3, 5))
+    cases.append(Case("Gelu", "com.microsoft (erf)", [x], tol=SUM, bound=gelu_bound(x),
+                      domain="com.microsoft"))
+    return cases
+
+
+def gen_fast_gelu(rng, n):
+    cases = []
+    for k in range(n):
+        shp = shape(rng, int(rng.integers(1, 4)), 1, 5)
+        x = f32(rng, shp, 3.0)
+        bias = f32(rng, shp[-1:], 1.0) if k % 2 else None
+        y = x + (bias if bias is not None else 0)
+        cases.append(Case("FastGelu", f"{shp} {'with bias' if bias is not None else ''}",
+                          [x] + ([bias] if bias is not None else []), tol=SUM,
+                          bound=gelu_bound(y) + 4 * EPS32 * np.abs(y), domain="com.microsoft"))
+    return cases
+
+
+def rotary_ref(x4, pos, cos, sin, interleaved, rotary):
+    """x4 [B, N, S, H] rotated at positions pos [B, S]."""
+    x = x4.astype(np.float64)
+    out = x.copy()
+    half = rotary // 2
+    c = cos.astype(np.float64)[pos][:, None, :, :]  # [B, 1, S, half]
+    s = sin.astype(np.float64)[pos][:, None, :, :]
+    if interleaved:
+        a, b = x[..., 0:rotary:2], x[..., 1:rotary:2]
+        out[..., 0:rotary:2] = a * c - b * s
+        out[..., 1:rotary:2] = b * c + a * s
+    else:
+        a, b = x[..., :half], x[..., half:rotary]
+        out[..., :half] = a * c - b * s
+        out[..., half:rotary] = b * c + a * s
+    mag = np.abs(x).copy()
+    mag[..., :rotary] = np.abs(x[..., :rotary]) + np.roll(np.abs(x[..., :rotary]), half, -1)
+    return out, 4 * EPS32 * mag + 1e-7
+
+
+def gen_rotary(rng, n):
+    cases = []
+    for k in range(n):
+        b, s, heads, h = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 4)), \
+            2 * int(rng.integers(2, 5))
+        rotary = h if k % 3 else 2 * int(rng.integers(1, h // 2 + 1))
+        positions = 8
+        angles = np.arange(positions)[:, None] * rng.uniform(0.01, 1.0, rotary // 2)[None, :]
+        cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        interleaved = k % 2
+        x4 = f32(rng, (b, heads, s, h))
+        if k % 4 == 3:
+            start = int(rng.integers(0, positions - s + 1))
+            pos_in = np.array([start], np.int64)
+            pos = np.tile(np.arange(start, start + s), (b, 1))
+        else:
+            pos = rng.integers(0, positions, (b, s))
+            pos_in = pos.astype(np.int64)
+        y4, bound4 = rotary_ref(x4, pos, cos, sin, interleaved, rotary)
+        attrs = {"interleaved": interleaved}
+        if rotary != h:
+            attrs["rotary_embedding_dim"] = rotary
+        four_d = k % 5 == 4
+        if four_d:
+            x, bound = x4, bound4
+        else:
+            x = np.ascontiguousarray(x4.transpose(0, 2, 1, 3).reshape(b, s, heads * h))
+            bound = bound4.transpose(0, 2, 1, 3).reshape(b, s, heads * h)
+            if rotary != h or rng.random() < 0.5:
+                attrs["num_heads"] = heads
+            elif heads > 1:
+                # Without num_heads a head is what the caches rotate: all of it.
+                attrs["num_heads"] = heads
+        label = f"{'[B, N, S, H]' if four_d else '[B, S, N * H]'} b={b} s={s} heads={heads} " \
+            f"h={h} rotary={rotary} interleaved={interleaved} positions {list(pos_in.shape)}"
+        cases.append(Case("RotaryEmbedding", label, [x, pos_in, cos, sin], attrs, tol=SUM,
+                          bound=bound, domain="com.microsoft"))
+    return cases
+
+
+def gen_clip(rng, n):
+    cases = []
+    for k in range(n):
+        x = f32(rng, shape(rng, int(rng.integers(0, 3))))
+        lo = np.float32(rng.uniform(-3, 0)) if k % 3 != 1 else None
+        hi = np.float32(rng.uniform(0, 3)) if k % 3 != 2 else None
+        cases.append(Case("Clip", f"f32 min={lo} max={hi}", [x, lo, hi]))
+    cases.append(Case("Clip", "no bounds", [f32(rng, (3,))]))
+    cases.append(Case("Clip", "NaN passes", [np.array([np.nan, 1, -5], np.float32),
+                                             np.float32(-1), np.float32(1)]))
+    cases.append(Case("Clip", "min above max", [f32(rng, (5,)), np.float32(2), np.float32(-1)]))
+    cases.append(Case("Clip", "int64", [ints(rng, (6,)), np.int64(-3), np.int64(4)]))
+    return cases
+
+
+def gen_sign_isnan_isinf(op, rng, n):
+    cases = [Case(op, "special values", [SPECIAL.copy()], out=None if op == "Sign" else np.bool_)]
+    for k in range(n // 2):
+        x = f32(rng, shape(rng, int(rng.integers(0, 3))))
+        x.flat[:1] = np.inf if k % 2 else -np.inf
+        cases.append(Case(op, f"random {x.shape}", [x], out=None if op == "Sign" else np.bool_))
+    if op == "Sign":
+        cases.append(Case(op, "int64", [np.array([-5, 0, 7, I64_MIN, I64_MAX], np.int64)]))
+    if op == "IsInf":
+        for pos, neg in ((0, 1), (1, 0), (0, 0)):
+            cases.append(Case(op, f"detect_positive={pos} detect_negative={neg}",
+                              [SPECIAL.copy()], {"detect_positive": pos, "detect_negative": neg},
+                              out=np.bool_))
+    return cases
+
+
+def gen_xor(rng, n):
+    cases = []
+    for k in range(n):
+        sa, sb = broadcast_pair(rng, 3)
+        cases.append(Case("Xor", f"random {sa} {sb}", [bools(rng, sa), bools(rng, sb)]))
+    return cases
+
+
+def gen_gather_elements(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 1, 5)
+        axis = int(rng.integers(-rank, rank))
+        ishp = tuple(int(rng.integers(1, d + 1)) if i != axis % rank else int(rng.integers(1, 6))
+                     for i, d in enumerate(shp))
+        idx = rng.integers(-shp[axis], shp[axis], ishp).astype(np.int64)
+        dt = [np.float32, np.int64][k % 2]
+        cases.append(Case("GatherElements", f"random {shp} axis={axis} indices {ishp}",
+                          [random_values(rng, dt, shp), idx], {"axis": axis}))
+    cases.append(Case("GatherElements", "index out of range (invalid)",
+                      [f32(rng, (2, 3)), np.array([[0, 3]], np.int64)], {"axis": 1}))
+    return cases
+
+
+def gen_scatter_elements(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 1, 5)
+        axis = int(rng.integers(-rank, rank))
+        ishp = tuple(int(rng.integers(1, d + 1)) for d in shp)
+        reduction = ["none", "add", "mul", "max", "min"][k % 5]
+        if reduction == "none":  # distinct targets along the axis, so the order cannot matter
+            cols = ishp[axis % rank]
+            perm = np.stack([rng.permutation(shp[axis % rank])[:cols]
+                             for _ in range(int(np.prod(ishp)) // cols)])
+            idx = np.moveaxis(perm.reshape(ishp[:axis % rank] + ishp[axis % rank + 1:] + (cols,)),
+                              -1, axis % rank).astype(np.int64)
+        else:
+            idx = rng.integers(0, shp[axis], ishp).astype(np.int64)
+        dt = [np.float32, np.int64][k % 2]
+        data, upd = random_values(rng, dt, shp), random_values(rng, dt, ishp)
+        attrs = {"axis": axis}
+        if reduction != "none":
+            attrs["reduction"] = reduction
+        cases.append(Case("ScatterElements", f"random {np.dtype(dt).name} {shp} axis={axis} "
+                          f"reduction={reduction}", [data, idx, upd], attrs,
+                          opset=18 if reduction in ("max", "min") else 17))
+    return cases
+
+
+def gen_gather_nd(rng, n):
+    cases = []
+    for k in range(n):
+        batch = k % 2
+        rank = int(rng.integers(batch + 1, 4))
+        shp = shape(rng, rank, 1, 4)
+        kk = int(rng.integers(1, rank - batch + 1))
+        lead = shp[:batch] + shape(rng, int(rng.integers(0, 2)), 1, 3)
+        idx = np.stack([rng.integers(-shp[batch + d], shp[batch + d], lead)
+                        for d in range(kk)], -1).astype(np.int64)
+        cases.append(Case("GatherND", f"random {shp} indices {list(idx.shape)} batch_dims={batch}",
+                          [f32(rng, shp), idx], {"batch_dims": batch} if batch else {}))
+    return cases
+
+
+def gen_arg(op, rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 1, 5)
+        axis = int(rng.integers(-rank, rank))
+        x = ints(rng, shp, -3, 3) if k % 2 else f32(rng, shp)  # ints make ties
+        attrs = {"axis": axis, "keepdims": k % 3 != 0, "select_last_index": int(k % 4 == 1)}
+        cases.append(Case(op, f"random {x.dtype} {shp} {attrs}", [x], attrs, out=np.int64))
+    return cases
+
+
+def gen_topk(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 1, 6)
+        axis = int(rng.integers(-rank, rank))
+        kk = int(rng.integers(0, shp[axis] + 1))
+        x = ints(rng, shp, -3, 3).astype(np.float32) if k % 2 else f32(rng, shp)
+        attrs = {"axis": axis, "largest": int(k % 3 != 0)}
+        for r in (0, 1):
+            cases.append(Case("TopK", f"random {shp} k={kk} {attrs} output {r}",
+                              [x, np.array([kk], np.int64)], attrs, results=2, result=r,
+                              types=[np.float32, np.int64], out=[np.float32, np.int64][r]))
+    return cases
+
+
+def gen_cast_like(rng, n):
+    cases = []
+    pairs = [(np.float32, np.int64), (np.int64, np.float32), (np.float32, np.bool_),
+             (np.int32, np.int64), (np.bool_, np.float32)]
+    for src, dst in pairs:
+        x = random_values(rng, src, (2, 3)) * (np.float32(1.7) if src == np.float32 else 1)
+        cases.append(Case("CastLike", f"{np.dtype(src).name} like {np.dtype(dst).name}",
+                          [np.asarray(x, src), random_values(rng, dst, (1,))], out=dst))
+    return cases
+
+
+def gen_flatten(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(0, 4))
+        shp = shape(rng, rank)
+        axis = int(rng.integers(-rank, rank + 1)) if rank else 0
+        cases.append(Case("Flatten", f"random {shp} axis={axis}", [f32(rng, shp)], {"axis": axis}))
+    return cases
+
+
+def gen_dropout(rng, n):
+    x = f32(rng, (2, 3))
+    return [Case("Dropout", "inference, output 0", [x], results=2, result=0,
+                 types=[np.float32, np.bool_]),
+            Case("Dropout", "inference, mask", [x], results=2, result=1,
+                 types=[np.float32, np.bool_], out=np.bool_),
+            Case("Dropout", "ratio given, not training", [x, np.float32(0.3)])]
+
+
+def gen_split(rng, n):
+    cases = []
+    for k in range(n):
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 1, 6)
+        axis = int(rng.integers(-rank, rank))
+        dim = shp[axis]
+        pieces = int(rng.integers(1, dim + 1))
+        cuts = sorted(rng.choice(np.arange(1, dim), size=pieces - 1, replace=False)) \
+            if pieces > 1 else []
+        sizes = np.diff([0] + [int(c) for c in cuts] + [dim]).astype(np.int64)
+        x = f32(rng, shp)
+        for r in sorted({0, pieces - 1}):
+            if k % 2:
+                cases.append(Case("Split", f"opset 13 sizes {sizes.tolist()} {shp} axis={axis} "
+                                  f"piece {r}", [x, sizes], {"axis": axis}, results=pieces,
+                                  result=r))
+            else:
+                cases.append(Case("Split", f"opset 11 split attribute {sizes.tolist()} {shp} "
+                                  f"axis={axis} piece {r}", [x], {"axis": axis,
+                                                                  "split": sizes.tolist()},
+                                  results=pieces, result=r, opset=11))
+    x = f32(rng, (2, 7))
+    for r in (0, 2):
+        cases.append(Case("Split", f"opset 18 num_outputs=3 of 7, piece {r}", [x],
+                          {"axis": 1, "num_outputs": 3}, results=3, result=r, opset=18))
+        cases.append(Case("Split", f"equal pieces (none given), piece {r}", [f32(rng, (6, 2))],
+                          {}, results=3, result=r))
+    cases.append(Case("Split", "sizes that do not add up (invalid)", [x, np.array([3, 3],
+                                                                                   np.int64)],
+                      {"axis": 1}, results=2))
+    return cases
+
+
+def gen_gemm(rng, n):
+    cases = []
+    for k in range(n):
+        m, kk, nn = (int(d) for d in rng.integers(1, 6, 3))
+        ta, tb = k % 2, (k // 2) % 2
+        a = f32(rng, (kk, m) if ta else (m, kk))
+        b = f32(rng, (nn, kk) if tb else (kk, nn))
+        c_shape = [(m, nn), (nn,), (1, nn), (m, 1), ()][k % 5]
+        c = f32(rng, c_shape) if k % 6 != 5 else None
+        alpha, beta = float(rng.choice([1.0, 0.5, -2.0])), float(rng.choice([1.0, 0.25]))
+        a64 = (a.T if ta else a).astype(np.float64)
+        b64 = (b.T if tb else b).astype(np.float64)
+        mag = np.abs(alpha) * (np.abs(a64) @ np.abs(b64)) + \
+            (np.abs(beta) * np.abs(c.astype(np.float64)) if c is not None else 0)
+        attrs = {"transA": ta, "transB": tb, "alpha": alpha, "beta": beta}
+        cases.append(Case("Gemm", f"random {m}x{kk}x{nn} C {c_shape if c is not None else None} "
+                          f"{attrs}", [a, b] + ([c] if c is not None else []), attrs, tol=SUM,
+                          bound=(kk + 3) * EPS32 * mag))
+    return cases
+
+
 GENERATORS = {op: (lambda op: lambda rng, n: gen_unary(op, rng, n))(op) for op in UNARY_FLOAT}
 GENERATORS.update({op: (lambda op: lambda rng, n: gen_arith(op, rng, n))(op) for op in ARITH})
 GENERATORS.update({op: (lambda op: lambda rng, n: gen_compare(op, rng, n))(op) for op in COMPARE})
@@ -897,6 +1420,22 @@ GENERATORS.update({
     "Reshape": gen_reshape, "ScatterND": gen_scatter_nd, "Shape": gen_shape, "Size": gen_size,
     "Slice": gen_slice, "Squeeze": gen_squeeze, "Tile": gen_tile, "Transpose": gen_transpose,
     "Trilu": gen_trilu, "Unsqueeze": gen_unsqueeze, "Where": gen_where,
+})
+GENERATORS.update({op: (lambda op: lambda rng, n: gen_reduce(op, rng, n))(op) for op in REDUCE})
+GENERATORS.update({op: (lambda op: lambda rng, n: gen_softmax(op, rng, n))(op)
+                   for op in ("Softmax", "LogSoftmax")})
+GENERATORS.update({op: (lambda op: lambda rng, n: gen_skip_norm(op, rng, n))(op)
+                   for op in ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization")})
+GENERATORS.update({op: (lambda op: lambda rng, n: gen_sign_isnan_isinf(op, rng, n))(op)
+                   for op in ("Sign", "IsNaN", "IsInf")})
+GENERATORS.update({op: (lambda op: lambda rng, n: gen_arg(op, rng, n))(op)
+                   for op in ("ArgMax", "ArgMin")})
+GENERATORS.update({
+    "LayerNormalization": gen_layer_norm, "SimplifiedLayerNormalization": gen_simplified_layer_norm,
+    "Gelu": gen_gelu, "FastGelu": gen_fast_gelu, "RotaryEmbedding": gen_rotary, "Clip": gen_clip,
+    "Xor": gen_xor, "GatherElements": gen_gather_elements, "GatherND": gen_gather_nd,
+    "ScatterElements": gen_scatter_elements, "TopK": gen_topk, "CastLike": gen_cast_like,
+    "Flatten": gen_flatten, "Dropout": gen_dropout, "Split": gen_split, "Gemm": gen_gemm,
 })
 
 # ----------------------------------------------------------------------------- ONNX side
@@ -916,10 +1455,15 @@ def onnx_model(case):
     attrs = {}
     for k, v in case.attrs.items():
         attrs[k] = numpy_helper.from_array(v, k) if isinstance(v, np.ndarray) else v
-    node = helper.make_node(case.op, names, ["out"], name=case.op, **attrs)
+    outputs = ["out" if r == case.result else f"unused{r}" for r in range(case.results)]
+    node = helper.make_node(case.op, names, outputs, name=case.op, domain=case.domain or None,
+                            **attrs)
     out = helper.make_tensor_value_info("out", TYPES[case.out_dtype()][0], None)
     graph = helper.make_graph([node], case.id, infos, [out])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    opsets = [helper.make_opsetid("", case.opset)]
+    if case.domain:
+        opsets.append(helper.make_opsetid(case.domain, 1))
+    model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     return model, feeds
 
@@ -1009,13 +1553,18 @@ def mlir_case(case):
             lines.append(f"  %in{i} = hetc.constant {mlir_dense(x)} : {types[-1]}")
         operands.append(f"%in{i}")
     attrs = f'node_name = "{case.op}"'
-    if case.attrs:
-        attrs += ", onnx_attrs = {" + ", ".join(f"{k} = {mlir_attr(v)}"
-                                                for k, v in case.attrs.items()) + "}"
+    all_attrs = dict(case.attrs, **case.mlir_attrs)
+    if all_attrs:
+        attrs += ", onnx_attrs = {" + ", ".join(
+            f"{json.dumps(k) if '.' in k else k} = {mlir_attr(v)}" for k, v in all_attrs.items()) + "}"
     out_type = f"tensor<*x{TYPES[case.out_dtype()][1]}>"
-    lines.append(f'  %r = hetc.onnx.node "{case.op}"({", ".join(operands)}) {{{attrs}}} : '
-                 f'({", ".join(types)}) -> {out_type}')
-    lines.append(f"  return %r : {out_type}")
+    result_types = [f"tensor<*x{TYPES[np.dtype(t)][1]}>" for t in case.types] if case.types \
+        else [out_type] * case.results
+    result_types[case.result] = out_type
+    results = f"%r:{case.results}" if case.results > 1 else "%r"
+    lines.append(f'  {results} = hetc.onnx.node "{case.op}"({", ".join(operands)}) {{{attrs}}} : '
+                 f'({", ".join(types)}) -> ({", ".join(result_types)})')
+    lines.append(f"  return %r{f'#{case.result}' if case.results > 1 else ''} : {out_type}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

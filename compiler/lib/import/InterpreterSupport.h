@@ -1,0 +1,34 @@
+// What the interpreter's two halves share (OnnxInterpreter.cpp: shapes, element movement and
+// arithmetic; OnnxInterpreterNn.cpp: reductions, normalizations, softmax, activations,
+// selections and ONNX Runtime's contrib operators).
+#pragma once
+
+#include "OnnxInterpreter.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <optional>
+
+namespace hetc::interpreter {
+
+// Row-major strides of `shape`, in elements.
+llvm::SmallVector<int64_t> stridesOf(llvm::ArrayRef<int64_t> shape);
+// The flat index into `from` (broadcast to `to`) of the element at flat index `k` of `to`.
+int64_t broadcastIndex(int64_t k, llvm::ArrayRef<int64_t> to, llvm::ArrayRef<int64_t> from);
+// numpy's broadcast of two shapes, if they broadcast.
+std::optional<llvm::SmallVector<int64_t>> broadcastShape(llvm::ArrayRef<int64_t> a,
+                                                         llvm::ArrayRef<int64_t> b);
+inline int64_t normalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+// The element type ONNX's `to` (Cast's attribute, TensorProto's data type) names, or null.
+mlir::Type castTarget(mlir::MLIRContext *ctx, int64_t to);
+// `x` converted to element type `target` as ONNX's Cast does.
+Tensor castTo(const Tensor &x, mlir::Type target);
+
+// Whether OnnxInterpreterNn.cpp evaluates `type`.
+bool isNnOp(llvm::StringRef type);
+// Its results, one per result of `op` (a trailing optional output the node does not have is not
+// computed), if the inputs are valid for it. Absent optional inputs have a null `elem`.
+std::optional<llvm::SmallVector<Tensor>> evaluateNn(OnnxNodeOp op, llvm::ArrayRef<Tensor> inputs);
+
+} // namespace hetc::interpreter
