@@ -173,10 +173,17 @@ CHOICES: Dict[str, Dict[str, str]] = {
         "additive_float": "float buffer of 0 and the mask value above the diagonal (a weight of the "
                           "file), its [k - q : k, :k] block added to the scores",
     },
+    # Read by mask=bias_buffer with mask_buffer=bool and a mask value of finfo.min or -inf only
+    # (a -1e4 fill divided by the scale would no longer hide a score); drawn last.
+    "scale_site": {
+        "scores": "the scale where the scores spelling puts it",
+        "after_causal": "GPT-J's _attn: torch.where(bias, matmul(q, k^T), min) / sqrt(D), then the "
+                        "padding added",
+    },
 }
 
 # Drawn after the mask value is fixed for the mask style, in this order.
-LATE_CHOICES = ("mask_buffer",)
+LATE_CHOICES = ("mask_buffer", "scale_site")
 
 # Mask values each mask style takes: scatter_padding multiplies the mask by 0/1 (-inf * 0 is NaN),
 # so, as transformers, only finite values.
@@ -530,7 +537,14 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
             return F.softmax(w, dim=-1)
         return F.softmax(w.float(), dim=-1).type_as(q)
 
-    def masked(self, w, mask, q_len_kv_len):
+    def scale_after_causal(self) -> bool:
+        sp = self.sp
+        return (sp["scale_site"] == "after_causal" and sp["mask"] == "bias_buffer" and
+                sp["mask_buffer"] == "bool" and sp["mask_value"] != "-10000")
+
+    def masked(self, w, mask, q_len_kv_len, scale=None):
+        """The scores w with the mask applied; with `scale`, unscaled scores divided by it after
+        the causal buffer and before the padding (scale_site=after_causal)."""
         sp = self.sp
         if sp["mask"] == "bias_buffer":
             query_length, key_length = q_len_kv_len
@@ -540,6 +554,8 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
             else:
                 mask_value = torch.full([], self.mask_value, dtype=w.dtype)
                 w = torch.where(causal_mask, w, mask_value)
+            if scale is not None:
+                w = w / scale
             w = w + mask  # the padding, [batch, 1, 1, total]
         elif sp["mask"] in ("triu", "scatter_padding"):
             w = w + mask[:, :, :, : q_len_kv_len[1]]
@@ -570,8 +586,12 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
         n_rep = c.num_attention_heads // c.num_key_value_heads
         k = self.repeat_kv(k, n_rep)
         v = self.repeat_kv(v, n_rep)
-        w = self.scores(q, k)
-        w = self.masked(w, mask, (q.size(-2), k.size(-2)))
+        if self.scale_after_causal():
+            w = torch.matmul(q, k.transpose(2, 3))
+            w = self.masked(w, mask, (q.size(-2), k.size(-2)), scale=math.sqrt(c.head_dim))
+        else:
+            w = self.scores(q, k)
+            w = self.masked(w, mask, (q.size(-2), k.size(-2)))
         w = self.softmax(w, q)
         o = torch.matmul(w, v)
         return attn.o_proj(self.merge_heads(o, x)), present

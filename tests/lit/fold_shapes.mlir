@@ -235,6 +235,44 @@ func.func @where_as_mask_add(%q: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", 
 
 // -----
 
+// GPT-J divides by sqrt(head_dim) after its causal where: (scores + causal) / c is
+// scores / c + causal / c, and the padding added after it joins the scaled causal mask.
+// CHECK-LABEL: func.func @scale_after_mask
+// CHECK-DAG: %[[SCALED:.*]] = hetc.onnx.node "Div"(%[[S:.*]], %[[C:.*]]) {node_name = "Div/scores"}
+// CHECK-DAG: %[[CAUSAL:.*]] = hetc.onnx.node "Div"(%{{.*}}, %[[C]]) {node_name = "Div/mask"}
+// CHECK: %[[MASKS:.*]] = hetc.onnx.node "Add"(%[[CAUSAL]], %arg3) {node_name = "Add/masks"}
+// CHECK: hetc.onnx.node "Add"(%[[SCALED]], %[[MASKS]]) {node_name = "Add"}
+func.func @scale_after_mask(%q: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", "seq", ""]}, %w: tensor<8x8xf32>,
+                            %bias: tensor<?x?xi1>, %pad: tensor<?x1x1x?xf32>) -> tensor<*xf32> {
+  %wk = hetc.weight "k" : tensor<8x8xf32>
+  %s = hetc.onnx.node "MatMul"(%q, %wk) {node_name = "MatMul"} : (tensor<?x4x?x8xf32>, tensor<8x8xf32>) -> tensor<?x4x?x8xf32>
+  %min = hetc.constant dense<-3.40282347e+38> : tensor<f32>
+  %masked = hetc.onnx.node "Where"(%bias, %s, %min) {node_name = "Where"} : (tensor<?x?xi1>, tensor<?x4x?x8xf32>, tensor<f32>) -> tensor<*xf32>
+  %c = hetc.constant dense<2.82842708> : tensor<f32>
+  %scaled = hetc.onnx.node "Div"(%masked, %c) {node_name = "Div"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %sum = hetc.onnx.node "Add"(%scaled, %pad) {node_name = "Add"} : (tensor<*xf32>, tensor<?x1x1x?xf32>) -> tensor<*xf32>
+  return %sum : tensor<*xf32>
+}
+
+// -----
+
+// A scale of a projection plus its bias (OPT's q_proj * scaling) is left alone: the bias is a
+// weight, no mask.
+// CHECK-LABEL: func.func @scale_of_biased_projection
+// CHECK: hetc.onnx.node "Mul"(%{{.*}}, %{{.*}}) {node_name = "Mul"}
+// CHECK-NOT: Mul/scores
+func.func @scale_of_biased_projection(%q: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", "seq", ""]}) -> tensor<*xf32> {
+  %wk = hetc.weight "k" : tensor<8x8xf32>
+  %bk = hetc.weight "k.bias" : tensor<8xf32>
+  %a = hetc.onnx.node "MatMul"(%q, %wk) {node_name = "MatMul"} : (tensor<?x4x?x8xf32>, tensor<8x8xf32>) -> tensor<?x4x?x8xf32>
+  %sum = hetc.onnx.node "Add"(%a, %bk) {node_name = "Add"} : (tensor<?x4x?x8xf32>, tensor<8xf32>) -> tensor<*xf32>
+  %c = hetc.constant dense<0.125> : tensor<f32>
+  %scaled = hetc.onnx.node "Mul"(%sum, %c) {node_name = "Mul"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  return %scaled : tensor<*xf32>
+}
+
+// -----
+
 // baddbmm(zeros, q, k^T, beta=1, alpha=a) (GPT-NeoX): the product plus 1 * zeros of its own
 // shape is the product.
 // CHECK-LABEL: func.func @add_of_zeros

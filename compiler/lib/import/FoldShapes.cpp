@@ -131,6 +131,10 @@ public:
       else if (type == "Squeeze")
         squeezeOfUnsqueeze(node);
     }
+    // A scale applied after a mask is applied to each (after the Wheres above became Adds).
+    for (StringRef type : {"Div", "Mul"})
+      for (OnnxNodeOp node : binaryNodes(type))
+        scaleEachTerm(node);
     // Masks added one after the other to the scores, added together first (after the Wheres
     // above became Adds).
     for (OnnxNodeOp add : binaryNodes("Add"))
@@ -800,6 +804,56 @@ private:
                                        ValueRange{result, scale->getOperand(1)})
                    ->getResult(0);
     reshape->getResult(0).replaceAllUsesWith(result);
+  }
+
+  // Whether v depends on the graph's inputs, their values or their dimensions (Shape, Size): a
+  // mask does, a linear's bias (a weight alone) does not.
+  static bool readsGraphInputs(Value v) {
+    SmallVector<Value> worklist{v};
+    DenseSet<Value> seen;
+    while (!worklist.empty()) {
+      Value at = worklist.pop_back_val();
+      if (!seen.insert(at).second)
+        continue;
+      Operation *def = at.getDefiningOp();
+      if (!def || readsDimensionsOnly(def))
+        return true;
+      llvm::append_range(worklist, def->getOperands());
+    }
+    return false;
+  }
+
+  // (scores + m) / c (or * c), m a mask (computed from the inputs and constants alone, and
+  // reading the inputs) and c a scalar constant, is scores / c + m / c: GPT-J divides by sqrt(head_dim) after torch.where applied its
+  // causal buffer. A hidden score stays hidden (finfo.min / c is still far below any score), and
+  // an unmasked one is divided as before.
+  void scaleEachTerm(OnnxNodeOp node) {
+    Value c = node->getOperand(1);
+    auto add = node->getOperand(0).getDefiningOp<OnnxNodeOp>();
+    if (!scalarValue(c) || !add || add.getOpType() != "Add" || add->getNumOperands() != 2 ||
+        !add->getResult(0).hasOneUse())
+      return;
+    for (unsigned s : {0u, 1u}) {
+      Value scores = add->getOperand(s), m = add->getOperand(1 - s);
+      if (computedFromInputs(scores) || !computedFromInputs(m, /*weightsAreConstants=*/true) ||
+          !readsGraphInputs(m))
+        continue;
+      builder_.setInsertionPoint(node);
+      auto scaled = [&](Value x, StringRef suffix) {
+        return builder_
+            .create<OnnxNodeOp>(node->getLoc(), TypeRange{UnrankedTensorType::get(elementOf(x))},
+                                node.getOpType(), (node.getNodeName() + suffix).str(),
+                                node.getOnnxAttrsAttr(), ValueRange{x, c})
+            ->getResult(0);
+      };
+      Value scaledScores = scaled(scores, "/scores"), scaledMask = scaled(m, "/mask");
+      auto sum = builder_.create<OnnxNodeOp>(node->getLoc(), TypeRange{node->getResult(0).getType()},
+                                             "Add", (node.getNodeName() + "/masked").str(),
+                                             DictionaryAttr(), ValueRange{scaledScores, scaledMask});
+      shapes_.copyFacts(node->getResult(0), sum->getResult(0));
+      node->getResult(0).replaceAllUsesWith(sum->getResult(0));
+      return;
+    }
   }
 
   // (scores + m1) + m2, m1 and m2 computed from the inputs and constants alone (a stored mask

@@ -314,6 +314,29 @@ const ContribOpArity *contribOp(const onnx::NodeProto &node) {
   return nullptr;
 }
 
+// A node as messages name it: its name, or its op type and index when it has none.
+std::string nodeLabel(const onnx::NodeProto &node, int index) {
+  return node.name().empty() ? node.op_type() + "#" + std::to_string(index) : node.name();
+}
+
+// The refusal of a node whose operator hetc does not read. ONNX's loops and sequences get the
+// reason they are there: torch's exporter writes them for a repeat_interleave over a dimension
+// its trace could not see (GPT-J's rotary tables), and hetc evaluates no loops.
+std::string unsupportedOp(const onnx::NodeProto &node, const std::string &name) {
+  const bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+  std::string text = "node '" + name + "' has op type '" +
+                     (defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type()) +
+                     "', which is not supported";
+  static const llvm::StringSet<> loops = {
+      "Loop", "Scan", "SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceAt",
+      "SequenceErase", "SequenceLength", "SplitToSequence", "ConcatFromSequence"};
+  if (defaultDomain && loops.contains(node.op_type()))
+    text += ": hetc does not run ONNX loops or sequences (torch's exporter writes them for a "
+            "repeat_interleave over a dimension its trace could not see; repeating with "
+            "expand and reshape exports without them)";
+  return text;
+}
+
 class Importer {
 public:
   Importer(const std::string &path, MLIRContext &ctx, WeightStore &weights, std::string &error)
@@ -333,6 +356,10 @@ private:
                     RankedTensorType stacked);
   Value takeHalf(Location loc, const std::string &name, Value stacked, int64_t half);
   bool checkDecoderSignature();
+  // Where a mixture of experts routes tokens: ONNX Runtime's MoE ops, or a TopK over a router's
+  // scores (a projection by a weight, through Softmax or Cast), keeping fewer experts than it
+  // scores. Nullopt for a dense model.
+  std::optional<std::string> mixtureOfExperts() const;
   bool flattenIfs();
   bool sortNodes();
   bool validateGraph();
@@ -418,6 +445,80 @@ bool isStackedKv(const onnx::ValueInfoProto &v) {
 // decoder exported without its cache, a state-space model) is refused here, by what its inputs
 // and outputs say it is, before any of its nodes could fail for a reason that hides this one.
 // A graph without token ids is left to the later checks.
+std::optional<std::string> Importer::mixtureOfExperts() const {
+  const onnx::GraphProto &g = model_->graph();
+  std::map<std::string, const onnx::TensorProto *> initializers;
+  for (const auto &t : g.initializer())
+    initializers[t.name()] = &t;
+  std::map<std::string, int> producers;
+  for (int i = 0; i < g.node_size(); ++i)
+    for (const std::string &output : g.node(i).output())
+      producers[output] = i;
+  auto constantInt = [&](const std::string &name) -> std::optional<int64_t> {
+    const onnx::TensorProto *t = nullptr;
+    if (auto it = initializers.find(name); it != initializers.end())
+      t = it->second;
+    else if (auto p = producers.find(name); p != producers.end() &&
+                                            g.node(p->second).op_type() == "Constant" &&
+                                            g.node(p->second).attribute_size() == 1 &&
+                                            g.node(p->second).attribute(0).has_t())
+      t = &g.node(p->second).attribute(0).t();
+    if (!t || t->data_type() != onnx::TensorProto::INT64)
+      return std::nullopt;
+    if (t->int64_data_size() == 1)
+      return t->int64_data(0);
+    if (t->raw_data().size() == sizeof(int64_t)) {
+      int64_t v;
+      std::memcpy(&v, t->raw_data().data(), sizeof v);
+      return v;
+    }
+    return std::nullopt;
+  };
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto &node = g.node(i);
+    if (node.domain() == "com.microsoft" &&
+        (node.op_type() == "MoE" || node.op_type() == "QMoE" || node.op_type() == "SparseMoE"))
+      return "node '" + nodeLabel(node, i) + "' is ONNX Runtime's com.microsoft::" +
+             node.op_type();
+    if (node.op_type() != "TopK" || node.input_size() < 2 || !(node.domain().empty() ||
+                                                                 node.domain() == "ai.onnx"))
+      continue;
+    // The scores: a MatMul or Gemm by a 2-D weight, through what keeps their order.
+    std::string scores = node.input(0);
+    const onnx::NodeProto *router = nullptr;
+    for (int hops = 0; hops < 6 && !router; ++hops) {
+      auto p = producers.find(scores);
+      if (p == producers.end())
+        break;
+      const onnx::NodeProto &def = g.node(p->second);
+      if (def.op_type() == "MatMul" || def.op_type() == "Gemm") {
+        router = &def;
+        break;
+      }
+      if (def.op_type() != "Softmax" && def.op_type() != "Cast" && def.op_type() != "Identity" &&
+          def.op_type() != "Sigmoid")
+        break;
+      scores = def.input(0);
+    }
+    if (!router || router->input_size() < 2)
+      continue;
+    auto weight = initializers.find(router->input(1));
+    if (weight == initializers.end() || weight->second->dims_size() != 2)
+      continue;
+    bool transB = false;
+    for (const auto &attr : router->attribute())
+      transB |= attr.name() == "transB" && attr.i() != 0;
+    const int64_t experts = weight->second->dims(transB ? 0 : 1);
+    std::optional<int64_t> k = constantInt(node.input(1));
+    if (!k || *k < 1 || *k >= experts)
+      continue;
+    return "node '" + nodeLabel(node, i) + "' (TopK) keeps " + std::to_string(*k) + " of " +
+           std::to_string(experts) + " experts scored by '" + nodeLabel(*router, producers[scores]) +
+           "' (" + router->op_type() + ")";
+  }
+  return std::nullopt;
+}
+
 bool Importer::checkDecoderSignature() {
   const onnx::GraphProto &g = model_->graph();
   llvm::StringSet<> initializers;
@@ -466,8 +567,12 @@ bool Importer::checkDecoderSignature() {
       text += ", ... (" + std::to_string(stateInputs.size()) + " in all)";
     return fail(text + "); hetc runs decoders whose every layer is attention");
   }
-  if (pastInputs >= 2 && logits)
+  if (pastInputs >= 2 && logits) {
+    if (std::optional<std::string> router = mixtureOfExperts())
+      return fail("'" + path_ + "' is not a decoder hetc runs: it looks like a mixture of experts (" +
+                  *router + "); hetc runs decoders whose feed-forwards are dense");
     return true;
+  }
   std::string looks = states        ? "a state-space model (recurrent state inputs, no KV cache)"
                       : tokenTypes || (hidden && !logits)
                           ? "an encoder (hidden states out, no KV cache)"
@@ -506,11 +611,6 @@ bool Importer::checkOpsets() {
                 "; hetc supports opsets " + std::to_string(kMinOpset) + " to " +
                 std::to_string(kMaxOpset));
   return true;
-}
-
-// A node as messages name it: its name, or its op type and index when it has none.
-std::string nodeLabel(const onnx::NodeProto &node, int index) {
-  return node.name().empty() ? node.op_type() + "#" + std::to_string(index) : node.name();
 }
 
 // torch.onnx writes `squeeze(d)` of a dimension it cannot see as If(Shape(x)[d] == 1, Squeeze,
@@ -673,9 +773,7 @@ bool Importer::validateGraph() {
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     const ContribOpArity *contrib = contribOp(node);
     if (!contrib && (!defaultDomain || !knownOps().contains(node.op_type())))
-      return fail("node '" + name + "' has op type '" +
-                  (defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type()) +
-                  "', which is not supported");
+      return fail(unsupportedOp(node, name));
     for (const std::string &input : node.input())
       if (!input.empty() && !defined.contains(input))
         return fail("node '" + name + "' (" + node.op_type() + ") reads '" + input +
@@ -1187,9 +1285,7 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
   Location loc = NameLoc::get(builder_.getStringAttr(name));
   bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
   if (!contribOp(node) && (!defaultDomain || !knownOps().contains(node.op_type())))
-    return fail("node '" + name + "' has op type '" +
-                (defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type()) +
-                "', which is not supported");
+    return fail(unsupportedOp(node, name));
 
   if (node.op_type() == "MatMulNBits")
     return importMatMulNBits(node, name);
