@@ -180,10 +180,17 @@ CHOICES: Dict[str, Dict[str, str]] = {
         "after_causal": "GPT-J's _attn: torch.where(bias, matmul(q, k^T), min) / sqrt(D), then the "
                         "padding added",
     },
+    # Read by mask=where only: how its causal and padding terms are computed; drawn last.
+    "mask_code": {
+        "v4": "the mask style's own code above",
+        "v5_index": "transformers 5.x masking_utils (sdpa_mask's index expansion, eager_mask): "
+                    "and_masks(kv_idx <= q_idx, padding_mask[batch_idx, kv_idx]) over broadcast "
+                    "index tensors, torch.where(mask, 0, finfo.min)",
+    },
 }
 
 # Drawn after the mask value is fixed for the mask style, in this order.
-LATE_CHOICES = ("mask_buffer", "scale_site")
+LATE_CHOICES = ("mask_buffer", "scale_site", "mask_code")
 
 # Mask values each mask style takes: scatter_padding multiplies the mask by 0/1 (-inf * 0 is NaN),
 # so, as transformers, only finite values.
@@ -602,6 +609,8 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
         """[batch, 1, seq, total] additive (or [batch, 1, 1, total] padding for bias_buffer)."""
         style = self.sp["mask"]
         value = self.mask_value
+        if style == "where" and self.sp["mask_code"] == "v5_index":
+            return self.v5_mask(attention_mask, seq, past, dtype)
         if style in ("where", "masked_fill", "triu"):
             cfg = hf_llama.Config(mask_style=style, mask_value=self.sp["mask_value"])
             return hf_llama.build_mask(cfg, attention_mask, seq, past, dtype)
@@ -632,6 +641,32 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
         causal_mask[:, :, :, :mask_length] = causal_mask[:, :, :, :mask_length].masked_fill(
             padding_mask, min_dtype)
         return causal_mask
+
+    @staticmethod
+    def v5_mask(attention_mask, seq, past, dtype):
+        """transformers 5.x: create_causal_mask -> sdpa_mask without vmap (the index expansion
+        `_non_vmap_expansion_sdpa`) of and_masks(causal_mask_function,
+        padding_mask_function(attention_mask)), then eager_mask's where(mask, 0, min); kv_offset
+        0, the attention mask already kv_length long (prepare_padding_mask pads nothing)."""
+        batch_size = attention_mask.shape[0]
+        cache_position = torch.arange(past, past + seq)
+        kv_length = past + seq
+        padding_mask = attention_mask.bool()
+        kv_arange = torch.arange(kv_length)
+        batch_arange = torch.arange(batch_size)
+        head_arange = torch.arange(1)
+        batch_idx = batch_arange[:, None, None, None]
+        head_idx = head_arange[None, :, None, None]
+        q_idx = cache_position[None, None, :, None]
+        kv_idx = kv_arange[None, None, None, :]
+        del head_idx  # neither mask function reads it
+        result = q_idx.new_ones((), dtype=torch.bool)
+        result = result & (kv_idx <= q_idx)
+        result = result & padding_mask[batch_idx, kv_idx]
+        # eager_mask passes min_dtype as a Python float, which torch 1.13's exporter writes as a
+        # double constant that ONNX Runtime refuses beside the float zero: a float tensor here.
+        min_dtype = torch.tensor(torch.finfo(dtype).min, dtype=dtype)
+        return torch.where(result, torch.tensor(0.0, dtype=dtype), min_dtype)
 
     # -- forward --------------------------------------------------------------------------------
 

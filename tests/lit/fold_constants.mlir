@@ -174,3 +174,25 @@ func.func @einsum() -> (tensor<3x2xf32>, tensor<2x2xf32>) {
   %c = hetc.onnx.node "Einsum"(%a, %b) {node_name = "Einsum_mm", onnx_attrs = {equation = "ij,jk"}} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
   return %o, %c : tensor<3x2xf32>, tensor<2x2xf32>
 }
+
+// -----
+
+// A broadcast past the evaluation budget is not folded (nor allocated): [300, 1] + [1, 300] of
+// two small constants would be 90,000 elements; a GatherND or Gemm whose result would be is not
+// either.
+// CHECK-LABEL: func.func @over_budget
+// CHECK: hetc.onnx.node "Add"
+// CHECK: hetc.onnx.node "GatherND"
+// CHECK: hetc.onnx.node "Gemm"
+func.func @over_budget() -> (tensor<*xi64>, tensor<*xi64>, tensor<*xf32>) {
+  %a = hetc.constant dense<1> : tensor<300x1xi64>
+  %b = hetc.constant dense<2> : tensor<1x300xi64>
+  %sum = hetc.onnx.node "Add"(%a, %b) {node_name = "Add"} : (tensor<300x1xi64>, tensor<1x300xi64>) -> tensor<*xi64>
+  %data = hetc.constant dense<3> : tensor<1x300xi64>
+  %idx = hetc.constant dense<0> : tensor<300x1xi64>
+  %g = hetc.onnx.node "GatherND"(%data, %idx) {node_name = "GatherND"} : (tensor<1x300xi64>, tensor<300x1xi64>) -> tensor<*xi64>
+  %x = hetc.constant dense<1.0> : tensor<300x0xf32>
+  %y = hetc.constant dense<1.0> : tensor<0x300xf32>
+  %m = hetc.onnx.node "Gemm"(%x, %y) {node_name = "Gemm"} : (tensor<300x0xf32>, tensor<0x300xf32>) -> tensor<*xf32>
+  return %sum, %g, %m : tensor<*xi64>, tensor<*xi64>, tensor<*xf32>
+}

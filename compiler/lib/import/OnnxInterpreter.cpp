@@ -50,12 +50,18 @@ int64_t broadcastIndex(int64_t k, ArrayRef<int64_t> to, ArrayRef<int64_t> from) 
 std::optional<SmallVector<int64_t>> broadcastShape(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
   SmallVector<int64_t> out(rank);
+  int64_t elements = 1;
   for (size_t d = 0; d < rank; ++d) {
     int64_t da = d + a.size() >= rank ? a[d + a.size() - rank] : 1;
     int64_t db = d + b.size() >= rank ? b[d + b.size() - rank] : 1;
     if (da != db && da != 1 && db != 1)
       return std::nullopt;
     out[d] = da == 1 ? db : da;
+    // A broadcast past the budget is not evaluated (nor allocated): [n, 1] + [1, n] of two small
+    // constants would be n^2 elements.
+    if (out[d] != 0 && elements > evaluationBudget() / out[d])
+      return std::nullopt;
+    elements *= out[d];
   }
   return out;
 }

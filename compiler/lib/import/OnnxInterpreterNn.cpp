@@ -567,10 +567,13 @@ private:
         return std::nullopt;
     SmallVector<int64_t> shape(ind.shape.begin(), ind.shape.end() - 1);
     shape.append(data.shape.begin() + b + k, data.shape.end());
-    Tensor out = filled(shape, data.elem);
     const int64_t batches = product(ArrayRef<int64_t>(data.shape).take_front(b));
     const int64_t tuples = product(ArrayRef<int64_t>(ind.shape).drop_front(b).drop_back());
     const int64_t slice = product(ArrayRef<int64_t>(data.shape).drop_front(b + k));
+    // Each factor is at most an input's size; their product is checked before it is allocated.
+    if (slice != 0 && batches * tuples > evaluationBudget() / slice)
+      return std::nullopt;
+    Tensor out = filled(shape, data.elem);
     const int64_t perBatch = product(ArrayRef<int64_t>(data.shape).drop_front(b));
     const SmallVector<int64_t> ds = stridesOf(data.shape);
     int64_t o = 0;
@@ -684,6 +687,8 @@ private:
       return std::nullopt;
     const int64_t n = x.shape[axis];
     const int64_t pieces = static_cast<int64_t>(op_->getNumResults());
+    if (pieces < 1)
+      return std::nullopt;
     SmallVector<int64_t> sizes;
     if (present(1))
       sizes.assign(in_[1].ints.begin(), in_[1].ints.end());
@@ -700,9 +705,15 @@ private:
         return std::nullopt;
       sizes.assign(pieces, n / pieces);
     }
-    if (static_cast<int64_t>(sizes.size()) != pieces ||
-        llvm::any_of(sizes, [](int64_t s) { return s < 0; }) ||
-        std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != n)
+    if (static_cast<int64_t>(sizes.size()) != pieces)
+      return std::nullopt;
+    int64_t total = 0; // each size in [0, n], so the running sum cannot overflow
+    for (int64_t size : sizes) {
+      if (size < 0 || size > n)
+        return std::nullopt;
+      total += size;
+    }
+    if (total != n)
       return std::nullopt;
     const int64_t outer = product(ArrayRef<int64_t>(x.shape).take_front(axis));
     const int64_t inner = product(ArrayRef<int64_t>(x.shape).drop_front(axis + 1));
@@ -734,7 +745,7 @@ private:
     const double beta = floatAttr(op_, "beta").value_or(1.0);
     const int64_t m = a.shape[ta ? 1 : 0], k = a.shape[ta ? 0 : 1];
     const int64_t n = b.shape[tb ? 0 : 1];
-    if (b.shape[tb ? 1 : 0] != k)
+    if (b.shape[tb ? 1 : 0] != k || (n != 0 && m > evaluationBudget() / n))
       return std::nullopt;
     Tensor out = filled({m, n}, a.elem);
     if (present(2)) {
