@@ -37,11 +37,9 @@ unsqueeze, expand and reshape (what a model edited to export without loops has).
 """
 
 import argparse
-import math
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Optional, Tuple
 
 import torch
 from torch import nn
