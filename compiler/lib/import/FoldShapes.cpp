@@ -806,26 +806,10 @@ private:
     reshape->getResult(0).replaceAllUsesWith(result);
   }
 
-  // Whether v depends on the graph's inputs, their values or their dimensions (Shape, Size): a
-  // mask does, a linear's bias (a weight alone) does not.
-  static bool readsGraphInputs(Value v) {
-    SmallVector<Value> worklist{v};
-    DenseSet<Value> seen;
-    while (!worklist.empty()) {
-      Value at = worklist.pop_back_val();
-      if (!seen.insert(at).second)
-        continue;
-      Operation *def = at.getDefiningOp();
-      if (!def || readsDimensionsOnly(def))
-        return true;
-      llvm::append_range(worklist, def->getOperands());
-    }
-    return false;
-  }
-
   // (scores + m) / c (or * c), m a mask (computed from the inputs and constants alone, and
-  // reading the inputs) and c a scalar constant, is scores / c + m / c: GPT-J divides by sqrt(head_dim) after torch.where applied its
-  // causal buffer. A hidden score stays hidden (finfo.min / c is still far below any score), and
+  // reading the inputs: a linear's bias, a weight alone, is no mask) and c a scalar constant, is
+  // scores / c + m / c: GPT-J divides by sqrt(head_dim) after torch.where applied its causal
+  // buffer. A hidden score stays hidden (finfo.min / c is still far below any score), and
   // an unmasked one is divided as before.
   void scaleEachTerm(OnnxNodeOp node) {
     Value c = node->getOperand(1);

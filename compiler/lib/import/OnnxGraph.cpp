@@ -161,6 +161,13 @@ std::optional<double> floatAttr(OnnxNodeOp op, StringRef name) {
   return std::nullopt;
 }
 
+StringRef stringAttr(OnnxNodeOp op, StringRef name, StringRef fallback) {
+  if (op.getOnnxAttrs())
+    if (auto attr = op.getOnnxAttrs()->getAs<StringAttr>(name))
+      return attr.getValue();
+  return fallback;
+}
+
 std::optional<SmallVector<int64_t>> intsAttr(OnnxNodeOp op, StringRef name) {
   if (!op.getOnnxAttrs())
     return std::nullopt;
@@ -529,6 +536,23 @@ bool computedFromInputs(Value v, bool weightsAreConstants) {
     llvm::append_range(worklist, def->getOperands());
   }
   return true;
+}
+
+// The walk of computedFromInputs, asking the opposite: does any path reach an input (or read
+// one's dimensions)?
+bool readsGraphInputs(Value v) {
+  SmallVector<Value> worklist{v};
+  DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value at = worklist.pop_back_val();
+    if (!seen.insert(at).second)
+      continue;
+    Operation *def = at.getDefiningOp();
+    if (!def || readsDimensionsOnly(def))
+      return true;
+    llvm::append_range(worklist, def->getOperands());
+  }
+  return false;
 }
 
 } // namespace hetc

@@ -38,6 +38,8 @@ std::optional<llvm::SmallVector<double>> floatValues(mlir::DenseElementsAttr att
 
 std::optional<int64_t> intAttr(OnnxNodeOp op, llvm::StringRef name);
 std::optional<double> floatAttr(OnnxNodeOp op, llvm::StringRef name);
+// A string attribute's value, or `fallback` where the node has none.
+llvm::StringRef stringAttr(OnnxNodeOp op, llvm::StringRef name, llvm::StringRef fallback);
 std::optional<llvm::SmallVector<int64_t>> intsAttr(OnnxNodeOp op, llvm::StringRef name);
 // The axes of a reduction, Squeeze or Unsqueeze: an attribute before opset 13/18, an input after.
 std::optional<llvm::SmallVector<int64_t>> axesOf(OnnxNodeOp op);
@@ -93,6 +95,8 @@ bool foldRowReshapes(mlir::func::FuncOp func);
 // SampleEvaluator), but not through what makes activations before they are raised: a matrix
 // product (a projection) or a Gather of a weight's rows (an embedding lookup).
 bool computedFromInputs(mlir::Value v, bool weightsAreConstants = false);
+// Whether `v` depends on the graph's inputs, their values or their dimensions (Shape, Size).
+bool readsGraphInputs(mlir::Value v);
 
 // "'<node_name>' (<OpType>)" for error messages; the op name for other ops.
 std::string describe(mlir::Operation *op);

@@ -707,10 +707,7 @@ private:
   std::optional<Tensor> scatterNd() {
     if (inputs_.size() != 3 || !inputs_[1].elem || inputs_[1].isFloat())
       return std::nullopt;
-    StringRef reduction = "none";
-    if (op_.getOnnxAttrs())
-      if (auto attr = op_.getOnnxAttrs()->getAs<StringAttr>("reduction"))
-        reduction = attr.getValue();
+    StringRef reduction = stringAttr(op_, "reduction", "none");
     if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
         reduction != "min")
       return std::nullopt;

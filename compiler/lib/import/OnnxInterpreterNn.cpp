@@ -34,13 +34,6 @@ Tensor filled(ArrayRef<int64_t> shape, Type elem) {
   return t;
 }
 
-StringRef stringAttr(OnnxNodeOp op, StringRef name, StringRef fallback) {
-  if (op.getOnnxAttrs())
-    if (auto attr = op.getOnnxAttrs()->getAs<StringAttr>(name))
-      return attr.getValue();
-  return fallback;
-}
-
 double geluErf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 double geluTanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
@@ -478,6 +471,24 @@ private:
     return i;
   }
 
+  // GatherElements' and ScatterElements' position in `data` of element k of `ind`: k's own
+  // coordinates, but along `axis` the index ind[k] (negative from the end). Nullopt out of range.
+  static std::optional<int64_t> elementPosition(int64_t k, const Tensor &ind, const Tensor &data,
+                                                int64_t axis, ArrayRef<int64_t> indStrides,
+                                                ArrayRef<int64_t> dataStrides) {
+    std::optional<int64_t> i = index(ind.i(k), data.shape[axis]);
+    if (!i)
+      return std::nullopt;
+    int64_t at = 0;
+    for (size_t d = 0; d < data.shape.size(); ++d) {
+      const int64_t c = static_cast<int64_t>(d) == axis ? *i : (k / indStrides[d]) % ind.shape[d];
+      if (c >= data.shape[d])
+        return std::nullopt;
+      at += c * dataStrides[d];
+    }
+    return at;
+  }
+
   // GatherElements(data, indices; axis): out[i] = data[i with its `axis` coordinate replaced by
   // indices[i]], out shaped as indices.
   std::optional<Results> gatherElements() {
@@ -494,13 +505,10 @@ private:
     Tensor out = filled(ind.shape, data.elem);
     const SmallVector<int64_t> is = stridesOf(ind.shape), ds = stridesOf(data.shape);
     for (int64_t k = 0; k < ind.size(); ++k) {
-      auto i = index(ind.i(k), data.shape[axis]);
-      if (!i)
+      std::optional<int64_t> from = elementPosition(k, ind, data, axis, is, ds);
+      if (!from)
         return std::nullopt;
-      int64_t from = 0;
-      for (int64_t d = 0; d < rank; ++d)
-        from += (d == axis ? *i : (k / is[d]) % ind.shape[d]) * ds[d];
-      out.copy(k, data, from);
+      out.copy(k, data, *from);
     }
     return Results{out};
   }
@@ -522,16 +530,10 @@ private:
     Tensor out = data;
     const SmallVector<int64_t> is = stridesOf(ind.shape), ds = stridesOf(data.shape);
     for (int64_t k = 0; k < ind.size(); ++k) {
-      auto i = index(ind.i(k), data.shape[axis]);
-      if (!i)
+      std::optional<int64_t> position = elementPosition(k, ind, data, axis, is, ds);
+      if (!position)
         return std::nullopt;
-      int64_t at = 0;
-      for (int64_t d = 0; d < rank; ++d) {
-        const int64_t c = d == axis ? *i : (k / is[d]) % ind.shape[d];
-        if (c >= data.shape[d])
-          return std::nullopt;
-        at += c * ds[d];
-      }
+      const int64_t at = *position;
       if (reduction == "none") {
         out.copy(at, upd, k);
       } else if (out.isFloat()) {

@@ -43,11 +43,10 @@ StringRef functionOf(OnnxNodeOp node) {
   if (type == "FastGelu")
     return "gelu_tanh";
   if (type == "Gelu") {
-    auto approximate = node.getOnnxAttrs() ? node.getOnnxAttrs()->getAs<StringAttr>("approximate")
-                                           : StringAttr();
-    if (!approximate || approximate.getValue() == "none")
+    StringRef approximate = stringAttr(node, "approximate", "none");
+    if (approximate == "none")
       return "gelu";
-    if (approximate.getValue() == "tanh")
+    if (approximate == "tanh")
       return "gelu_tanh";
   }
   return {};
