@@ -25,6 +25,11 @@ mlir::Type castTarget(mlir::MLIRContext *ctx, int64_t to);
 // `x` converted to element type `target` as ONNX's Cast does.
 Tensor castTo(const Tensor &x, mlir::Type target);
 
+// ScatterND's and ScatterElements' write of update element `from` into `out` at `at`: replaced
+// (reduction "none") or combined with what is there (add, mul, max, min).
+void scatterInto(Tensor &out, int64_t at, const Tensor &updates, int64_t from,
+                 llvm::StringRef reduction);
+
 // Whether OnnxInterpreterNn.cpp evaluates `type`.
 bool isNnOp(llvm::StringRef type);
 // Its results, one per result of `op` (a trailing optional output the node does not have is not

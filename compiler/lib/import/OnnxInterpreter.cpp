@@ -109,6 +109,27 @@ Tensor castTo(const Tensor &x, Type target) {
   return out;
 }
 
+void scatterInto(Tensor &out, int64_t at, const Tensor &updates, int64_t from,
+                 StringRef reduction) {
+  if (reduction == "none") {
+    out.copy(at, updates, from);
+  } else if (out.isFloat()) {
+    // max and min keep the update unless the data is strictly beyond it, as ONNX Runtime's
+    // kernels do: a NaN update replaces, a NaN datum is replaced.
+    const double x = out.f(at), u = updates.f(from);
+    out.set(at, reduction == "add"   ? x + u
+                : reduction == "mul" ? x * u
+                : reduction == "max" ? (u < x ? x : u)
+                                     : (x < u ? x : u));
+  } else {
+    const int64_t x = out.i(at), u = updates.i(from);
+    out.setInt(at, reduction == "add"   ? x + u
+                   : reduction == "mul" ? x * u
+                   : reduction == "max" ? std::max(x, u)
+                                        : std::min(x, u));
+  }
+}
+
 } // namespace interpreter
 
 using namespace interpreter;
@@ -743,22 +764,7 @@ private:
       }
       for (int64_t e = 0; e < slice; ++e) {
         const int64_t at = offset + e, from = t * slice + e;
-        if (reduction == "none") {
-          out.copy(at, updates, from);
-        } else if (out.isFloat()) {
-          const double x = out.f(at), u = updates.f(from);
-          out.set(at, reduction == "add"   ? x + u
-                      : reduction == "mul" ? x * u
-                      : std::isnan(x) || std::isnan(u)
-                          ? NAN
-                          : (reduction == "max" ? std::max(x, u) : std::min(x, u)));
-        } else {
-          const int64_t x = out.i(at), u = updates.i(from);
-          out.setInt(at, reduction == "add"   ? x + u
-                         : reduction == "mul" ? x * u
-                         : reduction == "max" ? std::max(x, u)
-                                              : std::min(x, u));
-        }
+        scatterInto(out, at, updates, from, reduction);
       }
     }
     return out;

@@ -534,21 +534,7 @@ private:
       if (!position)
         return std::nullopt;
       const int64_t at = *position;
-      if (reduction == "none") {
-        out.copy(at, upd, k);
-      } else if (out.isFloat()) {
-        const double a = out.f(at), u = upd.f(k);
-        out.set(at, reduction == "add"   ? a + u
-                    : reduction == "mul" ? a * u
-                    : reduction == "max" ? std::max(a, u)
-                                         : std::min(a, u));
-      } else {
-        const int64_t a = out.i(at), u = upd.i(k);
-        out.setInt(at, reduction == "add"   ? a + u
-                       : reduction == "mul" ? a * u
-                       : reduction == "max" ? std::max(a, u)
-                                            : std::min(a, u));
-      }
+      scatterInto(out, at, upd, k, reduction);
     }
     return Results{out};
   }

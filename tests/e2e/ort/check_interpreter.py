@@ -671,6 +671,12 @@ def gen_scatter_nd(rng, n):
                        ints(rng, (2, 2), -9, 9)], {"reduction": "mul"}))
     cases.append(Case("ScatterND", "index out of range (invalid)",
                       [f32(rng, (3,)), np.array([[3]], np.int64), f32(rng, (1,))]))
+    nan_data = np.array([1.0, np.nan, 3.0, np.nan], np.float32)
+    nan_updates = np.array([np.nan, 5.0, 1.0, np.nan], np.float32)
+    for r in ("max", "min"):
+        cases.append(Case("ScatterND", f"reduction {r} with NaN in the data and the updates",
+                          [nan_data, np.array([[0], [1], [2], [3]], np.int64), nan_updates],
+                          {"reduction": r}, opset=18))
     return cases
 
 
@@ -1275,6 +1281,12 @@ def gen_scatter_elements(rng, n):
         cases.append(Case("ScatterElements", f"random {np.dtype(dt).name} {shp} axis={axis} "
                           f"reduction={reduction}", [data, idx, upd], attrs,
                           opset=18 if reduction in ("max", "min") else 17))
+    for r in ("max", "min"):
+        cases.append(Case("ScatterElements", f"reduction {r} with NaN in the data and the updates",
+                          [np.array([1.0, np.nan, 3.0, np.nan], np.float32),
+                           np.array([0, 1, 2, 3], np.int64),
+                           np.array([np.nan, 5.0, 1.0, np.nan], np.float32)],
+                          {"axis": 0, "reduction": r}, opset=18))
     return cases
 
 
