@@ -295,7 +295,7 @@ def load_model(model_dir: str, config_from_dict: Callable, model_class: Callable
 
 def export_decoder(model: torch.nn.Module, config: dict, out_dir: str, vocab: int, layers: int,
                    kv_heads: int, head_dim: int, position_ids: bool, verbose: bool = False,
-                   constant_folding: bool = True) -> str:
+                   constant_folding: bool = True, opset: int = 17) -> str:
     """Writes config.json, weights.pt and model.onnx (decoder with past) for `model`, traced at a
     batch of 2 with 3 new tokens after 4 cached ones; returns the ONNX path."""
     os.makedirs(out_dir, exist_ok=True)
@@ -313,7 +313,7 @@ def export_decoder(model: torch.nn.Module, config: dict, out_dir: str, vocab: in
     args.append(example_past(layers, kv_heads, head_dim, batch, past, gen))
     path = os.path.join(out_dir, "model.onnx")
     onnx_export(model, tuple(args), path, layers, position_ids=position_ids, verbose=verbose,
-                constant_folding=constant_folding)
+                constant_folding=constant_folding, opset=opset)
     return path
 
 
@@ -342,6 +342,8 @@ def exporter_main(argv, doc: str, script: str, add_export_args: Callable, config
     e = sub.add_parser("export", help="write model.onnx, config.json, weights.pt")
     e.add_argument("--out", required=True)
     add_export_args(e)
+    e.add_argument("--opset", type=int, default=17,
+                   help="ONNX opset (before 17, torch decomposes LayerNorm into nodes)")
     e.add_argument("--verbose", action="store_true")
     e.add_argument("--print-ops", action="store_true")
     r = sub.add_parser("reference", help="greedy decoding in PyTorch to JSON")
@@ -353,7 +355,7 @@ def exporter_main(argv, doc: str, script: str, add_export_args: Callable, config
             config = config_from_args(a)
         except ValueError as err:
             p.error(str(err))
-        path = export(config, a.out, verbose=a.verbose)
+        path = export(config, a.out, verbose=a.verbose, opset=a.opset)
         print(f"wrote {path}, config.json, weights.pt")
         if a.print_ops:
             print(op_summary(path))

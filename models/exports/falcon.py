@@ -393,14 +393,14 @@ def broadcast_to_symbolic(g, self, size):
     return symbolic_opset9.expand(g, self, size, None)
 
 
-def export(config: Config, out_dir: str, verbose: bool = False) -> str:
+def export(config: Config, out_dir: str, verbose: bool = False, opset: int = 17) -> str:
     model = build_model(config)
     # The new architecture's _split_heads calls torch.broadcast_to.
     torch.onnx.register_custom_op_symbolic("aten::broadcast_to", broadcast_to_symbolic, 9)
     try:
         return common.export_decoder(model, asdict(config), out_dir, config.vocab_size,
                                      config.num_hidden_layers, config.cache_heads, config.head_dim,
-                                     position_ids=True, verbose=verbose)
+                                     position_ids=True, verbose=verbose, opset=opset)
     finally:
         torch.onnx.unregister_custom_op_symbolic("aten::broadcast_to", 9)
 

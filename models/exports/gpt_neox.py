@@ -331,10 +331,10 @@ def load_model(model_dir: str) -> GPTNeoXForCausalLM:
     return common.load_model(model_dir, Config.from_dict, GPTNeoXForCausalLM, init_weights)
 
 
-def export(config: Config, out_dir: str, verbose: bool = False) -> str:
+def export(config: Config, out_dir: str, verbose: bool = False, opset: int = 17) -> str:
     return common.export_decoder(build_model(config), asdict(config), out_dir, config.vocab_size,
                                  config.num_hidden_layers, config.num_attention_heads,
-                                 config.head_size, position_ids=True, verbose=verbose)
+                                 config.head_size, position_ids=True, verbose=verbose, opset=opset)
 
 
 def add_export_args(e: argparse.ArgumentParser) -> None:

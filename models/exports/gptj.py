@@ -303,10 +303,10 @@ def load_model(model_dir: str) -> GPTJForCausalLM:
     return common.load_model(model_dir, Config.from_dict, GPTJForCausalLM, init_weights)
 
 
-def export(config: Config, out_dir: str, verbose: bool = False) -> str:
+def export(config: Config, out_dir: str, verbose: bool = False, opset: int = 17) -> str:
     return common.export_decoder(build_model(config), asdict(config), out_dir, config.vocab_size,
                                  config.n_layer, config.n_head, config.head_dim,
-                                 position_ids=True, verbose=verbose)
+                                 position_ids=True, verbose=verbose, opset=opset)
 
 
 def add_export_args(e: argparse.ArgumentParser) -> None:

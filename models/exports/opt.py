@@ -253,11 +253,11 @@ def load_model(model_dir: str) -> OPTForCausalLM:
     return common.load_model(model_dir, Config.from_dict, OPTForCausalLM, init_weights)
 
 
-def export(config: Config, out_dir: str, verbose: bool = False) -> str:
+def export(config: Config, out_dir: str, verbose: bool = False, opset: int = 17) -> str:
     # OPT has no position_ids input: positions come from the attention mask's cumsum.
     return common.export_decoder(build_model(config), asdict(config), out_dir, config.vocab_size,
                                  config.num_hidden_layers, config.num_attention_heads,
-                                 config.head_dim, position_ids=False, verbose=verbose)
+                                 config.head_dim, position_ids=False, verbose=verbose, opset=opset)
 
 
 def fuse_activations(path: str, layers: int, activation: str) -> None:
@@ -345,6 +345,8 @@ def main(argv=None) -> int:
     e.add_argument("--ort-fused-activation", action="store_true",
                    help="with --activation gelu or gelu_new: one com.microsoft Gelu or FastGelu node "
                         "per layer, as ONNX Runtime's transformer optimizer fuses them")
+    e.add_argument("--opset", type=int, default=17,
+                   help="ONNX opset (before 17, torch decomposes LayerNorm into nodes)")
     e.add_argument("--verbose", action="store_true")
     e.add_argument("--print-ops", action="store_true")
     r = sub.add_parser("reference", help="greedy decoding in PyTorch to JSON")
@@ -360,7 +362,9 @@ def main(argv=None) -> int:
                         word_embed_proj_dim=a.hidden, seed=a.seed)
         if a.ort_fused_activation and a.activation == "relu":
             p.error("--ort-fused-activation fuses a GELU: give --activation gelu or gelu_new")
-        path = export(config, a.out, verbose=a.verbose)
+        if a.ort_fused_norms and a.opset < 17:
+            p.error("--ort-fused-norms fuses ONNX's LayerNormalization, which opset 17 has")
+        path = export(config, a.out, verbose=a.verbose, opset=a.opset)
         if a.ort_fused_activation:
             fuse_activations(path, a.layers, a.activation)
         if a.ort_fused_norms and fuse_skip_norms(path) == 0:

@@ -292,10 +292,10 @@ def load_model(model_dir: str) -> PhiForCausalLM:
     return common.load_model(model_dir, Config.from_dict, PhiForCausalLM, init_weights)
 
 
-def export(config: Config, out_dir: str, verbose: bool = False) -> str:
+def export(config: Config, out_dir: str, verbose: bool = False, opset: int = 17) -> str:
     return common.export_decoder(build_model(config), asdict(config), out_dir, config.vocab_size,
                                  config.num_hidden_layers, config.num_key_value_heads,
-                                 config.head_dim, position_ids=True, verbose=verbose)
+                                 config.head_dim, position_ids=True, verbose=verbose, opset=opset)
 
 
 def add_export_args(e: argparse.ArgumentParser) -> None:

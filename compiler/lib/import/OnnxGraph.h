@@ -118,6 +118,10 @@ inline constexpr llvm::StringLiteral kFlattensBefore13 = "hetc.flattens_before_1
 // Marks an unraised node that a raising pass refused with an error saying why (the attention
 // whose values it weights): hetc-check-raised fails on its region without a second error.
 inline constexpr llvm::StringLiteral kRefused = "hetc.refused";
+// Marks the end of a region a raising pass evaluated and could not fit (hetc-raise-norm: statistics
+// over the last dimension that are no norm): why, which hetc-check-raised adds to the region's error.
+inline constexpr llvm::StringLiteral kNotANorm = "hetc.not_a_norm";
+
 std::string softmaxBefore13Refusal(llvm::StringRef node, llvm::StringRef opType, int64_t opset,
                                    int64_t axis, int64_t rank);
 

@@ -168,6 +168,10 @@ struct CheckRaisedPass : public hetc::impl::CheckRaisedBase<CheckRaisedPass> {
           error << " (raised from node '" << name.getName().getValue() << "')";
       }
       describeRegion(error, regions, region, func);
+      for (auto it = regions.member_begin(regions.findValue(region)); it != regions.member_end();
+           ++it)
+        if (auto why = (*it)->getAttrOfType<StringAttr>(kNotANorm))
+          error << "; " << why.getValue();
     }
     if (failed)
       signalPassFailure();

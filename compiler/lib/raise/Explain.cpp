@@ -172,8 +172,11 @@ void hetc::compiler::explainRaising(ModuleOp imported, ModuleOp planned, llvm::r
       os << (l ? "layer " + std::to_string(*l) : std::string("outside the layers")) << "\n";
     first = false;
     currentLayer = l;
-    for (Operation *op : ops)
+    for (Operation *op : ops) {
       os << "  " << summary(op) << "\n";
+      if (auto fit = op->getAttrOfType<StringAttr>(kFit))
+        os << "    " << fit.getValue() << "\n";
+    }
     const SmallVector<OnnxNodeOp> &from = replaced[index];
     os << "    from " << from.size() << (from.size() == 1 ? " node:" : " nodes:");
     for (OnnxNodeOp node : from)

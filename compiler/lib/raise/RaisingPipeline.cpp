@@ -17,7 +17,7 @@ void hetc::addRaisingPasses(mlir::OpPassManager &pm, const compiler::WeightStore
   // that read their results.
   fn.addPass(hetc::createRaiseContribOps(weights));
   fn.addPass(hetc::createRaiseEmbedding());
-  fn.addPass(hetc::createRaiseRmsNorm(weights));
+  fn.addPass(hetc::createRaiseNorm(weights));
   // Linear before attention and swiglu: their operands are then LLM values.
   fn.addPass(hetc::createRaiseLinear());
   fn.addPass(hetc::createRaiseSwiGlu());

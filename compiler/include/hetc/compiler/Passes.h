@@ -22,9 +22,9 @@ class WeightStore;
 // hetc-raise-attention reading RoPE cos/sin tables from `weights` (without a store, as in
 // hetc-opt, a table must be a hetc.constant).
 std::unique_ptr<mlir::Pass> createRaiseAttention(const compiler::WeightStore *weights);
-// hetc-raise-rms-norm reading from `weights` a gamma computed from a weight (Gemma's 1 + w;
-// without a store such a gamma stays unraised).
-std::unique_ptr<mlir::Pass> createRaiseRmsNorm(const compiler::WeightStore *weights);
+// hetc-raise-norm reading from `weights` a gamma or beta computed from a weight (Gemma's 1 + w;
+// without a store such a norm stays unraised).
+std::unique_ptr<mlir::Pass> createRaiseNorm(const compiler::WeightStore *weights);
 // hetc-raise-contrib-ops reading RotaryEmbedding's cos/sin caches from `weights`.
 std::unique_ptr<mlir::Pass> createRaiseContribOps(const compiler::WeightStore *weights);
 // Fold, raise every recognised computation, clean up, and check nothing is left unraised.

@@ -38,8 +38,8 @@ def RaiseEmbedding : Pass<"hetc-raise-embedding", "mlir::func::FuncOp"> {
   let summary = "Raise Gather(weight, ids) to hetc.embedding";
 }
 
-def RaiseRmsNorm : Pass<"hetc-raise-rms-norm", "mlir::func::FuncOp"> {
-  let summary = "Raise the decomposed RMSNorm (pow/mean/add/sqrt/div/mul) to hetc.rms_norm";
+def RaiseNorm : Pass<"hetc-raise-norm", "mlir::func::FuncOp"> {
+  let summary = "Raise a norm spelled out in nodes (found by dataflow, fitted by its values) to hetc.rms_norm or hetc.layer_norm";
 }
 
 def RaiseLinear : Pass<"hetc-raise-linear", "mlir::func::FuncOp"> {

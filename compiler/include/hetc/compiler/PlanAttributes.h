@@ -85,6 +85,8 @@ inline constexpr llvm::StringLiteral kSwiGluUp = "up";
 // hetc-fuse-rope-into-attention: on an attention, it rotates q and k (the fused ropes' work)
 // before writing K and V into the KV cache.
 inline constexpr llvm::StringLiteral kRope = "hetc.rope";
+// On an LLM op raised by fitting a region's values (hetc-raise-norm): the fit, for --explain.
+inline constexpr llvm::StringLiteral kFit = "hetc.fit";
 
 inline constexpr llvm::StringLiteral kModel = "hetc.model";
 inline constexpr llvm::StringLiteral kBounds = "hetc.bounds";
