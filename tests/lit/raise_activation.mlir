@@ -43,9 +43,9 @@ func.func @not_an_llm_value(%x: tensor<?x?x8xf32>) -> tensor<*xf32> {
 // and a ReLU as Max(x, 0); each recognised by its values. A scaling (q * 0.125) is none of them.
 // CHECK-LABEL: func.func @written_out
 // CHECK: %[[H:.*]] = hetc.linear
-// CHECK-DAG: hetc.activation %[[H]] {function = "gelu"}
-// CHECK-DAG: hetc.activation %[[H]] {function = "gelu_tanh"}
-// CHECK-DAG: hetc.activation %[[H]] {function = "relu"}
+// CHECK-DAG: hetc.activation %[[H]] {function = "gelu", hetc.fit = "fitted by values: 5 nodes from 'gelu/Div' to 'gelu/Mul_1' are gelu (within {{.*}} at 241 points from -30 to 30; the next nearest, gelu_tanh, is {{.*}} away)"}
+// CHECK-DAG: hetc.activation %[[H]] {function = "gelu_tanh", hetc.fit = "fitted by values: 8 nodes from 'new/Pow' to 'new/Mul_3' are gelu_tanh {{.*}}"}
+// CHECK-DAG: hetc.activation %[[H]] {function = "relu", hetc.fit = "fitted by values: 1 node, 'relu/Max', is relu {{.*}}"}
 // CHECK-DAG: hetc.onnx.node "Mul"(%[[H]], %{{.*}}) {node_name = "scaled"}
 // CHECK-NOT: "Erf"
 // CHECK-NOT: "Tanh"
@@ -85,7 +85,7 @@ func.func @written_out(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>, 
 // erased Max, is skipped, and its Mul reads the activation.
 // CHECK-LABEL: func.func @shared_nodes
 // CHECK: %[[H:.*]] = hetc.linear
-// CHECK: %[[A:.*]] = hetc.activation %[[H]] {function = "relu"}
+// CHECK: %[[A:.*]] = hetc.activation %[[H]] {function = "relu", hetc.fit = {{.*}}}
 // CHECK: hetc.onnx.node "Mul"(%[[A]]
 // CHECK-NOT: "Max"
 func.func @shared_nodes(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>) {

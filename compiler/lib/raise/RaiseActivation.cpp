@@ -16,6 +16,7 @@
 // constants), they are that function, however they are written. An activation of anything else
 // is left for CheckRaised to name.
 #include "hetc/compiler/Passes.h"
+#include "hetc/compiler/PlanAttributes.h"
 #include "import/OnnxGraph.h"
 #include "import/OnnxInterpreter.h"
 #include "raise/ScalarFunctions.h"
@@ -24,6 +25,7 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <cmath>
+#include <limits>
 
 namespace hetc {
 #define GEN_PASS_DEF_RAISEACTIVATION
@@ -63,28 +65,55 @@ double reference(StringRef function, double x) {
   return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
 }
 
-// The hetc.activation function a chain computes, by its values.
-StringRef functionByValues(const ElementwiseChain &chain) {
+// The hetc.activation function a chain computes, by its values, and how near it and the next
+// nearest came.
+struct ActivationFit {
+  StringRef function;
+  double off = 0.0; // the largest difference, relative to max(1, |value|)
+  StringRef nextNearest;
+  double nextOff = 0.0;
+};
+constexpr int64_t kActivationPoints = 241;
+constexpr double kActivationTolerance = 1e-6;
+
+std::optional<ActivationFit> functionByValues(const ElementwiseChain &chain) {
   // -30 to 30, densest near 0 where the functions differ most.
-  constexpr int64_t kPoints = 241;
-  std::vector<double> points(kPoints);
-  for (int64_t k = 0; k < kPoints; ++k) {
-    const double u = -1.0 + 2.0 * static_cast<double>(k) / (kPoints - 1);
+  std::vector<double> points(kActivationPoints);
+  for (int64_t k = 0; k < kActivationPoints; ++k) {
+    const double u = -1.0 + 2.0 * static_cast<double>(k) / (kActivationPoints - 1);
     points[k] = static_cast<float>(30.0 * u * u * u);
   }
   std::optional<std::vector<double>> y = evaluateChain(chain, points);
   if (!y)
-    return {};
+    return std::nullopt;
+  SmallVector<std::pair<double, StringRef>> offs;
   for (StringRef function : {"relu", "gelu", "gelu_tanh", "silu"}) {
-    bool equal = true;
-    for (int64_t k = 0; k < kPoints && equal; ++k) {
+    double off = 0.0;
+    for (int64_t k = 0; k < kActivationPoints; ++k) {
       const double want = reference(function, points[k]);
-      equal = std::fabs((*y)[k] - want) <= 1e-6 * std::max(1.0, std::fabs(want));
+      const double d = std::fabs((*y)[k] - want) / std::max(1.0, std::fabs(want));
+      off = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(off, d);
     }
-    if (equal)
-      return function;
+    offs.push_back({off, function});
   }
-  return {};
+  llvm::stable_sort(offs, [](auto &a, auto &b) { return a.first < b.first; });
+  if (!(offs[0].first <= kActivationTolerance))
+    return std::nullopt;
+  return ActivationFit{offs[0].second, offs[0].first, offs[1].second, offs[1].first};
+}
+
+// For --explain: the fit, and why not the next nearest function.
+std::string describedFit(const ElementwiseChain &chain, const ActivationFit &fit) {
+  OnnxNodeOp first = chain.nodes.front(), last = chain.nodes.back();
+  std::string nodes = chain.nodes.size() == 1
+                          ? "1 node, '" + first.getNodeName().str() + "', is "
+                          : std::to_string(chain.nodes.size()) + " nodes from '" +
+                                first.getNodeName().str() + "' to '" +
+                                last.getNodeName().str() + "' are ";
+  return "fitted by values: " + nodes + fit.function.str() + " (within " +
+         printed(fit.off, 2) + " at " + std::to_string(kActivationPoints) +
+         " points from -30 to 30; the next nearest, " + fit.nextNearest.str() + ", is " +
+         printed(fit.nextOff, 2) + " away)";
 }
 
 struct RaiseActivationPass : public hetc::impl::RaiseActivationBase<RaiseActivationPass> {
@@ -142,12 +171,13 @@ struct RaiseActivationPass : public hetc::impl::RaiseActivationBase<RaiseActivat
         Value result = chain.result;
         if (llvm::any_of(nodes, [&](OnnxNodeOp n) { return erased.contains(n); }))
           continue;
-        StringRef function = functionByValues(chain);
-        if (function.empty())
+        std::optional<ActivationFit> fit = functionByValues(chain);
+        if (!fit)
           continue;
         builder.setInsertionPointAfter(result.getDefiningOp());
         auto activation = builder.create<ActivationOp>(result.getLoc(), x.getType(), x,
-                                                       builder.getStringAttr(function));
+                                                       builder.getStringAttr(fit->function));
+        activation->setAttr(planning::kFit, builder.getStringAttr(describedFit(chain, *fit)));
         result.replaceAllUsesWith(activation.getResult());
         for (OnnxNodeOp node : llvm::reverse(nodes))
           if (node->use_empty()) {
