@@ -513,7 +513,11 @@ std::string describe(Operation *op) {
   return op->getName().getStringRef().str();
 }
 
-bool computedFromInputs(Value v, bool weightsAreConstants) {
+namespace {
+// What a walk back through operands does at a definition (null for a block argument).
+enum class Walk { Found, End, Continue };
+// Whether the walk back from `v` through every operand meets a definition `visit` finds.
+bool foundBehind(Value v, function_ref<Walk(Operation *)> visit) {
   SmallVector<Value> worklist{v};
   DenseSet<Value> seen;
   while (!worklist.empty()) {
@@ -521,38 +525,40 @@ bool computedFromInputs(Value v, bool weightsAreConstants) {
     if (!seen.insert(at).second)
       continue;
     Operation *def = at.getDefiningOp();
+    Walk step = visit(def);
+    if (step == Walk::Found)
+      return true;
+    if (step == Walk::Continue)
+      llvm::append_range(worklist, def->getOperands());
+  }
+  return false;
+}
+} // namespace
+
+bool computedFromInputs(Value v, bool weightsAreConstants) {
+  return !foundBehind(v, [&](Operation *def) {
     if (!def || readsDimensionsOnly(def))
-      continue;
+      return Walk::End;
     if (isa<LlmOp>(def) || (isa<WeightOp>(def) && !weightsAreConstants))
-      return false;
+      return Walk::Found;
     if (auto node = dyn_cast<OnnxNodeOp>(def); node && weightsAreConstants) {
       StringRef type = node.getOpType();
       if (type == "MatMul" || type == "Gemm" || type == "MatMulInteger" ||
           type == "MatMulNBits" || type == "Einsum" || type == "Conv" ||
           ((type == "Gather" || type == "GatherElements" || type == "GatherND") &&
            node->getOperand(0).getDefiningOp<WeightOp>()))
-        return false;
+        return Walk::Found;
     }
-    llvm::append_range(worklist, def->getOperands());
-  }
-  return true;
+    return Walk::Continue;
+  });
 }
 
 // The walk of computedFromInputs, asking the opposite: does any path reach an input (or read
 // one's dimensions)?
 bool readsGraphInputs(Value v) {
-  SmallVector<Value> worklist{v};
-  DenseSet<Value> seen;
-  while (!worklist.empty()) {
-    Value at = worklist.pop_back_val();
-    if (!seen.insert(at).second)
-      continue;
-    Operation *def = at.getDefiningOp();
-    if (!def || readsDimensionsOnly(def))
-      return true;
-    llvm::append_range(worklist, def->getOperands());
-  }
-  return false;
+  return foundBehind(v, [](Operation *def) {
+    return !def || readsDimensionsOnly(def) ? Walk::Found : Walk::Continue;
+  });
 }
 
 } // namespace hetc

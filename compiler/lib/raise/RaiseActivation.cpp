@@ -105,14 +105,10 @@ std::optional<ActivationFit> functionByValues(const ElementwiseChain &chain) {
 // For --explain: the fit, and why not the next nearest function.
 std::string describedFit(const ElementwiseChain &chain, const ActivationFit &fit) {
   OnnxNodeOp first = chain.nodes.front(), last = chain.nodes.back();
-  std::string nodes = chain.nodes.size() == 1
-                          ? "1 node, '" + first.getNodeName().str() + "', is "
-                          : std::to_string(chain.nodes.size()) + " nodes from '" +
-                                first.getNodeName().str() + "' to '" +
-                                last.getNodeName().str() + "' are ";
-  return "fitted by values: " + nodes + fit.function.str() + " (within " +
-         printed(fit.off, 2) + " at " + std::to_string(kActivationPoints) +
-         " points from -30 to 30; the next nearest, " + fit.nextNearest.str() + ", is " +
+  return fittedNodes(chain.nodes.size(), first.getNodeName(), last.getNodeName()) + " " +
+         fit.function.str() + " (within " + printed(fit.off, 2) + " at " +
+         std::to_string(kActivationPoints) + " points from -30 to 30; the next nearest, " +
+         fit.nextNearest.str() + ", is " +
          printed(fit.nextOff, 2) + " away)";
 }
 

@@ -32,6 +32,7 @@
 #include "hetc/compiler/WeightStore.h"
 #include "import/OnnxGraph.h"
 #include "import/OnnxInterpreter.h"
+#include "raise/ScalarFunctions.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -669,8 +670,8 @@ private:
 
   static std::string described(const Fit &fit, ArrayRef<Operation *> nodes, Value gamma,
                                Value beta, size_t rows, int64_t features) {
-    std::string text = "fitted by values: " + std::to_string(nodes.size()) + " nodes from '" +
-                       nodeName(nodes.front()) + "' to '" + nodeName(nodes.back()) + "' are ";
+    std::string text =
+        fittedNodes(nodes.size(), nodeName(nodes.front()), nodeName(nodes.back())) + " ";
     text += fit.layer ? "LayerNorm (a shift of the input leaves them within " +
                             printed(fit.rmsShiftChange, 2) + " of their scale)"
                       : "RMSNorm (a shift of the input moves them by " +

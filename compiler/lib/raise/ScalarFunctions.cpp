@@ -199,3 +199,10 @@ std::optional<ScaledSoftCap> fitScaledSoftCap(const ElementwiseChain &chain) {
 }
 
 } // namespace hetc
+
+std::string hetc::fittedNodes(size_t count, StringRef first, StringRef last) {
+  if (count == 1)
+    return "fitted by values: 1 node, '" + first.str() + "', is";
+  return "fitted by values: " + std::to_string(count) + " nodes from '" + first.str() + "' to '" +
+         last.str() + "' are";
+}

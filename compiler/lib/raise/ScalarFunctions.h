@@ -14,6 +14,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace hetc {
@@ -54,5 +55,9 @@ std::optional<ScaledSoftCap> fitScaledSoftCap(const ElementwiseChain &chain);
 
 // Whether `got` equals `want` within the tolerance above.
 bool withinRounding(double got, double want);
+
+// How --explain opens a fit (the hetc.fit attribute) of `count` nodes from `first` to `last`:
+// "fitted by values: 9 nodes from 'a' to 'b' are", or "... 1 node, 'a', is".
+std::string fittedNodes(size_t count, llvm::StringRef first, llvm::StringRef last);
 
 } // namespace hetc
