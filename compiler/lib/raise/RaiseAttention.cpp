@@ -27,7 +27,9 @@
 // keys' length): the evaluation stands it in by zeros of its shape at the sample.
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
+#include "hetc/compiler/PlanAttributes.h"
 #include "raise/RopeTables.h"
+#include "raise/RotationFit.h"
 #include "raise/ScalarFunctions.h"
 #include "import/OnnxInterpreter.h"
 #include "raise/SampleInputs.h"
@@ -38,6 +40,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace hetc {
 #define GEN_PASS_DEF_RAISEATTENTION
@@ -81,6 +84,8 @@ struct RopeMatch {
   Angles angles;
   int64_t rotaryDim = 0; // the first columns of each head rotated (head_dim: all; 0: no rope)
   bool interleaved = false;
+  // How it was read by its values (RotationFit.h), for --explain; empty when read by its form.
+  std::string fit;
 };
 
 // Why a match failed, when that is worth an error rather than leaving the nodes to CheckRaised.
@@ -1200,13 +1205,60 @@ private:
   // folded too: the ONNX cache then holds c k where hetc's holds k, but every key of the scores,
   // cached or new, is scaled alike, and hetc's cache is its own (never an output).
   std::optional<RopeMatch> rotatedOrNot(Value x4, float &scale) {
+    if (headsByValuesOnly())
+      return fitted(x4, scale);
     if (std::optional<RopeMatch> rope = matchRope(x4, tables_, unsupported))
       return rope;
     std::optional<HeadsSplit> split = matchHeadsSplit(skipNoOps(x4));
     if (!split)
-      return std::nullopt;
+      return unsupported.op ? std::nullopt : fitted(x4, scale);
     split->flat = withoutScale(split->flat, scale);
     return RopeMatch{*split, Angles{}, /*rotaryDim=*/0};
+  }
+
+  // The heads read by their values (RotationFit.h), where their form was not read: a uniform
+  // scale of the region multiplies `scale`. Why not, if there is a region to fit, is kept in
+  // fitWhy_ for the note that follows.
+  std::optional<RopeMatch> fitted(Value x4, float &scale) {
+    std::string why;
+    std::optional<RotationFit> fit = fitRotation(x4, tables_.weights(), why);
+    if (!fit) {
+      fitWhy_ = why.empty() ? std::string() : "; read by its values, " + why;
+      return std::nullopt;
+    }
+    scale *= static_cast<float>(fit->scale);
+    OpBuilder builder(x4.getContext());
+    RopeMatch match{HeadsSplit{projectionValue(*fit, builder), fit->heads, fit->headDim,
+                               fit->broadcast},
+                    Angles{fit->positions, InvFreq{fit->invFreq, {}, {}, nullptr}},
+                    fit->rotaryDim, fit->interleaved};
+    match.fit = fit->described;
+    return match;
+  }
+
+  // HETC_RAISE_HEADS_BY_VALUES=1: every attention's heads read by their values alone, never by
+  // their form (a check of the fit on exports whose form is read too; compiles are slower).
+  static bool headsByValuesOnly() {
+    static const bool first = [] {
+      const char *flag = std::getenv("HETC_RAISE_HEADS_BY_VALUES");
+      return flag && std::string(flag) == "1";
+    }();
+    return first;
+  }
+
+  // Whether q and k rotate by the same frequencies: equal, or both read by their values from
+  // tables that round alike (then k takes q's).
+  static bool sameFrequencies(const RopeMatch &q, RopeMatch &k) {
+    if (k.angles.invFreq == q.angles.invFreq)
+      return true;
+    const SmallVector<double> &a = q.angles.invFreq.values, &b = k.angles.invFreq.values;
+    if (q.fit.empty() || k.fit.empty() || a.size() != b.size())
+      return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::fabs(a[i] - b[i]) > 1e-6 * std::fabs(a[i]))
+        return false;
+    k.angles.invFreq = q.angles.invFreq;
+    return true;
   }
 
   // `v` without a Mul by a positive scalar constant, which multiplies `scale`.
@@ -1241,7 +1293,8 @@ private:
     if (!q)
       return note(scores, "multiplies " + describeValue(qIn) +
                               ", which is not the query heads: Transpose(Reshape(q, [batch, "
-                              "sequence, heads, head_dim]), [0, 2, 1, 3]), rotated or not");
+                              "sequence, heads, head_dim]), [0, 2, 1, 3]), rotated or not" +
+                              fitWhy_);
     if (!kT || !hasPerm(kT, flat ? ArrayRef<int64_t>{0, 2, 1} : ArrayRef<int64_t>{0, 1, 3, 2}))
       return note(scores, "multiplies the query heads by " +
                               describeValue(scores->getOperand(1)) +
@@ -1274,17 +1327,40 @@ private:
                               describeValue(presentK ? vRepeat.base : kRepeat.base) +
                               ") that are not Concat(past input, new ones) along the positions, "
                               "written to a present output: a KV cache hetc can own");
-    std::optional<RopeMatch> k = q->rotaryDim ? matchRope(presentK->fresh, tables_, unsupported)
-                                              : rotatedOrNot(presentK->fresh, scale);
-    std::optional<HeadsSplit> v = matchHeadsSplit(skipNoOps(presentV->fresh));
+    fitWhy_.clear();
+    std::optional<RopeMatch> k = rotatedOrNot(presentK->fresh, scale);
+    if (k && q->rotaryDim && !k->rotaryDim && k->fit.empty())
+      k = unsupported.op ? std::nullopt : fitted(presentK->fresh, scale);
     if (!k)
       return note(presentK->concat,
                   "appends new keys (" + describeValue(presentK->fresh) + ") that are not the " +
-                      "key heads split" + (q->rotaryDim ? " and rotated as the query heads are"
-                                                        : std::string()));
+                      "key heads split" +
+                      (q->rotaryDim ? " and rotated as the query heads are" : std::string()) +
+                      fitWhy_);
+    // The query heads read by their form and the keys by their values (or the other way round):
+    // both by their values, so that their frequencies compare.
+    if (q->rotaryDim && k->rotaryDim && q->fit.empty() != k->fit.empty()) {
+      float refitScale = 1.0f;
+      std::optional<RopeMatch> refit =
+          q->fit.empty() ? fitted(qIn, refitScale) : fitted(presentK->fresh, refitScale);
+      if (refit && refitScale == 1.0f)
+        *(q->fit.empty() ? &q : &k) = std::move(refit);
+    }
+    std::optional<HeadsSplit> v =
+        headsByValuesOnly() ? std::nullopt : matchHeadsSplit(skipNoOps(presentV->fresh));
+    if (!v) {
+      fitWhy_.clear();
+      float valueScale = 1.0f;
+      std::optional<RopeMatch> values = fitted(presentV->fresh, valueScale);
+      if (values && values->rotaryDim == 0 && valueScale == 1.0f)
+        v = values->split;
+      else if (values)
+        fitWhy_ = "; read by their values, they are " +
+                  std::string(values->rotaryDim ? "rotated" : "scaled");
+    }
     if (!v)
       return note(presentV->concat, "appends new values (" + describeValue(presentV->fresh) +
-                                        ") that are not the value heads split");
+                                        ") that are not the value heads split" + fitWhy_);
     if ((k->rotaryDim == 0) != (q->rotaryDim == 0))
       return note(scores, "rotates the query heads and not the keys");
     int64_t kvHeads = k->split.heads;
@@ -1318,7 +1394,7 @@ private:
         if (std::optional<int64_t> h = repeatedHeads(repeated); h && *h != heads)
           return note(scores, "repeats the KV heads into " + std::to_string(*h) +
                                   " heads for " + std::to_string(heads) + " query heads");
-    if (k->angles.positions != q->angles.positions || !(k->angles.invFreq == q->angles.invFreq) ||
+    if (k->angles.positions != q->angles.positions || !sameFrequencies(*q, *k) ||
         k->rotaryDim != q->rotaryDim || k->interleaved != q->interleaved)
       return note(scores, "rotates the query heads and the keys differently (rotary dims " +
                               std::to_string(q->rotaryDim) + " and " +
@@ -1333,6 +1409,8 @@ private:
   OnnxNodeOp product_;
   // The Reshape that unflattens the scores' product to add the mask (OPT's bmm form), if any.
   OnnxNodeOp scoresUnflatten_;
+  // Why the last region read by its values was not heads (fitted), for the note that follows.
+  std::string fitWhy_;
 };
 
 // ONNX Runtime's MultiHeadAttention (com.microsoft), as its transformer optimizer fuses a Llama's
@@ -1478,8 +1556,16 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
             rotaryDim == split.headDim ? IntegerAttr() : builder.getI64IntegerAttr(rotaryDim),
             m->q.interleaved ? builder.getUnitAttr() : UnitAttr());
       };
-      Value q = rotaryDim ? rope(m->q.split).getResult() : m->q.split.flat;
-      Value k = rotaryDim ? rope(m->k.split).getResult() : m->k.split.flat;
+      auto rotated = [&](const RopeMatch &match) -> Value {
+        if (!rotaryDim)
+          return match.split.flat;
+        RopeOp op = rope(match.split);
+        if (!match.fit.empty())
+          op->setAttr(planning::kFit, builder.getStringAttr(match.fit));
+        return op.getResult();
+      };
+      Value q = rotated(m->q);
+      Value k = rotated(m->k);
 
       Type resultType = reshape->getResult(0).getType();
       if (rankOf(reshape->getResult(0)) != 3 || !featureSize(resultType))

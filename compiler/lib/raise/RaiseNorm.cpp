@@ -97,13 +97,6 @@ bool isParam(Value v, int64_t maxElements, int depth = 0) {
                       [&](Value o) { return isParam(o, maxElements, depth + 1); });
 }
 
-std::string nodeName(Operation *op) {
-  if (auto node = dyn_cast<OnnxNodeOp>(op))
-    return node.getNodeName().str();
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    return name.getName().str();
-  return op->getName().getStringRef().str();
-}
 
 struct Fit {
   bool layer = false;
@@ -262,9 +255,8 @@ private:
     if (Operation *def = end.getDefiningOp(); def && !whyNot.empty())
       def->setAttr(kNotANorm,
                    StringAttr::get(def->getContext(),
-                                   "the " + std::to_string(cone.size()) + " nodes from '" +
-                                       nodeName(cone.front()) + "' to '" + nodeName(cone.back()) +
-                                       "' compute statistics over the last dimension but are not "
+                                   regionNamed(cone) +
+                                       " compute statistics over the last dimension but are not "
                                        "a norm: " + whyNot));
   }
 

@@ -141,7 +141,7 @@ std::pair<SmallVector<double>, std::string> RopeTables::compute(Value cosTable, 
 
 std::pair<SmallVector<double>, std::string>
 RopeTables::fromTables(const Table &cTable, const Table &sTable, Type element, int64_t rotaryDim,
-                       Width width) const {
+                       Width width) {
   auto fail = [](std::string why) { return std::make_pair(SmallVector<double>{}, why); };
   if (cTable.shape != sTable.shape)
     return fail("differ in shape");

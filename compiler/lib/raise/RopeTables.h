@@ -40,22 +40,24 @@ public:
                                                    int64_t rotaryDim, Width width,
                                                    std::string &why);
 
-private:
   // A table's elements and its [positions, columns] shape (leading ones dropped).
   struct Table {
     std::vector<float> values;
     llvm::SmallVector<int64_t> shape;
   };
+  // The frequencies of tables whose row p holds position p's cos and sin, in `element`'s
+  // precision; or an empty list and why not, completing "the tables ...". Also what a rotation
+  // read by its values (RotationFit.h) recovers its frequencies from.
+  static std::pair<llvm::SmallVector<double>, std::string>
+  fromTables(const Table &c, const Table &s, mlir::Type element, int64_t rotaryDim, Width width);
+
+private:
   std::optional<Table> stored(mlir::Value v) const;
   // A table computed from the inputs (cos(arange(total) x inv_freq), indexed by position_ids),
   // evaluated for `rows` positions.
   std::optional<Table> evaluated(mlir::Value v, int64_t rows, std::string &why) const;
   std::pair<llvm::SmallVector<double>, std::string> compute(mlir::Value cos, mlir::Value sin,
                                                             int64_t rotaryDim, Width width) const;
-  std::pair<llvm::SmallVector<double>, std::string> fromTables(const Table &c, const Table &s,
-                                                               mlir::Type element,
-                                                               int64_t rotaryDim,
-                                                               Width width) const;
 
   const compiler::WeightStore *weights_;
   // By (cos, sin, rotary_dim, width): the frequencies, or why there are none.

@@ -114,7 +114,8 @@ std::optional<Tensor> SampleEvaluator::storedWeight(WeightOp weight) const {
   return t;
 }
 
-std::optional<Tensor> SampleEvaluator::evaluate(Value v, const Sample &s, std::string &error) {
+std::optional<Tensor> SampleEvaluator::evaluate(Value v, const Sample &s, std::string &error,
+                                                const DenseMap<Value, Tensor> &given) {
   // The computation, in program order. An LLM op's stand-in needs none of its operands, so the
   // walk stops there: each layer's mask reaches back to its own projections, not through the
   // whole model.
@@ -129,7 +130,9 @@ std::optional<Tensor> SampleEvaluator::evaluate(Value v, const Sample &s, std::s
   }
   DenseMap<Value, Tensor> values;
   for (BlockArgument arg : func_.getArguments()) {
-    bool used = llvm::any_of(arg.getUsers(), [&](Operation *u) { return slice.contains(u); });
+    // An LLM op in the slice stands in for itself: its operands are not read.
+    bool used = llvm::any_of(arg.getUsers(),
+                             [&](Operation *u) { return slice.contains(u) && !isa<LlmOp>(u); });
     if (!used && arg != v)
       continue;
     std::optional<Tensor> t = sampleInput(arg, s);
@@ -160,6 +163,8 @@ std::optional<Tensor> SampleEvaluator::evaluate(Value v, const Sample &s, std::s
                 "', which hetc cannot read here";
         return std::nullopt;
       }
+    } else if (auto it = given.find(op.getResult(0)); it != given.end() && isa<LlmOp>(op)) {
+      out = it->second;
     } else if (isa<LlmOp, WeightOp>(op)) {
       out = standIn(op, s);
     } else if (auto node = dyn_cast<OnnxNodeOp>(op)) {

@@ -9,6 +9,7 @@
 #include "import/OnnxInterpreter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <optional>
 #include <string>
@@ -43,7 +44,13 @@ public:
   // whole; the nodes after it compute only what the sample needs); read through Shape or Size
   // only, it stands in as zeros like an activation. On failure,
   // `error` completes "<v> ..." (it names the node or input that could not be evaluated).
-  std::optional<Tensor> evaluate(mlir::Value v, const Sample &s, std::string &error);
+  // `given` holds values the caller chose for LLM ops' results (a rotation probed on basis
+  // inputs, RotationFit.h): those stand in for themselves.
+  std::optional<Tensor> evaluate(mlir::Value v, const Sample &s, std::string &error,
+                                 const llvm::DenseMap<mlir::Value, Tensor> &given);
+  std::optional<Tensor> evaluate(mlir::Value v, const Sample &s, std::string &error) {
+    return evaluate(v, s, error, llvm::DenseMap<mlir::Value, Tensor>());
+  }
 
 private:
   std::optional<Tensor> sampleInput(mlir::BlockArgument arg, const Sample &s);

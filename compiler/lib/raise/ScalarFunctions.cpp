@@ -206,3 +206,16 @@ std::string hetc::fittedNodes(size_t count, StringRef first, StringRef last) {
   return "fitted by values: " + std::to_string(count) + " nodes from '" + first.str() + "' to '" +
          last.str() + "' are";
 }
+
+std::string hetc::nodeName(mlir::Operation *op) {
+  if (auto node = mlir::dyn_cast<OnnxNodeOp>(op))
+    return node.getNodeName().str();
+  if (auto name = mlir::dyn_cast<mlir::NameLoc>(op->getLoc()))
+    return name.getName().str();
+  return op->getName().getStringRef().str();
+}
+
+std::string hetc::regionNamed(llvm::ArrayRef<mlir::Operation *> nodes) {
+  return "the " + std::to_string(nodes.size()) + " nodes from '" + nodeName(nodes.front()) +
+         "' to '" + nodeName(nodes.back()) + "'";
+}

@@ -60,4 +60,10 @@ bool withinRounding(double got, double want);
 // "fitted by values: 9 nodes from 'a' to 'b' are", or "... 1 node, 'a', is".
 std::string fittedNodes(size_t count, llvm::StringRef first, llvm::StringRef last);
 
+// The ONNX name of a node (or its location's name) for messages.
+std::string nodeName(mlir::Operation *op);
+
+// "the 6 nodes from 'a' to 'b'" of a region in program order, for its refusal.
+std::string regionNamed(llvm::ArrayRef<mlir::Operation *> nodes);
+
 } // namespace hetc
