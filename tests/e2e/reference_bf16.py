@@ -28,6 +28,11 @@ compiled with --weights f32: then only the KV cache's operands differ from model
 and its input rows quantized as hetc quantizes them (int8_as_hetc; the integer dot products are
 exact in the plan), the lm_head bf16 weights (and inputs with --round-inputs). --int4-weights
 GROUP is --weights int4 --group-size GROUP: the same with the weights in 4 bits (int4_as_hetc).
+Those two run in float64, the rows still quantized from float32 values as hetc quantizes them: a
+float32 model puts a row element on the other side of a rounding tie, one int8 step away, as
+often as hetc does, and where each does depends on which of torch's CPU kernels ran (its AVX2
+and AVX-512 float32 kernels sum in other orders); in float64 the reference is the same on every
+host and hetc differs from it only where its own float32 rounding crosses a tie.
 With either, --lm-head int8|int4 is hetc compile --lm-head: the lm_head's weight (and a tied
 embedding table, the same tensor) and rows quantized as the layers' are (int4 in GROUP's groups).
 The model definition, the generation loop and the outputs are models/reference.py's own.
@@ -45,7 +50,7 @@ import reference  # noqa: E402
 
 
 def to_bf16_and_back(tensor):
-    return tensor.to(torch.bfloat16).to(torch.float32)
+    return tensor.to(torch.bfloat16).to(tensor.dtype)
 
 
 def bf16_operands(load_model, round_inputs):
@@ -66,10 +71,12 @@ def int8_as_hetc(rows):
     """Symmetric int8 of each row along the last dimension as hetc quantizes linear weights (per
     output column) and activation rows: q = round_half_even(x * (127 / max|x|)), in float32, and
     back as q * (max|x| / 127). A zero row stays zero."""
+    dtype, rows = rows.dtype, rows.float()  # hetc rounds in float32
     largest = rows.abs().amax(dim=-1, keepdim=True)
     safe = torch.where(largest > 0, largest, torch.ones_like(largest))
     q = torch.round(rows * (127.0 / safe)).clamp(-127, 127)
-    return torch.where(largest > 0, q * (largest / 127.0), torch.zeros_like(rows))
+    back = q.double() * (largest / 127.0).double()  # exact, as hetc's integer dot times the scale
+    return torch.where(largest > 0, back, torch.zeros_like(back)).to(dtype)
 
 
 def int4_as_hetc(weight, group, symmetric=False):
@@ -98,8 +105,9 @@ def int4_as_hetc(weight, group, symmetric=False):
         safe = torch.where(scale > 0, scale, torch.ones_like(scale))
         zp = torch.round(-lo / safe).clamp(0, 15)
     u = (torch.round(w / safe.unsqueeze(-1)) + zp.unsqueeze(-1)).clamp(0, 15)
-    back = torch.where(scale.unsqueeze(-1) > 0, (u - zp.unsqueeze(-1)) * scale.unsqueeze(-1),
-                       torch.zeros_like(w))
+    back = torch.where(scale.unsqueeze(-1) > 0,
+                       (u - zp.unsqueeze(-1)).double() * scale.unsqueeze(-1).double(),
+                       torch.zeros(w.shape, dtype=torch.float64))
     return back.reshape(n, padded)[:, :k]
 
 
@@ -110,9 +118,9 @@ def int8_operands(load_model, round_head_inputs, int4_group=None, int4_symmetric
     weights (and with them a tied embedding table) and, with round_head_inputs, bf16 rows. With
     int4_group, --weights int4: the weights in 4 bits (int4_as_hetc), the rows in int8 alike. With
     lm_head "int8" or "int4" (--lm-head), the lm_head's weight (and a tied table) and rows are
-    quantized as the layers' are."""
+    quantized as the layers' are. The model runs in float64 (the module's docstring says why)."""
     def load(model_dir):
-        model = load_model(model_dir)
+        model = load_model(model_dir).double()
         with torch.no_grad():
             for module in model.modules():
                 if not isinstance(module, torch.nn.Linear):
@@ -193,7 +201,7 @@ def int16_query(q):
     largest = q.abs().amax(dim=-1, keepdim=True).clamp(min=torch.finfo(torch.float32).tiny)
     exponent = torch.frexp(largest).exponent - 1
     words = torch.round(q.to(torch.float64) * power_of_two(14 - exponent)).clamp(max=32767)
-    return (words * power_of_two(exponent - 14)).to(torch.float32)
+    return (words * power_of_two(exponent - 14)).to(q.dtype)
 
 
 def attention_of_int8_blocks():
@@ -237,7 +245,7 @@ def attention_of_int8_blocks():
         quantized = (words * power_of_two(exponent - 14)).flatten(-2)[..., :positions]
         divisor = torch.where(kept, scale, torch.ones_like(scale)).to(torch.float64)
         taken = torch.where(kept, quantized / divisor, torch.zeros_like(quantized))
-        return matmul(taken.to(torch.float32) / total, b)
+        return matmul(taken.to(b.dtype) / total, b)
     torch.matmul = weighted_values
 
 
@@ -278,6 +286,7 @@ def main(argv=None):
         # Likewise, but one int8 step is 2^-8 of the row's largest element, not of the element.
         reference.SELF_CHECK_TOLERANCE = 2e-2
     if int8_weights or int4_group:
+        torch.set_default_dtype(torch.float64)
         reference.load_model = int8_operands(reference.load_model, round_inputs, int4_group,
                                              int4_symmetric, lm_head)
     elif not f32_weights:
