@@ -363,7 +363,9 @@ def exporter_main(argv, doc: str, script: str, add_export_args: Callable, config
 
     model = load_model(a.model_dir)
     try:
-        return run_reference(a, model, model.empty_past, model.config.vocab_size,
+        # A module whose forward takes no position_ids gives greedy decoding a `step` that does.
+        return run_reference(a, getattr(model, "step", model), model.empty_past,
+                             model.config.vocab_size,
                              f"torch {torch.__version__} ({script})")
     except (ValueError, RuntimeError) as err:
         print(f"{script} reference: {err}", file=sys.stderr)

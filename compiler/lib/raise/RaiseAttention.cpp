@@ -1044,7 +1044,11 @@ public:
     // From here on the region is an attention (heads merged back from a product of weights and
     // values): why it is not raised is worth saying (AttentionMatcher::diagnosis).
     product_ = pv;
+    // The weights as the softmax gave them: BLOOM's bmm form flattens a softmax over [B, H, S, T]
+    // to [B * H, S, T] for the product.
     OnnxNodeOp softmax = producer(pv->getOperand(0), "Softmax");
+    if (!softmax && knownRank(pv->getResult(0)) == 3)
+      softmax = producer(throughHeadsFlatten(pv->getOperand(0)), "Softmax");
     const int64_t softmaxRank = softmax ? knownRank(softmax->getOperand(0)) : -1;
     if (!softmax)
       return note(pv, "weights the values by " + describeValue(pv->getOperand(0)) +
@@ -1186,8 +1190,10 @@ private:
     };
     std::optional<ElementwiseChain> chain =
         chainBackTo(scaled, [&](Value v) { return bool(product(v)); });
-    if (!chain)
+    if (!chain) {
+      notePositionBias(throughHeadsUnflatten(scaled), product);
       return {};
+    }
     OnnxNodeOp scores = product(chain->input);
     form = chain->nodes.empty() ? std::optional<ScaledSoftCap>(ScaledSoftCap{})
                                 : fitScaledSoftCap(*chain);
@@ -1200,6 +1206,51 @@ private:
     return scores;
   }
 
+  // Scores plus a bias computed from the graph's inputs alone, per head and key position (BLOOM's
+  // and MPT's ALiBi: slope_h x key position, added by baddbmm before the mask): hetc.attention
+  // adds none, so the bias is evaluated on a sample and named with its numbers, as an error.
+  template <typename Product> void notePositionBias(Value v, Product &&product) {
+    OnnxNodeOp add = producer(v, "Add");
+    if (!add || unsupported.op)
+      return;
+    matchCommutative(add, [&](Value scores, Value bias) {
+      std::optional<ElementwiseChain> chain =
+          chainBackTo(scores, [&](Value x) { return bool(product(x)); });
+      if (!chain || scalarValue(bias) || !computedFromInputs(bias))
+        return false;
+      auto func = add->getParentOfType<func::FuncOp>();
+      SampleEvaluator evaluator(func, {}, tables_.weights());
+      std::string error;
+      const Sample sample{3, 5, 1, 0};
+      std::optional<Tensor> t = evaluator.evaluate(bias, sample, error);
+      std::string what = "adds a bias computed from the graph's inputs to the scores";
+      if (t && t->isFloat() && !t->shape.empty() && t->shape.back() == sample.past + sample.seq) {
+        // Rows of keys: [rows, keys] whatever the leading axes (heads, then queries).
+        const int64_t keys = t->shape.back(), rows = t->size() / keys;
+        bool linear = true;
+        double lowest = INFINITY, highest = -INFINITY;
+        for (int64_t r = 0; r < rows && linear; ++r) {
+          const double *b = &t->floats[r * keys];
+          const double slope = b[1] - b[0];
+          for (int64_t j = 0; j < keys; ++j)
+            linear = linear && std::fabs(b[j] - b[0] - slope * j) <= 1e-5 * (1 + std::fabs(b[j]));
+          lowest = std::min(lowest, slope);
+          highest = std::max(highest, slope);
+        }
+        if (linear && highest > 0)
+          what = "adds a position bias to the scores, slope x key position for each head (ALiBi, "
+                 "BLOOM's and MPT's), slopes " + printed(highest) + " to " + printed(lowest) +
+                 sample.described() + ", which hetc.attention does not apply";
+        else
+          what += ", which hetc.attention does not add";
+      } else {
+        what += ", which hetc.attention does not add";
+      }
+      unsupported = {add, what};
+      return true;
+    });
+  }
+
   // x4 rotated (RopeMatch), or x4 as split into heads with rotaryDim 0 (OPT, GPT-2: no RoPE); the
   // flat value may be scaled first (OPT's q * scaling), which multiplies `scale`. A scaled k is
   // folded too: the ONNX cache then holds c k where hetc's holds k, but every key of the scores,
@@ -1207,11 +1258,18 @@ private:
   std::optional<RopeMatch> rotatedOrNot(Value x4, float &scale) {
     if (headsByValuesOnly())
       return fitted(x4, scale);
+    const Unsupported before = unsupported;
     if (std::optional<RopeMatch> rope = matchRope(x4, tables_, unsupported))
       return rope;
     std::optional<HeadsSplit> split = matchHeadsSplit(skipNoOps(x4));
-    if (!split)
-      return unsupported.op ? std::nullopt : fitted(x4, scale);
+    if (!split) {
+      // A form read up to a part hetc refuses (RoPE tables whose halves differ by more than
+      // a few ulps) may still be a rotation by its values; if not, the form's reason stands.
+      std::optional<RopeMatch> byValues = fitted(x4, scale);
+      if (byValues)
+        unsupported = before;
+      return byValues;
+    }
     split->flat = withoutScale(split->flat, scale);
     return RopeMatch{*split, Angles{}, /*rotaryDim=*/0};
   }
@@ -1330,7 +1388,7 @@ private:
     fitWhy_.clear();
     std::optional<RopeMatch> k = rotatedOrNot(presentK->fresh, scale);
     if (k && q->rotaryDim && !k->rotaryDim && k->fit.empty())
-      k = unsupported.op ? std::nullopt : fitted(presentK->fresh, scale);
+      k = fitted(presentK->fresh, scale);
     if (!k)
       return note(presentK->concat,
                   "appends new keys (" + describeValue(presentK->fresh) + ") that are not the " +

@@ -35,10 +35,11 @@ EXPORTERS = {"hf_llama": HF_LLAMA, "ort_genai_llama": os.path.join(EXPORTS, "ort
              "ort_optimizer_llama": os.path.join(EXPORTS, "ort_optimizer_llama.py"),
              "opt": os.path.join(EXPORTS, "opt.py"), "gpt_neox": os.path.join(EXPORTS, "gpt_neox.py"),
              "phi": os.path.join(EXPORTS, "phi.py"), "falcon": os.path.join(EXPORTS, "falcon.py"),
-             "gptj": os.path.join(EXPORTS, "gptj.py"), "gpt2": os.path.join(EXPORTS, "gpt2.py")}
+             "gptj": os.path.join(EXPORTS, "gptj.py"), "gpt2": os.path.join(EXPORTS, "gpt2.py"),
+             "bloom": os.path.join(EXPORTS, "bloom.py")}
 # Exporters with their own PyTorch module (and `export` / `reference` commands); the others leave
 # a directory that hf_llama.py reference decodes.
-OWN_MODULE = ("opt", "gpt_neox", "phi", "falcon", "gptj", "gpt2")
+OWN_MODULE = ("opt", "gpt_neox", "phi", "falcon", "gptj", "gpt2", "bloom")
 COMPARE = os.path.join(HERE, "compare.py")
 ORT_GREEDY = os.path.join(os.path.dirname(HERE), "ort", "greedy.mjs")
 
