@@ -9,7 +9,7 @@
 // CHECK: %[[K:.*]] = hetc.linear %[[H]], %{{.*}} : (tensor<?x?x8xf32>, tensor<8x4xf32>)
 // CHECK: %[[V:.*]] = hetc.linear %[[H]]
 // CHECK: %[[INV:.*]] = hetc.constant dense<[1.000000e+00, 0.00999999977]> : tensor<2xf32>
-// CHECK: %[[QR:.*]] = hetc.rope %[[Q]], %[[POS]], %[[INV]] {head_dim = 4 : i64, heads = 2 : i64, hetc.fit = "fitted by values: 19 nodes from 'rotary/Expand' to 'attn/Transpose_q4' are 2 heads of 4 rotated in rotate-half over all 4 columns, frequencies 1 to 0.01 of position_ids; within {{.*}} of the terms on random inputs at 33 positions and 3 after 40 cached; the next nearest, no rotation, differs by 2"}
+// CHECK: %[[QR:.*]] = hetc.rope %[[Q]], %[[POS]], %[[INV]] {head_dim = 4 : i64, heads = 2 : i64, hetc.fit = "fitted by values: 19 nodes from 'rotary/Expand' to 'attn/Transpose_q4' are 2 heads of 4 rotated in rotate-half over all 4 columns, frequencies 1 to 0.01 of 'graph input #1'; within {{.*}} of the terms on random inputs at positions 0 to 32 and 4094 to 4095; the next nearest, no rotation, differs by 2"}
 // CHECK: %[[KR:.*]] = hetc.rope %[[K]], %[[POS]], %[[INV]] {head_dim = 4 : i64, heads = 1 : i64, hetc.fit = "fitted by values: 19 nodes from 'rotary/Expand' to 'attn/Transpose_k4' are 1 head of 4 rotated in rotate-half over all 4 columns
 // CHECK: hetc.attention %[[QR]], %[[KR]], %[[V]]
 func.func @rotated_before_transpose(%h: tensor<?x?x8xf32>, %pos: tensor<?x?xi64>, %past_k: tensor<?x1x?x4xf32>, %past_v: tensor<?x1x?x4xf32>, %attention_mask: tensor<?x?xi64>)

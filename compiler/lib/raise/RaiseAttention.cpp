@@ -1223,7 +1223,6 @@ private:
       std::string error;
       const Sample sample{3, 5, 1, 0};
       std::optional<Tensor> t = evaluator.evaluate(bias, sample, error);
-      std::string what = "adds a bias computed from the graph's inputs to the scores";
       if (t && t->isFloat() && !t->shape.empty() && t->shape.back() == sample.past + sample.seq) {
         // Rows of keys: [rows, keys] whatever the leading axes (heads, then queries).
         const int64_t keys = t->shape.back(), rows = t->size() / keys;
@@ -1237,17 +1236,17 @@ private:
           lowest = std::min(lowest, slope);
           highest = std::max(highest, slope);
         }
-        if (linear && highest > 0)
-          what = "adds a position bias to the scores, slope x key position for each head (ALiBi, "
-                 "BLOOM's and MPT's), slopes " + printed(highest) + " to " + printed(lowest) +
-                 sample.described() + ", which hetc.attention does not apply";
-        else
-          what += ", which hetc.attention does not add";
-      } else {
-        what += ", which hetc.attention does not add";
+        // ALiBi: linear in the key position, slopes that differ per head. Anything else (a causal
+        // mask added in two steps, a padding mask) is left to the mask's own reading.
+        if (!(linear && highest > 0 && lowest < highest))
+          return false;
+        unsupported = {add, "adds a position bias to the scores, slope x key position for each "
+                            "head (ALiBi, BLOOM's and MPT's), slopes " + printed(highest) + " to " +
+                            printed(lowest) + sample.described() +
+                            ", which hetc.attention does not apply"};
+        return true;
       }
-      unsupported = {add, what};
-      return true;
+      return false;
     });
   }
 
@@ -1386,9 +1385,13 @@ private:
                               ") that are not Concat(past input, new ones) along the positions, "
                               "written to a present output: a KV cache hetc can own");
     fitWhy_.clear();
+    const float scaleBeforeKeys = scale;
     std::optional<RopeMatch> k = rotatedOrNot(presentK->fresh, scale);
-    if (k && q->rotaryDim && !k->rotaryDim && k->fit.empty())
+    if (k && q->rotaryDim && !k->rotaryDim && k->fit.empty()) {
+      // The form's split may have taken a scale the region read by its values holds too.
+      scale = scaleBeforeKeys;
       k = fitted(presentK->fresh, scale);
+    }
     if (!k)
       return note(presentK->concat,
                   "appends new keys (" + describeValue(presentK->fresh) + ") that are not the " +

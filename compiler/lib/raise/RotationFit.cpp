@@ -2,18 +2,20 @@
 //
 // The region: every node between `heads4` and the one LLM value it reads (a projection's output,
 // `flat`), through constants, weights, the positions and the shapes of other inputs. It is
-// evaluated by the interpreter at positions 0..32, `flat` holding a basis vector in each head:
+// evaluated by the interpreter at positions 0..32 and at 2 far positions (after 4094 cached
+// tokens, or fewer where a stored table is shorter), `flat` holding a basis vector in each head:
 // head g of evaluation e holds column (e * G + g) mod D, so ceil(D / G) evaluations show where
 // every column goes at every position, whatever the model's width. That per-position map is
 // fitted to each catalogue entry, hetc.rope's rotate-half and interleaved pairs over the first R
-// columns (R = 0: the heads split alone), their frequencies read from the map's cos and sin as
-// RoPE tables' are (RopeTables::fromTables), and the entry whose map is nearest is taken when it
-// is within rounding. Then the fit is checked on random inputs in every head, at those positions
-// and at 3 positions after 40 cached ones, so that heads that differ or mix, or frequencies that
-// change with the length, are not taken for a rotation.
+// columns (R = 0: the heads split alone), their frequencies read from the map's cos and sin at
+// 0..32 as RoPE tables' are (RopeTables::fromTables) and refined at the far positions, and the
+// entry whose map is nearest is taken when it is within rounding at every position. Then the
+// fit is checked on random inputs in every head at all those positions, so that heads that
+// differ or mix, or frequencies that change with the length, are not taken for a rotation.
 //
-// Tolerance: 8 ulps of the region's element type in each term, plus the float32 rounding of an
-// exporter's angle p * f (4e-7 of the angle).
+// Tolerance: 8 ulps of the region's element type (float16's at least: the interpreter computes
+// in double) in each term, plus the float32 rounding of an exporter's angle p * f (4e-7 of the
+// angle).
 #include "raise/RotationFit.h"
 
 #include "hetc/Dialect/HetcDialect.h"
@@ -40,8 +42,10 @@ namespace {
 
 // Positions 0..32: the frequencies are refined at 1, 2, 4, ..., 32 (RopeTables::fromTables).
 constexpr int64_t kPositions = 33;
-// The second random check: a few new tokens after this many cached ones.
-constexpr int64_t kCached = 40, kCachedNew = 3;
+// The far positions: kFarNew new tokens after the first of these many cached ones the region
+// evaluates (a stored table may hold fewer positions than the largest).
+constexpr int64_t kFarCached[] = {4094, 1022, 254, 62};
+constexpr int64_t kFarNew = 2;
 constexpr size_t kMaxRegionNodes = 256;
 constexpr double kTermUlps = 8.0, kAngleRounding = 4e-7;
 
@@ -49,6 +53,7 @@ struct Region {
   SmallVector<Operation *> nodes; // in program order
   SmallVector<Value> read;        // the LLM values it reads
   Value positions;
+  std::string positionsName;      // its name, for --explain
 };
 
 // The projection `read` are column pieces of, each piece's columns of it, and its width: the
@@ -178,6 +183,13 @@ std::optional<Region> regionOf(Value heads4) {
     if (!name || (name.getValue() != "attention_mask" && name.getValue() != "input_ids"))
       region.positions = inputsRead.front();
   }
+  if (region.positions) {
+    auto name = func.getArgAttrOfType<StringAttr>(
+        cast<BlockArgument>(region.positions).getArgNumber(), "hetc.name");
+    region.positionsName = name ? name.getValue().str()
+                                : "graph input #" + std::to_string(cast<BlockArgument>(
+                                                          region.positions).getArgNumber());
+  }
   region.nodes.assign(seen.begin(), seen.end());
   llvm::sort(region.nodes, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   return region;
@@ -244,7 +256,9 @@ std::optional<RotationFit> fitRotation(Value heads4, const compiler::WeightStore
     return std::nullopt;
   const int64_t features = projection->features;
   const Type element = cast<ShapedType>(heads4.getType()).getElementType();
-  const double ulp = std::ldexp(1.0, -fractionBits(element));
+  // The interpreter computes in double: a bf16 region's tables still round no worse than a
+  // float16's, and a head that differs by more than that is not taken for a rotation.
+  const double ulp = std::ldexp(1.0, -std::max(fractionBits(element), 10));
   const std::string nodes = fittedNodes(region->nodes.size(), nodeName(region->nodes.front()),
                                         nodeName(region->nodes.back()));
   const std::string regionText = regionNamed(region->nodes);
@@ -299,29 +313,59 @@ std::optional<RotationFit> fitRotation(Value heads4, const compiler::WeightStore
       return std::nullopt;
     }
 
-  // Where each column of a head goes at each position: images[(c * P + p) * D + j].
-  const int64_t P = kPositions, D = headDim;
-  std::vector<double> images(D * P * D, 0.0);
-  std::vector<bool> seenColumn(D, false);
-  for (int64_t e = 0; e * heads < D; ++e) {
-    std::vector<double> x(P * features, 0.0);
-    for (int64_t p = 0; p < P; ++p)
-      for (int64_t g = 0; g < heads; ++g)
-        x[p * features + g * D + (e * heads + g) % D] = 1.0;
-    std::optional<Tensor> y = evaluate(basisSample, x);
-    if (!y)
-      return std::nullopt;
-    for (int64_t h = 0; h < outHeads; ++h) {
-      const int64_t c = (e * heads + h / broadcast) % D;
-      if (seenColumn[c])
-        continue;
-      seenColumn[c] = true;
-      for (int64_t p = 0; p < P; ++p)
-        for (int64_t j = 0; j < D; ++j)
-          images[(c * P + p) * D + j] = y->floats[(h * P + p) * D + j];
+  // The far positions: a few new tokens after as many cached ones as the region evaluates (a
+  // stored table may hold fewer positions than the largest candidate), so that the frequencies
+  // are read and checked over thousands of positions, and frequencies that change with the
+  // length are seen.
+  std::optional<Sample> farSample;
+  for (int64_t cached : kFarCached) {
+    const Sample s{kFarNew, cached, 1, 0};
+    why.clear();
+    std::optional<Tensor> far = evaluate(s, std::vector<double>(kFarNew * features));
+    if (far && far->shape == SmallVector<int64_t>{1, outHeads, kFarNew, headDim}) {
+      farSample = s;
+      break;
     }
   }
-  auto at = [&](int64_t c, int64_t p, int64_t j) { return images[(c * P + p) * D + j]; };
+  why.clear();
+
+  // Where each column of a head goes at each position: images[(c * P + k) * D + j] for the k-th
+  // of `positions`, 0..32 then the far ones.
+  SmallVector<int64_t> positions;
+  for (int64_t p = 0; p < kPositions; ++p)
+    positions.push_back(p);
+  if (farSample)
+    for (int64_t k = 0; k < farSample->seq; ++k)
+      positions.push_back(farSample->past + k);
+  const int64_t P = static_cast<int64_t>(positions.size()), D = headDim;
+  std::vector<double> images(D * P * D, 0.0);
+  SmallVector<Sample, 2> basisSamples{basisSample};
+  if (farSample)
+    basisSamples.push_back(*farSample);
+  int64_t firstRow = 0;
+  for (const Sample &s : basisSamples) {
+    std::vector<bool> seenColumn(D, false);
+    for (int64_t e = 0; e * heads < D; ++e) {
+      std::vector<double> x(s.seq * features, 0.0);
+      for (int64_t k = 0; k < s.seq; ++k)
+        for (int64_t g = 0; g < heads; ++g)
+          x[k * features + g * D + (e * heads + g) % D] = 1.0;
+      std::optional<Tensor> y = evaluate(s, x);
+      if (!y)
+        return std::nullopt;
+      for (int64_t h = 0; h < outHeads; ++h) {
+        const int64_t c = (e * heads + h / broadcast) % D;
+        if (seenColumn[c])
+          continue;
+        seenColumn[c] = true;
+        for (int64_t k = 0; k < s.seq; ++k)
+          for (int64_t j = 0; j < D; ++j)
+            images[(c * P + firstRow + k) * D + j] = y->floats[(h * s.seq + k) * D + j];
+      }
+    }
+    firstRow += s.seq;
+  }
+  auto at = [&](int64_t c, int64_t k, int64_t j) { return images[(c * P + k) * D + j]; };
 
   // A uniform scale, from position 0, where a rotation is the identity.
   const double scale = at(0, 0, 0);
@@ -332,6 +376,28 @@ std::optional<RotationFit> fitRotation(Value heads4, const compiler::WeightStore
   }
   for (double &v : images)
     v /= scale;
+  // The two largest elements of each image off its own column, and where: what any pairing
+  // leaves over is the largest not at the partner.
+  struct OffDiagonal {
+    double first = 0.0, second = 0.0;
+    int64_t firstAt = -1, secondAt = -1;
+  };
+  std::vector<OffDiagonal> off(D * P);
+  for (int64_t c = 0; c < D; ++c)
+    for (int64_t k = 0; k < P; ++k) {
+      OffDiagonal &o = off[c * P + k];
+      for (int64_t j = 0; j < D; ++j) {
+        const double v = std::fabs(at(c, k, j));
+        if (j == c || !(v > o.second))
+          continue;
+        if (v > o.first) {
+          o.second = o.first, o.secondAt = o.firstAt;
+          o.first = v, o.firstAt = j;
+        } else {
+          o.second = v, o.secondAt = j;
+        }
+      }
+    }
 
   // Each entry of the catalogue, nearest first.
   std::vector<Form> forms;
@@ -343,12 +409,12 @@ std::optional<RotationFit> fitRotation(Value heads4, const compiler::WeightStore
   for (Form &form : forms) {
     if (form.rotary) {
       RopeTables::Table cosTable, sinTable;
-      cosTable.shape = sinTable.shape = {P, form.rotary / 2};
-      for (int64_t p = 0; p < P; ++p)
+      cosTable.shape = sinTable.shape = {kPositions, form.rotary / 2};
+      for (int64_t k = 0; k < kPositions; ++k)
         for (int64_t i = 0; i < form.rotary / 2; ++i) {
           const int64_t a = form.interleaved ? 2 * i : i;
-          cosTable.values.push_back(static_cast<float>(at(a, p, a)));
-          sinTable.values.push_back(static_cast<float>(at(a, p, form.pair(a).first)));
+          cosTable.values.push_back(static_cast<float>(at(a, k, a)));
+          sinTable.values.push_back(static_cast<float>(at(a, k, form.pair(a).first)));
         }
       auto [freqs, error] = RopeTables::fromTables(cosTable, sinTable, element, form.rotary,
                                                    RopeTables::Width::Half);
@@ -356,39 +422,68 @@ std::optional<RotationFit> fitRotation(Value heads4, const compiler::WeightStore
         form.why = error;
         continue;
       }
+      // Refined at the far positions, each few enough turns from the estimate to count right.
+      for (int64_t k = kPositions; k < P; ++k)
+        for (int64_t i = 0; i < form.rotary / 2; ++i) {
+          const int64_t a = form.interleaved ? 2 * i : i;
+          const double p = static_cast<double>(positions[k]);
+          const double wrapped = std::atan2(at(a, k, form.pair(a).first), at(a, k, a));
+          const double turns = std::round((p * freqs[i] - wrapped) / (2 * M_PI));
+          freqs[i] = (wrapped + 2 * M_PI * turns) / p;
+        }
       form.freqs = freqs;
     }
     form.excess = 0.0;
+    auto compare = [&](int64_t c, int64_t k, int64_t j, double got, double want,
+                       double tolerance) {
+      const double difference = std::fabs(got - want);
+      if (!(difference <= form.excess * tolerance)) {
+        form.excess = difference / tolerance;
+        form.difference = difference;
+        form.position = positions[k];
+        form.column = c;
+        form.component = j;
+      }
+    };
     for (int64_t c = 0; c < D; ++c)
-      for (int64_t p = 0; p < P; ++p) {
+      for (int64_t k = 0; k < P; ++k) {
+        const int64_t p = positions[k];
         const double tolerance = kTermUlps * ulp + kAngleRounding * form.angleOf(c, p);
-        for (int64_t j = 0; j < D; ++j) {
-          const double difference = std::fabs(at(c, p, j) - form.image(c, p, j));
-          if (difference / tolerance > form.excess) {
-            form.excess = difference / tolerance;
-            form.difference = difference;
-            form.position = p;
-            form.column = c;
-            form.component = j;
-          }
+        compare(c, k, c, at(c, k, c), form.image(c, p, c), tolerance);
+        int64_t partner = -1;
+        if (c < form.rotary) {
+          partner = form.pair(c).first;
+          compare(c, k, partner, at(c, k, partner), form.image(c, p, partner), tolerance);
         }
+        const OffDiagonal &o = off[c * P + k];
+        const bool firstIsPartner = o.firstAt == partner;
+        const int64_t j = firstIsPartner ? o.secondAt : o.firstAt;
+        if (j >= 0)
+          compare(c, k, j, at(c, k, j), 0.0, tolerance);
       }
   }
   std::stable_sort(forms.begin(), forms.end(),
                    [](const Form &a, const Form &b) { return a.excess < b.excess; });
   const Form &best = forms.front();
   if (!(best.excess <= 1.0)) {
-    if (std::isinf(best.excess)) {
+    const bool noRotationReads = llvm::all_of(
+        forms, [](const Form &f) { return f.rotary == 0 || std::isinf(f.excess); });
+    if (noRotationReads && best.rotary == 0 && D >= 2) {
+      // No pairing gave frequencies: say why for the whole head in rotate-half pairs.
       const Form &full = *llvm::find_if(forms, [&](const Form &f) {
         return f.rotary == D && !f.interleaved;
       });
-      why = regionText + " are not a rotation of each head: read as " + full.described(D) +
-            ", their cos and sin " + full.why;
+      why = regionText + " are not a rotation of each head: no rotation differs from them by " +
+            printed(best.difference) + " at position " + std::to_string(best.position) +
+            ", and read as " + full.described(D) + ", their cos and sin " + full.why;
     } else {
       why = regionText + " are not a rotation of each head: the nearest, " + best.described(D) +
             ", differs from them by " + printed(best.difference) + " at position " +
             std::to_string(best.position) + ", where column " + std::to_string(best.column) +
-            " of a head gives " + printed(at(best.column, best.position, best.component)) +
+            " of a head gives " +
+            printed(at(best.column,
+                       llvm::find(positions, best.position) - positions.begin(),
+                       best.component) ) +
             " in column " + std::to_string(best.component) + " where the rotation gives " +
             printed(best.image(best.column, best.position, best.component));
     }
@@ -399,14 +494,14 @@ std::optional<RotationFit> fitRotation(Value heads4, const compiler::WeightStore
   std::mt19937_64 rng(0x5eed);
   std::uniform_real_distribution<double> magnitude(0.5, 1.5);
   double worst = 0.0;
-  for (const Sample &s : {basisSample, Sample{kCachedNew, kCached, 1, 0}}) {
+  for (const Sample &s : basisSamples) {
     std::vector<double> x(s.seq * features);
     for (double &v : x)
       v = (rng() & 1 ? 1.0 : -1.0) * magnitude(rng);
     std::optional<Tensor> y = evaluate(s, x);
     if (!y)
       return std::nullopt;
-    if (y->size() != outHeads * s.seq * D) {
+    if (y->shape != SmallVector<int64_t>{1, outHeads, s.seq, D}) {
       why = regionText + " give another shape after " + std::to_string(s.past) + " cached tokens";
       return std::nullopt;
     }
@@ -462,13 +557,16 @@ std::optional<RotationFit> fitRotation(Value heads4, const compiler::WeightStore
     text += " (each repeated " + std::to_string(broadcast) + " times)";
   text += best.rotary ? " rotated in " + best.described(D) + ", frequencies " +
                             printed(best.freqs.front()) + " to " + printed(best.freqs.back()) +
-                            (region->positions ? " of position_ids" : " of the cache's positions")
+                            (region->positions ? " of '" + region->positionsName + "'"
+                                               : std::string(" of the cache's positions"))
                       : ", not rotated";
   if (scale != 1.0)
     text += ", scaled by " + printed(scale, 6);
-  text += "; within " + printed(worst) + " of the terms on random inputs at " +
-          std::to_string(P) + " positions and " + std::to_string(kCachedNew) + " after " +
-          std::to_string(kCached) + " cached";
+  text += "; within " + printed(worst) + " of the terms on random inputs at positions 0 to " +
+          std::to_string(kPositions - 1);
+  if (farSample)
+    text += " and " + std::to_string(farSample->past) + " to " +
+            std::to_string(farSample->past + farSample->seq - 1);
   if (forms.size() > 1) {
     const Form &next = forms[1];
     text += "; the next nearest, " + next.described(D) + ", " +
