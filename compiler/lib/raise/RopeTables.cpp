@@ -158,8 +158,9 @@ RopeTables::fromTables(const Table &cTable, const Table &sTable, Type element, i
   const std::vector<float> *c = &cTable.values, *s = &sTable.values;
   // Column i of frequency i: in the first half (Duplicated), at 2i (Pairs), or i (Half).
   const double valueTolerance = element.isBF16() ? 8e-3 : element.isF16() ? 1e-3 : 1e-4;
-  const int fractionBits = element.isBF16() ? 7 : element.isF16() ? 10 : 23;
-  auto same = [&](float a, float b) { return withinUlps(a, b, kRepeatedValueUlps, fractionBits); };
+  auto same = [&](float a, float b) {
+    return withinUlps(a, b, kRepeatedValueUlps, fractionBits(element));
+  };
   auto at = [&](const std::vector<float> &t, int64_t p, int64_t i) {
     return t[p * cols + (width == Width::Pairs ? 2 * i : i)];
   };

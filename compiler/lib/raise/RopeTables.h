@@ -45,6 +45,11 @@ public:
     std::vector<float> values;
     llvm::SmallVector<int64_t> shape;
   };
+  // The fraction bits of a table's (or a region's) floats: 7 for bf16, 10 for f16, else f32's 23.
+  static int fractionBits(mlir::Type element) {
+    return element.isBF16() ? 7 : element.isF16() ? 10 : 23;
+  }
+
   // The frequencies of tables whose row p holds position p's cos and sin, in `element`'s
   // precision; or an empty list and why not, completing "the tables ...". Also what a rotation
   // read by its values (RotationFit.h) recovers its frequencies from.

@@ -240,10 +240,6 @@ struct Form {
   }
 };
 
-int fractionBits(Type element) {
-  return element.isBF16() ? 7 : element.isF16() ? 10 : 23;
-}
-
 } // namespace
 
 std::optional<RotationFit> fitRotation(Value heads4, const compiler::WeightStore *weights,
@@ -258,7 +254,7 @@ std::optional<RotationFit> fitRotation(Value heads4, const compiler::WeightStore
   const Type element = cast<ShapedType>(heads4.getType()).getElementType();
   // The interpreter computes in double: a bf16 region's tables still round no worse than a
   // float16's, and a head that differs by more than that is not taken for a rotation.
-  const double ulp = std::ldexp(1.0, -std::max(fractionBits(element), 10));
+  const double ulp = std::ldexp(1.0, -std::max(RopeTables::fractionBits(element), 10));
   const std::string nodes = fittedNodes(region->nodes.size(), nodeName(region->nodes.front()),
                                         nodeName(region->nodes.back()));
   const std::string regionText = regionNamed(region->nodes);
