@@ -32,8 +32,9 @@ Semantics, as transformers has them (each a spelling no other exporter here writ
   * MLP fc_in -> gelu_new (the tanh form written out) -> fc_out, both with bias.
 
 torch 1.13 exports repeat_interleave over the sin/cos columns (whose count its trace cannot see)
-as SplitToSequence and a Loop, which hetc refuses; --repeat expand writes the same repeat as
-unsqueeze, expand and reshape (what a model edited to export without loops has).
+as SplitToSequence and a Loop, which hetc unrolls once the count is evaluated; --repeat expand
+writes the same repeat as unsqueeze, expand and reshape (what a model edited to export without
+loops has).
 """
 
 import argparse

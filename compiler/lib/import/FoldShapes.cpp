@@ -26,6 +26,7 @@
 // What cannot be made constant is left as it is, for the patterns or the evaluator to meet.
 #include "OnnxGraph.h"
 #include "SymbolicShapes.h"
+#include "UnrollLoops.h"
 #include "hetc/compiler/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -901,7 +902,8 @@ private:
 
 struct FoldShapesPass : public hetc::impl::FoldShapesBase<FoldShapesPass> {
   void runOnOperation() override {
-    if (!ShapeFolder(getOperation()).run())
+    // Loops first: an unrolled body's shapes fold like the rest of the graph's.
+    if (!unrollLoopsAndSequences(getOperation()) || !ShapeFolder(getOperation()).run())
       signalPassFailure();
   }
 };

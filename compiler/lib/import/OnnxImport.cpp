@@ -37,6 +37,7 @@
 #include <map>
 #include <poll.h>
 #include <queue>
+#include <set>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -85,6 +86,15 @@ uint64_t int4BlockCovering(uint64_t k) {
 const llvm::StringSet<> &knownOps() {
   static const llvm::StringSet<> ops = {"Abs",
                                         "If",
+                                        "Loop",
+                                        "SplitToSequence",
+                                        "SequenceEmpty",
+                                        "SequenceConstruct",
+                                        "SequenceInsert",
+                                        "SequenceAt",
+                                        "SequenceErase",
+                                        "SequenceLength",
+                                        "ConcatFromSequence",
                                         "Add",
                                         "And",
                                         "ArgMax",
@@ -319,22 +329,58 @@ std::string nodeLabel(const onnx::NodeProto &node, int index) {
   return node.name().empty() ? node.op_type() + "#" + std::to_string(index) : node.name();
 }
 
-// The refusal of a node whose operator hetc does not read. ONNX's loops and sequences get the
-// reason they are there: torch's exporter writes them for a repeat_interleave over a dimension
-// its trace could not see (GPT-J's rotary tables), and hetc evaluates no loops.
+// The refusal of a node whose operator hetc does not read.
 std::string unsupportedOp(const onnx::NodeProto &node, const std::string &name) {
   const bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-  std::string text = "node '" + name + "' has op type '" +
-                     (defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type()) +
-                     "', which is not supported";
-  static const llvm::StringSet<> loops = {
-      "Loop", "Scan", "SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceAt",
-      "SequenceErase", "SequenceLength", "SplitToSequence", "ConcatFromSequence"};
-  if (defaultDomain && loops.contains(node.op_type()))
-    text += ": hetc does not run ONNX loops or sequences (torch's exporter writes them for a "
-            "repeat_interleave over a dimension its trace could not see; repeating with "
-            "expand and reshape exports without them)";
-  return text;
+  return "node '" + name + "' has op type '" +
+         (defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type()) +
+         "', which is not supported";
+}
+
+// The body of an ONNX Loop node, or null for any other node (or a Loop without one).
+const onnx::GraphProto *loopBody(const onnx::NodeProto &node) {
+  if (node.op_type() != "Loop" || !(node.domain().empty() || node.domain() == "ai.onnx"))
+    return nullptr;
+  for (const auto &attr : node.attribute())
+    if (attr.name() == "body" && attr.has_g())
+      return &attr.g();
+  return nullptr;
+}
+
+// The names a Loop's body reads from around the loop: what it reads that its own inputs,
+// initializers and nodes do not define. They are inputs of the Loop node for ordering and
+// checking, though the node does not list them.
+std::vector<std::string> outerReads(const onnx::NodeProto &node) {
+  std::vector<std::string> reads;
+  const onnx::GraphProto *body = loopBody(node);
+  if (!body)
+    return reads;
+  std::set<std::string> inner;
+  for (const auto &input : body->input())
+    inner.insert(input.name());
+  for (const auto &t : body->initializer())
+    inner.insert(t.name());
+  for (const auto &n : body->node())
+    for (const std::string &output : n.output())
+      inner.insert(output);
+  std::set<std::string> seen;
+  auto read = [&](const std::string &name) {
+    if (!name.empty() && !inner.count(name) && seen.insert(name).second)
+      reads.push_back(name);
+  };
+  for (const auto &n : body->node())
+    for (const std::string &input : n.input())
+      read(input);
+  for (const auto &output : body->output())
+    read(output.name());
+  return reads;
+}
+
+// ONNX's operators whose outputs are sequences (hetc.onnx_sequence until hetc-fold-shapes
+// replaces each by its elements).
+bool makesSequence(const std::string &opType) {
+  return opType == "SplitToSequence" || opType == "SequenceEmpty" ||
+         opType == "SequenceConstruct" || opType == "SequenceInsert" || opType == "SequenceErase";
 }
 
 class Importer {
@@ -374,6 +420,14 @@ private:
   bool tensorValues(const onnx::TensorProto &t, const std::string &what, bool integers,
                     std::vector<float> &out);
   bool importNode(const onnx::NodeProto &node, int index);
+  // The values a node reads, `none` for an absent optional input.
+  bool nodeOperands(const onnx::NodeProto &node, const std::string &name,
+                    SmallVector<Value> &operands);
+  bool importLoop(const onnx::NodeProto &node, const std::string &name);
+  // One node of the graph or of a Loop's body against its schema; `defined` holds the values
+  // the node may read and receives its outputs.
+  bool validateNode(const onnx::NodeProto &node, const std::string &name,
+                    llvm::StringSet<> &defined);
   bool importMatMulNBits(const onnx::NodeProto &node, const std::string &name);
   bool importDequantizeLinear(const onnx::NodeProto &node, const std::string &name);
   Value transposedInt4Weight(Location loc, const std::string &name,
@@ -698,8 +752,14 @@ bool Importer::sortNodes() {
   // Kahn's algorithm, lowest index first. An input nothing writes is left for validateGraph.
   std::vector<int> waiting(n, 0);
   std::vector<SmallVector<int, 2>> readers(n);
+  std::vector<std::vector<std::string>> inputs(n);
+  for (int i = 0; i < n; ++i) {
+    inputs[i].assign(g.node(i).input().begin(), g.node(i).input().end());
+    for (std::string &read : outerReads(g.node(i)))
+      inputs[i].push_back(std::move(read));
+  }
   for (int i = 0; i < n; ++i)
-    for (const std::string &input : g.node(i).input())
+    for (const std::string &input : inputs[i])
       if (auto it = producer.find(input); !input.empty() && it != producer.end()) {
         ++waiting[i];
         readers[it->second].push_back(i);
@@ -728,7 +788,7 @@ bool Importer::sortNodes() {
     while (seenAt[at] < 0) {
       seenAt[at] = static_cast<int>(walk.size());
       walk.push_back(at);
-      for (const std::string &input : g.node(at).input())
+      for (const std::string &input : inputs[at])
         if (auto it = producer.find(input);
             !input.empty() && it != producer.end() && waiting[it->second] > 0) {
           at = it->second;
@@ -767,86 +827,123 @@ bool Importer::validateGraph() {
     defined.insert(input.name());
   for (const auto &t : g.initializer())
     defined.insert(t.name());
-  for (int i = 0; i < g.node_size(); ++i) {
-    const onnx::NodeProto &node = g.node(i);
-    const std::string name = nodeLabel(node, fileIndex_[i]);
-    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-    const ContribOpArity *contrib = contribOp(node);
-    if (!contrib && (!defaultDomain || !knownOps().contains(node.op_type())))
-      return fail(unsupportedOp(node, name));
-    for (const std::string &input : node.input())
-      if (!input.empty() && !defined.contains(input))
-        return fail("node '" + name + "' (" + node.op_type() + ") reads '" + input +
-                    "', which no graph input, initializer or node defines");
-    if (contrib) {
-      // ONNX has no schema for these: their documented arity, and the raising checks the rest.
-      if (node.input_size() < contrib->minInputs || node.input_size() > contrib->maxInputs ||
-          node.output_size() < 1 || node.output_size() > contrib->maxOutputs)
-        return fail("node '" + name + "' (" + node.op_type() + ") has " +
-                    std::to_string(node.input_size()) + " inputs and " +
-                    std::to_string(node.output_size()) + " outputs; ONNX Runtime's takes " +
-                    std::to_string(contrib->minInputs) + " to " +
-                    std::to_string(contrib->maxInputs) + " inputs and 1 to " +
-                    std::to_string(contrib->maxOutputs) + " outputs");
-      for (const std::string &output : node.output())
-        if (!output.empty())
-          defined.insert(output);
-      continue;
-    }
-    // DequantizeLinear's opset-21 and later attributes (block_size, output_dtype) are newer than
-    // the schemas hetc checks against: its arity and attributes are checked here instead, its
-    // operands by importDequantizeLinear.
-    if (node.op_type() == "DequantizeLinear" &&
-        std::any_of(node.attribute().begin(), node.attribute().end(), [](const auto &attr) {
-          return attr.name() == "block_size" || attr.name() == "output_dtype";
-        })) {
-      if (node.input_size() < 2 || node.input_size() > 3 || node.output_size() != 1)
-        return fail("node '" + name + "' (DequantizeLinear) has " +
-                    std::to_string(node.input_size()) + " inputs and " +
-                    std::to_string(node.output_size()) +
-                    " outputs; it takes 2 or 3 inputs and 1 output");
-      for (const auto &attr : node.attribute())
-        if ((attr.name() != "axis" && attr.name() != "block_size" &&
-             attr.name() != "output_dtype") ||
-            attr.type() != onnx::AttributeProto::INT)
-          return fail("node '" + name + "' (DequantizeLinear) is malformed: attribute '" +
-                      attr.name() + "' is not an integer axis, block_size or output_dtype");
-      defined.insert(node.output(0));
-      continue;
-    }
-    // Arity, attribute names and types against the operator's schema at the model's opset.
-    if (node.op_type() == "If" && defaultDomain) {
-      // flattenIfs made it a choice between values: (cond, then outputs, else outputs).
-      if (node.input_size() != 1 + 2 * node.output_size())
-        return fail("node '" + name + "' (If) is malformed: its branches do not have one output "
-                    "for each of its outputs");
-      for (const std::string &output : node.output())
-        if (!output.empty())
-          defined.insert(output);
-      continue;
-    }
-    const onnx::OpSchema *schema =
-        onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
-    if (!schema)
-      return fail("node '" + name + "' has op type '" + node.op_type() +
-                  "', which does not exist in ONNX opset " + std::to_string(opset_));
-    try {
-      schema->Verify(node);
-    } catch (const std::exception &e) {
-      return fail("node '" + name + "' (" + node.op_type() + ") is malformed: " + e.what());
-    }
-    for (const auto &attr : node.attribute())
-      if (attr.has_g() || attr.graphs_size() > 0)
-        return fail("node '" + name + "' has a subgraph attribute '" + attr.name() +
-                    "', which is not supported");
-    for (const std::string &output : node.output())
-      if (!output.empty())
-        defined.insert(output);
-  }
+  for (int i = 0; i < g.node_size(); ++i)
+    if (!validateNode(g.node(i), nodeLabel(g.node(i), fileIndex_[i]), defined))
+      return false;
   for (const auto &output : g.output())
     if (!defined.contains(output.name()))
       return fail("graph output '" + output.name() +
                   "' is not defined by any node, input or initializer");
+  return true;
+}
+
+bool Importer::validateNode(const onnx::NodeProto &node, const std::string &name,
+                            llvm::StringSet<> &defined) {
+  bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+  const ContribOpArity *contrib = contribOp(node);
+  if (!contrib && (!defaultDomain || !knownOps().contains(node.op_type())))
+    return fail(unsupportedOp(node, name));
+  for (const std::string &input : node.input())
+    if (!input.empty() && !defined.contains(input))
+      return fail("node '" + name + "' (" + node.op_type() + ") reads '" + input +
+                  "', which no graph input, initializer or node defines");
+  if (contrib) {
+    // ONNX has no schema for these: their documented arity, and the raising checks the rest.
+    if (node.input_size() < contrib->minInputs || node.input_size() > contrib->maxInputs ||
+        node.output_size() < 1 || node.output_size() > contrib->maxOutputs)
+      return fail("node '" + name + "' (" + node.op_type() + ") has " +
+                  std::to_string(node.input_size()) + " inputs and " +
+                  std::to_string(node.output_size()) + " outputs; ONNX Runtime's takes " +
+                  std::to_string(contrib->minInputs) + " to " +
+                  std::to_string(contrib->maxInputs) + " inputs and 1 to " +
+                  std::to_string(contrib->maxOutputs) + " outputs");
+    for (const std::string &output : node.output())
+      if (!output.empty())
+        defined.insert(output);
+    return true;
+  }
+  // DequantizeLinear's opset-21 and later attributes (block_size, output_dtype) are newer than
+  // the schemas hetc checks against: its arity and attributes are checked here instead, its
+  // operands by importDequantizeLinear.
+  if (node.op_type() == "DequantizeLinear" &&
+      std::any_of(node.attribute().begin(), node.attribute().end(), [](const auto &attr) {
+        return attr.name() == "block_size" || attr.name() == "output_dtype";
+      })) {
+    if (node.input_size() < 2 || node.input_size() > 3 || node.output_size() != 1)
+      return fail("node '" + name + "' (DequantizeLinear) has " +
+                  std::to_string(node.input_size()) + " inputs and " +
+                  std::to_string(node.output_size()) +
+                  " outputs; it takes 2 or 3 inputs and 1 output");
+    for (const auto &attr : node.attribute())
+      if ((attr.name() != "axis" && attr.name() != "block_size" &&
+           attr.name() != "output_dtype") ||
+          attr.type() != onnx::AttributeProto::INT)
+        return fail("node '" + name + "' (DequantizeLinear) is malformed: attribute '" +
+                    attr.name() + "' is not an integer axis, block_size or output_dtype");
+    defined.insert(node.output(0));
+    return true;
+  }
+  // Arity, attribute names and types against the operator's schema at the model's opset.
+  if (node.op_type() == "If" && defaultDomain) {
+    // flattenIfs made it a choice between values: (cond, then outputs, else outputs).
+    if (node.input_size() != 1 + 2 * node.output_size())
+      return fail("node '" + name + "' (If) is malformed: its branches do not have one output "
+                  "for each of its outputs");
+    for (const std::string &output : node.output())
+      if (!output.empty())
+        defined.insert(output);
+    return true;
+  }
+  const onnx::OpSchema *schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
+  if (!schema)
+    return fail("node '" + name + "' has op type '" + node.op_type() +
+                "', which does not exist in ONNX opset " + std::to_string(opset_));
+  try {
+    schema->Verify(node);
+  } catch (const std::exception &e) {
+    return fail("node '" + name + "' (" + node.op_type() + ") is malformed: " + e.what());
+  }
+  if (const onnx::GraphProto *body = loopBody(node)) {
+    // Inputs M, cond, carried...; the body's inputs iteration, cond, carried...; its outputs
+    // cond, carried..., scans...; the node's outputs carried..., scans...
+    const int carried = node.input_size() - 2;
+    if (carried < 0 || body->input_size() != carried + 2 || body->output_size() < carried + 1 ||
+        node.output_size() != body->output_size() - 1)
+      return fail("node '" + name + "' (Loop) is malformed: its body takes " +
+                  std::to_string(body->input_size()) + " inputs and gives " +
+                  std::to_string(body->output_size()) + " outputs for the node's " +
+                  std::to_string(node.input_size()) + " inputs and " +
+                  std::to_string(node.output_size()) + " outputs");
+    for (const std::string &read : outerReads(node))
+      if (!defined.contains(read))
+        return fail("node '" + name + "' (Loop) reads '" + read +
+                    "' in its body, which no graph input, initializer or node defines");
+    llvm::StringSet<> inner = defined;
+    for (const auto &input : body->input())
+      inner.insert(input.name());
+    for (const auto &t : body->initializer())
+      inner.insert(t.name());
+    for (int j = 0; j < body->node_size(); ++j) {
+      const onnx::NodeProto &innerNode = body->node(j);
+      const std::string innerName = nodeLabel(innerNode, j);
+      for (const auto &attr : innerNode.attribute())
+        if (attr.has_g() || attr.graphs_size() > 0)
+          return fail("node '" + name + "' (Loop) holds node '" + innerName + "' (" +
+                      innerNode.op_type() + ") with a subgraph of its own in its body, which "
+                      "is not supported");
+      if (!validateNode(innerNode, innerName, inner))
+        return false;
+    }
+  } else {
+    for (const auto &attr : node.attribute())
+      if (attr.has_g() || attr.graphs_size() > 0)
+        return fail("node '" + name + "' has a subgraph attribute '" + attr.name() +
+                    "', which is not supported");
+  }
+  for (const std::string &output : node.output())
+    if (!output.empty())
+      defined.insert(output);
   return true;
 }
 
@@ -918,6 +1015,11 @@ std::optional<onnx::GraphProto> inferValueInfoIsolated(const onnx::ModelProto &m
       onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), options);
       onnx::GraphProto result;
       result.mutable_value_info()->CopyFrom(copy.graph().value_info());
+      // A Loop body's values, named uniquely in the model as ONNX asks, join the graph's.
+      for (const auto &node : copy.graph().node())
+        if (const onnx::GraphProto *body = loopBody(node))
+          for (const auto &vi : body->value_info())
+            *result.add_value_info() = vi;
       bytes = result.SerializeAsString();
     } catch (...) {
       ::_exit(1);
@@ -986,6 +1088,10 @@ void Importer::inferShapes() {
   const onnx::GraphProto &g = model_->graph();
   for (const auto &vi : g.value_info())
     types_[vi.name()] = vi.type();
+  for (const auto &node : g.node())
+    if (const onnx::GraphProto *body = loopBody(node))
+      for (const auto &vi : body->value_info())
+        types_[vi.name()] = vi.type();
   for (const auto &vi : g.input())
     types_[vi.name()] = vi.type();
   for (const auto &vi : g.output())
@@ -1331,23 +1437,19 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
     return true;
   }
 
+  if (loopBody(node))
+    return importLoop(node, name);
   SmallVector<Value> operands;
-  for (const std::string &input : node.input()) {
-    if (input.empty()) {
-      if (!none_)
-        none_ = builder_.create<hetc::OnnxNoneOp>(builder_.getUnknownLoc(), builder_.getNoneType());
-      operands.push_back(none_);
-      continue;
-    }
-    auto it = values_.find(input);
-    if (it == values_.end())
-      return fail("node '" + name + "' (" + node.op_type() + ") reads '" + input +
-                  "', which no graph input, initializer or node defines");
-    operands.push_back(it->second);
-  }
+  if (!nodeOperands(node, name, operands))
+    return false;
   SmallVector<Type> resultTypes;
+  const bool sequences =
+      defaultDomain && (makesSequence(node.op_type()) ||
+                        (node.op_type() == "Identity" && !operands.empty() &&
+                         isa<hetc::OnnxSequenceType>(operands[0].getType())));
   for (const std::string &output : node.output())
-    resultTypes.push_back(valueType(output));
+    resultTypes.push_back(sequences ? Type(hetc::OnnxSequenceType::get(&ctx_))
+                                    : valueType(output));
   SmallVector<NamedAttribute> attrs;
   for (const auto &attr : node.attribute()) {
     std::optional<NamedAttribute> converted = convertAttribute(attr, name);
@@ -1384,6 +1486,100 @@ bool Importer::importNode(const onnx::NodeProto &node, int index) {
   for (auto [i, output] : llvm::enumerate(node.output()))
     if (!output.empty())
       values_[output] = op->getResult(i);
+  return true;
+}
+
+bool Importer::nodeOperands(const onnx::NodeProto &node, const std::string &name,
+                            SmallVector<Value> &operands) {
+  for (const std::string &input : node.input()) {
+    if (input.empty()) {
+      if (!none_)
+        none_ = builder_.create<hetc::OnnxNoneOp>(builder_.getUnknownLoc(), builder_.getNoneType());
+      operands.push_back(none_);
+      continue;
+    }
+    auto it = values_.find(input);
+    if (it == values_.end())
+      return fail("node '" + name + "' (" + node.op_type() + ") reads '" + input +
+                  "', which no graph input, initializer or node defines");
+    operands.push_back(it->second);
+  }
+  return true;
+}
+
+// A Loop becomes hetc.onnx.loop with its body as a region: block arguments for the body's
+// inputs, the body's nodes imported as the graph's are, and hetc.onnx.yield of its outputs.
+// Carried values keep their element type but not their shape, which may change from one
+// iteration to the next; hetc-fold-shapes unrolls the loop and the shapes come back.
+bool Importer::importLoop(const onnx::NodeProto &node, const std::string &name) {
+  const onnx::GraphProto &body = *loopBody(node);
+  Location loc = NameLoc::get(builder_.getStringAttr(name));
+  SmallVector<Value> operands;
+  if (!nodeOperands(node, name, operands))
+    return false;
+  auto unranked = [](Type t) -> Type {
+    if (auto shaped = dyn_cast<ShapedType>(t))
+      return UnrankedTensorType::get(shaped.getElementType());
+    return t; // a sequence
+  };
+  const int carried = node.input_size() - 2;
+  auto region = std::make_unique<Region>();
+  Block *block = new Block();
+  region->push_back(block);
+  SmallVector<Type> argTypes{RankedTensorType::get({}, builder_.getI64Type()),
+                             RankedTensorType::get({}, builder_.getI1Type())};
+  for (int i = 0; i < carried; ++i)
+    argTypes.push_back(unranked(operands[2 + i].getType()));
+  for (auto [i, input] : llvm::enumerate(body.input()))
+    values_[input.name()] = block->addArgument(argTypes[i], loc);
+
+  // The body's values are its own: its none, and its names forgotten after it.
+  const OpBuilder::InsertPoint outer = builder_.saveInsertionPoint();
+  Value outerNone = none_;
+  none_ = nullptr;
+  builder_.setInsertionPointToEnd(block);
+  bool ok = true;
+  for (const auto &t : body.initializer()) {
+    Value v = importTensor(t, t.name(), /*isInitializer=*/false);
+    if (!v) {
+      ok = false;
+      break;
+    }
+    values_[t.name()] = v;
+  }
+  for (int j = 0; ok && j < body.node_size(); ++j)
+    ok = importNode(body.node(j), j);
+  SmallVector<Value> yielded;
+  for (int j = 0; ok && j < body.output_size(); ++j) {
+    auto it = values_.find(body.output(j).name());
+    if (it == values_.end())
+      ok = fail("node '" + name + "' (Loop): its body's output '" + body.output(j).name() +
+                "' is not defined by any node or input of the body");
+    else
+      yielded.push_back(it->second);
+  }
+  if (ok)
+    builder_.create<hetc::OnnxYieldOp>(loc, yielded);
+  builder_.restoreInsertionPoint(outer);
+  none_ = outerNone;
+  for (const auto &input : body.input())
+    values_.erase(input.name());
+  for (const auto &t : body.initializer())
+    values_.erase(t.name());
+  for (const auto &n : body.node())
+    for (const std::string &output : n.output())
+      values_.erase(output);
+  if (!ok)
+    return false;
+
+  SmallVector<Type> resultTypes(argTypes.begin() + 2, argTypes.end());
+  for (size_t j = 1 + carried; j < yielded.size(); ++j)
+    resultTypes.push_back(unranked(yielded[j].getType()));
+  auto loop = builder_.create<hetc::OnnxLoopOp>(loc, resultTypes, name, operands);
+  loop.getBody().takeBody(*region);
+  for (auto [i, output] : llvm::enumerate(node.output()))
+    if (!output.empty())
+      values_[output] = loop->getResult(i);
   return true;
 }
 
@@ -1905,9 +2101,12 @@ OwningOpRef<ModuleOp> Importer::run() {
   for (const auto &t : g.initializer())
     initializers[t.name()] = &t;
   std::map<std::string, int> readers;
-  for (const auto &node : g.node())
+  for (const auto &node : g.node()) {
     for (const std::string &input : node.input())
       ++readers[input];
+    for (const std::string &read : outerReads(node))
+      ++readers[read];
+  }
   // A weight's DequantizeLinear: an 8- or 4-bit 2-D initializer x that nothing else reads. Its
   // scale and zero point are claimed with it when only such DequantizeLinears read them (tools that
   // share equal constants make one zero point serve many weights).

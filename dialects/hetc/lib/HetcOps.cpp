@@ -47,6 +47,28 @@ LogicalResult OnnxNodeOp::verify() {
   return success();
 }
 
+LogicalResult OnnxLoopOp::verify() {
+  // inputs: M, cond, carried...; block: iteration, cond, carried...; yield: cond, carried...,
+  // scans...; outputs: carried..., scans...
+  if (getInputs().size() < 2)
+    return emitOpError("takes a trip count and a condition (or none) before its carried values");
+  const size_t carried = getInputs().size() - 2;
+  Block &body = getBody().front();
+  if (body.getNumArguments() != carried + 2)
+    return emitOpError() << "body takes " << body.getNumArguments() << " arguments, expected "
+                         << carried + 2 << " (iteration, condition and " << carried
+                         << " carried values)";
+  auto yield = dyn_cast<OnnxYieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end in hetc.onnx.yield");
+  if (yield.getValues().size() < carried + 1 ||
+      yield.getValues().size() - 1 != getOutputs().size())
+    return emitOpError() << "body yields " << yield.getValues().size()
+                         << " values for a condition and " << getOutputs().size()
+                         << " outputs, of which " << carried << " are carried";
+  return success();
+}
+
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 LogicalResult WeightOp::verify() {

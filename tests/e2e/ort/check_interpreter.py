@@ -66,7 +66,7 @@ import tempfile
 import time
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -99,8 +99,11 @@ class Case:
     has (what the importer adds)."""
 
     def __init__(self, op, label, inputs, attrs=None, out=None, tol=EXACT, bound=None, results=1,
-                 result=0, types=None, opset=17, domain="", mlir_attrs=None):
+                 result=0, types=None, opset=17, domain="", mlir_attrs=None, nodes=None):
         self.op = op
+        # A graph instead of one node (loops and sequences): its nodes read in0, in1, ... and
+        # write "out"; hetc-opt folds it with hetc-fold-shapes, which unrolls them.
+        self.nodes = nodes
         self.results, self.result, self.types = results, result, types
         self.opset, self.domain, self.mlir_attrs = opset, domain, mlir_attrs or {}
         self.label = label
@@ -1418,6 +1421,160 @@ def gen_gemm(rng, n):
     return cases
 
 
+def const_node(name, value):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(value)))
+
+
+def gen_loop(rng, n):
+    """Loop: carried values, scan outputs, the trip count and the condition, torch's
+    repeat_interleave over sequences."""
+    cases = []
+    for k in range(n):
+        x = f32(rng, shape(rng, 2, 1, 4))
+        trips = [int(rng.integers(0, 6)), 0, 3, 1][k % 4] if k < 4 else int(rng.integers(1, 6))
+        start = k % 4 != 2  # one case starts false: no iterations
+        body = helper.make_graph(
+            [helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["in0", "fi"], ["t"]),
+             helper.make_node("Add", ["acc", "t"], ["acc2"]),
+             helper.make_node("Identity", ["c"], ["c2"]),
+             helper.make_node("Neg", ["acc2"], ["scan"])],
+            "body",
+            [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+             helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("acc", TensorProto.FLOAT, None)],
+            [helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("acc2", TensorProto.FLOAT, None),
+             helper.make_tensor_value_info("scan", TensorProto.FLOAT, None)])
+        for result in (0, 1):
+            if result == 1 and (trips == 0 or not start):
+                continue  # an empty scan output: hetc refuses it (tested in lit)
+            outs = ["out", "unused"] if result == 0 else ["unused", "out"]
+            cases.append(Case("Loop", f"{trips} iterations{'' if start else ' (starting false)'} "
+                              f"of acc += x * i, {'final acc' if result == 0 else 'scan of -acc'}",
+                              [x, np.array(trips, np.int64), np.array(start)],
+                              nodes=[helper.make_node("Loop", ["in1", "in2", "in0"], outs,
+                                                      body=body)]))
+        # The trip count read from a shape, as exporters write it.
+        m_body = helper.make_graph(
+            [helper.make_node("Add", ["acc", "in0"], ["acc2"]),
+             helper.make_node("Identity", ["c"], ["c2"])], "body",
+            [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+             helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("acc", TensorProto.FLOAT, None)],
+            [helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("acc2", TensorProto.FLOAT, None)])
+        cases.append(Case("Loop", f"trip count Gather(Shape(x), 1) of x {list(x.shape)}",
+                          [x, np.array(True), np.array(1, np.int64)], nodes=[
+                              helper.make_node("Shape", ["in0"], ["s"]),
+                              helper.make_node("Gather", ["s", "in2"], ["m"], axis=0),
+                              helper.make_node("Loop", ["m", "in1", "in0"], ["out"], body=m_body)]))
+        # torch 1.13's repeat_interleave(x, repeats, dim=2) over a dimension it could not see.
+        r = int(rng.integers(1, 5))
+        x3 = f32(rng, (int(rng.integers(1, 3)), int(rng.integers(1, 4)), r))
+        repeats = rng.integers(1, 4, r).astype(np.int64)
+        r_body = helper.make_graph(
+            [helper.make_node("SequenceAt", ["rep_seq", "i"], ["ri"]),
+             helper.make_node("SequenceAt", ["x_seq", "i"], ["xi"]),
+             helper.make_node("Shape", ["xi"], ["xs"]),
+             const_node("zero", np.array([0], np.int64)),
+             const_node("two", np.array([2], np.int64)),
+             helper.make_node("Slice", ["xs", "zero", "two"], ["lead"]),
+             helper.make_node("Concat", ["lead", "ri"], ["target"], axis=0),
+             helper.make_node("Expand", ["xi", "target"], ["e"]),
+             helper.make_node("SequenceInsert", ["seq", "e"], ["seq2"]),
+             helper.make_node("Cast", ["c"], ["c2"], to=TensorProto.BOOL)], "body",
+            [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+             helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+             helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None)],
+            [helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+             helper.make_tensor_sequence_value_info("seq2", TensorProto.FLOAT, None)])
+        cases.append(Case("Loop", f"torch's repeat_interleave of x {list(x3.shape)} by "
+                          f"{repeats.tolist()} on axis 2", [x3, repeats, np.array(True)], nodes=[
+                              helper.make_node("Shape", ["in1"], ["rs"]),
+                              helper.make_node("ConstantOfShape", ["rs"], ["ones"],
+                                               value=numpy_helper.from_array(
+                                                   np.array([1], np.int64))),
+                              helper.make_node("SplitToSequence", ["in1", "ones"], ["rep_seq"],
+                                               axis=0),
+                              helper.make_node("SplitToSequence", ["in0", "ones"], ["x_seq"],
+                                               axis=2),
+                              helper.make_node("SequenceEmpty", [], ["empty"],
+                                               dtype=TensorProto.FLOAT),
+                              helper.make_node("Shape", ["in0"], ["x3s"]),
+                              const_node("two_s", np.array([2], np.int64)),
+                              helper.make_node("Gather", ["x3s", "two_s"], ["trips"], axis=0),
+                              helper.make_node("Loop", ["trips", "in2", "empty"], ["loop_out"],
+                                               body=r_body),
+                              helper.make_node("ConcatFromSequence", ["loop_out"], ["out"],
+                                               axis=2)]))
+    return cases
+
+
+def gen_sequence(rng, n):
+    """SequenceConstruct, SequenceInsert, SequenceErase, SequenceAt, SequenceLength,
+    SplitToSequence and ConcatFromSequence, with positions from the end."""
+    cases = []
+    for k in range(n):
+        rows = int(rng.integers(1, 4))
+        parts = [f32(rng, (rows, int(rng.integers(1, 4)))) for _ in range(3)]
+        pos = [None, -1, 0, 1][k % 4]
+        at = [-1, 0, 1, 2][(k // 2) % 4]
+        extra = f32(rng, (rows, 2))
+        inputs = parts + [extra] + ([np.array(pos, np.int64)] if pos is not None else []) + \
+            [np.array(at, np.int64)]
+        pos_name = "in4" if pos is not None else ""
+        at_name = "in5" if pos is not None else "in4"
+        nodes = [helper.make_node("SequenceConstruct", ["in0", "in1", "in2"], ["seq"]),
+                 helper.make_node("SequenceInsert", ["seq", "in3"] + ([pos_name] if pos_name
+                                                                      else []), ["seq2"]),
+                 helper.make_node("SequenceErase", ["seq2"] + (["in4"] if k % 3 == 0 and pos
+                                                               is not None else []), ["seq3"])]
+        cases.append(Case("SequenceAt", f"Construct 3, Insert at {pos}, Erase "
+                          f"{'in4' if k % 3 == 0 and pos is not None else 'last'}, At {at}",
+                          inputs, nodes=nodes + [helper.make_node("SequenceAt", ["seq3", at_name],
+                                                                  ["out"])]))
+        cases.append(Case("SequenceLength", "Construct 3, Insert, Erase: length", inputs,
+                          out=np.int64, nodes=nodes + [helper.make_node(
+                              "SequenceLength", ["seq3"], ["out"])]))
+        same = [f32(rng, (rows, 3)) for _ in range(int(rng.integers(1, 4)))]
+        axis = int(rng.integers(-3, 3))
+        cases.append(Case("ConcatFromSequence", f"{len(same)} of [{rows}, 3], axis {axis}, "
+                          "new_axis", same, nodes=[
+                              helper.make_node("SequenceConstruct", [f"in{i}" for i in
+                                                                     range(len(same))], ["seq"]),
+                              helper.make_node("ConcatFromSequence", ["seq"], ["out"], axis=axis,
+                                               new_axis=1)]))
+        x = f32(rng, (int(rng.integers(1, 4)), int(rng.integers(2, 7))))
+        width = x.shape[1]
+        piece = int(rng.integers(1, width + 1))
+        last = int(rng.integers(-1, 1))
+        cases.append(Case("SplitToSequence", f"x {list(x.shape)} into pieces of {piece} on axis "
+                          f"1, element {last}", [x, np.array(piece, np.int64),
+                                                np.array(last, np.int64)], nodes=[
+                              helper.make_node("SplitToSequence", ["in0", "in1"], ["seq"], axis=1),
+                              helper.make_node("SequenceAt", ["seq", "in2"], ["out"])]))
+        sizes = np.array([1, width - 2, 1] if width > 2 else [width], np.int64)
+        cases.append(Case("SplitToSequence", f"x {list(x.shape)} into {sizes.tolist()} on axis "
+                          "-1, concatenated back in reverse", [x, sizes], nodes=[
+                              helper.make_node("SplitToSequence", ["in0", "in1"], ["seq"],
+                                               axis=-1),
+                              helper.make_node("SequenceLength", ["seq"], ["len"]),
+                              const_node("one", np.array(1, np.int64)),
+                              helper.make_node("Sub", ["len", "one"], ["len_m1"]),
+                              helper.make_node("SequenceAt", ["seq", "len_m1"], ["lastp"]),
+                              const_node("zero", np.array(0, np.int64)),
+                              helper.make_node("SequenceAt", ["seq", "zero"], ["firstp"]),
+                              helper.make_node("Concat", ["lastp", "firstp"], ["out"], axis=1)]))
+        keep_at = int(rng.integers(-x.shape[0], x.shape[0]))
+        cases.append(Case("SplitToSequence", f"x {list(x.shape)} into rows, keepdims 0, element "
+                          f"{keep_at}", [x, np.array(keep_at, np.int64)], nodes=[
+                              helper.make_node("SplitToSequence", ["in0"], ["seq"], axis=0,
+                                               keepdims=0),
+                              helper.make_node("SequenceAt", ["seq", "in1"], ["out"])]))
+    return cases
+
+
 GENERATORS = {op: (lambda op: lambda rng, n: gen_unary(op, rng, n))(op) for op in UNARY_FLOAT}
 GENERATORS.update({op: (lambda op: lambda rng, n: gen_arith(op, rng, n))(op) for op in ARITH})
 GENERATORS.update({op: (lambda op: lambda rng, n: gen_compare(op, rng, n))(op) for op in COMPARE})
@@ -1448,6 +1605,7 @@ GENERATORS.update({
     "Xor": gen_xor, "GatherElements": gen_gather_elements, "GatherND": gen_gather_nd,
     "ScatterElements": gen_scatter_elements, "TopK": gen_topk, "CastLike": gen_cast_like,
     "Flatten": gen_flatten, "Dropout": gen_dropout, "Split": gen_split, "Gemm": gen_gemm,
+    "Loop": gen_loop, "Sequence": gen_sequence,
 })
 
 # ----------------------------------------------------------------------------- ONNX side
@@ -1468,10 +1626,10 @@ def onnx_model(case):
     for k, v in case.attrs.items():
         attrs[k] = numpy_helper.from_array(v, k) if isinstance(v, np.ndarray) else v
     outputs = ["out" if r == case.result else f"unused{r}" for r in range(case.results)]
-    node = helper.make_node(case.op, names, outputs, name=case.op, domain=case.domain or None,
-                            **attrs)
+    nodes = case.nodes or [helper.make_node(case.op, names, outputs, name=case.op,
+                                            domain=case.domain or None, **attrs)]
     out = helper.make_tensor_value_info("out", TYPES[case.out_dtype()][0], None)
-    graph = helper.make_graph([node], case.id, infos, [out])
+    graph = helper.make_graph(nodes, case.id, infos, [out])
     opsets = [helper.make_opsetid("", case.opset)]
     if case.domain:
         opsets.append(helper.make_opsetid(case.domain, 1))
@@ -1552,7 +1710,119 @@ def mlir_attr(v):
     raise TypeError(v)
 
 
+ONNX_TO_MLIR = {v[0]: v[1] for v in TYPES.values()}
+
+
+def mlir_value_type(t):
+    """The importer's type for an ONNX TypeProto: unranked tensors, sequences as such."""
+    if t.HasField("sequence_type"):
+        return "!hetc.onnx_sequence"
+    return f"tensor<*x{ONNX_TO_MLIR[t.tensor_type.elem_type]}>"
+
+
+def mlir_graph(nodes, env, types, lines, indent, fresh):
+    """Writes ONNX nodes as the importer does: hetc.onnx.node, hetc.constant for Constant,
+    hetc.onnx.loop with its body as a region. `env` maps ONNX names to (SSA name, type)."""
+    for node in nodes:
+        pad = " " * indent
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute
+                 if a.type != a.GRAPH}
+        if node.op_type == "Constant":
+            v = numpy_helper.to_array(attrs["value"])
+            name = fresh()
+            lines.append(f"{pad}{name} = hetc.constant {mlir_dense(v)} : "
+                         f"{mlir_type(v.shape, v.dtype)}")
+            env[node.output[0]] = (name, mlir_type(v.shape, v.dtype))
+            continue
+        operands = []
+        for i in node.input:
+            if not i:
+                name = fresh()
+                lines.append(f"{pad}{name} = hetc.onnx.none")
+                operands.append((name, "none"))
+            else:
+                operands.append(env[i])
+        ops = ", ".join(o[0] for o in operands)
+        in_types = ", ".join(o[1] for o in operands)
+        result = fresh()
+        if node.op_type == "Loop":
+            body = next(a.g for a in node.attribute if a.name == "body")
+            carried = len(node.input) - 2
+            # Carried values keep their element type, not their shape (as the importer writes).
+            arg_types = ["tensor<i64>", "tensor<i1>"] + [
+                t if t.startswith("!") else "tensor<*x" + t.rstrip(">").split("x")[-1] + ">"
+                for _, t in operands[2:]]
+            inner = dict(env)
+            args = []
+            for vi, t in zip(body.input, arg_types):
+                arg = fresh()
+                inner[vi.name] = (arg, t)
+                args.append(f"{arg}: {t}")
+            body_lines = []
+            mlir_graph(body.node, inner, types, body_lines, indent + 2, fresh)
+            yielded = [inner[o.name] for o in body.output]
+            out_types = arg_types[2:] + [
+                "tensor<*x" + t.rstrip(">").split("x")[-1] + ">" for _, t in yielded[1 + carried:]]
+            lines.append(f"{pad}{result}:{len(out_types)} = hetc.onnx.loop({ops}) "
+                         f"{{node_name = \"{node.name or 'loop'}\"}} : ({in_types}) -> "
+                         f"({', '.join(out_types)}) {{")
+            lines.append(f"{pad}^bb0({', '.join(args)}):")
+            lines.extend(body_lines)
+            lines.append(f"{pad}  hetc.onnx.yield {', '.join(y[0] for y in yielded)} : "
+                         f"{', '.join(y[1] for y in yielded)}")
+            lines.append(f"{pad}}}")
+        else:
+            out_types = [mlir_value_type(types[o]) for o in node.output]
+            dict_text = ""
+            if attrs:
+                def conv(v):
+                    if isinstance(v, TensorProto):
+                        return mlir_attr(numpy_helper.to_array(v))
+                    if isinstance(v, bytes):
+                        return mlir_attr(v.decode())
+                    return mlir_attr(v)
+                dict_text = ", onnx_attrs = {" + ", ".join(
+                    f"{k} = {conv(v)}" for k, v in attrs.items()) + "}"
+            lines.append(f"{pad}{result}:{len(out_types)} = hetc.onnx.node \"{node.op_type}\"({ops}) "
+                         f"{{node_name = \"{node.name or node.op_type}\"{dict_text}}} : "
+                         f"({in_types}) -> ({', '.join(out_types)})")
+        for j, o in enumerate(node.output):
+            env[o] = (f"{result}#{j}", out_types[j])
+
+
+def mlir_graph_case(case):
+    model, _ = onnx_model(case)
+    model = shape_inference.infer_shapes(model)
+    types = {}
+
+    def collect(g):
+        for vi in list(g.value_info) + list(g.output) + list(g.input):
+            types[vi.name] = vi.type
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == a.GRAPH:
+                    collect(a.g)
+    collect(model.graph)
+    counter = iter(range(1 << 30))
+    out_type = f"tensor<*x{TYPES[case.out_dtype()][1]}>"
+    lines = [f"func.func @{case.id}() -> {out_type} {{"]
+    env = {}
+    for i, x in enumerate(case.inputs):
+        t = mlir_type(x.shape, x.dtype)
+        lines.append(f"  %in{i} = hetc.constant {mlir_dense(x)} : {t}")
+        env[f"in{i}"] = (f"%in{i}", t)
+    mlir_graph(case.nodes, env, types, lines, 2, lambda: f"%v{next(counter)}")
+    out, t = env["out"]
+    lines.append(f"  %r = hetc.onnx.node \"Identity\"({out}) {{node_name = \"out\"}} : ({t}) -> "
+                 f"{out_type}")
+    lines.append(f"  return %r : {out_type}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def mlir_case(case):
+    if case.nodes:
+        return mlir_graph_case(case)
     lines = [f"func.func @{case.id}() -> tensor<*x{TYPES[case.out_dtype()][1]}> {{"]
     operands, types = [], []
     inputs = list(case.inputs)
@@ -1669,8 +1939,8 @@ def parse_output(text):
     return results
 
 
-def hetc_opt_run(binary, path, retries=10):
-    cmd = [binary, path, "--hetc-fold-constants", "-split-input-file",
+def hetc_opt_run(binary, path, retries=10, passes=("--hetc-fold-constants",)):
+    cmd = [binary, path, *passes, "-split-input-file",
            "--mlir-print-elementsattrs-with-hex-if-larger=-1"]
     for attempt in range(retries):
         try:
@@ -1689,7 +1959,20 @@ def hetc_opt_run(binary, path, retries=10):
 
 
 def run_hetc(cases, binary, work):
-    path = os.path.join(work, "cases.mlir")
+    """{case id: outcome}: single nodes folded by hetc-fold-constants, graphs (loops and
+    sequences) by hetc-fold-shapes between two of them."""
+    results = run_hetc_batch([c for c in cases if not c.nodes], binary, work, "cases",
+                             ("--hetc-fold-constants",))
+    results.update(run_hetc_batch([c for c in cases if c.nodes], binary, work, "graphs",
+                                  ("--hetc-fold-constants", "--hetc-fold-shapes",
+                                   "--hetc-fold-constants")))
+    return results
+
+
+def run_hetc_batch(cases, binary, work, stem, passes):
+    if not cases:
+        return {}
+    path = os.path.join(work, stem + ".mlir")
     starts = []  # (first line of the case, case id)
     with open(path, "w") as f:
         line = 1
@@ -1698,21 +1981,21 @@ def run_hetc(cases, binary, work):
             starts.append((line, c.id))
             f.write(text)
             line += text.count("\n")
-    proc = hetc_opt_run(binary, path)
+    proc = hetc_opt_run(binary, path, passes=passes)
     results = parse_output(proc.stdout)
     crashed = proc.returncode < 0 or proc.returncode > 1
     if crashed:
         # Something killed the batch: run each case alone, so that one crash names its case.
         print(f"hetc-opt ended with status {proc.returncode} on the batch; running cases one by "
               "one", file=sys.stderr)
-        single = os.path.join(work, "single")
+        single = os.path.join(work, "single-" + stem)
         os.makedirs(single, exist_ok=True)
 
         def one(c):
             p = os.path.join(single, f"{c.id}.mlir")
             with open(p, "w") as f:
                 f.write(mlir_case(c))
-            r = hetc_opt_run(binary, p)
+            r = hetc_opt_run(binary, p, passes=passes)
             got = parse_output(r.stdout).get(c.id)
             if got is None:
                 got = ("failed", f"hetc-opt fails on it (status {r.returncode}): "

@@ -9,6 +9,9 @@
 
 #include "hetc/Dialect/HetcDialect.h.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "hetc/Dialect/HetcTypes.h.inc"
+
 // LlmOp (HetcOps.td): what every LLM op answers for planning and the emitter.
 #include "hetc/Dialect/HetcInterfaces.h.inc"
 

@@ -11,6 +11,7 @@
 #ifndef HETC_DIALECT_HETCOPS_TD
 #define HETC_DIALECT_HETCOPS_TD
 
+include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -25,6 +26,7 @@ def Hetc_Dialect : Dialect {
     tasks), so that each decision can be inspected in the IR and in the plan.
   }];
   let cppNamespace = "::hetc";
+  let useDefaultTypePrinterParser = 1;
 }
 
 class Hetc_Op<string mnemonic, list<Trait> traits = []> :
@@ -86,6 +88,39 @@ def Hetc_OnnxNodeOp : Hetc_Op<"onnx.node", [NoMemoryEffect]> {
     $op_type `(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs)
   }];
   let hasVerifier = 1;
+}
+
+// An ONNX sequence (SplitToSequence, SequenceInsert, a Loop carrying one): a list of tensors that
+// exists only until hetc-fold-shapes unrolls the loops and replaces each sequence by its elements.
+def Hetc_OnnxSequenceType : TypeDef<Hetc_Dialect, "OnnxSequence"> {
+  let mnemonic = "onnx_sequence";
+  let summary = "an ONNX sequence of tensors, before its elements are known";
+}
+
+def Hetc_OnnxLoopOp : Hetc_Op<"onnx.loop", [RecursiveMemoryEffects]> {
+  let summary = "an ONNX Loop as imported, its body a region";
+  let description = [{
+    ONNX's Loop: `inputs` are the trip count M (tensor<i64>, or none), the initial condition
+    (tensor<i1>, or none) and the initial values of the loop-carried variables. The body's block
+    takes the iteration number, the condition and the carried values; it ends in
+    `hetc.onnx.yield` of the next condition, the next carried values and the scan outputs of
+    the iteration. `outputs` are the final carried values, then each scan output's iterations
+    stacked along a new first axis. The body reads values defined around the loop directly.
+    hetc-fold-shapes unrolls it when M evaluates to a constant; nothing after that pass sees one.
+  }];
+  let arguments = (ins StrAttr:$node_name, Variadic<AnyType>:$inputs);
+  let results = (outs Variadic<AnyType>:$outputs);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` functional-type($inputs, $outputs) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Hetc_OnnxYieldOp : Hetc_Op<"onnx.yield", [Pure, Terminator, HasParent<"OnnxLoopOp">]> {
+  let summary = "the end of an ONNX Loop's body: condition, carried values, scan outputs";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
 }
 
 def Hetc_OnnxNoneOp : Hetc_Op<"onnx.none", [Pure]> {

@@ -1,0 +1,466 @@
+// ONNX loops and sequences, unrolled where the model's shapes fix them.
+//
+// torch's exporter writes a Loop over sequences for `repeat_interleave` over a dimension its trace
+// could not see (GPT-J's rotary tables in transformers' own code): SplitToSequence of the tensor
+// and of the repeats, a Loop whose body takes element i of each (SequenceAt), expands it and
+// appends it to a carried sequence (SequenceInsert), and ConcatFromSequence of the result. Its
+// trip count comes from a shape (Shape -> Gather), so it is a constant once shapes are evaluated:
+//
+// - a Loop whose trip count and initial condition evaluate to constants becomes that many copies
+//   of its body, the iteration number a constant in each, the carried values threaded through,
+//   each scan output the Concat of its iterations along a new first axis; the condition each
+//   iteration computes must then evaluate to true (a loop that may stop early is refused);
+// - a sequence becomes the list of its elements, known as each sequence op is met in order
+//   (SequenceEmpty, SequenceConstruct, SplitToSequence as Slices of known bounds, SequenceInsert,
+//   SequenceErase, Identity), and what reads one becomes plain nodes: SequenceAt the element,
+//   SequenceLength a constant, ConcatFromSequence a Concat (of Unsqueezes with new_axis).
+//
+// Where one step needs a value another step computes (a trip count read from a sequence's
+// length, a split from an unrolled loop's result), shapes are evaluated again and the steps
+// repeat until none is left; what still cannot be unrolled is refused, naming the node and why.
+#include "UnrollLoops.h"
+
+#include "OnnxGraph.h"
+#include "SymbolicShapes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <string>
+
+using namespace mlir;
+
+namespace hetc {
+namespace {
+
+// More nodes than this from unrolling one loop is refused: the raising and the interpreter work
+// on graphs of a few thousand nodes per layer, not of millions.
+constexpr int64_t kMaxUnrolledNodes = 1 << 16;
+
+bool isSequence(Value v) { return isa<OnnxSequenceType>(v.getType()); }
+
+Value int64Constant(OpBuilder &b, Location loc, ArrayRef<int64_t> values,
+                    ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, b.getI64Type());
+  return b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, values));
+}
+
+Value trueConstant(OpBuilder &b, Location loc) {
+  auto type = RankedTensorType::get({}, b.getI1Type());
+  return b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, ArrayRef<bool>{true}));
+}
+
+Value makeNode(OpBuilder &b, Location loc, StringRef opType, const std::string &name,
+               ValueRange operands, Type result, ArrayRef<NamedAttribute> attrs = {}) {
+  DictionaryAttr dict = attrs.empty() ? DictionaryAttr() : b.getDictionaryAttr(attrs);
+  return b.create<OnnxNodeOp>(loc, TypeRange{result}, opType, name, dict, operands).getResult(0);
+}
+
+Type unrankedLike(Value v) {
+  return UnrankedTensorType::get(cast<ShapedType>(v.getType()).getElementType());
+}
+
+// The value of an integer scalar or one-element tensor, from a constant or from the evaluated
+// shapes.
+std::optional<int64_t> knownInt(const SymbolicShapes &shapes, Value v) {
+  if (std::optional<SmallVector<int64_t>> values = intValues(v))
+    return values->size() == 1 ? std::optional<int64_t>((*values)[0]) : std::nullopt;
+  std::optional<SymDims> elements = shapes.elements(v);
+  if (!elements || elements->size() != 1 || !(*elements)[0])
+    return std::nullopt;
+  return (*elements)[0]->asConstant();
+}
+
+std::optional<SmallVector<int64_t>> knownInts(const SymbolicShapes &shapes, Value v) {
+  if (std::optional<SmallVector<int64_t>> values = intValues(v))
+    return values;
+  std::optional<SymDims> elements = shapes.elements(v);
+  if (!elements)
+    return std::nullopt;
+  SmallVector<int64_t> out;
+  for (const SymDim &d : *elements) {
+    std::optional<int64_t> c = d ? d->asConstant() : std::nullopt;
+    if (!c)
+      return std::nullopt;
+    out.push_back(*c);
+  }
+  return out;
+}
+
+std::optional<int64_t> knownRank(const SymbolicShapes &shapes, Value v) {
+  if (auto ranked = dyn_cast<RankedTensorType>(v.getType()))
+    return ranked.getRank();
+  if (std::optional<SymDims> dims = shapes.shape(v))
+    return static_cast<int64_t>(dims->size());
+  return std::nullopt;
+}
+
+std::optional<int64_t> knownDim(const SymbolicShapes &shapes, Value v, int64_t axis) {
+  std::optional<SymDims> dims = shapes.shape(v);
+  if (!dims || axis < 0 || axis >= static_cast<int64_t>(dims->size()) || !(*dims)[axis])
+    return std::nullopt;
+  return (*dims)[axis]->asConstant();
+}
+
+// One round's outcome for one node: replaced, waiting for values a later round may know (with
+// the reason, for the refusal if no round does), or refused (an error was emitted).
+enum class Step { Done, Waiting, Failed };
+
+class Unroller {
+public:
+  explicit Unroller(func::FuncOp func) : func_(func) {}
+
+  bool run() {
+    while (true) {
+      bool left = false, progress = false;
+      firstWaiting_ = nullptr;
+      {
+        SymbolicShapes shapes(func_);
+        SmallVector<Operation *> ops;
+        for (Operation &op : func_.getBody().front())
+          ops.push_back(&op);
+        for (Operation *op : ops) {
+          Step step;
+          if (auto loop = dyn_cast<OnnxLoopOp>(op))
+            step = unroll(loop, shapes);
+          else if (auto node = dyn_cast<OnnxNodeOp>(op); node && touchesSequences(node))
+            step = done_.contains(op) ? Step::Done : eliminate(node, shapes);
+          else
+            continue;
+          if (step == Step::Failed)
+            return false;
+          left |= step == Step::Waiting;
+          progress |= step == Step::Done && !done_.contains(op);
+          if (step == Step::Done)
+            done_.insert(op);
+          if (step == Step::Waiting && !firstWaiting_) {
+            firstWaiting_ = op;
+            firstReason_ = reason_;
+          }
+        }
+      }
+      // Erased only now: the round's evaluated shapes are keyed by values, and a new node must
+      // not inherit the facts of an erased one at the same address.
+      eraseReplaced();
+      if (!left)
+        break;
+      if (!progress) {
+        firstWaiting_->emitError() << firstReason_;
+        return false;
+      }
+    }
+    if (!replaced_.empty()) {
+      // Every reader was replaced, so nothing should still read them.
+      replaced_.front()->emitError() << "node " << describe(replaced_.front())
+                                     << " is still read after the loops and sequences were "
+                                        "unrolled";
+      return false;
+    }
+    return conditionsHold();
+  }
+
+private:
+  static bool touchesSequences(OnnxNodeOp node) {
+    return llvm::any_of(node->getOperands(), isSequence) ||
+           llvm::any_of(node->getResults(), isSequence);
+  }
+
+  Step wait(std::string reason) {
+    reason_ = std::move(reason);
+    return Step::Waiting;
+  }
+
+  Step unroll(OnnxLoopOp loop, const SymbolicShapes &shapes) {
+    const std::string name = "node '" + loop.getNodeName().str() + "' (Loop)";
+    Value tripCount = loop.getInputs()[0], initial = loop.getInputs()[1];
+    if (isa<NoneType>(tripCount.getType())) {
+      loop.emitError() << name << " has no trip count: it runs until its condition turns false, "
+                       << "and hetc unrolls only loops whose number of iterations the model's "
+                          "shapes fix";
+      return Step::Failed;
+    }
+    std::optional<int64_t> count = knownInt(shapes, tripCount);
+    if (!count)
+      return wait(name + " runs a number of iterations that does not evaluate to a constant: "
+                         "hetc unrolls only loops whose number of iterations the model's shapes "
+                         "fix");
+    std::optional<int64_t> start =
+        isa<NoneType>(initial.getType()) ? std::optional<int64_t>(1) : knownInt(shapes, initial);
+    if (!start)
+      return wait(name + " starts on a condition that does not evaluate to a constant");
+    Block &body = loop.getBody().front();
+    auto yield = cast<OnnxYieldOp>(body.getTerminator());
+    const int64_t iterations = *start ? std::max<int64_t>(*count, 0) : 0;
+    const int64_t bodySize = static_cast<int64_t>(body.getOperations().size()) - 1;
+    if (bodySize > 0 && iterations > kMaxUnrolledNodes / bodySize) {
+      loop.emitError() << name << " runs " << iterations << " iterations of a body of "
+                       << bodySize << " nodes: unrolled, more than " << kMaxUnrolledNodes
+                       << " nodes, which hetc does not unroll";
+      return Step::Failed;
+    }
+
+    const size_t carried = loop.getInputs().size() - 2;
+    const size_t scanCount = yield.getValues().size() - 1 - carried;
+    OpBuilder b(loop);
+    Location loc = loop.getLoc();
+    SmallVector<Value> current(loop.getInputs().begin() + 2, loop.getInputs().end());
+    std::vector<SmallVector<Value>> scans(scanCount);
+    Value condition = trueConstant(b, loc);
+    for (int64_t i = 0; i < iterations; ++i) {
+      IRMapping map;
+      map.map(body.getArgument(0), int64Constant(b, loc, {i}, {}));
+      map.map(body.getArgument(1), condition);
+      for (size_t k = 0; k < carried; ++k)
+        map.map(body.getArgument(2 + k), current[k]);
+      const std::string suffix = " (iteration " + std::to_string(i) + ")";
+      for (Operation &op : body.without_terminator()) {
+        Operation *copy = b.clone(op, map);
+        if (auto node = dyn_cast<OnnxNodeOp>(copy))
+          node.setNodeName(b.getStringAttr(node.getNodeName() + suffix));
+      }
+      condition = map.lookupOrDefault(yield.getValues()[0]);
+      // The condition after the last iteration does not matter: the trip count ends the loop.
+      if (i + 1 < iterations)
+        conditions_.push_back({condition, name + ", iteration " + std::to_string(i)});
+      for (size_t k = 0; k < carried; ++k)
+        current[k] = map.lookupOrDefault(yield.getValues()[1 + k]);
+      for (size_t j = 0; j < scanCount; ++j)
+        scans[j].push_back(map.lookupOrDefault(yield.getValues()[1 + carried + j]));
+    }
+    for (size_t k = 0; k < carried; ++k)
+      loop->getResult(k).replaceAllUsesWith(current[k]);
+    for (size_t j = 0; j < scanCount; ++j) {
+      Value result = loop->getResult(carried + j);
+      if (result.use_empty())
+        continue;
+      if (scans[j].empty()) {
+        loop.emitError() << name << " runs no iterations, and its scan output " << j
+                         << " is an empty tensor, which hetc does not represent";
+        return Step::Failed;
+      }
+      SmallVector<Value> stacked;
+      Value axis0 = int64Constant(b, loc, {0}, {1});
+      for (Value v : scans[j])
+        stacked.push_back(makeNode(b, loc, "Unsqueeze", loop.getNodeName().str() + "/scan",
+                                   {v, axis0}, unrankedLike(v)));
+      result.replaceAllUsesWith(makeNode(b, loc, "Concat", loop.getNodeName().str() + "/scan",
+                                         stacked, result.getType(),
+                                         {b.getNamedAttr("axis", b.getI64IntegerAttr(0))}));
+    }
+    replaced_.push_back(loop);
+    return Step::Done;
+  }
+
+  // An index into a list of n (negative from the end), or nullopt out of [-n, n - 1 + extra].
+  static std::optional<int64_t> position(int64_t index, int64_t n, int64_t extra = 0) {
+    if (index < -n || index > n - 1 + extra)
+      return std::nullopt;
+    return index < 0 ? index + n : index;
+  }
+
+  Step eliminate(OnnxNodeOp node, const SymbolicShapes &shapes) {
+    const std::string name = "node " + describe(node);
+    StringRef type = node.getOpType();
+    OpBuilder b(node);
+    Location loc = node.getLoc();
+    // The elements of a sequence operand met earlier; nullopt when its producer is not done.
+    auto listOf = [&](Value v) -> const SmallVector<Value> * {
+      auto it = lists_.find(v);
+      return it == lists_.end() ? nullptr : &it->second;
+    };
+    auto operandList = [&]() { return node->getNumOperands() ? listOf(node->getOperand(0)) : nullptr; };
+    auto optionalOperand = [&](unsigned i) -> Value {
+      return i < node->getNumOperands() && !isa<NoneType>(node->getOperand(i).getType())
+                 ? node->getOperand(i)
+                 : Value();
+    };
+    auto fail = [&](const std::string &why) {
+      node.emitError() << name << " " << why;
+      return Step::Failed;
+    };
+
+    if (type == "SequenceEmpty") {
+      lists_[node->getResult(0)] = {};
+    } else if (type == "SequenceConstruct") {
+      lists_[node->getResult(0)] = SmallVector<Value>(node->getOperands());
+    } else if (type == "Identity") {
+      const SmallVector<Value> *list = operandList();
+      if (!list)
+        return wait(name + " reads a sequence whose elements are not known");
+      lists_[node->getResult(0)] = *list;
+    } else if (type == "SplitToSequence") {
+      Value x = node->getOperand(0), split = optionalOperand(1);
+      std::optional<int64_t> rank = knownRank(shapes, x);
+      if (!rank)
+        return wait(name + " splits a tensor of unknown rank");
+      const int64_t axisAttr = intAttr(node, "axis").value_or(0);
+      if (axisAttr < -*rank || axisAttr >= *rank)
+        return fail("splits axis " + std::to_string(axisAttr) + " of a tensor of rank " +
+                    std::to_string(*rank));
+      const int64_t axis = axisAttr < 0 ? axisAttr + *rank : axisAttr;
+      std::optional<int64_t> dim = knownDim(shapes, x, axis);
+      SmallVector<int64_t> sizes;
+      bool squeeze = false;
+      if (!split) {
+        if (!dim)
+          return wait(name + " splits a dimension whose size does not evaluate to a constant");
+        sizes.assign(*dim, 1);
+        squeeze = intAttr(node, "keepdims").value_or(1) == 0;
+      } else if (std::optional<int64_t> splitRank = knownRank(shapes, split); splitRank == 0) {
+        std::optional<int64_t> piece = knownInt(shapes, split);
+        if (!piece || !dim)
+          return wait(name + " splits into pieces whose size or count does not evaluate to a "
+                             "constant");
+        if (*piece <= 0)
+          return fail("splits into pieces of " + std::to_string(*piece) + " elements");
+        for (int64_t at = 0; at < *dim; at += *piece)
+          sizes.push_back(std::min(*piece, *dim - at));
+      } else {
+        std::optional<SmallVector<int64_t>> pieces = knownInts(shapes, split);
+        if (!pieces)
+          return wait(name + " splits into pieces whose sizes do not evaluate to constants");
+        int64_t total = 0;
+        for (int64_t p : *pieces) {
+          if (p < 0)
+            return fail("splits into a piece of " + std::to_string(p) + " elements");
+          total += p;
+        }
+        if (dim && total != *dim)
+          return fail("splits a dimension of " + std::to_string(*dim) + " into pieces of " +
+                      std::to_string(total) + " elements in all");
+        sizes = *pieces;
+      }
+      SmallVector<Value> elements;
+      Value axes = int64Constant(b, loc, {axis}, {1});
+      int64_t at = 0;
+      for (auto [i, size] : llvm::enumerate(sizes)) {
+        const std::string piece = node.getNodeName().str() + "/" + std::to_string(i);
+        Value slice = makeNode(b, loc, "Slice", piece,
+                               {x, int64Constant(b, loc, {at}, {1}),
+                                int64Constant(b, loc, {at + size}, {1}), axes},
+                               unrankedLike(x));
+        elements.push_back(squeeze ? makeNode(b, loc, "Squeeze", piece, {slice, axes},
+                                              unrankedLike(x))
+                                   : slice);
+        at += size;
+      }
+      lists_[node->getResult(0)] = std::move(elements);
+    } else if (type == "SequenceInsert" || type == "SequenceErase" || type == "SequenceAt" ||
+               type == "SequenceLength" || type == "ConcatFromSequence") {
+      const SmallVector<Value> *list = operandList();
+      if (!list)
+        return wait(name + " reads a sequence whose elements are not known");
+      const int64_t n = static_cast<int64_t>(list->size());
+      const bool insert = type == "SequenceInsert";
+      Value indexValue = optionalOperand(insert ? 2 : 1);
+      std::optional<int64_t> index;
+      if (indexValue) {
+        std::optional<int64_t> given = knownInt(shapes, indexValue);
+        if (!given)
+          return wait(name + " reads a position that does not evaluate to a constant");
+        index = position(*given, n, insert ? 1 : 0);
+        if (!index)
+          return fail("reads position " + std::to_string(*given) + " of a sequence of " +
+                      std::to_string(n) + " elements");
+      }
+      if (insert) {
+        SmallVector<Value> out = *list;
+        out.insert(out.begin() + index.value_or(n), node->getOperand(1));
+        lists_[node->getResult(0)] = std::move(out);
+      } else if (type == "SequenceErase") {
+        if (n == 0)
+          return fail("erases from an empty sequence");
+        SmallVector<Value> out = *list;
+        out.erase(out.begin() + index.value_or(n - 1));
+        lists_[node->getResult(0)] = std::move(out);
+      } else if (type == "SequenceAt") {
+        if (!index)
+          return fail("has no position");
+        node->getResult(0).replaceAllUsesWith((*list)[*index]);
+      } else if (type == "SequenceLength") {
+        node->getResult(0).replaceAllUsesWith(int64Constant(b, loc, {n}, {}));
+      } else {
+        if (n == 0)
+          return fail("concatenates an empty sequence");
+        std::optional<int64_t> axis = intAttr(node, "axis");
+        if (!axis)
+          return fail("has no axis");
+        SmallVector<Value> parts = *list;
+        if (intAttr(node, "new_axis").value_or(0) != 0) {
+          Value axes = int64Constant(b, loc, {*axis}, {1});
+          for (Value &part : parts)
+            part = makeNode(b, loc, "Unsqueeze", node.getNodeName().str(), {part, axes},
+                            unrankedLike(part));
+        }
+        node->getResult(0).replaceAllUsesWith(
+            makeNode(b, loc, "Concat", node.getNodeName().str(), parts, unrankedLike(parts[0]),
+                     {b.getNamedAttr("axis", b.getI64IntegerAttr(*axis))}));
+      }
+    } else {
+      return fail("reads or writes a sequence, which hetc does not evaluate");
+    }
+    replaced_.push_back(node);
+    return Step::Done;
+  }
+
+  // Erases what was replaced and is no longer read; a sequence still read (by a copy of a loop's
+  // body met in a later round) stays until its readers are gone.
+  void eraseReplaced() {
+    SmallVector<Operation *> kept;
+    // Readers before the sequences they read: the reverse of the order they were met in.
+    for (Operation *op : llvm::reverse(replaced_)) {
+      if (!op->use_empty()) {
+        kept.push_back(op);
+        continue;
+      }
+      done_.erase(op);
+      for (Value result : op->getResults())
+        lists_.erase(result);
+      op->erase();
+    }
+    replaced_.assign(kept.rbegin(), kept.rend());
+  }
+
+  // Each iteration's condition (but the last) evaluates to true: the loop ran its trip count.
+  bool conditionsHold() {
+    if (conditions_.empty())
+      return true;
+    SymbolicShapes shapes(func_);
+    for (const auto &[condition, where] : conditions_) {
+      std::optional<int64_t> c = knownInt(shapes, skipNoOps(condition));
+      if (!c || *c == 0) {
+        Operation *at = condition.getDefiningOp() ? condition.getDefiningOp() : func_;
+        at->emitError() << where << ": the loop's condition "
+                        << (c ? "is false, so it stops before its trip count"
+                              : "does not evaluate to a constant, so it may stop before its "
+                                "trip count")
+                        << "; hetc unrolls only loops that run their trip count";
+        return false;
+      }
+    }
+    conditions_.clear();
+    return true;
+  }
+
+  func::FuncOp func_;
+  DenseMap<Value, SmallVector<Value>> lists_;
+  llvm::SmallPtrSet<Operation *, 16> done_;
+  SmallVector<Operation *> replaced_;
+  std::vector<std::pair<Value, std::string>> conditions_;
+  Operation *firstWaiting_ = nullptr;
+  std::string reason_, firstReason_;
+};
+
+} // namespace
+
+bool unrollLoopsAndSequences(func::FuncOp func) {
+  bool any = false;
+  func.walk([&](Operation *op) {
+    if (isa<OnnxLoopOp>(op) ||
+        llvm::any_of(op->getResultTypes(), [](Type t) { return isa<OnnxSequenceType>(t); }))
+      any = true;
+  });
+  return !any || Unroller(func).run();
+}
+
+} // namespace hetc

@@ -1,0 +1,62 @@
+// RUN: hetc-opt %s --hetc-fold-shapes -split-input-file | FileCheck %s
+// RUN: hetc-opt %s --hetc-fold-shapes -split-input-file | FileCheck %s --check-prefix=GONE
+
+// Nothing of a loop or a sequence is left.
+// GONE-NOT: hetc.onnx.loop
+// GONE-NOT: Sequence
+// GONE-NOT: onnx_sequence
+
+// torch 1.13's repeat_interleave of the last axis of x [B, S, 3] by 2, as GPT-J's rotary tables
+// export: the trip count is the axis's size (Shape -> Gather), each iteration takes element i of
+// the split tensor and appends its expansion to the carried sequence. Unrolled: three Slices of
+// x, each expanded, concatenated; no loop or sequence is left.
+// CHECK-LABEL: func.func @repeat_interleave
+// CHECK-COUNT-3: hetc.onnx.node "Slice"(%arg0
+// CHECK: hetc.onnx.node "Concat"({{.*}}) {node_name = "concat", onnx_attrs = {axis = 2 : i64}}
+// CHECK-SAME: -> tensor<?x?x6xf32>
+func.func @repeat_interleave(%x: tensor<?x?x3xf32>) -> tensor<*xf32> {
+  %axis = hetc.constant dense<2> : tensor<i64>
+  %two = hetc.constant dense<[1, 1, 2]> : tensor<3xi64>
+  %ones = hetc.constant dense<1> : tensor<3xi64>
+  %true = hetc.constant dense<true> : tensor<i1>
+  %shape = hetc.onnx.node "Shape"(%x) {node_name = "shape"} : (tensor<?x?x3xf32>) -> tensor<3xi64>
+  %n = hetc.onnx.node "Gather"(%shape, %axis) {node_name = "n", onnx_attrs = {axis = 0 : i64}} : (tensor<3xi64>, tensor<i64>) -> tensor<i64>
+  %pieces = hetc.onnx.node "SplitToSequence"(%x, %ones) {node_name = "split", onnx_attrs = {axis = 2 : i64}} : (tensor<?x?x3xf32>, tensor<3xi64>) -> !hetc.onnx_sequence
+  %empty = hetc.onnx.node "SequenceEmpty"() {node_name = "empty"} : () -> !hetc.onnx_sequence
+  %out = hetc.onnx.loop(%n, %true, %empty) {node_name = "loop"} : (tensor<i64>, tensor<i1>, !hetc.onnx_sequence) -> (!hetc.onnx_sequence) {
+  ^bb0(%i: tensor<i64>, %c: tensor<i1>, %seq: !hetc.onnx_sequence):
+    %piece = hetc.onnx.node "SequenceAt"(%pieces, %i) {node_name = "at"} : (!hetc.onnx_sequence, tensor<i64>) -> tensor<*xf32>
+    %pshape = hetc.onnx.node "Shape"(%piece) {node_name = "pshape"} : (tensor<*xf32>) -> tensor<3xi64>
+    %target = hetc.onnx.node "Mul"(%pshape, %two) {node_name = "target"} : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
+    %e = hetc.onnx.node "Expand"(%piece, %target) {node_name = "expand"} : (tensor<*xf32>, tensor<3xi64>) -> tensor<*xf32>
+    %next = hetc.onnx.node "SequenceInsert"(%seq, %e) {node_name = "insert"} : (!hetc.onnx_sequence, tensor<*xf32>) -> !hetc.onnx_sequence
+    %c2 = hetc.onnx.node "Identity"(%c) {node_name = "cond"} : (tensor<i1>) -> tensor<i1>
+    hetc.onnx.yield %c2, %next : tensor<i1>, !hetc.onnx_sequence
+  }
+  %r = hetc.onnx.node "ConcatFromSequence"(%out) {node_name = "concat", onnx_attrs = {axis = 2 : i64}} : (!hetc.onnx_sequence) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
+
+// -----
+
+// A scan output: each iteration's value stacked on a new first axis (Unsqueeze, then Concat);
+// the carried value threads through the copies of the body, the iteration number a constant.
+// CHECK-LABEL: func.func @scan
+// CHECK: %[[I0:.*]] = hetc.constant dense<0> : tensor<i64>
+// CHECK: %[[A0:.*]] = hetc.onnx.node "Add"(%arg0, %[[I0]]) {node_name = "add (iteration 0)"}
+// CHECK: %[[I1:.*]] = hetc.constant dense<1> : tensor<i64>
+// CHECK: %[[A1:.*]] = hetc.onnx.node "Add"(%[[A0]], %[[I1]]) {node_name = "add (iteration 1)"}
+// CHECK: %[[U0:.*]] = hetc.onnx.node "Unsqueeze"(%[[A0]],
+// CHECK: %[[U1:.*]] = hetc.onnx.node "Unsqueeze"(%[[A1]],
+// CHECK: %[[S:.*]] = hetc.onnx.node "Concat"(%[[U0]], %[[U1]]) {node_name = "loop/scan", onnx_attrs = {axis = 0 : i64}}
+// CHECK: return %[[A1]], %[[S]]
+func.func @scan(%x: tensor<4xi64>) -> (tensor<*xi64>, tensor<*xi64>) {
+  %m = hetc.constant dense<2> : tensor<i64>
+  %none = hetc.onnx.none
+  %out:2 = hetc.onnx.loop(%m, %none, %x) {node_name = "loop"} : (tensor<i64>, none, tensor<4xi64>) -> (tensor<*xi64>, tensor<*xi64>) {
+  ^bb0(%i: tensor<i64>, %c: tensor<i1>, %acc: tensor<*xi64>):
+    %next = hetc.onnx.node "Add"(%acc, %i) {node_name = "add"} : (tensor<*xi64>, tensor<i64>) -> tensor<*xi64>
+    hetc.onnx.yield %c, %next, %next : tensor<i1>, tensor<*xi64>, tensor<*xi64>
+  }
+  return %out#0, %out#1 : tensor<*xi64>, tensor<*xi64>
+}
