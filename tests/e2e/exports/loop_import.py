@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""ONNX Loops through `hetc compile`: a loop hetc unrolls compiles and keeps the model's answer,
+a malformed one or one hetc cannot unroll is refused in one line naming the Loop node.
+
+    /usr/bin/python3 tests/e2e/exports/loop_import.py --hetc BUILD/bin/hetc --workdir DIR
+
+The model is models/exports/hf_llama.py's default export (two layers), edited with onnx.helper:
+the final norm's output x is routed through a Loop before the lm_head. The Loop node is put
+first in the file, before the nodes that write what its body reads (nodes out of order are
+sorted; a body's reads from around the loop count as the Loop's inputs).
+
+* unrolled: three iterations of `acc = acc + x * (i - i)` must compile and give the unedited
+  export's ids and logits;
+* refused: a trip count from the batch (symbolic), no trip count, a body reading a value nothing
+  defines, a body whose outputs do not match the node's, a Loop inside the body.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from e2e_common import CheckFailed, check_hetc_binary, main_wrapper  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+PROMPT = "5,17,42,7,99,3"
+
+
+def body_graph(extra_nodes=(), outputs=("c2", "acc2"), reads="x"):
+    """acc + x * (i - i): adds zeros computed from the iteration number, the condition kept."""
+    nodes = [helper.make_node("Sub", ["i", "i"], ["zero_i"], name="loop/zero"),
+             helper.make_node("Cast", ["zero_i"], ["zero_f"], to=TensorProto.FLOAT,
+                              name="loop/cast"),
+             helper.make_node("Mul", [reads, "zero_f"], ["t"], name="loop/mul"),
+             helper.make_node("Add", ["acc", "t"], ["acc2"], name="loop/add"),
+             helper.make_node("Identity", ["c"], ["c2"], name="loop/cond")] + list(extra_nodes)
+    return helper.make_graph(
+        nodes, "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info(o, TensorProto.BOOL if o == "c2" else TensorProto.FLOAT,
+                                       None) for o in outputs])
+
+
+def edited(model, trip_nodes, trip, body, loop_name="norm_loop"):
+    """The model with the final norm's output routed through Loop(trip, true, x), the Loop
+    first among the nodes."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    nodes = list(m.graph.node)
+    head = [n for n in nodes if n.op_type == "MatMul" and "lm_head" in n.name]
+    if len(head) != 1:
+        raise CheckFailed("the export has no single lm_head MatMul to edit before")
+    x = head[0].input[0]
+    head[0].input[0] = "looped"
+    loop = helper.make_node("Loop", [trip, "loop_true", x], ["looped"], name=loop_name,
+                            body=body)
+    true = helper.make_node("Constant", [], ["loop_true"], name="loop_true",
+                            value=numpy_helper.from_array(np.array(True)))
+    # The body reads x from around the loop under the name "x".
+    alias = helper.make_node("Identity", [x], ["x"], name="loop_x")
+    del m.graph.node[:]
+    m.graph.node.extend([loop, true, alias] + list(trip_nodes) + nodes)
+    return m
+
+
+def compile_plan(a, model, name):
+    path = os.path.join(a.workdir, name + ".onnx")
+    onnx.save(model, path)
+    plan = path + ".hplan"
+    if os.path.exists(plan):
+        os.remove(plan)
+    proc = subprocess.run([a.hetc, "compile", path, "-o", plan, "--weights", "f32"],
+                          capture_output=True, text=True, timeout=300)
+    return proc, plan
+
+
+def run_plan(a, plan):
+    """The ids hetc prints and the logits it writes, for one prompt."""
+    logits = plan + ".logits.npy"
+    proc = subprocess.run([a.hetc, "run", plan, "--prompt-ids", PROMPT, "--max-new", "8",
+                           "--logits-out", logits], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise CheckFailed(f"hetc run failed: {proc.stderr.strip()[-400:]}")
+    return proc.stdout, np.load(logits)
+
+
+def check(a):
+    check_hetc_binary(a.hetc)
+    export_dir = os.path.join(a.workdir, "model")
+    subprocess.run([sys.executable, os.path.join(REPO, "models/exports/hf_llama.py"), "export",
+                    "--out", export_dir], check=True, capture_output=True, timeout=300)
+    model = onnx.load(os.path.join(export_dir, "model.onnx"))
+
+    base, base_plan = compile_plan(a, model, "plain")
+    if base.returncode != 0:
+        raise CheckFailed(f"the unedited export does not compile: {base.stderr.strip()}")
+    want = run_plan(a, base_plan)
+
+    three = helper.make_node("Constant", [], ["trip"], name="trip",
+                             value=numpy_helper.from_array(np.array(3, np.int64)))
+    proc, plan = compile_plan(a, edited(model, [three], "trip", body_graph()), "unrolled")
+    if proc.returncode != 0:
+        raise CheckFailed(f"a loop of 3 iterations is refused: {proc.stderr.strip()}")
+    got = run_plan(a, plan)
+    if got[0] != want[0] or not np.array_equal(got[1], want[1]):
+        raise CheckFailed(f"the unrolled loop changes the answer: ids {got[0]!r} vs {want[0]!r}, "
+                          f"logits differ by {np.abs(got[1] - want[1]).max()}")
+    print(f"PASS: a Loop of 3 iterations, first in the file, unrolled: the same ids "
+          f"({got[0].strip()}) and logits")
+
+    zero = helper.make_node("Constant", [], ["zero_axis"], name="zero_axis",
+                            value=numpy_helper.from_array(np.array(0, np.int64)))
+    batch = [zero, helper.make_node("Shape", ["x"], ["x_shape"], name="x_shape"),
+             helper.make_node("Gather", ["x_shape", "zero_axis"], ["batch"], name="batch",
+                              axis=0)]
+    inner = helper.make_node("Loop", ["trip", "c", "acc"], ["nested"], name="inner_loop",
+                             body=body_graph())
+    refusals = [
+        ("batch_trips", edited(model, batch, "batch", body_graph()),
+         "node 'norm_loop' (Loop) runs a number of iterations that does not evaluate to a "
+         "constant"),
+        ("no_trips", edited(model, [], "", body_graph()),
+         "node 'norm_loop' (Loop) has no trip count"),
+        ("undefined_read", edited(model, [three], "trip", body_graph(reads="nope")),
+         "node 'norm_loop' (Loop) reads 'nope' in its body, which no graph input, initializer "
+         "or node defines"),
+        ("outputs", edited(model, [three], "trip", body_graph(outputs=("c2",))),
+         "node 'norm_loop' (Loop) is malformed: its body takes 3 inputs and gives 1 outputs for "
+         "the node's 3 inputs and 1 outputs"),
+        ("nested", edited(model, [three], "trip", body_graph(extra_nodes=[inner])),
+         "node 'norm_loop' (Loop) holds node 'inner_loop' (Loop) with a subgraph of its own in "
+         "its body, which is not supported"),
+    ]
+    for name, m, text in refusals:
+        proc, plan = compile_plan(a, m, name)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        if proc.returncode != 1 or os.path.exists(plan):
+            raise CheckFailed(f"{name}: hetc compile exited {proc.returncode} (expected 1, no "
+                              f"plan): {proc.stderr.strip()[-400:]}")
+        if not any(text in line for line in lines):
+            raise CheckFailed(f"{name}: the refusal does not say '{text}':\n{proc.stderr}")
+        print(f"PASS: {name}: {lines[0]}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hetc", required=True)
+    p.add_argument("--workdir", required=True)
+    a = p.parse_args(argv)
+    os.makedirs(a.workdir, exist_ok=True)
+    return main_wrapper(lambda: check(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
