@@ -114,6 +114,9 @@ std::string printed(double v, int significant = 3);
 // softmax over the last axis when `axis` is the last, and refuses it otherwise with
 // softmaxBefore13Refusal.
 inline constexpr llvm::StringLiteral kFlattensBefore13 = "hetc.flattens_before_13";
+// On the imported module: what the importer decided that the graph does not say (an If's branch
+// taken over a graph input), an array of strings `hetc compile --explain` prints.
+inline constexpr llvm::StringLiteral kImportNotes = "hetc.import_notes";
 
 // Marks an unraised node that a raising pass refused with an error saying why (the attention
 // whose values it weights): hetc-check-raised fails on its region without a second error.

@@ -347,33 +347,45 @@ const onnx::GraphProto *loopBody(const onnx::NodeProto &node) {
   return nullptr;
 }
 
-// The names a Loop's body reads from around the loop: what it reads that its own inputs,
-// initializers and nodes do not define. They are inputs of the Loop node for ordering and
-// checking, though the node does not list them.
-std::vector<std::string> outerReads(const onnx::NodeProto &node) {
-  std::vector<std::string> reads;
-  const onnx::GraphProto *body = loopBody(node);
-  if (!body)
-    return reads;
+// The names a subgraph reads from the scopes around it: what its nodes (and their own
+// subgraphs) and outputs read that its inputs, initializers and nodes do not define.
+std::vector<std::string> subgraphReads(const onnx::GraphProto &graph) {
   std::set<std::string> inner;
-  for (const auto &input : body->input())
+  for (const auto &input : graph.input())
     inner.insert(input.name());
-  for (const auto &t : body->initializer())
+  for (const auto &t : graph.initializer())
     inner.insert(t.name());
-  for (const auto &n : body->node())
+  for (const auto &n : graph.node())
     for (const std::string &output : n.output())
       inner.insert(output);
+  std::vector<std::string> reads;
   std::set<std::string> seen;
   auto read = [&](const std::string &name) {
     if (!name.empty() && !inner.count(name) && seen.insert(name).second)
       reads.push_back(name);
   };
-  for (const auto &n : body->node())
+  for (const auto &n : graph.node()) {
     for (const std::string &input : n.input())
       read(input);
-  for (const auto &output : body->output())
+    for (const auto &attr : n.attribute()) {
+      if (attr.has_g())
+        for (const std::string &name : subgraphReads(attr.g()))
+          read(name);
+      for (const auto &g : attr.graphs())
+        for (const std::string &name : subgraphReads(g))
+          read(name);
+    }
+  }
+  for (const auto &output : graph.output())
     read(output.name());
   return reads;
+}
+
+// The names a Loop's body reads from around the loop. They are inputs of the Loop node for
+// ordering and checking, though the node does not list them.
+std::vector<std::string> outerReads(const onnx::NodeProto &node) {
+  const onnx::GraphProto *body = loopBody(node);
+  return body ? subgraphReads(*body) : std::vector<std::string>{};
 }
 
 // ONNX's operators whose outputs are sequences (hetc.onnx_sequence until hetc-fold-shapes
@@ -456,6 +468,9 @@ private:
   int64_t opset_ = 0;
   // Each node's index in the file, by its index after sorting: what names an unnamed node.
   std::vector<int> fileIndex_;
+  // What the importer decided that the graph does not say (the branch of an If it took), for
+  // `hetc compile --explain`: the module's kImportNotes.
+  std::vector<std::string> importNotes_;
 };
 
 bool Importer::parse() {
@@ -491,6 +506,14 @@ bool isStackedKv(const onnx::ValueInfoProto &v) {
   const std::string name = llvm::StringRef(v.name()).lower();
   return first.has_dim_value() && first.dim_value() == 2 &&
          (name.find("past") != std::string::npos || name.find("present") != std::string::npos);
+}
+
+// A KV cache input: [batch, kv_heads, past, head_dim] in a float type, or a key and a value
+// stacked (isStackedKv).
+bool isCacheInput(const onnx::ValueInfoProto &v) {
+  return (v.type().has_tensor_type() && isFloatType(v.type().tensor_type().elem_type()) &&
+          rankOf(v) == 4) ||
+         isStackedKv(v);
 }
 
 // A model that takes token ids ([batch, sequence] integers) is a language model; hetc compiles
@@ -595,8 +618,7 @@ bool Importer::checkDecoderSignature() {
     tokenIds |= isIntegerType(elem(input)) && rankOf(input) == 2 && named(input, {"ids"}) &&
                 !named(input, {"position", "type"});
     tokenTypes |= named(input, {"token_type"});
-    pastInputs += isFloatType(elem(input)) && rankOf(input) == 4;
-    pastInputs += isStackedKv(input) ? 2 : 0;
+    pastInputs += isCacheInput(input) ? (isStackedKv(input) ? 2 : 1) : 0;
     if (isFloatType(elem(input)) && rankOf(input) == 3 && named(input, {"state", "conv", "ssm"})) {
       states = true;
       stateInputs.push_back(&input);
@@ -672,10 +694,29 @@ bool Importer::checkOpsets() {
 // graph (a branch reads the values around it, so its nodes fit in the sorted order like any
 // other), and the If node keeps (cond, then outputs, else outputs) as its inputs. The fold-shapes
 // pass picks the branch where the condition is known; otherwise raising refuses the If, naming it.
+// A branch's own Ifs join the graph with it and are flattened in turn.
+//
+// One If is decided here: Optimum's merged decoder, If(use_cache_branch, decoder with past,
+// decoder without), over a boolean graph input. When exactly one branch reads the KV cache
+// inputs, that branch alone joins the graph: hetc runs every step with its cache (empty on the
+// first), where the decoder without past computes the same as the one with an empty past. The
+// condition input, no longer read, leaves the signature; `--explain` says what was taken.
 bool Importer::flattenIfs() {
   onnx::GraphProto &g = *model_->mutable_graph();
-  const int n = g.node_size();
-  for (int i = 0; i < n; ++i) {
+  llvm::StringSet<> initializerNames, cacheInputs, boolInputs;
+  for (const auto &t : g.initializer())
+    initializerNames.insert(t.name());
+  for (const auto &input : g.input()) {
+    if (initializerNames.contains(input.name()))
+      continue;
+    if (isCacheInput(input))
+      cacheInputs.insert(input.name());
+    if (input.type().has_tensor_type() &&
+        input.type().tensor_type().elem_type() == onnx::TensorProto::BOOL)
+      boolInputs.insert(input.name());
+  }
+  llvm::StringSet<> decidedInputs;
+  for (int i = 0; i < g.node_size(); ++i) {
     onnx::NodeProto &node = *g.mutable_node(i);
     if (node.op_type() != "If" || !(node.domain().empty() || node.domain() == "ai.onnx"))
       continue;
@@ -695,13 +736,44 @@ bool Importer::flattenIfs() {
         return fail("node '" + name + "' (If) is malformed: a branch takes inputs or has " +
                     std::to_string(branch->output_size()) + " outputs for the If's " +
                     std::to_string(node.output_size()));
-      for (const auto &inner : branch->node())
-        for (const auto &attr : inner.attribute())
-          if (attr.has_g() || attr.graphs_size() > 0)
-            return fail("node '" + name + "' (If) has a branch holding a subgraph of its own ('" +
-                        inner.name() + "'), which is not supported");
       for (const auto &output : branch->output())
         inputs.push_back(output.name());
+    }
+    if (boolInputs.contains(node.input(0))) {
+      bool readsCache[2] = {false, false};
+      for (int b = 0; b < 2; ++b)
+        for (const std::string &read : subgraphReads(*branches[b]))
+          readsCache[b] |= cacheInputs.contains(read);
+      if (readsCache[0] != readsCache[1]) {
+        const int taken = readsCache[0] ? 0 : 1;
+        onnx::GraphProto branch = *branches[taken];
+        const std::string cond = node.input(0);
+        const std::vector<std::string> outputs(node.output().begin(), node.output().end());
+        importNotes_.push_back("If '" + name + "' over the boolean input '" + cond + "': its " +
+                               (taken == 0 ? "then" : "else") +
+                               " branch, the one that reads the KV cache, is taken, and '" +
+                               cond + "' is not an input of the plan (every step runs with the "
+                               "cache, empty on the first; the other branch computes the same "
+                               "without one)");
+        decidedInputs.insert(cond);
+        g.mutable_node()->DeleteSubrange(i, 1);
+        --i;
+        for (const auto &inner : branch.node())
+          *g.add_node() = inner;
+        for (const auto &t : branch.initializer())
+          *g.add_initializer() = t;
+        for (const auto &vi : branch.value_info())
+          *g.add_value_info() = vi;
+        for (size_t j = 0; j < outputs.size(); ++j)
+          if (!outputs[j].empty() && branch.output(j).name() != outputs[j]) {
+            onnx::NodeProto *copy = g.add_node();
+            copy->set_op_type("Identity");
+            copy->set_name(name + "/" + outputs[j]);
+            copy->add_input(branch.output(j).name());
+            copy->add_output(outputs[j]);
+          }
+        continue;
+      }
     }
     // Copies first: adding nodes may move the repeated field's elements.
     onnx::GraphProto thenBranch = *branches[0], elseBranch = *branches[1];
@@ -719,6 +791,19 @@ bool Importer::flattenIfs() {
     for (const std::string &input : inputs)
       flattened.add_input(input);
   }
+  if (decidedInputs.empty())
+    return true;
+  // A decided condition leaves the graph's inputs when nothing else reads it.
+  llvm::StringSet<> read;
+  for (const auto &node : g.node()) {
+    for (const std::string &input : node.input())
+      read.insert(input);
+    for (const std::string &name : outerReads(node))
+      read.insert(name);
+  }
+  for (int k = g.input_size() - 1; k >= 0; --k)
+    if (decidedInputs.contains(g.input(k).name()) && !read.contains(g.input(k).name()))
+      g.mutable_input()->DeleteSubrange(k, 1);
   return true;
 }
 
@@ -2166,6 +2251,12 @@ OwningOpRef<ModuleOp> Importer::run() {
     resultNames.push_back(output.name());
   }
   builder_.create<func::ReturnOp>(fileLoc, results);
+  if (!importNotes_.empty()) {
+    SmallVector<Attribute> notes;
+    for (const std::string &note : importNotes_)
+      notes.push_back(builder_.getStringAttr(note));
+    (*module)->setAttr(hetc::kImportNotes, builder_.getArrayAttr(notes));
+  }
   func.setType(builder_.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, name] : llvm::enumerate(resultNames))
     func.setResultAttr(i, "hetc.name", builder_.getStringAttr(name));

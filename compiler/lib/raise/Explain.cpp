@@ -162,6 +162,10 @@ void hetc::compiler::explainRaising(ModuleOp imported, ModuleOp planned, llvm::r
     os << "; " << unattributed
        << " nodes feed no LLM op (shape arithmetic folded to constants, or values no output needs)";
   os << "\n";
+  if (auto notes = imported->getAttrOfType<ArrayAttr>(kImportNotes))
+    for (Attribute note : notes)
+      if (auto text = dyn_cast<StringAttr>(note))
+        os << "import: " << text.getValue() << "\n";
   std::optional<int64_t> currentLayer;
   bool first = true;
   for (auto [index, group] : llvm::enumerate(groups)) {

@@ -36,7 +36,8 @@ EXPORTERS = {"hf_llama": HF_LLAMA, "ort_genai_llama": os.path.join(EXPORTS, "ort
              "opt": os.path.join(EXPORTS, "opt.py"), "gpt_neox": os.path.join(EXPORTS, "gpt_neox.py"),
              "phi": os.path.join(EXPORTS, "phi.py"), "falcon": os.path.join(EXPORTS, "falcon.py"),
              "gptj": os.path.join(EXPORTS, "gptj.py"), "gpt2": os.path.join(EXPORTS, "gpt2.py"),
-             "bloom": os.path.join(EXPORTS, "bloom.py")}
+             "bloom": os.path.join(EXPORTS, "bloom.py"),
+             "optimum_merged": os.path.join(EXPORTS, "optimum_merged.py")}
 # Exporters with their own PyTorch module (and `export` / `reference` commands); the others leave
 # a directory that hf_llama.py reference decodes.
 OWN_MODULE = ("opt", "gpt_neox", "phi", "falcon", "gptj", "gpt2", "bloom")

@@ -18,6 +18,8 @@
 //                                   stacked (GPT-2's past_N from ONNX Runtime's exporter)
 //   seqlens_k (if present)          int32 [batch]: attended length - 1 (GroupQueryAttention)
 //   total_sequence_length (if any)  int32 scalar: the longest attended length of the batch
+//   use_cache_branch (if present)   bool [1]: Optimum's merged decoder, false on the first step
+//                                   (no past yet) and true after, as Optimum's ORTModelForCausalLM
 // Any other input is refused with its name, type and shape.
 //
 // --mode single (default) runs each prompt alone (batch 1, no padding); --mode batch runs all
@@ -153,7 +155,7 @@ function describeModel(session, modelPath) {
     if (!m.isTensor) refuse(m, 'not a tensor');
     const name = m.name;
     if (name === 'input_ids' || name === 'attention_mask' || name === 'position_ids' ||
-        name === 'seqlens_k' || name === 'total_sequence_length') {
+        name === 'seqlens_k' || name === 'total_sequence_length' || name === 'use_cache_branch') {
       spec.other[name] = m;
       continue;
     }
@@ -178,7 +180,7 @@ function describeModel(session, modelPath) {
       continue;
     }
     refuse(m, 'this script fills input_ids, attention_mask, position_ids, seqlens_k, ' +
-      'total_sequence_length and past key/values only');
+      'total_sequence_length, use_cache_branch and past key/values only');
   }
   if (!spec.other.input_ids) throw new Error(`${modelPath}: the model has no input_ids input`);
   const logits = outputNames.includes('logits') ? 'logits' : outputNames.find((n) => /logits/i.test(n));
@@ -236,6 +238,9 @@ async function decode(ort, session, spec, prompts, maxNew, padId) {
       const dims = o.total_sequence_length.shape.length === 0 ? [] : [1];
       feeds.total_sequence_length = intTensor(ort, o.total_sequence_length.type, [total], dims,
         'total_sequence_length');
+    }
+    if (o.use_cache_branch) {
+      feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.from([pastLen > 0 ? 1 : 0]), [1]);
     }
     const out = await session.run(feeds);
     const logits = out[spec.logits];

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""ONNX Loops through `hetc compile`: a loop hetc unrolls compiles and keeps the model's answer,
-a malformed one or one hetc cannot unroll is refused in one line naming the Loop node.
+"""ONNX subgraphs (Loop bodies, If branches) through `hetc compile`: a loop hetc unrolls and Ifs
+nested in If branches compile and keep the model's answer; a malformed loop or one hetc cannot
+unroll is refused in one line naming the Loop node.
 
-    /usr/bin/python3 tests/e2e/exports/loop_import.py --hetc BUILD/bin/hetc --workdir DIR
+    /usr/bin/python3 tests/e2e/exports/subgraph_import.py --hetc BUILD/bin/hetc --workdir DIR
 
 The model is models/exports/hf_llama.py's default export (two layers), edited with onnx.helper:
 the final norm's output x is routed through a Loop before the lm_head. The Loop node is put
@@ -11,6 +12,9 @@ sorted; a body's reads from around the loop count as the Loop's inputs).
 
 * unrolled: three iterations of `acc = acc + x * (i - i)` must compile and give the unedited
   export's ids and logits;
+* nested Ifs: the same x routed through If(x's last dimension == hidden, then: If(batch >= 0,
+  Identity, Neg), else: Neg): each condition folds once shapes are evaluated, the inner If is
+  lifted with its branch and decided in turn; the same ids and logits;
 * refused: a trip count from the batch (symbolic), no trip count, a body reading a value nothing
   defines, a body whose outputs do not match the node's, a Loop inside the body.
 """
@@ -71,6 +75,55 @@ def edited(model, trip_nodes, trip, body, loop_name="norm_loop"):
     return m
 
 
+def nested_ifs(model):
+    """The final norm's output x routed through If(last dim of x == its hidden size, then:
+    If(batch >= 0, Identity(x), Neg(x)), else: Neg(x)): both true once shapes are evaluated."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    nodes = list(m.graph.node)
+    head = [n for n in nodes if n.op_type == "MatMul" and "lm_head" in n.name][0]
+    x = head.input[0]
+    head.input[0] = "if_out"
+    hidden = [i for i in m.graph.initializer if i.name == head.input[1]]
+    width = hidden[0].dims[0] if hidden else None
+    if width is None:
+        raise CheckFailed("the lm_head's weight is not an initializer")
+
+    def branch(name, nodes, out):
+        return helper.make_graph(nodes, name, [],
+                                 [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)])
+    inner = helper.make_node(
+        "If", ["batch_ok"], ["inner_out"], name="inner_if",
+        then_branch=branch("inner_then", [helper.make_node("Identity", [x], ["inner_same"],
+                                                           name="inner_same")], "inner_same"),
+        else_branch=branch("inner_else", [helper.make_node("Neg", [x], ["inner_neg"],
+                                                           name="inner_neg")], "inner_neg"))
+    outer = helper.make_node(
+        "If", ["width_ok"], ["if_out"], name="outer_if",
+        then_branch=branch("outer_then", [
+            helper.make_node("Shape", [x], ["x_shape0"], name="x_shape0"),
+            helper.make_node("Gather", ["x_shape0", "axis0"], ["x_batch"], name="x_batch", axis=0),
+            helper.make_node("GreaterOrEqual", ["x_batch", "axis0"], ["batch_ok"],
+                             name="batch_ok"),
+            inner], "inner_out"),
+        else_branch=branch("outer_else", [helper.make_node("Neg", [x], ["outer_neg"],
+                                                           name="outer_neg")], "outer_neg"))
+    added = [
+        helper.make_node("Constant", [], ["axis0"], name="axis0",
+                         value=numpy_helper.from_array(np.array(0, np.int64))),
+        helper.make_node("Constant", [], ["axis_last"], name="axis_last",
+                         value=numpy_helper.from_array(np.array(-1, np.int64))),
+        helper.make_node("Constant", [], ["width"], name="width",
+                         value=numpy_helper.from_array(np.array(width, np.int64))),
+        helper.make_node("Shape", [x], ["x_shape"], name="x_shape"),
+        helper.make_node("Gather", ["x_shape", "axis_last"], ["x_width"], name="x_width", axis=0),
+        helper.make_node("Equal", ["x_width", "width"], ["width_ok"], name="width_ok"),
+        outer]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes + added)
+    return m
+
+
 def compile_plan(a, model, name):
     path = os.path.join(a.workdir, name + ".onnx")
     onnx.save(model, path)
@@ -115,6 +168,14 @@ def check(a):
                           f"logits differ by {np.abs(got[1] - want[1]).max()}")
     print(f"PASS: a Loop of 3 iterations, first in the file, unrolled: the same ids "
           f"({got[0].strip()}) and logits")
+
+    proc, plan = compile_plan(a, nested_ifs(model), "nested_ifs")
+    if proc.returncode != 0:
+        raise CheckFailed(f"Ifs nested in an If's branch are refused: {proc.stderr.strip()}")
+    got = run_plan(a, plan)
+    if got[0] != want[0] or not np.array_equal(got[1], want[1]):
+        raise CheckFailed(f"the nested Ifs change the answer: ids {got[0]!r} vs {want[0]!r}")
+    print("PASS: an If nested in an If's branch, both decided by shapes: the same ids and logits")
 
     zero = helper.make_node("Constant", [], ["zero_axis"], name="zero_axis",
                             value=numpy_helper.from_array(np.array(0, np.int64)))
