@@ -60,3 +60,58 @@ func.func @scan(%x: tensor<4xi64>) -> (tensor<*xi64>, tensor<*xi64>) {
   }
   return %out#0, %out#1 : tensor<*xi64>, tensor<*xi64>
 }
+
+// -----
+
+// A sequence holding a value that a later step replaces: the concatenation of a first loop's
+// sequence, put in a second sequence that a second loop (as many iterations as the first
+// sequence's length) reads. Each replacement reaches the sequences holding the value.
+// CHECK-LABEL: func.func @chained
+// CHECK-NOT: hetc.onnx.loop
+// CHECK: hetc.onnx.node "Concat"({{.*}}) {node_name = "concat", onnx_attrs = {axis = 0 : i64}}
+// CHECK-SAME: -> tensor<3xf32>
+// CHECK: hetc.onnx.node "Add"({{.*}}) {node_name = "add (iteration 2)"}
+func.func @chained(%x: tensor<3xf32>) -> tensor<*xf32> {
+  %m = hetc.constant dense<3> : tensor<i64>
+  %zero = hetc.constant dense<0> : tensor<i64>
+  %true = hetc.constant dense<true> : tensor<i1>
+  %empty = hetc.onnx.node "SequenceEmpty"() {node_name = "empty"} : () -> !hetc.onnx_sequence
+  %seq = hetc.onnx.loop(%m, %true, %empty) {node_name = "first"} : (tensor<i64>, tensor<i1>, !hetc.onnx_sequence) -> (!hetc.onnx_sequence) {
+  ^bb0(%i: tensor<i64>, %c: tensor<i1>, %s: !hetc.onnx_sequence):
+    %f = hetc.onnx.node "Cast"(%i) {node_name = "cast", onnx_attrs = {to = 1 : i64}} : (tensor<i64>) -> tensor<f32>
+    %u = hetc.onnx.node "Unsqueeze"(%f, %zero) {node_name = "unsqueeze"} : (tensor<f32>, tensor<i64>) -> tensor<*xf32>
+    %next = hetc.onnx.node "SequenceInsert"(%s, %u) {node_name = "insert"} : (!hetc.onnx_sequence, tensor<*xf32>) -> !hetc.onnx_sequence
+    hetc.onnx.yield %c, %next : tensor<i1>, !hetc.onnx_sequence
+  }
+  %n = hetc.onnx.node "SequenceLength"(%seq) {node_name = "length"} : (!hetc.onnx_sequence) -> tensor<i64>
+  %cat = hetc.onnx.node "ConcatFromSequence"(%seq) {node_name = "concat", onnx_attrs = {axis = 0 : i64}} : (!hetc.onnx_sequence) -> tensor<*xf32>
+  %s2 = hetc.onnx.node "SequenceConstruct"(%cat) {node_name = "construct"} : (tensor<*xf32>) -> !hetc.onnx_sequence
+  %out = hetc.onnx.loop(%n, %true, %x) {node_name = "second"} : (tensor<i64>, tensor<i1>, tensor<3xf32>) -> (tensor<*xf32>) {
+  ^bb0(%i: tensor<i64>, %c: tensor<i1>, %acc: tensor<*xf32>):
+    %e = hetc.onnx.node "SequenceAt"(%s2, %zero) {node_name = "at"} : (!hetc.onnx_sequence, tensor<i64>) -> tensor<*xf32>
+    %next = hetc.onnx.node "Add"(%acc, %e) {node_name = "add"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
+    hetc.onnx.yield %c, %next : tensor<i1>, tensor<*xf32>
+  }
+  return %out : tensor<*xf32>
+}
+
+// -----
+
+// A loop hetc cannot unroll (its trip count is the data) in the branch of an If that the shapes
+// decide against: erased with the branch, not refused.
+// CHECK-LABEL: func.func @untaken_branch
+// CHECK-NOT: hetc.onnx.loop
+// CHECK: return %arg0
+func.func @untaken_branch(%x: tensor<4xf32>, %m: tensor<i64>) -> tensor<*xf32> {
+  %true = hetc.constant dense<true> : tensor<i1>
+  %four = hetc.constant dense<4> : tensor<1xi64>
+  %shape = hetc.onnx.node "Shape"(%x) {node_name = "shape"} : (tensor<4xf32>) -> tensor<1xi64>
+  %cond = hetc.onnx.node "Equal"(%shape, %four) {node_name = "cond"} : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi1>
+  %looped = hetc.onnx.loop(%m, %true, %x) {node_name = "loop"} : (tensor<i64>, tensor<i1>, tensor<4xf32>) -> (tensor<*xf32>) {
+  ^bb0(%i: tensor<i64>, %c: tensor<i1>, %acc: tensor<*xf32>):
+    %n = hetc.onnx.node "Neg"(%acc) {node_name = "neg"} : (tensor<*xf32>) -> tensor<*xf32>
+    hetc.onnx.yield %c, %n : tensor<i1>, tensor<*xf32>
+  }
+  %r = hetc.onnx.node "If"(%cond, %x, %looped) {node_name = "if"} : (tensor<1xi1>, tensor<4xf32>, tensor<*xf32>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}

@@ -91,3 +91,41 @@ func.func @split_by_data(%x: tensor<4xf32>, %sizes: tensor<2xi64>) -> tensor<*xf
   %r = hetc.onnx.node "SequenceAt"(%seq, %zero) {node_name = "at"} : (!hetc.onnx_sequence, tensor<i64>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
+
+// -----
+
+// A body that does nothing (what constant folding leaves of a pass-through body) still counts:
+// a trip count past the bound is refused, not unrolled for ever.
+func.func @empty_body(%x: tensor<4xf32>) -> tensor<*xf32> {
+  %m = hetc.constant dense<9223372036854775807> : tensor<i64>
+  %true = hetc.constant dense<true> : tensor<i1>
+  // expected-error @+1 {{node 'loop' (Loop) runs 9223372036854775807 iterations of a body of 0 nodes: unrolled, more than 65536 nodes, which hetc does not unroll}}
+  %out = hetc.onnx.loop(%m, %true, %x) {node_name = "loop"} : (tensor<i64>, tensor<i1>, tensor<4xf32>) -> (tensor<*xf32>) {
+  ^bb0(%i: tensor<i64>, %cond: tensor<i1>, %acc: tensor<*xf32>):
+    hetc.onnx.yield %cond, %acc : tensor<i1>, tensor<*xf32>
+  }
+  return %out : tensor<*xf32>
+}
+
+// -----
+
+// A split into more pieces than hetc unrolls.
+func.func @too_many_pieces(%x: tensor<100000xf32>) -> tensor<*xf32> {
+  %zero = hetc.constant dense<0> : tensor<i64>
+  // expected-error @+1 {{node 'split' (SplitToSequence) splits into more than 65536 pieces, which hetc does not unroll}}
+  %seq = hetc.onnx.node "SplitToSequence"(%x) {node_name = "split", onnx_attrs = {axis = 0 : i64}} : (tensor<100000xf32>) -> !hetc.onnx_sequence
+  %r = hetc.onnx.node "SequenceAt"(%seq, %zero) {node_name = "at"} : (!hetc.onnx_sequence, tensor<i64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}
+
+// -----
+
+// A sequence inserted into a sequence: not a tensor element.
+func.func @sequence_of_sequences(%a: tensor<4xf32>) -> tensor<*xf32> {
+  %inner = hetc.onnx.node "SequenceConstruct"(%a) {node_name = "inner"} : (tensor<4xf32>) -> !hetc.onnx_sequence
+  %outer = hetc.onnx.node "SequenceEmpty"() {node_name = "outer"} : () -> !hetc.onnx_sequence
+  // expected-error @+1 {{node 'insert' (SequenceInsert) inserts a value that is not a tensor}}
+  %both = hetc.onnx.node "SequenceInsert"(%outer, %inner) {node_name = "insert"} : (!hetc.onnx_sequence, !hetc.onnx_sequence) -> !hetc.onnx_sequence
+  %r = hetc.onnx.node "ConcatFromSequence"(%both) {node_name = "concat", onnx_attrs = {axis = 0 : i64}} : (!hetc.onnx_sequence) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}

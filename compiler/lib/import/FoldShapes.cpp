@@ -902,8 +902,16 @@ private:
 
 struct FoldShapesPass : public hetc::impl::FoldShapesBase<FoldShapesPass> {
   void runOnOperation() override {
-    // Loops first: an unrolled body's shapes fold like the rest of the graph's.
-    if (!unrollLoopsAndSequences(getOperation()) || !ShapeFolder(getOperation()).run())
+    // Loops first: an unrolled body's shapes fold like the rest of the graph's. A loop that
+    // waits for an If's branch to be decided (or sits in the branch not taken) is met again once
+    // the shapes are folded, and then unrolled, erased as unread, or refused.
+    func::FuncOp func = getOperation();
+    UnrollOutcome loops = unrollLoopsAndSequences(func, /*refuseWhatIsLeft=*/false);
+    if (loops == UnrollOutcome::Failed || !ShapeFolder(func).run())
+      return signalPassFailure();
+    if (loops == UnrollOutcome::Pending &&
+        (unrollLoopsAndSequences(func, /*refuseWhatIsLeft=*/true) == UnrollOutcome::Failed ||
+         !ShapeFolder(func).run()))
       signalPassFailure();
   }
 };

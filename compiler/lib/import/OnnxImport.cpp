@@ -703,19 +703,32 @@ bool Importer::checkOpsets() {
 // condition input, no longer read, leaves the signature; `--explain` says what was taken.
 bool Importer::flattenIfs() {
   onnx::GraphProto &g = *model_->mutable_graph();
-  llvm::StringSet<> initializerNames, cacheInputs, boolInputs;
+  // The KV cache inputs (float, rank 4 and named past or cache, or a key and a value stacked),
+  // and the inputs that may choose a branch by them: one boolean.
+  llvm::StringSet<> initializerNames, cacheInputs, cacheFlags;
   for (const auto &t : g.initializer())
     initializerNames.insert(t.name());
   for (const auto &input : g.input()) {
-    if (initializerNames.contains(input.name()))
+    if (initializerNames.contains(input.name()) || !input.type().has_tensor_type())
       continue;
-    if (isCacheInput(input))
+    const std::string lower = llvm::StringRef(input.name()).lower();
+    if (isStackedKv(input) ||
+        (isCacheInput(input) && (lower.find("past") != std::string::npos ||
+                                 lower.find("cache") != std::string::npos)))
       cacheInputs.insert(input.name());
-    if (input.type().has_tensor_type() &&
-        input.type().tensor_type().elem_type() == onnx::TensorProto::BOOL)
-      boolInputs.insert(input.name());
+    const auto &tensor = input.type().tensor_type();
+    const bool one = tensor.has_shape() &&
+                     llvm::all_of(tensor.shape().dim(), [](const auto &d) {
+                       return d.has_dim_value() && d.dim_value() == 1;
+                     });
+    if (tensor.elem_type() == onnx::TensorProto::BOOL && one)
+      cacheFlags.insert(input.name());
   }
-  llvm::StringSet<> decidedInputs;
+  struct DecidedIf {
+    std::string name, cond;
+    int taken;
+  };
+  std::vector<DecidedIf> decided;
   for (int i = 0; i < g.node_size(); ++i) {
     onnx::NodeProto &node = *g.mutable_node(i);
     if (node.op_type() != "If" || !(node.domain().empty() || node.domain() == "ai.onnx"))
@@ -739,59 +752,48 @@ bool Importer::flattenIfs() {
       for (const auto &output : branch->output())
         inputs.push_back(output.name());
     }
-    if (boolInputs.contains(node.input(0))) {
+    // A branch's nodes, initializers and value types join the graph.
+    auto lift = [&](const onnx::GraphProto &branch) {
+      for (const auto &inner : branch.node())
+        *g.add_node() = inner;
+      for (const auto &t : branch.initializer())
+        *g.add_initializer() = t;
+      for (const auto &vi : branch.value_info())
+        *g.add_value_info() = vi;
+    };
+    if (cacheFlags.contains(node.input(0))) {
       bool readsCache[2] = {false, false};
       for (int b = 0; b < 2; ++b)
         for (const std::string &read : subgraphReads(*branches[b]))
           readsCache[b] |= cacheInputs.contains(read);
       if (readsCache[0] != readsCache[1]) {
         const int taken = readsCache[0] ? 0 : 1;
-        onnx::GraphProto branch = *branches[taken];
-        const std::string cond = node.input(0);
-        const std::vector<std::string> outputs(node.output().begin(), node.output().end());
-        importNotes_.push_back("If '" + name + "' over the boolean input '" + cond + "': its " +
-                               (taken == 0 ? "then" : "else") +
-                               " branch, the one that reads the KV cache, is taken, and '" +
-                               cond + "' is not an input of the plan (every step runs with the "
-                               "cache, empty on the first; the other branch computes the same "
-                               "without one)");
-        decidedInputs.insert(cond);
-        g.mutable_node()->DeleteSubrange(i, 1);
-        --i;
-        for (const auto &inner : branch.node())
-          *g.add_node() = inner;
-        for (const auto &t : branch.initializer())
-          *g.add_initializer() = t;
-        for (const auto &vi : branch.value_info())
-          *g.add_value_info() = vi;
-        for (size_t j = 0; j < outputs.size(); ++j)
-          if (!outputs[j].empty() && branch.output(j).name() != outputs[j]) {
+        const onnx::GraphProto &branch = *branches[taken];
+        decided.push_back({name, node.input(0), taken});
+        lift(branch);
+        for (int j = 0; j < node.output_size(); ++j)
+          if (!node.output(j).empty() && branch.output(j).name() != node.output(j)) {
             onnx::NodeProto *copy = g.add_node();
             copy->set_op_type("Identity");
-            copy->set_name(name + "/" + outputs[j]);
+            copy->set_name(name + "/" + node.output(j));
             copy->add_input(branch.output(j).name());
-            copy->add_output(outputs[j]);
+            copy->add_output(node.output(j));
           }
+        // The If goes only now: the branch lifted above lives in it.
+        g.mutable_node()->DeleteSubrange(i, 1);
+        --i;
         continue;
       }
     }
-    // Copies first: adding nodes may move the repeated field's elements.
-    onnx::GraphProto thenBranch = *branches[0], elseBranch = *branches[1];
-    for (const onnx::GraphProto *branch : {&thenBranch, &elseBranch}) {
-      for (const auto &inner : branch->node())
-        *g.add_node() = inner;
-      for (const auto &t : branch->initializer())
-        *g.add_initializer() = t;
-      for (const auto &vi : branch->value_info())
-        *g.add_value_info() = vi;
-    }
+    lift(*branches[0]);
+    lift(*branches[1]);
     onnx::NodeProto &flattened = *g.mutable_node(i);
     flattened.clear_attribute();
     flattened.clear_input();
     for (const std::string &input : inputs)
       flattened.add_input(input);
   }
-  if (decidedInputs.empty())
+  if (decided.empty())
     return true;
   // A decided condition leaves the graph's inputs when nothing else reads it.
   llvm::StringSet<> read;
@@ -801,8 +803,21 @@ bool Importer::flattenIfs() {
     for (const std::string &name : outerReads(node))
       read.insert(name);
   }
+  for (const auto &output : g.output())
+    read.insert(output.name());
+  for (const DecidedIf &d : decided) {
+    const bool dropped = !read.contains(d.cond);
+    importNotes_.push_back(
+        "If '" + d.name + "' over the boolean input '" + d.cond + "': its " +
+        (d.taken == 0 ? "then" : "else") +
+        " branch, the one that reads the KV cache, is taken (every step runs with the cache, "
+        "empty on the first; the other branch computes the same without one)" +
+        (dropped ? ", and '" + d.cond + "' is not an input of the plan"
+                 : "; '" + d.cond + "' is still read elsewhere"));
+  }
   for (int k = g.input_size() - 1; k >= 0; --k)
-    if (decidedInputs.contains(g.input(k).name()) && !read.contains(g.input(k).name()))
+    if (!read.contains(g.input(k).name()) &&
+        llvm::any_of(decided, [&](const DecidedIf &d) { return d.cond == g.input(k).name(); }))
       g.mutable_input()->DeleteSubrange(k, 1);
   return true;
 }
@@ -1004,19 +1019,35 @@ bool Importer::validateNode(const onnx::NodeProto &node, const std::string &name
       if (!defined.contains(read))
         return fail("node '" + name + "' (Loop) reads '" + read +
                     "' in its body, which no graph input, initializer or node defines");
+    // The body's names are its own: one already defined around it, or twice in it, would make
+    // one of the two unreadable.
     llvm::StringSet<> inner = defined;
+    auto define = [&](const std::string &value) {
+      if (value.empty() || inner.insert(value).second)
+        return true;
+      return fail("node '" + name + "' (Loop) defines '" + value +
+                  "' in its body, which is already defined around it or in it");
+    };
     for (const auto &input : body->input())
-      inner.insert(input.name());
+      if (!define(input.name()))
+        return false;
     for (const auto &t : body->initializer())
-      inner.insert(t.name());
+      if (!define(t.name()))
+        return false;
     for (int j = 0; j < body->node_size(); ++j) {
       const onnx::NodeProto &innerNode = body->node(j);
       const std::string innerName = nodeLabel(innerNode, j);
+      for (const std::string &output : innerNode.output())
+        if (!define(output))
+          return false;
       for (const auto &attr : innerNode.attribute())
         if (attr.has_g() || attr.graphs_size() > 0)
           return fail("node '" + name + "' (Loop) holds node '" + innerName + "' (" +
                       innerNode.op_type() + ") with a subgraph of its own in its body, which "
                       "is not supported");
+      // Its outputs are defined above; validateNode defines them again, harmlessly.
+      for (const std::string &output : innerNode.output())
+        inner.erase(output);
       if (!validateNode(innerNode, innerName, inner))
         return false;
     }
@@ -1100,11 +1131,17 @@ std::optional<onnx::GraphProto> inferValueInfoIsolated(const onnx::ModelProto &m
       onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), options);
       onnx::GraphProto result;
       result.mutable_value_info()->CopyFrom(copy.graph().value_info());
-      // A Loop body's values, named uniquely in the model as ONNX asks, join the graph's.
+      // A Loop body's values join the graph's. Names a body shares with the graph are refused
+      // (validateNode); two bodies sharing one keep the type read last, which only guides:
+      // the unrolled bodies' shapes are evaluated again.
       for (const auto &node : copy.graph().node())
-        if (const onnx::GraphProto *body = loopBody(node))
+        if (const onnx::GraphProto *body = loopBody(node)) {
           for (const auto &vi : body->value_info())
             *result.add_value_info() = vi;
+          for (const auto &vi : body->output())
+            if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+              *result.add_value_info() = vi;
+        }
       bytes = result.SerializeAsString();
     } catch (...) {
       ::_exit(1);
@@ -1174,9 +1211,13 @@ void Importer::inferShapes() {
   for (const auto &vi : g.value_info())
     types_[vi.name()] = vi.type();
   for (const auto &node : g.node())
-    if (const onnx::GraphProto *body = loopBody(node))
+    if (const onnx::GraphProto *body = loopBody(node)) {
       for (const auto &vi : body->value_info())
         types_[vi.name()] = vi.type();
+      for (const auto &vi : body->output())
+        if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+          types_[vi.name()] = vi.type();
+    }
   for (const auto &vi : g.input())
     types_[vi.name()] = vi.type();
   for (const auto &vi : g.output())
@@ -2117,7 +2158,9 @@ Value Importer::takeHalf(Location loc, const std::string &name, Value stacked, i
 }
 
 OwningOpRef<ModuleOp> Importer::run() {
-  if (!parse() || !checkOpsets() || !checkDecoderSignature() || !flattenIfs() || !sortNodes() ||
+  // Ifs first: a merged decoder's nodes (and its mixture-of-experts router, if any) are inside
+  // one.
+  if (!parse() || !checkOpsets() || !flattenIfs() || !checkDecoderSignature() || !sortNodes() ||
       !validateGraph())
     return nullptr;
   inferShapes();

@@ -17,7 +17,10 @@
 //
 // Where one step needs a value another step computes (a trip count read from a sequence's
 // length, a split from an unrolled loop's result), shapes are evaluated again and the steps
-// repeat until none is left; what still cannot be unrolled is refused, naming the node and why.
+// repeat until none is left. hetc-fold-shapes calls this twice: first leaving what waits, then,
+// once the rest of the pass has decided the Ifs, erasing what nothing live reads and refusing
+// what still cannot be unrolled, naming the node and why. Unrolling is bounded (kMaxUnrolledNodes)
+// so that no file makes the compiler run for ever.
 #include "UnrollLoops.h"
 
 #include "OnnxGraph.h"
@@ -56,8 +59,11 @@ Value makeNode(OpBuilder &b, Location loc, StringRef opType, const std::string &
   return b.create<OnnxNodeOp>(loc, TypeRange{result}, opType, name, dict, operands).getResult(0);
 }
 
+bool isTensor(Value v) { return isa<TensorType>(v.getType()); }
+
+// The unranked tensor type of v's element type; v must be a tensor (isTensor).
 Type unrankedLike(Value v) {
-  return UnrankedTensorType::get(cast<ShapedType>(v.getType()).getElementType());
+  return UnrankedTensorType::get(cast<TensorType>(v.getType()).getElementType());
 }
 
 // The value of an integer scalar or one-element tensor, from a constant or from the evaluated
@@ -108,9 +114,12 @@ enum class Step { Done, Waiting, Failed };
 
 class Unroller {
 public:
-  explicit Unroller(func::FuncOp func) : func_(func) {}
+  Unroller(func::FuncOp func, bool refuseWhatIsLeft)
+      : func_(func), refuseWhatIsLeft_(refuseWhatIsLeft) {}
 
-  bool run() {
+  UnrollOutcome run() {
+    if (refuseWhatIsLeft_)
+      eraseUnread();
     while (true) {
       bool left = false, progress = false;
       firstWaiting_ = nullptr;
@@ -128,7 +137,7 @@ public:
           else
             continue;
           if (step == Step::Failed)
-            return false;
+            return UnrollOutcome::Failed;
           left |= step == Step::Waiting;
           progress |= step == Step::Done && !done_.contains(op);
           if (step == Step::Done)
@@ -142,24 +151,105 @@ public:
       // Erased only now: the round's evaluated shapes are keyed by values, and a new node must
       // not inherit the facts of an erased one at the same address.
       eraseReplaced();
-      if (!left)
+      // A round that unrolled a loop made copies of its body for the next round to meet.
+      if (!progress)
         break;
-      if (!progress) {
-        firstWaiting_->emitError() << firstReason_;
-        return false;
-      }
+      if (!left && !newNodes_)
+        break;
+      newNodes_ = false;
+    }
+    if (firstWaiting_) {
+      if (!refuseWhatIsLeft_)
+        return conditionsHold() ? UnrollOutcome::Pending : UnrollOutcome::Failed;
+      firstWaiting_->emitError() << firstReason_;
+      return UnrollOutcome::Failed;
     }
     if (!replaced_.empty()) {
       // Every reader was replaced, so nothing should still read them.
       replaced_.front()->emitError() << "node " << describe(replaced_.front())
                                      << " is still read after the loops and sequences were "
                                         "unrolled";
-      return false;
+      return UnrollOutcome::Failed;
     }
-    return conditionsHold();
+    return conditionsHold() ? UnrollOutcome::Done : UnrollOutcome::Failed;
   }
 
 private:
+  // Replaces `from` by `to` everywhere: its uses, the sequences holding it, the conditions to
+  // check. A replaced value's node is erased later, and nothing may still hold it then.
+  void replace(Value from, Value to) {
+    from.replaceAllUsesWith(to);
+    for (auto &entry : lists_)
+      for (Value &element : entry.second)
+        if (element == from)
+          element = to;
+    for (auto &condition : conditions_)
+      if (condition.first == from)
+        condition.first = to;
+  }
+
+  // The elements of a sequence operand met earlier, taken when the reader is the sequence's
+  // only one (a chain of inserts then costs no copies), copied otherwise; nullopt when its
+  // producer is not done.
+  std::optional<SmallVector<Value>> takeList(Value sequence) {
+    auto it = lists_.find(sequence);
+    if (it == lists_.end())
+      return std::nullopt;
+    if (!sequence.hasOneUse())
+      return it->second;
+    SmallVector<Value> taken = std::move(it->second);
+    lists_.erase(it);
+    return taken;
+  }
+
+  // Before refusing what is left: a loop or sequence nothing live reads (dead, or in the branch
+  // of an If hetc-fold-shapes did not take) is erased with what reads it, not refused.
+  void eraseUnread() {
+    Block &block = func_.getBody().front();
+    DenseSet<Operation *> live;
+    SmallVector<Operation *> worklist{block.getTerminator()};
+    auto reach = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      while (def && def->getBlock() != &block)
+        def = def->getParentOp();
+      if (def && live.insert(def).second)
+        worklist.push_back(def);
+    };
+    live.insert(block.getTerminator());
+    while (!worklist.empty()) {
+      Operation *op = worklist.pop_back_val();
+      op->walk([&](Operation *inner) {
+        for (Value operand : inner->getOperands())
+          reach(operand);
+      });
+    }
+    SmallVector<Operation *> unread;
+    for (Operation &op : block)
+      if (!live.contains(&op) &&
+          (isa<OnnxLoopOp>(op) || (isa<OnnxNodeOp>(op) && touchesSequences(cast<OnnxNodeOp>(op)))))
+        unread.push_back(&op);
+    if (unread.empty())
+      return;
+    // Everything not live that reads them, erased readers first.
+    DenseSet<Operation *> doomed(unread.begin(), unread.end());
+    for (Operation &op : block)
+      if (!live.contains(&op) && !doomed.contains(&op)) {
+        bool readsDoomed = false;
+        op.walk([&](Operation *inner) {
+          for (Value operand : inner->getOperands())
+            if (Operation *def = operand.getDefiningOp(); def && doomed.contains(def))
+              readsDoomed = true;
+        });
+        if (readsDoomed)
+          doomed.insert(&op);
+      }
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+      if (doomed.contains(&op)) {
+        op.dropAllUses();
+        op.erase();
+      }
+  }
+
   static bool touchesSequences(OnnxNodeOp node) {
     return llvm::any_of(node->getOperands(), isSequence) ||
            llvm::any_of(node->getResults(), isSequence);
@@ -192,15 +282,22 @@ private:
     auto yield = cast<OnnxYieldOp>(body.getTerminator());
     const int64_t iterations = *start ? std::max<int64_t>(*count, 0) : 0;
     const int64_t bodySize = static_cast<int64_t>(body.getOperations().size()) - 1;
-    if (bodySize > 0 && iterations > kMaxUnrolledNodes / bodySize) {
+    const size_t carried = loop.getInputs().size() - 2;
+    const size_t scanCount = yield.getValues().size() - 1 - carried;
+    // Each iteration adds its body, its number and its scan outputs' Unsqueezes.
+    const int64_t perIteration = bodySize + 1 + static_cast<int64_t>(scanCount);
+    if (iterations > kMaxUnrolledNodes / perIteration) {
       loop.emitError() << name << " runs " << iterations << " iterations of a body of "
                        << bodySize << " nodes: unrolled, more than " << kMaxUnrolledNodes
                        << " nodes, which hetc does not unroll";
       return Step::Failed;
     }
+    for (size_t j = 0; j < scanCount; ++j)
+      if (!isTensor(yield.getValues()[1 + carried + j])) {
+        loop.emitError() << name << " has a scan output " << j << " that is not a tensor";
+        return Step::Failed;
+      }
 
-    const size_t carried = loop.getInputs().size() - 2;
-    const size_t scanCount = yield.getValues().size() - 1 - carried;
     OpBuilder b(loop);
     Location loc = loop.getLoc();
     SmallVector<Value> current(loop.getInputs().begin() + 2, loop.getInputs().end());
@@ -228,7 +325,7 @@ private:
         scans[j].push_back(map.lookupOrDefault(yield.getValues()[1 + carried + j]));
     }
     for (size_t k = 0; k < carried; ++k)
-      loop->getResult(k).replaceAllUsesWith(current[k]);
+      replace(loop->getResult(k), current[k]);
     for (size_t j = 0; j < scanCount; ++j) {
       Value result = loop->getResult(carried + j);
       if (result.use_empty())
@@ -243,11 +340,12 @@ private:
       for (Value v : scans[j])
         stacked.push_back(makeNode(b, loc, "Unsqueeze", loop.getNodeName().str() + "/scan",
                                    {v, axis0}, unrankedLike(v)));
-      result.replaceAllUsesWith(makeNode(b, loc, "Concat", loop.getNodeName().str() + "/scan",
-                                         stacked, result.getType(),
-                                         {b.getNamedAttr("axis", b.getI64IntegerAttr(0))}));
+      replace(result, makeNode(b, loc, "Concat", loop.getNodeName().str() + "/scan", stacked,
+                               result.getType(),
+                               {b.getNamedAttr("axis", b.getI64IntegerAttr(0))}));
     }
     replaced_.push_back(loop);
+    newNodes_ = true;
     return Step::Done;
   }
 
@@ -263,12 +361,6 @@ private:
     StringRef type = node.getOpType();
     OpBuilder b(node);
     Location loc = node.getLoc();
-    // The elements of a sequence operand met earlier; nullopt when its producer is not done.
-    auto listOf = [&](Value v) -> const SmallVector<Value> * {
-      auto it = lists_.find(v);
-      return it == lists_.end() ? nullptr : &it->second;
-    };
-    auto operandList = [&]() { return node->getNumOperands() ? listOf(node->getOperand(0)) : nullptr; };
     auto optionalOperand = [&](unsigned i) -> Value {
       return i < node->getNumOperands() && !isa<NoneType>(node->getOperand(i).getType())
                  ? node->getOperand(i)
@@ -278,18 +370,26 @@ private:
       node.emitError() << name << " " << why;
       return Step::Failed;
     };
+    // The sequence operand 0's elements, when its producer is done.
+    auto sequenceOperand = [&]() -> std::optional<SmallVector<Value>> {
+      if (node->getNumOperands() == 0 || !isSequence(node->getOperand(0)))
+        return std::nullopt;
+      if (!lists_.count(node->getOperand(0)))
+        return std::nullopt;
+      return takeList(node->getOperand(0));
+    };
+    const bool readsSequence = node->getNumOperands() > 0 && isSequence(node->getOperand(0));
 
     if (type == "SequenceEmpty") {
       lists_[node->getResult(0)] = {};
     } else if (type == "SequenceConstruct") {
+      if (!llvm::all_of(node->getOperands(), isTensor))
+        return fail("holds an element that is not a tensor");
       lists_[node->getResult(0)] = SmallVector<Value>(node->getOperands());
-    } else if (type == "Identity") {
-      const SmallVector<Value> *list = operandList();
-      if (!list)
-        return wait(name + " reads a sequence whose elements are not known");
-      lists_[node->getResult(0)] = *list;
     } else if (type == "SplitToSequence") {
       Value x = node->getOperand(0), split = optionalOperand(1);
+      if (!isTensor(x))
+        return fail("splits a value that is not a tensor");
       std::optional<int64_t> rank = knownRank(shapes, x);
       if (!rank)
         return wait(name + " splits a tensor of unknown rank");
@@ -299,11 +399,15 @@ private:
                     std::to_string(*rank));
       const int64_t axis = axisAttr < 0 ? axisAttr + *rank : axisAttr;
       std::optional<int64_t> dim = knownDim(shapes, x, axis);
+      const std::string tooMany = "splits into more than " + std::to_string(kMaxUnrolledNodes) +
+                                  " pieces, which hetc does not unroll";
       SmallVector<int64_t> sizes;
       bool squeeze = false;
       if (!split) {
         if (!dim)
           return wait(name + " splits a dimension whose size does not evaluate to a constant");
+        if (*dim > kMaxUnrolledNodes)
+          return fail(tooMany);
         sizes.assign(*dim, 1);
         squeeze = intAttr(node, "keepdims").value_or(1) == 0;
       } else if (std::optional<int64_t> splitRank = knownRank(shapes, split); splitRank == 0) {
@@ -313,22 +417,24 @@ private:
                              "constant");
         if (*piece <= 0)
           return fail("splits into pieces of " + std::to_string(*piece) + " elements");
+        if ((*dim + *piece - 1) / *piece > kMaxUnrolledNodes)
+          return fail(tooMany);
         for (int64_t at = 0; at < *dim; at += *piece)
           sizes.push_back(std::min(*piece, *dim - at));
       } else {
         std::optional<SmallVector<int64_t>> pieces = knownInts(shapes, split);
         if (!pieces)
           return wait(name + " splits into pieces whose sizes do not evaluate to constants");
+        if (static_cast<int64_t>(pieces->size()) > kMaxUnrolledNodes)
+          return fail(tooMany);
         int64_t total = 0;
-        for (int64_t p : *pieces) {
-          if (p < 0)
+        for (int64_t p : *pieces)
+          if (p < 0 || __builtin_add_overflow(total, p, &total))
             return fail("splits into a piece of " + std::to_string(p) + " elements");
-          total += p;
-        }
         if (dim && total != *dim)
           return fail("splits a dimension of " + std::to_string(*dim) + " into pieces of " +
                       std::to_string(total) + " elements in all");
-        sizes = *pieces;
+        sizes = std::move(*pieces);
       }
       SmallVector<Value> elements;
       Value axes = int64Constant(b, loc, {axis}, {1});
@@ -345,14 +451,17 @@ private:
         at += size;
       }
       lists_[node->getResult(0)] = std::move(elements);
-    } else if (type == "SequenceInsert" || type == "SequenceErase" || type == "SequenceAt" ||
-               type == "SequenceLength" || type == "ConcatFromSequence") {
-      const SmallVector<Value> *list = operandList();
-      if (!list)
+    } else if (readsSequence && (type == "Identity" || type == "SequenceInsert" ||
+                                 type == "SequenceErase" || type == "SequenceAt" ||
+                                 type == "SequenceLength" || type == "ConcatFromSequence")) {
+      if (!lists_.count(node->getOperand(0)))
         return wait(name + " reads a sequence whose elements are not known");
-      const int64_t n = static_cast<int64_t>(list->size());
       const bool insert = type == "SequenceInsert";
-      Value indexValue = optionalOperand(insert ? 2 : 1);
+      if (insert && (node->getNumOperands() < 2 || !isTensor(node->getOperand(1))))
+        return fail("inserts a value that is not a tensor");
+      // Positions first, so that a wait leaves the sequence's elements where they are.
+      const int64_t n = static_cast<int64_t>(lists_[node->getOperand(0)].size());
+      Value indexValue = type == "Identity" ? Value() : optionalOperand(insert ? 2 : 1);
       std::optional<int64_t> index;
       if (indexValue) {
         std::optional<int64_t> given = knownInt(shapes, indexValue);
@@ -363,38 +472,41 @@ private:
           return fail("reads position " + std::to_string(*given) + " of a sequence of " +
                       std::to_string(n) + " elements");
       }
-      if (insert) {
-        SmallVector<Value> out = *list;
-        out.insert(out.begin() + index.value_or(n), node->getOperand(1));
-        lists_[node->getResult(0)] = std::move(out);
-      } else if (type == "SequenceErase") {
-        if (n == 0)
-          return fail("erases from an empty sequence");
-        SmallVector<Value> out = *list;
-        out.erase(out.begin() + index.value_or(n - 1));
-        lists_[node->getResult(0)] = std::move(out);
-      } else if (type == "SequenceAt") {
-        if (!index)
-          return fail("has no position");
-        node->getResult(0).replaceAllUsesWith((*list)[*index]);
-      } else if (type == "SequenceLength") {
-        node->getResult(0).replaceAllUsesWith(int64Constant(b, loc, {n}, {}));
-      } else {
+      if (type == "SequenceErase" && n == 0)
+        return fail("erases from an empty sequence");
+      if (type == "SequenceAt" && !index)
+        return fail("has no position");
+      if (type == "ConcatFromSequence") {
         if (n == 0)
           return fail("concatenates an empty sequence");
-        std::optional<int64_t> axis = intAttr(node, "axis");
-        if (!axis)
+        if (!intAttr(node, "axis"))
           return fail("has no axis");
-        SmallVector<Value> parts = *list;
+      }
+      SmallVector<Value> list = *sequenceOperand();
+      if (type == "Identity") {
+        lists_[node->getResult(0)] = std::move(list);
+      } else if (insert) {
+        list.insert(list.begin() + index.value_or(n), node->getOperand(1));
+        lists_[node->getResult(0)] = std::move(list);
+      } else if (type == "SequenceErase") {
+        list.erase(list.begin() + index.value_or(n - 1));
+        lists_[node->getResult(0)] = std::move(list);
+      } else if (type == "SequenceAt") {
+        replace(node->getResult(0), list[*index]);
+      } else if (type == "SequenceLength") {
+        replace(node->getResult(0), int64Constant(b, loc, {n}, {}));
+      } else {
+        const int64_t axis = *intAttr(node, "axis");
+        SmallVector<Value> parts = std::move(list);
         if (intAttr(node, "new_axis").value_or(0) != 0) {
-          Value axes = int64Constant(b, loc, {*axis}, {1});
+          Value axes = int64Constant(b, loc, {axis}, {1});
           for (Value &part : parts)
             part = makeNode(b, loc, "Unsqueeze", node.getNodeName().str(), {part, axes},
                             unrankedLike(part));
         }
-        node->getResult(0).replaceAllUsesWith(
-            makeNode(b, loc, "Concat", node.getNodeName().str(), parts, unrankedLike(parts[0]),
-                     {b.getNamedAttr("axis", b.getI64IntegerAttr(*axis))}));
+        replace(node->getResult(0),
+                makeNode(b, loc, "Concat", node.getNodeName().str(), parts, unrankedLike(parts[0]),
+                         {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))}));
       }
     } else {
       return fail("reads or writes a sequence, which hetc does not evaluate");
@@ -443,6 +555,9 @@ private:
   }
 
   func::FuncOp func_;
+  const bool refuseWhatIsLeft_;
+  // Whether this round copied a loop's body: its sequence nodes wait for the next round.
+  bool newNodes_ = false;
   DenseMap<Value, SmallVector<Value>> lists_;
   llvm::SmallPtrSet<Operation *, 16> done_;
   SmallVector<Operation *> replaced_;
@@ -453,14 +568,14 @@ private:
 
 } // namespace
 
-bool unrollLoopsAndSequences(func::FuncOp func) {
+UnrollOutcome unrollLoopsAndSequences(func::FuncOp func, bool refuseWhatIsLeft) {
   bool any = false;
   func.walk([&](Operation *op) {
     if (isa<OnnxLoopOp>(op) ||
         llvm::any_of(op->getResultTypes(), [](Type t) { return isa<OnnxSequenceType>(t); }))
       any = true;
   });
-  return !any || Unroller(func).run();
+  return any ? Unroller(func, refuseWhatIsLeft).run() : UnrollOutcome::Done;
 }
 
 } // namespace hetc

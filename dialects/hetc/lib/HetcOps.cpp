@@ -58,7 +58,7 @@ LogicalResult OnnxLoopOp::verify() {
     return emitOpError() << "body takes " << body.getNumArguments() << " arguments, expected "
                          << carried + 2 << " (iteration, condition and " << carried
                          << " carried values)";
-  auto yield = dyn_cast<OnnxYieldOp>(body.getTerminator());
+  auto yield = body.empty() ? OnnxYieldOp() : dyn_cast<OnnxYieldOp>(body.back());
   if (!yield)
     return emitOpError("body must end in hetc.onnx.yield");
   if (yield.getValues().size() < carried + 1 ||

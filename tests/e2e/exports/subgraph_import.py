@@ -10,13 +10,16 @@ the final norm's output x is routed through a Loop before the lm_head. The Loop 
 first in the file, before the nodes that write what its body reads (nodes out of order are
 sorted; a body's reads from around the loop count as the Loop's inputs).
 
-* unrolled: three iterations of `acc = acc + x * (i - i)` must compile and give the unedited
-  export's ids and logits;
+* unrolled: three iterations of `acc = acc + x * (i - 1)` (x again only when exactly iterations
+  0, 1 and 2 run, acc carried through them) must compile and give the unedited export's ids and
+  logits; so must the same loop also carrying an int64 counter and scanning it, both read after
+  the loop (their element types come from the body's outputs);
 * nested Ifs: the same x routed through If(x's last dimension == hidden, then: If(batch >= 0,
   Identity, Neg), else: Neg): each condition folds once shapes are evaluated, the inner If is
   lifted with its branch and decided in turn; the same ids and logits;
 * refused: a trip count from the batch (symbolic), no trip count, a body reading a value nothing
-  defines, a body whose outputs do not match the node's, a Loop inside the body.
+  defines, a body whose outputs do not match the node's, a body redefining a value of the graph,
+  a Loop inside the body.
 """
 
 import argparse
@@ -36,26 +39,36 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 PROMPT = "5,17,42,7,99,3"
 
 
-def body_graph(extra_nodes=(), outputs=("c2", "acc2"), reads="x"):
-    """acc + x * (i - i): adds zeros computed from the iteration number, the condition kept."""
-    nodes = [helper.make_node("Sub", ["i", "i"], ["zero_i"], name="loop/zero"),
-             helper.make_node("Cast", ["zero_i"], ["zero_f"], to=TensorProto.FLOAT,
+def body_graph(extra_nodes=(), outputs=("c2", "acc2"), reads="x", counter=False):
+    """acc + x * (i - 1): over iterations 0, 1 and 2 exactly, with acc threaded through them,
+    the sum is x again (2 iterations, 4, or acc not carried give -x, 3x or 2x). With `counter`,
+    an int64 k carried too (k + i: 3 after the three) and k scanned ([0, 1, 3])."""
+    nodes = [helper.make_node("Constant", [], ["one_i"], name="loop/one",
+                              value=numpy_helper.from_array(np.array(1, np.int64))),
+             helper.make_node("Sub", ["i", "one_i"], ["i_minus_1"], name="loop/sub"),
+             helper.make_node("Cast", ["i_minus_1"], ["factor"], to=TensorProto.FLOAT,
                               name="loop/cast"),
-             helper.make_node("Mul", [reads, "zero_f"], ["t"], name="loop/mul"),
+             helper.make_node("Mul", [reads, "factor"], ["t"], name="loop/mul"),
              helper.make_node("Add", ["acc", "t"], ["acc2"], name="loop/add"),
              helper.make_node("Identity", ["c"], ["c2"], name="loop/cond")] + list(extra_nodes)
-    return helper.make_graph(
-        nodes, "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("acc", TensorProto.FLOAT, None)],
-        [helper.make_tensor_value_info(o, TensorProto.BOOL if o == "c2" else TensorProto.FLOAT,
-                                       None) for o in outputs])
+    inputs = [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+              helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+              helper.make_tensor_value_info("acc", TensorProto.FLOAT, None)]
+    outs = [helper.make_tensor_value_info(o, TensorProto.BOOL if o == "c2" else TensorProto.FLOAT,
+                                          None) for o in outputs]
+    if counter:
+        nodes.append(helper.make_node("Add", ["k", "i"], ["k2"], name="loop/count"))
+        inputs.append(helper.make_tensor_value_info("k", TensorProto.INT64, []))
+        outs.insert(2, helper.make_tensor_value_info("k2", TensorProto.INT64, []))
+        outs.append(helper.make_tensor_value_info("k2", TensorProto.INT64, []))
+    return helper.make_graph(nodes, "body", inputs, outs)
 
 
-def edited(model, trip_nodes, trip, body, loop_name="norm_loop"):
+def edited(model, trip_nodes, trip, body, loop_name="norm_loop", counter=False):
     """The model with the final norm's output routed through Loop(trip, true, x), the Loop
-    first among the nodes."""
+    first among the nodes. With `counter`, the loop also carries an int64 k from 0 and scans
+    it; x is then moved by Cast(k - 3) and Cast(ReduceSum(scan) - 4), zeros when the loop ran
+    as it should."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     nodes = list(m.graph.node)
@@ -64,8 +77,22 @@ def edited(model, trip_nodes, trip, body, loop_name="norm_loop"):
         raise CheckFailed("the export has no single lm_head MatMul to edit before")
     x = head[0].input[0]
     head[0].input[0] = "looped"
-    loop = helper.make_node("Loop", [trip, "loop_true", x], ["looped"], name=loop_name,
-                            body=body)
+    if counter:
+        loop = helper.make_node("Loop", [trip, "loop_true", x, "k0"],
+                                ["looped_acc", "k_final", "k_scan"], name=loop_name, body=body)
+        ints = lambda name, v: helper.make_node(  # noqa: E731
+            "Constant", [], [name], name=name, value=numpy_helper.from_array(np.array(v, np.int64)))
+        trip_nodes = list(trip_nodes) + [
+            ints("k0", 0), ints("three", 3), ints("four", 4),
+            helper.make_node("Sub", ["k_final", "three"], ["k_off"], name="k_off"),
+            helper.make_node("ReduceSum", ["k_scan"], ["k_sum"], name="k_sum", keepdims=0),
+            helper.make_node("Sub", ["k_sum", "four"], ["s_off"], name="s_off"),
+            helper.make_node("Add", ["k_off", "s_off"], ["off"], name="off"),
+            helper.make_node("Cast", ["off"], ["off_f"], name="off_f", to=TensorProto.FLOAT),
+            helper.make_node("Add", ["looped_acc", "off_f"], ["looped"], name="moved")]
+    else:
+        loop = helper.make_node("Loop", [trip, "loop_true", x], ["looped"], name=loop_name,
+                                body=body)
     true = helper.make_node("Constant", [], ["loop_true"], name="loop_true",
                             value=numpy_helper.from_array(np.array(True)))
     # The body reads x from around the loop under the name "x".
@@ -169,6 +196,16 @@ def check(a):
     print(f"PASS: a Loop of 3 iterations, first in the file, unrolled: the same ids "
           f"({got[0].strip()}) and logits")
 
+    proc, plan = compile_plan(a, edited(model, [three], "trip", body_graph(counter=True),
+                                        counter=True), "counter")
+    if proc.returncode != 0:
+        raise CheckFailed(f"a loop carrying and scanning an int64 is refused: "
+                          f"{proc.stderr.strip()}")
+    got = run_plan(a, plan)
+    if got[0] != want[0] or not np.array_equal(got[1], want[1]):
+        raise CheckFailed(f"the int64 counter changes the answer: ids {got[0]!r} vs {want[0]!r}")
+    print("PASS: the same loop carrying and scanning an int64 counter: the same ids and logits")
+
     proc, plan = compile_plan(a, nested_ifs(model), "nested_ifs")
     if proc.returncode != 0:
         raise CheckFailed(f"Ifs nested in an If's branch are refused: {proc.stderr.strip()}")
@@ -196,6 +233,10 @@ def check(a):
         ("outputs", edited(model, [three], "trip", body_graph(outputs=("c2",))),
          "node 'norm_loop' (Loop) is malformed: its body takes 3 inputs and gives 1 outputs for "
          "the node's 3 inputs and 1 outputs"),
+        ("body_redefines", edited(model, [three], "trip", body_graph(extra_nodes=[
+            helper.make_node("Identity", ["acc"], ["input_ids"], name="loop/shadow")])),
+         "node 'norm_loop' (Loop) defines 'input_ids' in its body, which is already defined "
+         "around it or in it"),
         ("nested", edited(model, [three], "trip", body_graph(extra_nodes=[inner])),
          "node 'norm_loop' (Loop) holds node 'inner_loop' (Loop) with a subgraph of its own in "
          "its body, which is not supported"),

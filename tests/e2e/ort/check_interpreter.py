@@ -2146,6 +2146,9 @@ def main():
         elif status == "error":
             differ.append((c, f"ONNX Runtime rejects the node ({ref.strip()[:300]}), "
                               "hetc folds it", got, None))
+        elif kind == "unfolded" and c.nodes:
+            # A graph of constants that is not folded: a loop or sequence hetc-fold-shapes left.
+            differ.append((c, f"hetc-fold-shapes leaves it unfolded: {got[:300]}", None, ref))
         elif kind == "unfolded":
             not_evaluated.append(c)
         else:
