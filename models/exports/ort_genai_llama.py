@@ -124,6 +124,33 @@ def quantize_int8(weight: np.ndarray):
     return q.astype(np.int8), (largest / np.float32(127)).astype(np.float32)
 
 
+def dynamic_linear(g, x, name, quantized, unsigned: bool, activations: dict):
+    """ONNX Runtime's quantize_dynamic form of a linear (its QOperator MatMulInteger): x quantized
+    at run time by DynamicQuantizeLinear (uint8, a scale and zero point for the whole tensor, one
+    node per tensor however many linears read it), MatMulInteger(x_q, Q, x_zp, zp) with Q = q^T
+    [K, N] int8 (zero point 0) or uint8 (128) and a zero point per output column, Cast to float,
+    times Mul(x_scale, scale) with a scale per output column."""
+    q, scale = quantized
+    if x not in activations:
+        activations[x] = g.node("DynamicQuantizeLinear", [x],
+                                [f"{x}_quantized", f"{x}_scale", f"{x}_zero_point"],
+                                f"{x}_QuantizeLinear")
+    stored = q.T.astype(np.int16) + (128 if unsigned else 0)
+    dtype = np.uint8 if unsigned else np.int8
+    zero = np.full(q.shape[0], 128 if unsigned else 0, dtype=dtype)
+    integer = g.node("MatMulInteger",
+                     [f"{x}_quantized", g.init(f"{name}.qweight", stored.astype(dtype),
+                                               keep_dtype=True),
+                      f"{x}_zero_point", g.init(f"{name}.zero_point", zero, keep_dtype=True)],
+                     [f"{name}/MatMul/output_0_quantized"], f"{name}/MatMul_quant")
+    cast = g.node("Cast", [integer], [f"{name}/MatMul/output_0_quantized_cast_output"],
+                  f"{name}/MatMul_quant_output_0_cast", to=onnx.TensorProto.FLOAT)
+    scales = g.node("Mul", [f"{x}_scale", g.init(f"{name}.scale", scale, keep_dtype=True)],
+                    [f"{name}/MatMul_quant_scales_mul:0"], f"{name}/MatMul_quant_scales_mul")
+    return g.node("Mul", [cast, scales], [f"{name}/MatMul/output_0"],
+                  f"{name}/MatMul_quant_output_scale_mul")
+
+
 def dequantize_linear(g, x, name, quantized, unsigned: bool):
     """MatMul(x, DequantizeLinear(Q, scale, zero point, axis=1)) with Q = q^T [K, N]: int8 with zero
     point 0, or (unsigned) uint8 with zero point 128."""
@@ -220,7 +247,8 @@ def rope_caches(config: hf_llama.Config):
 def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention, inputs, outputs,
                  producer: str, packed_qkv: bool = False, int4: dict = None,
                  int4_symmetric: bool = False, int8: dict = None,
-                 int8_unsigned: bool = False, int4_qdq: str = None) -> onnx.ModelProto:
+                 int8_unsigned: bool = False, int4_qdq: str = None,
+                 int8_dynamic: bool = False) -> onnx.ModelProto:
     """What the GenAI builder's form and the transformer optimizer's share, written into g: the
     embedding Gather; SimplifiedLayerNormalization before layer 0 and SkipSimplifiedLayerNormalization
     (residual + norm, the sum as its 4th output) before every later sublayer and at the end; q, k,
@@ -230,9 +258,12 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
     and v are one MatMul (qkv_proj: the three weights side by side, and biases) and attention gets
     (i, n, qkv, "", ""). With int4 (weight key -> quantize_int4's triple), the layers' linears are
     MatMulNBits nodes on those; with int8 (-> quantize_int8's pair), MatMuls of DequantizeLinear
-    (QDQ). Returns the model."""
+    (QDQ), or with int8_dynamic ONNX Runtime's dynamic quantization of them (MatMulInteger of
+    the activations quantized at run time). Returns the model."""
     L, N, KV = c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads
     eps = float(c.rms_norm_eps)
+
+    activations = {}  # x -> its DynamicQuantizeLinear (int8_dynamic)
 
     def linear(x, name, weight_key, bias_key=None):
         if int4 is not None and weight_key in int4 and int4_qdq:
@@ -241,6 +272,8 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
         elif int4 is not None and weight_key in int4:
             out = matmul_nbits(g, x, name, int4[weight_key], int4_symmetric,
                                w[weight_key].shape[1])
+        elif int8 is not None and weight_key in int8 and int8_dynamic:
+            out = dynamic_linear(g, x, name, int8[weight_key], int8_unsigned, activations)
         elif int8 is not None and weight_key in int8:
             out = dequantize_linear(g, x, name, int8[weight_key], int8_unsigned)
         else:
@@ -327,7 +360,7 @@ def finish_graph(g: GraphBuilder, c: hf_llama.Config, w: dict, rotary, attention
 def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool, packed_qkv: bool,
                 rotary_in_attention: bool, int4: dict = None, int4_symmetric: bool = False,
                 int8: dict = None, int8_unsigned: bool = False,
-                int4_qdq: str = None) -> onnx.ModelProto:
+                int4_qdq: str = None, int8_dynamic: bool = False) -> onnx.ModelProto:
     np_dtype = {"float16": np.float16, "bfloat16": "bfloat16"}.get(dtype, np.float32)
     elem = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}.get(dtype, TensorProto.FLOAT)
     g = GraphBuilder(np_dtype)
@@ -398,7 +431,7 @@ def build_graph(config: hf_llama.Config, sd: dict, dtype: str, gqa_inputs: bool,
     return finish_graph(g, c, w, None if rotary_in_attention else rotary, attention, inputs, outputs,
                         "ort_genai_llama.py", packed_qkv=packed_qkv, int4=int4,
                         int4_symmetric=int4_symmetric, int8=int8, int8_unsigned=int8_unsigned,
-                        int4_qdq=int4_qdq)
+                        int4_qdq=int4_qdq, int8_dynamic=int8_dynamic)
 
 
 def main(argv=None) -> int:
@@ -422,6 +455,10 @@ def main(argv=None) -> int:
                    help="the layers' linears as MatMul(x, DequantizeLinear(Q, scale, zero point)) "
                         "with a scale per output column: int8 with zero point 0 or uint8 with 128; "
                         "weights.pt then holds the dequantized weights")
+    p.add_argument("--int8-dynamic", choices=("int8", "uint8"),
+                   help="--int8-qdq's weights in ONNX Runtime's quantize_dynamic form: "
+                        "DynamicQuantizeLinear of the activations, MatMulInteger, Cast, and Mul by "
+                        "the activation's scale times the weight's (per output column)")
     p.add_argument("--int4-qdq", choices=("int4", "uint4"),
                    help="the layers' linears as MatMul(x, DequantizeLinear(Q, scale, zero point)) of "
                         "opset 21 with 4-bit Q [K, N]: blocked along K (axis 0, block_size) by "
@@ -461,15 +498,19 @@ def main(argv=None) -> int:
         p.error("--packed-qkv needs --rotary-in-attention: RotaryEmbedding nodes rotate q and k "
                 "apart, so the builder packs them only when the attention rotates")
     int4 = int8 = None
-    if a.int8_qdq:
+    if a.int8_qdq and a.int8_dynamic:
+        p.error("--int8-qdq and --int8-dynamic are two forms of one quantization: pick one")
+    int8_kind = a.int8_qdq or a.int8_dynamic
+    if int8_kind:
         if a.dtype != "float32" or a.int4_block_size:
-            p.error("--int8-qdq writes float32 scales and excludes --int4-block-size")
+            p.error("--int8-qdq and --int8-dynamic write float32 scales and exclude "
+                    "--int4-block-size")
         int8 = {}
         for key in list(sd):
             if key.startswith("model.layers.") and key.endswith("_proj.weight"):
                 q, scale = int8[key] = quantize_int8(sd[key].detach().float().numpy())
                 sd[key] = torch.from_numpy(q.astype(np.float32) * scale[:, None])
-    if a.int4_qdq and (a.dtype != "float32" or a.int8_qdq):
+    if a.int4_qdq and (a.dtype != "float32" or int8_kind):
         p.error("--int4-qdq writes float32 scales and excludes --int8-qdq")
     if a.int4_lm_head and (not (a.int4_block_size or a.int4_qdq) or config.tie_word_embeddings):
         p.error("--int4-lm-head needs --int4-block-size (or --int4-qdq) and an untied lm_head")
@@ -487,7 +528,8 @@ def main(argv=None) -> int:
                                           a.int4_symmetric)
                 sd[key] = torch.from_numpy(dequantize_int4(*int4[key], weight.shape[1]).copy())
     model = build_graph(config, sd, a.dtype, a.gqa_inputs, a.packed_qkv, a.rotary_in_attention,
-                        int4, a.int4_symmetric, int8, a.int8_qdq == "uint8", a.int4_qdq)
+                        int4, a.int4_symmetric, int8, int8_kind == "uint8", a.int4_qdq,
+                        int8_dynamic=bool(a.int8_dynamic))
     # No onnx.checker here: it knows no SimplifiedLayerNormalization in the ai.onnx domain (an
     # ONNX Runtime contrib op registered there) and wants topological order; loading the file in
     # ONNX Runtime (tests/e2e/ort/greedy.mjs) is the check.
@@ -501,7 +543,7 @@ def main(argv=None) -> int:
     meta = asdict(config)
     meta.update(onnx_form="ort-genai", onnx_dtype=a.dtype, gqa_inputs=a.gqa_inputs,
                 int4_block_size=a.int4_block_size, int4_symmetric=a.int4_symmetric,
-                int8_qdq=a.int8_qdq, int4_qdq=a.int4_qdq,
+                int8_qdq=a.int8_qdq, int8_dynamic=a.int8_dynamic, int4_qdq=a.int4_qdq,
                 packed_qkv=a.packed_qkv, rotary_in_attention=a.rotary_in_attention,
                 nodes_shuffled=not a.no_shuffle)
     common.save_config(os.path.join(a.out, "config.json"), meta)

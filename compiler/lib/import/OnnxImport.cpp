@@ -419,6 +419,7 @@ private:
   // scores. Nullopt for a dense model.
   std::optional<std::string> mixtureOfExperts() const;
   bool flattenIfs();
+  bool readDynamicQuantization();
   bool sortNodes();
   bool validateGraph();
   void inferShapes();
@@ -819,6 +820,153 @@ bool Importer::flattenIfs() {
     if (!read.contains(g.input(k).name()) &&
         llvm::any_of(decided, [&](const DecidedIf &d) { return d.cond == g.input(k).name(); }))
       g.mutable_input()->DeleteSubrange(k, 1);
+  return true;
+}
+
+// ONNX Runtime's dynamic quantization of a linear (quantize_dynamic's MatMulInteger form, as
+// transformers.js's quantized models hold it):
+//   (xq, xs, xzp) = DynamicQuantizeLinear(x)
+//   y = Mul(Cast(MatMulInteger(xq, Q, xzp, zp), float), Mul(xs, scale))
+// is x @ ((Q - zp) * scale), up to x rounded to 8 bits at run time, which ONNX Runtime does with
+// one scale for the whole tensor (every row of the step). hetc reads it as
+// MatMul(x, DequantizeLinear(Q, scale, zp, axis 1)): the weight is imported as a QDQ weight is
+// (kept in int8 when symmetric), and the activations are hetc's own rows, not rounded per
+// tensor. A MatMulInteger in any other company is refused, saying what it lacks.
+bool Importer::readDynamicQuantization() {
+  onnx::GraphProto &g = *model_->mutable_graph();
+  const bool any = std::any_of(g.node().begin(), g.node().end(), [](const auto &n) {
+    return n.op_type() == "MatMulInteger" && (n.domain().empty() || n.domain() == "ai.onnx");
+  });
+  if (!any)
+    return true;
+  std::map<std::string, const onnx::TensorProto *> initializers;
+  for (const auto &t : g.initializer())
+    initializers[t.name()] = &t;
+  std::map<std::string, int> producer;
+  std::map<std::string, std::vector<int>> readers;
+  for (int i = 0; i < g.node_size(); ++i) {
+    for (const std::string &output : g.node(i).output())
+      if (!output.empty())
+        producer[output] = i;
+    for (const std::string &input : g.node(i).input())
+      if (!input.empty())
+        readers[input].push_back(i);
+    for (const std::string &name : outerReads(g.node(i)))
+      readers[name].push_back(i);
+  }
+  for (const auto &output : g.output())
+    readers[output.name()].push_back(-1); // read by the graph itself
+  auto node = [&](const std::string &value, const char *type) -> const onnx::NodeProto * {
+    auto it = producer.find(value);
+    if (it == producer.end() || g.node(it->second).op_type() != type)
+      return nullptr;
+    return &g.node(it->second);
+  };
+  auto onlyReader = [&](const std::string &value, const char *type) -> int {
+    auto it = readers.find(value);
+    if (it == readers.end() || it->second.size() != 1 || it->second[0] < 0 ||
+        g.node(it->second[0]).op_type() != type)
+      return -1;
+    return it->second[0];
+  };
+  std::set<int> removed;
+  std::vector<onnx::NodeProto> added;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto &mm = g.node(i);
+    if (mm.op_type() != "MatMulInteger" || !(mm.domain().empty() || mm.domain() == "ai.onnx"))
+      continue;
+    const std::string name = nodeLabel(mm, i);
+    auto refuse = [&](const std::string &why) {
+      return fail("node '" + name + "' (MatMulInteger) is not ONNX Runtime's dynamic "
+                  "quantization of a linear: " + why + "; hetc reads MatMulInteger(x quantized "
+                  "by DynamicQuantizeLinear, an 8-bit weight initializer, x's zero point, the "
+                  "weight's), cast to float and multiplied by x's scale times the weight's");
+    };
+    if (mm.input_size() < 3 || mm.output_size() != 1)
+      return refuse("it has " + std::to_string(mm.input_size()) + " inputs");
+    const onnx::NodeProto *quantize = node(mm.input(0), "DynamicQuantizeLinear");
+    if (!quantize || quantize->output_size() < 3 || quantize->output(0) != mm.input(0) ||
+        quantize->output(2) != mm.input(2))
+      return refuse("its input is not a DynamicQuantizeLinear's with that node's zero point");
+    auto weight = initializers.find(mm.input(1));
+    if (weight == initializers.end() || weight->second->dims_size() != 2 ||
+        (weight->second->data_type() != onnx::TensorProto::INT8 &&
+         weight->second->data_type() != onnx::TensorProto::UINT8))
+      return refuse("its weight '" + mm.input(1) + "' is not a 2-D int8 or uint8 initializer");
+    const std::string zeroPoint = mm.input_size() > 3 ? mm.input(3) : std::string();
+    if (!zeroPoint.empty() && !initializers.count(zeroPoint))
+      return refuse("its weight's zero point '" + zeroPoint + "' is not an initializer");
+    const int cast = onlyReader(mm.output(0), "Cast");
+    if (cast < 0 || std::none_of(g.node(cast).attribute().begin(), g.node(cast).attribute().end(),
+                                 [](const auto &a) {
+                                   return a.name() == "to" && a.i() == onnx::TensorProto::FLOAT;
+                                 }))
+      return refuse("its result is not read by one Cast to float alone");
+    const int scaled = onlyReader(g.node(cast).output(0), "Mul");
+    if (scaled < 0 || g.node(scaled).input_size() != 2)
+      return refuse("the cast is not read by one Mul alone");
+    const onnx::NodeProto &mul = g.node(scaled);
+    const std::string scalesValue =
+        mul.input(0) == g.node(cast).output(0) ? mul.input(1) : mul.input(0);
+    const onnx::NodeProto *scales = node(scalesValue, "Mul");
+    if (!scales || scales->input_size() != 2)
+      return refuse("the cast is not multiplied by x's scale times the weight's");
+    const std::string weightScale = scales->input(0) == quantize->output(1) ? scales->input(1)
+                                    : scales->input(1) == quantize->output(1) ? scales->input(0)
+                                                                               : std::string();
+    auto scale = initializers.find(weightScale);
+    if (weightScale.empty() || scale == initializers.end() ||
+        scale->second->data_type() != onnx::TensorProto::FLOAT ||
+        scale->second->dims_size() > 1)
+      return refuse("the cast is not multiplied by x's scale times a float initializer of the "
+                    "weight's scales");
+    // The rewrite: MatMul(x, DequantizeLinear(Q, scale, zp)), writing the Mul's output.
+    onnx::NodeProto dequantize;
+    dequantize.set_op_type("DequantizeLinear");
+    dequantize.set_name(name + "/DequantizeLinear");
+    dequantize.add_input(mm.input(1));
+    dequantize.add_input(weightScale);
+    if (!zeroPoint.empty())
+      dequantize.add_input(zeroPoint);
+    dequantize.add_output(name + "/dequantized_weight");
+    if (scale->second->dims_size() == 1) {
+      onnx::AttributeProto *axis = dequantize.add_attribute();
+      axis->set_name("axis");
+      axis->set_type(onnx::AttributeProto::INT);
+      axis->set_i(1);
+    }
+    onnx::NodeProto matmul;
+    matmul.set_op_type("MatMul");
+    matmul.set_name(name);
+    matmul.add_input(quantize->input(0));
+    matmul.add_input(dequantize.output(0));
+    matmul.add_output(mul.output(0));
+    added.push_back(std::move(dequantize));
+    added.push_back(std::move(matmul));
+    removed.insert({i, cast, scaled});
+  }
+  // The scale products and the DynamicQuantizeLinears go once nothing else reads them.
+  auto unread = [&](const onnx::NodeProto &n) {
+    for (const std::string &output : n.output())
+      if (auto it = readers.find(output); it != readers.end())
+        for (int reader : it->second)
+          if (!removed.count(reader))
+            return false;
+    return true;
+  };
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < g.node_size(); ++i) {
+      const std::string &type = g.node(i).op_type();
+      if (!removed.count(i) && (type == (pass == 0 ? "Mul" : "DynamicQuantizeLinear")) &&
+          unread(g.node(i)) &&
+          std::any_of(g.node(i).output().begin(), g.node(i).output().end(),
+                      [&](const std::string &o) { return readers.count(o) > 0; }))
+        removed.insert(i);
+    }
+  for (auto it = removed.rbegin(); it != removed.rend(); ++it)
+    g.mutable_node()->DeleteSubrange(*it, 1);
+  for (onnx::NodeProto &n : added)
+    *g.add_node() = std::move(n);
   return true;
 }
 
@@ -2160,7 +2308,8 @@ Value Importer::takeHalf(Location loc, const std::string &name, Value stacked, i
 OwningOpRef<ModuleOp> Importer::run() {
   // Ifs first: a merged decoder's nodes (and its mixture-of-experts router, if any) are inside
   // one.
-  if (!parse() || !checkOpsets() || !flattenIfs() || !checkDecoderSignature() || !sortNodes() ||
+  if (!parse() || !checkOpsets() || !flattenIfs() || !readDynamicQuantization() ||
+      !checkDecoderSignature() || !sortNodes() ||
       !validateGraph())
     return nullptr;
   inferShapes();
