@@ -45,6 +45,11 @@ and the refusals.
 7. Refusals, one line each: bits = 8, block_size 8, a g_idx input, a blocked DequantizeLinear
    whose scale does not fit its block_size, a DequantizeLinear to float16, an int4 weight read
    by two DequantizeLinears, a MatMulInteger scaled without its Cast to float.
+8. ONNX Runtime's quantize_dynamic formulas (models/exports/ort_quantize_dynamic.py) on a torch
+   export merged into Optimum's If form: int8 symmetric per column with the reduced range (kept
+   in int8), uint8 asymmetric per tensor (dequantized at import): each gives its QDQ twin's plan
+   numbers (KL 0); with --node, ONNX Runtime's first ids on both files, the dynamic file within
+   5e-2 plus what its per-tensor rounding moves ONNX Runtime's own logits.
 """
 
 import json
@@ -59,8 +64,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import (PROMPTS, CheckFailed, check_hetc_binary, check_main,  # noqa: E402
                         prompt_arg, run)
 
-EXPORTER = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        "models", "exports", "ort_genai_llama.py")
+EXPORTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "models", "exports")
+EXPORTER = os.path.join(EXPORTS, "ort_genai_llama.py")
 ORT_GREEDY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort", "greedy.mjs")
 # The module: GenAI's default CPU form (packed q/k/v, the rotation inside GroupQueryAttention).
 # hf_llama's default sizes: 2 layers, hidden 128, intermediate 344 (not a multiple of 32 or 64:
@@ -69,6 +75,10 @@ FORM = ["--packed-qkv", "--rotary-in-attention"]
 # Mean KL divergence from float32 that int4 may reach on this module (measured in the check's
 # output; about 4x the largest measured).
 MAX_MEAN_KL = 0.05
+# How far ONNX Runtime's rounding of the activations to 8 bits per tensor may move its first-step
+# logits, relative to max |logit|, from its run of the same weights with float activations
+# (measured up to 7.9e-2 on these files, 2026-11-29).
+MAX_ROUNDING_GAP = 0.15
 
 
 def export(a, name, flags):
@@ -94,12 +104,15 @@ def linear_tensors(a, plan):
     return [t for t in inspected["tensors"] if t["layout"].startswith("Linear")]
 
 
-def against_ort(a, onnx_path, plan, name):
+def against_ort(a, onnx_path, plan, name, opt_level=None):
     """ONNX Runtime's greedy run of the file and hetc's of its plan, 8 steps of the prompts: the
     first ids must agree (a near tie may part them later: int8 rows here, float there); returns
-    the worst first-step logits difference relative to max |ONNX Runtime's row|."""
+    the worst first-step logits difference relative to max |ONNX Runtime's row|. `opt_level`:
+    ONNX Runtime's graph optimization level, when its default cannot load the file."""
     ort_json = os.path.join(a.workdir, f"ort_{name}.json")
     cmd = [a.node, ORT_GREEDY, "--model", onnx_path, "--max-new", "8", "--out", ort_json]
+    if opt_level:
+        cmd += ["--opt-level", opt_level]
     for p in PROMPTS:
         cmd += ["--prompt-ids", prompt_arg(p)]
     run(cmd, "ONNX Runtime (greedy.mjs)")
@@ -264,11 +277,16 @@ def check(a):
             bound = 5e-2
             if form == "dynamic":
                 # ONNX Runtime rounds the dynamic form's activations to 8 bits per tensor, hetc
-                # does not (docs/front-end.md): the bound grows by what that rounding moves ONNX
-                # Runtime's own logits from its run of the QDQ file of the same weights.
+                # does not (docs/quantization.md): the bound grows by what that rounding moves
+                # ONNX Runtime's own logits from its run of the QDQ file of the same weights,
+                # which must itself stay within MAX_ROUNDING_GAP (a misread scale or zero point
+                # in the file would move them far more).
                 gap = ort_gap(a, f"qdq_{kind}", f"dynamic_{kind}")
                 print(f"{label}: ONNX Runtime's dynamic run differs from its QDQ run by {gap:.2e} "
                       "of max |logit| (its activations rounded to 8 bits per tensor)")
+                if gap > MAX_ROUNDING_GAP:
+                    raise CheckFailed(f"{label}: ONNX Runtime's dynamic and QDQ runs differ by "
+                                      f"{gap:.2e} (bound {MAX_ROUNDING_GAP})")
                 bound += gap
             if worst > bound:
                 raise CheckFailed(f"{label}: first-step logits differ from ONNX Runtime's by "
@@ -401,6 +419,71 @@ def check(a):
     onnx.save(twice, twice_path)
     expect_refusal(a, "int4 weight read by two DequantizeLinears", twice_path,
                    ["INT4", "dequantized by one DequantizeLinear"])
+    # 8. ONNX Runtime's quantize_dynamic formulas on a torch export in Optimum's merged form
+    # (models/exports/ort_quantize_dynamic.py: every MatMul inside the If's branches, int8
+    # symmetric per column with the reduced range, uint8 asymmetric per tensor): the same plan
+    # numbers as its QDQ twin (the same weights, activations float), and ONNX Runtime's first ids.
+    merged_dir = os.path.join(a.workdir, "optimum_merged")
+    run([sys.executable, os.path.join(EXPORTS, "optimum_merged.py"), "--out", merged_dir],
+        "optimum_merged.py")
+    # int8 symmetric is kept in int8; uint8's own zero point is 128 (kept in int8) only where the
+    # weight's range happens to be symmetric, and otherwise dequantized, then stored in bf16.
+    for tag, flags, layout in (
+            ("int8_channel_reduced", ["--weight-type", "int8", "--per-channel", "--reduce-range"],
+             {"LinearInt8N16K4"}),
+            ("uint8_tensor", ["--weight-type", "uint8"], {"LinearBf16N16K2", "LinearInt8N16K4"})):
+        paths, plans = {}, {}
+        for form in ("dynamic", "qdq"):
+            name = f"ort_{form}_{tag}"
+            paths[form] = os.path.join(a.workdir, name + ".onnx")
+            run([sys.executable, os.path.join(EXPORTS, "ort_quantize_dynamic.py"), "--model",
+                 os.path.join(merged_dir, "model.onnx"), "--out", paths[form], "--form", form]
+                + flags, f"ort_quantize_dynamic.py {name}")
+            plans[form] = compile_plan(a, paths[form], name, ["--kv", "f32"])
+        layouts = {t["layout"] for t in linear_tensors(a, plans["dynamic"])
+                   if "lm_head" not in t["name"]}
+        if not layouts <= layout or "LinearBf16N16K2" in layout and \
+                "LinearBf16N16K2" not in layouts:
+            raise CheckFailed(f"quantize_dynamic {tag}: the linears are {sorted(layouts)}, not "
+                              f"{sorted(layout)}")
+        r = kl(a, plans["qdq"], plans["dynamic"])
+        if r["kl_max"] != 0.0 or r["top1_agreement"] != 1.0:
+            raise CheckFailed(f"quantize_dynamic {tag} differs from its QDQ twin: {r}")
+        print(f"quantize_dynamic {tag} (Optimum's merged decoder): {sorted(layouts)}, its QDQ "
+              "twin's numbers (KL 0)")
+        if a.node:
+            # ONNX Runtime 1.30's default optimizations fail on DequantizeLinear weights inside
+            # an If's branch (TransposeDQWeightsForMatMulNBits): the twin runs without them.
+            twin = against_ort(a, paths["qdq"], plans["qdq"], f"qdq_{tag}", opt_level="disabled")
+            worst = against_ort(a, paths["dynamic"], plans["dynamic"], f"dynamic_{tag}")
+            gap = ort_gap(a, f"qdq_{tag}", f"dynamic_{tag}")
+            bound = 5e-2 + gap
+            if twin > 5e-2 or worst > bound or gap > MAX_ROUNDING_GAP:
+                raise CheckFailed(f"quantize_dynamic {tag}: first-step logits differ from ONNX "
+                                  f"Runtime's by {worst:.2e} (bound {bound:.2e}; QDQ twin "
+                                  f"{twin:.2e}, bound 5e-2; its own runs {gap:.2e} apart, "
+                                  f"bound {MAX_ROUNDING_GAP})")
+            print(f"quantize_dynamic {tag}: ONNX Runtime's first ids, first-step logits within "
+                  f"{worst:.2e} (bound {bound:.2e}: its own dynamic and QDQ runs differ by "
+                  f"{gap:.2e}); the QDQ twin within {twin:.2e}")
+
+    # MatMulInteger allows one zero point for all columns beside a scale per column (and the
+    # reverse), which DequantizeLinear does not: the importer repeats the single one per column.
+    scalar_zp = onnx.load(os.path.join(a.workdir, "dynamic_int8", "model.onnx"))
+    zero_points = {n.input[3] for n in scalar_zp.graph.node if n.op_type == "MatMulInteger"}
+    for t in scalar_zp.graph.initializer:
+        if t.name in zero_points:
+            t.CopyFrom(numpy_helper.from_array(np.array(0, np.int8), t.name))
+    scalar_zp_path = os.path.join(a.workdir, "dynamic_int8_scalar_zero_point.onnx")
+    onnx.save(scalar_zp, scalar_zp_path)
+    r = kl(a, compile_plan(a, os.path.join(a.workdir, "dynamic_int8", "model.onnx"),
+                           "dynamic_int8_again", ["--kv", "f32"]),
+           compile_plan(a, scalar_zp_path, "dynamic_int8_scalar_zero_point", ["--kv", "f32"]))
+    if r["kl_max"] != 0.0:
+        raise CheckFailed(f"dynamic int8 with one zero point for all columns differs: {r}")
+    print(f"dynamic int8 with one zero point for all columns ({len(zero_points)} weights): the "
+          "same numbers (KL 0)")
+
     # A MatMulInteger whose result is scaled without its Cast to float is not the dynamic form.
     uncast = onnx.load(os.path.join(a.workdir, "dynamic_int8", "model.onnx"))
     cast = next(n for n in uncast.graph.node

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Writes the onnx_import fuzz target's seed corpus (tests/fuzz/corpus/onnx_import/): tiny exports
-of the model forms hetc compiles (a Llama export, ONNX Runtime GenAI's fused form, OPT, GPT-J with
-torch 1.13's Loop), each one layer of 16 hidden units, and hand-written graphs of one or two
-nodes of the ops the importer and the interpreter evaluate, so that mutations start close to
-every path.
+of the model forms hetc compiles (a Llama export, ONNX Runtime GenAI's fused form, also with ONNX
+Runtime's dynamic quantization, OPT, GPT-J with torch 1.13's Loop), each one layer of 16 hidden
+units, and hand-written graphs of one or two nodes of the ops the importer and the interpreter
+evaluate, so that mutations start close to every path.
 
     /usr/bin/python3 tests/fuzz/make_onnx_seeds.py [--out DIR]
 """
@@ -97,6 +97,10 @@ def main():
                                        "1", "--head-dim", "8", "--intermediate", "24",
                                        "--packed-qkv", "--rotary-in-attention"])
     export(a.out, "opt", ["models/exports/opt.py", "export", *SMALL, "--ffn", "24"])
+    # ONNX Runtime's dynamic quantization (DynamicQuantizeLinear, MatMulInteger, Cast, Mul).
+    export(a.out, "genai_dynamic_int8", ["models/exports/ort_genai_llama.py", *SMALL, "--kv-heads",
+                                         "1", "--head-dim", "8", "--intermediate", "24",
+                                         "--int8-dynamic", "int8"])
     # GPT-J as torch 1.13 exports it: a Loop over sequences (SplitToSequence, SequenceAt,
     # SequenceInsert, ConcatFromSequence) for the repeat_interleave of its rotary tables.
     export(a.out, "gptj_loop", ["models/exports/gptj.py", "export", *SMALL, "--rotary-dim", "4",

@@ -115,3 +115,24 @@ func.func @untaken_branch(%x: tensor<4xf32>, %m: tensor<i64>) -> tensor<*xf32> {
   %r = hetc.onnx.node "If"(%cond, %x, %looped) {node_name = "if"} : (tensor<1xi1>, tensor<4xf32>, tensor<*xf32>) -> tensor<*xf32>
   return %r : tensor<*xf32>
 }
+
+// -----
+
+// A loop with no trip count (a while loop) in the branch the shapes decide against: erased with
+// the branch, not refused.
+// CHECK-LABEL: func.func @untaken_while
+// CHECK-NOT: hetc.onnx.loop
+// CHECK: return %arg0
+func.func @untaken_while(%x: tensor<4xf32>, %c: tensor<i1>) -> tensor<*xf32> {
+  %none = hetc.onnx.none
+  %four = hetc.constant dense<4> : tensor<1xi64>
+  %shape = hetc.onnx.node "Shape"(%x) {node_name = "shape"} : (tensor<4xf32>) -> tensor<1xi64>
+  %cond = hetc.onnx.node "Equal"(%shape, %four) {node_name = "cond"} : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi1>
+  %looped = hetc.onnx.loop(%none, %c, %x) {node_name = "while"} : (none, tensor<i1>, tensor<4xf32>) -> (tensor<*xf32>) {
+  ^bb0(%i: tensor<i64>, %cc: tensor<i1>, %acc: tensor<*xf32>):
+    %n = hetc.onnx.node "Neg"(%acc) {node_name = "neg"} : (tensor<*xf32>) -> tensor<*xf32>
+    hetc.onnx.yield %cc, %n : tensor<i1>, tensor<*xf32>
+  }
+  %r = hetc.onnx.node "If"(%cond, %x, %looped) {node_name = "if"} : (tensor<1xi1>, tensor<4xf32>, tensor<*xf32>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}

@@ -472,6 +472,12 @@ private:
   // What the importer decided that the graph does not say (the branch of an If it took), for
   // `hetc compile --explain`: the module's kImportNotes.
   std::vector<std::string> importNotes_;
+  // The outputs of the DequantizeLinears readDynamicQuantization writes: checked like opset 21's
+  // (their axis attribute is newer than opsets 11 and 12's schema), read by importDequantizeLinear.
+  std::set<std::string> importerDequantize_;
+  // Every value name of the graph (inputs, initializers, node outputs), which a Loop's body may
+  // not define again.
+  std::set<std::string> graphNames_;
 };
 
 bool Importer::parse() {
@@ -842,12 +848,19 @@ bool Importer::readDynamicQuantization() {
   std::map<std::string, const onnx::TensorProto *> initializers;
   for (const auto &t : g.initializer())
     initializers[t.name()] = &t;
+  std::set<std::string> names; // every value name, for the ones made here
+  for (const auto &t : g.initializer())
+    names.insert(t.name());
+  for (const auto &input : g.input())
+    names.insert(input.name());
   std::map<std::string, int> producer;
   std::map<std::string, std::vector<int>> readers;
   for (int i = 0; i < g.node_size(); ++i) {
     for (const std::string &output : g.node(i).output())
-      if (!output.empty())
+      if (!output.empty()) {
         producer[output] = i;
+        names.insert(output);
+      }
     for (const std::string &input : g.node(i).input())
       if (!input.empty())
         readers[input].push_back(i);
@@ -856,21 +869,45 @@ bool Importer::readDynamicQuantization() {
   }
   for (const auto &output : g.output())
     readers[output.name()].push_back(-1); // read by the graph itself
-  auto node = [&](const std::string &value, const char *type) -> const onnx::NodeProto * {
+  auto unique = [&](const std::string &base) {
+    std::string name = base;
+    for (int k = 1; names.count(name); ++k)
+      name = base + "_" + std::to_string(k);
+    names.insert(name);
+    return name;
+  };
+  // The node writing `value`, when it has `type` and the arity given.
+  auto node = [&](const std::string &value, const char *type, int inputs,
+                  int outputs) -> const onnx::NodeProto * {
     auto it = producer.find(value);
-    if (it == producer.end() || g.node(it->second).op_type() != type)
+    if (it == producer.end())
       return nullptr;
-    return &g.node(it->second);
+    const onnx::NodeProto &n = g.node(it->second);
+    return n.op_type() == type && n.input_size() == inputs && n.output_size() == outputs ? &n
+                                                                                        : nullptr;
   };
-  auto onlyReader = [&](const std::string &value, const char *type) -> int {
+  // The one node reading `value`, when it has `type`, 1 output and `inputs` inputs.
+  auto onlyReader = [&](const std::string &value, const char *type, int inputs) -> int {
     auto it = readers.find(value);
-    if (it == readers.end() || it->second.size() != 1 || it->second[0] < 0 ||
-        g.node(it->second[0]).op_type() != type)
+    if (it == readers.end() || it->second.size() != 1 || it->second[0] < 0)
       return -1;
-    return it->second[0];
+    const onnx::NodeProto &n = g.node(it->second[0]);
+    return n.op_type() == type && n.input_size() == inputs && n.output_size() == 1
+               ? it->second[0]
+               : -1;
   };
+  auto elements = [](const onnx::TensorProto &t) {
+    int64_t n = 1;
+    for (int64_t d : t.dims())
+      n *= d;
+    return n;
+  };
+
   std::set<int> removed;
   std::vector<onnx::NodeProto> added;
+  // One DequantizeLinear per weight, however many MatMulIntegers read it.
+  std::map<std::string, std::pair<std::string, std::string>> dequantized; // Q -> (scale, output)
+  int rewritten = 0;
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto &mm = g.node(i);
     if (mm.op_type() != "MatMulInteger" || !(mm.domain().empty() || mm.domain() == "ai.onnx"))
@@ -882,34 +919,43 @@ bool Importer::readDynamicQuantization() {
                   "by DynamicQuantizeLinear, an 8-bit weight initializer, x's zero point, the "
                   "weight's), cast to float and multiplied by x's scale times the weight's");
     };
-    if (mm.input_size() < 3 || mm.output_size() != 1)
-      return refuse("it has " + std::to_string(mm.input_size()) + " inputs");
-    const onnx::NodeProto *quantize = node(mm.input(0), "DynamicQuantizeLinear");
-    if (!quantize || quantize->output_size() < 3 || quantize->output(0) != mm.input(0) ||
-        quantize->output(2) != mm.input(2))
+    if (mm.input_size() < 3 || mm.input_size() > 4 || mm.output_size() != 1)
+      return refuse("it has " + std::to_string(mm.input_size()) + " inputs and " +
+                    std::to_string(mm.output_size()) + " outputs");
+    const onnx::NodeProto *quantize = node(mm.input(0), "DynamicQuantizeLinear", 1, 3);
+    if (!quantize || quantize->output(0) != mm.input(0) || quantize->output(2) != mm.input(2))
       return refuse("its input is not a DynamicQuantizeLinear's with that node's zero point");
     auto weight = initializers.find(mm.input(1));
     if (weight == initializers.end() || weight->second->dims_size() != 2 ||
         (weight->second->data_type() != onnx::TensorProto::INT8 &&
          weight->second->data_type() != onnx::TensorProto::UINT8))
       return refuse("its weight '" + mm.input(1) + "' is not a 2-D int8 or uint8 initializer");
+    const int64_t columns = weight->second->dims(1);
     const std::string zeroPoint = mm.input_size() > 3 ? mm.input(3) : std::string();
-    if (!zeroPoint.empty() && !initializers.count(zeroPoint))
-      return refuse("its weight's zero point '" + zeroPoint + "' is not an initializer");
-    const int cast = onlyReader(mm.output(0), "Cast");
+    const onnx::TensorProto *zp = nullptr;
+    if (!zeroPoint.empty()) {
+      auto it = initializers.find(zeroPoint);
+      if (it == initializers.end() || it->second->data_type() != weight->second->data_type() ||
+          it->second->dims_size() > 1 ||
+          (elements(*it->second) != 1 && elements(*it->second) != columns))
+        return refuse("its weight's zero point '" + zeroPoint + "' is not an initializer of the "
+                      "weight's type with one value or one per output column");
+      zp = it->second;
+    }
+    const int cast = onlyReader(mm.output(0), "Cast", 1);
     if (cast < 0 || std::none_of(g.node(cast).attribute().begin(), g.node(cast).attribute().end(),
                                  [](const auto &a) {
                                    return a.name() == "to" && a.i() == onnx::TensorProto::FLOAT;
                                  }))
       return refuse("its result is not read by one Cast to float alone");
-    const int scaled = onlyReader(g.node(cast).output(0), "Mul");
-    if (scaled < 0 || g.node(scaled).input_size() != 2)
+    const int scaled = onlyReader(g.node(cast).output(0), "Mul", 2);
+    if (scaled < 0)
       return refuse("the cast is not read by one Mul alone");
     const onnx::NodeProto &mul = g.node(scaled);
     const std::string scalesValue =
         mul.input(0) == g.node(cast).output(0) ? mul.input(1) : mul.input(0);
-    const onnx::NodeProto *scales = node(scalesValue, "Mul");
-    if (!scales || scales->input_size() != 2)
+    const onnx::NodeProto *scales = node(scalesValue, "Mul", 2, 1);
+    if (!scales)
       return refuse("the cast is not multiplied by x's scale times the weight's");
     const std::string weightScale = scales->input(0) == quantize->output(1) ? scales->input(1)
                                     : scales->input(1) == quantize->output(1) ? scales->input(0)
@@ -917,33 +963,83 @@ bool Importer::readDynamicQuantization() {
     auto scale = initializers.find(weightScale);
     if (weightScale.empty() || scale == initializers.end() ||
         scale->second->data_type() != onnx::TensorProto::FLOAT ||
-        scale->second->dims_size() > 1)
+        scale->second->dims_size() > 1 ||
+        (elements(*scale->second) != 1 && elements(*scale->second) != columns))
       return refuse("the cast is not multiplied by x's scale times a float initializer of the "
-                    "weight's scales");
-    // The rewrite: MatMul(x, DequantizeLinear(Q, scale, zp)), writing the Mul's output.
-    onnx::NodeProto dequantize;
-    dequantize.set_op_type("DequantizeLinear");
-    dequantize.set_name(name + "/DequantizeLinear");
-    dequantize.add_input(mm.input(1));
-    dequantize.add_input(weightScale);
-    if (!zeroPoint.empty())
-      dequantize.add_input(zeroPoint);
-    dequantize.add_output(name + "/dequantized_weight");
-    if (scale->second->dims_size() == 1) {
-      onnx::AttributeProto *axis = dequantize.add_attribute();
-      axis->set_name("axis");
-      axis->set_type(onnx::AttributeProto::INT);
-      axis->set_i(1);
+                    "weight's scales, one or one per output column");
+
+    // MatMul(x, DequantizeLinear(Q, scale, zp)), writing the Mul's output. A scale and zero
+    // point of different lengths (one of them a single value) are both made per column.
+    std::string dequantizedWeight;
+    const std::string key = mm.input(1);
+    if (auto it = dequantized.find(key); it != dequantized.end()) {
+      if (it->second.first != weightScale + "|" + zeroPoint)
+        return refuse("its weight '" + key + "' is read by another MatMulInteger with other "
+                      "scales or zero points");
+      dequantizedWeight = it->second.second;
+    } else {
+      const bool perColumn =
+          elements(*scale->second) == columns && columns > 1 ? true
+          : zp && elements(*zp) == columns && columns > 1     ? true
+                                                              : false;
+      std::string scaleName = weightScale, zeroName = zeroPoint;
+      auto widen = [&](const onnx::TensorProto &t, const std::string &base) {
+        onnx::TensorProto *wide = g.add_initializer();
+        wide->set_name(unique(base + "_per_column"));
+        wide->set_data_type(t.data_type());
+        wide->add_dims(columns);
+        const size_t width = t.data_type() == onnx::TensorProto::FLOAT ? 4 : 1;
+        std::string one;
+        if (t.has_raw_data())
+          one = t.raw_data().substr(0, width);
+        else if (t.data_type() == onnx::TensorProto::FLOAT && t.float_data_size() > 0) {
+          const float value = t.float_data(0);
+          one.assign(reinterpret_cast<const char *>(&value), 4);
+        }
+        else if (t.int32_data_size() > 0)
+          one.assign(1, static_cast<char>(t.int32_data(0)));
+        if (one.size() != width)
+          return std::string();
+        std::string bytes;
+        for (int64_t c = 0; c < columns; ++c)
+          bytes += one;
+        wide->set_raw_data(bytes);
+        return wide->name();
+      };
+      if (perColumn && elements(*scale->second) == 1)
+        scaleName = widen(*scale->second, weightScale);
+      if (perColumn && zp && elements(*zp) == 1)
+        zeroName = widen(*zp, zeroPoint);
+      if (scaleName.empty() || (zp && zeroName.empty()))
+        return refuse("its weight's scale or zero point is stored in a form hetc does not read");
+      onnx::NodeProto dequantize;
+      dequantize.set_op_type("DequantizeLinear");
+      dequantize.set_name(name + "/DequantizeLinear");
+      dequantize.add_input(key);
+      dequantize.add_input(scaleName);
+      if (zp)
+        dequantize.add_input(zeroName);
+      dequantizedWeight = unique(key + "/dequantized");
+      dequantize.add_output(dequantizedWeight);
+      if (perColumn) {
+        onnx::AttributeProto *axis = dequantize.add_attribute();
+        axis->set_name("axis");
+        axis->set_type(onnx::AttributeProto::INT);
+        axis->set_i(1);
+      }
+      importerDequantize_.insert(dequantizedWeight);
+      dequantized[key] = {weightScale + "|" + zeroPoint, dequantizedWeight};
+      added.push_back(std::move(dequantize));
     }
     onnx::NodeProto matmul;
     matmul.set_op_type("MatMul");
     matmul.set_name(name);
     matmul.add_input(quantize->input(0));
-    matmul.add_input(dequantize.output(0));
+    matmul.add_input(dequantizedWeight);
     matmul.add_output(mul.output(0));
-    added.push_back(std::move(dequantize));
     added.push_back(std::move(matmul));
     removed.insert({i, cast, scaled});
+    ++rewritten;
   }
   // The scale products and the DynamicQuantizeLinears go once nothing else reads them.
   auto unread = [&](const onnx::NodeProto &n) {
@@ -963,10 +1059,18 @@ bool Importer::readDynamicQuantization() {
                       [&](const std::string &o) { return readers.count(o) > 0; }))
         removed.insert(i);
     }
-  for (auto it = removed.rbegin(); it != removed.rend(); ++it)
-    g.mutable_node()->DeleteSubrange(*it, 1);
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  kept.Reserve(g.node_size() - static_cast<int>(removed.size()) + static_cast<int>(added.size()));
+  for (int i = 0; i < g.node_size(); ++i)
+    if (!removed.count(i))
+      *kept.Add() = std::move(*g.mutable_node(i));
   for (onnx::NodeProto &n : added)
-    *g.add_node() = std::move(n);
+    *kept.Add() = std::move(n);
+  g.mutable_node()->Swap(&kept);
+  importNotes_.push_back(std::to_string(rewritten) + " MatMulInteger nodes of ONNX Runtime's "
+                         "dynamic quantization read as MatMuls of their dequantized weights: the "
+                         "activations are not rounded to 8 bits per tensor as ONNX Runtime rounds "
+                         "them");
   return true;
 }
 
@@ -1075,6 +1179,12 @@ bool Importer::validateGraph() {
     defined.insert(input.name());
   for (const auto &t : g.initializer())
     defined.insert(t.name());
+  graphNames_.clear();
+  for (const auto &name : defined.keys())
+    graphNames_.insert(name.str());
+  for (const auto &node : g.node())
+    for (const std::string &output : node.output())
+      graphNames_.insert(output);
   for (int i = 0; i < g.node_size(); ++i)
     if (!validateNode(g.node(i), nodeLabel(g.node(i), fileIndex_[i]), defined))
       return false;
@@ -1114,9 +1224,10 @@ bool Importer::validateNode(const onnx::NodeProto &node, const std::string &name
   // the schemas hetc checks against: its arity and attributes are checked here instead, its
   // operands by importDequantizeLinear.
   if (node.op_type() == "DequantizeLinear" &&
-      std::any_of(node.attribute().begin(), node.attribute().end(), [](const auto &attr) {
-        return attr.name() == "block_size" || attr.name() == "output_dtype";
-      })) {
+      ((node.output_size() == 1 && importerDequantize_.count(node.output(0))) ||
+       std::any_of(node.attribute().begin(), node.attribute().end(), [](const auto &attr) {
+         return attr.name() == "block_size" || attr.name() == "output_dtype";
+       }))) {
     if (node.input_size() < 2 || node.input_size() > 3 || node.output_size() != 1)
       return fail("node '" + name + "' (DequantizeLinear) has " +
                   std::to_string(node.input_size()) + " inputs and " +
@@ -1171,7 +1282,7 @@ bool Importer::validateNode(const onnx::NodeProto &node, const std::string &name
     // one of the two unreadable.
     llvm::StringSet<> inner = defined;
     auto define = [&](const std::string &value) {
-      if (value.empty() || inner.insert(value).second)
+      if (value.empty() || (!graphNames_.count(value) && inner.insert(value).second))
         return true;
       return fail("node '" + name + "' (Loop) defines '" + value +
                   "' in its body, which is already defined around it or in it");

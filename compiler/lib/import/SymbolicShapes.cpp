@@ -381,6 +381,8 @@ void SymbolicShapes::visit(Operation *op) {
 }
 
 void SymbolicShapes::visitNode(OnnxNodeOp node) {
+  if (node->getNumResults() == 0)
+    return; // nothing to know (the unroller's pending loop conditions)
   StringRef type = node.getOpType();
   const unsigned n = node->getNumOperands();
   auto shapeOf = [&](unsigned i) -> std::optional<SymDims> {

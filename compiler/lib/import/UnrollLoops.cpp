@@ -36,9 +36,20 @@ using namespace mlir;
 namespace hetc {
 namespace {
 
-// More nodes than this from unrolling one loop is refused: the raising and the interpreter work
-// on graphs of a few thousand nodes per layer, not of millions.
+// More nodes than this from unrolling one loop (or splitting one sequence) is refused, and more
+// than kMaxCreatedNodes from all of them: the raising and the interpreter work on graphs of a few
+// thousand nodes per layer, not of millions.
 constexpr int64_t kMaxUnrolledNodes = 1 << 16;
+constexpr int64_t kMaxCreatedNodes = 1 << 18;
+// The op type of a node holding a loop's condition that the first call could not evaluate (it may
+// hang on an If not yet decided), named by its node_name: the final call checks and erases it.
+// A node, not an attribute, so that the condition survives the rewrites between the two calls.
+constexpr llvm::StringLiteral kPendingCondition = "hetc.pending_loop_condition";
+
+bool isPendingCondition(Operation *op) {
+  auto node = dyn_cast<OnnxNodeOp>(op);
+  return node && node.getOpType() == kPendingCondition;
+}
 
 bool isSequence(Value v) { return isa<OnnxSequenceType>(v.getType()); }
 
@@ -171,7 +182,9 @@ public:
                                         "unrolled";
       return UnrollOutcome::Failed;
     }
-    return conditionsHold() ? UnrollOutcome::Done : UnrollOutcome::Failed;
+    if (!conditionsHold())
+      return UnrollOutcome::Failed;
+    return deferred_ ? UnrollOutcome::Pending : UnrollOutcome::Done;
   }
 
 private:
@@ -260,15 +273,34 @@ private:
     return Step::Waiting;
   }
 
+  // What cannot be unrolled: refused in the final call; before it, waiting with the reason, as
+  // the node may sit in an If's branch that the rest of hetc-fold-shapes drops.
+  Step refuse(Operation *op, std::string why) {
+    if (!refuseWhatIsLeft_)
+      return wait(std::move(why));
+    op->emitError() << why;
+    return Step::Failed;
+  }
+
+  // Counts nodes the unrolling is about to make; false (refused, or waiting) past the budget.
+  bool withinBudget(Operation *op, int64_t nodes, Step &step) {
+    if (nodes <= kMaxCreatedNodes - created_) {
+      created_ += nodes;
+      return true;
+    }
+    step = refuse(op, "node " + describe(op) + ": unrolling the model's loops and sequences "
+                  "makes more than " + std::to_string(kMaxCreatedNodes) + " nodes, which hetc "
+                  "does not unroll");
+    return false;
+  }
+
   Step unroll(OnnxLoopOp loop, const SymbolicShapes &shapes) {
     const std::string name = "node '" + loop.getNodeName().str() + "' (Loop)";
     Value tripCount = loop.getInputs()[0], initial = loop.getInputs()[1];
-    if (isa<NoneType>(tripCount.getType())) {
-      loop.emitError() << name << " has no trip count: it runs until its condition turns false, "
-                       << "and hetc unrolls only loops whose number of iterations the model's "
-                          "shapes fix";
-      return Step::Failed;
-    }
+    if (isa<NoneType>(tripCount.getType()))
+      return refuse(loop, name + " has no trip count: it runs until its condition turns false, "
+                                 "and hetc unrolls only loops whose number of iterations the "
+                                 "model's shapes fix");
     std::optional<int64_t> count = knownInt(shapes, tripCount);
     if (!count)
       return wait(name + " runs a number of iterations that does not evaluate to a constant: "
@@ -286,17 +318,23 @@ private:
     const size_t scanCount = yield.getValues().size() - 1 - carried;
     // Each iteration adds its body, its number and its scan outputs' Unsqueezes.
     const int64_t perIteration = bodySize + 1 + static_cast<int64_t>(scanCount);
-    if (iterations > kMaxUnrolledNodes / perIteration) {
-      loop.emitError() << name << " runs " << iterations << " iterations of a body of "
-                       << bodySize << " nodes: unrolled, more than " << kMaxUnrolledNodes
-                       << " nodes, which hetc does not unroll";
-      return Step::Failed;
+    if (iterations > kMaxUnrolledNodes / perIteration)
+      return refuse(loop, name + " runs " + std::to_string(iterations) +
+                              " iterations of a body of " + std::to_string(bodySize) +
+                              " nodes: unrolled, more than " + std::to_string(kMaxUnrolledNodes) +
+                              " nodes, which hetc does not unroll");
+    for (size_t j = 0; j < scanCount; ++j) {
+      if (!isTensor(yield.getValues()[1 + carried + j]))
+        return refuse(loop, name + " has a scan output " + std::to_string(j) +
+                                " that is not a tensor");
+      if (iterations == 0 && !loop->getResult(carried + j).use_empty())
+        return refuse(loop, name + " runs no iterations, and its scan output " +
+                                std::to_string(j) +
+                                " is an empty tensor, which hetc does not represent");
     }
-    for (size_t j = 0; j < scanCount; ++j)
-      if (!isTensor(yield.getValues()[1 + carried + j])) {
-        loop.emitError() << name << " has a scan output " << j << " that is not a tensor";
-        return Step::Failed;
-      }
+    Step overBudget = Step::Failed;
+    if (!withinBudget(loop, iterations * perIteration, overBudget))
+      return overBudget;
 
     OpBuilder b(loop);
     Location loc = loop.getLoc();
@@ -330,11 +368,6 @@ private:
       Value result = loop->getResult(carried + j);
       if (result.use_empty())
         continue;
-      if (scans[j].empty()) {
-        loop.emitError() << name << " runs no iterations, and its scan output " << j
-                         << " is an empty tensor, which hetc does not represent";
-        return Step::Failed;
-      }
       SmallVector<Value> stacked;
       Value axis0 = int64Constant(b, loc, {0}, {1});
       for (Value v : scans[j])
@@ -366,10 +399,7 @@ private:
                  ? node->getOperand(i)
                  : Value();
     };
-    auto fail = [&](const std::string &why) {
-      node.emitError() << name << " " << why;
-      return Step::Failed;
-    };
+    auto fail = [&](const std::string &why) { return refuse(node, name + " " + why); };
     // The sequence operand 0's elements, when its producer is done.
     auto sequenceOperand = [&]() -> std::optional<SmallVector<Value>> {
       if (node->getNumOperands() == 0 || !isSequence(node->getOperand(0)))
@@ -403,6 +433,8 @@ private:
                                   " pieces, which hetc does not unroll";
       SmallVector<int64_t> sizes;
       bool squeeze = false;
+      if (dim && *dim < 0)
+        return fail("splits a dimension of " + std::to_string(*dim) + " elements");
       if (!split) {
         if (!dim)
           return wait(name + " splits a dimension whose size does not evaluate to a constant");
@@ -417,7 +449,7 @@ private:
                              "constant");
         if (*piece <= 0)
           return fail("splits into pieces of " + std::to_string(*piece) + " elements");
-        if ((*dim + *piece - 1) / *piece > kMaxUnrolledNodes)
+        if (*dim / *piece + (*dim % *piece != 0) > kMaxUnrolledNodes)
           return fail(tooMany);
         for (int64_t at = 0; at < *dim; at += *piece)
           sizes.push_back(std::min(*piece, *dim - at));
@@ -436,6 +468,9 @@ private:
                       std::to_string(total) + " elements in all");
         sizes = std::move(*pieces);
       }
+      Step overBudget = Step::Failed;
+      if (!withinBudget(node, 3 * static_cast<int64_t>(sizes.size()), overBudget))
+        return overBudget;
       SmallVector<Value> elements;
       Value axes = int64Constant(b, loc, {axis}, {1});
       int64_t at = 0;
@@ -534,12 +569,32 @@ private:
   }
 
   // Each iteration's condition (but the last) evaluates to true: the loop ran its trip count.
+  // A condition the first call cannot evaluate is left on its node (kPendingCondition) for the
+  // final call, which checks it with the others.
   bool conditionsHold() {
+    if (refuseWhatIsLeft_) {
+      SmallVector<Operation *> held;
+      func_.walk([&](Operation *op) {
+        if (isPendingCondition(op))
+          held.push_back(op);
+      });
+      for (Operation *op : held) {
+        conditions_.push_back({op->getOperand(0), cast<OnnxNodeOp>(op).getNodeName().str()});
+        op->erase();
+      }
+    }
     if (conditions_.empty())
       return true;
     SymbolicShapes shapes(func_);
     for (const auto &[condition, where] : conditions_) {
       std::optional<int64_t> c = knownInt(shapes, skipNoOps(condition));
+      if (!c && !refuseWhatIsLeft_) {
+        OpBuilder b = OpBuilder::atBlockTerminator(&func_.getBody().front());
+        b.create<OnnxNodeOp>(func_.getLoc(), TypeRange{}, kPendingCondition, where,
+                             DictionaryAttr(), ValueRange{condition});
+        deferred_ = true;
+        continue;
+      }
       if (!c || *c == 0) {
         Operation *at = condition.getDefiningOp() ? condition.getDefiningOp() : func_;
         at->emitError() << where << ": the loop's condition "
@@ -556,6 +611,10 @@ private:
 
   func::FuncOp func_;
   const bool refuseWhatIsLeft_;
+  // Nodes made so far (kMaxCreatedNodes).
+  int64_t created_ = 0;
+  // Whether a condition was left for the final call (the outcome is then Pending).
+  bool deferred_ = false;
   // Whether this round copied a loop's body: its sequence nodes wait for the next round.
   bool newNodes_ = false;
   DenseMap<Value, SmallVector<Value>> lists_;
@@ -571,7 +630,7 @@ private:
 UnrollOutcome unrollLoopsAndSequences(func::FuncOp func, bool refuseWhatIsLeft) {
   bool any = false;
   func.walk([&](Operation *op) {
-    if (isa<OnnxLoopOp>(op) ||
+    if (isa<OnnxLoopOp>(op) || isPendingCondition(op) ||
         llvm::any_of(op->getResultTypes(), [](Type t) { return isa<OnnxSequenceType>(t); }))
       any = true;
   });
