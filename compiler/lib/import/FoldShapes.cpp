@@ -80,19 +80,6 @@ bool sameComputation(Value a, Value b, int depth = 0) {
   return true;
 }
 
-std::optional<SmallVector<int64_t>> allConstant(const std::optional<SymDims> &dims) {
-  if (!dims)
-    return std::nullopt;
-  SmallVector<int64_t> out;
-  for (const SymDim &d : *dims) {
-    std::optional<int64_t> c = d ? d->asConstant() : std::nullopt;
-    if (!c)
-      return std::nullopt;
-    out.push_back(*c);
-  }
-  return out;
-}
-
 class ShapeFolder {
 public:
   explicit ShapeFolder(func::FuncOp func) : func_(func), shapes_(func), builder_(func) {}

@@ -347,17 +347,24 @@ const onnx::GraphProto *loopBody(const onnx::NodeProto &node) {
   return nullptr;
 }
 
+// The names a graph defines: its inputs, initializers and node outputs.
+std::vector<std::string> definedNames(const onnx::GraphProto &graph) {
+  std::vector<std::string> names;
+  for (const auto &input : graph.input())
+    names.push_back(input.name());
+  for (const auto &t : graph.initializer())
+    names.push_back(t.name());
+  for (const auto &n : graph.node())
+    for (const std::string &output : n.output())
+      names.push_back(output);
+  return names;
+}
+
 // The names a subgraph reads from the scopes around it: what its nodes (and their own
 // subgraphs) and outputs read that its inputs, initializers and nodes do not define.
 std::vector<std::string> subgraphReads(const onnx::GraphProto &graph) {
-  std::set<std::string> inner;
-  for (const auto &input : graph.input())
-    inner.insert(input.name());
-  for (const auto &t : graph.initializer())
-    inner.insert(t.name());
-  for (const auto &n : graph.node())
-    for (const std::string &output : n.output())
-      inner.insert(output);
+  const std::vector<std::string> defined = definedNames(graph);
+  const std::set<std::string> inner(defined.begin(), defined.end());
   std::vector<std::string> reads;
   std::set<std::string> seen;
   auto read = [&](const std::string &name) {
@@ -1947,13 +1954,8 @@ bool Importer::importLoop(const onnx::NodeProto &node, const std::string &name) 
     builder_.create<hetc::OnnxYieldOp>(loc, yielded);
   builder_.restoreInsertionPoint(outer);
   none_ = outerNone;
-  for (const auto &input : body.input())
-    values_.erase(input.name());
-  for (const auto &t : body.initializer())
-    values_.erase(t.name());
-  for (const auto &n : body.node())
-    for (const std::string &output : n.output())
-      values_.erase(output);
+  for (const std::string &name : definedNames(body))
+    values_.erase(name);
   if (!ok)
     return false;
 

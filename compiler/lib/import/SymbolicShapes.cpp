@@ -326,6 +326,19 @@ SymbolicShapes::SymbolicShapes(func::FuncOp func) {
   func.walk([&](Operation *op) { visit(op); });
 }
 
+std::optional<SmallVector<int64_t>> allConstant(const std::optional<SymDims> &dims) {
+  if (!dims)
+    return std::nullopt;
+  SmallVector<int64_t> out;
+  for (const SymDim &d : *dims) {
+    std::optional<int64_t> c = d ? d->asConstant() : std::nullopt;
+    if (!c)
+      return std::nullopt;
+    out.push_back(*c);
+  }
+  return out;
+}
+
 int SymbolicShapes::symbolFor(const std::string &name) {
   auto [it, inserted] = symbols_.try_emplace(name, static_cast<int>(names_.size()));
   if (inserted)

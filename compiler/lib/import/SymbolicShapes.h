@@ -62,6 +62,9 @@ using SymDims = llvm::SmallVector<SymDim, 4>;
 std::optional<bool> provablyEqual(const SymDim &a, const SymDim &b);
 std::optional<bool> provablyLess(const SymDim &a, const SymDim &b);
 
+// The values when every one is a known constant.
+std::optional<llvm::SmallVector<int64_t>> allConstant(const std::optional<SymDims> &dims);
+
 class SymbolicShapes {
 public:
   // Evaluates the function's values in order. Graph input dimensions are symbols named by their

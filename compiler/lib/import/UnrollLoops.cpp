@@ -77,31 +77,17 @@ Type unrankedLike(Value v) {
   return UnrankedTensorType::get(cast<TensorType>(v.getType()).getElementType());
 }
 
-// The value of an integer scalar or one-element tensor, from a constant or from the evaluated
-// shapes.
-std::optional<int64_t> knownInt(const SymbolicShapes &shapes, Value v) {
-  if (std::optional<SmallVector<int64_t>> values = intValues(v))
-    return values->size() == 1 ? std::optional<int64_t>((*values)[0]) : std::nullopt;
-  std::optional<SymDims> elements = shapes.elements(v);
-  if (!elements || elements->size() != 1 || !(*elements)[0])
-    return std::nullopt;
-  return (*elements)[0]->asConstant();
-}
-
+// The elements of a small integer tensor, from a constant or from the evaluated shapes.
 std::optional<SmallVector<int64_t>> knownInts(const SymbolicShapes &shapes, Value v) {
   if (std::optional<SmallVector<int64_t>> values = intValues(v))
     return values;
-  std::optional<SymDims> elements = shapes.elements(v);
-  if (!elements)
-    return std::nullopt;
-  SmallVector<int64_t> out;
-  for (const SymDim &d : *elements) {
-    std::optional<int64_t> c = d ? d->asConstant() : std::nullopt;
-    if (!c)
-      return std::nullopt;
-    out.push_back(*c);
-  }
-  return out;
+  return allConstant(shapes.elements(v));
+}
+
+// The value of an integer scalar or one-element tensor.
+std::optional<int64_t> knownInt(const SymbolicShapes &shapes, Value v) {
+  std::optional<SmallVector<int64_t>> values = knownInts(shapes, v);
+  return values && values->size() == 1 ? std::optional<int64_t>((*values)[0]) : std::nullopt;
 }
 
 std::optional<int64_t> knownRank(const SymbolicShapes &shapes, Value v) {
