@@ -1,10 +1,14 @@
 """Shared pieces of the end-to-end checks: running commands, exporting presets, failing clearly."""
 
 import argparse
+import contextlib
+import importlib.util
+import io
 import os
 import shlex
 import subprocess
 import sys
+import traceback
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = os.path.join(REPO, "models")
@@ -58,6 +62,54 @@ def run(cmd, what, timeout=600, expect_success=True):
     return proc
 
 
+def call_main(path, argv, what):
+    """Runs the Python script at `path` as `python3 path ARGV...` would, but in this process: its
+    main(argv) with its output captured; returns (stdout, stderr). Exporters and references import
+    torch, a second and a half per process, which the steps of one check then pay once. Only for
+    scripts that change no module they share (reference_bf16.py patches models/reference.py's, so
+    it runs as a process)."""
+    argv = [str(a) for a in argv]
+    print(f"$ {describe([path, *argv])}  (in this process)", flush=True)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = _script_module(path).main(argv)
+    except SystemExit as e:  # argparse's errors and the scripts' own
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, int) and e.code is not None:
+            err.write(f"{e.code}\n")
+    except Exception:  # the script's failure is this step's, reported as a process's would be
+        code = 1
+        err.write(traceback.format_exc())
+    if code:
+        raise CheckFailed(f"{what}: exit code {code}\n  command: {describe([path, *argv])}\n"
+                          f"  stderr:\n{indent(err.getvalue() or out.getvalue())}")
+    return out.getvalue(), err.getvalue()
+
+
+def _script_module(path):
+    """The script at `path` as a module, loaded once, its directory on sys.path for its imports."""
+    path = os.path.abspath(path)
+    name = os.path.splitext(os.path.basename(path))[0]
+    module = sys.modules.get(name)
+    if module is not None and os.path.abspath(getattr(module, "__file__", "") or "") == path:
+        return module
+    if name in sys.modules:
+        raise CheckFailed(f"cannot load {path} as module {name!r}: {sys.modules[name]} has that name")
+    directory = os.path.dirname(path)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
 def indent(text, prefix="    "):
     text = (text or "").rstrip()
     if not text:
@@ -74,8 +126,8 @@ def export(preset, out_dir, no_constant_folding=False, external_data=False, seed
         cmd.append("--no-constant-folding")
     if external_data:
         cmd.append("--external-data")
-    proc = run(cmd, f"export of preset {preset}")
-    print(proc.stdout.strip(), flush=True)
+    stdout, _ = call_main(cmd[1], cmd[2:], f"export of preset {preset}")
+    print(stdout.strip(), flush=True)
     return os.path.join(out_dir, "model.onnx")
 
 
@@ -86,8 +138,11 @@ def reference(model_dir, prompts, max_new, out_dir, script=None, extra_args=()):
            "--model-dir", model_dir, "--max-new", str(max_new), "--out", out_dir]
     for p in prompts:
         cmd += ["--prompt-ids", prompt_arg(p)]
-    proc = run(cmd, "PyTorch reference")
-    print(proc.stderr.strip(), flush=True)
+    if script is None:
+        _, stderr = call_main(cmd[1], cmd[2:], "PyTorch reference")
+    else:  # another script's reference may patch models/reference.py's module
+        stderr = run(cmd, "PyTorch reference").stderr
+    print(stderr.strip(), flush=True)
     return os.path.join(out_dir, "tokens.txt"), os.path.join(out_dir, "logits.npy")
 
 

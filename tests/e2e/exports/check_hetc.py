@@ -26,7 +26,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from e2e_common import PROMPTS, CheckFailed, check_hetc_binary, main_wrapper, prompt_arg, run  # noqa: E402
+from e2e_common import (PROMPTS, CheckFailed, call_main, check_hetc_binary, main_wrapper,  # noqa: E402
+                        prompt_arg, run)
 
 # The exporters live with the repository's models, each written from its source's semantics.
 EXPORTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "models", "exports")
@@ -90,8 +91,8 @@ def check(a):
     os.makedirs(a.workdir, exist_ok=True)
     model_dir = os.path.join(a.workdir, "model")
     exporter = EXPORTERS[a.exporter]
-    export_cmd = [sys.executable, exporter] + (["export"] if a.exporter in ("hf_llama", *OWN_MODULE) else [])
-    run(export_cmd + ["--out", model_dir, *a.flags], f"{a.exporter}.py")
+    command = ["export"] if a.exporter in ("hf_llama", *OWN_MODULE) else []
+    print(call_main(exporter, command + ["--out", model_dir, *a.flags], f"{a.exporter}.py")[0].strip())
     onnx_path = os.path.join(model_dir, "model.onnx")
     plan = os.path.join(a.workdir, "model.hplan")
     compile_cmd = compile_command(a.hetc, onnx_path, plan)
@@ -118,8 +119,8 @@ def check(a):
     torch_json = os.path.join(a.workdir, "torch.json")
     # The PyTorch module behind the file: OPT's and GPT-NeoX's own, hf_llama.py's for every Llama form.
     reference = exporter if a.exporter in OWN_MODULE else HF_LLAMA
-    run([sys.executable, reference, "reference", "--model-dir", model_dir, *prompt_flags(),
-         "--max-new", str(a.max_new), "--out", torch_json], f"{os.path.basename(reference)} reference")
+    call_main(reference, ["reference", "--model-dir", model_dir, *prompt_flags(), "--max-new",
+                          str(a.max_new), "--out", torch_json], f"{os.path.basename(reference)} reference")
     hetc_json = os.path.join(a.workdir, "hetc.json")
     hetc_result(a, plan, hetc_json)
     compare(a, torch_json, hetc_json, "PyTorch")

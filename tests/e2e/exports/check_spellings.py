@@ -46,14 +46,13 @@ sys.path.insert(0, EXPORTS)
 import check_hetc  # noqa: E402
 import compare  # noqa: E402
 import spellings  # noqa: E402
-from e2e_common import CheckFailed  # noqa: E402
+from e2e_common import CheckFailed, call_main  # noqa: E402
 
 SPELLINGS = os.path.join(EXPORTS, "spellings.py")
 HF_LLAMA = os.path.join(EXPORTS, "hf_llama.py")
 GREEDY = os.path.join(os.path.dirname(HERE), "ort", "greedy.mjs")
 PROMPTS = check_hetc.PROMPTS  # e2e_common's ragged set, the suite's prompts
 MAX_NEW = 16
-PY = sys.executable
 
 
 def parse_seeds(items):
@@ -97,6 +96,22 @@ class Seed:
             last = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["(no output)"]
             raise CheckFailed(f"{what}: exit {proc.returncode}: {last[0]}")
         return proc
+
+    def call(self, script, argv, what):
+        """Runs an exporter's main in this process (e2e_common.call_main), which has torch
+        imported already, its output in the log."""
+        buf = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(buf):
+                out, err = call_main(script, argv, what)
+            buf.write(out + err)
+        except CheckFailed as e:
+            buf.write(f"{e}\n")
+            lines = [line for line in str(e).splitlines() if line.strip()]
+            raise CheckFailed(f"{lines[0]}: {lines[-1].strip()}") from None
+        finally:
+            self.log.write(buf.getvalue())
+            self.log.flush()
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -158,15 +173,16 @@ def check_seed(a, seed, hetc_available):
         sp.update(overrides)
         result["kv"], result["spellings"] = kv, sp
         set_flags = [f for o in (a.set or []) for f in ("--set", o)]
-        s.run([PY, SPELLINGS, "export", "--seed", seed, "--out", model_dir, *set_flags], "spellings.py export")
+        s.call(SPELLINGS, ["export", "--seed", seed, "--out", model_dir, *set_flags],
+               "spellings.py export")
         with open(os.path.join(model_dir, "config.json")) as f:
             written = json.load(f)["spellings"]
         if written != sp:
             raise CheckFailed(f"config.json's spellings {written} are not the seed's {sp}")
         onnx_path = os.path.join(model_dir, "model.onnx")
         torch_json = s.path("torch.json")
-        s.run([PY, SPELLINGS, "reference", "--model-dir", model_dir, *prompt_args(), "--max-new", MAX_NEW,
-               "--out", torch_json], "spellings.py reference")
+        s.call(SPELLINGS, ["reference", "--model-dir", model_dir, *prompt_args(),
+                                "--max-new", MAX_NEW, "--out", torch_json], "spellings.py reference")
         ort_json = s.path("ort.json")
         s.run([a.node, GREEDY, "--model", onnx_path, *prompt_args(), "--max-new", MAX_NEW,
                "--mode", "single", "--out", ort_json], "greedy.mjs")
@@ -185,8 +201,9 @@ def check_seed(a, seed, hetc_available):
                 result["ok"] &= ok
         if not a.no_hf_llama:
             hf_json = s.path("hf_llama.json")
-            s.run([PY, HF_LLAMA, "reference", "--model-dir", model_dir, *prompt_args(), "--max-new", MAX_NEW,
-                   "--out", hf_json], "hf_llama.py reference")
+            s.call(HF_LLAMA, ["reference", "--model-dir", model_dir, *prompt_args(),
+                                             "--max-new", MAX_NEW, "--out", hf_json],
+                   "hf_llama.py reference")
             ok, text = versus(hf_json, torch_json, a.tol)
             result["hf"] = text
             result["ok"] &= ok
