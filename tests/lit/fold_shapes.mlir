@@ -363,3 +363,21 @@ func.func @softmax_before_13_last_axis(%q: tensor<?x2x?x4xf32>, %k: tensor<?x2x4
   %p = hetc.onnx.node "Softmax"(%s) {node_name = "softmax", onnx_attrs = {axis = 3 : i64, hetc.flattens_before_13 = 11 : i64}} : (tensor<*xf32>) -> tensor<*xf32>
   return %p : tensor<*xf32>
 }
+
+// -----
+
+// A shape read back after F.pad: Pad adds its pads to each dimension (here 2 + 1 columns after
+// 5, the axes given as opset 18's input), so the Pad is [batch, 8] and the Reshape of a
+// [batch, 8] value to that shape keeps it as it is.
+// CHECK-LABEL: func.func @shape_after_pad
+// CHECK: hetc.onnx.node "Pad"({{.*}}) -> tensor<?x8xf32>
+// CHECK: return %arg1
+func.func @shape_after_pad(%x: tensor<?x5xf32> {hetc.dims = ["batch", ""]}, %y: tensor<?x8xf32> {hetc.dims = ["batch", ""]}) -> tensor<*xf32> {
+  %pads = hetc.constant dense<[2, 1]> : tensor<2xi64>
+  %none = hetc.onnx.none
+  %axes = hetc.constant dense<[-1]> : tensor<1xi64>
+  %p = hetc.onnx.node "Pad"(%x, %pads, %none, %axes) {node_name = "Pad"} : (tensor<?x5xf32>, tensor<2xi64>, none, tensor<1xi64>) -> tensor<*xf32>
+  %shape = hetc.onnx.node "Shape"(%p) {node_name = "Shape"} : (tensor<*xf32>) -> tensor<2xi64>
+  %r = hetc.onnx.node "Reshape"(%y, %shape) {node_name = "Reshape"} : (tensor<?x8xf32>, tensor<2xi64>) -> tensor<*xf32>
+  return %r : tensor<*xf32>
+}

@@ -139,6 +139,7 @@ const llvm::StringSet<> &knownOps() {
                                         "Neg",
                                         "Not",
                                         "Or",
+                                        "Pad",
                                         "Pow",
                                         "Range",
                                         "Reciprocal",
@@ -610,6 +611,16 @@ std::optional<std::string> Importer::mixtureOfExperts() const {
   return std::nullopt;
 }
 
+// Up to three values as "name [dims] TYPE", then how many there are in all.
+std::string listedValues(const std::vector<const onnx::ValueInfoProto *> &values) {
+  std::string text;
+  for (size_t i = 0; i < values.size() && i < 3; ++i)
+    text += (i ? ", " : "") + signatureText(*values[i]);
+  if (values.size() > 3)
+    text += ", ... (" + std::to_string(values.size()) + " in all)";
+  return text;
+}
+
 bool Importer::checkDecoderSignature() {
   const onnx::GraphProto &g = model_->graph();
   llvm::StringSet<> initializers;
@@ -622,8 +633,13 @@ bool Importer::checkDecoderSignature() {
     std::string name = llvm::StringRef(v.name()).lower();
     return llvm::any_of(parts, [&](const char *p) { return name.find(p) != std::string::npos; });
   };
-  std::vector<const onnx::ValueInfoProto *> inputs, stateInputs;
-  bool tokenIds = false, tokenTypes = false, states = false;
+  // What the inputs say, by name and form: token ids; the KV cache; recurrent or convolution
+  // state (LFM2, Mamba, Qwen3.5's linear attention); embeddings made by another model (the text
+  // decoder of a multimodal model); an encoder's output or cross-attention cache (the decoder of
+  // an encoder-decoder model); a paged cache over packed tokens.
+  std::vector<const onnx::ValueInfoProto *> inputs, stateInputs, embedsInputs, encoderInputs,
+      pagedInputs;
+  bool tokenIds = false, tokenTypes = false;
   int pastInputs = 0;
   for (const auto &input : g.input()) {
     if (initializers.contains(input.name()))
@@ -632,31 +648,75 @@ bool Importer::checkDecoderSignature() {
     tokenIds |= isIntegerType(elem(input)) && rankOf(input) == 2 && named(input, {"ids"}) &&
                 !named(input, {"position", "type"});
     tokenTypes |= named(input, {"token_type"});
-    pastInputs += isCacheInput(input) ? (isStackedKv(input) ? 2 : 1) : 0;
-    if (isFloatType(elem(input)) && rankOf(input) == 3 && named(input, {"state", "conv", "ssm"})) {
-      states = true;
-      stateInputs.push_back(&input);
+    if (named(input, {"encoder", "cross"})) {
+      encoderInputs.push_back(&input);
+      continue;
     }
+    if (named(input, {"block_table", "slot_mapping", "cumulative_sequence", "cu_seqlens"})) {
+      pagedInputs.push_back(&input);
+      continue;
+    }
+    if (isFloatType(elem(input)) && rankOf(input) == 3 && named(input, {"embeds"})) {
+      embedsInputs.push_back(&input);
+      continue;
+    }
+    if (isFloatType(elem(input)) && (rankOf(input) == 3 || rankOf(input) == 4) &&
+        named(input, {"state", "conv", "ssm"}) && !named(input, {"hidden_state"})) {
+      stateInputs.push_back(&input);
+      continue;
+    }
+    pastInputs += isCacheInput(input) ? (isStackedKv(input) ? 2 : 1) : 0;
   }
-  if (!tokenIds)
-    return true;
   bool logits = false, hidden = false;
+  std::vector<const onnx::ValueInfoProto *> constantOutputs, embedsOutputs;
   for (const auto &output : g.output()) {
     logits |= isFloatType(elem(output)) && rankOf(output) == 3 && named(output, {"logits"});
     hidden |= named(output, {"hidden_state", "pooler"});
+    if (initializers.contains(output.name()))
+      constantOutputs.push_back(&output);
+    if (isFloatType(elem(output)) && rankOf(output) == 3 && named(output, {"embeds"}))
+      embedsOutputs.push_back(&output);
   }
+  const bool states = !stateInputs.empty();
+  const std::string hybrid = "a hybrid of attention and convolution or state-space layers (state "
+                             "inputs beside its KV cache: " + listedValues(stateInputs) + ")";
+
+  // Forms that are no decoder hetc runs whatever else they hold, each said, in one line.
+  std::vector<std::string> traits;
+  if (!constantOutputs.empty())
+    traits.push_back("a test stub: its outputs " + listedValues(constantOutputs) +
+                     " are constants stored in the file, computed from no input");
+  if (!embedsOutputs.empty() && !logits)
+    traits.push_back("the embedding model of a multimodal model: it writes " +
+                     listedValues(embedsOutputs) + " for a text decoder to read, and no logits");
+  if (!embedsInputs.empty())
+    traits.push_back("the text decoder of a multimodal model: it takes " +
+                     listedValues(embedsInputs) + " from a separate embedding model" +
+                     (tokenIds ? " beside its token ids" : " instead of token ids"));
+  if (!encoderInputs.empty())
+    traits.push_back("the decoder of an encoder-decoder model (encoder outputs or cross-attention "
+                     "inputs: " + listedValues(encoderInputs) + ")");
+  if (!pagedInputs.empty())
+    traits.push_back("a decoder over a paged KV cache with its tokens packed (" +
+                     listedValues(pagedInputs) + ")");
+  if (!traits.empty()) {
+    if (states)
+      traits.push_back(pastInputs >= 2 ? hybrid
+                                       : "recurrent (state inputs: " + listedValues(stateInputs) +
+                                             ")");
+    std::string text = "'" + path_ + "' is not a decoder hetc runs: it looks like ";
+    for (size_t i = 0; i < traits.size(); ++i)
+      text += (i == 0 ? "" : i + 1 == traits.size() ? ", and " : ", ") + traits[i];
+    return fail(text + "; hetc runs decoders that take token ids, keep a KV cache in each "
+                       "layer's attention and write logits");
+  }
+  if (!tokenIds)
+    return true;
   // A KV cache beside convolution or recurrent state (LFM2, Jamba, Zamba): some layers are not
   // attention, and hetc runs decoders whose every layer is.
-  if (pastInputs >= 2 && logits && states) {
-    std::string text = "'" + path_ + "' is not a decoder hetc runs: it looks like a hybrid of "
-                       "attention and convolution or state-space layers (state inputs beside its "
-                       "KV cache: ";
-    for (size_t i = 0; i < stateInputs.size() && i < 3; ++i)
-      text += (i ? ", " : "") + signatureText(*stateInputs[i]);
-    if (stateInputs.size() > 3)
-      text += ", ... (" + std::to_string(stateInputs.size()) + " in all)";
-    return fail(text + "); hetc runs decoders whose every layer is attention");
-  }
+  if (pastInputs >= 2 && logits && states)
+    return fail("'" + path_ + "' is not a decoder hetc runs: it looks like " + hybrid +
+                "; hetc runs decoders whose every layer is attention");
   if (pastInputs >= 2 && logits) {
     if (std::optional<std::string> router = mixtureOfExperts())
       return fail("'" + path_ + "' is not a decoder hetc runs: it looks like a mixture of experts (" +

@@ -190,10 +190,10 @@ public:
       return withinBudget(evaluateNn(op_, inputs_));
     if (op_->getNumResults() != 1)
       return std::nullopt;
-    // Only Slice (axes, steps), Squeeze and Unsqueeze (axes) and Trilu (k) have optional inputs
-    // worth evaluating.
+    // Only Slice (axes, steps), Squeeze and Unsqueeze (axes), Trilu (k) and Pad (the constant,
+    // the axes) have optional inputs worth evaluating.
     for (auto [i, t] : llvm::enumerate(inputs_))
-      if (!t.elem && !(type == "Slice" && i >= 3) &&
+      if (!t.elem && !(type == "Slice" && i >= 3) && !(type == "Pad" && i >= 2) &&
           !((type == "Squeeze" || type == "Unsqueeze" || type == "Trilu") && i == 1))
         return std::nullopt;
     std::optional<Tensor> out = evaluate(type);
@@ -251,6 +251,8 @@ private:
       return expand();
     if (type == "Tile")
       return tile();
+    if (type == "Pad")
+      return pad();
     if (type == "ScatterND")
       return scatterNd();
     if (type == "Einsum")
@@ -718,6 +720,92 @@ private:
       for (size_t d = 0; d < out.shape.size(); ++d)
         from += ((k / outStrides[d]) % out.shape[d] % x.shape[d]) * inStrides[d];
       out.copy(k, x, from);
+    }
+    return out;
+  }
+
+  // Pad(data, pads [, constant_value [, axes]]; mode): pads = [begins..., ends...] over every
+  // axis or over the axes given (opset 18). Mode constant fills with the value (0 without it),
+  // and there a negative pad crops; edge repeats the border element, reflect mirrors about it
+  // (no more than the axis holds beyond it), wrap continues from the other end (opset 19; one
+  // wrap at most).
+  std::optional<Tensor> pad() {
+    if (inputs_.size() < 2 || !inputs_[1].elem || inputs_[1].isFloat() ||
+        inputs_[1].shape.size() != 1)
+      return std::nullopt;
+    const Tensor &x = inputs_[0], &pads = inputs_[1];
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    SmallVector<int64_t> axes;
+    if (present(3)) {
+      if (inputs_[3].isFloat())
+        return std::nullopt;
+      for (int64_t k = 0; k < inputs_[3].size(); ++k) {
+        int64_t a = normalizeAxis(inputs_[3].i(k), rank);
+        if (a < 0 || a >= rank || llvm::is_contained(axes, a))
+          return std::nullopt;
+        axes.push_back(a);
+      }
+    } else {
+      for (int64_t a = 0; a < rank; ++a)
+        axes.push_back(a);
+    }
+    const int64_t count = static_cast<int64_t>(axes.size());
+    if (pads.size() != 2 * count)
+      return std::nullopt;
+    StringRef mode = stringAttr(op_, "mode", "constant");
+    if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+      return std::nullopt;
+    double fill = 0.0;
+    if (present(2)) {
+      if (inputs_[2].size() != 1 || inputs_[2].isFloat() != x.isFloat())
+        return std::nullopt;
+      fill = inputs_[2].f(0);
+    }
+    SmallVector<int64_t> begin(rank, 0);
+    Tensor out;
+    out.elem = x.elem;
+    out.shape = x.shape;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t a = axes[i], before = pads.i(i), after = pads.i(count + i);
+      const int64_t n = x.shape[a];
+      // Only constant padding crops; the other modes need elements to copy, reflect at most
+      // n - 1 on a side, wrap at most n (ONNX Runtime reads past its buffer beyond that: such a
+      // node is left unevaluated rather than given a value the runtime would not compute).
+      const int64_t most = mode == "reflect" ? n - 1 : mode == "wrap" ? n : INT64_MAX;
+      if (mode != "constant" &&
+          (before < 0 || after < 0 || n == 0 || before > most || after > most))
+        return std::nullopt;
+      begin[a] = before;
+      out.shape[a] = n + before + after;
+      if (out.shape[a] < 0)
+        return std::nullopt;
+    }
+    if (out.size() > evaluationBudget())
+      return std::nullopt;
+    out.resize(out.size());
+    SmallVector<int64_t> outStrides = stridesOf(out.shape), inStrides = stridesOf(x.shape);
+    for (int64_t k = 0; k < out.size(); ++k) {
+      int64_t from = 0;
+      bool inside = true;
+      for (int64_t d = 0; d < rank; ++d) {
+        const int64_t n = x.shape[d];
+        int64_t c = (k / outStrides[d]) % out.shape[d] - begin[d];
+        if (c < 0 || c >= n) {
+          if (mode == "constant")
+            inside = false;
+          else if (mode == "edge")
+            c = std::clamp<int64_t>(c, 0, n - 1);
+          else if (mode == "reflect")
+            c = c < 0 ? -c : 2 * (n - 1) - c;
+          else
+            c = ((c % n) + n) % n;
+        }
+        from += c * inStrides[d];
+      }
+      if (inside)
+        out.copy(k, x, from);
+      else
+        out.set(k, fill);
     }
     return out;
   }

@@ -747,6 +747,27 @@ void SymbolicShapes::visitNode(OnnxNodeOp node) {
         dims.push_back(mulDims((*in0)[d], (*repeats)[d]));
       outShape = dims;
     }
+  } else if (type == "Pad" && in0) {
+    // pads (input 1, opset 11) are [begins..., ends...] over every axis, or over input 3's axes
+    // (opset 18); a negative pad crops.
+    std::optional<SymDims> pads = valuesOf(1);
+    const int64_t rank = static_cast<int64_t>(in0->size());
+    SmallVector<int64_t> axes;
+    if (std::optional<SmallVector<int64_t>> given = intsOf(3)) {
+      for (int64_t a : *given)
+        axes.push_back(normalizedAxis(a, rank));
+    } else if (!shapeOf(3)) {
+      for (int64_t a = 0; a < rank; ++a)
+        axes.push_back(a);
+    }
+    const size_t count = axes.size();
+    if (pads && count > 0 && pads->size() == 2 * count &&
+        llvm::all_of(axes, [&](int64_t a) { return a >= 0 && a < rank; })) {
+      SymDims dims = *in0;
+      for (size_t i = 0; i < count; ++i)
+        dims[axes[i]] = addDims(addDims(dims[axes[i]], (*pads)[i]), (*pads)[count + i]);
+      outShape = dims;
+    }
   } else if (type == "ConstantOfShape") {
     std::optional<SymDims> target = valuesOf(0);
     outShape = target;

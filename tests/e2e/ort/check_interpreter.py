@@ -814,6 +814,52 @@ def gen_tile(rng, n):
     return cases
 
 
+def gen_pad(rng, n):
+    """Pad in each mode: constant (a value or 0, negative pads cropping), edge, reflect (at most
+    n - 1 beyond each border), wrap (opset 19; at most n), over every axis or over an axes input
+    (opset 18)."""
+    cases = []
+    modes = ["constant", "edge", "reflect", "wrap"]
+    for k in range(n):
+        mode = modes[k % 4]
+        rank = int(rng.integers(1, 4))
+        shp = shape(rng, rank, 2 if mode == "reflect" else 1, 4)
+        dt = [np.float32, np.int64][k % 2]
+        x = random_values(rng, dt, shp)
+        with_axes = mode == "wrap" or k % 3 == 0
+        axes = sorted(int(a) for a in rng.choice(rank, size=int(rng.integers(1, rank + 1)),
+                                                 replace=False)) if with_axes else list(range(rank))
+        pads = []
+        for _side in range(2):
+            for a in axes:
+                # ONNX Runtime's wrap reads past its buffer beyond one wrap of the axis.
+                hi = shp[a] - 1 if mode == "reflect" else shp[a] if mode == "wrap" else 3
+                lo = -(shp[a] - 1) if mode == "constant" and k % 5 == 0 else 0
+                pads.append(int(rng.integers(lo, hi + 1)))
+        if with_axes and k % 2 == 0:  # negative axes
+            axes = [a - rank for a in axes]
+        inputs = [x, np.array(pads, np.int64)]
+        value = None
+        if mode == "constant" and k % 8 != 0:
+            value = random_values(rng, dt, ())
+        inputs.append(value)
+        if with_axes:
+            inputs.append(np.array(axes, np.int64))
+        while inputs[-1] is None:
+            inputs.pop()
+        opset = 19 if mode == "wrap" else 18 if with_axes else [11, 13, 17][k % 3]
+        cases.append(Case("Pad", f"{mode} {np.dtype(dt).name} {shp} pads={pads}"
+                          + (f" axes={axes}" if with_axes else "")
+                          + (" value" if value is not None else ""),
+                          inputs, {"mode": mode}, opset=opset))
+    # F.pad of an attention mask by zeros on the right, as a static cache's mask code writes it.
+    cases.append(Case("Pad", "a mask padded on the right", [np.ones((2, 5), np.int64),
+                                                            np.array([0, 0, 0, 3], np.int64)]))
+    cases.append(Case("Pad", "pads of the wrong length (invalid)",
+                      [f32(rng, (2, 3)), np.array([1, 1], np.int64)]))
+    return cases
+
+
 def gen_transpose(rng, n):
     cases = []
     for k in range(n):
@@ -1588,6 +1634,7 @@ GENERATORS.update({
     "Gather": gen_gather, "Identity": gen_identity, "MatMul": gen_matmul, "Range": gen_range,
     "Reshape": gen_reshape, "ScatterND": gen_scatter_nd, "Shape": gen_shape, "Size": gen_size,
     "Slice": gen_slice, "Squeeze": gen_squeeze, "Tile": gen_tile, "Transpose": gen_transpose,
+    "Pad": gen_pad,
     "Trilu": gen_trilu, "Unsqueeze": gen_unsqueeze, "Where": gen_where,
 })
 GENERATORS.update({op: (lambda op: lambda rng, n: gen_reduce(op, rng, n))(op) for op in REDUCE})
