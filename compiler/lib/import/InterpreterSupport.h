@@ -1,6 +1,7 @@
-// What the interpreter's two halves share (OnnxInterpreter.cpp: shapes, element movement and
+// What the interpreter's parts share (OnnxInterpreter.cpp: shapes, element movement and
 // arithmetic; OnnxInterpreterNn.cpp: reductions, normalizations, softmax, activations,
-// selections and ONNX Runtime's contrib operators).
+// selections and ONNX Runtime's contrib operators; OnnxInterpreterAttention.cpp: ONNX Runtime's
+// attention operators).
 #pragma once
 
 #include "OnnxInterpreter.h"
@@ -35,5 +36,11 @@ bool isNnOp(llvm::StringRef type);
 // Its results, one per result of `op` (a trailing optional output the node does not have is not
 // computed), if the inputs are valid for it. Absent optional inputs have a null `elem`.
 std::optional<llvm::SmallVector<Tensor>> evaluateNn(OnnxNodeOp op, llvm::ArrayRef<Tensor> inputs);
+
+// Whether OnnxInterpreterAttention.cpp evaluates `type` (MultiHeadAttention,
+// GroupQueryAttention, Attention), and its results as evaluateNn's.
+bool isAttentionOp(llvm::StringRef type);
+std::optional<llvm::SmallVector<Tensor>> evaluateAttention(OnnxNodeOp op,
+                                                           llvm::ArrayRef<Tensor> inputs);
 
 } // namespace hetc::interpreter

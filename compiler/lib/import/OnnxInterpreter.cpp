@@ -188,6 +188,8 @@ public:
     StringRef type = op_.getOpType();
     if (isNnOp(type))
       return withinBudget(evaluateNn(op_, inputs_));
+    if (isAttentionOp(type))
+      return withinBudget(evaluateAttention(op_, inputs_));
     if (op_->getNumResults() != 1)
       return std::nullopt;
     // Only Slice (axes, steps), Squeeze and Unsqueeze (axes), Trilu (k) and Pad (the constant,

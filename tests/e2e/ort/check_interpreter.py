@@ -46,8 +46,8 @@ outputs. A case ONNX Runtime has no kernel for is dropped and listed. The last l
 hetc-opt runs with --mlir-print-elementsattrs-with-hex-if-larger=-1 so results print as literals
 (the hex-string form is read too). Should the batch crash hetc-opt, each case runs alone, and a
 case that crashes it is a "differ". A hetc-opt that cannot be executed (being relinked) is
-retried every 30 s. With the defaults (seed 0, 10 random cases per op) it makes about 680 cases
-and takes about 2 s; --keep DIR leaves cases.mlir and the ONNX Runtime requests and answers
+retried every 30 s. With the defaults (seed 0, 10 random cases per op) it makes about 1,300 cases
+and takes a few seconds; --keep DIR leaves cases.mlir and the ONNX Runtime requests and answers
 there.
 """
 
@@ -1250,6 +1250,152 @@ def gen_rotary(rng, n):
     return cases
 
 
+def attention_bound(q, k, v, scale, head_dim, keys):
+    """A float32 bound for an attention output: the scores' sums (head_dim terms) and the
+    weighted sum of `keys` values, relative to the largest scores and values involved."""
+    def largest(x):
+        arrays = x if isinstance(x, list) else [x]
+        return max(float(np.max(np.abs(a), initial=0)) for a in arrays if a is not None)
+    score = scale * head_dim * largest(q) * largest(k)
+    return 4 * EPS32 * largest(v) * (head_dim * score + keys + 1) + 1e-6
+
+
+def gen_multi_head_attention(rng, n):
+    """com.microsoft MultiHeadAttention as ONNX Runtime's optimizer and GenAI's builder write
+    it: q, k, v [B, S, N * H], a key padding mask, an additive attention bias, a past of P
+    positions (present_key and present_value compared too), causal or not, scale or not."""
+    cases = []
+    for k in range(n):
+        b, s, p = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(0, 4))
+        heads, h = int(rng.integers(1, 4)), [2, 4, 8][k % 3]
+        q, key, value = (f32(rng, (b, s, heads * h), 1.0) for _ in range(3))
+        total = p + s
+        mask = None
+        if k % 3 == 1:
+            # Key 0 stays: a row whose every key is masked is ONNX Runtime's scores less 10000
+            # in float32, where 10000's ulp is 1e-3 (hetc's are exact).
+            mask = np.ones((b, total), np.int32)
+            mask[0, 1: int(rng.integers(1, total + 1))] = 0
+        bias = None
+        if k % 4 >= 2:
+            bias = f32(rng, (b if k % 2 else 1, heads if k % 5 else 1, s, total), 1.0)
+        past_k = past_v = None
+        if p > 0:
+            past_k, past_v = f32(rng, (b, heads, p, h), 1.0), f32(rng, (b, heads, p, h), 1.0)
+        attrs = {"num_heads": heads}
+        scale = 1.0 / math.sqrt(h)
+        if k % 4 == 3:
+            scale = float(rng.uniform(0.05, 0.5))
+            attrs["scale"] = scale
+        if k % 5 == 2:
+            attrs["unidirectional"] = 1
+        inputs = [q, key, value, None, mask, bias, past_k, past_v]
+        while inputs[-1] is None:
+            inputs.pop()
+        keys = key if past_k is None else np.concatenate(
+            [past_k.transpose(0, 2, 1, 3).reshape(b, p, heads * h), key], axis=1)
+        label = (f"b={b} s={s} past={p} heads={heads} h={h}{' padding' if mask is not None else ''}"
+                 f"{' bias' if bias is not None else ''}{' causal' if 'unidirectional' in attrs else ''}")
+        results = 3 if past_k is not None else 1
+        bound = attention_bound(q, keys, [value, past_v if past_v is not None else value], scale, h,
+                                total)
+        for r in range(results):
+            cases.append(Case("MultiHeadAttention", f"{label} output {r}", inputs, attrs, tol=SUM,
+                              bound=bound if r == 0 else 0.0, results=results, result=r,
+                              domain="com.microsoft"))
+    return cases
+
+
+def gen_group_query_attention(rng, n):
+    """com.microsoft GroupQueryAttention as GenAI's builder writes it: separate or packed q, k,
+    v, a past of P positions in its own buffer, seqlens_k = P + S - 1 for every sequence,
+    rotation inside (halves or interleaved), soft-capping, a local window; output, present_key
+    and present_value each compared."""
+    cases = []
+    for k in range(n):
+        b, s, p = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(0, 4))
+        # ONNX Runtime rotates heads of a multiple of 16 only, and takes a chunk of several
+        # tokens after a past for one sequence only.
+        kv, group, h = int(rng.integers(1, 3)), int(rng.integers(1, 3)), [16, 8][k % 2]
+        if s > 1 and p > 0:
+            b = 1
+        heads = kv * group
+        packed = k % 3 == 2
+        q = f32(rng, (b, s, heads * h), 1.0)
+        key, value = f32(rng, (b, s, kv * h), 1.0), f32(rng, (b, s, kv * h), 1.0)
+        if packed:
+            q, key, value = np.concatenate([q, key, value], axis=2), None, None
+        past_k, past_v = f32(rng, (b, kv, p, h), 1.0), f32(rng, (b, kv, p, h), 1.0)
+        total = p + s
+        seqlens = np.full((b,), total - 1, np.int32)
+        attrs = {"num_heads": heads, "kv_num_heads": kv}
+        scale = 1.0 / math.sqrt(h)
+        if k % 4 == 3:
+            scale = float(rng.uniform(0.05, 0.5))
+            attrs["scale"] = scale
+        if k % 4 == 1:
+            attrs["softcap"] = float(rng.uniform(1.0, 3.0))
+        if k % 5 == 2:
+            attrs["local_window_size"] = int(rng.integers(1, total + 1))
+        cos = sin = None
+        if k % 2 == 0:
+            attrs["do_rotary"] = 1
+            attrs["rotary_interleaved"] = int(k % 4 == 2)
+            angles = np.arange(16)[:, None] * rng.uniform(0.01, 1.0, h // 2)[None, :]
+            cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        inputs = [q, key, value, past_k, past_v, seqlens, np.array(total, np.int32), cos, sin]
+        while inputs[-1] is None:
+            inputs.pop()
+        label = (f"b={b} s={s} past={p} heads={heads} kv={kv} h={h}{' packed' if packed else ''}"
+                 f"{' rotary' if cos is not None else ''}{' softcap' if 'softcap' in attrs else ''}"
+                 f"{' window' if 'local_window_size' in attrs else ''}")
+        bound = attention_bound(q, [past_k, q], [past_v, q], scale, h, total)
+        kv_bound = 4 * EPS32 * float(np.max(np.abs(q))) + 1e-6 if cos is not None else 0.0
+        for r in range(3):
+            cases.append(Case("GroupQueryAttention", f"{label} output {r}", inputs, attrs,
+                              tol=SUM, bound=bound if r == 0 else kv_bound, results=3, result=r,
+                              domain="com.microsoft"))
+    # What ONNX Runtime refuses, left unevaluated by hetc too.
+    q, kv = f32(rng, (2, 2, 8), 1.0), f32(rng, (2, 2, 8), 1.0)
+    past = f32(rng, (2, 1, 1, 8), 1.0)
+    cases.append(Case("GroupQueryAttention", "two sequences, a chunk after a past (invalid)",
+                      [q, kv, kv, past, past, np.full((2,), 2, np.int32), np.array(3, np.int32)],
+                      {"num_heads": 1, "kv_num_heads": 1}, results=3, domain="com.microsoft"))
+    return cases
+
+
+def gen_attention(rng, n):
+    """com.microsoft Attention as ONNX Runtime's GPT-2 export writes it: the packed projection
+    and its bias inside the op, a raw [B, P + S] mask, a stacked past [2, B, N, P, H], causal."""
+    cases = []
+    for k in range(n):
+        b, s, p = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(0, 4))
+        heads, h = int(rng.integers(1, 3)), [2, 4][k % 2]
+        d = heads * h
+        x = f32(rng, (b, s, d), 1.0)
+        w, bias = f32(rng, (d, 3 * d), 0.5), f32(rng, (3 * d,), 0.5)
+        total = p + s
+        mask = None
+        if k % 3 != 0:
+            mask = np.ones((b, total), np.int32)  # key 0 stays, as for MultiHeadAttention
+            mask[-1, 1: int(rng.integers(1, total + 1))] = 0
+        past = f32(rng, (2, b, heads, p, h), 1.0) if p > 0 else None
+        attrs = {"num_heads": heads, "unidirectional": int(k % 4 != 3)}
+        inputs = [x, w, bias, mask, past]
+        while inputs[-1] is None:
+            inputs.pop()
+        qkv = x.astype(np.float64) @ w + bias
+        label = (f"b={b} s={s} past={p} heads={heads} h={h}{' mask' if mask is not None else ''}"
+                 f"{' causal' if attrs['unidirectional'] else ''}")
+        results = 2 if past is not None else 1
+        bound = attention_bound(qkv, qkv, qkv, 1.0 / math.sqrt(h), h, total) + \
+            8 * EPS32 * d * float(np.max(np.abs(qkv)))
+        for r in range(results):
+            cases.append(Case("Attention", f"{label} output {r}", inputs, attrs, tol=SUM,
+                              bound=bound, results=results, result=r, domain="com.microsoft"))
+    return cases
+
+
 def gen_clip(rng, n):
     cases = []
     for k in range(n):
@@ -1652,7 +1798,8 @@ GENERATORS.update({
     "Xor": gen_xor, "GatherElements": gen_gather_elements, "GatherND": gen_gather_nd,
     "ScatterElements": gen_scatter_elements, "TopK": gen_topk, "CastLike": gen_cast_like,
     "Flatten": gen_flatten, "Dropout": gen_dropout, "Split": gen_split, "Gemm": gen_gemm,
-    "Loop": gen_loop, "Sequence": gen_sequence,
+    "Loop": gen_loop, "Sequence": gen_sequence, "MultiHeadAttention": gen_multi_head_attention,
+    "GroupQueryAttention": gen_group_query_attention, "Attention": gen_attention,
 })
 
 # ----------------------------------------------------------------------------- ONNX side
