@@ -97,3 +97,36 @@ func.func @shared_nodes(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>)
   %t = hetc.onnx.node "Mul"(%m, %three) {node_name = "Mul"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
   return %m, %t : tensor<*xf32>, tensor<*xf32>
 }
+
+// -----
+
+// nn.GELU() in a float16 file (onnxconverter-common's conversion): its constants rounded to
+// float16 (sqrt 2 is 1.4140625, 1.5e-4 off) move the values by up to 1.7e-5 of their size, more
+// than float32's eight ulps and well within float16's (7.8e-3): the chain is held to its own
+// type. The same rounded constant in a float32 chain is not GELU.
+// CHECK-LABEL: func.func @gelu_float16
+// CHECK: hetc.activation %{{.*}} {function = "gelu", hetc.fit = "fitted by values: 5 nodes from 'f16/Div' to 'f16/Mul_1' are gelu (within {{.*}} of a tolerance of 0.0078 at 241 points
+// CHECK: hetc.onnx.node "Erf"(%{{.*}}) {node_name = "f32/Erf"}
+func.func @gelu_float16(%x: tensor<?x?x8xf16>, %y: tensor<?x?x8xf32>) -> (tensor<*xf16>, tensor<*xf32>) {
+  %w = hetc.weight "fc" : tensor<8x16xf16>
+  %h = hetc.linear %x, %w : (tensor<?x?x8xf16>, tensor<8x16xf16>) -> tensor<?x?x16xf16>
+  %sqrt2 = hetc.constant dense<1.4140625> : tensor<f16>
+  %one = hetc.constant dense<1.0> : tensor<f16>
+  %half = hetc.constant dense<0.5> : tensor<f16>
+  %d = hetc.onnx.node "Div"(%h, %sqrt2) {node_name = "f16/Div"} : (tensor<?x?x16xf16>, tensor<f16>) -> tensor<*xf16>
+  %e = hetc.onnx.node "Erf"(%d) {node_name = "f16/Erf"} : (tensor<*xf16>) -> tensor<*xf16>
+  %a = hetc.onnx.node "Add"(%e, %one) {node_name = "f16/Add"} : (tensor<*xf16>, tensor<f16>) -> tensor<*xf16>
+  %m = hetc.onnx.node "Mul"(%h, %a) {node_name = "f16/Mul"} : (tensor<?x?x16xf16>, tensor<*xf16>) -> tensor<*xf16>
+  %g = hetc.onnx.node "Mul"(%m, %half) {node_name = "f16/Mul_1"} : (tensor<*xf16>, tensor<f16>) -> tensor<*xf16>
+  %w32 = hetc.weight "fc32" : tensor<8x16xf32>
+  %h32 = hetc.linear %y, %w32 : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %sqrt2r = hetc.constant dense<1.4140625> : tensor<f32>
+  %one32 = hetc.constant dense<1.0> : tensor<f32>
+  %half32 = hetc.constant dense<0.5> : tensor<f32>
+  %d32 = hetc.onnx.node "Div"(%h32, %sqrt2r) {node_name = "f32/Div"} : (tensor<?x?x16xf32>, tensor<f32>) -> tensor<*xf32>
+  %e32 = hetc.onnx.node "Erf"(%d32) {node_name = "f32/Erf"} : (tensor<*xf32>) -> tensor<*xf32>
+  %a32 = hetc.onnx.node "Add"(%e32, %one32) {node_name = "f32/Add"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %m32 = hetc.onnx.node "Mul"(%h32, %a32) {node_name = "f32/Mul"} : (tensor<?x?x16xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %g32 = hetc.onnx.node "Mul"(%m32, %half32) {node_name = "f32/Mul_1"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  return %g, %g32 : tensor<*xf16>, tensor<*xf32>
+}

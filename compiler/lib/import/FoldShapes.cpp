@@ -481,8 +481,8 @@ private:
     node->getResult(0).replaceAllUsesWith(expand->getResult(0));
   }
 
-  // torch.where(allowed, scores, fill) with a fill that hides (a constant of -1e4 or below:
-  // finfo.min, -inf) is scores + where(allowed, 0, fill): the fill is an additive mask like any
+  // torch.where(allowed, scores, fill) with a fill that hides (a constant of kHiddenScore or
+  // below: finfo.min, -inf) is scores + where(allowed, 0, fill): the fill is an additive mask like any
   // other, and the attention pattern reads masks as an Add. (GPT-2 applies its stored causal
   // buffer so.) The two differ only where a score is hidden, by less than exp underflows.
   void whereAsMaskAdd(OnnxNodeOp node) {
@@ -491,7 +491,7 @@ private:
       Value x = node->getOperand(kept), fillValue = node->getOperand(fillAt);
       std::optional<double> fill = scalarValue(fillValue);
       auto xType = dyn_cast<TensorType>(x.getType());
-      if (!fill || !(*fill <= -1.0e4) || !xType || !isa<FloatType>(xType.getElementType()) ||
+      if (!fill || !(*fill <= kHiddenScore) || !xType || !isa<FloatType>(xType.getElementType()) ||
           constantValue(x) || computedFromInputs(x))
         continue;
       builder_.setInsertionPoint(node);
@@ -721,10 +721,11 @@ private:
 
   // Whether the unflattened scores are flattened again after their mask (OPT adds the mask over
   // [B, H, S, T], then takes the softmax and the product with v over [B * H, S, T]): that form
-  // stays as it is, read whole by the attention pattern.
+  // stays as it is, read whole by the attention pattern. (Eight nodes deep: a float16 file
+  // computes the clamp in float32 between two Casts.)
   bool reflattened(Value scores) {
     SmallVector<Value> worklist{scores};
-    for (int depth = 0; depth < 4 && !worklist.empty(); ++depth) {
+    for (int depth = 0; depth < 8 && !worklist.empty(); ++depth) {
       SmallVector<Value> next;
       for (Value v : worklist)
         for (Operation *user : v.getUsers()) {

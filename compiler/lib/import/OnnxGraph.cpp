@@ -50,6 +50,15 @@ bool isNoOpNode(OnnxNodeOp op) {
   return false;
 }
 
+// A Cast from a float type to another.
+bool isFloatCast(OnnxNodeOp op) {
+  if (op.getOpType() != "Cast" || op->getNumOperands() != 1 || op->getNumResults() != 1)
+    return false;
+  Type in = elementTypeOf(op->getOperand(0).getType());
+  Type out = elementTypeOf(op->getResult(0).getType());
+  return in && out && isa<FloatType>(in) && isa<FloatType>(out);
+}
+
 Value skipNoOps(Value v) {
   while (auto node = v.getDefiningOp<OnnxNodeOp>()) {
     if (!isNoOpNode(node))

@@ -19,8 +19,17 @@ bool isOnnx(mlir::Operation *op, llvm::StringRef opType);
 // Shape or Size: a node that reads its operand's dimensions, never its values.
 bool readsDimensionsOnly(mlir::Operation *op);
 
+// A score this low or lower is a hidden key: its softmax weight against a visible one, e^-500
+// times e^(their spread), is far below float32's resolution for any spread under 400. The masks
+// exporters write hide with -inf, finfo.min, -1e9, -65504 or GPT-2's -10000, and with -10000
+// again after onnxconverter-common's float16 clamp, which a scale applied after the mask divides
+// by sqrt(head_dim): -625 for heads of 256.
+constexpr double kHiddenScore = -500.0;
+
 // Identity, or a Cast to the element type its input already has.
 bool isNoOpNode(OnnxNodeOp op);
+// A Cast from a float type to another.
+bool isFloatCast(OnnxNodeOp op);
 // `v` with Identity and no-op Casts looked through.
 mlir::Value skipNoOps(mlir::Value v);
 // `v` with Identity and every Cast between float types looked through (an upcast to float32

@@ -12,8 +12,9 @@
 //
 // The last is raised by meaning: the elementwise nodes that compute one value from the LLM value
 // and scalar constants alone are evaluated, by the ONNX interpreter, at points from -30 to 30;
-// when they equal one of hetc.activation's functions everywhere (within float32 rounding of the
-// constants), they are that function, however they are written. An activation of anything else
+// when they equal one of hetc.activation's functions everywhere (within eight ulps of the
+// nodes' float type: the constants are rounded to it), they are that function, however they
+// are written. An activation of anything else
 // is left for CheckRaised to name.
 #include "hetc/compiler/Passes.h"
 #include "hetc/compiler/PlanAttributes.h"
@@ -74,7 +75,10 @@ struct ActivationFit {
   double nextOff = 0.0;
 };
 constexpr int64_t kActivationPoints = 241;
-constexpr double kActivationTolerance = 1e-6;
+// Eight ulps of the chain's narrowest float type (chainRounding): 9.5e-7 for float32, 7.8e-3 for
+// float16, whose GELU and tanh-approximated GELU then both fit (they differ by 3e-4 at most, less
+// than float16 resolves); the nearer is taken and --explain says by how much.
+double activationTolerance(const ElementwiseChain &chain) { return 8.0 * chainRounding(chain); }
 
 std::optional<ActivationFit> functionByValues(const ElementwiseChain &chain) {
   // -30 to 30, densest near 0 where the functions differ most.
@@ -97,7 +101,7 @@ std::optional<ActivationFit> functionByValues(const ElementwiseChain &chain) {
     offs.push_back({off, function});
   }
   llvm::stable_sort(offs, [](auto &a, auto &b) { return a.first < b.first; });
-  if (!(offs[0].first <= kActivationTolerance))
+  if (!(offs[0].first <= activationTolerance(chain)))
     return std::nullopt;
   return ActivationFit{offs[0].second, offs[0].first, offs[1].second, offs[1].first};
 }
@@ -106,7 +110,8 @@ std::optional<ActivationFit> functionByValues(const ElementwiseChain &chain) {
 std::string describedFit(const ElementwiseChain &chain, const ActivationFit &fit) {
   OnnxNodeOp first = chain.nodes.front(), last = chain.nodes.back();
   return fittedNodes(chain.nodes.size(), first.getNodeName(), last.getNodeName()) + " " +
-         fit.function.str() + " (within " + printed(fit.off, 2) + " at " +
+         fit.function.str() + " (within " + printed(fit.off, 2) + " of a tolerance of " +
+         printed(activationTolerance(chain), 2) + " at " +
          std::to_string(kActivationPoints) + " points from -30 to 30; the next nearest, " +
          fit.nextNearest.str() + ", is " +
          printed(fit.nextOff, 2) + " away)";

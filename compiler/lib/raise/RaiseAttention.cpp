@@ -783,7 +783,9 @@ std::optional<KvConcat> matchKvConcat(Value v) {
   if (!concat || concat->getNumOperands() != 2 ||
       !isAxis(intAttr(concat, "axis").value_or(0), 2, 4))
     return std::nullopt;
-  Value past = skipNoOps(concat->getOperand(0));
+  // The past as the graph gives it, or cast to the graph's float type (a float16 graph with
+  // float32 inputs).
+  Value past = skipFloatCasts(concat->getOperand(0));
   if (!isa<BlockArgument>(past) || (rankOf(past) != 4 && rankOf(past) != -1))
     return std::nullopt;
   bool isOutput = llvm::any_of(concat->getResult(0).getUsers(),
@@ -984,7 +986,7 @@ private:
       for (int64_t qi = 0; qi < seq && !differs; ++qi)
         for (int64_t kj = 0; kj < total && !differs; ++kj) {
           std::optional<double> v = at(b, qi, kj);
-          const bool causal = kj <= past + qi, hidden = v && *v <= -1.0e4;
+          const bool causal = kj <= past + qi, hidden = v && *v <= kHiddenScore;
           if (v && padded(b, kj) && (*v == 0.0 || hidden))
             continue;
           if (causal && hidden)
@@ -1006,7 +1008,7 @@ private:
         for (int64_t kj = 0; kj <= past + qi; ++kj) {
           if (padded(b, kj))
             continue;
-          if (const bool hidden = *at(b, qi, kj) <= -1.0e4; hidden != (past + qi - kj >= *window))
+          if (const bool hidden = *at(b, qi, kj) <= kHiddenScore; hidden != (past + qi - kj >= *window))
             return {"is neither causal nor a sliding window: " +
                         (s.batch > 1 ? "sequence " + std::to_string(b) + ", " : std::string()) +
                         "query " + std::to_string(qi) +
@@ -1057,15 +1059,17 @@ public:
         !isAxis(intAttr(softmax, "axis").value_or(-1), softmaxRank - 1, softmaxRank))
       return note(softmax, "is not a softmax over the keys (the last axis)");
     // OPT: softmax over [B * H, S, T] of max(scores + mask, finfo.min) unflattened to add the mask;
-    // the clamp changes no score a mask leaves visible.
-    Value logits = softmaxRank == 3 ? throughHeadsFlatten(softmax->getOperand(0))
-                                    : softmax->getOperand(0);
+    // a clamp at a score that hides (kHiddenScore or below) changes no score a mask leaves
+    // visible, and leaves hidden the ones it hides. A float16 file may compute the clamp in
+    // float32 between Casts (onnxconverter-common keeps Max in float32).
+    Value logits = skipFloatCasts(softmaxRank == 3 ? throughHeadsFlatten(softmax->getOperand(0))
+                                                   : softmax->getOperand(0));
     if (OnnxNodeOp max = producer(logits, "Max"); max && max->getNumOperands() == 2)
       matchCommutative(max, [&](Value x, Value floor) {
         std::optional<double> c = scalarValue(floor);
-        if (!c || !(*c <= -1.0e30))
+        if (!c || !(*c <= kHiddenScore))
           return false;
-        logits = x;
+        logits = skipFloatCasts(x);
         return true;
       });
     OnnxNodeOp maskAdd = producer(logits, "Add");

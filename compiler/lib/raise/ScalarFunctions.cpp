@@ -35,6 +35,24 @@ bool withinRounding(double got, double want) {
   return std::fabs(got - want) <= 9.5e-7 * std::fabs(want) + 1e-30;
 }
 
+double chainRounding(const ElementwiseChain &chain) {
+  double rounding = std::ldexp(1.0, -23);
+  auto narrow = [&](Type t) {
+    auto shaped = dyn_cast<ShapedType>(t);
+    auto f = shaped ? dyn_cast<FloatType>(shaped.getElementType()) : FloatType();
+    if (f && f.getFPMantissaWidth() > 1)
+      rounding = std::max(rounding, std::ldexp(1.0, 1 - static_cast<int>(f.getFPMantissaWidth())));
+  };
+  for (OnnxNodeOp node : chain.nodes) {
+    for (Value r : node->getResults())
+      narrow(r.getType());
+    for (Value operand : node->getOperands())
+      if (constantValue(operand))
+        narrow(constantValue(operand).getType());
+  }
+  return rounding;
+}
+
 SmallVector<ElementwiseChain> elementwiseComputations(Value x) {
   // Every elementwise node reached from x through such nodes, reading nothing else.
   llvm::SetVector<Value> inside;

@@ -56,6 +56,12 @@ std::optional<ScaledSoftCap> fitScaledSoftCap(const ElementwiseChain &chain);
 // Whether `got` equals `want` within the tolerance above.
 bool withinRounding(double got, double want);
 
+// The relative rounding of the chain's narrowest float type, among its nodes' results and the
+// constants they read: 2^-23 for float32, 2^-10 for float16, 2^-7 for bfloat16. A float16 file's
+// constants (GELU's sqrt(2), 0.044715) are rounded to it, so a function fitted to its values is
+// held to that type's ulps rather than float32's.
+double chainRounding(const ElementwiseChain &chain);
+
 // How --explain opens a fit (the hetc.fit attribute) of `count` nodes from `first` to `last`:
 // "fitted by values: 9 nodes from 'a' to 'b' are", or "... 1 node, 'a', is".
 std::string fittedNodes(size_t count, llvm::StringRef first, llvm::StringRef last);

@@ -43,6 +43,7 @@ EXPORTERS = {"hf_llama": HF_LLAMA, "ort_genai_llama": os.path.join(EXPORTS, "ort
 # a directory that hf_llama.py reference decodes.
 OWN_MODULE = ("opt", "gpt_neox", "phi", "falcon", "gptj", "gpt2", "bloom")
 COMPARE = os.path.join(HERE, "compare.py")
+FLOAT16_CONVERT = os.path.join(EXPORTS, "float16_convert.py")
 ORT_GREEDY = os.path.join(os.path.dirname(HERE), "ort", "greedy.mjs")
 
 
@@ -78,12 +79,23 @@ def hetc_result(a, plan, out):
     run_plan(a.hetc, plan, a.max_new, a.workdir, out)
 
 
-def compare(a, reference, candidate, what):
-    proc = subprocess.run([sys.executable, COMPARE, reference, candidate, "--tol", str(a.tol),
+def compare(a, reference, candidate, what, tol=None):
+    tol = a.tol if tol is None else tol
+    proc = subprocess.run([sys.executable, COMPARE, reference, candidate, "--tol", str(tol),
                            "--near-tie", str(a.near_tie)], capture_output=True, text=True)
     print(proc.stdout.strip())
     if proc.returncode != 0:
         raise CheckFailed(f"hetc differs from {what}:\n{proc.stdout}{proc.stderr}")
+
+
+def distance(reference, candidate):
+    """The largest |logit difference| of two result JSONs over the steps where their tokens agree
+    (compare.py's measure)."""
+    proc = subprocess.run([sys.executable, COMPARE, reference, candidate, "--tol", "inf",
+                           "--near-tie", "inf", "--json"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CheckFailed(f"compare.py {reference} {candidate}: {proc.stdout}{proc.stderr}")
+    return json.loads(proc.stdout)["max_abs_diff"]
 
 
 def check(a):
@@ -94,6 +106,12 @@ def check(a):
     command = ["export"] if a.exporter in ("hf_llama", *OWN_MODULE) else []
     print(call_main(exporter, command + ["--out", model_dir, *a.flags], f"{a.exporter}.py")[0].strip())
     onnx_path = os.path.join(model_dir, "model.onnx")
+    if a.float16:
+        # The export converted as onnxconverter-common converts (models/exports/float16_convert.py),
+        # in place: the module behind it is still the float32 one.
+        print(call_main(FLOAT16_CONVERT, ["--model", onnx_path, "--out", onnx_path] +
+                        (["--keep-io-types"] if a.float16 == "keep-io-types" else []),
+                        "float16_convert.py")[0].strip())
     plan = os.path.join(a.workdir, "model.hplan")
     compile_cmd = compile_command(a.hetc, onnx_path, plan)
     if os.path.exists(plan):
@@ -123,14 +141,28 @@ def check(a):
                           str(a.max_new), "--out", torch_json], f"{os.path.basename(reference)} reference")
     hetc_json = os.path.join(a.workdir, "hetc.json")
     hetc_result(a, plan, hetc_json)
-    compare(a, torch_json, hetc_json, "PyTorch")
-    referees = "PyTorch"
+    ort_json = os.path.join(a.workdir, "ort.json")
     if a.node:
-        ort_json = os.path.join(a.workdir, "ort.json")
         run([a.node, ORT_GREEDY, "--model", onnx_path, *prompt_flags(), "--max-new",
              str(a.max_new), "--out", ort_json], "ONNX Runtime (greedy.mjs)")
-        compare(a, ort_json, hetc_json, "ONNX Runtime")
+    if a.float16:
+        # A float16 file is not the float32 module: its weights and constants are rounded, and
+        # ONNX Runtime computes in float16 too. hetc (float32 on the file's numbers) must be no
+        # further from PyTorch than ONNX Runtime's run of the same file is, within a quarter,
+        # and so within the sum of both distances of ONNX Runtime.
+        if not a.node:
+            raise CheckFailed("--float16 bounds hetc by ONNX Runtime's own distance: give --node")
+        ort_off = distance(torch_json, ort_json)
+        print(f"ONNX Runtime's float16 run of the file is {ort_off:.3g} from PyTorch's float32")
+        compare(a, torch_json, hetc_json, "PyTorch", max(a.tol, 1.25 * ort_off))
+        compare(a, ort_json, hetc_json, "ONNX Runtime", max(a.tol, 2.25 * ort_off))
         referees = "PyTorch and ONNX Runtime"
+    else:
+        compare(a, torch_json, hetc_json, "PyTorch")
+        referees = "PyTorch"
+        if a.node:
+            compare(a, ort_json, hetc_json, "ONNX Runtime")
+            referees = "PyTorch and ONNX Runtime"
     print(f"PASS: export {' '.join(a.flags) or '(defaults)'}: {len(PROMPTS)} sequences x "
           f"{a.max_new} tokens identical to {referees}")
 
@@ -150,6 +182,9 @@ def main(argv=None):
                    help="which exporter writes the model; opt and gpt_neox decode with their own "
                         "reference command, the others leave a directory that hf_llama.py "
                         "reference decodes in PyTorch")
+    p.add_argument("--float16", choices=["all", "keep-io-types"],
+                   help="convert the export to float16 as onnxconverter-common does (all: the "
+                        "inputs and outputs too; keep-io-types: float32 inputs and outputs)")
     p.add_argument("--expect-refusal", metavar="TEXT")
     p.add_argument("--explain-contains", metavar="TEXT", action="append", default=[],
                    help="compile with --explain, whose output must contain TEXT (repeatable)")

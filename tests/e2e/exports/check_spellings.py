@@ -50,6 +50,7 @@ from e2e_common import CheckFailed, call_main  # noqa: E402
 
 SPELLINGS = os.path.join(EXPORTS, "spellings.py")
 HF_LLAMA = os.path.join(EXPORTS, "hf_llama.py")
+FLOAT16_CONVERT = os.path.join(EXPORTS, "float16_convert.py")
 GREEDY = os.path.join(os.path.dirname(HERE), "ort", "greedy.mjs")
 PROMPTS = check_hetc.PROMPTS  # e2e_common's ragged set, the suite's prompts
 MAX_NEW = 16
@@ -121,11 +122,13 @@ def prompt_args():
     return check_hetc.prompt_flags()
 
 
-def versus(reference, candidate, tol):
-    """(ok, text) of compare.py's comparison of two result JSONs."""
-    r = compare.compare(compare.load(reference), compare.load(candidate))
+def versus(reference, candidate, tol, near_tie=0.0):
+    """(ok, text) of compare.py's comparison of two result JSONs (a differing token where the
+    reference's top-2 gap is within `near_tie` is a near tie, not a difference)."""
+    r = compare.compare(compare.load(reference), compare.load(candidate), near_tie)
     diff = r["max_abs_diff"]
     ok = r["tokens_equal"] and diff <= tol  # NaN fails
+    ties = [p["first_diff_step"] for p in r["prompts"] if p["near_tie_gap"] is not None]
     if not r["tokens_equal"]:
         steps = [p["first_diff_step"] for p in r["prompts"] if p["first_diff_step"] is not None]
         text = f"tokens DIFFER (from step {min(steps)}), {diff:.2g}"
@@ -133,6 +136,8 @@ def versus(reference, candidate, tol):
         text = "NaN logits"
     else:
         text = f"equal {diff:.1e}"
+    if ties and r["tokens_equal"]:
+        text += f" (near tie from step {min(ties)})"
     return ok, text
 
 
@@ -158,7 +163,7 @@ def hetc_check(s, a, onnx_path, ort_json):
         s.log.write(buf.getvalue() + str(e) + "\n")
         return f"run FAILED: {str(e).splitlines()[0]}", False, None
     s.log.write(buf.getvalue())
-    ok, text = versus(ort_json, hetc_json, a.tol)
+    ok, text = versus(ort_json, hetc_json, a.tol, a.near_tie)
     return (f"compiled+matched ({text})" if ok else f"MISMATCH vs ORT: {text}"), ok, None
 
 
@@ -180,13 +185,17 @@ def check_seed(a, seed, hetc_available):
         if written != sp:
             raise CheckFailed(f"config.json's spellings {written} are not the seed's {sp}")
         onnx_path = os.path.join(model_dir, "model.onnx")
+        if a.float16:
+            s.call(FLOAT16_CONVERT, ["--model", onnx_path, "--out", onnx_path] +
+                   (["--keep-io-types"] if a.float16 == "keep-io-types" else []),
+                   "float16_convert.py")
         torch_json = s.path("torch.json")
         s.call(SPELLINGS, ["reference", "--model-dir", model_dir, *prompt_args(),
                                 "--max-new", MAX_NEW, "--out", torch_json], "spellings.py reference")
         ort_json = s.path("ort.json")
         s.run([a.node, GREEDY, "--model", onnx_path, *prompt_args(), "--max-new", MAX_NEW,
                "--mode", "single", "--out", ort_json], "greedy.mjs")
-        ok, text = versus(torch_json, ort_json, a.tol)
+        ok, text = versus(torch_json, ort_json, a.tol, a.near_tie)
         result["ort"] = text
         result["ok"] &= ok
         if a.batch:
@@ -196,7 +205,7 @@ def check_seed(a, seed, hetc_available):
                 batch_json = s.path("ort_batch.json")
                 s.run([a.node, GREEDY, "--model", onnx_path, *prompt_args(), "--max-new", MAX_NEW,
                        "--mode", "batch", "--out", batch_json], "greedy.mjs --mode batch")
-                ok, text = versus(torch_json, batch_json, a.tol)
+                ok, text = versus(torch_json, batch_json, a.tol, a.near_tie)
                 result["batch"] = text
                 result["ok"] &= ok
         if not a.no_hf_llama:
@@ -261,6 +270,12 @@ def main(argv=None) -> int:
                         "against the PyTorch reference prompt by prompt; skipped for -inf masks")
     p.add_argument("--no-hf-llama", action="store_true",
                    help="skip the comparison with hf_llama.py's reference of the same weights")
+    p.add_argument("--near-tie", type=float, default=0.0, metavar="GAP",
+                   help="a differing token where the reference's top-2 gap is <= GAP is a near "
+                        "tie, not a difference (float16 files: 1e-2)")
+    p.add_argument("--float16", choices=["all", "keep-io-types"],
+                   help="convert each export to float16 as onnxconverter-common does before "
+                        "ONNX Runtime and hetc read it (PyTorch stays float32: use --tol 1e-2)")
     p.add_argument("--set", action="append", metavar="NAME=OPTION",
                    help="override one spelling in every seed (spellings.py export --set)")
     a = p.parse_args(argv)
