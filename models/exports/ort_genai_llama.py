@@ -44,6 +44,7 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import hf_llama  # noqa: E402
+from ort_quantize_4bits import pack_nibbles  # noqa: E402
 
 MS = "com.microsoft"
 
@@ -223,14 +224,13 @@ def matmul_nbits(g, x, name, quantized, symmetric: bool, k: int, out: str = None
     n, padded = q.shape
     blocks = scales.shape[1]
     block = padded // blocks
-    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8).reshape(n, blocks, block // 2)
+    packed = pack_nibbles(q).reshape(n, blocks, block // 2)
     inputs = [x, g.init(f"{name}.qweight", packed, keep_dtype=True),
-              g.init(f"{name}.scales", scales.reshape(-1), keep_dtype=True)]
+              g.init(f"{name}.scales", scales.reshape(-1))]  # the activations' type
     if not symmetric:
         zp_padded = np.zeros((n, blocks + blocks % 2), dtype=np.uint8)
         zp_padded[:, :blocks] = zp
-        inputs.append(g.init(f"{name}.qzeros",
-                             (zp_padded[:, 0::2] | (zp_padded[:, 1::2] << 4)).reshape(-1),
+        inputs.append(g.init(f"{name}.qzeros", pack_nibbles(zp_padded).reshape(-1),
                              keep_dtype=True))
     return g.node("MatMulNBits", inputs, [out or f"{name}/MatMul/output_0"], f"{name}/MatMul", domain=MS,
                   K=k, N=n, bits=4, block_size=block, accuracy_level=0)
@@ -515,8 +515,11 @@ def main(argv=None) -> int:
     if a.int4_lm_head and (not (a.int4_block_size or a.int4_qdq) or config.tie_word_embeddings):
         p.error("--int4-lm-head needs --int4-block-size (or --int4-qdq) and an untied lm_head")
     if a.int4_block_size or a.int4_qdq:
-        if a.dtype != "float32":
-            p.error("--int4-block-size writes float32 scales: use --dtype float32")
+        # MatMulNBits' scales have the activations' type: float32, or float16 (the builder's
+        # CUDA form); ONNX Runtime's CPU kernel takes no bfloat16.
+        if a.dtype == "bfloat16" or (a.int4_qdq and a.dtype != "float32"):
+            p.error("--int4-block-size writes float32 or float16 scales (--int4-qdq float32): "
+                    "use --dtype float32 or float16")
         # The layers' linears, quantized once; the reference computes with what the file holds.
         int4 = {}
         for key in list(sd):
@@ -524,8 +527,9 @@ def main(argv=None) -> int:
                     (key == "lm_head.weight" and a.int4_lm_head):
                 weight = sd[key].detach().float().numpy()
                 # Block size 0 (QDQ only): one block over all of K, a scale per output column.
-                int4[key] = quantize_int4(weight, a.int4_block_size or weight.shape[1],
-                                          a.int4_symmetric)
+                q, scales, zp = quantize_int4(weight, a.int4_block_size or weight.shape[1],
+                                              a.int4_symmetric)
+                int4[key] = (q, scales.astype(a.dtype).astype(np.float32), zp)
                 sd[key] = torch.from_numpy(dequantize_int4(*int4[key], weight.shape[1]).copy())
     model = build_graph(config, sd, a.dtype, a.gqa_inputs, a.packed_qkv, a.rotary_in_attention,
                         int4, a.int4_symmetric, int8, int8_kind == "uint8", a.int4_qdq,

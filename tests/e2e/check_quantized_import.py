@@ -50,6 +50,12 @@ and the refusals.
    in int8), uint8 asymmetric per tensor (dequantized at import): each gives its QDQ twin's plan
    numbers (KL 0); with --node, ONNX Runtime's first ids on both files, the dynamic file within
    5e-2 plus what its per-tensor rounding moves ONNX Runtime's own logits.
+9. ONNX Runtime's 4-bit quantizer's round-to-nearest (models/exports/ort_quantize_4bits.py) on a
+   torch export, float32 (q4) and after the float16 conversion (q4f16, float16 activations and
+   scales): symmetric blocks of 32 with scales of either sign, asymmetric blocks of 16; kept in 4
+   bits, within the int4 KL bound of the float32 plan; with --node, ONNX Runtime's first ids and
+   first-step logits within 5e-2. The same of ONNX Runtime GenAI's CUDA int4 form (float16
+   activations, scales and cache around MatMulNBits of blocks of 32).
 """
 
 import json
@@ -497,6 +503,56 @@ def check(a):
     expect_refusal(a, "MatMulInteger without its Cast", uncast_path,
                    ["(MatMulInteger) is not ONNX Runtime's dynamic quantization of a linear",
                     "not read by one Cast to float"])
+    # 9. ONNX Runtime's 4-bit quantizer (models/exports/ort_quantize_4bits.py, after
+    # matmul_4bits_quantizer's round-to-nearest) on a torch export, float32 and converted to
+    # float16 first (transformers.js's q4 and q4f16 files): symmetric blocks of 32 (scales of
+    # either sign), asymmetric blocks of 16; every linear kept in 4 bits, within the int4 bound of
+    # the float32 plan, and with --node ONNX Runtime's first ids and first-step logits.
+    torch_dir = os.path.join(a.workdir, "hf_llama")
+    run([sys.executable, os.path.join(EXPORTS, "hf_llama.py"), "export", "--out", torch_dir],
+        "hf_llama.py export")
+    torch_onnx = os.path.join(torch_dir, "model.onnx")
+    torch_f32 = compile_plan(a, torch_onnx, "hf_llama_f32", ["--weights", "f32", "--kv", "f32"])
+    fp16_onnx = os.path.join(a.workdir, "hf_llama_fp16.onnx")
+    run([sys.executable, os.path.join(EXPORTS, "float16_convert.py"), "--model", torch_onnx,
+         "--out", fp16_onnx], "float16_convert.py")
+    for name, source, flags in (("q4", torch_onnx, []),
+                                ("q4_asymmetric_16", torch_onnx,
+                                 ["--asymmetric", "--block-size", "16"]),
+                                ("q4f16", fp16_onnx, [])):
+        path = os.path.join(a.workdir, f"hf_llama_{name}.onnx")
+        run([sys.executable, os.path.join(EXPORTS, "ort_quantize_4bits.py"), "--model", source,
+             "--out", path] + flags, f"ort_quantize_4bits.py {name}")
+        plan = compile_plan(a, path, f"hf_llama_{name}", ["--kv", "f32"])
+        layouts = {t["layout"] for t in linear_tensors(a, plan) if "lm_head" not in t["name"]}
+        if layouts != {"LinearInt4N16K8"}:
+            raise CheckFailed(f"matmul_4bits_quantizer {name}: the linears are {sorted(layouts)}, "
+                              "not LinearInt4N16K8")
+        within_int4_bound(a, torch_f32, plan, f"matmul_4bits_quantizer {name}")
+        if a.node:
+            worst = against_ort(a, path, plan, f"hf_llama_{name}")
+            if worst > 5e-2:
+                raise CheckFailed(f"matmul_4bits_quantizer {name}: first-step logits differ from "
+                                  f"ONNX Runtime's by {worst:.2e} of max |logit| (bound 5e-2)")
+            print(f"matmul_4bits_quantizer {name}: ONNX Runtime's first ids, first-step logits "
+                  f"within {worst:.2e}")
+
+    # ONNX Runtime GenAI's CUDA int4 form: float16 activations, scales and cache around the
+    # MatMulNBits of blocks of 32.
+    genai_fp16 = export(a, "nbits32_fp16", ["--int4-block-size", "32", "--dtype", "float16"])
+    plan = compile_plan(a, genai_fp16, "nbits32_fp16", ["--kv", "f32"])
+    if {t["layout"] for t in linear_tensors(a, plan) if "lm_head" not in t["name"]} != \
+            {"LinearInt4N16K8"}:
+        raise CheckFailed("GenAI's float16 int4 form: the linears are not LinearInt4N16K8")
+    within_int4_bound(a, reference, plan, "GenAI's float16 int4 form")
+    if a.node:
+        worst = against_ort(a, genai_fp16, plan, "nbits32_fp16")
+        if worst > 5e-2:
+            raise CheckFailed(f"GenAI's float16 int4 form: first-step logits differ from ONNX "
+                              f"Runtime's by {worst:.2e} of max |logit| (bound 5e-2)")
+        print(f"GenAI's float16 int4 form: ONNX Runtime's first ids, first-step logits within "
+              f"{worst:.2e}")
+
     print("PASS: MatMulNBits and 4-bit QDQ imported in 4 bits, int8 QDQ and dynamic int8 in int8, "
           "with --weights int4's and int8's numbers, within the int4 bound in every form, "
           "refusals in one line")

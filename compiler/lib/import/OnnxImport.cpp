@@ -2160,11 +2160,12 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
     return fail(what + " reads '" + node.input(0) + "', which no graph input or node defines");
   Value a = it->second;
 
-  // A's features must be K; the weight is float32 to the IR, as A must be.
+  // A's features must be K. A may be float16 (the builder's CUDA form, transformers.js's
+  // q4f16 files): the weight is float32 to the IR, and every LLM op computes in float32
+  // whatever its operands' element types.
   auto aType = dyn_cast<RankedTensorType>(a.getType());
-  if (aType && !aType.getElementType().isF32())
-    return fail(what + " reads float16 or bfloat16 activations; hetc imports MatMulNBits in "
-                       "float32 models");
+  if (aType && !isa<FloatType>(aType.getElementType()))
+    return fail(what + " reads activations that are not floats");
   if (aType && aType.getRank() >= 1 && !aType.isDynamicDim(aType.getRank() - 1) &&
       static_cast<uint64_t>(aType.getDimSize(aType.getRank() - 1)) != k)
     return fail(what + " has K = " + std::to_string(k) + " but its input A has " +
@@ -2179,13 +2180,12 @@ bool Importer::importMatMulNBits(const onnx::NodeProto &node, const std::string 
   weight.bytes = bBytes;
   weight.int4 = std::move(int4);
   Value wt = transposedInt4Weight(loc, name, std::move(weight));
-  Type f32 = builder_.getF32Type();
   // Y's type: A's with its last dimension N.
   Type yType = valueType(node.output(0));
   if (auto ranked = dyn_cast<RankedTensorType>(a.getType()); ranked && ranked.getRank() >= 1) {
     SmallVector<int64_t> dims(ranked.getShape());
     dims.back() = static_cast<int64_t>(n);
-    yType = RankedTensorType::get(dims, f32);
+    yType = RankedTensorType::get(dims, ranked.getElementType());
   }
   Value y = builder_
                 .create<hetc::OnnxNodeOp>(loc, TypeRange{yType}, "MatMul", name + "/MatMul",
