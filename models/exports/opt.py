@@ -139,8 +139,15 @@ class NewGELU(nn.Module):
         return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
+class ReLUSquared(nn.Module):
+    """transformers' relu2 (ReLUSquaredActivation: Primer's, Nemotron's): square(relu(x))."""
+
+    def forward(self, x):
+        return torch.square(nn.functional.relu(x))
+
+
 # transformers' ACT2FN entries an OPT config may name (OPT checkpoints use relu).
-ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_new": NewGELU}
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_new": NewGELU, "relu2": ReLUSquared}
 
 
 class OPTDecoderLayer(nn.Module):

@@ -120,6 +120,8 @@ inline kernels::ActivationFunction activationFunction(plan::ActivationFunctionDe
     return kernels::ActivationFunction::Gelu;
   case plan::ActivationFunctionDef::GeluTanh:
     return kernels::ActivationFunction::GeluTanh;
+  case plan::ActivationFunctionDef::ReluSquared:
+    return kernels::ActivationFunction::ReluSquared;
   case plan::ActivationFunctionDef::Silu:
     return kernels::ActivationFunction::Silu;
   }

@@ -43,7 +43,8 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 // 1.16: Gemma's: EmbeddingParamsDef.scale, ActivationFunctionDef::Silu with SwiGluParamsDef.function
 //       and LinearParamsDef.swiglu_function (GeGLU), AttentionParamsDef.softcap and
 //       LmHeadParamsDef.softcap, and a sliding window per attention op.
-constexpr uint32_t kPlanSchemaMinor = 16;
+// 1.17: ActivationFunctionDef::ReluSquared (a non-gated feed-forward's squared ReLU).
+constexpr uint32_t kPlanSchemaMinor = 17;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 

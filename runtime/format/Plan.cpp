@@ -796,9 +796,12 @@ private:
     auto function = [&](ActivationFunctionDef f, bool gate) -> Status {
       if (f > ActivationFunctionDef::MAX)
         return fail(opText(i), " has unknown activation function ", static_cast<unsigned>(f),
-                    "; this runtime runs Relu, Gelu, GeluTanh and Silu");
+                    "; this runtime runs Relu, Gelu, GeluTanh, Silu and ReluSquared");
       if ((f == ActivationFunctionDef::Silu) != gate && minor < 16)
         return newer(gate ? "a gate function other than silu" : "the Silu activation");
+      if (f == ActivationFunctionDef::ReluSquared && minor < 17)
+        return fail(opText(i), " has the ReluSquared activation, which schema 1.", minor,
+                    " does not have (added in 1.17)");
       return Status();
     };
     auto softcap = [&](float cap) -> Status {

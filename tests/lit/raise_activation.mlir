@@ -130,3 +130,29 @@ func.func @gelu_float16(%x: tensor<?x?x8xf16>, %y: tensor<?x?x8xf32>) -> (tensor
   %g32 = hetc.onnx.node "Mul"(%m32, %half32) {node_name = "f32/Mul_1"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
   return %g, %g32 : tensor<*xf16>, tensor<*xf32>
 }
+
+// -----
+
+// Squared ReLU (transformers' relu2: square(relu(x)), Primer's and Nemotron's) as torch writes
+// it, Pow(Relu(x), 2), and as a product: each one function of two nodes, fitted before a Relu
+// alone could be raised and hide the square. A Relu read by nothing else stays relu.
+// CHECK-LABEL: func.func @relu_squared
+// CHECK-DAG: hetc.activation %{{.*}} {function = "relu2", hetc.fit = "fitted by values: 2 nodes from 'sq/Relu' to 'sq/Pow' are relu2
+// CHECK-DAG: hetc.activation %{{.*}} {function = "relu2", hetc.fit = "fitted by values: 2 nodes from 'mul/Relu' to 'mul/Mul' are relu2
+// CHECK-DAG: hetc.activation %{{.*}} {function = "relu"} :
+// CHECK-NOT: "Relu"
+func.func @relu_squared(%x: tensor<?x?x8xf32>) -> (tensor<*xf32>, tensor<*xf32>, tensor<*xf32>) {
+  %w = hetc.weight "fc" : tensor<8x16xf32>
+  %h = hetc.linear %x, %w : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %w2 = hetc.weight "fc2" : tensor<8x16xf32>
+  %h2 = hetc.linear %x, %w2 : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %w3 = hetc.weight "fc3" : tensor<8x16xf32>
+  %h3 = hetc.linear %x, %w3 : (tensor<?x?x8xf32>, tensor<8x16xf32>) -> tensor<?x?x16xf32>
+  %two = hetc.constant dense<2.0> : tensor<f32>
+  %r = hetc.onnx.node "Relu"(%h) {node_name = "sq/Relu"} : (tensor<?x?x16xf32>) -> tensor<*xf32>
+  %s = hetc.onnx.node "Pow"(%r, %two) {node_name = "sq/Pow"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
+  %r2 = hetc.onnx.node "Relu"(%h2) {node_name = "mul/Relu"} : (tensor<?x?x16xf32>) -> tensor<*xf32>
+  %m = hetc.onnx.node "Mul"(%r2, %r2) {node_name = "mul/Mul"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
+  %plain = hetc.onnx.node "Relu"(%h3) {node_name = "plain/Relu"} : (tensor<?x?x16xf32>) -> tensor<*xf32>
+  return %s, %m, %plain : tensor<*xf32>, tensor<*xf32>, tensor<*xf32>
+}

@@ -18,6 +18,8 @@ inline double activationReference(kernels::ActivationFunction function, double x
     return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
   case kernels::ActivationFunction::Silu:
     return x / (1 + std::exp(-x));
+  case kernels::ActivationFunction::ReluSquared:
+    return x > 0 ? x * x : 0;
   }
   return NAN;
 }

@@ -333,7 +333,7 @@ TEST(EngineTest, MatchesFullRecomputeReference) {
   std::vector<TinyPlanShape> shapes = {TinyPlanShape(), largerShape(), tied, biased};
   for (plan::ActivationFunctionDef function :
        {plan::ActivationFunctionDef::Relu, plan::ActivationFunctionDef::Gelu,
-        plan::ActivationFunctionDef::GeluTanh})
+        plan::ActivationFunctionDef::GeluTanh, plan::ActivationFunctionDef::ReluSquared})
     shapes.push_back(test::optShape(function));
   // Gemma 2's forms (embedding scale, GeGLU, soft-capped scores and logits, a window on alternate
   // layers) with an unfused swiglu; engine_bf16_test runs them fused.

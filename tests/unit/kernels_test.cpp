@@ -181,7 +181,8 @@ TEST(KernelsTest, LayerNormMatchesReference) {
 TEST(KernelsTest, ActivationMatchesReference) {
   LongTailedRandom random(13);
   for (const ActivationFunction function :
-       {ActivationFunction::Relu, ActivationFunction::Gelu, ActivationFunction::GeluTanh})
+       {ActivationFunction::Relu, ActivationFunction::Gelu, ActivationFunction::GeluTanh,
+        ActivationFunction::ReluSquared})
     for (size_t cols : {1, 7, 16, 33, 100, 4099}) {
       const size_t rows = 5, stride = paddedStride(cols);
       // |x| up to 10, where erf and tanh saturate.
@@ -192,8 +193,9 @@ TEST(KernelsTest, ActivationMatchesReference) {
         for (size_t i = 0; i < cols; ++i) {
           const double v = x[t * stride + i];
           want.push_back(test::activationReference(function, v));
-          // 0.5 x (1 + f(x)) with |f| <= 1: the terms are at most |x| in size.
-          magnitude.push_back(std::abs(v));
+          // 0.5 x (1 + f(x)) with |f| <= 1: the terms are at most |x| in size; a square is x^2,
+          // rounded once.
+          magnitude.push_back(function == ActivationFunction::ReluSquared ? v * v : std::abs(v));
         }
       const std::string what = "activation " + std::to_string(static_cast<int>(function)) +
                                " cols=" + std::to_string(cols);
@@ -201,7 +203,10 @@ TEST(KernelsTest, ActivationMatchesReference) {
       activation(function, x.data(), stride, cols, y.data(), stride, 0, 3);
       activation(function, x.data(), stride, cols, y.data(), stride, 3, rows);
       expectClose(unpadded(y, rows, cols, stride, what), want, magnitude,
-                  function == ActivationFunction::Relu ? 0.0 : 2e-6, what);
+                  function == ActivationFunction::Relu          ? 0.0
+                  : function == ActivationFunction::ReluSquared ? 6e-8 // half a float ulp
+                                                                : 2e-6,
+                  what);
 
       std::vector<float> inPlace = x;
       activation(function, inPlace.data(), stride, cols, inPlace.data(), stride, 0, rows);

@@ -1025,6 +1025,14 @@ TEST_F(PlanLoaderTest, OptMistakesAreNamed) {
              static_cast<ActivationFunctionDef>(7);
        },
        {"(Activation '" + act + "')", "has unknown activation function 7"}},
+      {"ActivationReluSquaredInOlderSchema",
+       [&](TinyPlan &t) {
+         opNamed(t, act).params.AsActivationParamsDef()->function =
+             ActivationFunctionDef::ReluSquared;
+         t.def.schema_version = kPlanSchemaMajor << 16 | 16;
+       },
+       {"(Activation '" + act + "')",
+        "has the ReluSquared activation, which schema 1.16 does not have (added in 1.17)"}},
       {"ActivationWithWeight",
        [&](TinyPlan &t) { opNamed(t, act).weights.push_back(0); },
        {"has 1 weights; a Activation op takes 0"}},

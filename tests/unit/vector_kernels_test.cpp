@@ -146,7 +146,8 @@ TEST_F(VectorKernelsTest, LayerNormGivesPortableBits) {
 
 TEST_F(VectorKernelsTest, ActivationGivesPortableBits) {
   for (const ActivationFunction function :
-       {ActivationFunction::Relu, ActivationFunction::Gelu, ActivationFunction::GeluTanh})
+       {ActivationFunction::Relu, ActivationFunction::Gelu, ActivationFunction::GeluTanh,
+        ActivationFunction::ReluSquared})
     for (size_t cols : kWidths) {
       const size_t rows = 4, stride = cols + 5;
       std::vector<float> x = random(rows * stride, 10.0f);
@@ -157,7 +158,7 @@ TEST_F(VectorKernelsTest, ActivationGivesPortableBits) {
       portable().activation(function, x.data(), stride, cols, want.data(), stride, 0, rows);
       fast_->activation(function, x.data(), stride, cols, got.data(), stride, 0, 3);
       fast_->activation(function, x.data(), stride, cols, got.data(), stride, 3, rows);
-      if (function == ActivationFunction::Relu) {
+      if (function == ActivationFunction::Relu || function == ActivationFunction::ReluSquared) {
         EXPECT_TRUE(sameBits(got, want)) << what;
       } else {
         // The vector GELU forms: within 1e-6 |x| of std::erf / std::tanh; the padding stays NaN.

@@ -75,6 +75,8 @@ const char *functionText(ActivationFunctionDef function) {
     return "gelu";
   case ActivationFunctionDef::GeluTanh:
     return "gelu_tanh";
+  case ActivationFunctionDef::ReluSquared:
+    return "relu2";
   case ActivationFunctionDef::Silu:
     return "silu";
   }

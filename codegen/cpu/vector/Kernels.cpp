@@ -404,6 +404,10 @@ inline float activate(ActivationFunction function, float v) {
     return 0.5f * v * (1.0f + std::tanh(kTanhScale * (v + 0.044715f * (v * v * v))));
   case ActivationFunction::Silu:
     return v / (1.0f + std::exp(-v));
+  case ActivationFunction::ReluSquared: {
+    const float r = v > 0.0f ? v : 0.0f;
+    return r * r;
+  }
   }
   return v;
 }

@@ -188,6 +188,7 @@ enum class ActivationFunction : uint8_t {
   Gelu,     // 0.5 x (1 + erf(x / sqrt(2))), std::erf in float
   GeluTanh, // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), std::tanh in float
   Silu,     // x / (1 + exp(-x)), the form PyTorch's CPU kernel evaluates
+  ReluSquared, // max(x, 0) * max(x, 0); NaN gives 0
 };
 
 // y = f(gate) * up per element (f silu: SwiGLU; a GELU: GeGLU); y may be gate or up.

@@ -537,7 +537,8 @@ HETC_AVX512 inline __m512 erf512(__m512 x) {
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(magnitude), sign));
 }
 
-// ReLU as the max with 0 (NaN gives 0, as the portable kernel does: the same bits). The GELU
+// ReLU as the max with 0 (NaN gives 0, as the portable kernel does: the same bits), squared by
+// one product as the portable kernel squares it. The GELU
 // forms in vectors, within 1e-6 |x| of the portable kernel's std::erf and std::tanh: the erf form
 // by erf512, the tanh form as x / (1 + exp(-2 z)), which is 0.5 x (1 + tanh z) exactly. SiLU as
 // x / (1 + exp(-x)), the form PyTorch's CPU kernel evaluates.
@@ -559,6 +560,10 @@ HETC_AVX512 inline __m512 activate512(ActivationFunction function, __m512 v) {
   }
   case ActivationFunction::Silu:
     return _mm512_div_ps(v, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+  case ActivationFunction::ReluSquared: {
+    const __m512 r = _mm512_max_ps(v, _mm512_setzero_ps());
+    return _mm512_mul_ps(r, r);
+  }
   }
   return v;
 }

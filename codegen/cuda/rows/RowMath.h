@@ -13,7 +13,7 @@
 namespace hetc::codegen::cuda {
 
 // kernels::ActivationFunction's values.
-enum class RowActivation : uint8_t { Relu = 0, Gelu = 1, GeluTanh = 2, Silu = 3 };
+enum class RowActivation : uint8_t { Relu = 0, Gelu = 1, GeluTanh = 2, Silu = 3, ReluSquared = 4 };
 
 HETC_HOST_DEVICE inline float rowActivation(uint8_t function, float x) {
   switch (static_cast<RowActivation>(function)) {
@@ -27,6 +27,10 @@ HETC_HOST_DEVICE inline float rowActivation(uint8_t function, float x) {
   }
   case RowActivation::Silu:
     return x / (1.0f + expf(-x));
+  case RowActivation::ReluSquared: {
+    const float r = x > 0.0f ? x : 0.0f;
+    return r * r;
+  }
   }
   return x;
 }

@@ -71,6 +71,7 @@ plan::ActivationFunctionDef activationFunction(StringRef function) {
   return llvm::StringSwitch<plan::ActivationFunctionDef>(function)
       .Case("gelu", plan::ActivationFunctionDef::Gelu)
       .Case("gelu_tanh", plan::ActivationFunctionDef::GeluTanh)
+      .Case("relu2", plan::ActivationFunctionDef::ReluSquared)
       .Case("silu", plan::ActivationFunctionDef::Silu)
       .Default(plan::ActivationFunctionDef::Relu);
 }

@@ -7,7 +7,8 @@
 //                                                gelu_new); a bias is the linear's bias when
 //                                                the linear has none, and refused otherwise
 //   an activation written out (nn.GELU() at opset 17: x * 0.5 * (1 + erf(x / sqrt 2)); GPT-2's
-//   gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); a Relu as Max(x, 0))
+//   gelu_new: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); a Relu as Max(x, 0); a squared
+//   ReLU as Pow(Relu(x), 2) or Relu(x) * Relu(x))
 //                                             -> the function whose values it has
 //
 // The last is raised by meaning: the elementwise nodes that compute one value from the LLM value
@@ -58,6 +59,8 @@ StringRef functionOf(OnnxNodeOp node) {
 double reference(StringRef function, double x) {
   if (function == "relu")
     return std::max(x, 0.0);
+  if (function == "relu2")
+    return std::max(x, 0.0) * std::max(x, 0.0);
   if (function == "gelu")
     return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
   if (function == "silu")
@@ -91,7 +94,7 @@ std::optional<ActivationFit> functionByValues(const ElementwiseChain &chain) {
   if (!y)
     return std::nullopt;
   SmallVector<std::pair<double, StringRef>> offs;
-  for (StringRef function : {"relu", "gelu", "gelu_tanh", "silu"}) {
+  for (StringRef function : {"relu", "gelu", "gelu_tanh", "silu", "relu2"}) {
     double off = 0.0;
     for (int64_t k = 0; k < kActivationPoints; ++k) {
       const double want = reference(function, points[k]);
@@ -117,14 +120,49 @@ std::string describedFit(const ElementwiseChain &chain, const ActivationFit &fit
          printed(fit.nextOff, 2) + " away)";
 }
 
+// Written out: the elementwise computations of linears' results of at least `minNodes` nodes,
+// each fitted by its values.
+void raiseByValues(func::FuncOp func, OpBuilder &builder, size_t minNodes) {
+  SmallVector<LinearOp> linears;
+  func.walk([&](LinearOp linear) { linears.push_back(linear); });
+  for (LinearOp linear : linears) {
+    Value x = linear.getResult();
+    // Computations may share nodes: one raised may erase nodes another lists.
+    DenseSet<Operation *> erased;
+    for (const ElementwiseChain &chain : elementwiseComputations(x)) {
+      const SmallVector<OnnxNodeOp> &nodes = chain.nodes;
+      Value result = chain.result;
+      if (nodes.size() < minNodes ||
+          llvm::any_of(nodes, [&](OnnxNodeOp n) { return erased.contains(n); }))
+        continue;
+      std::optional<ActivationFit> fit = functionByValues(chain);
+      if (!fit)
+        continue;
+      builder.setInsertionPointAfter(result.getDefiningOp());
+      auto activation = builder.create<ActivationOp>(result.getLoc(), x.getType(), x,
+                                                     builder.getStringAttr(fit->function));
+      activation->setAttr(planning::kFit, builder.getStringAttr(describedFit(chain, *fit)));
+      result.replaceAllUsesWith(activation.getResult());
+      for (OnnxNodeOp node : llvm::reverse(nodes))
+        if (node->use_empty()) {
+          erased.insert(node);
+          node->erase();
+        }
+    }
+  }
+}
+
 struct RaiseActivationPass : public hetc::impl::RaiseActivationBase<RaiseActivationPass> {
   void runOnOperation() override {
+    OpBuilder builder(&getContext());
+    // Computations of several nodes first: a Relu squared (Pow(Relu(x), 2)) is one function of
+    // two nodes, which raising the Relu alone would hide.
+    raiseByValues(getOperation(), builder, /*minNodes=*/2);
     SmallVector<OnnxNodeOp> nodes;
     getOperation().walk([&](OnnxNodeOp node) {
       if (!functionOf(node).empty() && node->getNumResults() == 1 && node->getNumOperands() >= 1)
         nodes.push_back(node);
     });
-    OpBuilder builder(&getContext());
     for (OnnxNodeOp node : nodes) {
       Value x = skipNoOps(node->getOperand(0));
       std::optional<int64_t> features = featureSize(x.getType());
@@ -160,33 +198,8 @@ struct RaiseActivationPass : public hetc::impl::RaiseActivationBase<RaiseActivat
       node->getResult(0).replaceAllUsesWith(activation.getResult());
       node->erase();
     }
-    // Written out: the elementwise computations of linears' results.
-    SmallVector<LinearOp> linears;
-    getOperation().walk([&](LinearOp linear) { linears.push_back(linear); });
-    for (LinearOp linear : linears) {
-      Value x = linear.getResult();
-      // Computations may share nodes: one raised may erase nodes another lists.
-      DenseSet<Operation *> erased;
-      for (const ElementwiseChain &chain : elementwiseComputations(x)) {
-        const SmallVector<OnnxNodeOp> &nodes = chain.nodes;
-        Value result = chain.result;
-        if (llvm::any_of(nodes, [&](OnnxNodeOp n) { return erased.contains(n); }))
-          continue;
-        std::optional<ActivationFit> fit = functionByValues(chain);
-        if (!fit)
-          continue;
-        builder.setInsertionPointAfter(result.getDefiningOp());
-        auto activation = builder.create<ActivationOp>(result.getLoc(), x.getType(), x,
-                                                       builder.getStringAttr(fit->function));
-        activation->setAttr(planning::kFit, builder.getStringAttr(describedFit(chain, *fit)));
-        result.replaceAllUsesWith(activation.getResult());
-        for (OnnxNodeOp node : llvm::reverse(nodes))
-          if (node->use_empty()) {
-            erased.insert(node);
-            node->erase();
-          }
-      }
-    }
+    // Then the rest written out, a single node too (a ReLU as Max(x, 0)).
+    raiseByValues(getOperation(), builder, /*minNodes=*/1);
     syncResultTypes(getOperation());
   }
 };

@@ -127,9 +127,10 @@ LogicalResult LayerNormOp::verify() {
 
 LogicalResult ActivationOp::verify() {
   StringRef function = getFunction();
-  if (function != "relu" && function != "gelu" && function != "gelu_tanh" && function != "silu")
-    return emitOpError() << "function must be relu, gelu, gelu_tanh or silu, got '" << function
-                         << "'";
+  if (function != "relu" && function != "gelu" && function != "gelu_tanh" && function != "silu" &&
+      function != "relu2")
+    return emitOpError() << "function must be relu, gelu, gelu_tanh, silu or relu2, got '"
+                         << function << "'";
   std::optional<int64_t> in = featureSize(getX().getType());
   if (in && failed(checkFeatureSize(*this, getResult(), *in, "result")))
     return failure();

@@ -400,7 +400,8 @@ def Hetc_ActivationOp : Hetc_LlmOp<"activation"> {
     - `gelu`: 0.5 x (1 + erf(x / sqrt(2))) (nn.GELU());
     - `gelu_tanh`: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (GPT-2's gelu_new, ONNX
       Runtime's FastGelu);
-    - `silu`: x * sigmoid(x).
+    - `silu`: x * sigmoid(x);
+    - `relu2`: max(x, 0)^2 (squared ReLU: Primer, Nemotron).
 
     Example:
     ```mlir
