@@ -24,11 +24,15 @@ points are packed the same way, [N * ceil(blocks / 2)], a row's first block in a
 """
 
 import argparse
+import os
 import sys
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ort_quantize_dynamic import drop_unread_initializers  # noqa: E402
 
 MS = "com.microsoft"
 
@@ -118,18 +122,7 @@ def main(argv=None) -> int:
     counter = [0]
     quantize_graph(model.graph, model.graph, initializers, a, counter)
     # Float weights no node reads any more leave the file.
-    read = set(o.name for o in model.graph.output)
-
-    def reads(graph):
-        for node in graph.node:
-            read.update(node.input)
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    reads(attr.g)
-    reads(model.graph)
-    kept = [t for t in model.graph.initializer if t.name in read]
-    del model.graph.initializer[:]
-    model.graph.initializer.extend(kept)
+    drop_unread_initializers(model)
     if not any(o.domain == MS for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(MS, 1))
     onnx.save(model, a.out)

@@ -115,6 +115,24 @@ def quantize_graph(graph, top, initializers, a, counter):
     graph.node.extend(nodes)
 
 
+def drop_unread_initializers(model):
+    """Removes the initializers no node (in any subgraph) and no output reads: the float weights
+    a quantizer replaced."""
+    read = set()
+
+    def reads(graph):
+        read.update(o.name for o in graph.output)
+        for node in graph.node:
+            read.update(node.input)
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    reads(attr.g)
+    reads(model.graph)
+    kept = [t for t in model.graph.initializer if t.name in read]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,19 +148,7 @@ def main(argv=None) -> int:
     counter = [0]
     quantize_graph(model.graph, model.graph, initializers, a, counter)
     # Float weights no MatMul reads any more leave the file, as quantize_dynamic's do.
-    read = set()
-
-    def reads(graph):
-        for node in graph.node:
-            read.update(node.input)
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    reads(attr.g)
-            read.update(o.name for o in graph.output)
-    reads(model.graph)
-    kept = [t for t in model.graph.initializer if t.name in read]
-    del model.graph.initializer[:]
-    model.graph.initializer.extend(kept)
+    drop_unread_initializers(model)
     if not any(o.domain in ("", "ai.onnx") and o.version >= 11 for o in model.opset_import):
         raise SystemExit("DynamicQuantizeLinear needs opset 11 or later")
     onnx.save(model, a.out)

@@ -1008,7 +1008,8 @@ private:
         for (int64_t kj = 0; kj <= past + qi; ++kj) {
           if (padded(b, kj))
             continue;
-          if (const bool hidden = *at(b, qi, kj) <= kHiddenScore; hidden != (past + qi - kj >= *window))
+          if (const bool hidden = *at(b, qi, kj) <= kHiddenScore;
+              hidden != (past + qi - kj >= *window))
             return {"is neither causal nor a sliding window: " +
                         (s.batch > 1 ? "sequence " + std::to_string(b) + ", " : std::string()) +
                         "query " + std::to_string(qi) +
