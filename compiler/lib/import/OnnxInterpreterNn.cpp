@@ -1,8 +1,8 @@
 // The interpreter's second half: reductions, normalizations, softmax, activations, selections
 // (ArgMax, TopK, GatherElements, GatherND, ScatterElements), Split, Gemm, and the ONNX Runtime
 // contrib operators exporters write (SimplifiedLayerNormalization, SkipLayerNormalization,
-// SkipSimplifiedLayerNormalization, FastGelu, Gelu, RotaryEmbedding), each as the ONNX or ONNX
-// Runtime documentation defines it. Floats are computed in double and rounded once where a result
+// SkipSimplifiedLayerNormalization, EmbedLayerNormalization, FastGelu, Gelu, RotaryEmbedding),
+// each as the ONNX or ONNX Runtime documentation defines it. Floats are computed in double and rounded once where a result
 // becomes a constant; ONNX Runtime computes in float32, and tests/e2e/ort/check_interpreter.py
 // holds every op here to it within float32's rounding of the sums involved.
 #include "InterpreterSupport.h"
@@ -56,6 +56,8 @@ public:
       return normalization(type);
     if (type == "Gelu" || type == "FastGelu")
       return gelu(type == "FastGelu");
+    if (type == "EmbedLayerNormalization")
+      return embedLayerNorm();
     if (type == "RotaryEmbedding")
       return rotaryEmbedding();
     if (type == "Clip")
@@ -241,6 +243,72 @@ private:
   // LayerNormalization(X, Scale[, B]; axis = -1, epsilon = 1e-5) -> Y, Mean, InvStdDev;
   // SimplifiedLayerNormalization(X, scale; axis = -1, epsilon = 1e-5) -> Y, inv_std_var (RMS);
   // SkipLayerNormalization(input, skip, gamma[, beta][, bias]; epsilon = 1e-12) and
+  // EmbedLayerNormalization(input_ids, segment_ids, word_embedding, position_embedding,
+  // segment_embedding, gamma, beta, mask, position_ids; epsilon) -> output, mask_index,
+  // embedding_sum: the word, position (position_ids, [B, S] or [1, S], or 0..S-1) and segment
+  // rows of each token summed (embedding_sum), its LayerNorm times gamma plus beta (output; beta
+  // is required, as ONNX Runtime requires it), and each sequence's count of mask ones
+  // (mask_index, int32; not evaluated without a mask).
+  std::optional<Results> embedLayerNorm() {
+    auto ints2 = [&](size_t i) { return present(i) && !in_[i].isFloat() && in_[i].shape.size() == 2; };
+    auto floats = [&](size_t i, size_t rank) {
+      return present(i) && in_[i].isFloat() && in_[i].shape.size() == rank;
+    };
+    std::optional<double> eps = floatAttr(op_, "epsilon");
+    if (!eps || !ints2(0) || !floats(2, 2) || !floats(3, 2) || !floats(5, 1) ||
+        present(1) != present(4) || (present(1) && (!ints2(1) || !floats(4, 2))) ||
+        !floats(6, 1) || (present(7) && !ints2(7)) ||
+        (present(8) && !ints2(8)) || (op_->getNumResults() > 1 && !present(7)))
+      return std::nullopt;
+    const Tensor &ids = in_[0], &word = in_[2], &pos = in_[3], &gamma = in_[5];
+    const int64_t batch = ids.shape[0], seq = ids.shape[1], hidden = word.shape[1];
+    if (pos.shape[1] != hidden || gamma.shape[0] != hidden ||
+        (present(1) && (in_[1].shape != ids.shape || in_[4].shape[1] != hidden)) ||
+        in_[6].shape[0] != hidden || (present(7) && in_[7].shape != ids.shape) ||
+        (present(8) && (in_[8].shape[1] != seq || (in_[8].shape[0] != 1 && in_[8].shape[0] != batch))))
+      return std::nullopt;
+    Tensor sum = filled({batch, seq, hidden}, word.elem), out = sum;
+    // A row of `table` by index `id`, or nothing when it is out of range.
+    auto row = [](const Tensor &table, int64_t id) -> std::optional<int64_t> {
+      if (id < 0 || id >= table.shape[0])
+        return std::nullopt;
+      return id * table.shape[1];
+    };
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t s = 0; s < seq; ++s) {
+        const int64_t t = b * seq + s;
+        const int64_t p = present(8) ? in_[8].i((in_[8].shape[0] == 1 ? 0 : b) * seq + s) : s;
+        std::optional<int64_t> w = row(word, ids.i(t)), q = row(pos, p);
+        std::optional<int64_t> g = present(1) ? row(in_[4], in_[1].i(t)) : std::optional<int64_t>(0);
+        if (!w || !q || !g)
+          return std::nullopt;
+        double mean = 0.0;
+        for (int64_t h = 0; h < hidden; ++h) {
+          double v = word.floats[*w + h] + pos.floats[*q + h];
+          if (present(1))
+            v += in_[4].floats[*g + h];
+          sum.floats[t * hidden + h] = v;
+          mean += v;
+        }
+        mean /= static_cast<double>(hidden);
+        double var = 0.0;
+        for (int64_t h = 0; h < hidden; ++h) {
+          const double d = sum.floats[t * hidden + h] - mean;
+          var += d * d;
+        }
+        const double inv = 1.0 / std::sqrt(var / static_cast<double>(hidden) + *eps);
+        for (int64_t h = 0; h < hidden; ++h)
+          out.floats[t * hidden + h] =
+              (sum.floats[t * hidden + h] - mean) * inv * gamma.floats[h] + in_[6].floats[h];
+      }
+    Tensor maskIndex = filled({batch}, IntegerType::get(ctx(), 32));
+    if (present(7))
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t s = 0; s < seq; ++s)
+          maskIndex.ints[b] += in_[7].i(b * seq + s) != 0;
+    return trimmed(Results{out, maskIndex, sum});
+  }
+
   // SkipSimplifiedLayerNormalization(input, skip, gamma[, bias]; epsilon = 1e-12) -> output,
   // mean, inv_std_var, input_skip_bias_sum: the norm of input + skip (+ bias) over the last
   // dimension. Mean and inverse deviation are float32, with the normalized dimensions as 1.
@@ -767,7 +835,8 @@ bool isNnOp(StringRef type) {
       "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare",
       "ReduceL1", "ReduceL2", "Softmax", "LogSoftmax", "LayerNormalization",
       "SimplifiedLayerNormalization", "SkipLayerNormalization",
-      "SkipSimplifiedLayerNormalization", "Gelu", "FastGelu", "RotaryEmbedding", "Clip", "Sign",
+      "SkipSimplifiedLayerNormalization", "Gelu", "FastGelu", "RotaryEmbedding",
+      "EmbedLayerNormalization", "Clip", "Sign",
       "IsNaN", "IsInf", "Xor", "GatherElements", "GatherND", "ScatterElements", "ArgMax",
       "ArgMin", "TopK", "CastLike", "Flatten", "Dropout", "Split", "Gemm"};
   return ops.contains(type);

@@ -1396,6 +1396,50 @@ def gen_attention(rng, n):
     return cases
 
 
+def gen_embed_layer_norm(rng, n):
+    """com.microsoft EmbedLayerNormalization as ONNX Runtime's GPT-2 and BERT exports write it:
+    word and position rows (position ids given, [B, S] or [1, S], or 0..S-1), segment rows or
+    not, beta or not; output, mask_index (with a mask) and embedding_sum each compared."""
+    cases = []
+    for k in range(n):
+        b, s, hidden = int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(2, 9))
+        vocab, positions = int(rng.integers(3, 9)), s + int(rng.integers(0, 3))
+        ids = rng.integers(0, vocab, (b, s)).astype(np.int32)
+        word, pos = f32(rng, (vocab, hidden), 1.0), f32(rng, (positions, hidden), 1.0)
+        gamma, beta = f32(rng, (hidden,), 1.0), f32(rng, (hidden,), 1.0)
+        segments = k % 3 == 1
+        seg_ids = rng.integers(0, 2, (b, s)).astype(np.int32) if segments else None
+        seg = f32(rng, (2, hidden), 1.0) if segments else None
+        mask = np.ones((b, s), np.int32)
+        mask[0, s - int(rng.integers(0, s)):] = 0
+        position_ids = None
+        if k % 4 == 1:
+            position_ids = rng.integers(0, positions, (b, s)).astype(np.int32)
+        elif k % 4 == 2:
+            position_ids = rng.permutation(positions)[:s].astype(np.int32)[None, :]
+        inputs = [ids, seg_ids, word, pos, seg, gamma, beta, mask, position_ids]
+        while inputs[-1] is None:
+            inputs.pop()
+        terms = word[ids].astype(np.float64) + pos[np.arange(s) if position_ids is None else
+                                                    position_ids].astype(np.float64)
+        if segments:
+            terms = terms + seg[seg_ids]
+        y, _, _, bound, _ = layer_norm_ref(terms, gamma, beta, -1, 1e-5, False)
+        label = (f"b={b} s={s} hidden={hidden}{' segments' if segments else ''}"
+                 f"{' positions ' + str(list(position_ids.shape)) if position_ids is not None else ''}")
+        attrs = {"epsilon": 1e-5}
+        for r, kind in ((0, SUM), (1, EXACT), (2, SUM)):
+            cases.append(Case("EmbedLayerNormalization", f"{label} output {r}", inputs, attrs,
+                              tol=kind, bound=bound if r == 0 else 8 * EPS32 * np.abs(terms) + 1e-6,
+                              results=3, result=r, types=[np.float32, np.int32, np.float32],
+                              out=[np.float32, np.int32, np.float32][r], domain="com.microsoft"))
+    ids, table = np.array([[0, 1]], np.int32), f32(rng, (2, 3), 1.0)
+    cases.append(Case("EmbedLayerNormalization", "without beta (invalid)",
+                      [ids, None, table, table, None, table[0]], {"epsilon": 1e-5},
+                      domain="com.microsoft"))
+    return cases
+
+
 def gen_clip(rng, n):
     cases = []
     for k in range(n):
@@ -1800,6 +1844,7 @@ GENERATORS.update({
     "Flatten": gen_flatten, "Dropout": gen_dropout, "Split": gen_split, "Gemm": gen_gemm,
     "Loop": gen_loop, "Sequence": gen_sequence, "MultiHeadAttention": gen_multi_head_attention,
     "GroupQueryAttention": gen_group_query_attention, "Attention": gen_attention,
+    "EmbedLayerNormalization": gen_embed_layer_norm,
 })
 
 # ----------------------------------------------------------------------------- ONNX side
