@@ -116,48 +116,29 @@ def convert(model: onnx.ModelProto, keep_io_types: bool) -> onnx.ModelProto:
             node.output[:] = [renamed.get(x, x) for x in node.output]
     float16_names, blocked = set(renamed.values()), []
     convert_graph(graph, float16_names, skip_io, blocked)
-    # Blocked ops keep float32, behind Casts.
+    # Blocked ops keep float32, behind Casts; the converter appends its Casts after every other
+    # node, and so does this (ONNX Runtime and hetc sort a graph themselves).
     for g, node in blocked:
-        before, after = [], []
-        for i, x in enumerate(node.input):
-            if x in float16_names:
-                cast_out = f"{node.name}_input_cast_{i}"
-                before.append(helper.make_node("Cast", [x], [cast_out], to=TensorProto.FLOAT,
-                                               name=f"{node.name}_input_cast{i}"))
-                node.input[i] = cast_out
-        for i, x in enumerate(node.output):
-            if x in float16_names:
-                cast_in = f"{node.name}_output_cast_{i}"
-                after.append(helper.make_node("Cast", [cast_in], [x], to=TensorProto.FLOAT16,
-                                              name=f"{node.name}_output_cast{i}"))
-                node.output[i] = cast_in
+        before = cast_where_float16(node.name, "input", node.input, float16_names, TensorProto.FLOAT)
+        after = cast_where_float16(node.name, "output", node.output, float16_names,
+                                   TensorProto.FLOAT16)
         g.node.extend(before + after)
     graph.node.extend(io_casts)
-    # The converter appends its Casts at the end; ONNX Runtime sorts the graph itself, and so
-    # does hetc, but onnx's checker wants them in order: sort here so the file is valid.
-    sort_nodes(graph)
     return model
 
 
-def sort_nodes(graph) -> None:
-    available = {vi.name for vi in graph.input} | {t.name for t in graph.initializer} | {""}
-    pending, ordered = list(graph.node), []
-    while pending:
-        progress = False
-        rest = []
-        for node in pending:
-            if all(x in available for x in node.input):
-                ordered.append(node)
-                available.update(node.output)
-                progress = True
-            else:
-                rest.append(node)
-        pending = rest
-        if not progress:  # reads from an enclosing scope (subgraphs): keep their order
-            ordered.extend(pending)
-            break
-    del graph.node[:]
-    graph.node.extend(ordered)
+def cast_where_float16(name, side, values, float16_names, to):
+    """Casts that put a blocked node's float16 inputs (or outputs) on the other side of a float32
+    Cast, renaming them in place in `values`; returns the Cast nodes."""
+    casts = []
+    for i, x in enumerate(values):
+        if x not in float16_names:
+            continue
+        renamed = f"{name}_{side}_cast_{i}"
+        io = ([x], [renamed]) if side == "input" else ([renamed], [x])
+        casts.append(helper.make_node("Cast", *io, to=to, name=f"{name}_{side}_cast{i}"))
+        values[i] = renamed
+    return casts
 
 
 def main(argv=None) -> int:

@@ -47,8 +47,8 @@ double chainRounding(const ElementwiseChain &chain) {
     for (Value r : node->getResults())
       narrow(r.getType());
     for (Value operand : node->getOperands())
-      if (constantValue(operand))
-        narrow(constantValue(operand).getType());
+      if (DenseElementsAttr constant = constantValue(operand))
+        narrow(constant.getType());
   }
   return rounding;
 }

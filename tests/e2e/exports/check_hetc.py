@@ -26,6 +26,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import compare as compare_results  # noqa: E402
 from e2e_common import (PROMPTS, CheckFailed, call_main, check_hetc_binary, main_wrapper,  # noqa: E402
                         prompt_arg, run)
 
@@ -91,11 +93,12 @@ def compare(a, reference, candidate, what, tol=None):
 def distance(reference, candidate):
     """The largest |logit difference| of two result JSONs over the steps where their tokens agree
     (compare.py's measure)."""
-    proc = subprocess.run([sys.executable, COMPARE, reference, candidate, "--tol", "inf",
-                           "--near-tie", "inf", "--json"], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CheckFailed(f"compare.py {reference} {candidate}: {proc.stdout}{proc.stderr}")
-    return json.loads(proc.stdout)["max_abs_diff"]
+    try:
+        return compare_results.compare(compare_results.load(reference),
+                                       compare_results.load(candidate),
+                                       float("inf"))["max_abs_diff"]
+    except (OSError, ValueError) as e:
+        raise CheckFailed(f"compare.py {reference} {candidate}: {e}")
 
 
 def check(a):
