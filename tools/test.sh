@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 tools/install-deps.sh
 build=${HETC_BUILD_DIR:-build}
 jobs=${HETC_JOBS:-2}
+# The tests fork their Python scripts from one server (tests/torch_forkserver.py); end it with us.
+trap '/usr/bin/python3 tests/torch_forkserver.py stop || true' EXIT
 cmake -S . -B "$build" -G Ninja
 cmake --build "$build" -j"$jobs"
 ctest --test-dir "$build" --output-on-failure -j"$jobs"

@@ -12,6 +12,7 @@ import traceback
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = os.path.join(REPO, "models")
+FORKSERVER = os.path.join(REPO, "tests", "torch_forkserver.py")
 # Prompts of the ragged batch: different lengths, every id below the vocabulary of every preset.
 PROMPTS = [
     [5, 17, 42, 7, 99, 3],
@@ -44,8 +45,12 @@ def run(cmd, what, timeout=600, expect_success=True):
     timeout raises CheckFailed with the command and its stderr."""
     cmd = [str(c) for c in cmd]
     print(f"$ {describe(cmd)}", flush=True)
+    launched = cmd
+    if len(cmd) > 1 and cmd[0] == sys.executable and cmd[1].endswith(".py"):
+        # A Python script starts forked from the tests' torch server, its imports already done.
+        launched = [sys.executable, FORKSERVER, "run", *cmd[1:]]
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+        proc = subprocess.run(launched, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                               text=True, errors="replace")
     except subprocess.TimeoutExpired as e:
         stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")

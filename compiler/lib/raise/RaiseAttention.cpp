@@ -962,18 +962,20 @@ private:
       return {"does not have the shape of an attention mask" + sample, std::nullopt};
     const int64_t rows = m.shape[rank - 2], cols = m.shape[rank - 1];
     const int64_t perBatch = m.size() / maskBatch;
+    // The dimensions between the batch and the rows (a rank-4 mask's heads, a rank-3 mask's
+    // first): each must give the same value.
+    const int64_t planes = rows * cols == 0 ? 0 : perBatch / (rows * cols);
     // What query qi of sequence b sees of key kj: 0 (visible), a large negative (hidden), or
-    // anything else.
+    // anything else. Indexed directly: a sliding-window sample has thousands of keys.
     auto at = [&](int64_t b, int64_t qi, int64_t kj) -> std::optional<double> {
       std::optional<double> value;
       const int64_t first = maskBatch == 1 ? 0 : b * perBatch;
-      for (int64_t k = first; k < first + perBatch; ++k) {
-        int64_t j = cols == 1 ? -1 : k % cols, i = rows == 1 ? -1 : (k / cols) % rows;
-        if ((i >= 0 && i != qi) || (j >= 0 && j != kj))
-          continue;
-        if (value && *value != m.f(k))
+      const int64_t i = rows == 1 ? 0 : qi, j = cols == 1 ? 0 : kj;
+      for (int64_t plane = 0; plane < planes; ++plane) {
+        const double v = m.f(first + (plane * rows + i) * cols + j);
+        if (value && *value != v)
           return std::nullopt; // broadcast dimensions that disagree
-        value = m.f(k);
+        value = v;
       }
       return value;
     };
