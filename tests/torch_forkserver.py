@@ -36,9 +36,15 @@ PRELOADED = ("torch", "onnx", "numpy")
 
 
 def server_address():
-    """An abstract socket (no file to go stale) named for the user, interpreter and this script."""
+    """An abstract socket (no file to go stale) named for the user, the interpreter, this script's
+    text and this copy of it, and the root directory: abstract sockets are shared by every
+    process of the network namespace, a chroot's and another checkout's included, whose scripts
+    a server outside them would not find."""
+    root, here = os.stat("/"), os.stat(__file__)
     with open(__file__, "rb") as f:
-        digest = hashlib.sha256(f.read() + sys.executable.encode()).hexdigest()[:16]
+        identity = f.read() + repr((sys.executable, root.st_dev, root.st_ino, here.st_dev,
+                                    here.st_ino)).encode()
+    digest = hashlib.sha256(identity).hexdigest()[:16]
     return f"\0hetc-torch-forkserver-{os.getuid()}-{digest}"
 
 
