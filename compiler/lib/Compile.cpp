@@ -277,6 +277,14 @@ Status compileOnnxToPlan(const CompileOptions &options) {
                            gib(*available) + " GiB available (weights " + gib(memory.weightBytes) +
                            " GiB, activations " + gib(memory.activationBytes) + " GiB)");
     llvm::errs() << "hetc: --max-seq auto: " << maxSeq << "\n";
+  } else if (options.maxSeqDefault) {
+    if (std::optional<planning::LearnedPositions> positions =
+            planning::learnedPositions(planning::findModelFunction(*module));
+        positions && static_cast<uint64_t>(positions->tokens) < maxSeq) {
+      maxSeq = static_cast<uint64_t>(positions->tokens);
+      llvm::errs() << "hetc: --max-seq " << maxSeq << ": the model's learned positions (the "
+                   << "default, " << options.maxSeq << ", is more)\n";
+    }
   }
 
   PlanBounds bounds{options.maxBatch, maxSeq, options.maxStepTokens};

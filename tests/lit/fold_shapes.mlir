@@ -230,7 +230,8 @@ func.func @where_as_mask_add(%q: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", 
   %min = hetc.constant dense<-3.40282347e+38> : tensor<f32>
   %masked = hetc.onnx.node "Where"(%bias, %s, %min) {node_name = "Where"} : (tensor<?x?xi1>, tensor<?x4x?x8xf32>, tensor<f32>) -> tensor<*xf32>
   %sum = hetc.onnx.node "Add"(%masked, %pad) {node_name = "Add"} : (tensor<*xf32>, tensor<?x1x1x?xf32>) -> tensor<*xf32>
-  return %sum : tensor<*xf32>
+  %p = hetc.onnx.node "Softmax"(%sum) {node_name = "Softmax"} : (tensor<*xf32>) -> tensor<*xf32>
+  return %p : tensor<*xf32>
 }
 
 // -----
@@ -251,7 +252,8 @@ func.func @scale_after_mask(%q: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", "
   %c = hetc.constant dense<2.82842708> : tensor<f32>
   %scaled = hetc.onnx.node "Div"(%masked, %c) {node_name = "Div"} : (tensor<*xf32>, tensor<f32>) -> tensor<*xf32>
   %sum = hetc.onnx.node "Add"(%scaled, %pad) {node_name = "Add"} : (tensor<*xf32>, tensor<?x1x1x?xf32>) -> tensor<*xf32>
-  return %sum : tensor<*xf32>
+  %p = hetc.onnx.node "Softmax"(%sum) {node_name = "Softmax"} : (tensor<*xf32>) -> tensor<*xf32>
+  return %p : tensor<*xf32>
 }
 
 // -----
@@ -380,4 +382,28 @@ func.func @shape_after_pad(%x: tensor<?x5xf32> {hetc.dims = ["batch", ""]}, %y: 
   %shape = hetc.onnx.node "Shape"(%p) {node_name = "Shape"} : (tensor<*xf32>) -> tensor<2xi64>
   %r = hetc.onnx.node "Reshape"(%y, %shape) {node_name = "Reshape"} : (tensor<?x8xf32>, tensor<2xi64>) -> tensor<*xf32>
   return %r : tensor<*xf32>
+}
+
+// -----
+
+// A projection plus its bias plus the embeddings (ONNX Runtime's fused GPT-2 adds its first
+// attention's output projection, its bias and EmbedLayerNormalization's sum in that order) is no
+// sum of masks, though the contrib op reads only inputs and weights: no Softmax reads it, and the
+// adds are left as they are.
+// CHECK-LABEL: func.func @residual_is_no_mask
+// CHECK: %[[YB:.*]] = hetc.onnx.node "Add"(%{{.*}}, %{{.*}}) {node_name = "bias"}
+// CHECK-NEXT: hetc.onnx.node "Add"(%[[YB]], %{{.*}}) {node_name = "residual"}
+func.func @residual_is_no_mask(%ids: tensor<?x?xi32> {hetc.dims = ["batch", "seq"]},
+                               %pos: tensor<?x?xi32> {hetc.dims = ["batch", "seq"]}) -> tensor<*xf32> {
+  %none = hetc.onnx.none
+  %wte = hetc.weight "wte" : tensor<16x8xf32>
+  %wpe = hetc.weight "wpe" : tensor<32x8xf32>
+  %g = hetc.weight "ln.weight" : tensor<8xf32>
+  %w = hetc.weight "c_proj" : tensor<8x8xf32>
+  %b = hetc.weight "c_proj.bias" : tensor<8xf32>
+  %e:3 = hetc.onnx.node "EmbedLayerNormalization"(%ids, %none, %wte, %wpe, %none, %g, %b, %none, %pos) {node_name = "embed", onnx_attrs = {epsilon = 1.0e-05 : f32}} : (tensor<?x?xi32>, none, tensor<16x8xf32>, tensor<32x8xf32>, none, tensor<8xf32>, tensor<8xf32>, none, tensor<?x?xi32>) -> (tensor<*xf32>, tensor<*xi32>, tensor<*xf32>)
+  %y = hetc.onnx.node "MatMul"(%e#0, %w) {node_name = "MatMul"} : (tensor<*xf32>, tensor<8x8xf32>) -> tensor<*xf32>
+  %yb = hetc.onnx.node "Add"(%y, %b) {node_name = "bias"} : (tensor<*xf32>, tensor<8xf32>) -> tensor<*xf32>
+  %sum = hetc.onnx.node "Add"(%yb, %e#2) {node_name = "residual"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
+  return %sum : tensor<*xf32>
 }

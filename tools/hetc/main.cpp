@@ -567,6 +567,7 @@ struct CompileArguments {
   std::string target = "host";
   uint32_t maxBatch = 4;
   std::string maxSeq = "4096";
+  bool maxSeqGiven = false; // --max-seq on the command line (the default yields to the model's)
   uint32_t maxStepTokens = 512;
   std::string weights = "bf16";
   std::string kv; // empty: as the weights
@@ -587,6 +588,7 @@ int compileCommand(const CompileArguments &args) {
   options.target = args.target;
   options.residentLayers = !args.noResident;
   options.maxBatch = args.maxBatch;
+  options.maxSeqDefault = !args.maxSeqGiven;
   if (args.maxSeq == "auto") {
     options.maxSeqAuto = true;
   } else {
@@ -824,8 +826,10 @@ int runTool(int argc, char **argv) {
     fail(error.what());
   }
 
-  if (compile->parsed())
+  if (compile->parsed()) {
+    compileArgs.maxSeqGiven = compile->count("--max-seq") > 0;
     return compileCommand(compileArgs);
+  }
   if (run->parsed())
     return runCommand(runArgs);
   if (tokenize->parsed()) {

@@ -830,8 +830,12 @@ private:
   }
 
   // (scores + m1) + m2, m1 and m2 computed from the inputs and constants alone (a stored mask
-  // buffer is a weight), is scores + (m1 + m2).
+  // buffer is a weight), is scores + (m1 + m2) where the sum is a Softmax's scores. Elsewhere
+  // such an m2 may be no mask at all: the token embeddings a residual adds to a linear's output
+  // plus its bias (ONNX Runtime's fused GPT-2).
   void reassociateMasks(OnnxNodeOp add) {
+    if (!reachesSoftmax(add))
+      return;
     for (unsigned inner : {0u, 1u}) {
       Value m2 = add->getOperand(1 - inner);
       auto first = add->getOperand(inner).getDefiningOp<OnnxNodeOp>();
@@ -853,6 +857,28 @@ private:
         return;
       }
     }
+  }
+
+  // Whether `op`'s result is a Softmax's input, directly or through elementwise nodes (a scale, a
+  // soft-cap, a clamp, casts, more masks).
+  static bool reachesSoftmax(Operation *op) {
+    SmallVector<std::pair<Operation *, int>> worklist{{op, 0}};
+    while (!worklist.empty()) {
+      auto [at, depth] = worklist.pop_back_val();
+      for (Operation *user : at->getUsers()) {
+        auto node = dyn_cast<OnnxNodeOp>(user);
+        if (!node)
+          continue;
+        StringRef type = node.getOpType();
+        if (type == "Softmax")
+          return true;
+        if (depth < 6 && (type == "Add" || type == "Sub" || type == "Mul" || type == "Div" ||
+                          type == "Cast" || type == "Max" || type == "Min" || type == "Where" ||
+                          type == "Tanh" || type == "Clip" || type == "Reshape"))
+          worklist.push_back({user, depth + 1});
+      }
+    }
+    return false;
   }
 
   // A flattened If whose condition evaluates to a constant is the branch it picks (torch's

@@ -463,17 +463,37 @@ Value throughRowReshapes(Value v) {
   return v;
 }
 
-bool foldRowReshapes(func::FuncOp func) {
-  bool folded = false;
+// The LLM activation a Cast between float types reads, or null.
+Value activationCastSource(OnnxNodeOp cast) {
+  if (cast.getOpType() != "Cast" || cast->getNumOperands() != 1)
+    return {};
+  Value source = cast->getOperand(0);
+  Type in = elementTypeOf(source.getType()), out = elementTypeOf(cast->getResult(0).getType());
+  Operation *def = source.getDefiningOp();
+  if (!in || !out || !isa<FloatType>(in) || !isa<FloatType>(out) || !def || !isa<LlmOp>(def) ||
+      isa<LmHeadOp>(def) || def->getResult(0) != source)
+    return {};
+  return source;
+}
+
+bool foldActivationViews(func::FuncOp func) {
+  SmallVector<OnnxNodeOp> views;
   func.walk([&](OnnxNodeOp node) {
-    if (Value source = rowReshapeSource(node)) {
+    Value source = rowReshapeSource(node);
+    if (!source)
+      source = activationCastSource(node);
+    if (source) {
       node->getResult(0).replaceAllUsesWith(source);
-      folded = true;
+      views.push_back(node);
     }
   });
-  if (folded)
+  // Erased, not left unread: a reader counts the activation's uses (a bias moves into the
+  // linear only where the activation reads it alone).
+  for (OnnxNodeOp view : views)
+    view->erase();
+  if (!views.empty())
     syncResultTypes(func);
-  return folded;
+  return !views.empty();
 }
 
 std::optional<int64_t> knownFeatures(Value v) {

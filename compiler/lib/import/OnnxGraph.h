@@ -94,8 +94,10 @@ mlir::BlockArgument graphInputThroughViews(mlir::Value v);
 mlir::Value throughRowReshapes(mlir::Value v);
 
 // Replaces every such Reshape of an LLM activation by the activation (GPT-2's Conv1D and OPT's
-// feed-forward flatten tokens around an addmm and view them back); returns whether one was.
-bool foldRowReshapes(mlir::func::FuncOp func);
+// feed-forward flatten tokens around an addmm and view them back), and every Cast of one between
+// float types (a float16 file that keeps some ops in float32, as ONNX Runtime's converter does):
+// hetc's activations are float32 rows whatever the file's type. Returns whether one was.
+bool foldActivationViews(mlir::func::FuncOp func);
 
 // Whether `v` is computed from graph inputs and constants only: no activation or weight reaches
 // it but through Shape or Size (an input-derived quantity; their values are not). With

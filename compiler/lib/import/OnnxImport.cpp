@@ -427,6 +427,7 @@ private:
   // scores. Nullopt for a dense model.
   std::optional<std::string> mixtureOfExperts() const;
   bool flattenIfs();
+  bool liftSearchDecoder();
   bool readDynamicQuantization();
   bool sortNodes();
   bool validateGraph();
@@ -612,11 +613,12 @@ std::optional<std::string> Importer::mixtureOfExperts() const {
 }
 
 // Up to three values as "name [dims] TYPE", then how many there are in all.
-std::string listedValues(const std::vector<const onnx::ValueInfoProto *> &values) {
+std::string listedValues(const std::vector<const onnx::ValueInfoProto *> &values,
+                         size_t shown = 3) {
   std::string text;
-  for (size_t i = 0; i < values.size() && i < 3; ++i)
+  for (size_t i = 0; i < values.size() && i < shown; ++i)
     text += (i ? ", " : "") + signatureText(*values[i]);
-  if (values.size() > 3)
+  if (values.size() > shown)
     text += ", ... (" + std::to_string(values.size()) + " in all)";
   return text;
 }
@@ -638,7 +640,7 @@ bool Importer::checkDecoderSignature() {
   // decoder of a multimodal model); an encoder's output or cross-attention cache (the decoder of
   // an encoder-decoder model); a paged cache over packed tokens.
   std::vector<const onnx::ValueInfoProto *> inputs, stateInputs, embedsInputs, encoderInputs,
-      pagedInputs;
+      pagedInputs, squareMaskInputs;
   bool tokenIds = false, tokenTypes = false;
   int pastInputs = 0;
   for (const auto &input : g.input()) {
@@ -665,12 +667,18 @@ bool Importer::checkDecoderSignature() {
       stateInputs.push_back(&input);
       continue;
     }
+    if (rankOf(input) == 4 && named(input, {"mask"})) {
+      squareMaskInputs.push_back(&input);
+      continue;
+    }
     pastInputs += isCacheInput(input) ? (isStackedKv(input) ? 2 : 1) : 0;
   }
   bool logits = false, hidden = false;
-  std::vector<const onnx::ValueInfoProto *> constantOutputs, embedsOutputs;
+  std::vector<const onnx::ValueInfoProto *> constantOutputs, embedsOutputs, stateOutputs;
   for (const auto &output : g.output()) {
     logits |= isFloatType(elem(output)) && rankOf(output) == 3 && named(output, {"logits"});
+    if (isFloatType(elem(output)) && rankOf(output) == 3 && !named(output, {"logits"}))
+      stateOutputs.push_back(&output); // a hidden state, where there are no logits
     hidden |= named(output, {"hidden_state", "pooler"});
     if (initializers.contains(output.name()))
       constantOutputs.push_back(&output);
@@ -718,6 +726,12 @@ bool Importer::checkDecoderSignature() {
     return fail("'" + path_ + "' is not a decoder hetc runs: it looks like " + hybrid +
                 "; hetc runs decoders whose every layer is attention");
   if (pastInputs >= 2 && logits) {
+    // Megatron's GPT-2 (ONNX Runtime's test export) takes [batch, 1, max, max] from the caller.
+    if (!squareMaskInputs.empty())
+      return fail("'" + path_ + "' is not a decoder hetc runs: it takes its attention mask as " +
+                  listedValues(squareMaskInputs) + ", a mask over query and key positions that " +
+                  "the caller builds each step; hetc builds the causal mask itself and reads " +
+                  "only a [batch, total] padding mask");
     if (std::optional<std::string> router = mixtureOfExperts())
       return fail("'" + path_ + "' is not a decoder hetc runs: it looks like a mixture of experts (" +
                   *router + "); hetc runs decoders whose feed-forwards are dense");
@@ -729,21 +743,90 @@ bool Importer::checkDecoderSignature() {
                       : logits && pastInputs == 0
                           ? "a decoder exported without its KV cache (export it with past "
                             "key/values, e.g. Optimum's text-generation-with-past)"
+                      : !logits && pastInputs >= 2 && !stateOutputs.empty()
+                          ? "a decoder without its language-model head (it writes " +
+                                listedValues(stateOutputs) +
+                                ", a hidden state, and no logits: export the model for causal "
+                                "LM, e.g. GPT2LMHeadModel)"
                           : "no decoder hetc knows";
   std::vector<std::string> missing;
   if (pastInputs < 2)
     missing.push_back("past key/value inputs [batch, kv_heads, past, head_dim]");
   if (!logits)
     missing.push_back("a logits output [batch, sequence, vocab]");
+  // The signature, each list cut at six values (a 32-layer cache would fill a screen).
+  std::vector<const onnx::ValueInfoProto *> outputs;
+  for (const auto &output : g.output())
+    outputs.push_back(&output);
   std::string text = "'" + path_ + "' is not a decoder LLM with a KV cache: it looks like " +
-                     looks + "; inputs: ";
-  for (size_t i = 0; i < inputs.size(); ++i)
-    text += (i ? ", " : "") + signatureText(*inputs[i]);
-  text += "; outputs: ";
-  for (int i = 0; i < g.output_size(); ++i)
-    text += (i ? ", " : "") + signatureText(g.output(i));
+                     looks + "; inputs: " + listedValues(inputs, 6) +
+                     "; outputs: " + listedValues(outputs, 6);
   text += "; missing: " + missing[0] + (missing.size() > 1 ? " and " + missing[1] : "");
   return fail(text);
+}
+
+// ONNX Runtime's generation operators (BeamSearch, GreedySearch, Sampling, as its
+// convert_generation tool writes them) hold the decoder as a graph attribute, with the weights it
+// shares with the other subgraphs in the outer graph's initializers. hetc runs its own search
+// (greedy or sampled, per request) over the decoder, so that decoder becomes the model's graph:
+// `init_decoder` where the file has one (the graph for a prompt of any length; `decoder` serves
+// one new token a step and may fix the sequence at 1), else `decoder`. The search's own settings
+// are not read (--explain says so); an encoder-decoder's search is refused.
+bool Importer::liftSearchDecoder() {
+  onnx::GraphProto &g = *model_->mutable_graph();
+  if (g.node_size() != 1)
+    return true;
+  const onnx::NodeProto &search = g.node(0);
+  const std::string op = search.op_type();
+  if (search.domain() != "com.microsoft" ||
+      (op != "BeamSearch" && op != "GreedySearch" && op != "Sampling"))
+    return true;
+  const onnx::GraphProto *decoder = nullptr, *initDecoder = nullptr;
+  int64_t modelType = 0;
+  for (const auto &attr : search.attribute()) {
+    if (attr.name() == "model_type" && attr.type() == onnx::AttributeProto::INT)
+      modelType = attr.i();
+    if (attr.type() == onnx::AttributeProto::GRAPH && attr.name() == "decoder")
+      decoder = &attr.g();
+    if (attr.type() == onnx::AttributeProto::GRAPH && attr.name() == "init_decoder")
+      initDecoder = &attr.g();
+  }
+  const std::string what = "'" + path_ + "' is ONNX Runtime's " + op + " (its search over a model";
+  if (modelType != 0)
+    return fail(what + " of type " + std::to_string(modelType) +
+                ", an encoder-decoder such as T5 or Whisper): hetc runs decoder-only models");
+  if (!decoder && !initDecoder)
+    return fail(what + ") without a decoder graph");
+  const bool init = initDecoder != nullptr;
+  onnx::GraphProto lifted = init ? *initDecoder : *decoder;
+  // The outer graph's initializers the decoder reads (in any nested graph too) and does not
+  // define itself.
+  std::set<std::string> read, defined;
+  std::function<void(const onnx::GraphProto &)> collect = [&](const onnx::GraphProto &graph) {
+    for (const auto &node : graph.node()) {
+      read.insert(node.input().begin(), node.input().end());
+      for (const auto &attr : node.attribute()) {
+        if (attr.has_g())
+          collect(attr.g());
+        for (const auto &sub : attr.graphs())
+          collect(sub);
+      }
+    }
+  };
+  collect(lifted);
+  for (const auto &input : lifted.input())
+    defined.insert(input.name());
+  for (const auto &t : lifted.initializer())
+    defined.insert(t.name());
+  for (auto &t : *g.mutable_initializer())
+    if (read.count(t.name()) && !defined.count(t.name()))
+      lifted.add_initializer()->Swap(&t);
+  importNotes_.push_back("the file is ONNX Runtime's " + op + " around a decoder: hetc compiles " +
+                         "its '" + (init ? "init_decoder" : "decoder") + "' graph and runs its " +
+                         "own search; the file's search settings (end of sequence, beams, " +
+                         "lengths, penalties) are not read");
+  g.Swap(&lifted);
+  return true;
 }
 
 bool Importer::checkOpsets() {
@@ -1322,6 +1405,11 @@ bool Importer::validateNode(const onnx::NodeProto &node, const std::string &name
   }
   const onnx::OpSchema *schema =
       onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset_), "");
+  // ONNX Runtime registers its own LayerNormalization in the default domain from version 1 (its
+  // transformer optimizer writes it into opset 11 to 16 models); ONNX's, at 17, has the same
+  // inputs, outputs and attributes.
+  if (!schema && node.op_type() == "LayerNormalization" && opset_ < 17)
+    schema = onnx::OpSchemaRegistry::Schema(node.op_type(), 17, "");
   if (!schema)
     return fail("node '" + name + "' has op type '" + node.op_type() +
                 "', which does not exist in ONNX opset " + std::to_string(opset_));
@@ -1433,6 +1521,18 @@ std::optional<onnx::GraphProto> inferValueInfoIsolated(const onnx::ModelProto &m
       copy.mutable_graph()->mutable_input()->CopyFrom(model.graph().input());
       copy.mutable_graph()->mutable_output()->CopyFrom(model.graph().output());
       copy.mutable_opset_import()->CopyFrom(model.opset_import());
+      // A domain the nodes use but the model does not import (ONNX Runtime runs com.microsoft
+      // ops without it): imported here, or ONNX's inference gives up on every node after the
+      // first of that domain, not only on those it has no schema for.
+      std::set<std::string> domains;
+      for (const auto &opset : model.opset_import())
+        domains.insert(opset.domain().empty() ? "ai.onnx" : opset.domain());
+      for (const auto &node : model.graph().node())
+        if (!node.domain().empty() && domains.insert(node.domain()).second) {
+          onnx::OperatorSetIdProto *opset = copy.add_opset_import();
+          opset->set_domain(node.domain());
+          opset->set_version(1);
+        }
       copy.set_ir_version(model.ir_version());
       // Initializers as types only: shape inference needs their shapes, not their bytes, except
       // for the small integer ones that are shapes themselves.
@@ -2481,7 +2581,7 @@ Value Importer::takeHalf(Location loc, const std::string &name, Value stacked, i
 OwningOpRef<ModuleOp> Importer::run() {
   // Ifs first: a merged decoder's nodes (and its mixture-of-experts router, if any) are inside
   // one.
-  if (!parse() || !checkOpsets() || !flattenIfs() || !readDynamicQuantization() ||
+  if (!parse() || !liftSearchDecoder() || !checkOpsets() || !flattenIfs() || !readDynamicQuantization() ||
       !checkDecoderSignature() || !sortNodes() ||
       !validateGraph())
     return nullptr;

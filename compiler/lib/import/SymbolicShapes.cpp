@@ -443,7 +443,8 @@ void SymbolicShapes::visitNode(OnnxNodeOp node) {
       type == "Floor" || type == "Ceil" || type == "Not" || type == "Erf" || type == "Tanh" ||
       type == "Sigmoid" || type == "Relu" || type == "Cos" || type == "Sin" || type == "Softmax" ||
       type == "LogSoftmax" || type == "CumSum" || type == "Trilu" || type == "IsNaN" ||
-      type == "IsInf" || type == "Gelu" || type == "FastGelu" || type == "Round" ||
+      type == "IsInf" || type == "Gelu" || type == "FastGelu" || type == "RotaryEmbedding" ||
+      type == "Round" ||
       type == "Sign" || type == "LayerNormalization" || type == "SimplifiedLayerNormalization" ||
       type == "Dropout" || type == "Softplus" || type == "HardSigmoid" || type == "Clip") {
     outShape = in0;
@@ -947,6 +948,61 @@ void SymbolicShapes::visitNode(OnnxNodeOp node) {
           dims[axis] = divDims((*in0)[axis], known(node->getNumResults()));
         facts(node->getResult(r)).shape = dims;
       }
+  }
+  contribShapes(node);
+}
+
+// ONNX Runtime's contrib operators have no ONNX schema, so ONNX's inference leaves their outputs
+// unshaped: the shapes their documentation gives, from their inputs' (what raising them needs
+// to see the residual stream and the cache through them).
+void SymbolicShapes::contribShapes(OnnxNodeOp node) {
+  StringRef type = node.getOpType();
+  const unsigned n = node->getNumOperands(), results = node->getNumResults();
+  auto shapeOf = [&](unsigned i) -> std::optional<SymDims> {
+    return i < n && !isa<NoneType>(node->getOperand(i).getType()) ? shapeOrType(node->getOperand(i))
+                                                                   : std::nullopt;
+  };
+  auto setShape = [&](unsigned r, SymDims dims) {
+    if (r < results && !isa<NoneType>(node->getResult(r).getType()))
+      facts(node->getResult(r)).shape = std::move(dims);
+  };
+  if (type == "EmbedLayerNormalization") {
+    // (input_ids [B, S], .., word_embedding [V, H], ..) -> output [B, S, H], mask_index [B],
+    // embedding_sum [B, S, H].
+    std::optional<SymDims> ids = shapeOf(0), table = shapeOf(2);
+    if (ids && table && ids->size() == 2 && table->size() == 2) {
+      SymDims rows{(*ids)[0], (*ids)[1], (*table)[1]};
+      setShape(0, rows);
+      setShape(1, SymDims{(*ids)[0]});
+      setShape(2, rows);
+    }
+  } else if (type == "SkipLayerNormalization" || type == "SkipSimplifiedLayerNormalization") {
+    // output and input_skip_bias_sum (the last output) have the input's shape.
+    if (std::optional<SymDims> in = shapeOf(0)) {
+      setShape(0, *in);
+      if (results == 4)
+        setShape(3, *in);
+    }
+  } else if (type == "Attention") {
+    // (input [B, S, in], weights [in, q + k + v], .., past [2, B, heads, P, head_dim]) ->
+    // output [B, S, v], present [2, B, heads, P + S, head_dim].
+    std::optional<SymDims> in = shapeOf(0), weights = shapeOf(1), past = shapeOf(4);
+    std::optional<int64_t> heads = intAttr(node, "num_heads");
+    if (!in || !weights || in->size() != 3 || weights->size() != 2 || !heads || *heads <= 0)
+      return;
+    SymDim v = divDims((*weights)[1], known(3)), k = v;
+    if (std::optional<SmallVector<int64_t>> sizes = intsAttr(node, "qkv_hidden_sizes");
+        sizes && sizes->size() == 3) {
+      k = known((*sizes)[1]);
+      v = known((*sizes)[2]);
+    }
+    setShape(0, SymDims{(*in)[0], (*in)[1], v});
+    SymDim total = (*in)[1];
+    if (past && past->size() == 5)
+      total = addDims((*past)[3], (*in)[1]);
+    else if (past)
+      return;
+    setShape(1, SymDims{known(2), (*in)[0], known(*heads), total, divDims(k, known(*heads))});
   }
 }
 

@@ -96,6 +96,7 @@ private:
   };
   void visit(mlir::Operation *op);
   void visitNode(OnnxNodeOp node);
+  void contribShapes(OnnxNodeOp node);
   Facts &facts(mlir::Value v) { return facts_[v]; }
   std::optional<SymDims> shapeOrType(mlir::Value v) const;
   int symbolFor(const std::string &name);

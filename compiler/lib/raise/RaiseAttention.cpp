@@ -1673,7 +1673,7 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
       product->setAttr(kRefused, UnitAttr::get(product->getContext()));
     }
     // A linear after the attention may read its rows flattened (GPT-2's Conv1D).
-    foldRowReshapes(func);
+    foldActivationViews(func);
     syncResultTypes(func);
     if (failed)
       signalPassFailure();

@@ -113,9 +113,10 @@ private:
                                                                        : Value();
   }
 
-  // A [hidden] weight or constant, through no-op nodes; null otherwise.
+  // A [hidden] weight or constant, through no-op nodes and float casts (a float16 file whose
+  // norms ONNX Runtime's converter keeps in float32); null otherwise.
   static Value vectorWeight(Value v) {
-    v = skipNoOps(v);
+    v = skipFloatCasts(skipNoOps(v));
     auto type = dyn_cast<RankedTensorType>(v.getType());
     if (!type || type.getRank() != 1 || !type.hasStaticShape() ||
         !(v.getDefiningOp<WeightOp>() || v.getDefiningOp<ConstantOp>()))

@@ -4,7 +4,7 @@
 // bias=True exports as MatMul then Add). Gemm(A, B, C) with alpha = beta = 1 and no transA is a
 // linear too (B transposed by transB, C its bias): an addmm, on tokens flattened to rows by a
 // Reshape that keeps the features (GPT-2's Conv1D, OPT's feed-forward); such Reshapes of LLM
-// activations are folded away (throughRowReshapes, foldRowReshapes), before and after.
+// activations are folded away (throughRowReshapes, foldActivationViews), before and after.
 //
 // A packed projection read in column pieces (q, k and v out of one MatMul: GPT-2's c_attn split
 // in three, ONNX Runtime GenAI's qkv_proj) becomes one linear per piece over that piece's columns
@@ -61,21 +61,34 @@ Value matchWeight(Value w, OpBuilder &builder) {
 }
 
 // The bias of `matmul`: its only reader is Add(y, b) or Add(b, y) with b a float [n] weight or
-// constant. Returns the Add and b, or nothing.
-std::pair<OnnxNodeOp, Value> matchBias(OnnxNodeOp matmul, int64_t n) {
+// constant, y the product or its one float Cast (a float16 file whose adds ONNX Runtime's
+// converter keeps in float32, b cast too). The Add, b and that Cast (or null), or nothing.
+struct BiasAdd {
+  OnnxNodeOp add;
+  Value bias;
+  OnnxNodeOp cast;
+};
+BiasAdd matchBias(OnnxNodeOp matmul, int64_t n) {
   Value y = matmul->getResult(0);
   if (!y.hasOneUse())
     return {};
   auto add = dyn_cast<OnnxNodeOp>(*y.getUsers().begin());
+  OnnxNodeOp cast;
+  if (add && add.getOpType() == "Cast" && add->getNumResults() == 1 &&
+      isFloatCast(add) && add->getResult(0).hasOneUse()) {
+    cast = add;
+    y = cast->getResult(0);
+    add = dyn_cast<OnnxNodeOp>(*y.getUsers().begin());
+  }
   if (!add || add.getOpType() != "Add" || add->getNumOperands() != 2 || add->getNumResults() != 1)
     return {};
-  Value b = skipNoOps(add->getOperand(add->getOperand(0) == y ? 1 : 0));
+  Value b = skipFloatCasts(skipNoOps(add->getOperand(add->getOperand(0) == y ? 1 : 0)));
   auto type = dyn_cast<RankedTensorType>(b.getType());
   if (!type || type.getRank() != 1 || type.getDimSize(0) != n ||
       !isa<FloatType>(type.getElementType()) ||
       !(b.getDefiningOp<WeightOp>() || b.getDefiningOp<ConstantOp>()))
     return {};
-  return {add, b};
+  return {add, b, cast};
 }
 
 // Gemm's weight as [K, N]: B, or with transB a transposed view of a stored [N, K] weight (of
@@ -380,7 +393,7 @@ void splitColumnPieces(LinearOp linear, OpBuilder &builder) {
 
 struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
   void runOnOperation() override {
-    foldRowReshapes(getOperation());
+    foldActivationViews(getOperation());
     SmallVector<OnnxNodeOp> matmuls;
     getOperation().walk([&](OnnxNodeOp op) {
       if ((op.getOpType() == "MatMul" && op->getNumOperands() == 2 && op->getNumResults() == 1) ||
@@ -413,7 +426,7 @@ struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
       if (!outFeatures || gemm)
         resultType = withFeatureSize(
             isa<RankedTensorType>(resultType) && !gemm ? resultType : x.getType(), n);
-      auto [biasAdd, bias] = gemm ? std::pair<OnnxNodeOp, Value>() : matchBias(matmul, n);
+      auto [biasAdd, bias, biasCast] = gemm ? BiasAdd() : matchBias(matmul, n);
       if (gemm && matmul->getNumOperands() > 2 && !isa<NoneType>(matmul->getOperand(2).getType())) {
         Value c = skipNoOps(matmul->getOperand(2));
         auto type = dyn_cast<RankedTensorType>(c.getType());
@@ -437,9 +450,11 @@ struct RaiseLinearPass : public hetc::impl::RaiseLinearBase<RaiseLinearPass> {
       replaced->getResult(0).replaceAllUsesWith(linear.getResult());
       if (biasAdd)
         biasAdd->erase();
+      if (biasCast)
+        biasCast->erase();
       matmul->erase();
     }
-    foldRowReshapes(getOperation());
+    foldActivationViews(getOperation());
     SmallVector<LinearOp> linears;
     getOperation().walk([&](LinearOp linear) { linears.push_back(linear); });
     for (LinearOp linear : linears)

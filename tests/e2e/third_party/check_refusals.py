@@ -7,7 +7,9 @@ refused with exit 1 and one error line that says what the file is, and leave no 
 The files are ONNX Runtime GenAI's own test models (ort-genai-test-stubs/, provenance in this
 folder's README): stubs whose outputs are constants, the text decoders and embedding model of
 multimodal models, a hybrid of linear attention and attention, an encoder-decoder's decoders and
-a paged-cache decoder over packed tokens. Each expected phrase names the trait the signature
+a paged-cache decoder over packed tokens; and two of ONNX Runtime's transformer tests
+(ort-transformers-test-data/): a GPT-2 without its language-model head and Megatron's GPT-2,
+whose 4-D attention mask the caller builds. Each expected phrase names the trait the signature
 shows, so a refusal that moved downstream of it (a node that happens to fail first) fails here.
 """
 
@@ -20,12 +22,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from e2e_common import CheckFailed, check_hetc_binary, main_wrapper  # noqa: E402
 
-STUBS = os.path.join(HERE, "ort-genai-test-stubs")
 STUB = "a test stub: its outputs logits ["
 STUB_EMBEDDING = "a test stub: its outputs inputs_embeds ["
 MULTIMODAL_TEXT = "the text decoder of a multimodal model: it takes inputs_embeds ["
 # path under ort-genai-test-stubs/ -> phrases the one error line must hold
-EXPECTED = {
+GENAI_STUBS = {
     "engine/dummy-decoder/decoder.onnx": [STUB],
     "engine/synthetic-paged/decoder.onnx": [
         "a decoder over a paged KV cache with its tokens packed (cumulative_sequence_lengths"],
@@ -45,6 +46,18 @@ EXPECTED = {
         STUB, "the decoder of an encoder-decoder model (encoder outputs or cross-attention "
         "inputs: past_key_cross_0"],
 }
+# path under this folder -> phrases
+EXPECTED = {os.path.join("ort-genai-test-stubs", name): phrases
+            for name, phrases in GENAI_STUBS.items()}
+EXPECTED.update({
+    "ort-transformers-test-data/gpt2_past.onnx": [
+        "is not a decoder LLM with a KV cache: it looks like a decoder without its language-model "
+        "head (it writes last_state [batch_size, seq_len_plus_1, 4] FLOAT, a hidden state, and "
+        "no logits", "... (13 in all)"],
+    "ort-transformers-test-data/gpt2_megatron.onnx": [
+        "is not a decoder hetc runs: it takes its attention mask as attention_mask [batch_size, "
+        "1, 64, 64] FLOAT, a mask over query and key positions that the caller builds"],
+})
 
 
 def check(a):
@@ -52,7 +65,7 @@ def check(a):
     os.makedirs(a.workdir, exist_ok=True)
     failures = []
     for name, phrases in EXPECTED.items():
-        path = os.path.join(STUBS, name)
+        path = os.path.join(HERE, name)
         if not os.path.isfile(path):
             raise CheckFailed(f"missing test file {path}")
         plan = os.path.join(a.workdir, name.replace("/", "_") + ".hplan")
@@ -63,14 +76,14 @@ def check(a):
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         missing = [p for p in phrases if not lines or p not in lines[0]]
         ok = (proc.returncode == 1 and len(lines) == 1 and not missing and
-              "is not a decoder hetc runs" in lines[0] and not os.path.exists(plan))
+              "is not a decoder" in lines[0] and not os.path.exists(plan))
         print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {proc.returncode}: {proc.stderr.strip()}")
         if not ok:
             failures.append(name + (f" (missing {missing})" if missing else ""))
     if failures:
         raise CheckFailed(f"not refused with one line saying what the file is: {failures}")
-    print(f"PASS: {len(EXPECTED)} files of ONNX Runtime GenAI's tests that are not decoders hetc "
-          "runs are each refused with one line saying what they are")
+    print(f"PASS: {len(EXPECTED)} files of ONNX Runtime's and ONNX Runtime GenAI's tests that are "
+          "not decoders hetc runs are each refused with one line saying what they are")
 
 
 def main(argv=None):

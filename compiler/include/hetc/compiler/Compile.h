@@ -53,6 +53,8 @@ struct CompileOptions {
   uint32_t maxBatch = 4;                     // sequence slots
   uint64_t maxSeq = 4096;                    // positions per sequence
   bool maxSeqAuto = false;                   // largest max-seq that fits the host (maxSeq unused)
+  bool maxSeqDefault = false; // maxSeq is the default, not asked for: a model with fewer
+                              // learned positions gets as many
   uint32_t maxStepTokens = 512;              // tokens one step processes (prefill chunk)
   WeightFormat weights = WeightFormat::BF16; // the layers' linear weights
   uint32_t groupSize = 32;                   // INT4 weights' k per scale and zero point
