@@ -16,10 +16,9 @@
 
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import { UsageError, promptIds } from './args.mjs';
 
 const require = createRequire(import.meta.url);
-
-class UsageError extends Error {}
 
 function parseArgs(argv) {
   const a = { prompts: [], maxNew: 16 };
@@ -31,15 +30,7 @@ function parseArgs(argv) {
     };
     switch (flag) {
       case '--model': a.model = value(); break;
-      case '--prompt-ids': {
-        const ids = value().split(',').filter((t) => t.trim() !== '').map((t) => {
-          if (!/^\s*\d+\s*$/.test(t)) throw new UsageError(`--prompt-ids: not a token id: ${JSON.stringify(t)}`);
-          return Number(t);
-        });
-        if (ids.length === 0) throw new UsageError('--prompt-ids: a prompt needs at least one id');
-        a.prompts.push(ids);
-        break;
-      }
+      case '--prompt-ids': a.prompts.push(promptIds(value())); break;
       case '--max-new': a.maxNew = Number(value()); break;
       case '--out': a.out = value(); break;
       default: throw new UsageError(`unknown argument ${flag}`);
