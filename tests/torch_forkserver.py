@@ -239,9 +239,17 @@ def run(argv):
     if os.environ.get("HETC_TEST_FORKSERVER", "1") != "0":
         sock = connect(start=True)
     if sock is not None:
+        # A closed standard stream (CI may run with no standard input) is /dev/null for the child.
+        streams = []
+        for fd in (0, 1, 2):
+            try:
+                os.fstat(fd)
+                streams.append(fd)
+            except OSError:
+                streams.append(os.open(os.devnull, os.O_RDWR))
         try:
             send_message(sock, {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
-                                "python_env": python_environment()}, fds=(0, 1, 2))
+                                "python_env": python_environment()}, fds=streams)
             reply, _ = receive_message(sock)
         except (EOFError, OSError, ValueError) as e:
             print(f"torch_forkserver: the server failed ({e}); the script was not run",
