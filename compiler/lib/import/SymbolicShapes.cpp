@@ -393,15 +393,19 @@ void SymbolicShapes::visit(Operation *op) {
   }
 }
 
+// Operand i's shape, where the node has that operand.
+std::optional<SymDims> SymbolicShapes::operandShape(OnnxNodeOp node, unsigned i) const {
+  return i < node->getNumOperands() && !isa<NoneType>(node->getOperand(i).getType())
+             ? shapeOrType(node->getOperand(i))
+             : std::nullopt;
+}
+
 void SymbolicShapes::visitNode(OnnxNodeOp node) {
   if (node->getNumResults() == 0)
     return; // nothing to know (the unroller's pending loop conditions)
   StringRef type = node.getOpType();
   const unsigned n = node->getNumOperands();
-  auto shapeOf = [&](unsigned i) -> std::optional<SymDims> {
-    return i < n && !isa<NoneType>(node->getOperand(i).getType()) ? shapeOrType(node->getOperand(i))
-                                                                   : std::nullopt;
-  };
+  auto shapeOf = [&](unsigned i) { return operandShape(node, i); };
   auto valuesOf = [&](unsigned i) -> std::optional<SymDims> {
     return i < n && !isa<NoneType>(node->getOperand(i).getType()) ? elements(node->getOperand(i))
                                                                    : std::nullopt;
@@ -957,11 +961,8 @@ void SymbolicShapes::visitNode(OnnxNodeOp node) {
 // to see the residual stream and the cache through them).
 void SymbolicShapes::contribShapes(OnnxNodeOp node) {
   StringRef type = node.getOpType();
-  const unsigned n = node->getNumOperands(), results = node->getNumResults();
-  auto shapeOf = [&](unsigned i) -> std::optional<SymDims> {
-    return i < n && !isa<NoneType>(node->getOperand(i).getType()) ? shapeOrType(node->getOperand(i))
-                                                                   : std::nullopt;
-  };
+  const unsigned results = node->getNumResults();
+  auto shapeOf = [&](unsigned i) { return operandShape(node, i); };
   auto setShape = [&](unsigned r, SymDims dims) {
     if (r < results && !isa<NoneType>(node->getResult(r).getType()))
       facts(node->getResult(r)).shape = std::move(dims);

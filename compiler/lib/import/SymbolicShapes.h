@@ -97,6 +97,7 @@ private:
   void visit(mlir::Operation *op);
   void visitNode(OnnxNodeOp node);
   void contribShapes(OnnxNodeOp node);
+  std::optional<SymDims> operandShape(OnnxNodeOp node, unsigned i) const;
   Facts &facts(mlir::Value v) { return facts_[v]; }
   std::optional<SymDims> shapeOrType(mlir::Value v) const;
   int symbolFor(const std::string &name);

@@ -172,7 +172,7 @@ struct RaiseActivationPass : public hetc::impl::RaiseActivationBase<RaiseActivat
       if (node->getNumOperands() > 1 && !isa<NoneType>(node->getOperand(1).getType())) {
         // The linear itself, read by nothing else (no no-op between: it may have readers).
         auto linear = x.getDefiningOp<LinearOp>();
-        Value bias = skipFloatCasts(skipNoOps(node->getOperand(1)));
+        Value bias = skipFloatCasts(node->getOperand(1));
         auto biasType = dyn_cast<RankedTensorType>(bias.getType());
         if (!linear || linear.getBias() || node->getOperand(0) != x || !x.hasOneUse() ||
             !biasType ||

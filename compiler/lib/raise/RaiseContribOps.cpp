@@ -116,7 +116,7 @@ private:
   // A [hidden] weight or constant, through no-op nodes and float casts (a float16 file whose
   // norms ONNX Runtime's converter keeps in float32); null otherwise.
   static Value vectorWeight(Value v) {
-    v = skipFloatCasts(skipNoOps(v));
+    v = skipFloatCasts(v);
     auto type = dyn_cast<RankedTensorType>(v.getType());
     if (!type || type.getRank() != 1 || !type.hasStaticShape() ||
         !(v.getDefiningOp<WeightOp>() || v.getDefiningOp<ConstantOp>()))

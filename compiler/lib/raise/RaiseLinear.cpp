@@ -82,7 +82,7 @@ BiasAdd matchBias(OnnxNodeOp matmul, int64_t n) {
   }
   if (!add || add.getOpType() != "Add" || add->getNumOperands() != 2 || add->getNumResults() != 1)
     return {};
-  Value b = skipFloatCasts(skipNoOps(add->getOperand(add->getOperand(0) == y ? 1 : 0)));
+  Value b = skipFloatCasts(add->getOperand(add->getOperand(0) == y ? 1 : 0));
   auto type = dyn_cast<RankedTensorType>(b.getType());
   if (!type || type.getRank() != 1 || type.getDimSize(0) != n ||
       !isa<FloatType>(type.getElementType()) ||

@@ -12,3 +12,14 @@ export function promptIds(text) {
   if (ids.length === 0) throw new UsageError('--prompt-ids: a prompt needs at least one id');
   return ids;
 }
+
+// Calls handle(flag, value) for each flag of argv; value() takes the argument after the flag.
+export function eachFlag(argv, handle) {
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    handle(flag, () => {
+      if (i + 1 >= argv.length) throw new UsageError(`${flag} needs a value`);
+      return argv[++i];
+    });
+  }
+}

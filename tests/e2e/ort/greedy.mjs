@@ -35,18 +35,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { UsageError, promptIds } from './args.mjs';
+import { UsageError, eachFlag, promptIds } from './args.mjs';
 
 const require = createRequire(import.meta.url);
 
 function parseArgs(argv) {
   const a = { prompts: [], maxNew: 16, mode: 'single', threads: 1, optLevel: 'all', padId: 0 };
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new UsageError(`${flag} needs a value`);
-      return argv[++i];
-    };
+  eachFlag(argv, (flag, value) => {
     switch (flag) {
       case '--model': a.model = value(); break;
       case '--prompt-ids': a.prompts.push(promptIds(value())); break;
@@ -63,7 +58,7 @@ function parseArgs(argv) {
         break;
       default: throw new UsageError(`unknown argument ${flag}`);
     }
-  }
+  });
   if (!a.model) throw new UsageError('--model is required');
   if (!a.out) throw new UsageError('--out is required');
   if (a.prompts.length === 0) throw new UsageError('at least one --prompt-ids is required');

@@ -16,18 +16,13 @@
 
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import { UsageError, promptIds } from './args.mjs';
+import { UsageError, eachFlag, promptIds } from './args.mjs';
 
 const require = createRequire(import.meta.url);
 
 function parseArgs(argv) {
   const a = { prompts: [], maxNew: 16 };
-  for (let i = 0; i < argv.length; i++) {
-    const flag = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new UsageError(`${flag} needs a value`);
-      return argv[++i];
-    };
+  eachFlag(argv, (flag, value) => {
     switch (flag) {
       case '--model': a.model = value(); break;
       case '--prompt-ids': a.prompts.push(promptIds(value())); break;
@@ -35,7 +30,7 @@ function parseArgs(argv) {
       case '--out': a.out = value(); break;
       default: throw new UsageError(`unknown argument ${flag}`);
     }
-  }
+  });
   if (!a.model || !a.out || a.prompts.length === 0) {
     throw new UsageError('--model, --out and at least one --prompt-ids are required');
   }
