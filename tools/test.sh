@@ -28,8 +28,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 san=${HETC_SANITIZE_BUILD_DIR:-build-sanitize}
 start=$SECONDS
 # Its end-to-end checks compile their plans with the hetc just built (the sanitized one has no
-# compiler).
-tools/configure-sanitize.sh "$san" -DHETC_COMPILER_HETC="$(cd "$build" && pwd)/bin/hetc"
+# compiler). The ONNX fuzz target, which fuzzes for seconds here, is built unoptimized.
+tools/configure-sanitize.sh "$san" -DHETC_COMPILER_HETC="$(cd "$build" && pwd)/bin/hetc" \
+  -DHETC_FUZZ_ONNX_OPT=-O0
 cmake --build "$san" -j"$jobs" --target sanitized-tests
 built=$SECONDS
 ctest --test-dir "$san" --output-on-failure -j"$jobs"
