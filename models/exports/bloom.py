@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """A BLOOM decoder written after Hugging Face transformers' modeling_bloom.py (4.45, eager
 attention, the cache as [batch, heads, past, head_dim]), exported with torch.onnx.export, plus
-its PyTorch greedy reference. hetc does not run it: BLOOM's attention adds ALiBi, a position bias
-of slope x key position per head, to the scores, which hetc.attention does not apply; the export
-is here so that the refusal names it.
+its PyTorch greedy reference. BLOOM's attention adds ALiBi, a position bias of slope x key
+position per head, to the scores, and normalizes the embeddings before the first block;
+--position-bias squared writes slope x position^2 instead, which is not ALiBi (hetc refuses it).
 
     /usr/bin/python3 models/exports/bloom.py export --out DIR [--opset 14] [--vocab 512 ...]
     /usr/bin/python3 models/exports/bloom.py reference --model-dir DIR --out ref.json \\
@@ -17,7 +17,7 @@ Semantics, as transformers has them:
   * word_embeddings, then word_embeddings_layernorm; no position embedding: the positions enter
     through ALiBi alone, alibi = slopes[h] * ((attention_mask.cumsum(-1) - 1) * attention_mask),
     [batch * heads, 1, total] (build_alibi_tensor's slopes, 2^(-8 (h + 1) / heads) for a power
-    of two heads);
+    of two heads, interleaved extra slopes for the others);
   * each block: ln = input_layernorm(x); x = x + attention(ln); x = x + mlp(post_attention_
     layernorm(x)) (apply_residual_connection_post_layernorm False); LayerNorms with bias;
   * query_key_value one linear with bias, viewed [batch, seq, heads, 3, head_dim] and cut on its
@@ -52,6 +52,8 @@ class Config:
     n_head: int = 4
     layer_norm_epsilon: float = 1e-5
     seed: int = 0
+    # alibi (BLOOM's), or squared: slope x position^2, a bias that is not ALiBi (not transformers')
+    position_bias: str = "alibi"
     model_type: str = "bloom"
     architectures: list = field(default_factory=lambda: ["BloomForCausalLM"])
     torch_dtype: str = "float32"
@@ -69,7 +71,8 @@ class Config:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-def build_alibi_tensor(attention_mask: torch.Tensor, num_heads: int, dtype) -> torch.Tensor:
+def build_alibi_tensor(attention_mask: torch.Tensor, num_heads: int, dtype,
+                       squared: bool = False) -> torch.Tensor:
     batch_size, seq_length = attention_mask.shape
     closest_power_of_2 = 2 ** math.floor(math.log2(num_heads))
     base = torch.tensor(2 ** (-(2 ** -(math.log2(closest_power_of_2) - 3))), dtype=torch.float32)
@@ -82,6 +85,8 @@ def build_alibi_tensor(attention_mask: torch.Tensor, num_heads: int, dtype) -> t
         extra_powers = torch.arange(1, 1 + 2 * num_remaining_heads, 2, dtype=torch.int32)
         slopes = torch.cat([slopes, torch.pow(extra_base, extra_powers)], dim=0)
     arange_tensor = ((attention_mask.cumsum(dim=-1) - 1) * attention_mask)[:, None, :]
+    if squared:
+        arange_tensor = arange_tensor * arange_tensor
     alibi = slopes[..., None] * arange_tensor
     return alibi.reshape(batch_size * num_heads, 1, seq_length).to(dtype)
 
@@ -184,7 +189,8 @@ class BloomForCausalLM(nn.Module):
         past = 0 if past_key_values is None else past_key_values[0][0].shape[2]
         hidden_states = m.word_embeddings_layernorm(m.word_embeddings(input_ids))
         dtype = hidden_states.dtype
-        alibi = build_alibi_tensor(attention_mask, self.config.n_head, dtype)
+        alibi = build_alibi_tensor(attention_mask, self.config.n_head, dtype,
+                                   squared=self.config.position_bias == "squared")
         mask = (opt.expand_mask(attention_mask, dtype, seq) +
                 opt.make_causal_mask(batch, seq, dtype, past)).clamp(min=torch.finfo(dtype).min)
         presents = []
@@ -238,11 +244,13 @@ def add_export_args(e: argparse.ArgumentParser) -> None:
     e.add_argument("--heads", type=int, default=d.n_head)
     e.add_argument("--eps", type=float, default=d.layer_norm_epsilon, help="layer_norm_epsilon")
     e.add_argument("--seed", type=int, default=d.seed)
+    e.add_argument("--position-bias", choices=["alibi", "squared"], default=d.position_bias,
+                   help="ALiBi, or slope x position^2 (not ALiBi: a refusal's test)")
 
 
 def config_from_args(a) -> Config:
     config = Config(vocab_size=a.vocab, hidden_size=a.hidden, n_layer=a.layers, n_head=a.heads,
-                    layer_norm_epsilon=a.eps, seed=a.seed)
+                    layer_norm_epsilon=a.eps, seed=a.seed, position_bias=a.position_bias)
     config.check()
     return config
 

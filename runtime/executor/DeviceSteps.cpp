@@ -287,6 +287,8 @@ Status OpLaunches::attention() {
   shape.scale = params->scale();
   shape.softcap = params->softcap();
   shape.window = params->sliding_window();
+  if (params->alibi_slopes())
+    return fail("no device kernel for ALiBi's position bias");
   const cuda::KvCacheArgs cache = kvCacheArgs(*def_.kv_cache(), layout_(layout_.kv));
 
   cuda::KvAppendArgs append;

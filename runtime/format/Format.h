@@ -44,7 +44,8 @@ constexpr uint32_t kPlanSchemaMajor = 1;
 //       and LinearParamsDef.swiglu_function (GeGLU), AttentionParamsDef.softcap and
 //       LmHeadParamsDef.softcap, and a sliding window per attention op.
 // 1.17: ActivationFunctionDef::ReluSquared (a non-gated feed-forward's squared ReLU).
-constexpr uint32_t kPlanSchemaMinor = 17;
+// 1.18: AttentionParamsDef.alibi_slopes (ALiBi's position bias: BLOOM, MPT).
+constexpr uint32_t kPlanSchemaMinor = 18;
 constexpr uint32_t kPlanSchemaVersion = kPlanSchemaMajor << 16 | kPlanSchemaMinor;
 constexpr uint64_t kSegmentAlignment = 4096;
 

@@ -789,9 +789,9 @@ private:
   // soft-capped scores and logits. Each finite, and absent from older plans.
   Status checkGemmaParams(uint32_t i, const OpDef &op) const {
     const uint32_t minor = def_.schema_version() & 0xffff;
-    auto newer = [&](const char *what) {
-      return fail(opText(i), " has ", what, ", which schema 1.", minor,
-                  " does not have (added in 1.16)");
+    auto newer = [&](const char *what, uint32_t added = 16) {
+      return fail(opText(i), " has ", what, ", which schema 1.", minor, " does not have (added in 1.",
+                  added, ")");
     };
     auto function = [&](ActivationFunctionDef f, bool gate) -> Status {
       if (f > ActivationFunctionDef::MAX)
@@ -800,8 +800,7 @@ private:
       if ((f == ActivationFunctionDef::Silu) != gate && minor < 16)
         return newer(gate ? "a gate function other than silu" : "the Silu activation");
       if (f == ActivationFunctionDef::ReluSquared && minor < 17)
-        return fail(opText(i), " has the ReluSquared activation, which schema 1.", minor,
-                    " does not have (added in 1.17)");
+        return newer("the ReluSquared activation", 17);
       return Status();
     };
     auto softcap = [&](float cap) -> Status {
@@ -826,8 +825,20 @@ private:
     }
     case OpKindDef::Activation:
       return function(op.params_as_ActivationParamsDef()->function(), false);
-    case OpKindDef::Attention:
-      return softcap(op.params_as_AttentionParamsDef()->softcap());
+    case OpKindDef::Attention: {
+      const AttentionParamsDef *p = op.params_as_AttentionParamsDef();
+      if (const auto *slopes = p->alibi_slopes()) {
+        if (minor < 18)
+          return newer("ALiBi slopes", 18);
+        if (slopes->size() != p->heads())
+          return fail(opText(i), " has ", slopes->size(), " ALiBi slopes for ", p->heads(),
+                      " heads");
+        for (float slope : *slopes)
+          if (!std::isfinite(slope))
+            return fail(opText(i), " has an ALiBi slope ", slope, " that is not finite");
+      }
+      return softcap(p->softcap());
+    }
     case OpKindDef::LmHead:
       if (op.params_as_LmHeadParamsDef()->bias() && minor < 16)
         return newer("a bias");

@@ -3,6 +3,7 @@
 // RUN: hetc-opt %S/Inputs/small_opt.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=OPT
 // RUN: hetc-opt %S/Inputs/small_parallel.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=PARALLEL
 // RUN: hetc-opt %S/Inputs/small_sandwich.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=SANDWICH
+// RUN: hetc-opt %S/Inputs/small_embedding_norm.mlir -hetc-group-sublayers | FileCheck %s --check-prefix=EMBNORM
 
 // The tiny model: two layers of an attention and a feed-forward sublayer each.
 // TINY: module attributes {hetc.model = {architecture = "llama", head_dim = 16 : i64, heads = 4 : i64, hidden = 64 : i64, intermediate = 176 : i64, kv_heads = 2 : i64, layers = 2 : i64, rms_eps = 9.99999974E-6 : f32, tied_embeddings = false, vocab = 256 : i64}}
@@ -76,3 +77,10 @@
 // SANDWICH: %[[D:.*]] = hetc.linear %[[S]], {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
 // SANDWICH: %[[DN:.*]] = hetc.rms_norm %[[D]], {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
 // SANDWICH: hetc.add %{{.*}}, %[[DN]] {{.*}}hetc.sublayer = {index = 1 : i64, kind = "feed_forward"}
+
+// BLOOM's norm of the embeddings starts the residual stream: outside every layer, between the
+// embedding and layer 0's first norm; the attention keeps its ALiBi slopes.
+// EMBNORM: hetc.embedding
+// EMBNORM-NEXT: hetc.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32} :
+// EMBNORM-NEXT: hetc.layer_norm {{.*}}hetc.layer = 0 : i64, hetc.sublayer = {index = 0 : i64, kind = "attention"}
+// EMBNORM: hetc.attention {{.*}}alibi_slopes = array<f32: 2.500000e-01, 6.250000e-02>

@@ -91,6 +91,9 @@ struct TinyPlanShape {
   uint32_t even_layer_window = 0;
   // The lm_head adds a bias (LmHeadParamsDef.bias, weights[1] F32 [vocab]), as Phi-2's.
   bool lm_head_bias = false;
+  // ALiBi (schema 1.18): every attention's scores plus slope_h * key position, BLOOM's slopes
+  // 2^(-8 (h + 1) / heads).
+  bool alibi = false;
 };
 
 // Gemma 2's forms on the default shape: scaled embeddings, a GELU gate, both soft-caps (small
@@ -520,6 +523,10 @@ inline TinyPlan buildTinyPlan(const TinyPlanShape &shape = {}) {
     attentionParams.rope = shape.fused_rope;
     attentionParams.softcap = shape.attention_softcap;
     attentionParams.sliding_window = l % 2 == 0 ? shape.even_layer_window : 0;
+    if (shape.alibi)
+      for (uint32_t h = 0; h < shape.heads; ++h)
+        attentionParams.alibi_slopes.push_back(
+            std::exp2(-8.0f * float(h + 1) / float(shape.heads)));
     attention->params.Set(std::move(attentionParams));
     // A fused residual reads `hidden` as its second input and writes the Add's output.
     auto fusedLinear = [&](const std::string &name, uint32_t input, uint32_t residualIn,

@@ -120,11 +120,13 @@ std::vector<double> int16Query(const float *q, size_t d) {
 // largest scaled weight x = w * s_v of its block of 16 positions; the element moves by that times
 // the int8 element of V, over the sum of the weights. (The kernels take their weights from a
 // running max, which scales a block's x and its M alike.) With `softcap`, each scaled score s is
-// softcap * tanh(s / softcap).
+// softcap * tanh(s / softcap); with `slopes` (ALiBi), head h's score of position j gains
+// slopes[h] * j.
 void referenceAttention(const TestKvCache &cache, uint32_t slot, const float *q,
                         const HeadShape &hs, float scale, KvElement element, size_t first,
                         size_t length, std::vector<double> &want, std::vector<double> &magnitude,
-                        std::vector<double> &quantization, double softcap = 0) {
+                        std::vector<double> &quantization, double softcap = 0,
+                        const float *slopes = nullptr) {
   const size_t d = hs.headDim, group = hs.heads / hs.kvHeads;
   want.assign(hs.heads * d, 0.0);
   magnitude.assign(hs.heads * d, 0.0);
@@ -144,6 +146,8 @@ void referenceAttention(const TestKvCache &cache, uint32_t slot, const float *q,
       for (size_t i = 0; i < d; ++i)
         s += query[i] * cache.key(1, slot, g, j, i);
       scores[j - first] = softcap > 0 ? softcap * std::tanh(s * scale / softcap) : s * scale;
+      if (slopes)
+        scores[j - first] += double(slopes[h]) * double(j);
       maxScore = std::max(maxScore, scores[j - first]);
     }
     for (double &s : scores)
@@ -199,11 +203,17 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
         op.cache = cache.view;
         op.shape = AttentionShape{1, hs.heads, hs.kvHeads, d, 1.0f / std::sqrt(float(d))};
         op.rowSlots = &slot;
+        // ALiBi's slopes, of either sign and up to a bias of about 90 at the longest length.
+        std::vector<float> slopes(hs.heads);
+        for (float &slope : slopes)
+          slope = 0.03f * random.next(1.0f);
 
         for (size_t length : lengths) {
           // Soft-capped scores (Gemma 2's) on every other length, so that every kernel runs both;
-          // a cap of 10 bends the scores here (up to ~50) hard.
+          // a cap of 10 bends the scores here (up to ~50) hard. ALiBi on two lengths in three,
+          // with and without the cap.
           op.shape.softcap = length % 2 ? 10.0f : 0.0f;
+          op.shape.slopes = length % 3 != 1 ? slopes.data() : nullptr;
           // Positions past the row's own are NaN for a while (int8 rows through their scales):
           // reading one shows in the output.
           for (size_t g = 0; g < hs.kvHeads; ++g)
@@ -214,14 +224,15 @@ TEST(AttentionTest, ChunkKernelsMatchSoftmaxReference) {
           // blocks round it.
           std::vector<double> want, magnitude, quantization;
           referenceAttention(cache, slot, q.data(), hs, op.shape.scale, element, 0, length, want,
-                             magnitude, quantization, op.shape.softcap);
+                             magnitude, quantization, op.shape.softcap, op.shape.slopes);
 
           const uint32_t position = static_cast<uint32_t>(length - 1);
           for (size_t chunk : chunkSizes) {
             const std::string what = std::string(set.name) + " " + elementName(element) + " KV " +
                                      describe(hs) + " length " + std::to_string(length) +
                                      " chunk " + std::to_string(chunk) + " softcap " +
-                                     std::to_string(op.shape.softcap);
+                                     std::to_string(op.shape.softcap) +
+                                     (op.shape.slopes ? " ALiBi" : "");
             std::vector<float> split(outStride, kNaN), whole(outStride, kNaN);
             op.out = split.data();
             runAttention(*set.kernels, op, &position, 1, chunk, true);
@@ -455,7 +466,7 @@ void checkBitsDoNotDependOnThreadsOrSplit(KvElement element) {
 // A chunk kernel that only counts its calls, to see which units the threads ran.
 std::atomic<size_t> countedChunks{0};
 void countChunk(const float *, const float *, const float *, const float *, const float *, size_t,
-                size_t, size_t, float, float, size_t, size_t, float *) {
+                size_t, size_t, float, float, const float *, size_t, size_t, float *) {
   countedChunks.fetch_add(1, std::memory_order_relaxed);
 }
 void mergeNothing(float *, const float *, size_t, size_t) {}
@@ -572,7 +583,7 @@ TEST(AttentionTest, Int8ScoresAndWeightsFollowTheirDefinitionInEverySet) {
       for (size_t j : {size_t{0}, size_t{5}, size_t{16}, size_t{31}, size_t{39}}) {
         std::vector<float> state(attentionStateFloats(group, d), kNaN);
         set.kernels->attentionChunk.int8(q.data(), keys, values, keyScales, valueScales, d, group,
-                                         d, scale, 0.0f, j, j + 1, state.data());
+                                         d, scale, 0.0f, nullptr, j, j + 1, state.data());
         for (size_t h = 0; h < group; ++h) {
           std::vector<int16_t> words(d);
           const float f = quantizeAttentionQuery(q.data() + h * d, d, scale, words.data());

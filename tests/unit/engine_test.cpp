@@ -186,6 +186,8 @@ std::vector<double> referenceLogits(const TinyPlan &tiny, const std::vector<int3
             weights[j] = s * params->scale;
             if (cap > 0)
               weights[j] = cap * std::tanh(weights[j] / cap);
+            if (!params->alibi_slopes.empty())
+              weights[j] += params->alibi_slopes[h] * double(j);
             maxScore = std::max(maxScore, weights[j]);
           }
           for (size_t j = first; j <= t; ++j)
@@ -345,6 +347,11 @@ TEST(EngineTest, MatchesFullRecomputeReference) {
   TinyPlanShape cappedBias = test::gemmaShape();
   cappedBias.lm_head_bias = true;
   shapes.push_back(cappedBias);
+  // ALiBi (BLOOM's slopes) on the larger shape, and with Gemma's soft-capped scores and windows.
+  TinyPlanShape alibi = largerShape(), cappedAlibi = test::gemmaShape();
+  alibi.alibi = cappedAlibi.alibi = true;
+  shapes.push_back(alibi);
+  shapes.push_back(cappedAlibi);
   for (const TinyPlanShape &shape : shapes) {
     LoadedTinyPlan loaded(shape);
     ASSERT_TRUE(loaded.plan);

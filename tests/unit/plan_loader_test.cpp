@@ -987,6 +987,28 @@ TEST_F(PlanLoaderTest, GemmaParamsAreCheckedAndNewIn1_16) {
     EXPECT_THAT(loadErrorAfter(mutate), HasSubstr(want));
 }
 
+// ALiBi's slopes (1.18): one finite slope per head, and refused in an older plan.
+TEST_F(PlanLoaderTest, AlibiSlopesAreCheckedAndNewIn1_18) {
+  using namespace plan;
+  TinyPlanShape shape;
+  shape.alibi = true;
+  ASSERT_EQ(loadErrorAfter([](TinyPlan &) {}, shape), "");
+  const std::string attention = "model.layers.0.self_attn";
+  auto slopes = [&](std::function<void(std::vector<float> &)> change) {
+    return [&, change](TinyPlan &t) {
+      change(opNamed(t, attention).params.AsAttentionParamsDef()->alibi_slopes);
+    };
+  };
+  const std::vector<std::pair<std::function<void(TinyPlan &)>, std::string>> refused = {
+      {slopes([](std::vector<float> &s) { s.pop_back(); }), "ALiBi slopes for 4 heads"},
+      {slopes([](std::vector<float> &s) { s[1] = NAN; }), "an ALiBi slope nan that is not finite"},
+      {[](TinyPlan &t) { t.def.schema_version = kPlanSchemaMajor << 16 | 17; },
+       "has ALiBi slopes, which schema 1.17 does not have"},
+  };
+  for (const auto &[mutate, want] : refused)
+    EXPECT_THAT(loadErrorAfter(mutate, shape), HasSubstr(want));
+}
+
 // The checks of the OPT-style ops (schema 1.10) on the tiny OPT plan (hidden 32, intermediate
 // 48, max_seq 32, positions 34 rows at offset 2), which loads as built.
 TEST_F(PlanLoaderTest, OptMistakesAreNamed) {

@@ -136,7 +136,8 @@ std::string fusedText(const OpDef &op) {
     }
     return joined({params->sliding_window() ? "window " + std::to_string(params->sliding_window())
                                             : "",
-                   params->softcap() > 0 ? "cap " + number(params->softcap()) : "", rope});
+                   params->softcap() > 0 ? "cap " + number(params->softcap()) : "",
+                   params->alibi_slopes() ? "alibi" : "", rope});
   }
   const LinearParamsDef *params =
       op.kind() == OpKindDef::Linear ? op.params_as_LinearParamsDef() : nullptr;

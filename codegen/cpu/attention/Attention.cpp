@@ -68,11 +68,17 @@ void portableOnlineSoftmax(size_t d, size_t begin, size_t end, float *acc, Block
   acc[d + 1] = runningSum;
 }
 
+// ALiBi's bias: scores[j] += slope * (j0 + j), a float32 product and sum (AttentionChunkFn).
+void addPositionBias(float slope, size_t j0, float *scores, size_t n) {
+  for (size_t j = 0; j < n; ++j)
+    scores[j] += slope * static_cast<float>(j0 + j);
+}
+
 // Over float32 rows: dot() in its fixed lane order, std::exp.
 void attentionChunkPortableRows(const float *q, const float *keys, const float *values,
                                 const float *, const float *, size_t posStride, size_t group,
-                                size_t headDim, float scale, float softcap, size_t begin, size_t end,
-                                float *state) {
+                                size_t headDim, float scale, float softcap, const float *slopes,
+                                size_t begin, size_t end, float *state) {
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
     const float *qh = q + h * d;
@@ -83,6 +89,8 @@ void attentionChunkPortableRows(const float *q, const float *keys, const float *
       }
       if (softcap > 0)
         softCap(softcap, scores, n);
+      if (slopes)
+        addPositionBias(slopes[h], j0, scores, n);
     };
     auto addRow = [&](size_t j, float weight, float *acc) {
       const float *v = values + j * posStride;
@@ -101,7 +109,8 @@ void attentionChunkPortableRows(const float *q, const float *keys, const float *
 // that divides the output adds those rounded weights. Sums run in this kernel's own order.
 void attentionChunkPortableBf16(const float *q, const uint16_t *keys, const uint16_t *values,
                                 const float *, const float *, size_t, size_t group, size_t headDim,
-                                float scale, float softcap, size_t begin, size_t end, float *state) {
+                                float scale, float softcap, const float *slopes, size_t begin,
+                                size_t end, float *state) {
   const size_t d = headDim;
   for (size_t h = 0; h < group; ++h) {
     const float *qh = q + h * d;
@@ -122,6 +131,8 @@ void attentionChunkPortableBf16(const float *q, const uint16_t *keys, const uint
         scores[j] = scale * scores[j];
       if (softcap > 0)
         softCap(softcap, scores, n);
+      if (slopes)
+        addPositionBias(slopes[h], j0, scores, n);
     };
     auto addRow = [&](size_t j, float weight, float *acc) {
       const float rounded = widen(floatToBf16(weight));
@@ -156,7 +167,8 @@ constexpr size_t kPortableQueryWords = 256;
 template <typename Sum>
 void portableInt8Heads(const float *q, const int8_t *keys, const int8_t *values,
                        const float *keyScales, const float *valueScales, size_t group, size_t d,
-                       float scale, float softcap, size_t begin, size_t end, float *state) {
+                       float scale, float softcap, const float *slopes, size_t begin, size_t end,
+                       float *state) {
   constexpr bool kStored = std::is_same_v<Sum, int32_t>;
   int16_t stored[kStored ? kPortableQueryWords : 1];
   for (size_t h = 0; h < group; ++h) {
@@ -189,6 +201,8 @@ void portableInt8Heads(const float *q, const int8_t *keys, const int8_t *values,
         scores[l] = static_cast<float>(dots[l]) * (keyScales[j0 + l] * factor);
         if (softcap > 0)
           softCap(softcap, scores + l, 1);
+        if (slopes)
+          addPositionBias(slopes[h], j0 + l, scores + l, 1);
         blockMax = std::max(blockMax, scores[l]);
       }
       if (blockMax > runningMax) {
@@ -235,14 +249,14 @@ void portableInt8Heads(const float *q, const int8_t *keys, const int8_t *values,
 
 void attentionChunkPortableInt8(const float *q, const int8_t *keys, const int8_t *values,
                                 const float *keyScales, const float *valueScales, size_t,
-                                size_t group, size_t headDim, float scale, float softcap, size_t begin, size_t end,
-                                float *state) {
+                                size_t group, size_t headDim, float scale, float softcap,
+                                const float *slopes, size_t begin, size_t end, float *state) {
   if (headDim <= kPortableQueryWords)
     portableInt8Heads<int32_t>(q, keys, values, keyScales, valueScales, group, headDim, scale,
-                               softcap, begin, end, state);
+                               softcap, slopes, begin, end, state);
   else
     portableInt8Heads<int64_t>(q, keys, values, keyScales, valueScales, group, headDim, scale,
-                               softcap, begin, end, state);
+                               softcap, slopes, begin, end, state);
 }
 
 void attentionMergePortable(float *into, const float *next, size_t group, size_t headDim) {
@@ -362,6 +376,7 @@ void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &spl
     const void *keys = op.cache.at(true, base);
     const void *values = op.cache.at(false, base);
     const float *q = op.q + row * op.qStride + head * group * d;
+    const float *slopes = shape.slopes ? shape.slopes + head * group : nullptr;
     // Chunk c (counted from the row's first) covers its part of [first, positions).
     auto runChunk = [&](size_t c, float *state) {
       const size_t start = (firstChunk + c) * chunkPositions;
@@ -370,17 +385,17 @@ void attentionUnits(const AttentionChunkKernel &chunk, const AttentionSplit &spl
       switch (op.cache.element) {
       case KvElement::F32:
         chunk.f32(q, static_cast<const float *>(keys), static_cast<const float *>(values), nullptr,
-                  nullptr, op.cache.posStride, group, d, shape.scale, shape.softcap, begin, end, state);
+                  nullptr, op.cache.posStride, group, d, shape.scale, shape.softcap, slopes, begin, end, state);
         return;
       case KvElement::Bf16:
         chunk.bf16(q, static_cast<const uint16_t *>(keys), static_cast<const uint16_t *>(values),
-                   nullptr, nullptr, op.cache.posStride, group, d, shape.scale, shape.softcap, begin, end, state);
+                   nullptr, nullptr, op.cache.posStride, group, d, shape.scale, shape.softcap, slopes, begin, end, state);
         return;
       case KvElement::Int8: {
         const size_t scaleBase = op.cache.scaleOffset(shape.layer, op.rowSlots[row], head, 0);
         chunk.int8(q, static_cast<const int8_t *>(keys), static_cast<const int8_t *>(values),
                    op.cache.keyScales + scaleBase, op.cache.valueScales + scaleBase,
-                   op.cache.posStride, group, d, shape.scale, shape.softcap, begin, end, state);
+                   op.cache.posStride, group, d, shape.scale, shape.softcap, slopes, begin, end, state);
         return;
       }
       }

@@ -59,13 +59,16 @@ constexpr size_t attentionStateFloats(size_t group, size_t headDim) {
 // A weight is thus kept to 2^-15 of its block's largest scaled weight, not to 2^-9 of itself as
 // bf16 would keep it: finer for the weights that matter, and the blocks of small weights each
 // have their own scale.
+// A score is formed as AttentionShape says: times `scale`, soft-capped where softcap > 0, plus
+// slopes[h] * j (float32 product and sum) where `slopes` (the group's, [group]) is not null.
 // Writes the chunk state. Reads no row or scale outside [begin, end) but for the rest of the
 // first and last blocks, whose values it ignores whatever they are.
 template <typename Element>
 using AttentionChunkFn = void (*)(const float *q, const Element *keys, const Element *values,
                                   const float *keyScales, const float *valueScales,
-                                  size_t posStride, size_t group, size_t headDim, float scale, float softcap,
-                                  size_t begin, size_t end, float *state);
+                                  size_t posStride, size_t group, size_t headDim, float scale,
+                                  float softcap, const float *slopes, size_t begin, size_t end,
+                                  float *state);
 
 // Folds the state of the next chunk into `into` (the merge of every earlier chunk): the side
 // holding the larger max keeps its values, the other is rescaled by exp(smaller - larger).

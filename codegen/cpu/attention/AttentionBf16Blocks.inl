@@ -61,6 +61,15 @@ HETC_BLOCKS_TARGET inline __m512 softCap512(__m512 s, float cap) {
   return _mm512_mul_ps(t, _mm512_set1_ps(cap));
 }
 
+// ALiBi's bias of positions j0 .. j0 + 15, as KernelsAvx512.cpp's addPositionBias512 (the same
+// bits as the portable kernel's).
+HETC_BLOCKS_TARGET inline __m512 addPositionBias512(__m512 s, float slope, size_t j0) {
+  const __m512 positions = _mm512_add_ps(
+      _mm512_set1_ps(static_cast<float>(j0)),
+      _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  return _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(slope), positions));
+}
+
 HETC_BLOCKS_TARGET inline __m512 widenBf16(__m256i x) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
 }
@@ -93,7 +102,8 @@ HETC_BLOCKS_TARGET inline void prefetchLines(const void *at, size_t bytes) {
 template <int H, int NV>
 HETC_BLOCKS_TARGET void
 headsOverBlocks(const float *q, const uint16_t *keys, const uint16_t *values, const float *,
-                const float *, size_t d, float scale, float softcap, size_t begin, size_t end, float *state) {
+                const float *, size_t d, float scale, float softcap, const float *slopes, size_t begin,
+                size_t end, float *state) {
   using Element = uint16_t;
   const size_t pairs = d / 2;
   const size_t blockElements = kLanes * d;
@@ -164,6 +174,8 @@ headsOverBlocks(const float *q, const uint16_t *keys, const uint16_t *values, co
       __m512 scaled = _mm512_mul_ps(dots, scaleVector);
       if (softcap > 0)
         scaled = softCap512(scaled, softcap);
+      if (slopes)
+        scaled = addPositionBias512(scaled, slopes[h], j0);
       scores[h] = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid, scaled);
     }
   };
@@ -282,8 +294,9 @@ HETC_BLOCKS_TARGET inline __m512 broadcastQuarter(__m512 x, int h) {
 template <int H, int NV>
 HETC_BLOCKS_TARGET void headsOverInt8Blocks(const float *q, const int8_t *keys,
                                             const int8_t *values, const float *keyScales,
-                                            const float *valueScales, size_t d, float scale, float softcap,
-                                            size_t begin, size_t end, float *state) {
+                                            const float *valueScales, size_t d, float scale,
+                                            float softcap, const float *slopes, size_t begin,
+                                            size_t end, float *state) {
   const size_t pairs = d / 2;
   const size_t blockElements = kLanes * d;
   const float negativeInfinity = -std::numeric_limits<float>::infinity();
@@ -378,6 +391,8 @@ HETC_BLOCKS_TARGET void headsOverInt8Blocks(const float *q, const int8_t *keys,
       __m512 scaled = _mm512_mul_ps(dots, _mm512_mul_ps(keyScale, _mm512_set1_ps(factors[h])));
       if (softcap > 0)
         scaled = softCap512(scaled, softcap);
+      if (slopes)
+        scaled = addPositionBias512(scaled, slopes[h], j0);
       scores[h] = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid, scaled);
     }
   };
@@ -479,7 +494,8 @@ HETC_BLOCKS_TARGET void headsOverInt8Blocks(const float *q, const int8_t *keys,
 
 template <typename Element>
 using HeadsFn = void (*)(const float *, const Element *, const Element *, const float *,
-                         const float *, size_t, float, float, size_t, size_t, float *);
+                         const float *, size_t, float, float, const float *, size_t, size_t,
+                         float *);
 
 // Up to 4 heads at a time with up to 4 vectors of dims (16 accumulators), 2 past that.
 constexpr size_t maxHeadsPerPass(size_t vectors) { return vectors <= 4 ? 4 : 2; }
@@ -527,15 +543,15 @@ template <typename Element> HeadsFn<Element> headsFor(size_t vectors, size_t hea
 template <typename Element>
 void attentionChunkBlocks(const float *q, const Element *keys, const Element *values,
                           const float *keyScales, const float *valueScales, size_t posStride,
-                          size_t group, size_t headDim, float scale, float softcap, size_t begin, size_t end,
-                          float *state) {
+                          size_t group, size_t headDim, float scale, float softcap,
+                          const float *slopes, size_t begin, size_t end, float *state) {
   if (headDim > 2 * kMaxPairs) {
     if constexpr (std::is_same_v<Element, int8_t>)
       kAttentionChunkPortable.int8(q, keys, values, keyScales, valueScales, posStride, group,
-                                   headDim, scale, softcap, begin, end, state);
+                                   headDim, scale, softcap, slopes, begin, end, state);
     else
       kAttentionChunkPortable.bf16(q, keys, values, keyScales, valueScales, posStride, group,
-                                   headDim, scale, softcap, begin, end, state);
+                                   headDim, scale, softcap, slopes, begin, end, state);
     return;
   }
   const size_t vectors = (headDim + kLanes - 1) / kLanes;
@@ -543,7 +559,8 @@ void attentionChunkBlocks(const float *q, const Element *keys, const Element *va
   for (size_t h = 0; h < group; h += perPass) {
     const size_t heads = std::min(perPass, group - h);
     headsFor<Element>(vectors, heads)(q + h * headDim, keys, values, keyScales, valueScales,
-                                      headDim, scale, softcap, begin, end, state + h * (headDim + 2));
+                                      headDim, scale, softcap, slopes ? slopes + h : nullptr,
+                                      begin, end, state + h * (headDim + 2));
   }
 }
 

@@ -126,6 +126,9 @@ struct AttentionShape {
   size_t headDim = 0;
   float scale = 1.0f;
   float softcap = 0.0f; // scores soft-capped, cap * tanh(score / cap), after the scale; 0: none
+  // ALiBi (BLOOM, MPT): each score of query head h plus slopes[h] * the key's position, after the
+  // scale and the soft-cap; [heads], or null for none.
+  const float *slopes = nullptr;
 };
 
 // out[t] = table[tokens[t]] for rows [rowBegin, rowEnd); table is [vocab, hidden] row-major.

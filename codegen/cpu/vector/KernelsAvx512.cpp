@@ -212,6 +212,15 @@ HETC_AVX512 inline __m512 softCap512(__m512 s, float cap) {
   return _mm512_mul_ps(t, _mm512_set1_ps(cap));
 }
 
+// ALiBi's bias of positions j0 .. j0 + 15: s + slope * position, a float32 product and sum as
+// the portable kernel's (positions below 2^24 are exact floats).
+HETC_AVX512 inline __m512 addPositionBias512(__m512 s, float slope, size_t j0) {
+  const __m512 positions = _mm512_add_ps(
+      _mm512_set1_ps(static_cast<float>(j0)),
+      _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  return _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(slope), positions));
+}
+
 // One pass of up to kHeadBatch heads over positions [begin, end). Per block of 16 positions:
 // the 16 scores of a head come out of one transposed reduction, the running max moves once per
 // block (the output is rescaled only when it grows), and the weights are applied to the value
@@ -219,7 +228,8 @@ HETC_AVX512 inline __m512 softCap512(__m512 s, float cap) {
 template <int NV>
 HETC_AVX512 void attentionHeads(const float *q, const float *keys, const float *values,
                                 const float *, const float *, size_t posStride, size_t heads,
-                                size_t d, float scale, float softcap, size_t begin, size_t end, float *state) {
+                                size_t d, float scale, float softcap, const float *slopes,
+                                size_t begin, size_t end, float *state) {
   const size_t vectors = (d + kLanes - 1) / kLanes;
   const __mmask16 lastMask = firstLanes(d - (vectors - 1) * kLanes);
   const size_t rowBytes = d * sizeof(float);
@@ -257,6 +267,8 @@ HETC_AVX512 void attentionHeads(const float *q, const float *keys, const float *
       __m512 scores = _mm512_mul_ps(sumEachOf16(partial), scaleVector);
       if (softcap > 0)
         scores = softCap512(scores, softcap);
+      if (slopes)
+        scores = addPositionBias512(scores, slopes[h], j0);
       scores = _mm512_mask_mov_ps(_mm512_set1_ps(negativeInfinity), valid, scores);
       const float blockMax = _mm512_reduce_max_ps(scores);
       if (blockMax > runningMax[h]) {
@@ -301,8 +313,8 @@ HETC_AVX512 void attentionHeads(const float *q, const float *keys, const float *
 }
 
 using AttentionHeadsFn = void (*)(const float *, const float *, const float *, const float *,
-                                  const float *, size_t, size_t, size_t, float, float, size_t, size_t,
-                                  float *);
+                                  const float *, size_t, size_t, size_t, float, float,
+                                  const float *, size_t, size_t, float *);
 
 // Heads of up to 8 vectors (head_dim <= 128) keep the query in registers; longer ones read it.
 AttentionHeadsFn attentionHeadsFor(size_t headDim) {
@@ -330,12 +342,14 @@ AttentionHeadsFn attentionHeadsFor(size_t headDim) {
 
 HETC_AVX512 void attentionChunkAvx512(const float *q, const float *keys, const float *values,
                                       const float *keyScales, const float *valueScales,
-                                      size_t posStride, size_t group, size_t headDim, float scale, float softcap,
-                                      size_t begin, size_t end, float *state) {
+                                      size_t posStride, size_t group, size_t headDim, float scale,
+                                      float softcap, const float *slopes, size_t begin, size_t end,
+                                      float *state) {
   const AttentionHeadsFn run = attentionHeadsFor(headDim);
   for (size_t h = 0; h < group; h += kHeadBatch)
     run(q + h * headDim, keys, values, keyScales, valueScales, posStride,
-        std::min(kHeadBatch, group - h), headDim, scale, softcap, begin, end, state + h * (headDim + 2));
+        std::min(kHeadBatch, group - h), headDim, scale, softcap, slopes ? slopes + h : nullptr,
+        begin, end, state + h * (headDim + 2));
 }
 
 // The portable merge's arithmetic on 16-lane vectors, exp512 for the factor.

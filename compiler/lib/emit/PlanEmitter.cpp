@@ -1137,6 +1137,8 @@ LogicalResult PlanBuilder::buildOp(Operation *op) {
                 static_cast<uint32_t>(attention.getSlidingWindow().value_or(0));
             if (std::optional<APFloat> cap = attention.getSoftcap())
               params.softcap = cap->convertToFloat();
+            if (std::optional<ArrayRef<float>> slopes = attention.getAlibiSlopes())
+              params.alibi_slopes.assign(slopes->begin(), slopes->end());
             // Rotates q and k itself (hetc-fuse-rope-into-attention), with the q rope's
             // frequencies and form, which the pass checked the k rope shares.
             const bool rotates = params.rope = attention->hasAttr(kRope);

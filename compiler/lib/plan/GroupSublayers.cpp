@@ -1,5 +1,5 @@
 // Finds the decoder structure in the dataflow of a raised model: the embedding starts the
-// residual stream; each sublayer reads the stream through one norm (rms_norm or layer_norm) and
+// residual stream (perhaps through a norm of the embeddings, BLOOM's); each sublayer reads the stream through one norm (rms_norm or layer_norm) and
 // writes it back through one residual add; attention and feed-forward sublayers alternate; the
 // final norm feeds lm_head. A feed-forward sublayer is gated (gate and up linears, swiglu, down)
 // or not (fc1, activation, fc2). A parallel layer, whose feed-forward reads the layer's input
@@ -348,6 +348,15 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
   Value stream = embedding.getResult();
   Operation *finalNorm = nullptr;
   LmHeadOp lmHead;
+  // A norm of the embeddings that starts the stream (BLOOM's word_embeddings_layernorm): the
+  // embedding's one reader, itself read by the first sublayer's norm (and its residual add).
+  Operation *embeddingNorm = nullptr;
+  if (SmallVector<Operation *> users = uniqueUsers(stream); users.size() == 1 && asNorm(users[0])) {
+    if (llvm::any_of(uniqueUsers(users[0]->getResult(0)), asNorm)) {
+      embeddingNorm = users[0];
+      stream = embeddingNorm->getResult(0);
+    }
+  }
   while (true) {
     SmallVector<Operation *> users = uniqueUsers(stream);
     if (users.size() == 1 && asNorm(users[0])) {
@@ -456,6 +465,8 @@ LogicalResult GroupSublayersPass::group(func::FuncOp func) {
     placed.insert(op);
   };
   place(embedding);
+  if (embeddingNorm)
+    place(embeddingNorm);
   for (auto [index, sublayer] : llvm::enumerate(sublayers)) {
     DictionaryAttr info = SublayerAttrs{static_cast<int64_t>(index), sublayer.kind}.toAttr(b);
     for (Operation *op : sublayer.ops) {

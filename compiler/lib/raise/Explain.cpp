@@ -74,6 +74,9 @@ std::string summary(Operation *op) {
       os << " within a sliding window of " << *window << " keys";
     if (std::optional<APFloat> cap = attention.getSoftcap())
       os << ", scores soft-capped at " << printed(cap->convertToFloat(), 6);
+    if (std::optional<ArrayRef<float>> slopes = attention.getAlibiSlopes())
+      os << ", ALiBi (slope x key position, fitted by values) with slopes from "
+         << printed(slopes->front(), 6) << " (head 0) to " << printed(slopes->back(), 6);
     if (attention.getBroadcastCache())
       os << ", the graph's cache holding each KV head repeated for its "
          << attention.getHeads() / attention.getKvHeads() << " query heads (hetc's holds it once)";

@@ -811,6 +811,7 @@ struct AttentionMatch {
   Value mask;
   std::optional<int64_t> window; // the mask's sliding window
   std::optional<float> softcap;  // the scores' soft-cap (Gemma 2)
+  std::vector<float> alibiSlopes; // ALiBi's, one per query head; empty: none
 };
 
 // Evaluates the mask on sample inputs (Sample: new tokens after cached ones, one sequence with an
@@ -1096,6 +1097,14 @@ public:
         return false;
       }
       result = matchOperands(scores, static_cast<float>(form->scale), pv->getOperand(1));
+      if (result && positionBias_) {
+        std::optional<std::vector<float>> slopes =
+            fitAlibiSlopes(positionBias_, result->q.split.heads);
+        if (!slopes)
+          result.reset();
+        else
+          result->alibiSlopes = std::move(*slopes);
+      }
       if (result) {
         result->mask = mask;
         if (form->cap > 0)
@@ -1108,11 +1117,11 @@ public:
     // OPT's bmm form: the products' results unflatten to [B, H, S, D] and [B, H, S, T].
     const int64_t heads = result->q.split.heads;
     if (pvUnflatten &&
-        !isHeadsUnflatten(pvUnflatten, result->q.split.flat, heads, result->q.split.headDim))
+        !unflattensHeads(pvUnflatten, result->q.split.flat, heads, result->q.split.headDim))
       return note(pvUnflatten, "does not unflatten the products over batch x heads back to "
                                "[batch, heads, sequence, head_dim]");
     if (scoresUnflatten_ &&
-        !isHeadsUnflatten(scoresUnflatten_, result->q.split.flat, heads, std::nullopt))
+        !unflattensHeads(scoresUnflatten_, result->q.split.flat, heads, std::nullopt))
       return note(scoresUnflatten_, "does not unflatten the scores over batch x heads back to "
                                     "[batch, heads, sequence, keys]");
 
@@ -1186,7 +1195,9 @@ private:
 
   // MatMul(q, kT) then elementwise nodes of it and scalar constants, read by their values
   // (ScalarFunctions.h): a scale, however written (Div by a constant, Mul by one, none when q and
-  // k were scaled before the product), then maybe a soft-cap, c * tanh(s / c) (Gemma 2).
+  // k were scaled before the product), then maybe a soft-cap, c * tanh(s / c) (Gemma 2); then
+  // maybe a position bias computed from the graph's inputs alone (positionBias_, fitted to ALiBi
+  // once the heads are known: BLOOM's baddbmm, MPT's added bias).
   OnnxNodeOp matchScaledScores(Value scaled, std::optional<ScaledSoftCap> &form) {
     // The product, or OPT's [B * H, S, T] product unflattened (scoresUnflatten_, checked once q
     // is known).
@@ -1195,13 +1206,33 @@ private:
       scoresUnflatten_ = through != v ? producer(v, "Reshape") : OnnxNodeOp();
       return producer(through, "MatMul");
     };
+    positionBias_ = Value();
+    OnnxNodeOp unflatten; // of the scores plus a bias
     std::optional<ElementwiseChain> chain =
         chainBackTo(scaled, [&](Value v) { return bool(product(v)); });
     if (!chain) {
-      notePositionBias(throughHeadsUnflatten(scaled), product);
-      return {};
+      // Scores plus a bias, the sum perhaps unflattened from [B * H, S, T] (BLOOM's).
+      Value sum = throughHeadsUnflatten(scaled);
+      unflatten = sum != scaled ? producer(scaled, "Reshape") : OnnxNodeOp();
+      OnnxNodeOp add = producer(sum, "Add");
+      if (add)
+        matchCommutative(add, [&](Value scores, Value bias) {
+          if (scalarValue(bias) || !computedFromInputs(bias))
+            return false;
+          chain = chainBackTo(scores, [&](Value v) { return bool(product(v)); });
+          if (chain)
+            positionBias_ = bias;
+          return chain.has_value();
+        });
+      if (!chain)
+        return {};
     }
     OnnxNodeOp scores = product(chain->input);
+    if (unflatten) {
+      if (scoresUnflatten_)
+        return {}; // the product unflattened, then the sum again
+      scoresUnflatten_ = unflatten;
+    }
     form = chain->nodes.empty() ? std::optional<ScaledSoftCap>(ScaledSoftCap{})
                                 : fitScaledSoftCap(*chain);
     if (!form) {
@@ -1213,48 +1244,108 @@ private:
     return scores;
   }
 
-  // Scores plus a bias computed from the graph's inputs alone, per head and key position (BLOOM's
-  // and MPT's ALiBi: slope_h x key position, added by baddbmm before the mask): hetc.attention
-  // adds none, so the bias is evaluated on a sample and named with its numbers, as an error.
-  template <typename Product> void notePositionBias(Value v, Product &&product) {
-    OnnxNodeOp add = producer(v, "Add");
-    if (!add || unsupported.op)
-      return;
-    matchCommutative(add, [&](Value scores, Value bias) {
-      std::optional<ElementwiseChain> chain =
-          chainBackTo(scores, [&](Value x) { return bool(product(x)); });
-      if (!chain || scalarValue(bias) || !computedFromInputs(bias))
-        return false;
-      auto func = add->getParentOfType<func::FuncOp>();
-      SampleEvaluator evaluator(func, {}, tables_.weights());
-      std::string error;
-      const Sample sample{3, 5, 1, 0};
-      std::optional<Tensor> t = evaluator.evaluate(bias, sample, error);
-      if (t && t->isFloat() && !t->shape.empty() && t->shape.back() == sample.past + sample.seq) {
-        // Rows of keys: [rows, keys] whatever the leading axes (heads, then queries).
-        const int64_t keys = t->shape.back(), rows = t->size() / keys;
-        bool linear = true;
-        double lowest = INFINITY, highest = -INFINITY;
-        for (int64_t r = 0; r < rows && linear; ++r) {
-          const double *b = &t->floats[r * keys];
-          const double slope = b[1] - b[0];
-          for (int64_t j = 0; j < keys; ++j)
-            linear = linear && std::fabs(b[j] - b[0] - slope * j) <= 1e-5 * (1 + std::fabs(b[j]));
-          lowest = std::min(lowest, slope);
-          highest = std::max(highest, slope);
-        }
-        // ALiBi: linear in the key position, slopes that differ per head. Anything else (a causal
-        // mask added in two steps, a padding mask) is left to the mask's own reading.
-        if (!(linear && highest > 0 && lowest < highest))
-          return false;
-        unsupported = {add, "adds a position bias to the scores, slope x key position for each "
-                            "head (ALiBi, BLOOM's and MPT's), slopes " + printed(highest) + " to " +
-                            printed(lowest) + sample.described() +
-                            ", which hetc.attention does not apply"};
-        return true;
-      }
+  // Whether the Reshape unflattens [B * H, S, X] to [B, H, S, X] (X = last where given): by its
+  // target's entries (isHeadsUnflatten), or else by the target's values at a sample of two
+  // sequences (one where the graph takes one only), which must be [batch, heads, new tokens, X]
+  // (BLOOM computes B as the product's first dimension divided by H).
+  bool unflattensHeads(OnnxNodeOp reshape, Value flat, int64_t heads,
+                       std::optional<int64_t> last) {
+    if (isHeadsUnflatten(reshape, flat, heads, last))
+      return true;
+    auto func = reshape->getParentOfType<func::FuncOp>();
+    SampleEvaluator evaluator(func, {}, tables_.weights());
+    const Sample sample{3, 5, evaluator.fixedBatchOfOne() ? 1 : 2, 0};
+    std::string error;
+    std::optional<Tensor> target = evaluator.evaluate(reshape->getOperand(1), sample, error);
+    if (!target || target->isFloat() || target->size() != 4)
       return false;
-    });
+    const std::vector<int64_t> &t = target->ints;
+    // One of batch and new tokens may be left to the element count (-1).
+    const bool batch = t[0] == sample.batch, tokens = t[2] == sample.seq;
+    return t[1] == heads && (batch || (t[0] == -1 && tokens)) && (tokens || (t[2] == -1 && batch)) &&
+           (!last || t[3] == *last || t[3] == -1);
+  }
+
+  // ALiBi's slopes of a bias added to the scores (positionBias_), one per query head, by its
+  // values: evaluated at a prefill after a cache and at a decode step (one sequence), each row of
+  // keys must be linear in the key's position, b_j = b_0 + slope j (a constant per row changes no
+  // softmax: BLOOM counts from the first key, MPT back from the last), within 1e-5 relative; the
+  // rows of one head (its queries) share a slope, which both samples agree on. The bias is
+  // [..., heads or 1, queries or 1, keys] (or BLOOM's [batch * heads, 1, keys]). Anything else is
+  // refused with its numbers.
+  std::optional<std::vector<float>> fitAlibiSlopes(Value bias, int64_t heads) {
+    auto func = bias.getParentRegion()->getParentOfType<func::FuncOp>();
+    SampleEvaluator evaluator(func, {}, tables_.weights());
+    OnnxNodeOp add = bias.getDefiningOp() ? dyn_cast<OnnxNodeOp>(bias.getDefiningOp())
+                                          : OnnxNodeOp();
+    Operation *at = add ? add.getOperation() : product_.getOperation();
+    std::vector<float> slopes;
+    for (const Sample &sample : {Sample{3, 5, 1, 0}, Sample{1, 9, 1, 0}}) {
+      std::string error;
+      std::optional<Tensor> t = evaluator.evaluate(bias, sample, error);
+      if (!t || !t->isFloat()) {
+        note(at, "adds to the scores a bias that could not be evaluated" + sample.described() +
+                     (error.empty() ? std::string() : ": " + error));
+        return std::nullopt;
+      }
+      const int64_t keys = t->shape.empty() ? 1 : t->shape.back();
+      const int64_t queries = t->shape.size() >= 2 ? t->shape[t->shape.size() - 2] : 1;
+      const int64_t rows = keys > 0 ? t->size() / keys : 0;
+      const int64_t headRows = queries > 0 ? rows / queries : 0;
+      if (keys != sample.past + sample.seq || (headRows != 1 && headRows != heads)) {
+        std::string shape;
+        for (int64_t d : t->shape)
+          shape += (shape.empty() ? "[" : ", ") + std::to_string(d);
+        note(at, "adds to the scores a bias of shape " + shape + "]" + sample.described() +
+                     ", which is not per head and key (" + std::to_string(heads) + " heads, " +
+                     std::to_string(sample.past + sample.seq) + " keys)");
+        return std::nullopt;
+      }
+      std::vector<double> fitted(heads, NAN);
+      for (int64_t r = 0; r < rows; ++r) {
+        const double *b = &t->floats[r * keys];
+        const double slope = keys > 1 ? b[1] - b[0] : 0.0;
+        for (int64_t j = 0; j < keys; ++j)
+          if (!(std::fabs(b[j] - b[0] - slope * j) <= 1e-5 * (1 + std::fabs(b[j])))) {
+            note(at, "adds to the scores a bias that is not linear in the key's position (ALiBi's "
+                     "slope x position): at key " + std::to_string(j) + " of row " +
+                     std::to_string(r) + " it is " + printed(b[j]) + ", the line from its first "
+                     "two keys gives " + printed(b[0] + slope * j) + sample.described());
+            return std::nullopt;
+          }
+        for (int64_t h = 0; h < heads; ++h) {
+          if (headRows != 1 && h != r / queries)
+            continue;
+          if (std::isnan(fitted[h]))
+            fitted[h] = slope;
+          else if (std::fabs(fitted[h] - slope) > 1e-5 * (1 + std::fabs(slope))) {
+            note(at, "adds to the scores a position bias whose slope differs between the queries "
+                     "of head " + std::to_string(h) + " (" + printed(fitted[h]) + " and " +
+                     printed(slope) + ")" + sample.described());
+            return std::nullopt;
+          }
+        }
+      }
+      if (slopes.empty()) {
+        for (double f : fitted)
+          slopes.push_back(static_cast<float>(f));
+        continue;
+      }
+      for (int64_t h = 0; h < heads; ++h)
+        if (std::fabs(slopes[h] - fitted[h]) > 1e-5 * (1 + std::fabs(fitted[h]))) {
+          note(at, "adds to the scores a position bias whose slope for head " +
+                       std::to_string(h) + " changes with the length: " + printed(slopes[h]) +
+                       " and " + printed(fitted[h]) + sample.described());
+          return std::nullopt;
+        }
+    }
+    // A bias of zeros is no ALiBi: a padding mask of ones at these samples reads so.
+    if (llvm::all_of(slopes, [](float slope) { return slope == 0.0f; })) {
+      note(at, "adds to the scores a bias that is zero at one sequence without padding, where "
+               "hetc expects a mask (or ALiBi's slopes)");
+      return std::nullopt;
+    }
+    return slopes;
   }
 
   // x4 rotated (RopeMatch), or x4 as split into heads with rotaryDim 0 (OPT, GPT-2: no RoPE); the
@@ -1477,6 +1568,8 @@ private:
   OnnxNodeOp product_;
   // The Reshape that unflattens the scores' product to add the mask (OPT's bmm form), if any.
   OnnxNodeOp scoresUnflatten_;
+  // A bias added to the scaled scores, computed from the graph's inputs (ALiBi), if any.
+  Value positionBias_;
   // Why the last region read by its values was not heads (fitted), for the note that follows.
   std::string fitWhy_;
 };
@@ -1553,7 +1646,8 @@ bool raiseMultiHeadAttention(OnnxNodeOp node, DenseMap<Value, bool> &maskCache,
       node->getOperand(0), node->getOperand(1), node->getOperand(2), pastK, pastV,
       builder.getI64IntegerAttr(heads), builder.getI64IntegerAttr(heads),
       builder.getI64IntegerAttr(headDim), builder.getF32FloatAttr(static_cast<float>(scale)),
-      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(), FloatAttr(), UnitAttr());
+      window ? builder.getI64IntegerAttr(*window) : IntegerAttr(), FloatAttr(), UnitAttr(),
+      DenseF32ArrayAttr());
   for (unsigned r = 0; r < 3; ++r)
     node->getResult(r).replaceAllUsesWith(attention->getResult(r));
   node->erase();
@@ -1647,7 +1741,9 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
           builder.getF32FloatAttr(m->scale),
           m->window ? builder.getI64IntegerAttr(*m->window) : IntegerAttr(),
           m->softcap ? builder.getF32FloatAttr(*m->softcap) : FloatAttr(),
-          m->k.split.broadcast > 1 ? builder.getUnitAttr() : UnitAttr());
+          m->k.split.broadcast > 1 ? builder.getUnitAttr() : UnitAttr(),
+          m->alibiSlopes.empty() ? DenseF32ArrayAttr()
+                                 : builder.getDenseF32ArrayAttr(m->alibiSlopes));
 
       reshape->getResult(0).replaceAllUsesWith(attention.getResult());
       // Earlier readers of the present values belong to the matched (now dead) computation.

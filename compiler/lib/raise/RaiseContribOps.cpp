@@ -382,7 +382,7 @@ private:
         builder_.getI64IntegerAttr(headDim), builder_.getF32FloatAttr(static_cast<float>(scale)),
         window > 0 ? builder_.getI64IntegerAttr(window) : IntegerAttr(),
         softcap > 0.0 ? builder_.getF32FloatAttr(static_cast<float>(softcap)) : FloatAttr(),
-        UnitAttr());
+        UnitAttr(), DenseF32ArrayAttr());
     for (unsigned r = 0; r < 3; ++r)
       node->getResult(r).replaceAllUsesWith(attention->getResult(r));
     return true;
@@ -518,7 +518,7 @@ private:
         node->getLoc(), TypeRange{out, presentType, presentType}, q, k, v, past->first,
         past->second, builder_.getI64IntegerAttr(heads), builder_.getI64IntegerAttr(heads),
         builder_.getI64IntegerAttr(headDim), builder_.getF32FloatAttr(static_cast<float>(scale)),
-        IntegerAttr(), FloatAttr(), UnitAttr());
+        IntegerAttr(), FloatAttr(), UnitAttr(), DenseF32ArrayAttr());
     node->getResult(0).replaceAllUsesWith(attention->getResult(0));
     // The present output is read only by the importer's halves: Gather(present, 0 or 1, axis 0).
     if (node->getNumResults() > 1) {

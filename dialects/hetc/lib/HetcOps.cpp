@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
 #include <optional>
 
 using namespace mlir;
@@ -216,6 +217,13 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "sliding_window must be positive, got " << *window;
   if (failed(checkSoftCap(*this, getSoftcap())))
     return failure();
+  if (std::optional<ArrayRef<float>> slopes = getAlibiSlopes()) {
+    if (static_cast<int64_t>(slopes->size()) != heads)
+      return emitOpError() << "alibi_slopes has " << slopes->size() << " slopes for " << heads
+                           << " heads";
+    if (!llvm::all_of(*slopes, [](float slope) { return std::isfinite(slope); }))
+      return emitOpError("alibi_slopes must be finite");
+  }
   if (failed(checkFeatureSize(*this, getQ(), heads * headDim, "q")) ||
       failed(checkFeatureSize(*this, getK(), kvHeads * headDim, "k")) ||
       failed(checkFeatureSize(*this, getV(), kvHeads * headDim, "v")) ||

@@ -104,18 +104,19 @@ void attentionSim(KernelContext &context, const void *raw) {
         case kernels::KvElement::F32:
           chunk.f32(qHead, static_cast<const float *>(keys), static_cast<const float *>(values),
                     nullptr, nullptr, cache.posStride, group, d, a.shape.scale, a.shape.softcap,
-                    begin, stop, state);
+                    /*slopes=*/nullptr, begin, stop, state);
           break;
         case kernels::KvElement::Bf16:
           chunk.bf16(qHead, static_cast<const uint16_t *>(keys),
                      static_cast<const uint16_t *>(values), nullptr, nullptr, cache.posStride,
-                     group, d, a.shape.scale, a.shape.softcap, begin, stop, state);
+                     group, d, a.shape.scale, a.shape.softcap, /*slopes=*/nullptr, begin, stop,
+                     state);
           break;
         case kernels::KvElement::Int8: {
           const uint64_t scales = cache.scaleOffset(a.shape.layer, slots[t], head, 0);
           chunk.int8(qHead, static_cast<const int8_t *>(keys), static_cast<const int8_t *>(values),
                      cache.keyScales + scales, cache.valueScales + scales, cache.posStride, group,
-                     d, a.shape.scale, a.shape.softcap, begin, stop, state);
+                     d, a.shape.scale, a.shape.softcap, /*slopes=*/nullptr, begin, stop, state);
           break;
         }
         }

@@ -93,8 +93,11 @@ Status resolveAttention(OpResolver &resolver, std::vector<ResolvedOp> &ops) {
   const auto *params = resolver.op().params_as_AttentionParamsDef();
   const size_t T = setup.maxStepTokens;
   // The loader checked heads, kv_heads and head_dim against the KV cache and the buffers' widths.
+  // ALiBi's slopes are read where the plan holds them (the loader checked one per head).
   const kernels::AttentionShape shape{params->layer(),    params->heads(), params->kv_heads(),
-                                      params->head_dim(), params->scale(), params->softcap()};
+                                      params->head_dim(), params->scale(), params->softcap(),
+                                      params->alibi_slopes() ? params->alibi_slopes()->data()
+                                                             : nullptr};
   const kernels::KvCacheView &cache = *setup.kvCache;
   const kernels::VectorKernels &vector = *setup.vector;
 

@@ -346,7 +346,10 @@ def Hetc_AttentionOp : Hetc_LlmOp<"attention", ["getActivationOperandPositions"]
     `sliding_window = W` a query at position p attends to positions p - W + 1 .. p only
     (Mistral's window; ONNX Runtime's local_window_size; Gemma 2's on alternate layers). With
     `softcap = c` each scaled score s becomes c * tanh(s / c) before the mask (Gemma 2's
-    attn_logit_softcapping). With `broadcast_cache` the graph's cache tensors hold every query
+    attn_logit_softcapping). With `alibi_slopes` (one per query head) query head h's score of the
+    key at position j gains `alibi_slopes[h] * j` after the scale and the soft-cap (ALiBi: BLOOM,
+    MPT; a bias the same for every key of a query, as theirs relative to the query is, changes no
+    softmax). With `broadcast_cache` the graph's cache tensors hold every query
     head, each KV head repeated for the `heads / kv_heads` query heads of its group (Falcon's new
     decoder architecture broadcasts K and V before its cache); hetc's cache holds each KV head
     once, so only the graph's view of the cache is wider.
@@ -364,7 +367,7 @@ def Hetc_AttentionOp : Hetc_LlmOp<"attention", ["getActivationOperandPositions"]
                        AnyTensor:$past_key, AnyTensor:$past_value,
                        I64Attr:$heads, I64Attr:$kv_heads, I64Attr:$head_dim, F32Attr:$scale,
                        OptionalAttr<I64Attr>:$sliding_window, OptionalAttr<F32Attr>:$softcap,
-                       UnitAttr:$broadcast_cache);
+                       UnitAttr:$broadcast_cache, OptionalAttr<DenseF32ArrayAttr>:$alibi_slopes);
   let results = (outs AnyTensor:$result, AnyTensor:$present_key, AnyTensor:$present_value);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $past_key `,` $past_value attr-dict `:`
