@@ -3,7 +3,9 @@
 attention, the cache as [batch, heads, past, head_dim]), exported with torch.onnx.export, plus
 its PyTorch greedy reference. BLOOM's attention adds ALiBi, a position bias of slope x key
 position per head, to the scores, and normalizes the embeddings before the first block;
---position-bias squared writes slope x position^2 instead, which is not ALiBi (hetc refuses it).
+--position-bias mpt adds MPT's form of ALiBi instead (a stored [heads, 1, 2048] buffer of
+slope x (key - 2047), its last keys sliced and added to the 4-D scores of a plain matmul), and
+--position-bias squared slope x position^2, which is not ALiBi (hetc refuses it).
 
     /usr/bin/python3 models/exports/bloom.py export --out DIR [--opset 14] [--vocab 512 ...]
     /usr/bin/python3 models/exports/bloom.py reference --model-dir DIR --out ref.json \\
@@ -52,7 +54,8 @@ class Config:
     n_head: int = 4
     layer_norm_epsilon: float = 1e-5
     seed: int = 0
-    # alibi (BLOOM's), or squared: slope x position^2, a bias that is not ALiBi (not transformers')
+    # alibi (BLOOM's), mpt (MPT's stored relative form), or squared: slope x position^2, a bias
+    # that is not ALiBi (the last two not BLOOM's)
     position_bias: str = "alibi"
     model_type: str = "bloom"
     architectures: list = field(default_factory=lambda: ["BloomForCausalLM"])
@@ -91,6 +94,22 @@ def build_alibi_tensor(attention_mask: torch.Tensor, num_heads: int, dtype,
     return alibi.reshape(batch_size * num_heads, 1, seq_length).to(dtype)
 
 
+MPT_BIAS_POSITIONS = 2048
+
+
+def build_mpt_alibi_tensor(num_heads: int, positions: int, alibi_bias_max: int = 8) -> torch.Tensor:
+    """transformers' modeling_mpt.build_mpt_alibi_tensor: [heads, 1, positions], slope x (key -
+    positions + 1), built once for the model's max_seq_len."""
+    alibi = torch.arange(1 - positions, 1, dtype=torch.int32).view(1, 1, 1, positions)
+    num_heads_power_of_2 = 2 ** math.ceil(math.log2(num_heads))
+    base = torch.arange(1, num_heads_power_of_2 + 1, dtype=torch.int64).float()
+    base = base * (alibi_bias_max / num_heads_power_of_2)
+    slopes = (1.0 / torch.pow(2, base)).view(1, num_heads_power_of_2, 1, 1)
+    if num_heads_power_of_2 != num_heads:
+        slopes = torch.concat([slopes[:, 1::2, ...], slopes[:, ::2, ...]], dim=1)[:, :num_heads, ...]
+    return (alibi * slopes).squeeze(0)
+
+
 def bloom_gelu(x: torch.Tensor) -> torch.Tensor:
     return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
 
@@ -105,6 +124,11 @@ class BloomAttention(nn.Module):
         self.beta = 1.0
         self.query_key_value = nn.Linear(self.hidden_size, 3 * self.hidden_size, bias=True)
         self.dense = nn.Linear(self.hidden_size, self.hidden_size)
+        self.mpt = config.position_bias == "mpt"
+        if self.mpt:
+            self.register_buffer("position_bias",
+                                 build_mpt_alibi_tensor(self.num_heads, MPT_BIAS_POSITIONS),
+                                 persistent=False)
 
     def _reshape(self, fused_qkv):
         batch_size, seq_length, _ = fused_qkv.shape
@@ -128,6 +152,16 @@ class BloomAttention(nn.Module):
             key_layer = torch.cat((layer_past[0], key_layer), dim=2)
             value_layer = torch.cat((layer_past[1], value_layer), dim=2)
         present = (key_layer, value_layer)
+        if self.mpt:
+            # MPT's: the scores of a plain matmul, plus the last keys of the stored bias.
+            scores = torch.matmul(query_layer, key_layer.transpose(-1, -2)) * self.inv_norm_factor
+            key_length = key_layer.shape[2]
+            bias = self.position_bias[:, :, max(0, self.position_bias.size(2) - key_length):]
+            attn_weights = scores + bias + attention_mask[:, :, :, :key_length]
+            attention_probs = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32)
+            context = torch.matmul(attention_probs, value_layer).permute(0, 2, 1, 3)
+            context = context.reshape(batch_size, q_length, self.num_heads * self.head_dim)
+            return self.dense(context) + residual, present
         query_layer = query_layer.reshape(batch_size * self.num_heads, -1, self.head_dim)
         key_layer = key_layer.reshape(batch_size * self.num_heads, -1, self.head_dim).transpose(-1, -2)
         value_layer = value_layer.reshape(batch_size * self.num_heads, -1, self.head_dim)
@@ -244,8 +278,9 @@ def add_export_args(e: argparse.ArgumentParser) -> None:
     e.add_argument("--heads", type=int, default=d.n_head)
     e.add_argument("--eps", type=float, default=d.layer_norm_epsilon, help="layer_norm_epsilon")
     e.add_argument("--seed", type=int, default=d.seed)
-    e.add_argument("--position-bias", choices=["alibi", "squared"], default=d.position_bias,
-                   help="ALiBi, or slope x position^2 (not ALiBi: a refusal's test)")
+    e.add_argument("--position-bias", choices=["alibi", "mpt", "squared"],
+                   default=d.position_bias,
+                   help="BLOOM's ALiBi, MPT's, or slope x position^2 (not ALiBi: a refusal's test)")
 
 
 def config_from_args(a) -> Config:

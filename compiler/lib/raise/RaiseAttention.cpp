@@ -1217,7 +1217,8 @@ private:
       OnnxNodeOp add = producer(sum, "Add");
       if (add)
         matchCommutative(add, [&](Value scores, Value bias) {
-          if (scalarValue(bias) || !computedFromInputs(bias))
+          // From the inputs and the file's constants (MPT stores its bias for every position).
+          if (scalarValue(bias) || !computedFromInputs(bias, /*weightsAreConstants=*/true))
             return false;
           chain = chainBackTo(scores, [&](Value v) { return bool(product(v)); });
           if (chain)
