@@ -1098,12 +1098,17 @@ public:
       }
       result = matchOperands(scores, static_cast<float>(form->scale), pv->getOperand(1));
       if (result && positionBias_) {
+        std::string why;
         std::optional<std::vector<float>> slopes =
-            fitAlibiSlopes(positionBias_, result->q.split.heads);
-        if (!slopes)
+            fitAlibiSlopes(positionBias_, result->q.split.heads, why);
+        if (!slopes) {
+          note(positionBias_.getDefiningOp() ? positionBias_.getDefiningOp()
+                                             : maskAdd.getOperation(),
+               why);
           result.reset();
-        else
+        } else {
           result->alibiSlopes = std::move(*slopes);
+        }
       }
       if (result) {
         result->mask = mask;
@@ -1149,16 +1154,13 @@ public:
     }
 
     // Everything else is attention: a mask other than the causal one would be a wrong answer.
-    auto [it, inserted] = maskVerdicts_.try_emplace(result->mask);
-    if (inserted)
-      it->second = MaskProbe(reshape->getParentOfType<func::FuncOp>(), result->q.angles.positions,
-                             tables_.weights())
-                       .verdict(result->mask);
-    if (it->second.error) {
-      unsupported = {maskAdd, "adds an attention mask that " + *it->second.error};
+    const MaskVerdict &verdict = verdictOf(result->mask, reshape, *result);
+    if (verdict.error && !splitPositionBias(*result, reshape)) {
+      unsupported = {maskAdd, "adds an attention mask that " + *verdict.error};
       return std::nullopt;
     }
-    result->window = it->second.window;
+    if (!verdict.error)
+      result->window = verdict.window;
     return result;
   }
 
@@ -1245,6 +1247,40 @@ private:
     return scores;
   }
 
+  // The mask probe's verdict on `mask` (MaskProbe), once per mask value.
+  const MaskVerdict &verdictOf(Value mask, OnnxNodeOp reshape, const AttentionMatch &m) {
+    auto [it, inserted] = maskVerdicts_.try_emplace(mask);
+    if (inserted)
+      it->second = MaskProbe(reshape->getParentOfType<func::FuncOp>(), m.q.angles.positions,
+                             tables_.weights())
+                       .verdict(mask);
+    return it->second;
+  }
+
+  // A "mask" that is ALiBi's bias plus the mask (MPT adds its bias to the scores and then the
+  // mask; hetc-fold-shapes reassociates that to scores + (bias + mask)): the term that fits ALiBi
+  // (fitAlibiSlopes) becomes the slopes and the other the mask, where the probe finds it causal.
+  bool splitPositionBias(AttentionMatch &m, OnnxNodeOp reshape) {
+    OnnxNodeOp sum = producer(m.mask, "Add");
+    if (!sum || !m.alibiSlopes.empty())
+      return false;
+    for (unsigned side = 0; side < 2; ++side) {
+      Value bias = sum->getOperand(side), rest = sum->getOperand(1 - side);
+      std::string why;
+      std::optional<std::vector<float>> slopes = fitAlibiSlopes(bias, m.q.split.heads, why);
+      if (!slopes)
+        continue;
+      const MaskVerdict &verdict = verdictOf(rest, reshape, m);
+      if (verdict.error)
+        continue;
+      m.alibiSlopes = std::move(*slopes);
+      m.mask = rest;
+      m.window = verdict.window;
+      return true;
+    }
+    return false;
+  }
+
   // Whether the Reshape unflattens [B * H, S, X] to [B, H, S, X] (X = last where given): by its
   // target's entries (isHeadsUnflatten), or else by the target's values at a sample of two
   // sequences (one where the graph takes one only), which must be [batch, heads, new tokens, X]
@@ -1263,8 +1299,8 @@ private:
     const std::vector<int64_t> &t = target->ints;
     // One of batch and new tokens may be left to the element count (-1).
     const bool batch = t[0] == sample.batch, tokens = t[2] == sample.seq;
-    return t[1] == heads && (batch || (t[0] == -1 && tokens)) && (tokens || (t[2] == -1 && batch)) &&
-           (!last || t[3] == *last || t[3] == -1);
+    return t[1] == heads && (batch || (t[0] == -1 && tokens)) &&
+           (tokens || (t[2] == -1 && batch)) && (!last || t[3] == *last || t[3] == -1);
   }
 
   // ALiBi's slopes of a bias added to the scores (positionBias_), one per query head, by its
@@ -1273,20 +1309,17 @@ private:
   // softmax: BLOOM counts from the first key, MPT back from the last), within 1e-5 relative; the
   // rows of one head (its queries) share a slope, which both samples agree on. The bias is
   // [..., heads or 1, queries or 1, keys] (or BLOOM's [batch * heads, 1, keys]). Anything else is
-  // refused with its numbers.
-  std::optional<std::vector<float>> fitAlibiSlopes(Value bias, int64_t heads) {
+  // refused: `why` completes "<the Add> ...".
+  std::optional<std::vector<float>> fitAlibiSlopes(Value bias, int64_t heads, std::string &why) {
     auto func = bias.getParentRegion()->getParentOfType<func::FuncOp>();
     SampleEvaluator evaluator(func, {}, tables_.weights());
-    OnnxNodeOp add = bias.getDefiningOp() ? dyn_cast<OnnxNodeOp>(bias.getDefiningOp())
-                                          : OnnxNodeOp();
-    Operation *at = add ? add.getOperation() : product_.getOperation();
     std::vector<float> slopes;
     for (const Sample &sample : {Sample{3, 5, 1, 0}, Sample{1, 9, 1, 0}}) {
       std::string error;
       std::optional<Tensor> t = evaluator.evaluate(bias, sample, error);
       if (!t || !t->isFloat()) {
-        note(at, "adds to the scores a bias that could not be evaluated" + sample.described() +
-                     (error.empty() ? std::string() : ": " + error));
+        why = "adds to the scores a bias that could not be evaluated" + sample.described() +
+              (error.empty() ? std::string() : ": " + error);
         return std::nullopt;
       }
       const int64_t keys = t->shape.empty() ? 1 : t->shape.back();
@@ -1297,9 +1330,9 @@ private:
         std::string shape;
         for (int64_t d : t->shape)
           shape += (shape.empty() ? "[" : ", ") + std::to_string(d);
-        note(at, "adds to the scores a bias of shape " + shape + "]" + sample.described() +
-                     ", which is not per head and key (" + std::to_string(heads) + " heads, " +
-                     std::to_string(sample.past + sample.seq) + " keys)");
+        why = "adds to the scores a bias of shape " + shape + "]" + sample.described() +
+              ", which is not per head and key (" + std::to_string(heads) + " heads, " +
+              std::to_string(sample.past + sample.seq) + " keys)";
         return std::nullopt;
       }
       std::vector<double> fitted(heads, NAN);
@@ -1308,10 +1341,12 @@ private:
         const double slope = keys > 1 ? b[1] - b[0] : 0.0;
         for (int64_t j = 0; j < keys; ++j)
           if (!(std::fabs(b[j] - b[0] - slope * j) <= 1e-5 * (1 + std::fabs(b[j])))) {
-            note(at, "adds to the scores a bias that is not linear in the key's position (ALiBi's "
-                     "slope x position): at key " + std::to_string(j) + " of row " +
-                     std::to_string(r) + " it is " + printed(b[j]) + ", the line from its first "
-                     "two keys gives " + printed(b[0] + slope * j) + sample.described());
+            why = "adds to the scores a bias that is not linear in the key's position (ALiBi's "
+                  "slope x position): at key " +
+                  std::to_string(j) + " of row " + std::to_string(r) + " it is " + printed(b[j]) +
+                  ", the line from its first "
+                  "two keys gives " +
+                  printed(b[0] + slope * j) + sample.described();
             return std::nullopt;
           }
         for (int64_t h = 0; h < heads; ++h) {
@@ -1320,9 +1355,10 @@ private:
           if (std::isnan(fitted[h]))
             fitted[h] = slope;
           else if (std::fabs(fitted[h] - slope) > 1e-5 * (1 + std::fabs(slope))) {
-            note(at, "adds to the scores a position bias whose slope differs between the queries "
-                     "of head " + std::to_string(h) + " (" + printed(fitted[h]) + " and " +
-                     printed(slope) + ")" + sample.described());
+            why = "adds to the scores a position bias whose slope differs between the queries "
+                  "of head " +
+                  std::to_string(h) + " (" + printed(fitted[h]) + " and " + printed(slope) + ")" +
+                  sample.described();
             return std::nullopt;
           }
         }
@@ -1334,16 +1370,16 @@ private:
       }
       for (int64_t h = 0; h < heads; ++h)
         if (std::fabs(slopes[h] - fitted[h]) > 1e-5 * (1 + std::fabs(fitted[h]))) {
-          note(at, "adds to the scores a position bias whose slope for head " +
-                       std::to_string(h) + " changes with the length: " + printed(slopes[h]) +
-                       " and " + printed(fitted[h]) + sample.described());
+          why = "adds to the scores a position bias whose slope for head " + std::to_string(h) +
+                " changes with the length: " + printed(slopes[h]) + " and " + printed(fitted[h]) +
+                sample.described();
           return std::nullopt;
         }
     }
     // A bias of zeros is no ALiBi: a padding mask of ones at these samples reads so.
     if (llvm::all_of(slopes, [](float slope) { return slope == 0.0f; })) {
-      note(at, "adds to the scores a bias that is zero at one sequence without padding, where "
-               "hetc expects a mask (or ALiBi's slopes)");
+      why = "adds to the scores a bias that is zero at one sequence without padding, where "
+            "hetc expects a mask (or ALiBi's slopes)";
       return std::nullopt;
     }
     return slopes;
