@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A Falcon decoder written after Hugging Face transformers' modeling_falcon.py (4.3x-4.4x, eager
-attention, rotary rather than ALiBi), exported with torch.onnx.export, plus its PyTorch greedy
-reference.
+attention, rotary or, with --alibi, ALiBi as Falcon-RW's), exported with torch.onnx.export, plus
+its PyTorch greedy reference.
 
     /usr/bin/python3 models/exports/falcon.py export --out DIR [--vocab 512 --hidden 128 ...]
     /usr/bin/python3 models/exports/falcon.py reference --model-dir DIR --out ref.json \\
@@ -37,6 +37,10 @@ Semantics, as transformers has them (the defaults are falcon-7b's config at tiny
     hf_llama.FamilyRotaryEmbedding tables cos_cached/sin_cached [max_position, head_dim], sliced to the
     attended length and gathered by position_ids; with --rope-inline 4.45+'s inv_freq @
     position_ids in the graph;
+  * with --alibi (Falcon-RW-1B: also --no-multi-query --no-parallel-attn --bias) no rotation:
+    BLOOM's alibi [batch * heads, 1, total] from the attention mask (bloom.build_alibi_tensor),
+    added to the scores viewed [batch, heads, q, total] before they are scaled (attention_logits
+    = scores + alibi.view(batch, heads, 1, -1); attention_logits *= inv_norm_factor);
   * the cache concatenated on the sequence axis after the rotation;
   * scores query @ key^T (torch.matmul broadcasting the single KV head over the query heads,
     no expand), divided in place by sqrt(head_dim), plus the additive mask [batch, 1, q, total];
@@ -65,6 +69,7 @@ from torch import nn
 from torch.nn import functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bloom  # noqa: E402
 import common  # noqa: E402
 import hf_llama  # noqa: E402
 
@@ -129,8 +134,6 @@ class Config:
             raise ValueError("hidden_size must be a multiple of num_attention_heads")
         if self.head_dim % 2:
             raise ValueError(f"head_dim {self.head_dim} must be even (rotary on whole heads)")
-        if self.alibi:
-            raise ValueError("alibi is not modelled here (rotary only)")
         if self.rope_scaling is not None:
             raise ValueError("rope_scaling is not modelled here")
         if self.activation != "gelu" or self.ffn_hidden_size != 4 * self.hidden_size:
@@ -182,7 +185,7 @@ class FalconAttention(nn.Module):
         self.query_key_value = FalconLinear(self.hidden_size, qkv_out_dim, bias=config.bias)
         self.dense = FalconLinear(self.hidden_size, self.hidden_size, bias=config.bias)
         self.num_kv_heads = config.num_kv_heads if (self.new_decoder_architecture or not self.multi_query) else 1
-        if config.rope_form == "cache":
+        if config.rope_form == "cache" and not config.alibi:
             # 4.36-4.44: each layer's attention has its own tables (_init_rope).
             self.rotary_emb = hf_llama.FamilyRotaryEmbedding(
                 config.head_dim, config.rope_theta, config.max_position_embeddings, "cache")
@@ -219,7 +222,9 @@ class FalconAttention(nn.Module):
         key_layer = key_layer.transpose(1, 2).reshape(batch_size, num_kv_heads, query_length, self.head_dim)
         value_layer = value_layer.transpose(1, 2).reshape(batch_size, num_kv_heads, query_length, self.head_dim)
 
-        if self.config.rope_form == "cache":
+        if self.config.alibi:
+            pass  # no rotation: position_embeddings holds ALiBi's bias
+        elif self.config.rope_form == "cache":
             kv_seq_len = key_layer.shape[-2]
             if layer_past is not None:
                 kv_seq_len += layer_past[0].shape[-2]
@@ -236,6 +241,19 @@ class FalconAttention(nn.Module):
             value_layer = torch.cat((past_value, value_layer), dim=-2)
         present = (key_layer, value_layer)
 
+        if self.config.alibi:
+            # eager with alibi: the bias added before the scale
+            kv_length = key_layer.shape[-2]
+            attention_scores = (query_layer @ key_layer.transpose(-1, -2)).view(
+                batch_size, self.num_heads, query_length, kv_length)
+            attention_logits = attention_scores + position_embeddings.view(batch_size, self.num_heads, 1, -1)
+            attention_logits *= 1.0 / math.sqrt(self.head_dim)
+            attention_probs = F.softmax(attention_logits + attention_mask, dim=-1, dtype=hidden_states.dtype)
+            attn_output = (attention_probs @ value_layer).view(batch_size, self.num_heads, query_length,
+                                                               self.head_dim)
+            attn_output = attn_output.permute(0, 2, 1, 3).reshape(batch_size, query_length,
+                                                                  self.num_heads * self.head_dim)
+            return self.dense(attn_output), present
         # eager, no alibi: matmul broadcasts a single KV head over the query heads
         attention_scores = query_layer @ key_layer.transpose(-1, -2)
         attention_scores /= math.sqrt(self.head_dim)
@@ -314,7 +332,7 @@ class FalconModel(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
         self.h = nn.ModuleList([FalconDecoderLayer(config) for _ in range(config.num_hidden_layers)])
         self.ln_f = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_epsilon)
-        if config.rope_form == "inline":
+        if config.rope_form == "inline" and not config.alibi:
             # 4.45+: one rotary embedding for all layers.
             self.rotary_emb = hf_llama.FamilyRotaryEmbedding(
                 config.head_dim, config.rope_theta, config.max_position_embeddings, "inline")
@@ -339,6 +357,10 @@ class FalconForCausalLM(nn.Module):
         # 4d mask [batch, 1, seq, total], 0 where attended
         mask = hf_llama.build_mask(c, attention_mask, seq, past, hidden_states.dtype)
         position_embeddings = m.rotary_emb(hidden_states, position_ids) if c.rope_form == "inline" else None
+        if c.alibi:
+            # transformers passes alibi to each layer in this place
+            position_embeddings = bloom.build_alibi_tensor(attention_mask, c.num_attention_heads,
+                                                           hidden_states.dtype)
         presents = []
         for i, block in enumerate(m.h):
             layer_past = None if past_key_values is None else past_key_values[i]
@@ -426,6 +448,7 @@ def add_export_args(e: argparse.ArgumentParser) -> None:
                    help="parallel_attn=False (old architecture): the MLP reads "
                         "post_attention_layernorm(attn + x)")
     e.add_argument("--bias", action="store_true", help="bias=True: biases on every FalconLinear")
+    e.add_argument("--alibi", action="store_true", help="ALiBi instead of rotary (Falcon-RW)")
     e.add_argument("--rope-inline", action="store_true",
                    help="cos/sin from inv_freq @ position_ids in the graph (4.45+), instead of each "
                         "layer's tables sliced and gathered by position_ids (4.36-4.44)")
@@ -441,7 +464,7 @@ def config_from_args(a) -> Config:
     config = Config(vocab_size=a.vocab, hidden_size=a.hidden, num_hidden_layers=a.layers,
                     num_attention_heads=a.heads, num_kv_heads=a.kv_heads, layer_norm_epsilon=a.eps,
                     multi_query=not a.no_multi_query, parallel_attn=not a.no_parallel_attn,
-                    bias=a.bias, new_decoder_architecture=a.new_decoder_architecture,
+                    bias=a.bias, alibi=a.alibi, new_decoder_architecture=a.new_decoder_architecture,
                     max_position_embeddings=a.max_position, rope_theta=a.rope_theta,
                     rope_form="inline" if a.rope_inline else "cache", mask_style=a.mask_style,
                     seed=a.seed)
