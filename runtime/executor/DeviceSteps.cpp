@@ -36,6 +36,7 @@ template <typename T> T *at(DevicePtr pointer) { return reinterpret_cast<T *>(po
 struct DeviceSteps::Layout {
   DevicePtr base;
   std::vector<uint64_t> tensorOffset; // per plan tensor; UINT64_MAX for one no op reads
+  std::vector<uint64_t> slopesOffset; // per plan op: its ALiBi slopes; UINT64_MAX for none
   uint64_t activations = 0, kv = 0;
   // The step block: rows, logits count, argmax flag, then the arrays.
   uint64_t step = 0, stepBytes = 0;
@@ -287,8 +288,6 @@ Status OpLaunches::attention() {
   shape.scale = params->scale();
   shape.softcap = params->softcap();
   shape.window = params->sliding_window();
-  if (params->alibi_slopes())
-    return fail("no device kernel for ALiBi's position bias");
   const cuda::KvCacheArgs cache = kvCacheArgs(*def_.kv_cache(), layout_(layout_.kv));
 
   cuda::KvAppendArgs append;
@@ -327,9 +326,15 @@ Status OpLaunches::attention() {
   a.positions = append.positions;
   a.slots = append.slots;
   a.rows = layout_.rowCount();
-  push(OpKind::Attention, device::kAttention, a,
-       {stepAccess(), access(q, false), access(out, true), kvAccess(false),
-        {layout_(layout_.attentionWork), layout_.attentionWorkFloats * sizeof(float), true}});
+  std::vector<Access> accesses = {
+      stepAccess(), access(q, false), access(out, true), kvAccess(false),
+      {layout_(layout_.attentionWork), layout_.attentionWorkFloats * sizeof(float), true}};
+  if (params->alibi_slopes()) {
+    const DevicePtr slopes = layout_(layout_.slopesOffset[index_]);
+    a.slopes = at<const float>(slopes);
+    accesses.push_back({slopes, params->heads() * sizeof(float), false});
+  }
+  push(OpKind::Attention, device::kAttention, a, std::move(accesses));
   return Status();
 }
 
@@ -577,8 +582,10 @@ Result<std::unique_ptr<DeviceSteps>> DeviceSteps::create(std::shared_ptr<device:
     return at;
   };
   l.tensorOffset.assign(def.tensors()->size(), UINT64_MAX);
+  l.slopesOffset.assign(def.ops()->size(), UINT64_MAX);
   uint64_t maxK = 0, lmK = 0, maxStateFloats = 0;
-  for (const plan::OpDef *op : *def.ops()) {
+  for (uint32_t i = 0; i < def.ops()->size(); ++i) {
+    const plan::OpDef *op = def.ops()->Get(i);
     if (op->weights())
       for (uint32_t t : *op->weights())
         if (l.tensorOffset[t] == UINT64_MAX)
@@ -594,6 +601,8 @@ Result<std::unique_ptr<DeviceSteps>> DeviceSteps::create(std::shared_ptr<device:
       const auto *p = op->params_as_AttentionParamsDef();
       maxStateFloats = std::max<uint64_t>(
           maxStateFloats, kernels::attentionStateFloats(p->heads() / p->kv_heads(), p->head_dim()));
+      if (p->alibi_slopes())
+        l.slopesOffset[i] = region(p->alibi_slopes()->size() * sizeof(float));
     }
   }
   l.activations = region(def.activation_arena_size());
@@ -647,6 +656,15 @@ Result<std::unique_ptr<DeviceSteps>> DeviceSteps::create(std::shared_ptr<device:
                                     def.segments()->Get(def.tensors()->Get(t)->segment())->size());
           !s)
         return s;
+  // ALiBi's slopes, from the plan's parameters.
+  for (uint32_t i = 0; i < def.ops()->size(); ++i)
+    if (l.slopesOffset[i] != UINT64_MAX) {
+      const auto *slopes = def.ops()->Get(i)->params_as_AttentionParamsDef()->alibi_slopes();
+      if (Status s = d.copyToDevice(steps->stream_, l(l.slopesOffset[i]), slopes->data(),
+                                    slopes->size() * sizeof(float));
+          !s)
+        return s;
+    }
   std::vector<uint8_t> zeros(def.activation_arena_size(), 0);
   if (!zeros.empty())
     if (Status s = d.copyToDevice(steps->stream_, l(l.activations), zeros.data(), zeros.size()); !s)

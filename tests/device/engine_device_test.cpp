@@ -44,6 +44,11 @@ std::vector<DeviceCase> deviceCases() {
   add("opt_relu", optShape(plan::ActivationFunctionDef::Relu));
   add("gemma", gemmaShape());
   shape = largerShape();
+  shape.alibi = true;
+  add("alibi", shape);
+  shape.kv_dtype = plan::DTypeDef::INT8;
+  add("alibi_kv_int8", shape);
+  shape = largerShape();
   shape.qkv_bias = true;
   shape.lm_head_bias = true;
   shape.fused_rope = true;

@@ -54,6 +54,7 @@ struct AttentionArgs {
   uint64_t outStride = 0;
   AttentionShapeArgs shape;
   KvCacheArgs cache;
+  const float *slopes = nullptr; // ALiBi's, one per query head; null: none
   uint64_t chunkPositions = 0;
   float *work = nullptr;
   uint64_t workFloats = 0;

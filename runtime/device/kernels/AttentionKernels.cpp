@@ -82,9 +82,10 @@ void attentionSim(KernelContext &context, const void *raw) {
   const uint32_t *positions = viewOf(context, a.positions, rows);
   const uint32_t *slots = viewOf(context, a.slots, rows);
   float *work = viewOf(context, a.work, 2 * stateFloats);
+  const float *slopes = a.slopes ? viewOf(context, a.slopes, a.shape.heads) : nullptr;
   kernels::KvCacheView cache;
   if (!q || !out || !positions || !slots || !work || a.workFloats < 2 * stateFloats ||
-      !cacheView(context, a.cache, cache))
+      (a.slopes && !slopes) || !cacheView(context, a.cache, cache))
     return;
   const kernels::AttentionChunkKernel &chunk = kernels::kAttentionChunkPortable;
   const uint64_t C = a.chunkPositions;
@@ -96,6 +97,7 @@ void attentionSim(KernelContext &context, const void *raw) {
       const void *keys = cache.at(true, base);
       const void *values = cache.at(false, base);
       const float *qHead = q + t * a.qStride + head * group * d;
+      const float *headSlopes = slopes ? slopes + head * group : nullptr;
       float *merged = work, *next = work + stateFloats;
       for (uint64_t start = first / C * C; start < end; start += C) {
         const uint64_t begin = std::max(first, start), stop = std::min(end, start + C);
@@ -104,19 +106,19 @@ void attentionSim(KernelContext &context, const void *raw) {
         case kernels::KvElement::F32:
           chunk.f32(qHead, static_cast<const float *>(keys), static_cast<const float *>(values),
                     nullptr, nullptr, cache.posStride, group, d, a.shape.scale, a.shape.softcap,
-                    /*slopes=*/nullptr, begin, stop, state);
+                    headSlopes, begin, stop, state);
           break;
         case kernels::KvElement::Bf16:
           chunk.bf16(qHead, static_cast<const uint16_t *>(keys),
                      static_cast<const uint16_t *>(values), nullptr, nullptr, cache.posStride,
-                     group, d, a.shape.scale, a.shape.softcap, /*slopes=*/nullptr, begin, stop,
+                     group, d, a.shape.scale, a.shape.softcap, headSlopes, begin, stop,
                      state);
           break;
         case kernels::KvElement::Int8: {
           const uint64_t scales = cache.scaleOffset(a.shape.layer, slots[t], head, 0);
           chunk.int8(qHead, static_cast<const int8_t *>(keys), static_cast<const int8_t *>(values),
                      cache.keyScales + scales, cache.valueScales + scales, cache.posStride, group,
-                     d, a.shape.scale, a.shape.softcap, /*slopes=*/nullptr, begin, stop, state);
+                     d, a.shape.scale, a.shape.softcap, headSlopes, begin, stop, state);
           break;
         }
         }
