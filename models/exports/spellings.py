@@ -22,6 +22,9 @@ through its own forward with the cache (common.py). describe prints the seed's c
 The seed picks the number of KV heads (1, 2 or 4 of 4 query heads) and, per computation, one
 spelling (CHOICES below, the same for every layer); the weights are hf_llama's init_weights with
 that seed. --set NAME=OPTION overrides one choice (to find which spelling a consumer refuses).
+One choice is never drawn, only set (OVERRIDE_ONLY): positions=alibi or alibi_stored writes the
+same decoder with ALiBi (BLOOM's or MPT's) instead of RoPE, every other spelling as the seed drew
+it.
 Two spellings need torch 2.x's export of an op that torch 1.13 exports wrongly (repeat_interleave)
 or not at all (unflatten): their symbolics are ported and registered for the export
 (TORCH2_SYMBOLICS). Everything else is torch 1.13's own export of the PyTorch code, artefacts
@@ -41,6 +44,7 @@ import torch
 from torch.nn import functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bloom  # noqa: E402
 import common  # noqa: E402
 import hf_llama  # noqa: E402
 
@@ -187,7 +191,20 @@ CHOICES: Dict[str, Dict[str, str]] = {
                     "and_masks(kv_idx <= q_idx, padding_mask[batch_idx, kv_idx]) over broadcast "
                     "index tensors, torch.where(mask, 0, finfo.min)",
     },
+    # Never drawn (OVERRIDE_ONLY): how positions enter. With ALiBi the rope_* spellings write
+    # nothing, and position_ids stays an input that nothing reads.
+    "positions": {
+        "rope": "RoPE, as the rope_* spellings write it",
+        "alibi": "no rotation: BLOOM's ALiBi, slopes[h] * (cumsum(attention_mask) - 1) "
+                 "[batch * heads, 1, total] (bloom.build_alibi_tensor), viewed [batch, heads, 1, "
+                 "total] and added to the scaled scores before the mask",
+        "alibi_stored": "no rotation: MPT's [heads, 1, max_pos] buffer of slope x (key - max_pos "
+                        "+ 1) built at construction, its last keys added to the scaled scores",
+    },
 }
+
+# Choices no seed draws, with the option every seed takes unless --set picks another.
+OVERRIDE_ONLY = {"positions": "rope"}
 
 # Drawn after the mask value is fixed for the mask style, in this order.
 LATE_CHOICES = ("mask_buffer", "scale_site", "mask_code")
@@ -207,13 +224,14 @@ def choose(seed: int) -> Tuple[int, Dict[str, str]]:
     kv_heads = rng.choice(KV_HEADS)
     spellings = {}
     for name, options in CHOICES.items():
-        if name not in LATE_CHOICES:
+        if name not in LATE_CHOICES and name not in OVERRIDE_ONLY:
             spellings[name] = rng.choice(sorted(options))
     allowed = MASK_VALUES_FOR.get(spellings["mask"])
     if allowed and spellings["mask_value"] not in allowed:
         spellings["mask_value"] = allowed[rng.randrange(len(allowed))]
     for name in LATE_CHOICES:
         spellings[name] = rng.choice(sorted(CHOICES[name]))
+    spellings.update(OVERRIDE_ONLY)
     return kv_heads, spellings
 
 
@@ -359,6 +377,9 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
             self.register_buffer("causal_bias", causal, persistent=additive)
             if additive:
                 self.constructed_buffers = ("causal_bias",)
+        if self.sp["positions"] == "alibi_stored":
+            self.register_buffer("alibi_stored", bloom.build_mpt_alibi_tensor(
+                config.num_attention_heads, config.max_position_embeddings), persistent=False)
 
     # -- norms, MLP -----------------------------------------------------------------------------
 
@@ -545,9 +566,12 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
         return F.softmax(w.float(), dim=-1).type_as(q)
 
     def scale_after_causal(self) -> bool:
+        """GPT-J's _attn, which no model combines with ALiBi: with positions other than rope the
+        scale is where the scores spelling puts it."""
         sp = self.sp
         return (sp["scale_site"] == "after_causal" and sp["mask"] == "bias_buffer" and
-                sp["mask_buffer"] == "bool" and sp["mask_value"] != "-10000")
+                sp["mask_buffer"] == "bool" and sp["mask_value"] != "-10000" and
+                sp["positions"] == "rope")
 
     def masked(self, w, mask, q_len_kv_len, scale=None):
         """The scores w with the mask applied; with `scale`, unscaled scores divided by it after
@@ -572,17 +596,28 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
             w = torch.max(w, torch.tensor(torch.finfo(w.dtype).min))
         return w
 
-    def attention(self, attn: hf_llama.Attention, x, cos, sin, mask, past, position_ids):
+    def with_position_bias(self, w, alibi):
+        """The scores plus ALiBi's bias (positions=alibi or alibi_stored); w as it was with RoPE."""
+        form = self.sp["positions"]
+        if form == "alibi":
+            return w + alibi.view(w.shape[0], self.config.num_attention_heads, 1, -1)
+        if form == "alibi_stored":
+            return w + self.alibi_stored[:, :, self.alibi_stored.size(2) - w.shape[-1]:]
+        return w
+
+    def attention(self, attn: hf_llama.Attention, x, cos, sin, mask, past, position_ids,
+                  alibi=None):
         sp = self.sp
         c = self.config
         q, k, v = self.project_qkv(attn, x)
         q = self.split_heads(q, x, c.num_attention_heads)
         k = self.split_heads(k, x, c.num_key_value_heads)
         v = self.split_heads(v, x, c.num_key_value_heads)
-        if sp["rope_site"] == "layer":
-            kv_seq_len = k.shape[-2] + past[0].shape[-2]
-            cos, sin = self.rope(v, position_ids, kv_seq_len)
-        q, k = self.apply_rope(q, k, cos, sin)
+        if sp["positions"] == "rope":
+            if sp["rope_site"] == "layer":
+                kv_seq_len = k.shape[-2] + past[0].shape[-2]
+                cos, sin = self.rope(v, position_ids, kv_seq_len)
+            q, k = self.apply_rope(q, k, cos, sin)
         if sp["kv_cat"] == "dim2":
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
@@ -597,7 +632,7 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
             w = torch.matmul(q, k.transpose(2, 3))
             w = self.masked(w, mask, (q.size(-2), k.size(-2)), scale=math.sqrt(c.head_dim))
         else:
-            w = self.scores(q, k)
+            w = self.with_position_bias(self.scores(q, k), alibi)
             w = self.masked(w, mask, (q.size(-2), k.size(-2)))
         w = self.softmax(w, q)
         o = torch.matmul(w, v)
@@ -678,14 +713,18 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
         seq = input_ids.shape[1]
         past = past_key_values[0][0].shape[2]
         mask = self.build_mask(attention_mask, seq, past, hidden_states.dtype)
-        cos = sin = None
-        if self.sp["rope_site"] == "model":
+        cos = sin = alibi = None
+        if self.sp["positions"] == "alibi":
+            alibi = bloom.build_alibi_tensor(attention_mask, self.config.num_attention_heads,
+                                             hidden_states.dtype)
+        if self.sp["rope_site"] == "model" and self.sp["positions"] == "rope":
             cos, sin = self.rope(hidden_states, position_ids, past + seq)
         presents = []
         for i, layer in enumerate(m.layers):
             residual = hidden_states
             h = self.rms_norm(layer.input_layernorm, hidden_states)
-            h, present = self.attention(layer.self_attn, h, cos, sin, mask, past_key_values[i], position_ids)
+            h, present = self.attention(layer.self_attn, h, cos, sin, mask, past_key_values[i],
+                                        position_ids, alibi)
             hidden_states = self.add_residual(residual, h)
             residual = hidden_states
             h = self.rms_norm(layer.post_attention_layernorm, hidden_states)

@@ -31,6 +31,7 @@
 #include "raise/RopeTables.h"
 #include "raise/RotationFit.h"
 #include "raise/ScalarFunctions.h"
+#include "import/InterpreterSupport.h"
 #include "import/OnnxInterpreter.h"
 #include "raise/SampleInputs.h"
 
@@ -827,8 +828,11 @@ struct MaskVerdict {
 
 class MaskProbe {
 public:
-  MaskProbe(func::FuncOp func, Value positions, const compiler::WeightStore *weights)
-      : evaluator_(func, positions, weights) {}
+  // With `minus`, the probe reads mask - minus at each sample: a mask that adds ALiBi's bias
+  // (`minus`, one of its terms) read without it.
+  MaskProbe(func::FuncOp func, Value positions, const compiler::WeightStore *weights,
+            Value minus = {})
+      : evaluator_(func, positions, weights), minus_(minus) {}
 
   MaskVerdict verdict(Value mask) {
     std::optional<int64_t> window;
@@ -950,6 +954,22 @@ private:
     std::optional<Tensor> evaluated = evaluator_.evaluate(mask, s, error);
     if (!evaluated)
       return {error, std::nullopt, /*unevaluable=*/true};
+    if (minus_) {
+      std::optional<Tensor> term = evaluator_.evaluate(minus_, s, error);
+      if (!term)
+        return {error, std::nullopt, /*unevaluable=*/true};
+      std::optional<SmallVector<int64_t>> shape =
+          interpreter::broadcastShape(evaluated->shape, term->shape);
+      if (!shape || !evaluated->isFloat() || !term->isFloat())
+        return {"does not broadcast with the position bias it adds" + sample, std::nullopt};
+      Tensor difference{*shape, evaluated->elem, {}, {}};
+      difference.floats.resize(difference.size());
+      for (int64_t k = 0; k < difference.size(); ++k)
+        difference.floats[k] =
+            evaluated->floats[interpreter::broadcastIndex(k, *shape, evaluated->shape)] -
+            term->floats[interpreter::broadcastIndex(k, *shape, term->shape)];
+      evaluated = std::move(difference);
+    }
     const Tensor &m = *evaluated;
     int64_t rank = static_cast<int64_t>(m.shape.size());
     int64_t total = past + seq;
@@ -1024,6 +1044,7 @@ private:
   }
 
   SampleEvaluator evaluator_;
+  Value minus_;
 };
 
 class AttentionMatcher {
@@ -1097,10 +1118,18 @@ public:
         return false;
       }
       result = matchOperands(scores, static_cast<float>(form->scale), pv->getOperand(1));
+      // The scores plus two terms computed from the inputs: the inner one is ALiBi's bias and
+      // the outer the mask, or the other way round (GPT-J's mask scaled after the causal part,
+      // ALiBi added last).
+      Value maskTerm = mask;
       if (result && positionBias_) {
-        std::string why;
+        std::string why, otherWhy;
         std::optional<std::vector<float>> slopes =
             fitAlibiSlopes(positionBias_, result->q.split.heads, why);
+        if (!slopes) {
+          slopes = fitAlibiSlopes(mask, result->q.split.heads, otherWhy);
+          maskTerm = positionBias_;
+        }
         if (!slopes) {
           note(positionBias_.getDefiningOp() ? positionBias_.getDefiningOp()
                                              : maskAdd.getOperation(),
@@ -1111,7 +1140,7 @@ public:
         }
       }
       if (result) {
-        result->mask = mask;
+        result->mask = maskTerm;
         if (form->cap > 0)
           result->softcap = static_cast<float>(form->cap);
       }
@@ -1258,23 +1287,33 @@ private:
   }
 
   // A "mask" that is ALiBi's bias plus the mask (MPT adds its bias to the scores and then the
-  // mask; hetc-fold-shapes reassociates that to scores + (bias + mask)): the term that fits ALiBi
-  // (fitAlibiSlopes) becomes the slopes and the other the mask, where the probe finds it causal.
+  // mask; hetc-fold-shapes reassociates such sums to scores + (bias + mask + ...)): a term of the
+  // sum (its tree of Adds) that fits ALiBi (fitAlibiSlopes) becomes the slopes, where the sum
+  // without it is causal (the probe reads the difference).
   bool splitPositionBias(AttentionMatch &m, OnnxNodeOp reshape) {
-    OnnxNodeOp sum = producer(m.mask, "Add");
-    if (!sum || !m.alibiSlopes.empty())
+    if (!m.alibiSlopes.empty())
       return false;
-    for (unsigned side = 0; side < 2; ++side) {
-      Value bias = sum->getOperand(side), rest = sum->getOperand(1 - side);
+    SmallVector<Value> terms, worklist{m.mask};
+    while (!worklist.empty() && terms.size() < 8) {
+      Value v = worklist.pop_back_val();
+      if (OnnxNodeOp sum = producer(v, "Add")) {
+        worklist.push_back(sum->getOperand(0));
+        worklist.push_back(sum->getOperand(1));
+        continue;
+      }
+      terms.push_back(v);
+    }
+    for (Value term : terms) {
       std::string why;
-      std::optional<std::vector<float>> slopes = fitAlibiSlopes(bias, m.q.split.heads, why);
+      std::optional<std::vector<float>> slopes = fitAlibiSlopes(term, m.q.split.heads, why);
       if (!slopes)
         continue;
-      const MaskVerdict &verdict = verdictOf(rest, reshape, m);
+      MaskVerdict verdict = MaskProbe(reshape->getParentOfType<func::FuncOp>(),
+                                      m.q.angles.positions, tables_.weights(), term)
+                                .verdict(m.mask);
       if (verdict.error)
         continue;
       m.alibiSlopes = std::move(*slopes);
-      m.mask = rest;
       m.window = verdict.window;
       return true;
     }
