@@ -1119,8 +1119,8 @@ public:
       }
       result = matchOperands(scores, static_cast<float>(form->scale), pv->getOperand(1));
       // The scores plus two terms computed from the inputs: the inner one is ALiBi's bias and
-      // the outer the mask, or the other way round (GPT-J's mask scaled after the causal part,
-      // ALiBi added last).
+      // the outer the mask, or the other way round (a mask folded into the scores' sum, the bias
+      // added last).
       Value maskTerm = mask;
       if (result && positionBias_) {
         std::string why, otherWhy;
