@@ -673,7 +673,7 @@ private:
       Status status = checkOpShapes(i, *op);
       if (!status)
         return status;
-      if (status = checkGemmaParams(i, *op); !status)
+      if (status = checkNewerParams(i, *op); !status)
         return status;
       hasLmHead |= op->kind() == OpKindDef::LmHead;
       // Before 1.16 the attention ops of a plan shared one window.
@@ -785,9 +785,10 @@ private:
     return Status();
   }
 
-  // The parameters added in 1.16 (Gemma's): an embedding scale, a swiglu's gate function,
-  // soft-capped scores and logits. Each finite, and absent from older plans.
-  Status checkGemmaParams(uint32_t i, const OpDef &op) const {
+  // The op parameters added since 1.16: Gemma's (an embedding scale, a swiglu's gate function,
+  // soft-capped scores and logits), the squared ReLU (1.17), ALiBi's slopes (1.18). Each finite,
+  // and absent from plans older than the minor that added it.
+  Status checkNewerParams(uint32_t i, const OpDef &op) const {
     const uint32_t minor = def_.schema_version() & 0xffff;
     auto newer = [&](const char *what, uint32_t added = 16) {
       return fail(opText(i), " has ", what, ", which schema 1.", minor, " does not have (added in 1.",

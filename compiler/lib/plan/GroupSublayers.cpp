@@ -1,6 +1,6 @@
 // Finds the decoder structure in the dataflow of a raised model: the embedding starts the
-// residual stream (perhaps through a norm of the embeddings, BLOOM's); each sublayer reads the stream through one norm (rms_norm or layer_norm) and
-// writes it back through one residual add; attention and feed-forward sublayers alternate; the
+// residual stream (perhaps through a norm of the embeddings, BLOOM's); each sublayer reads the
+// stream through one norm (rms_norm or layer_norm) and writes it back through one residual add; attention and feed-forward sublayers alternate; the
 // final norm feeds lm_head. A feed-forward sublayer is gated (gate and up linears, swiglu, down)
 // or not (fc1, activation, fc2). A parallel layer, whose feed-forward reads the layer's input
 // rather than the attention's sum, is first rewritten to that sequence (sequenceParallelLayers).

@@ -1381,23 +1381,22 @@ private:
         for (int64_t j = 0; j < keys; ++j)
           if (!(std::fabs(b[j] - b[0] - slope * j) <= 1e-5 * (1 + std::fabs(b[j])))) {
             why = "adds to the scores a bias that is not linear in the key's position (ALiBi's "
-                  "slope x position): at key " +
-                  std::to_string(j) + " of row " + std::to_string(r) + " it is " + printed(b[j]) +
-                  ", the line from its first "
-                  "two keys gives " +
-                  printed(b[0] + slope * j) + sample.described();
+                  "slope x position): at key " + std::to_string(j) + " of row " +
+                  std::to_string(r) + " it is " + printed(b[j]) +
+                  ", the line from its first two keys gives " + printed(b[0] + slope * j) +
+                  sample.described();
             return std::nullopt;
           }
-        for (int64_t h = 0; h < heads; ++h) {
-          if (headRows != 1 && h != r / queries)
-            continue;
+        // The row's head, or every head where the bias has none of its own.
+        const int64_t first = headRows == 1 ? 0 : r / queries;
+        const int64_t end = headRows == 1 ? heads : first + 1;
+        for (int64_t h = first; h < end; ++h) {
           if (std::isnan(fitted[h]))
             fitted[h] = slope;
           else if (std::fabs(fitted[h] - slope) > 1e-5 * (1 + std::fabs(slope))) {
             why = "adds to the scores a position bias whose slope differs between the queries "
-                  "of head " +
-                  std::to_string(h) + " (" + printed(fitted[h]) + " and " + printed(slope) + ")" +
-                  sample.described();
+                  "of head " + std::to_string(h) + " (" + printed(fitted[h]) + " and " +
+                  printed(slope) + ")" + sample.described();
             return std::nullopt;
           }
         }
