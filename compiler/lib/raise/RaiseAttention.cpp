@@ -28,6 +28,7 @@
 #include "hetc/compiler/Passes.h"
 #include "import/OnnxGraph.h"
 #include "hetc/compiler/PlanAttributes.h"
+#include "raise/AttentionFit.h"
 #include "raise/RopeTables.h"
 #include "raise/RotationFit.h"
 #include "raise/ScalarFunctions.h"
@@ -815,6 +816,65 @@ struct AttentionMatch {
   std::vector<float> alibiSlopes; // ALiBi's, one per query head; empty: none
 };
 
+// Whether `op`'s result reaches a comparison (or a Trilu) through arithmetic and shaping only.
+bool feedsComparison(Operation *op) {
+  SmallVector<Operation *> worklist{op};
+  DenseSet<Operation *> seen;
+  while (!worklist.empty()) {
+    Operation *at = worklist.pop_back_val();
+    if (!seen.insert(at).second)
+      continue;
+    for (Operation *user : at->getUsers()) {
+      auto node = dyn_cast<OnnxNodeOp>(user);
+      if (!node)
+        continue;
+      StringRef type = node.getOpType();
+      if (type == "Less" || type == "Greater" || type == "LessOrEqual" ||
+          type == "GreaterOrEqual" || type == "Trilu")
+        return true;
+      if (type == "Add" || type == "Sub" || type == "Cast" || type == "Unsqueeze" ||
+          type == "Reshape" || type == "Expand" || type == "Slice" || type == "Neg")
+        worklist.push_back(user);
+    }
+  }
+  return false;
+}
+
+// The constant a sliding window offsets positions by, and its node: a comparison of positions
+// shifted by a constant of 2 or more (`k > q - W`), a comparison with such a constant
+// (`q - k >= W`), or a Trilu from a diagonal other than 0 or 1 (`triu(.., -W)`).
+std::optional<std::pair<int64_t, Operation *>> windowOffset(Value mask) {
+  DenseSet<Operation *> seen;
+  SmallVector<Value> worklist{mask};
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || isa<LlmOp, WeightOp>(def) || readsDimensionsOnly(def) || !seen.insert(def).second)
+      continue;
+    llvm::append_range(worklist, def->getOperands());
+    auto node = dyn_cast<OnnxNodeOp>(def);
+    if (!node)
+      continue;
+    std::optional<double> offset;
+    if (node.getOpType() == "Trilu" && node->getNumOperands() > 1)
+      if (std::optional<double> k = scalarValue(node->getOperand(1)); k && *k != 0 && *k != 1)
+        offset = *k;
+    // No upper bound: a window of any size is measured, or refused by the evaluation budget,
+    // never taken for plain causal attention.
+    StringRef type = node.getOpType();
+    const bool comparison = type == "Less" || type == "Greater" || type == "LessOrEqual" ||
+                            type == "GreaterOrEqual";
+    if (type == "Add" || type == "Sub" || comparison)
+      for (Value operand : node->getOperands())
+        if (std::optional<double> c = scalarValue(operand);
+            c && std::fabs(*c) >= 2 && std::fabs(*c) < 2147483648.0 &&
+            (comparison || feedsComparison(node)))
+          offset = *c;
+    if (offset && *offset == std::trunc(*offset))
+      return std::make_pair(static_cast<int64_t>(std::fabs(*offset)), node.getOperation());
+  }
+  return std::nullopt;
+}
+
 // Evaluates the mask on sample inputs (Sample: new tokens after cached ones, one sequence with an
 // attention_mask of ones or two with the first left-padded) and says how it differs from the
 // causal mask hetc.attention
@@ -888,65 +948,6 @@ public:
   }
 
 private:
-  // The constant a sliding window offsets positions by, and its node: a comparison of positions
-  // shifted by a constant of 2 or more (`k > q - W`), a comparison with such a constant
-  // (`q - k >= W`), or a Trilu from a diagonal other than 0 or 1 (`triu(.., -W)`).
-  std::optional<std::pair<int64_t, Operation *>> windowOffset(Value mask) {
-    DenseSet<Operation *> seen;
-    SmallVector<Value> worklist{mask};
-    while (!worklist.empty()) {
-      Operation *def = worklist.pop_back_val().getDefiningOp();
-      if (!def || isa<LlmOp, WeightOp>(def) || readsDimensionsOnly(def) || !seen.insert(def).second)
-        continue;
-      llvm::append_range(worklist, def->getOperands());
-      auto node = dyn_cast<OnnxNodeOp>(def);
-      if (!node)
-        continue;
-      std::optional<double> offset;
-      if (node.getOpType() == "Trilu" && node->getNumOperands() > 1)
-        if (std::optional<double> k = scalarValue(node->getOperand(1)); k && *k != 0 && *k != 1)
-          offset = *k;
-      // No upper bound: a window of any size is measured, or refused by the evaluation budget,
-      // never taken for plain causal attention.
-      StringRef type = node.getOpType();
-      const bool comparison = type == "Less" || type == "Greater" || type == "LessOrEqual" ||
-                              type == "GreaterOrEqual";
-      if (type == "Add" || type == "Sub" || comparison)
-        for (Value operand : node->getOperands())
-          if (std::optional<double> c = scalarValue(operand);
-              c && std::fabs(*c) >= 2 && std::fabs(*c) < 2147483648.0 &&
-              (comparison || feedsComparison(node)))
-            offset = *c;
-      if (offset && *offset == std::trunc(*offset))
-        return std::make_pair(static_cast<int64_t>(std::fabs(*offset)), node.getOperation());
-    }
-    return std::nullopt;
-  }
-
-  // Whether `op`'s result reaches a comparison (or a Trilu) through arithmetic and shaping only.
-  static bool feedsComparison(Operation *op) {
-    SmallVector<Operation *> worklist{op};
-    DenseSet<Operation *> seen;
-    while (!worklist.empty()) {
-      Operation *at = worklist.pop_back_val();
-      if (!seen.insert(at).second)
-        continue;
-      for (Operation *user : at->getUsers()) {
-        auto node = dyn_cast<OnnxNodeOp>(user);
-        if (!node)
-          continue;
-        StringRef type = node.getOpType();
-        if (type == "Less" || type == "Greater" || type == "LessOrEqual" ||
-            type == "GreaterOrEqual" || type == "Trilu")
-          return true;
-        if (type == "Add" || type == "Sub" || type == "Cast" || type == "Unsqueeze" ||
-            type == "Reshape" || type == "Expand" || type == "Slice" || type == "Neg")
-          worklist.push_back(user);
-      }
-    }
-    return false;
-  }
-
   MaskVerdict probe(Value mask, const Sample &s) {
     const int64_t seq = s.seq, past = s.past;
     const std::string sample = s.described();
@@ -1649,6 +1650,223 @@ private:
   std::string fitWhy_;
 };
 
+// hetc.rope on q and k (where they rotate) and hetc.attention in place of the region that ends
+// at `out` (then read by nothing); the present outputs read the attention's caches.
+AttentionOp rewriteAttention(const AttentionMatch &m, Value out, OpBuilder &builder) {
+  builder.setInsertionPoint(out.getDefiningOp());
+  Location loc = out.getLoc();
+  int64_t heads = m.q.split.heads, kvHeads = m.k.split.heads, headDim = m.q.split.headDim;
+
+  const int64_t rotaryDim = m.q.rotaryDim;
+  Value invFreq = m.q.angles.invFreq.weight;
+  if (!invFreq && rotaryDim) {
+    auto type = RankedTensorType::get({rotaryDim / 2}, builder.getF32Type());
+    SmallVector<float> values(m.q.angles.invFreq.values.begin(),
+                              m.q.angles.invFreq.values.end());
+    auto value = DenseElementsAttr::get(type, ArrayRef(values));
+    invFreq = builder.create<ConstantOp>(loc, type, value);
+  }
+  Value positions = m.q.angles.positions;
+  auto rope = [&](const HeadsSplit &split) {
+    Type type = split.flat.getType();
+    if (!featureSize(type))
+      type = withFeatureSize(type, split.heads * split.headDim);
+    return builder.create<RopeOp>(
+        loc, type, split.flat, positions, invFreq, builder.getI64IntegerAttr(split.heads),
+        builder.getI64IntegerAttr(split.headDim),
+        rotaryDim == split.headDim ? IntegerAttr() : builder.getI64IntegerAttr(rotaryDim),
+        m.q.interleaved ? builder.getUnitAttr() : UnitAttr());
+  };
+  auto rotated = [&](const RopeMatch &match) -> Value {
+    if (!rotaryDim)
+      return match.split.flat;
+    RopeOp op = rope(match.split);
+    if (!match.fit.empty())
+      op->setAttr(planning::kFit, builder.getStringAttr(match.fit));
+    return op.getResult();
+  };
+  Value q = rotated(m.q);
+  Value k = rotated(m.k);
+
+  Type resultType = out.getType();
+  if (rankOf(out) != 3 || !featureSize(resultType))
+    resultType = withFeatureSize(m.q.split.flat.getType(), heads * headDim);
+  Value presentK = m.presentK.concat->getResult(0);
+  Value presentV = m.presentV.concat->getResult(0);
+  auto attention = builder.create<AttentionOp>(
+      loc, TypeRange{resultType, presentK.getType(), presentV.getType()}, q, k,
+      m.v.flat, m.presentK.past, m.presentV.past, builder.getI64IntegerAttr(heads),
+      builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(headDim),
+      builder.getF32FloatAttr(m.scale),
+      m.window ? builder.getI64IntegerAttr(*m.window) : IntegerAttr(),
+      m.softcap ? builder.getF32FloatAttr(*m.softcap) : FloatAttr(),
+      m.k.split.broadcast > 1 ? builder.getUnitAttr() : UnitAttr(),
+      m.alibiSlopes.empty() ? DenseF32ArrayAttr()
+                             : builder.getDenseF32ArrayAttr(m.alibiSlopes));
+
+  out.replaceAllUsesWith(attention.getResult());
+  // Earlier readers of the present values belong to the matched (now dead) computation.
+  auto afterAttention = [&](OpOperand &use) {
+    return use.getOwner()->getBlock() == attention->getBlock() &&
+           attention->isBeforeInBlock(use.getOwner());
+  };
+  presentK.replaceUsesWithIf(attention.getPresentKey(), afterAttention);
+  presentV.replaceUsesWithIf(attention.getPresentValue(), afterAttention);
+  return attention;
+}
+
+// An attention found by dataflow alone, for its reading by values (AttentionFit.h): every node
+// from the value an output projection reads back to LLM values and graph inputs, where it reads
+// the values of two rank-4 graph inputs (the past caches) and appends to each a present output.
+struct DataflowRegion {
+  SmallVector<Operation *> nodes; // in program order
+  SmallVector<Value> read;        // the LLM values it reads
+  SmallVector<KvConcat> caches;
+};
+
+// A bound on a region's nodes: a layer's attention is tens to a few hundred (with its mask).
+constexpr size_t kMaxDataflowRegionNodes = 4096;
+
+std::optional<DataflowRegion> attentionRegionBehind(Value out) {
+  Operation *end = out.getDefiningOp();
+  if (!end || isa<LlmOp, WeightOp>(end) || rankOf(out) != 3)
+    return std::nullopt;
+  DenseSet<Operation *> seen;
+  llvm::SetVector<Value> read, pasts;
+  SmallVector<Value> worklist{out};
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (type && type.getRank() == 4 && isa<FloatType>(type.getElementType()))
+        pasts.insert(arg);
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    if (isa<LlmOp>(def)) {
+      read.insert(v);
+      continue;
+    }
+    if (def->getBlock() != end->getBlock() || seen.size() >= kMaxDataflowRegionNodes)
+      return std::nullopt;
+    if (!seen.insert(def).second || isa<WeightOp>(def) || readsDimensionsOnly(def))
+      continue; // what is read through Shape or Size alone is not read by value
+    llvm::append_range(worklist, def->getOperands());
+  }
+  if (pasts.size() != 2)
+    return std::nullopt;
+  DataflowRegion region;
+  // Its computation: constants and weights are what it reads, not where it starts.
+  for (Operation *op : seen)
+    if (!isa<ConstantOp, WeightOp>(op))
+      region.nodes.push_back(op);
+  llvm::sort(region.nodes, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  region.read.assign(read.begin(), read.end());
+  for (Operation *op : region.nodes)
+    if (isOnnx(op, "Concat"))
+      if (std::optional<KvConcat> cache = matchKvConcat(op->getResult(0)))
+        region.caches.push_back(*cache);
+  return region;
+}
+
+// The region read by its values (fitAttentionRegion): the match hetc.attention is made from, its
+// fit text in `described`; or why not.
+std::optional<AttentionMatch> matchByValues(const DataflowRegion &region, Value out,
+                                            const compiler::WeightStore *weights,
+                                            std::string &why, std::string &described) {
+  const std::string named = regionNamed(region.nodes);
+  if (region.caches.size() != 2 || region.caches[0].past == region.caches[1].past) {
+    why = named + " read two past caches but do not append to each one a present output "
+                  "(Concat along the positions, returned)";
+    return std::nullopt;
+  }
+  std::optional<RotationFit> fits[2];
+  for (int i : {0, 1}) {
+    std::string fitWhy;
+    fits[i] = fitRotation(region.caches[i].fresh, weights, fitWhy);
+    if (!fits[i] || !fits[i]->flat) {
+      why = "node " + describe(region.caches[i].concat) +
+            " appends new entries that are not the heads of one projection, rotated or not" +
+            (fitWhy.empty() ? std::string() : ": " + fitWhy);
+      return std::nullopt;
+    }
+  }
+  if (fits[0]->rotaryDim && fits[1]->rotaryDim) {
+    why = named + " rotate both caches' new entries: keys rotate, values do not";
+    return std::nullopt;
+  }
+  // The keys are the rotated entries; where neither rotates, the first cache is tried as the keys
+  // first, and the fit tells them apart (values weighted by a softmax give its weights back).
+  SmallVector<std::pair<int, int>> orders;
+  if (fits[1]->rotaryDim)
+    orders = {{1, 0}};
+  else if (fits[0]->rotaryDim)
+    orders = {{0, 1}};
+  else
+    orders = {{0, 1}, {1, 0}};
+  for (auto [ki, vi] : orders) {
+    const RotationFit &keys = *fits[ki], &values = *fits[vi];
+    SmallVector<Value> queries;
+    for (Value v : region.read)
+      if (v != keys.flat && v != values.flat)
+        queries.push_back(v);
+    if (queries.size() != 1) {
+      if (why.empty())
+        why = named + " read " + std::to_string(queries.size()) +
+              " LLM values besides the keys' and values' projections, where an attention reads "
+              "one, the queries";
+      continue;
+    }
+    AttentionRegion attention{out,
+                              queries.front(),
+                              keys.flat,
+                              values.flat,
+                              region.caches[ki].past,
+                              region.caches[vi].past,
+                              region.caches[ki].concat->getResult(0),
+                              region.caches[vi].concat->getResult(0),
+                              &keys,
+                              &values,
+                              region.nodes};
+    if (std::optional<std::pair<int64_t, Operation *>> offset = windowOffset(out))
+      attention.windowHint = offset->first;
+    std::string fitWhy;
+    std::optional<AttentionRegionFit> fit = fitAttentionRegion(attention, weights, fitWhy);
+    if (!fit) {
+      if (why.empty())
+        why = fitWhy;
+      continue;
+    }
+    RopeMatch k{HeadsSplit{keys.flat, keys.heads, keys.headDim},
+                Angles{keys.positions, InvFreq{keys.invFreq, {}, {}, nullptr}}, keys.rotaryDim,
+                keys.interleaved, keys.described};
+    RopeMatch q = k;
+    q.split.flat = attention.q;
+    q.split.heads = fit->heads;
+    q.fit.clear();
+    AttentionMatch m{q,
+                     k,
+                     HeadsSplit{values.flat, values.heads, values.headDim},
+                     region.caches[ki],
+                     region.caches[vi],
+                     static_cast<float>(fit->scale * keys.scale)};
+    m.window = fit->window;
+    described = fit->described;
+    return m;
+  }
+  return std::nullopt;
+}
+
+// HETC_RAISE_ATTENTION_BY_VALUES=1: every attention read by its values alone, never by its form
+// (a check of the fit on exports whose form is read too).
+bool attentionsByValuesOnly() {
+  static const bool only = [] {
+    const char *flag = std::getenv("HETC_RAISE_ATTENTION_BY_VALUES");
+    return flag && std::string(flag) == "1";
+  }();
+  return only;
+}
+
 // ONNX Runtime's MultiHeadAttention (com.microsoft), as its transformer optimizer fuses a Llama's
 // attention: query, key, value [B, S, N * H] (q and k rotated before it), past_key and past_value
 // [B, N, past, H] graph inputs, the mask as attention_bias (an additive mask computed from the
@@ -1755,94 +1973,80 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
     // reason; and the products that were raised (by another reading of the same attention).
     llvm::MapVector<Operation *, Unsupported> unraised;
     DenseSet<Operation *> raisedProducts;
-    for (OnnxNodeOp reshape : reshapes) {
+    // Structural errors wait until the attentions the forms did not read are read by values.
+    SmallVector<Unsupported> errors;
+    for (OnnxNodeOp reshape : attentionsByValuesOnly() ? SmallVector<OnnxNodeOp>() : reshapes) {
       AttentionMatcher matcher(maskCache, maskVerdicts, tables);
       std::optional<AttentionMatch> m = matcher.match(reshape);
       if (!m) {
-        if (matcher.unsupported.op) {
-          matcher.unsupported.op->emitError()
-              << "node " << describe(matcher.unsupported.op) << " " << matcher.unsupported.why;
-          failed = true;
-        } else if (matcher.diagnosis.op) {
+        if (matcher.unsupported.op)
+          errors.push_back(matcher.unsupported);
+        else if (matcher.diagnosis.op)
           unraised.try_emplace(matcher.product(), matcher.diagnosis);
-        }
         continue;
       }
       raisedProducts.insert(matcher.product());
-      builder.setInsertionPoint(reshape);
-      Location loc = reshape->getLoc();
-      int64_t heads = m->q.split.heads, kvHeads = m->k.split.heads, headDim = m->q.split.headDim;
-
-      const int64_t rotaryDim = m->q.rotaryDim;
-      Value invFreq = m->q.angles.invFreq.weight;
-      if (!invFreq && rotaryDim) {
-        auto type = RankedTensorType::get({rotaryDim / 2}, builder.getF32Type());
-        SmallVector<float> values(m->q.angles.invFreq.values.begin(),
-                                  m->q.angles.invFreq.values.end());
-        auto value = DenseElementsAttr::get(type, ArrayRef(values));
-        invFreq = builder.create<ConstantOp>(loc, type, value);
-      }
-      Value positions = m->q.angles.positions;
-      auto rope = [&](const HeadsSplit &split) {
-        Type type = split.flat.getType();
-        if (!featureSize(type))
-          type = withFeatureSize(type, split.heads * split.headDim);
-        return builder.create<RopeOp>(
-            loc, type, split.flat, positions, invFreq, builder.getI64IntegerAttr(split.heads),
-            builder.getI64IntegerAttr(split.headDim),
-            rotaryDim == split.headDim ? IntegerAttr() : builder.getI64IntegerAttr(rotaryDim),
-            m->q.interleaved ? builder.getUnitAttr() : UnitAttr());
-      };
-      auto rotated = [&](const RopeMatch &match) -> Value {
-        if (!rotaryDim)
-          return match.split.flat;
-        RopeOp op = rope(match.split);
-        if (!match.fit.empty())
-          op->setAttr(planning::kFit, builder.getStringAttr(match.fit));
-        return op.getResult();
-      };
-      Value q = rotated(m->q);
-      Value k = rotated(m->k);
-
-      Type resultType = reshape->getResult(0).getType();
-      if (rankOf(reshape->getResult(0)) != 3 || !featureSize(resultType))
-        resultType = withFeatureSize(m->q.split.flat.getType(), heads * headDim);
-      Value presentK = m->presentK.concat->getResult(0);
-      Value presentV = m->presentV.concat->getResult(0);
-      auto attention = builder.create<AttentionOp>(
-          loc, TypeRange{resultType, presentK.getType(), presentV.getType()}, q, k,
-          m->v.flat, m->presentK.past, m->presentV.past, builder.getI64IntegerAttr(heads),
-          builder.getI64IntegerAttr(kvHeads), builder.getI64IntegerAttr(headDim),
-          builder.getF32FloatAttr(m->scale),
-          m->window ? builder.getI64IntegerAttr(*m->window) : IntegerAttr(),
-          m->softcap ? builder.getF32FloatAttr(*m->softcap) : FloatAttr(),
-          m->k.split.broadcast > 1 ? builder.getUnitAttr() : UnitAttr(),
-          m->alibiSlopes.empty() ? DenseF32ArrayAttr()
-                                 : builder.getDenseF32ArrayAttr(m->alibiSlopes));
-
-      reshape->getResult(0).replaceAllUsesWith(attention.getResult());
-      // Earlier readers of the present values belong to the matched (now dead) computation.
-      auto afterAttention = [&](OpOperand &use) {
-        return use.getOwner()->getBlock() == attention->getBlock() &&
-               attention->isBeforeInBlock(use.getOwner());
-      };
-      presentK.replaceUsesWithIf(attention.getPresentKey(), afterAttention);
-      presentV.replaceUsesWithIf(attention.getPresentValue(), afterAttention);
+      rewriteAttention(*m, reshape->getResult(0), builder);
       reshape->erase();
+    }
+
+    // What the forms did not read, found by dataflow from each output projection and read by its
+    // values (AttentionFit.h).
+    DenseSet<Operation *> fittedNodes;
+    struct FailedFit {
+      DataflowRegion region;
+      std::string why;
+    };
+    SmallVector<FailedFit> failedFits;
+    SmallVector<LinearOp> linears;
+    func.walk([&](LinearOp linear) { linears.push_back(linear); });
+    for (LinearOp linear : linears) {
+      Value out = throughRowReshapes(linear.getX());
+      std::optional<DataflowRegion> region = attentionRegionBehind(out);
+      if (!region)
+        continue;
+      std::string why, described;
+      std::optional<AttentionMatch> m = matchByValues(*region, out, weights_, why, described);
+      if (!m) {
+        failedFits.push_back({std::move(*region), std::move(why)});
+        continue;
+      }
+      AttentionOp attention = rewriteAttention(*m, out, builder);
+      attention->setAttr(planning::kFit, builder.getStringAttr(described));
+      fittedNodes.insert(region->nodes.begin(), region->nodes.end());
+    }
+    // Why the region holding `op` was not read by its values either, if one was tried.
+    auto byValuesWhy = [&](Operation *op) -> std::string {
+      for (FailedFit &failure : failedFits)
+        if (llvm::is_contained(failure.region.nodes, op)) {
+          failure.region.nodes.clear(); // said once
+          return "; read by its values, " + failure.why;
+        }
+      return {};
+    };
+    for (const Unsupported &error : errors) {
+      if (fittedNodes.contains(error.op))
+        continue;
+      error.op->emitError() << "node " << describe(error.op) << " " << error.why
+                            << byValuesWhy(error.op);
+      failed = true;
     }
     // The root of the refusal: the attention region and why it did not match, rather than the
     // first node after it that CheckRaised would name. Not a failure of this pass: CheckRaised
     // fails on the unraised region (without a second error for it, `hetc.refused`) after the
     // passes in between had their say on the rest of the model, so that every blocker is listed.
-    for (auto &[product, why] : unraised) {
-      if (raisedProducts.contains(product))
-        continue;
-      product->emitError() << "node " << describe(product)
-                           << " closes an attention hetc does not run: "
-                           << (why.op == product ? "it" : "node " + describe(why.op)) << " "
-                           << why.why;
-      product->setAttr(kRefused, UnitAttr::get(product->getContext()));
-    }
+    auto refuse = [&](Operation *root, const std::string &why) {
+      root->emitError() << "node " << describe(root)
+                        << " closes an attention hetc does not run: " << why;
+      root->setAttr(kRefused, UnitAttr::get(root->getContext()));
+    };
+    for (auto &[product, why] : unraised)
+      if (!raisedProducts.contains(product) && !fittedNodes.contains(product))
+        refuse(product, (why.op == product ? "it" : "node " + describe(why.op)) + " " + why.why +
+                            byValuesWhy(product));
+    for (const FailedFit &failure : failedFits)
+      if (!failure.region.nodes.empty())
+        refuse(failure.region.nodes.back(), "read by its values, " + failure.why);
     // A linear after the attention may read its rows flattened (GPT-2's Conv1D).
     foldActivationViews(func);
     syncResultTypes(func);

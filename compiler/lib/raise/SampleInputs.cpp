@@ -135,6 +135,10 @@ std::optional<Tensor> SampleEvaluator::evaluate(Value v, const Sample &s, std::s
                              [&](Operation *u) { return slice.contains(u) && !isa<LlmOp>(u); });
     if (!used && arg != v)
       continue;
+    if (auto it = given.find(arg); it != given.end()) {
+      values[arg] = it->second;
+      continue;
+    }
     std::optional<Tensor> t = sampleInput(arg, s);
     if (!t) {
       error = "reads graph input #" + std::to_string(arg.getArgNumber()) +

@@ -44,8 +44,9 @@ public:
   // whole; the nodes after it compute only what the sample needs); read through Shape or Size
   // only, it stands in as zeros like an activation. On failure,
   // `error` completes "<v> ..." (it names the node or input that could not be evaluated).
-  // `given` holds values the caller chose for LLM ops' results (a rotation probed on basis
-  // inputs, RotationFit.h): those stand in for themselves.
+  // `given` holds values the caller chose for LLM ops' results and graph inputs (a rotation
+  // probed on basis inputs, RotationFit.h; an attention's caches, AttentionFit.h): those stand in
+  // for themselves.
   std::optional<Tensor> evaluate(mlir::Value v, const Sample &s, std::string &error,
                                  const llvm::DenseMap<mlir::Value, Tensor> &given);
   std::optional<Tensor> evaluate(mlir::Value v, const Sample &s, std::string &error) {

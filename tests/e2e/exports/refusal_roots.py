@@ -10,9 +10,11 @@ after the export, as a user's own code would change a layer:
 * layer 0: sin() of the attention's o_proj output before the residual add, which no raising
   reads: the residual stream from that node on is one unrecognised region, reported once, at
   its first edge, with the Sin as where recognition stops;
-* layer 1: abs() of the attention probabilities before they weight the values: the attention is
-  refused at the product of the weights and the values, naming the Abs, and not again at the
-  cache outputs and the o_proj input that depend on it.
+* layer 1: sqrt() of the attention probabilities before they weight the values (weights that no
+  longer sum to 1; abs() would change nothing, and the attention read by its values is raised):
+  the attention is refused at the product of the weights and the values, naming the Sqrt and
+  what reading it by its values found, and not again at the cache outputs and the o_proj input
+  that depend on it.
 
 hetc compile must exit 1, write no plan, and print the two blockers (the first on the
 `hetc: error:` line, the other listed after it), with no line about the present outputs.
@@ -56,7 +58,7 @@ def check(a):
                   lambda n: n.op_type == "MatMul" and n.name == "/layers.0/self_attn/o_proj/MatMul",
                   "Sin", "sin")
     nodes = after(nodes, lambda n: n.op_type == "Softmax" and n.name.startswith("/layers.1/"),
-                  "Abs", "abs")
+                  "Sqrt", "sqrt")
     if len(nodes) != len(model.graph.node) + 2:
         raise CheckFailed("the export does not have the nodes this check edits")
     del model.graph.node[:]
@@ -74,8 +76,9 @@ def check(a):
     listed = [line for line in lines if line.startswith("  - ")]
     attention = [line for line in lines
                  if "node '/layers.1/self_attn/MatMul_1' (MatMul) closes an attention hetc does "
-                    "not run: it weights the values by '/layers.1/self_attn/Softmax_abs' (Abs), "
-                    "not by a softmax of the scores" in line]
+                    "not run: it weights the values by '/layers.1/self_attn/Softmax_sqrt' (Sqrt), "
+                    "not by a softmax of the scores; read by its values, " in line
+                 and "by weights that sum to " in line]
     residual = [line for line in lines
                 if "recognition stops at node '/layers.0/self_attn/o_proj/MatMul_sin' (Sin)" in line]
     downstream = [line for line in lines if "present." in line]
@@ -84,7 +87,7 @@ def check(a):
     if len(errors) != 1 or len(listed) != 1 or len(lines) != 3:
         raise CheckFailed("expected one error line and one more blocker listed after it")
     if len(attention) != 1 or len(residual) != 1:
-        raise CheckFailed("the two blockers are not each named at their root (the Abs after "
+        raise CheckFailed("the two blockers are not each named at their root (the Sqrt after "
                           "layer 1's softmax, the Sin after layer 0's o_proj)")
     if downstream:
         raise CheckFailed(f"a refusal names a node downstream of its cause: {downstream[0]}")
