@@ -22,9 +22,12 @@ through its own forward with the cache (common.py). describe prints the seed's c
 The seed picks the number of KV heads (1, 2 or 4 of 4 query heads) and, per computation, one
 spelling (CHOICES below, the same for every layer); the weights are hf_llama's init_weights with
 that seed. --set NAME=OPTION overrides one choice (to find which spelling a consumer refuses).
-One choice is never drawn, only set (OVERRIDE_ONLY): positions=alibi or alibi_stored writes the
-same decoder with ALiBi (BLOOM's or MPT's) instead of RoPE, every other spelling as the seed drew
-it.
+Three choices are never drawn, only set (OVERRIDE_ONLY), every other spelling as the seed drew it:
+positions=alibi or alibi_stored writes the same decoder with ALiBi (BLOOM's or MPT's) instead of
+RoPE; products=einsum writes the attention's two products as torch.einsum (ONNX Einsum nodes) and
+products=keys_first the scores as (k @ q^T)^T; softmax_code=decomposed writes the softmax over the
+keys as exp(x - max) / sum. Each combines with every drawn spelling and with ALiBi; where a drawn
+spelling has no such form, the option's text says what is written instead.
 Two spellings need torch 2.x's export of an op that torch 1.13 exports wrongly (repeat_interleave)
 or not at all (unflatten): their symbolics are ported and registered for the export
 (TORCH2_SYMBOLICS). Everything else is torch 1.13's own export of the PyTorch code, artefacts
@@ -201,10 +204,33 @@ CHOICES: Dict[str, Dict[str, str]] = {
         "alibi_stored": "no rotation: MPT's [heads, 1, max_pos] buffer of slope x (key - max_pos "
                         "+ 1) built at construction, its last keys added to the scaled scores",
     },
+    # Never drawn (OVERRIDE_ONLY): how the attention's two products, q k^T and probs v, are
+    # written (SpelledLlama.qk and attention); the scale stays where the drawn spellings put it.
+    "products": {
+        "matmul": "torch.matmul, as the scores spelling writes it (k transposed first); "
+                  "matmul(probs, v)",
+        "einsum": "torch.einsum('bhqd,bhkd->bhqk', q, k) (k not transposed), scaled as the scores "
+                  "spelling (or scale_site=after_causal) scales matmul(q, k^T); baddbmm, which has "
+                  "no einsum form, is read as mul_after: einsum(..) * scale; the output "
+                  "torch.einsum('bhqk,bhkd->bhqd', probs, v) (ONNX Einsum)",
+        "keys_first": "the scores transposed and back: matmul(k, q^T).transpose(2, 3), scaled as "
+                      "the scores spelling scales them (baddbmm: baddbmm(zeros(b*H, t, s), k, q^T, "
+                      "alpha=scale), viewed [b, H, t, s] and transposed); matmul(probs, v)",
+    },
+    # Never drawn (OVERRIDE_ONLY): how the softmax over the keys is written (SpelledLlama.softmax).
+    # A row whose every score is -inf (a -inf mask and a left-padded query) is NaN in both forms,
+    # as in PyTorch's softmax (its max is -inf too), so no mask value is excluded.
+    "softmax_code": {
+        "softmax": "F.softmax, as the softmax spelling writes it",
+        "decomposed": "e = torch.exp(x - x.amax(dim=-1, keepdim=True)); e / e.sum(dim=-1, "
+                      "keepdim=True), with the softmax spelling's casts (float32_cast: x.to(float32) "
+                      "first, the result .to(q.dtype); float_type_as: x.float(), .type_as(q)); NaN "
+                      "in the same all -inf rows as F.softmax",
+    },
 }
 
 # Choices no seed draws, with the option every seed takes unless --set picks another.
-OVERRIDE_ONLY = {"positions": "rope"}
+OVERRIDE_ONLY = {"positions": "rope", "products": "matmul", "softmax_code": "softmax"}
 
 # Drawn after the mask value is fixed for the mask style, in this order.
 LATE_CHOICES = ("mask_buffer", "scale_site", "mask_code")
@@ -535,30 +561,58 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
             return x.repeat_interleave(n_rep, dim=1)  # see TORCH2_SYMBOLICS
         return torch.stack([x] * n_rep, dim=2).flatten(1, 2)
 
+    def qk(self, q, k, root=None):
+        """The unscaled product q k^T [b, H, s, t] as the products spelling writes it; `root`
+        multiplies the keys (sdpa_sqrt: k^T * root with matmul, k * root without a transpose).
+        products=matmul is the code every seed had before that choice, op for op."""
+        form = self.sp["products"]
+        if form == "einsum":
+            return torch.einsum("bhqd,bhkd->bhqk", q, k if root is None else k * root)
+        if form == "keys_first":
+            return torch.matmul(k if root is None else k * root, q.transpose(2, 3)).transpose(2, 3)
+        return torch.matmul(q, k.transpose(2, 3) if root is None else k.transpose(-2, -1) * root)
+
     def scores(self, q, k):
         form = self.sp["scores"]
         d = self.config.head_dim
         scale = d ** -0.5
+        if form == "baddbmm" and self.sp["products"] == "einsum":
+            form = "mul_after"  # baddbmm has no einsum form: einsum(q, k) * scale
         if form == "mul_after":
-            return torch.matmul(q, k.transpose(2, 3)) * scale
+            return self.qk(q, k) * scale
         if form == "mul_q":
-            return torch.matmul(q * scale, k.transpose(2, 3))
+            return self.qk(q * scale, k)
         if form == "div_sqrt":
-            return torch.matmul(q, k.transpose(2, 3)) / math.sqrt(d)
+            return self.qk(q, k) / math.sqrt(d)
         if form == "sdpa_sqrt":
             root = math.sqrt(scale)
-            return torch.matmul(q * root, k.transpose(-2, -1) * root)
+            return self.qk(q * root, k, root)
         # GPT-NeoX's _attn: batch and heads flattened, baddbmm into zeros.
         batch_size, num_heads, query_length, head_size = q.size()
         key_length = k.size(-2)
         query = q.reshape(batch_size * num_heads, query_length, head_size)
         key = k.reshape(batch_size * num_heads, key_length, head_size)
+        if self.sp["products"] == "keys_first":
+            # The same baddbmm with the operands swapped, [b*H, t, s], transposed back.
+            attn_scores = torch.zeros(batch_size * num_heads, key_length, query_length, dtype=q.dtype)
+            attn_scores = torch.baddbmm(attn_scores, key, query.transpose(1, 2), beta=1.0, alpha=scale)
+            return attn_scores.view(batch_size, num_heads, key_length, query_length).transpose(2, 3)
         attn_scores = torch.zeros(batch_size * num_heads, query_length, key_length, dtype=q.dtype)
         attn_scores = torch.baddbmm(attn_scores, query, key.transpose(1, 2), beta=1.0, alpha=scale)
         return attn_scores.view(batch_size, num_heads, query_length, key_length)
 
     def softmax(self, w, q):
         form = self.sp["softmax"]
+        if self.sp["softmax_code"] == "decomposed":
+            # F.softmax(x, dtype=float32) casts its input before the softmax: the same cast here.
+            x = w.to(torch.float32) if form == "float32_cast" else w
+            x = x.float() if form == "float_type_as" else x
+            # The max of a row of -inf is -inf and -inf - -inf NaN: the same NaN row as F.softmax.
+            e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+            probs = e / e.sum(dim=-1, keepdim=True)
+            if form == "float32_cast":
+                return probs.to(q.dtype)
+            return probs.type_as(q) if form == "float_type_as" else probs
         if form == "float32_cast":
             return F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
         if form == "plain":
@@ -629,13 +683,13 @@ class SpelledLlama(hf_llama.LlamaForCausalLM):
         k = self.repeat_kv(k, n_rep)
         v = self.repeat_kv(v, n_rep)
         if self.scale_after_causal():
-            w = torch.matmul(q, k.transpose(2, 3))
+            w = self.qk(q, k)
             w = self.masked(w, mask, (q.size(-2), k.size(-2)), scale=math.sqrt(c.head_dim))
         else:
             w = self.with_position_bias(self.scores(q, k), alibi)
             w = self.masked(w, mask, (q.size(-2), k.size(-2)))
         w = self.softmax(w, q)
-        o = torch.matmul(w, v)
+        o = torch.einsum("bhqk,bhkd->bhqd", w, v) if sp["products"] == "einsum" else torch.matmul(w, v)
         return attn.o_proj(self.merge_heads(o, x)), present
 
     # -- the mask -------------------------------------------------------------------------------
@@ -771,7 +825,11 @@ def load_model(model_dir: str) -> SpelledLlama:
     if "spellings" not in doc:
         raise ValueError(f"{model_dir}/config.json has no \"spellings\": not written by spellings.py")
     config = hf_llama.Config.from_dict(doc)
-    model = SpelledLlama(config, doc["spellings"])
+    # A file written before a never-drawn choice existed was exported with its default.
+    sp = dict(doc["spellings"])
+    for name, option in OVERRIDE_ONLY.items():
+        sp.setdefault(name, option)
+    model = SpelledLlama(config, sp)
     weights = os.path.join(model_dir, "weights.pt")
     if os.path.exists(weights):
         missing, unexpected = model.load_state_dict(torch.load(weights), strict=False)

@@ -407,3 +407,23 @@ func.func @residual_is_no_mask(%ids: tensor<?x?xi32> {hetc.dims = ["batch", "seq
   %sum = hetc.onnx.node "Add"(%yb, %e#2) {node_name = "residual"} : (tensor<*xf32>, tensor<*xf32>) -> tensor<*xf32>
   return %sum : tensor<*xf32>
 }
+
+// -----
+
+// An Einsum's shape from its equation: the scores' heads from q's, and an implicit output (the
+// letters that occur once, alphabetically: "dq") led by the values' head_dim.
+// CHECK-LABEL: func.func @einsum_shape
+// CHECK-DAG: %[[H:.*]] = hetc.constant dense<4> : tensor<i64>
+// CHECK-DAG: %[[D:.*]] = hetc.constant dense<8> : tensor<i64>
+// CHECK: return %[[H]], %[[D]]
+func.func @einsum_shape(%q: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", "seq", ""]}, %k: tensor<?x4x?x8xf32> {hetc.dims = ["batch", "", "total", ""]}) -> (tensor<*xi64>, tensor<*xi64>) {
+  %s = hetc.onnx.node "Einsum"(%q, %k) {node_name = "Einsum", onnx_attrs = {equation = "bhqd,bhkd->bhqk"}} : (tensor<?x4x?x8xf32>, tensor<?x4x?x8xf32>) -> tensor<*xf32>
+  %p = hetc.onnx.node "Einsum"(%s, %k) {node_name = "Einsum_1", onnx_attrs = {equation = "bhqk,bhkd"}} : (tensor<*xf32>, tensor<?x4x?x8xf32>) -> tensor<*xf32>
+  %i1 = hetc.constant dense<1> : tensor<i64>
+  %i0 = hetc.constant dense<0> : tensor<i64>
+  %shape_s = hetc.onnx.node "Shape"(%s) {node_name = "Shape"} : (tensor<*xf32>) -> tensor<*xi64>
+  %heads = hetc.onnx.node "Gather"(%shape_s, %i1) {node_name = "Gather"} : (tensor<*xi64>, tensor<i64>) -> tensor<*xi64>
+  %shape_p = hetc.onnx.node "Shape"(%p) {node_name = "Shape_1"} : (tensor<*xf32>) -> tensor<*xi64>
+  %d = hetc.onnx.node "Gather"(%shape_p, %i0) {node_name = "Gather_1"} : (tensor<*xi64>, tensor<i64>) -> tensor<*xi64>
+  return %heads, %d : tensor<*xi64>, tensor<*xi64>
+}

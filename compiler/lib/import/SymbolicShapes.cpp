@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <map>
 
 using namespace mlir;
 
@@ -812,6 +813,59 @@ void SymbolicShapes::visitNode(OnnxNodeOp node) {
           dims.push_back(bb.back());
         outShape = dims;
       }
+    }
+  } else if (type == "Einsum") {
+    // Letters only (no ellipsis), as the interpreter evaluates it: each output letter's dimension
+    // from the first operand that has it other than a broadcast 1; an implicit output is the
+    // letters that occur once, in alphabetical order.
+    std::string equation = stringAttr(node, "equation", "").str();
+    equation.erase(std::remove(equation.begin(), equation.end(), ' '), equation.end());
+    const size_t arrow = equation.find("->");
+    const std::string inputs = equation.substr(0, arrow);
+    SmallVector<std::string> terms;
+    for (size_t start = 0;;) {
+      const size_t comma = inputs.find(',', start);
+      terms.push_back(inputs.substr(start, comma == std::string::npos ? comma : comma - start));
+      if (comma == std::string::npos)
+        break;
+      start = comma + 1;
+    }
+    std::map<char, SymDim> dims;
+    std::map<char, int> count;
+    bool known = equation.find('.') == std::string::npos && terms.size() == n;
+    for (unsigned i = 0; known && i < n; ++i) {
+      std::optional<SymDims> in = shapeOf(i);
+      if (!in || in->size() != terms[i].size()) {
+        known = false;
+        break;
+      }
+      for (auto [letter, dim] : llvm::zip(terms[i], *in)) {
+        ++count[letter];
+        auto [it, inserted] = dims.try_emplace(letter, dim);
+        if (!inserted && constantOf(it->second) == 1)
+          it->second = dim;
+      }
+    }
+    std::string output;
+    if (arrow != std::string::npos) {
+      output = equation.substr(arrow + 2);
+    } else {
+      for (auto [letter, times] : count)
+        if (times == 1)
+          output.push_back(letter);
+    }
+    if (known) {
+      SymDims out;
+      for (char letter : output) {
+        auto it = dims.find(letter);
+        if (it == dims.end()) {
+          known = false;
+          break;
+        }
+        out.push_back(it->second);
+      }
+      if (known)
+        outShape = out;
     }
   } else if (type == "Gemm") {
     auto b = shapeOf(1);

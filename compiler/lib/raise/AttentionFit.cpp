@@ -11,16 +11,19 @@
 //    head reads is the one whose evaluations move it; hetc groups query heads evenly, h / n.
 // 2. The mask: which weights are zero. A query at position p must see keys up to p and none after
 //    them, and either all before (causal) or the last W (a sliding window). At a far sample
-//    (two new tokens after up to 4094 cached ones) the query is zero, so that the weights are
+//    (two new tokens after 254 cached ones) the query is zero, so that the weights are
 //    uniform over what the query sees, and the values are 1, j / T and (j / T)^2: their mean and
-//    variance give the first and last key seen, so a window of thousands of keys is read too.
-// 3. The scale: within a row, log p[j] - scale * (q . k[j]) is one constant. It is fitted by
-//    least squares over every row and head, q rotated by the keys' fit at its position, k[j] the
-//    cache the region returns (cached keys as given, new ones as the region rotated them), and
-//    each log-weight must be within rounding of the line.
+//    variance give the first and last key seen. A window wider than that is found by the
+//    constant that offsets positions before a comparison and measured past it.
+// 3. The scores: within a row, log p[j] - scale * (q . k[j]) is one constant. The scale is fitted
+//    by least squares over every row and head, q rotated by the keys' fit at its position, k[j]
+//    the cache the region returns (cached keys as given, new ones as the region rotated them),
+//    and each log-weight must be within rounding of the line; else with a slope per head times
+//    the key's position (ALiBi), else, or where the line fails at a loud sample (scores up to
+//    16), with a soft-cap c * tanh(scale * q . k / c).
 // 4. The check: random q, k, v and caches at three samples (one with a left-padded sequence,
-//    whose padding keys the mask must hide and whose padding rows hetc never computes), the
-//    region's output against softmax(scale * q . k + causal mask) v.
+//    whose padding keys the mask must hide and whose padding rows hetc never computes) and the
+//    loud one, the region's output against softmax(the fitted scores + the mask) v.
 //
 // Tolerance: 64 ulps of the region's float type relative to the magnitude compared (the
 // interpreter computes in double; a float16 file rounds where its Casts say).
@@ -46,7 +49,10 @@ namespace hetc {
 
 namespace {
 
-constexpr int64_t kFarCached[] = {4094, 1022, 254, 62};
+// The far sample's cached keys (fewer where the region cannot be evaluated that far). Not
+// thousands: a mask built over [keys, keys] (triu's) would cost gigabytes per layer there; a
+// window wider than this is found by its constant (windowHint) and measured past it.
+constexpr int64_t kFarCached[] = {254, 62};
 constexpr int64_t kFarNew = 2;
 constexpr double kUlps = 64.0;
 // A weight below this is a hidden key: exp of a mask's -1e4 or finfo.min is 0 in double; a
@@ -58,16 +64,18 @@ public:
   RegionProbe(const AttentionRegion &r, const compiler::WeightStore *weights, std::string &why)
       : r_(r), evaluator_(r.out.getDefiningOp()->getParentOfType<func::FuncOp>(),
                           r.keys->positions, weights),
-        why_(why), kvHeads_(r.keys->heads), headDim_(r.keys->headDim) {
+        why_(why), kvHeads_(r.keys->heads), cacheHeads_(r.keys->heads * r.keys->broadcast),
+        headDim_(r.keys->headDim) {
     ulp_ = std::ldexp(1.0, -std::max(RopeTables::fractionBits(
                                          cast<ShapedType>(r.out.getType()).getElementType()),
                                      10));
   }
 
   std::optional<AttentionRegionFit> fit() {
+    // The output's width may be unknown to the types (an Einsum's): the evaluations check it.
     const std::optional<int64_t> qFeatures = featureSize(r_.q.getType());
     const std::optional<int64_t> outFeatures = featureSize(r_.out.getType());
-    if (!qFeatures || !outFeatures || *qFeatures != *outFeatures || *qFeatures % headDim_ != 0)
+    if (!qFeatures || (outFeatures && *qFeatures != *outFeatures) || *qFeatures % headDim_ != 0)
       return fail("reads queries of " + shown(qFeatures) + " features and gives " +
                   shown(outFeatures) + ", not one number of heads of " +
                   std::to_string(headDim_) + " (the keys' head_dim)");
@@ -75,17 +83,29 @@ public:
     if (heads_ % kvHeads_ != 0)
       return fail(std::to_string(heads_) + " query heads do not group evenly over " +
                   std::to_string(kvHeads_) + " KV heads");
+    if (cacheHeads_ != kvHeads_ && cacheHeads_ != heads_)
+      return fail("cache each of " + std::to_string(kvHeads_) + " KV heads " +
+                  std::to_string(cacheHeads_ / kvHeads_) + " times for " +
+                  std::to_string(heads_) + " query heads: once, or once per query head");
     if (!weights() || !mask() || !scale() || !farMask() || !check())
       return std::nullopt;
     AttentionRegionFit result;
     result.heads = heads_;
     result.scale = scale_;
     result.window = window_;
+    result.alibiSlopes.assign(slopes_.begin(), slopes_.end());
+    result.softcap = softcap_;
     result.described =
         fittedNodes(r_.nodes.size(), nodeName(r_.nodes.front()), nodeName(r_.nodes.back())) +
         " an attention of " + std::to_string(heads_) + " query heads over " +
         std::to_string(kvHeads_) + " KV heads of " + std::to_string(headDim_) +
-        ", its weights softmax(" + printed(scale_, 6) + " x q.k" +
+        ", its weights softmax(" +
+        (softcap_ ? printed(*softcap_, 6) + " tanh(" + printed(scale_, 6) + " x q.k / " +
+                        printed(*softcap_, 6) + ")"
+                  : printed(scale_, 6) + " x q.k") +
+        (slopes_.empty() ? std::string()
+                         : " + ALiBi's slope x key position, slopes " + printed(slopes_.front(), 4) +
+                               " to " + printed(slopes_.back(), 4)) +
         (window_ ? " + a causal mask over the last " + std::to_string(*window_) + " keys"
                  : std::string(" + a causal mask")) +
         ") read at " + std::to_string(rowsFitted_) + " rows, its output within " +
@@ -129,15 +149,15 @@ private:
     const int64_t kvFeatures = kvHeads_ * headDim_;
     return {zeros(r_.q, {s.batch, s.seq, heads_ * headDim_}),
             zeros(r_.k, {s.batch, s.seq, kvFeatures}), zeros(r_.v, {s.batch, s.seq, kvFeatures}),
-            zeros(r_.pastK, {s.batch, kvHeads_, s.past, headDim_}),
-            zeros(r_.pastV, {s.batch, kvHeads_, s.past, headDim_})};
+            zeros(r_.pastK, {s.batch, cacheHeads_, s.past, headDim_}),
+            zeros(r_.pastV, {s.batch, cacheHeads_, s.past, headDim_})};
   }
   Inputs randomInputs(const Sample &s) {
     const int64_t kvFeatures = kvHeads_ * headDim_;
     return {random(r_.q, {s.batch, s.seq, heads_ * headDim_}),
             random(r_.k, {s.batch, s.seq, kvFeatures}), random(r_.v, {s.batch, s.seq, kvFeatures}),
-            random(r_.pastK, {s.batch, kvHeads_, s.past, headDim_}),
-            random(r_.pastV, {s.batch, kvHeads_, s.past, headDim_})};
+            random(r_.pastK, {s.batch, cacheHeads_, s.past, headDim_}),
+            random(r_.pastV, {s.batch, cacheHeads_, s.past, headDim_})};
   }
   // `what` of the region at sample `s`, of `shape`.
   std::optional<Tensor> evaluate(Value what, const Sample &s, const Inputs &in,
@@ -167,7 +187,12 @@ private:
     return {s.batch, s.seq, heads_ * headDim_};
   }
   SmallVector<int64_t> cacheShape(const Sample &s) const {
-    return {s.batch, kvHeads_, s.past + s.seq, headDim_};
+    return {s.batch, cacheHeads_, s.past + s.seq, headDim_};
+  }
+  // The cache head query head h reads: its KV head's, or its own where the region caches each KV
+  // head once per query head of its group (Falcon's new decoder architecture).
+  int64_t cacheHeadOf(int64_t h) const {
+    return cacheHeads_ == kvHeads_ ? h / (heads_ / kvHeads_) : h;
   }
   // Query row s of sequence b: its position as the region rotates it (the positions input counts
   // real tokens only, as SampleEvaluator writes it) and whether hetc computes it (not padding).
@@ -197,22 +222,28 @@ private:
 
   // Step 1: p[h][s][j] at a sample of three new tokens after two cached ones.
   bool weights() {
+    inputs_ = randomInputs(small_);
+    return weightsFor(inputs_, weights_);
+  }
+  // The weights for these q, k and caches (the values are the probe's), in `weights`.
+  bool weightsFor(const Inputs &given, std::vector<double> &weights) {
     const int64_t total = small_.past + small_.seq;
     const int64_t chunks = (total + headDim_ - 1) / headDim_;
-    inputs_ = randomInputs(small_);
     SmallVector<SmallVector<double>> mass(heads_, SmallVector<double>(kvHeads_, 0.0));
     // byGroup[g][(h * seq + s) * total + j]
     SmallVector<std::vector<double>> byGroup(kvHeads_,
                                              std::vector<double>(heads_ * small_.seq * total));
     for (int64_t g = 0; g < kvHeads_; ++g)
       for (int64_t c = 0; c < chunks; ++c) {
-        Inputs in = inputs_;
+        Inputs in = given;
         in.v = zeros(r_.v, {1, small_.seq, kvHeads_ * headDim_});
-        in.pastV = zeros(r_.pastV, {1, kvHeads_, small_.past, headDim_});
+        in.pastV = zeros(r_.pastV, {1, cacheHeads_, small_.past, headDim_});
+        const int64_t copies = cacheHeads_ / kvHeads_;
         for (int64_t j = c * headDim_; j < std::min(total, (c + 1) * headDim_); ++j) {
           const int64_t column = j - c * headDim_;
           if (j < small_.past)
-            in.pastV.floats[(g * small_.past + j) * headDim_ + column] = 1.0;
+            for (int64_t head = g * copies; head < (g + 1) * copies; ++head)
+              in.pastV.floats[(head * small_.past + j) * headDim_ + column] = 1.0;
           else
             in.v.floats[(j - small_.past) * kvHeads_ * headDim_ + g * headDim_ + column] = 1.0;
         }
@@ -229,7 +260,7 @@ private:
       }
     const int64_t perGroup = heads_ / kvHeads_;
     const double rows = static_cast<double>(small_.seq);
-    weights_.assign(heads_ * small_.seq * total, 0.0);
+    weights.assign(heads_ * small_.seq * total, 0.0);
     for (int64_t h = 0; h < heads_; ++h) {
       int64_t read = -1;
       for (int64_t g = 0; g < kvHeads_; ++g) {
@@ -253,7 +284,7 @@ private:
                       std::to_string(perGroup) + " per KV head (head " + std::to_string(h) +
                       " reads " + std::to_string(h / perGroup) + ")");
       std::copy_n(byGroup[read].begin() + h * small_.seq * total, small_.seq * total,
-                  weights_.begin() + h * small_.seq * total);
+                  weights.begin() + h * small_.seq * total);
     }
     return true;
   }
@@ -313,75 +344,242 @@ private:
     return true;
   }
 
-  // Step 3: the scale, by least squares over every visible key of every row.
-  bool scale() {
+  // Per row of the small sample: q . k[j], log p[j] and j for each key it sees.
+  struct Row {
+    int64_t head;
+    SmallVector<double> dots, logs, keys;
+  };
+  SmallVector<Row> rowsFor(const std::vector<double> &weights, const Tensor &q) const {
     const int64_t total = small_.past + small_.seq;
+    auto weightOf = [&](int64_t h, int64_t s, int64_t j) {
+      return weights[(h * small_.seq + s) * total + j];
+    };
+    SmallVector<Row> rows;
+    for (int64_t h = 0; h < heads_; ++h)
+      for (int64_t s = 0; s < small_.seq; ++s) {
+        SmallVector<double> rotated = rotatedQuery(q, 0, s, h, small_.seq, small_.past + s);
+        double largest = 0.0;
+        for (int64_t j = 0; j < total; ++j)
+          largest = std::max(largest, weightOf(h, s, j));
+        Row row{h, {}, {}, {}};
+        for (int64_t j = 0; j < total; ++j) {
+          // Weights far below the row's largest carry their float type's rounding in their log.
+          if (weightOf(h, s, j) <= 1e-6 * largest)
+            continue;
+          const double *k = keys_.floats.data() + (cacheHeadOf(h) * total + j) * headDim_;
+          double dot = 0.0;
+          for (int64_t d = 0; d < headDim_; ++d)
+            dot += rotated[d] * k[d];
+          row.dots.push_back(dot);
+          row.logs.push_back(std::log(weightOf(h, s, j)));
+          row.keys.push_back(static_cast<double>(j));
+        }
+        if (row.dots.size() >= 2)
+          rows.push_back(std::move(row));
+      }
+    return rows;
+  }
+  // A row's logits as the fit computes them, less their mean (a softmax ignores a row's constant).
+  SmallVector<double> fittedLogits(const Row &row) const {
+    SmallVector<double> logits;
+    double mean = 0.0;
+    for (size_t i = 0; i < row.dots.size(); ++i) {
+      double x = scale_ * row.dots[i];
+      if (softcap_)
+        x = *softcap_ * std::tanh(x / *softcap_);
+      logits.push_back(x + (slopes_.empty() ? 0.0 : slopes_[row.head] * row.keys[i]));
+      mean += logits.back() / static_cast<double>(row.dots.size());
+    }
+    for (double &x : logits)
+      x -= mean;
+    return logits;
+  }
+  // The largest distance of a log-weight (less its row's mean) from the fit, past the tolerance.
+  struct Miss {
+    double excess = 0.0, got = 0.0, want = 0.0, sumOfSquares = 0.0;
+  };
+  Miss worst(ArrayRef<Row> rows) const {
+    Miss miss;
+    for (const Row &row : rows) {
+      SmallVector<double> want = fittedLogits(row);
+      double meanLog = 0.0;
+      for (double l : row.logs)
+        meanLog += l / static_cast<double>(row.logs.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        const double got = row.logs[i] - meanLog;
+        miss.sumOfSquares += (got - want[i]) * (got - want[i]);
+        const double excess =
+            std::fabs(got - want[i]) - kUlps * ulp_ * (4.0 + std::fabs(want[i]));
+        if (excess > miss.excess) {
+          miss.excess = excess;
+          miss.got = got;
+          miss.want = want[i];
+        }
+      }
+    }
+    return miss;
+  }
+
+  // Step 3: the scale, by least squares over every visible key of every row; where that line
+  // does not hold, with a slope per query head times the key's position (ALiBi).
+  bool scale() {
     std::optional<Tensor> keys = evaluate(r_.presentK, small_, inputs_, cacheShape(small_));
     if (!keys)
       return false;
-    const int64_t perGroup = heads_ / kvHeads_;
-    struct Row {
-      SmallVector<double> dots, logs;
-    };
-    SmallVector<Row> rows;
-    double covariance = 0.0, variance = 0.0;
-    for (int64_t h = 0; h < heads_; ++h)
-      for (int64_t s = 0; s < small_.seq; ++s) {
-        const int64_t position = small_.past + s;
-        SmallVector<double> q = rotatedQuery(inputs_.q, 0, s, h, small_.seq, position);
-        double largest = 0.0;
-        for (int64_t j = 0; j < total; ++j)
-          largest = std::max(largest, weightAt(h, s, j));
-        Row row;
-        for (int64_t j = 0; j < total; ++j) {
-          // Weights far below the row's largest carry their float type's rounding in their log.
-          if (weightAt(h, s, j) <= 1e-6 * largest)
-            continue;
-          const double *k =
-              keys->floats.data() + ((h / perGroup) * total + j) * headDim_;
-          double dot = 0.0;
-          for (int64_t d = 0; d < headDim_; ++d)
-            dot += q[d] * k[d];
-          row.dots.push_back(dot);
-          row.logs.push_back(std::log(weightAt(h, s, j)));
-        }
-        if (row.dots.size() < 2)
-          continue;
-        const double n = static_cast<double>(row.dots.size());
-        double meanDot = 0.0, meanLog = 0.0;
-        for (size_t i = 0; i < row.dots.size(); ++i) {
-          meanDot += row.dots[i] / n;
-          meanLog += row.logs[i] / n;
-        }
-        for (size_t i = 0; i < row.dots.size(); ++i) {
-          row.dots[i] -= meanDot;
-          row.logs[i] -= meanLog;
-          covariance += row.dots[i] * row.logs[i];
-          variance += row.dots[i] * row.dots[i];
-        }
-        rows.push_back(std::move(row));
-      }
-    if (rows.empty() || variance <= 0.0)
+    keys_ = std::move(*keys);
+    SmallVector<Row> rows = rowsFor(weights_, inputs_.q);
+    rowsFitted_ = static_cast<int64_t>(rows.size());
+    if (rows.empty())
       return failed("let no query see two keys" + small_.described() +
                     ", so that its scale cannot be read");
-    scale_ = covariance / variance;
-    rowsFitted_ = static_cast<int64_t>(rows.size());
+    // Sums over every row of products of d, l and j less their row's means.
+    double dl = 0.0, dd = 0.0;
+    SmallVector<double> jl(heads_, 0.0), jd(heads_, 0.0), jj(heads_, 0.0);
+    for (const Row &row : rows) {
+      const double n = static_cast<double>(row.dots.size());
+      double md = 0.0, ml = 0.0, mj = 0.0;
+      for (size_t i = 0; i < row.dots.size(); ++i) {
+        md += row.dots[i] / n;
+        ml += row.logs[i] / n;
+        mj += row.keys[i] / n;
+      }
+      for (size_t i = 0; i < row.dots.size(); ++i) {
+        const double d = row.dots[i] - md, l = row.logs[i] - ml, j = row.keys[i] - mj;
+        dl += d * l;
+        dd += d * d;
+        jl[row.head] += j * l;
+        jd[row.head] += j * d;
+        jj[row.head] += j * j;
+      }
+    }
+    if (!(dd > 0.0))
+      return failed("give keys that q . k does not tell apart" + small_.described());
+    scale_ = dl / dd;
+    const Miss alone = worst(rows);
+    if (alone.excess > 0.0) {
+      // With a slope per head: minimise sum (l - scale d - slope[h] j)^2. Each slope follows from
+      // the scale (slope[h] = (sum_h j l - scale sum_h j d) / sum_h j^2); the scale from the rest.
+      double numerator = dl, denominator = dd;
+      for (int64_t h = 0; h < heads_; ++h)
+        if (jj[h] > 0.0) {
+          numerator -= jd[h] * jl[h] / jj[h];
+          denominator -= jd[h] * jd[h] / jj[h];
+        }
+      const double scaleAlone = scale_;
+      scale_ = denominator > 0.0 ? numerator / denominator : 0.0;
+      slopes_.assign(heads_, 0.0);
+      for (int64_t h = 0; h < heads_; ++h)
+        slopes_[h] = jj[h] > 0.0 ? (jl[h] - scale_ * jd[h]) / jj[h] : 0.0;
+      const Miss withSlopes = worst(rows);
+      if (withSlopes.excess > 0.0 ||
+          llvm::all_of(slopes_, [](double slope) { return slope == 0.0; })) {
+        // Neither: perhaps a soft-cap, which the scores at this sample barely reach.
+        slopes_.clear();
+        scale_ = scaleAlone;
+        if (softCap(rows))
+          return true;
+        return failed(
+            "weight keys by a softmax of scores that are not a scale of q.k: with the scale " +
+            printed(scaleAlone, 6) + " fitted over " + std::to_string(rows.size()) +
+            " rows, a log-weight relative to its row's mean is " + printed(alone.got, 6) +
+            " where the scale gives " + printed(alone.want, 6) +
+            ", with a slope per head times the key's position (ALiBi) " +
+            printed(withSlopes.got, 6) + " where that fit gives " + printed(withSlopes.want, 6) +
+            softCapWhy_ + " (queries rotated otherwise than the keys are not read by values)");
+      }
+    }
     if (!(scale_ > 0.0))
       return failed("weight keys by a softmax of " + printed(scale_) +
                     " x q.k: a scale that is not positive");
-    for (const Row &row : rows)
-      for (size_t i = 0; i < row.dots.size(); ++i) {
-        const double want = scale_ * row.dots[i];
-        if (std::fabs(row.logs[i] - want) > kUlps * ulp_ * (4.0 + std::fabs(want)))
-          return failed("weight keys by a softmax of scores that are not a scale of q.k: "
-                        "with the scale " + printed(scale_, 6) + " fitted over " +
-                        std::to_string(rows.size()) + " rows, a log-weight relative to its "
-                        "row's mean is " + printed(row.logs[i], 6) + " where the scale gives " +
-                        printed(want, 6) +
-                        " (a soft-cap, a position bias or queries rotated otherwise than the "
-                        "keys are not read by values)");
-      }
+    // The scores reach 16 at the loud sample: a soft-cap the small one could not tell from a
+    // line shows there.
+    if (slopes_.empty() && !softcap_ && !loudRows().empty()) {
+      SmallVector<Row> loud = loudRows();
+      if (worst(loud).excess > 0.0 && !softCap(loud))
+        return failed("weight keys by a softmax of scores that are a scale of q.k where they are "
+                      "small, but not where they reach 16" + softCapWhy_);
+    }
     return true;
+  }
+  // The rows at the loud sample: q scaled so that the largest score is 16 (memoised).
+  SmallVector<Row> loudRows() {
+    if (loudDone_)
+      return loud_;
+    loudDone_ = true;
+    double largest = 0.0;
+    for (const Row &row : rowsFor(weights_, inputs_.q))
+      for (double d : row.dots)
+        largest = std::max(largest, std::fabs(scale_ * d));
+    if (!(largest > 0.0))
+      return loud_;
+    loudInputs_ = inputs_;
+    for (double &x : loudInputs_.q.floats)
+      x *= 16.0 / largest;
+    std::vector<double> weights;
+    const std::string before = why_;
+    if (!weightsFor(loudInputs_, weights)) {
+      why_ = before;
+      return loud_;
+    }
+    loud_ = rowsFor(weights, loudInputs_.q);
+    return loud_;
+  }
+  // A soft-cap c * tanh(scale * q.k / c) (Gemma 2) fitted to the loud sample's rows (or these,
+  // where the small sample's scores already reach it): the scale and the cap by least squares,
+  // from a grid of caps, then refined; the fit must hold at both samples.
+  bool softCap(ArrayRef<Row> seen) {
+    SmallVector<Row> loud = loudRows();
+    ArrayRef<Row> rows = loud.empty() ? seen : ArrayRef<Row>(loud);
+    const double scale0 = scale_;
+    double bestScale = scale0, bestCap = 0.0, bestError = INFINITY;
+    auto error = [&](double scale, double cap) {
+      scale_ = scale;
+      softcap_ = cap;
+      return worst(rows).sumOfSquares;
+    };
+    for (double cap = 0.5; cap < 2e4; cap *= 1.25)
+      for (double f = 0.8; f <= 1.25; f *= 1.01)
+        if (double e = error(scale0 * f, cap); e < bestError) {
+          bestError = e;
+          bestScale = scale0 * f;
+          bestCap = cap;
+        }
+    // Refine by coordinate steps that halve when neither direction improves.
+    double stepScale = 0.01 * bestScale, stepCap = 0.125 * bestCap;
+    for (int i = 0; i < 200 && (stepScale > 1e-12 * bestScale || stepCap > 1e-12 * bestCap); ++i) {
+      bool improved = false;
+      for (auto [ds, dc] : {std::pair{stepScale, 0.0}, std::pair{-stepScale, 0.0},
+                            std::pair{0.0, stepCap}, std::pair{0.0, -stepCap}})
+        if (bestCap + dc > 0.0)
+          if (double e = error(bestScale + ds, bestCap + dc); e < bestError) {
+            bestError = e;
+            bestScale += ds;
+            bestCap += dc;
+            improved = true;
+          }
+      if (!improved) {
+        stepScale /= 2.0;
+        stepCap /= 2.0;
+      }
+    }
+    scale_ = bestScale;
+    softcap_ = bestCap;
+    const Miss atLoud = worst(rows), atSmall = worst(seen);
+    if (atLoud.excess > 0.0 || atSmall.excess > 0.0) {
+      const Miss &miss = atLoud.excess > 0.0 ? atLoud : atSmall;
+      softCapWhy_ = ", and with a soft-cap (the nearest, " + printed(bestCap, 6) + " * tanh(" +
+                    printed(bestScale, 6) + " q.k / " + printed(bestCap, 6) + ")) " +
+                    printed(miss.got, 6) + " where that gives " + printed(miss.want, 6);
+      scale_ = scale0;
+      softcap_.reset();
+      return false;
+    }
+    return true;
+  }
+
+  // What a key adds to a query head's logit beside the scaled product: ALiBi's slope x position.
+  double positionBias(int64_t h, int64_t key) const {
+    return slopes_.empty() ? 0.0 : slopes_[h] * static_cast<double>(key);
   }
 
   // Step 2, far: a uniform query over thousands of keys, its first and last key seen from the
@@ -421,13 +619,14 @@ private:
       const double x = static_cast<double>(j) / static_cast<double>(total);
       return d == 0 ? 1.0 : d == 1 ? x : x * x;
     };
-    for (int64_t g = 0; g < kvHeads_; ++g)
-      for (int64_t d = 0; d < 3; ++d) {
+    for (int64_t d = 0; d < 3; ++d) {
+      for (int64_t c = 0; c < cacheHeads_; ++c)
         for (int64_t j = 0; j < s.past; ++j)
-          in.pastV.floats[(g * s.past + j) * headDim_ + d] = valueAt(j, d);
+          in.pastV.floats[(c * s.past + j) * headDim_ + d] = valueAt(j, d);
+      for (int64_t g = 0; g < kvHeads_; ++g)
         for (int64_t j = 0; j < s.seq; ++j)
           in.v.floats[j * kvHeads_ * headDim_ + g * headDim_ + d] = valueAt(s.past + j, d);
-      }
+    }
     const std::string before = why_;
     std::optional<Tensor> out = evaluate(r_.out, s, in, outShape(s));
     if (!out) {
@@ -440,6 +639,26 @@ private:
       for (int64_t row = 0; row < s.seq; ++row) {
         const double *o = out->floats.data() + (row * heads_ + h) * headDim_;
         const int64_t position = s.past + row;
+        if (!slopes_.empty()) {
+          // Weights exp(slope x j) over the keys the mask shows: the moments they give.
+          double sum = 0.0, want[3] = {0.0, 0.0, 0.0};
+          for (int64_t j = 0; j <= position; ++j) {
+            if (hides(j, position, 0))
+              continue;
+            const double w = std::exp(positionBias(h, j) - positionBias(h, position));
+            sum += w;
+            for (int64_t d = 0; d < 3; ++d)
+              want[d] += w * valueAt(j, d);
+          }
+          for (int64_t d = 0; d < 3; ++d)
+            if (std::fabs(o[d] - want[d] / sum) > kUlps * ulp_ * (1.0 + std::fabs(want[d] / sum)))
+              return failed("give a query that is zero, at position " +
+                            std::to_string(position) + s.described() + ", " + printed(o[d], 6) +
+                            " in column " + std::to_string(d) + " where ALiBi's slope " +
+                            printed(slopes_[h], 6) + " of head " + std::to_string(h) + " gives " +
+                            printed(want[d] / sum, 6));
+          continue;
+        }
         const double mean = o[1] / o[0], spread = o[2] / o[0] - mean * mean;
         const double seen = std::sqrt(std::max(0.0, 12.0 * spread * t * t + 1.0));
         const double first = mean * t - (seen - 1.0) / 2.0, last = first + seen - 1.0;
@@ -453,7 +672,7 @@ private:
                         printed(last, 6) + ")");
         firstSeen.push_back({position, static_cast<int64_t>(std::round(first))});
       }
-    return seenAsMasked(firstSeen, s);
+    return slopes_.empty() ? seenAsMasked(firstSeen, s) : true;
   }
 
   // Step 4: the whole attention on random inputs.
@@ -461,10 +680,15 @@ private:
     SmallVector<Sample> samples{{3, 2, 1, 0}, {1, 4, 1, 0}};
     if (!evaluator_.fixedBatchOfOne())
       samples.push_back({3, 2, 2, 1});
-    const int64_t perGroup = heads_ / kvHeads_;
-    for (const Sample &s : samples) {
+    // The loud sample too: scores up to 16, where a soft-cap shows.
+    std::optional<Inputs> loud = loudInputs_.q.floats.empty()
+                                     ? std::optional<Inputs>()
+                                     : std::optional<Inputs>(loudInputs_);
+    if (loud)
+      samples.push_back(small_);
+    for (auto [index, s] : llvm::enumerate(samples)) {
       const int64_t total = s.past + s.seq;
-      Inputs in = randomInputs(s);
+      Inputs in = loud && index + 1 == samples.size() ? *loud : randomInputs(s);
       std::optional<Tensor> out = evaluate(r_.out, s, in, outShape(s));
       std::optional<Tensor> keys =
           out ? evaluate(r_.presentK, s, in, cacheShape(s)) : std::nullopt;
@@ -478,7 +702,7 @@ private:
           if (key < padding)
             continue; // a padding row: hetc never computes one
           for (int64_t h = 0; h < heads_; ++h) {
-            const int64_t g = h / perGroup;
+            const int64_t c = cacheHeadOf(h);
             SmallVector<double> q =
                 rotatedQuery(in.q, b, row, h, s.seq, positionOf(s, b, row));
             SmallVector<double> logits(total, -INFINITY);
@@ -486,11 +710,14 @@ private:
             for (int64_t j = 0; j < total; ++j) {
               if (hides(j, key, padding))
                 continue;
-              const double *k = keys->floats.data() + ((b * kvHeads_ + g) * total + j) * headDim_;
+              const double *k = keys->floats.data() + ((b * cacheHeads_ + c) * total + j) * headDim_;
               double dot = 0.0;
               for (int64_t d = 0; d < headDim_; ++d)
                 dot += q[d] * k[d];
-              logits[j] = scale_ * dot;
+              double score = scale_ * dot;
+              if (softcap_)
+                score = *softcap_ * std::tanh(score / *softcap_);
+              logits[j] = score + positionBias(h, j);
               largest = std::max(largest, logits[j]);
             }
             double sum = 0.0;
@@ -502,7 +729,7 @@ private:
               double want = 0.0;
               for (int64_t j = 0; j < total; ++j)
                 want += logits[j] / sum *
-                        values->floats[((b * kvHeads_ + g) * total + j) * headDim_ + d];
+                        values->floats[((b * cacheHeads_ + c) * total + j) * headDim_ + d];
               const double got =
                   out->floats[((b * s.seq + row) * heads_ + h) * headDim_ + d];
               const double difference = std::fabs(got - want);
@@ -511,7 +738,8 @@ private:
                 return failed("give " + printed(got, 6) + " at query head " + std::to_string(h) +
                               ", column " + std::to_string(d) + " of the query at position " +
                               std::to_string(key) + s.described() + " where softmax(" +
-                              printed(scale_, 6) + " x q.k + the mask) v gives " +
+                              printed(scale_, 6) + " x q.k + the mask" +
+                              (slopes_.empty() ? "" : " + ALiBi") + ") v gives " +
                               printed(want, 6));
             }
           }
@@ -523,7 +751,7 @@ private:
   const AttentionRegion &r_;
   SampleEvaluator evaluator_;
   std::string &why_;
-  int64_t heads_ = 0, kvHeads_, headDim_;
+  int64_t heads_ = 0, kvHeads_, cacheHeads_, headDim_;
   double ulp_ = 0.0;
   std::mt19937 rng_{20261129};
   const Sample small_{3, 2, 1, 0};
@@ -531,6 +759,13 @@ private:
   std::vector<double> weights_; // p[h][s][j] at small_
   std::optional<int64_t> window_;
   double scale_ = 0.0;
+  SmallVector<double> slopes_; // ALiBi's, per query head; empty: none
+  std::optional<double> softcap_;
+  std::string softCapWhy_; // why no soft-cap fits, for the refusal
+  Tensor keys_;            // the keys' cache at the small sample
+  bool loudDone_ = false;
+  Inputs loudInputs_;      // the small sample's inputs, q scaled so that scores reach 16
+  SmallVector<Row> loud_;
   int64_t rowsFitted_ = 0;
   double largestDifference_ = 0.0;
 };
@@ -543,9 +778,9 @@ std::optional<AttentionRegionFit> fitAttentionRegion(const AttentionRegion &regi
   why.clear();
   if (region.nodes.empty() || !region.keys || !region.values ||
       region.keys->headDim != region.values->headDim ||
-      region.keys->heads != region.values->heads || region.keys->broadcast != 1 ||
-      region.values->broadcast != 1 || region.values->rotaryDim != 0) {
-    why = "the keys and values are not heads of one head_dim, each cached once";
+      region.keys->heads != region.values->heads ||
+      region.keys->broadcast != region.values->broadcast || region.values->rotaryDim != 0) {
+    why = "the keys and values are not heads of one head_dim, cached alike";
     return std::nullopt;
   }
   return RegionProbe(region, weights, why).fit();

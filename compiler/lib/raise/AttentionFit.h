@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace hetc {
 
@@ -35,12 +36,15 @@ struct AttentionRegionFit {
   int64_t heads = 0;              // query heads, grouped evenly over the KV heads
   double scale = 0.0;             // of q . k with k as the region's cache holds it
   std::optional<int64_t> window;  // the causal mask's sliding window, if any
+  std::vector<float> alibiSlopes; // ALiBi's slope x key position, per query head; empty: none
+  std::optional<double> softcap;  // the scores' soft-cap c * tanh(s / c), if any
   std::string described;          // for --explain (the hetc.fit attribute)
 };
 
 // The fit, or nothing with `why` completing "read by its values, ...": the region's query heads
-// rotated as its keys are, each reading one KV head, softmax(scale * q . k + causal mask) over
-// the cached and new keys, times the values, within the rounding of the region's float type.
+// rotated as its keys are, each reading one KV head, softmax(scale * q . k (+ slope * key
+// position) + causal mask) over the cached and new keys, times the values, within the rounding
+// of the region's float type.
 std::optional<AttentionRegionFit> fitAttentionRegion(const AttentionRegion &region,
                                                      const compiler::WeightStore *weights,
                                                      std::string &why);

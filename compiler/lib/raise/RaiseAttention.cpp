@@ -1729,7 +1729,7 @@ constexpr size_t kMaxDataflowRegionNodes = 4096;
 
 std::optional<DataflowRegion> attentionRegionBehind(Value out) {
   Operation *end = out.getDefiningOp();
-  if (!end || isa<LlmOp, WeightOp>(end) || rankOf(out) != 3)
+  if (!end || isa<LlmOp, WeightOp>(end) || (rankOf(out) != 3 && rankOf(out) != -1))
     return std::nullopt;
   DenseSet<Operation *> seen;
   llvm::SetVector<Value> read, pasts;
@@ -1837,20 +1837,24 @@ std::optional<AttentionMatch> matchByValues(const DataflowRegion &region, Value 
         why = fitWhy;
       continue;
     }
-    RopeMatch k{HeadsSplit{keys.flat, keys.heads, keys.headDim},
+    RopeMatch k{HeadsSplit{keys.flat, keys.heads, keys.headDim, keys.broadcast},
                 Angles{keys.positions, InvFreq{keys.invFreq, {}, {}, nullptr}}, keys.rotaryDim,
                 keys.interleaved, keys.described};
     RopeMatch q = k;
     q.split.flat = attention.q;
     q.split.heads = fit->heads;
+    q.split.broadcast = 1;
     q.fit.clear();
     AttentionMatch m{q,
                      k,
-                     HeadsSplit{values.flat, values.heads, values.headDim},
+                     HeadsSplit{values.flat, values.heads, values.headDim, values.broadcast},
                      region.caches[ki],
                      region.caches[vi],
                      static_cast<float>(fit->scale * keys.scale)};
     m.window = fit->window;
+    m.alibiSlopes = fit->alibiSlopes;
+    if (fit->softcap)
+      m.softcap = static_cast<float>(*fit->softcap);
     described = fit->described;
     return m;
   }
