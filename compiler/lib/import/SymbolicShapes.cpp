@@ -815,8 +815,8 @@ void SymbolicShapes::visitNode(OnnxNodeOp node) {
       }
     }
   } else if (type == "Einsum") {
-    // Letters only (no ellipsis), as the interpreter evaluates it: each output letter's dimension
-    // from the first operand that has it other than a broadcast 1; an implicit output is the
+    // No ellipsis (the interpreter evaluates none either): each output letter's dimension from
+    // the first operand whose dimension for it is not a broadcast 1; an implicit output is the
     // letters that occur once, in alphabetical order.
     std::string equation = stringAttr(node, "equation", "").str();
     equation.erase(std::remove(equation.begin(), equation.end(), ' '), equation.end());

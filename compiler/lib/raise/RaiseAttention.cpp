@@ -1977,14 +1977,16 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
     // reason; and the products that were raised (by another reading of the same attention).
     llvm::MapVector<Operation *, Unsupported> unraised;
     DenseSet<Operation *> raisedProducts;
-    // Structural errors wait until the attentions the forms did not read are read by values.
-    SmallVector<Unsupported> errors;
+    // Structural errors wait until the attentions the forms did not read are read by values;
+    // each is kept with its attention's product of weights and values (the region it is in:
+    // the error's own node may be shared by every layer, a RoPE table's Gather).
+    SmallVector<std::pair<Unsupported, Operation *>> errors;
     for (OnnxNodeOp reshape : attentionsByValuesOnly() ? SmallVector<OnnxNodeOp>() : reshapes) {
       AttentionMatcher matcher(maskCache, maskVerdicts, tables);
       std::optional<AttentionMatch> m = matcher.match(reshape);
       if (!m) {
         if (matcher.unsupported.op)
-          errors.push_back(matcher.unsupported);
+          errors.push_back({matcher.unsupported, matcher.product()});
         else if (matcher.diagnosis.op)
           unraised.try_emplace(matcher.product(), matcher.diagnosis);
         continue;
@@ -2019,20 +2021,21 @@ struct RaiseAttentionPass : public hetc::impl::RaiseAttentionBase<RaiseAttention
       attention->setAttr(planning::kFit, builder.getStringAttr(described));
       fittedNodes.insert(region->nodes.begin(), region->nodes.end());
     }
-    // Why the region holding `op` was not read by its values either, if one was tried.
-    auto byValuesWhy = [&](Operation *op) -> std::string {
+    // Why the region holding an attention's product was not read by its values either, if one
+    // was tried.
+    auto byValuesWhy = [&](Operation *product) -> std::string {
       for (FailedFit &failure : failedFits)
-        if (llvm::is_contained(failure.region.nodes, op)) {
+        if (product && llvm::is_contained(failure.region.nodes, product)) {
           failure.region.nodes.clear(); // said once
           return "; read by its values, " + failure.why;
         }
       return {};
     };
-    for (const Unsupported &error : errors) {
-      if (fittedNodes.contains(error.op))
+    for (const auto &[error, product] : errors) {
+      if (product && fittedNodes.contains(product))
         continue;
       error.op->emitError() << "node " << describe(error.op) << " " << error.why
-                            << byValuesWhy(error.op);
+                            << byValuesWhy(product);
       failed = true;
     }
     // The root of the refusal: the attention region and why it did not match, rather than the
