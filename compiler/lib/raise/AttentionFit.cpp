@@ -21,9 +21,9 @@
 //    and each log-weight must be within rounding of the line; else with a slope per head times
 //    the key's position (ALiBi), else, or where the line fails at a loud sample (scores up to
 //    32), with a soft-cap c * tanh(scale * q . k / c).
-// 4. The check: random q, k, v and caches at three samples (one with a left-padded sequence,
-//    whose padding keys the mask must hide and whose padding rows hetc never computes) and the
-//    loud one, the region's output against softmax(the fitted scores + the mask) v.
+// 4. The check: random q, k, v and caches at five samples (two with a left-padded sequence,
+//    whose padding keys the mask may hide or not, and whose padding rows hetc never computes)
+//    and the loud one, the region's output against softmax(the fitted scores + the mask) v.
 //
 // Tolerance: 64 ulps of the region's float type relative to the magnitude compared. The
 // interpreter computes in double, but a float16 file's stored constants and tables (its scale,
@@ -706,7 +706,7 @@ private:
       samples.push_back({3, 2, 2, 1});
       samples.push_back({3, 0, 2, 1});
     }
-    // The loud sample too: scores up to 16, where a soft-cap shows.
+    // The loud sample too: scores up to kLoudScore, where a soft-cap shows.
     std::optional<Inputs> loud = loudInputs_.q.floats.empty()
                                      ? std::optional<Inputs>()
                                      : std::optional<Inputs>(loudInputs_);
@@ -732,48 +732,71 @@ private:
             const int64_t c = cacheHeadOf(h);
             SmallVector<double> q =
                 rotatedQuery(in.q, b, row, h, s.seq, positionOf(s, b, row));
-            SmallVector<double> logits(total, -INFINITY);
-            double largest = -INFINITY;
-            for (int64_t j = 0; j < total; ++j) {
-              if (hides(j, key, padding))
-                continue;
-              const double *k = keys->floats.data() + ((b * cacheHeads_ + c) * total + j) * headDim_;
-              double dot = 0.0;
+            // The row softmax(scores + mask) v gives, the padding keys hidden or not: hetc never
+            // pads, so a mask may leave them visible (as the mask probe allows).
+            auto expected = [&](bool hidePadding) {
+              SmallVector<double> logits(total, -INFINITY);
+              double largest = -INFINITY;
+              for (int64_t j = 0; j < total; ++j) {
+                if (hides(j, key, hidePadding ? padding : 0))
+                  continue;
+                const double *k =
+                    keys->floats.data() + ((b * cacheHeads_ + c) * total + j) * headDim_;
+                double dot = 0.0;
+                for (int64_t d = 0; d < headDim_; ++d)
+                  dot += q[d] * k[d];
+                double score = scale_ * dot;
+                if (softcap_)
+                  score = *softcap_ * std::tanh(score / *softcap_);
+                logits[j] = score + positionBias(h, j);
+                largest = std::max(largest, logits[j]);
+              }
+              double sum = 0.0;
+              for (double &x : logits) {
+                x = std::isinf(x) ? 0.0 : std::exp(x - largest);
+                sum += x;
+              }
+              SmallVector<double> want(headDim_, 0.0);
               for (int64_t d = 0; d < headDim_; ++d)
-                dot += q[d] * k[d];
-              double score = scale_ * dot;
-              if (softcap_)
-                score = *softcap_ * std::tanh(score / *softcap_);
-              logits[j] = score + positionBias(h, j);
-              largest = std::max(largest, logits[j]);
+                for (int64_t j = 0; j < total; ++j)
+                  want[d] += logits[j] / sum *
+                             values->floats[((b * cacheHeads_ + c) * total + j) * headDim_ + d];
+              return want;
+            };
+            const double *got = out->floats.data() + ((b * s.seq + row) * heads_ + h) * headDim_;
+            // The first column past the tolerance (or -1) and the largest difference.
+            auto compare = [&](ArrayRef<double> want) {
+              std::pair<int64_t, double> result{-1, 0.0};
+              for (int64_t d = 0; d < headDim_; ++d) {
+                const double difference = std::fabs(got[d] - want[d]);
+                result.second = std::max(result.second, difference);
+                if (result.first == -1 &&
+                    !(difference <= kUlps * ulp_ * (1.0 + std::fabs(want[d]))))
+                  result.first = d;
+              }
+              return result;
+            };
+            const SmallVector<double> want = expected(/*hidePadding=*/true);
+            auto [column, difference] = compare(want);
+            if (column != -1 && padding > 0) {
+              auto [visibleColumn, visibleDifference] = compare(expected(false));
+              if (visibleColumn == -1) {
+                column = -1;
+                difference = visibleDifference;
+              }
             }
-            double sum = 0.0;
-            for (double &x : logits) {
-              x = std::isinf(x) ? 0.0 : std::exp(x - largest);
-              sum += x;
-            }
-            for (int64_t d = 0; d < headDim_; ++d) {
-              double want = 0.0;
-              for (int64_t j = 0; j < total; ++j)
-                want += logits[j] / sum *
-                        values->floats[((b * cacheHeads_ + c) * total + j) * headDim_ + d];
-              const double got =
-                  out->floats[((b * s.seq + row) * heads_ + h) * headDim_ + d];
-              const double difference = std::fabs(got - want);
-              largestDifference_ = std::max(largestDifference_, difference);
-              if (!(difference <= kUlps * ulp_ * (1.0 + std::fabs(want))))
-                return failed("give " + printed(got, 6) + " at query head " + std::to_string(h) +
-                              ", column " + std::to_string(d) + " of the query at position " +
-                              std::to_string(key) + s.described() +
-                              (isLoud ? " (q scaled so that the scores reach " +
-                                            printed(kLoudScore) + ")"
-                                      : std::string()) +
-                              " where softmax(" +
-                              printed(scale_, 6) + " x q.k" +
-                              (softcap_ ? " soft-capped at " + printed(*softcap_, 6) : "") +
-                              " + the mask" + (slopes_.empty() ? "" : " + ALiBi") + ") v gives " +
-                              printed(want, 6));
-            }
+            largestDifference_ = std::max(largestDifference_, difference);
+            if (column != -1)
+              return failed("give " + printed(got[column], 6) + " at query head " +
+                            std::to_string(h) + ", column " + std::to_string(column) +
+                            " of the query at position " + std::to_string(key) + s.described() +
+                            (isLoud ? " (q scaled so that the scores reach " +
+                                          printed(kLoudScore) + ")"
+                                    : std::string()) +
+                            " where softmax(" + printed(scale_, 6) + " x q.k" +
+                            (softcap_ ? " soft-capped at " + printed(*softcap_, 6) : "") +
+                            " + the mask" + (slopes_.empty() ? "" : " + ALiBi") + ") v gives " +
+                            printed(want[column], 6));
           }
         }
     }
