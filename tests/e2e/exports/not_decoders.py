@@ -22,7 +22,6 @@ but for the mixture of experts, what a decoder with a KV cache has that it lacks
 plan.
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from e2e_common import CheckFailed, check_hetc_binary, main_wrapper  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, check_main  # noqa: E402
 
 VOCAB, HIDDEN, HEADS, POSITIONS = 96, 32, 4, 64
 
@@ -259,13 +258,8 @@ def check(a):
           "experts are each refused with one line")
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hetc", required=True)
-    p.add_argument("--workdir", required=True)
-    a = p.parse_args(argv)
-    return main_wrapper(lambda: check(a))
+def main():
+    return check_main(check, __doc__)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ ignores padding computes. It must compile with every attention read by its value
 and generate the tokens the unedited export's plan generates.
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from onnx import helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from e2e_common import CheckFailed, check_hetc_binary, main_wrapper  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, check_main  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
@@ -77,14 +76,8 @@ def check(a):
     print(f"PASS: padding left visible, read by its values; tokens {' '.join(got)} as unedited")
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hetc", required=True)
-    p.add_argument("--workdir", required=True)
-    a = p.parse_args(argv)
-    os.makedirs(a.workdir, exist_ok=True)
-    return main_wrapper(lambda: check(a))
+def main():
+    return check_main(check, __doc__)
 
 
 if __name__ == "__main__":

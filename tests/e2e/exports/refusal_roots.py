@@ -20,7 +20,6 @@ hetc compile must exit 1, write no plan, and print the two blockers (the first o
 `hetc: error:` line, the other listed after it), with no line about the present outputs.
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from onnx import helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from e2e_common import CheckFailed, check_hetc_binary, main_wrapper  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, check_main  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
@@ -94,14 +93,8 @@ def check(a):
     print("PASS: two blockers, each refused at its root node, nothing downstream named")
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hetc", required=True)
-    p.add_argument("--workdir", required=True)
-    a = p.parse_args(argv)
-    os.makedirs(a.workdir, exist_ok=True)
-    return main_wrapper(lambda: check(a))
+def main():
+    return check_main(check, __doc__)
 
 
 if __name__ == "__main__":

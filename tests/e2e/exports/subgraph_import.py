@@ -22,7 +22,6 @@ sorted; a body's reads from around the loop count as the Loop's inputs).
   a Loop inside the body.
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from e2e_common import CheckFailed, check_hetc_binary, main_wrapper  # noqa: E402
+from e2e_common import CheckFailed, check_hetc_binary, check_main  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 PROMPT = "5,17,42,7,99,3"
@@ -252,14 +251,8 @@ def check(a):
         print(f"PASS: {name}: {lines[0]}")
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hetc", required=True)
-    p.add_argument("--workdir", required=True)
-    a = p.parse_args(argv)
-    os.makedirs(a.workdir, exist_ok=True)
-    return main_wrapper(lambda: check(a))
+def main():
+    return check_main(check, __doc__)
 
 
 if __name__ == "__main__":
